@@ -1,0 +1,123 @@
+/*
+ * kernelrt.h - the C kernel API of kernelrt.
+ *
+ * Rules for every kernel in csrc/ (checked in review):
+ *   - C11, no malloc, no threads, no OpenMP, no global mutable state, no libm calls
+ *     (exp/silu use krt_expf from krt_common.h) so that c2goasm can translate them;
+ *   - every argument is a pointer or int64_t (c2goasm passes 64-bit integer args only),
+ *     at most 14 arguments, float parameters (eps) are passed through a pointer;
+ *   - every kernel works on an explicit slice (rows r0..r1, blocks b0..b1, tokens t0..t1,
+ *     heads h0..h1, elements i0..i1) and writes only that slice's outputs;
+ *   - one scalar variant (_ref) and two SIMD variants (_avx2: AVX2+FMA+F16C,
+ *     _avx512: AVX-512 F/BW/VL, VNNI where the function says so), each compiled with
+ *     per-function target attributes, never -march=native.
+ * Callers (the Go side) validate every argument before calling; kernels do not check.
+ */
+#ifndef KERNELRT_H
+#define KERNELRT_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KRT_QK 32 /* weights per quantized block */
+
+/* Byte-identical to ggml's block_q8_0: fp16 scale d, then 32 int8. 34 bytes. */
+typedef struct {
+    uint16_t d;
+    int8_t qs[KRT_QK];
+} krt_block_q8_0;
+
+/* Byte-identical to ggml's block_q5_0: fp16 d, 32 high bits, 16 bytes of nibbles. 22 bytes. */
+typedef struct {
+    uint16_t d;
+    uint8_t qh[4];
+    uint8_t qs[KRT_QK / 2];
+} krt_block_q5_0;
+
+_Static_assert(sizeof(krt_block_q8_0) == 34, "block_q8_0 must be 34 bytes");
+_Static_assert(sizeof(krt_block_q5_0) == 22, "block_q5_0 must be 22 bytes");
+
+/* Declares f_ref, f_avx2 and f_avx512 with the same parameter list. */
+#define KRT_DECLARE(name, params) \
+    void name##_ref params;       \
+    void name##_avx2 params;      \
+    void name##_avx512 params;
+
+/* ---- quantization (slice: blocks b0..b1; src/dst are base pointers) ---- */
+/* dst[b] = Q8_0 of src[32b .. 32b+32) ; NaN/Inf behaviour: see csrc/quant.c banner. */
+KRT_DECLARE(krt_quantize_q8_0, (krt_block_q8_0 *dst, const float *src, int64_t b0, int64_t b1))
+KRT_DECLARE(krt_quantize_q5_0, (krt_block_q5_0 *dst, const float *src, int64_t b0, int64_t b1))
+KRT_DECLARE(krt_dequantize_q8_0, (float *dst, const krt_block_q8_0 *src, int64_t b0, int64_t b1))
+KRT_DECLARE(krt_dequantize_q5_0, (float *dst, const krt_block_q5_0 *src, int64_t b0, int64_t b1))
+
+/* ---- GEMV (slice: rows r0..r1) ----
+ * w is row-major, rows of cols/32 blocks; x holds cols/32 Q8_0 blocks.
+ * y[r] = sum_b fp32(d_w)*fp32(d_x) * isum_b  (+ bias[r] when bias != NULL), for r in [r0,r1). */
+KRT_DECLARE(krt_gemv_q8_0, (float *y, const krt_block_q8_0 *w, const krt_block_q8_0 *x,
+                            const float *bias, int64_t cols, int64_t r0, int64_t r1))
+KRT_DECLARE(krt_gemv_q5_0, (float *y, const krt_block_q5_0 *w, const krt_block_q8_0 *x,
+                            const float *bias, int64_t cols, int64_t r0, int64_t r1))
+/* Fused: quantize all of x (cols floats) into the caller's private scratch xq (cols/32 blocks),
+ * then GEMV rows r0..r1, then bias. Each worker owns its xq, so no barrier is needed. */
+KRT_DECLARE(krt_gemv_q8_0_f32, (float *y, const krt_block_q8_0 *w, const float *x, krt_block_q8_0 *xq,
+                                const float *bias, int64_t cols, int64_t r0, int64_t r1))
+KRT_DECLARE(krt_gemv_q5_0_f32, (float *y, const krt_block_q5_0 *w, const float *x, krt_block_q8_0 *xq,
+                                const float *bias, int64_t cols, int64_t r0, int64_t r1))
+/* FP32 GEMV: y[r] = dot(w[r*cols..], x) for r in [r0,r1). */
+KRT_DECLARE(krt_gemv_f32, (float *y, const float *w, const float *x, int64_t cols, int64_t r0, int64_t r1))
+
+/* ---- GEMM for prefill (slice: rows r0..r1, all T tokens) ----
+ * x holds T rows of cols/32 Q8_0 blocks; y is T x rows (y[t*rows + r]).
+ * Tiled so each weight block is loaded once per tile of tokens. */
+KRT_DECLARE(krt_gemm_q8_0, (float *y, const krt_block_q8_0 *w, const krt_block_q8_0 *x, const float *bias,
+                            int64_t rows, int64_t cols, int64_t T, int64_t r0, int64_t r1))
+KRT_DECLARE(krt_gemm_q5_0, (float *y, const krt_block_q5_0 *w, const krt_block_q8_0 *x, const float *bias,
+                            int64_t rows, int64_t cols, int64_t T, int64_t r0, int64_t r1))
+
+/* ---- normalisation and softmax ---- */
+/* out[t] = x[t] / sqrt(mean(x[t]^2) + *eps) * weight, rows of dim floats, tokens t0..t1. */
+KRT_DECLARE(krt_rmsnorm, (float *out, const float *x, const float *weight, const float *eps,
+                          int64_t dim, int64_t t0, int64_t t1))
+/* In place, rows r0..r1 of cols floats; max-subtracted. valid == NULL: whole row; else
+ * row r uses its first valid[r] entries (1..cols) and writes 0 to the rest. */
+KRT_DECLARE(krt_softmax, (float *x, const int32_t *valid, int64_t cols, int64_t r0, int64_t r1))
+
+/* ---- elementwise (slice: elements i0..i1) ---- */
+/* out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)). */
+KRT_DECLARE(krt_swiglu, (float *out, const float *gate, const float *up, int64_t i0, int64_t i1))
+/* out[i] = a[i] + b[i] (residual add; out may alias a or b). */
+KRT_DECLARE(krt_add, (float *out, const float *a, const float *b, int64_t i0, int64_t i1))
+
+/* ---- RoPE, NeoX style (element i rotates with i + head_dim/2) ----
+ * x: token t's heads at x + t*stride, n_heads heads of head_dim floats; position = pos0 + t.
+ * cos_tab/sin_tab: [pos][head_dim/2], precomputed once (theta^(-2i/head_dim)). Tokens t0..t1. */
+KRT_DECLARE(krt_rope_neox, (float *x, const float *cos_tab, const float *sin_tab, int64_t stride,
+                            int64_t n_heads, int64_t head_dim, int64_t pos0, int64_t t0, int64_t t1))
+
+/* ---- KV cache (F32), layout [kv_head][max_ctx][head_dim] ----
+ * Appends token t (src + t*src_stride, n_kv_heads*head_dim floats) at position pos0 + t. */
+KRT_DECLARE(krt_kv_append, (float *cache, const float *src, int64_t src_stride, int64_t n_kv_heads,
+                            int64_t head_dim, int64_t max_ctx, int64_t pos0, int64_t t0, int64_t t1))
+
+/* ---- attention (grouped-query, causal), slice: query heads h0..h1 ----
+ * q: token t's query heads at q + t*q_stride; out: token t at out + t*n_heads*head_dim.
+ * Token t (position pos0 + t) attends cache positions 0..pos0+t inclusive; scale 1/sqrt(head_dim);
+ * query head h reads KV head h / (n_heads / n_kv_heads). scratch: max_ctx floats (private). */
+KRT_DECLARE(krt_attention, (float *out, const float *q, const float *kcache, const float *vcache,
+                            float *scratch, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                            int64_t max_ctx, int64_t q_stride, int64_t pos0, int64_t T, int64_t h0, int64_t h1))
+
+/* ---- embedding: out[t] = dequantized row ids[t] of a Q8_0 table (dim floats), tokens t0..t1 ---- */
+KRT_DECLARE(krt_embed_q8_0, (float *out, const krt_block_q8_0 *table, const int32_t *ids, int64_t dim,
+                             int64_t t0, int64_t t1))
+
+/* A plain streaming read (sum of n floats into *out): the bandwidth baseline for benchmarks. */
+KRT_DECLARE(krt_stream_read, (float *out, const float *src, int64_t n))
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KERNELRT_H */

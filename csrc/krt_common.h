@@ -1,0 +1,165 @@
+/*
+ * krt_common.h - helpers shared by the kernels: fp16 conversion, an accurate exp, target macros.
+ * C11, no malloc, no threads, no OpenMP, no global state, no libm calls (c2goasm-friendly:
+ * everything here is static inline and is inlined into each kernel).
+ */
+#ifndef KRT_COMMON_H
+#define KRT_COMMON_H
+
+#include <stdint.h>
+#include <string.h>
+#include "kernelrt.h"
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+#define KRT_X86 1
+#endif
+
+/* Per-function ISA selection: one binary holds every variant; Go picks one at start-up.
+ * _avx512 requires AVX-512 F/BW/VL/DQ and VNNI; CPUs without VNNI are given _avx2. */
+#define KRT_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define KRT_TARGET_AVX512 \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
+
+#define KRT_INLINE static inline __attribute__((always_inline))
+
+/* ---- IEEE half <-> single, bit-exact, round to nearest even (what F16C's vcvtps2ph with
+ * imm 0 and ggml's reference converter both do). ---- */
+KRT_INLINE float krt_fp16_to_fp32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu;
+    uint32_t man = h & 0x3ffu;
+    uint32_t bits;
+    if (exp == 0x1f) {                /* Inf / NaN */
+        bits = sign | 0x7f800000u | (man << 13);
+    } else if (exp != 0) {            /* normal */
+        bits = sign | ((exp + 112u) << 23) | (man << 13);
+    } else if (man == 0) {            /* zero */
+        bits = sign;
+    } else {                          /* subnormal: normalise */
+        int e = -1;
+        do { man <<= 1; e++; } while ((man & 0x400u) == 0);
+        man &= 0x3ffu;
+        bits = sign | ((uint32_t)(112 - e) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+KRT_INLINE uint16_t krt_fp32_to_fp16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u;
+    uint32_t absx = x & 0x7fffffffu;
+    if (absx >= 0x7f800000u) {        /* Inf or NaN (keep NaN quiet and non-zero) */
+        return (uint16_t)(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u | ((absx >> 13) & 0x3ffu) : 0));
+    }
+    if (absx >= 0x477ff000u) {        /* rounds to >= 65520: overflow to Inf */
+        return (uint16_t)(sign | 0x7c00u);
+    }
+    if (absx < 0x38800000u) {         /* below the smallest normal half: subnormal or zero */
+        if (absx < 0x33000000u) return (uint16_t)sign; /* < 2^-25 rounds to 0 */
+        uint32_t e = absx >> 23;
+        uint32_t m = (absx & 0x7fffffu) | 0x800000u;
+        uint32_t shift = 126u - e;    /* 14..24 */
+        uint32_t half = m >> shift;
+        uint32_t rem = m & ((1u << shift) - 1u);
+        uint32_t mid = 1u << (shift - 1u);
+        if (rem > mid || (rem == mid && (half & 1u))) half++;
+        return (uint16_t)(sign | half);
+    }
+    uint32_t r = absx + 0xfffu + ((absx >> 13) & 1u) - 0x38000000u; /* rebias, RNE */
+    return (uint16_t)(sign | (r >> 13));
+}
+
+/* ---- exp: Cephes-style range reduction e^x = 2^n * e^r, |r| <= ln2/2, degree-6 polynomial.
+ * Max relative error about 2 ulp (< 3e-7) over [-87.3, 88.7]; below that returns 0, above Inf.
+ * Shared by softmax, SwiGLU and attention so every variant agrees with _ref to ~1 ulp. ---- */
+#define KRT_EXP_HI 88.3762626647949f
+#define KRT_EXP_LO (-87.3365447504019f)
+#define KRT_LOG2E 1.44269504088896341f
+#define KRT_LN2_HI 0.693359375f
+#define KRT_LN2_LO (-2.12194440e-4f)
+#define KRT_EXP_P0 1.9875691500e-4f
+#define KRT_EXP_P1 1.3981999507e-3f
+#define KRT_EXP_P2 8.3334519073e-3f
+#define KRT_EXP_P3 4.1665795894e-2f
+#define KRT_EXP_P4 1.6666665459e-1f
+#define KRT_EXP_P5 5.0000001201e-1f
+
+KRT_INLINE float krt_expf(float x) {
+    if (x != x) return x;
+    if (x > KRT_EXP_HI) x = KRT_EXP_HI + 1.0f;
+    if (x < KRT_EXP_LO) return 0.0f;
+    float fx = x * KRT_LOG2E + 0.5f;
+    float n = (float)(int32_t)fx;
+    if (n > fx) n -= 1.0f;            /* floor */
+    float r = x - n * KRT_LN2_HI;
+    r = r - n * KRT_LN2_LO;
+    float p = KRT_EXP_P0;
+    p = p * r + KRT_EXP_P1;
+    p = p * r + KRT_EXP_P2;
+    p = p * r + KRT_EXP_P3;
+    p = p * r + KRT_EXP_P4;
+    p = p * r + KRT_EXP_P5;
+    p = p * r * r + r + 1.0f;
+    int32_t ni = (int32_t)n;
+    if (ni > 127) {                   /* overflow */
+        uint32_t inf = 0x7f800000u;
+        float f;
+        memcpy(&f, &inf, 4);
+        return f;
+    }
+    uint32_t bits = (uint32_t)(ni + 127) << 23;
+    float s;
+    memcpy(&s, &bits, 4);
+    return p * s;
+}
+
+#ifdef KRT_X86
+/* The same exp, 8 lanes. Inputs below KRT_EXP_LO give 0, above KRT_EXP_HI give a huge finite
+ * value (callers feed max-subtracted or bounded inputs). */
+KRT_TARGET_AVX2 KRT_INLINE __m256 krt_expf_avx2(__m256 x) {
+    __m256 lo_mask = _mm256_cmp_ps(x, _mm256_set1_ps(KRT_EXP_LO), _CMP_LT_OQ);
+    x = _mm256_min_ps(x, _mm256_set1_ps(KRT_EXP_HI));
+    x = _mm256_max_ps(x, _mm256_set1_ps(KRT_EXP_LO));
+    __m256 fx = _mm256_fmadd_ps(x, _mm256_set1_ps(KRT_LOG2E), _mm256_set1_ps(0.5f));
+    __m256 n = _mm256_floor_ps(fx);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(KRT_LN2_HI), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(KRT_LN2_LO), r);
+    __m256 p = _mm256_set1_ps(KRT_EXP_P0);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KRT_EXP_P1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KRT_EXP_P2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KRT_EXP_P3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KRT_EXP_P4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KRT_EXP_P5));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    __m256 res = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    return _mm256_andnot_ps(lo_mask, res);
+}
+
+/* The same exp, 16 lanes. */
+KRT_TARGET_AVX512 KRT_INLINE __m512 krt_expf_avx512(__m512 x) {
+    __mmask16 lo_mask = _mm512_cmp_ps_mask(x, _mm512_set1_ps(KRT_EXP_LO), _CMP_LT_OQ);
+    x = _mm512_min_ps(x, _mm512_set1_ps(KRT_EXP_HI));
+    x = _mm512_max_ps(x, _mm512_set1_ps(KRT_EXP_LO));
+    __m512 fx = _mm512_fmadd_ps(x, _mm512_set1_ps(KRT_LOG2E), _mm512_set1_ps(0.5f));
+    __m512 n = _mm512_roundscale_ps(fx, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(KRT_LN2_HI), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(KRT_LN2_LO), r);
+    __m512 p = _mm512_set1_ps(KRT_EXP_P0);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KRT_EXP_P1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KRT_EXP_P2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KRT_EXP_P3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KRT_EXP_P4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KRT_EXP_P5));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    __m512 res = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+    return _mm512_maskz_mov_ps((__mmask16)~lo_mask, res);
+}
+#endif /* KRT_X86 */
+
+#endif /* KRT_COMMON_H */
