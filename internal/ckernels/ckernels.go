@@ -5,7 +5,7 @@
 package ckernels
 
 /*
-#cgo CFLAGS: -O3 -std=c11 -I${SRCDIR}/../../csrc -fno-math-errno -fno-trapping-math -Wall -Wno-unused-function
+#cgo CFLAGS: -O3 -std=c11 -I${SRCDIR}/../../csrc -Wall -Wno-unused-function
 #include "kernelrt.h"
 */
 import "C"
