@@ -1,0 +1,16 @@
+// Package generic is the pure-Go backend: slow but correct ports of the C _ref kernels, for
+// architectures without the C or assembly backends and as a third opinion in tests.
+package generic
+
+import (
+	"unsafe"
+
+	"github.com/kernelrt/kernelrt/internal/cpu"
+	"github.com/kernelrt/kernelrt/internal/kern"
+)
+
+// set is filled field by field by the init functions of this package's files.
+var set = &kern.Set{Backend: "generic", Variant: cpu.Ref}
+
+// f32 views n floats at p.
+func f32(p kern.P, n int) []float32 { return unsafe.Slice((*float32)(p), n) }
