@@ -3,7 +3,7 @@ module github.com/kernelrt/kernelrt
 go 1.26.8
 
 require (
-	github.com/klauspost/cpuid/v2 v2.4.2 // indirect
-	golang.org/x/sys v0.49.0 // indirect
-	gonum.org/v1/gonum v0.17.0 // indirect
+	github.com/klauspost/cpuid/v2 v2.4.2
+	golang.org/x/sys v0.49.0
+	gonum.org/v1/gonum v0.17.0
 )

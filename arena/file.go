@@ -1,0 +1,129 @@
+package arena
+
+import (
+	"fmt"
+	"os"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// FileOptions control MapFile.
+type FileOptions struct {
+	// Mlock locks the whole file in RAM (reading all of it now); failure is an error.
+	Mlock bool
+	// WillNeed issues MADV_WILLNEED so the kernel starts reading the file ahead
+	// asynchronously; set it when loading weights that are about to be used. The zero value
+	// gives no advice (pages are read on first touch).
+	WillNeed bool
+}
+
+// FileMapping is a file mapped read-only (MAP_SHARED, PROT_READ): its bytes come from the
+// page cache with no copy, and writing them faults.
+type FileMapping struct {
+	path   string
+	data   []byte
+	closed atomic.Bool
+}
+
+// MapFile maps the file at path read-only. A zero-length file maps to an empty slice.
+// The file must not be truncated while mapped (touching pages past the new end raises SIGBUS).
+func MapFile(path string, opts FileOptions) (*FileMapping, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("arena: MapFile(%q): %w", path, err)
+	}
+	defer f.Close() // the mapping keeps its own reference to the file
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("arena: MapFile(%q): %w", path, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("arena: MapFile(%q): not a regular file (%s): %w", path, st.Mode().Type(), ErrMap)
+	}
+	size := st.Size()
+	if size == 0 {
+		return &FileMapping{path: path, data: []byte{}}, nil
+	}
+	if size > int64(maxInt) {
+		return nil, fmt.Errorf("arena: MapFile(%q): %d bytes do not fit in an int: %w", path, size, ErrBadSize)
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("arena: MapFile(%q): mmap %d bytes: %w: %w", path, size, err, ErrMap)
+	}
+	if opts.WillNeed {
+		if err := unix.Madvise(data, unix.MADV_WILLNEED); err != nil {
+			unix.Munmap(data)
+			return nil, fmt.Errorf("arena: MapFile(%q): MADV_WILLNEED on %d bytes: %w: %w", path, size, err, ErrMap)
+		}
+	}
+	if opts.Mlock {
+		if err := unix.Mlock(data); err != nil {
+			unix.Munmap(data)
+			return nil, fmt.Errorf("arena: MapFile(%q): mlock %d bytes: %w: %w", path, size, err, ErrMap)
+		}
+	}
+	return &FileMapping{path: path, data: data}, nil
+}
+
+// Bytes returns the file's contents (read-only: writing faults). It returns nil after Close;
+// slices obtained before Close must not be used after it.
+func (m *FileMapping) Bytes() []byte {
+	if m.closed.Load() {
+		return nil
+	}
+	return m.data
+}
+
+// Size returns the file's size in bytes as mapped.
+func (m *FileMapping) Size() int { return len(m.data) }
+
+// Path returns the path the file was mapped from.
+func (m *FileMapping) Path() string { return m.path }
+
+// Close unmaps the file. It is idempotent: later calls return nil.
+func (m *FileMapping) Close() error {
+	if !m.closed.CompareAndSwap(false, true) || len(m.data) == 0 {
+		return nil
+	}
+	if err := unix.Munmap(m.data); err != nil {
+		return fmt.Errorf("arena: FileMapping(%q).Close: munmap: %w: %w", m.path, err, ErrMap)
+	}
+	return nil
+}
+
+// FileView returns n elements of T at byte offset of the mapped file, in place (no copy),
+// so a GGUF loader can hand tensor data straight to kernels. T must be pointer-free; the
+// range must lie in the file and offset must suit T's alignment. The slice is read-only.
+func FileView[T any](m *FileMapping, offset, n int) ([]T, error) {
+	var z T
+	size, talign := int(unsafe.Sizeof(z)), int(unsafe.Alignof(z))
+	fail := func(format string, args ...any) ([]T, error) {
+		return nil, fmt.Errorf("arena: FileView[%s](%q, offset=%d, n=%d): %w",
+			typeName[T](), m.path, offset, n, fmt.Errorf(format, args...))
+	}
+	if err := pointerFree[T](); err != nil {
+		return fail("%w", err)
+	}
+	data := m.Bytes()
+	if data == nil {
+		return fail("%w", ErrClosed)
+	}
+	if offset < 0 || n < 0 {
+		return fail("negative offset or count: %w", ErrBadSize)
+	}
+	bytes, ok := mulOK(n, size)
+	if !ok || offset > len(data) || bytes > len(data)-offset {
+		return fail("range exceeds the %d-byte file: %w", len(data), ErrBadSize)
+	}
+	if n == 0 {
+		return []T{}, nil
+	}
+	p := unsafe.Pointer(unsafe.SliceData(data[offset:]))
+	if uintptr(p)%uintptr(talign) != 0 {
+		return fail("offset is not aligned to %d bytes: %w", talign, ErrBadAlign)
+	}
+	return unsafe.Slice((*T)(p), n), nil
+}
