@@ -10,8 +10,11 @@ package kernelrt
 
 import (
 	"fmt"
+	"math"
 	"os"
+	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/kernelrt/kernelrt/internal/cpu"
 	"github.com/kernelrt/kernelrt/internal/kern"
@@ -116,3 +119,379 @@ func UseKernels(backend, variant string) (restore func(), err error) {
 
 // ks returns the kernel set in use.
 func ks() *kern.Set { return active.Load() }
+
+// ---- core kernels: quantization, GEMV, RMSNorm, softmax ----
+//
+// Each public function below is a check function (reused by the Runtime's dispatch wrappers)
+// followed by one call into the active kernel set over the whole range.
+
+// QuantizeQ8_0 quantizes src (a positive multiple of 32 floats) into len(src)/32 Q8_0 blocks,
+// byte for byte like ggml's reference quantizer: d = max|x|/127 stored as fp16 (round to
+// nearest even), qs[j] = x[j]/d rounded half away from zero (C roundf), all zeros when d is 0.
+//
+// NaN/Inf rule: a block holding any NaN or ±Inf is poisoned: d = 0x7e00 (fp16 NaN) and every
+// quant 0, so every value it dequantizes to, and every dot product it enters, is NaN, as in
+// float math. (ggml leaves this case undefined.) dst must not overlap src.
+func QuantizeQ8_0(dst []BlockQ8_0, src []float32) error {
+	if err := checkQuantize("QuantizeQ8_0", dst, src); err != nil {
+		return err
+	}
+	ks().QuantizeQ8_0(sliceP(dst), sliceP(src), 0, len(dst))
+	return nil
+}
+
+// QuantizeQ5_0 quantizes src (a positive multiple of 32 floats) into len(src)/32 Q5_0 blocks,
+// byte for byte like ggml's reference quantizer: m = the element of largest magnitude (sign
+// kept, first one on ties), d = m/-16 stored as fp16, q[j] = min(31, trunc(x[j]/d + 16.5)).
+//
+// NaN/Inf rule: a block holding any NaN or ±Inf is poisoned: d = 0x7e00 (fp16 NaN) and every
+// quant q = 16 (qs all 0, qh all ones), so every value it dequantizes to, d*(q-16) = NaN*0, and
+// every dot product it enters is NaN, as in float math. dst must not overlap src.
+func QuantizeQ5_0(dst []BlockQ5_0, src []float32) error {
+	if err := checkQuantize("QuantizeQ5_0", dst, src); err != nil {
+		return err
+	}
+	ks().QuantizeQ5_0(sliceP(dst), sliceP(src), 0, len(dst))
+	return nil
+}
+
+// DequantizeQ8_0 expands src into len(src)*32 floats: dst[32b+j] = fp16(d_b) * qs_b[j].
+// dst must not overlap src.
+func DequantizeQ8_0(dst []float32, src []BlockQ8_0) error {
+	if err := checkDequantize("DequantizeQ8_0", dst, src); err != nil {
+		return err
+	}
+	ks().DequantizeQ8_0(sliceP(dst), sliceP(src), 0, len(src))
+	return nil
+}
+
+// DequantizeQ5_0 expands src into len(src)*32 floats: dst[32b+j] = fp16(d_b) * (q_b[j] - 16).
+// dst must not overlap src.
+func DequantizeQ5_0(dst []float32, src []BlockQ5_0) error {
+	if err := checkDequantize("DequantizeQ5_0", dst, src); err != nil {
+		return err
+	}
+	ks().DequantizeQ5_0(sliceP(dst), sliceP(src), 0, len(src))
+	return nil
+}
+
+// GemvQ8_0 computes y = W x for a rows x cols Q8_0 matrix w (row-major, cols/32 blocks a row)
+// and Q8_0 activations x (cols/32 blocks): y[r] = sum over blocks b of
+// (fp32(d_w)*fp32(d_x)) * (exact integer dot of the quants), summed in float32. cols must be a
+// positive multiple of 32; y must not overlap w or x.
+//
+// Weights may use every int8 quant; activation quants must lie in -127..127, as every
+// quantizer (ours and ggml's) produces them: the AVX2 kernels' sign trick cannot represent
+// +128, and checking would cost a pass over x per call, so -128 is not refused. A poisoned
+// block (fp16 NaN scale) makes its rows NaN in every variant; a block with an fp16 Inf scale
+// makes them Inf or NaN, which of the two may differ between variants.
+func GemvQ8_0(y []float32, w []BlockQ8_0, x []BlockQ8_0, rows, cols int) error {
+	return gemvQ8_0("GemvQ8_0", y, w, x, nil, rows, cols)
+}
+
+// GemvQ8_0Bias is GemvQ8_0 followed by y[r] += bias[r]; a nil bias means none. y must not
+// overlap bias either (not even exactly: a kernel may add the bias in a second pass).
+func GemvQ8_0Bias(y []float32, w []BlockQ8_0, x []BlockQ8_0, bias []float32, rows, cols int) error {
+	return gemvQ8_0("GemvQ8_0Bias", y, w, x, bias, rows, cols)
+}
+
+func gemvQ8_0(fn string, y []float32, w, x []BlockQ8_0, bias []float32, rows, cols int) error {
+	if err := checkGemv(fn, y, w, x, bias, rows, cols); err != nil {
+		return err
+	}
+	ks().GemvQ8_0(sliceP(y), sliceP(w), sliceP(x), sliceP(bias), cols, 0, rows)
+	return nil
+}
+
+// GemvQ5_0 is GemvQ8_0 with Q5_0 weights, whose quants count as q-16.
+func GemvQ5_0(y []float32, w []BlockQ5_0, x []BlockQ8_0, rows, cols int) error {
+	return gemvQ5_0("GemvQ5_0", y, w, x, nil, rows, cols)
+}
+
+// GemvQ5_0Bias is GemvQ5_0 followed by y[r] += bias[r]; a nil bias means none. y must not
+// overlap bias.
+func GemvQ5_0Bias(y []float32, w []BlockQ5_0, x []BlockQ8_0, bias []float32, rows, cols int) error {
+	return gemvQ5_0("GemvQ5_0Bias", y, w, x, bias, rows, cols)
+}
+
+func gemvQ5_0(fn string, y []float32, w []BlockQ5_0, x []BlockQ8_0, bias []float32, rows, cols int) error {
+	if err := checkGemv(fn, y, w, x, bias, rows, cols); err != nil {
+		return err
+	}
+	ks().GemvQ5_0(sliceP(y), sliceP(w), sliceP(x), sliceP(bias), cols, 0, rows)
+	return nil
+}
+
+// GemvQ8_0F32 is the fused GEMV for FP32 activations: it quantizes x (cols floats) to Q8_0
+// into the caller-owned scratch (at least cols/32 blocks; only the first cols/32 are written),
+// then computes y = W xq (+ bias unless bias is nil). The result is exactly QuantizeQ8_0 then
+// GemvQ8_0Bias. y must not overlap w, x, bias or scratch; scratch must not overlap w, x or bias.
+func GemvQ8_0F32(y []float32, w []BlockQ8_0, x []float32, bias []float32, scratch []BlockQ8_0, rows, cols int) error {
+	if err := checkGemvFused("GemvQ8_0F32", y, w, x, bias, scratch, rows, cols); err != nil {
+		return err
+	}
+	ks().GemvQ8_0F32(sliceP(y), sliceP(w), sliceP(x), sliceP(scratch), sliceP(bias), cols, 0, rows)
+	return nil
+}
+
+// GemvQ5_0F32 is GemvQ8_0F32 with Q5_0 weights.
+func GemvQ5_0F32(y []float32, w []BlockQ5_0, x []float32, bias []float32, scratch []BlockQ8_0, rows, cols int) error {
+	if err := checkGemvFused("GemvQ5_0F32", y, w, x, bias, scratch, rows, cols); err != nil {
+		return err
+	}
+	ks().GemvQ5_0F32(sliceP(y), sliceP(w), sliceP(x), sliceP(scratch), sliceP(bias), cols, 0, rows)
+	return nil
+}
+
+// GemvF32 computes y = W x in float32 for a row-major rows x cols matrix w: y[r] is the dot of
+// row r with x, for any positive cols. y must not overlap w or x.
+func GemvF32(y, w, x []float32, rows, cols int) error {
+	if err := checkGemvF32("GemvF32", y, w, x, rows, cols); err != nil {
+		return err
+	}
+	ks().GemvF32(sliceP(y), sliceP(w), sliceP(x), cols, 0, rows)
+	return nil
+}
+
+// RMSNorm normalises tokens rows of dim floats: out[t][i] = x[t][i] / sqrt(mean_i(x[t][i]^2) +
+// eps) * weight[i]. eps must be positive and finite. out must not overlap x or weight (the
+// kernels do not promise to work in place).
+func RMSNorm(out, x, weight []float32, tokens, dim int, eps float32) error {
+	if err := checkRMSNorm("RMSNorm", out, x, weight, tokens, dim, eps); err != nil {
+		return err
+	}
+	ks().RMSNorm(sliceP(out), sliceP(x), sliceP(weight), eps, dim, 0, tokens)
+	return nil
+}
+
+// Softmax replaces each of the rows rows of cols floats in x by its softmax, in place:
+// x[i] = exp(x[i]-max) / sum_j exp(x[j]-max), exp being krt_expf (about 2 ulp).
+func Softmax(x []float32, rows, cols int) error {
+	if err := checkSoftmax("Softmax", x, rows, cols, nil); err != nil {
+		return err
+	}
+	ks().Softmax(sliceP(x), nil, cols, 0, rows)
+	return nil
+}
+
+// SoftmaxMasked is Softmax where row r uses only its first valid[r] entries (1..cols) and gets
+// zeros in the rest, as causal attention needs. valid must hold rows entries and not overlap x.
+func SoftmaxMasked(x []float32, rows, cols int, valid []int32) error {
+	if err := checkSoftmax("SoftmaxMasked", x, rows, cols, valid); err != nil {
+		return err
+	}
+	ks().Softmax(sliceP(x), sliceP(valid), cols, 0, rows)
+	return nil
+}
+
+// streamOut lends StreamRead a heap cell for the kernel's result: a local's address passed
+// through the kern.Set function value would escape and cost an allocation per call.
+var streamOut = sync.Pool{New: func() any { return new(float32) }}
+
+// StreamRead returns the sum of src, read once from start to end with the widest loads the
+// kernel variant has: the memory-bandwidth baseline the GEMV benchmarks are compared with. The
+// summation order is the kernel's own, so only use the value to keep the read alive.
+func StreamRead(src []float32) float32 {
+	if len(src) == 0 {
+		return 0
+	}
+	out := streamOut.Get().(*float32)
+	ks().StreamRead(unsafe.Pointer(out), sliceP(src), len(src))
+	s := *out
+	streamOut.Put(out)
+	return s
+}
+
+// ---- argument checks (shared with the Runtime's dispatch wrappers) ----
+
+// block is either quantized block type.
+type block interface{ BlockQ8_0 | BlockQ5_0 }
+
+// checkQuantize checks a quantization of src into dst.
+func checkQuantize[B block](fn string, dst []B, src []float32) error {
+	if src == nil {
+		return argErr(fn, "src", "is nil, want a positive multiple of %d floats", QK)
+	}
+	if len(src) == 0 || len(src)%QK != 0 {
+		return argErr(fn, "src", "has length %d, want a positive multiple of %d floats", len(src), QK)
+	}
+	if err := checkLenF(fn, "dst", dst, "len(src)/32", len(src)/QK, "blocks"); err != nil {
+		return err
+	}
+	return checkNoOverlap(fn, "dst", "src", spanOf(dst), spanOf(src))
+}
+
+// checkDequantize checks a dequantization of src into dst.
+func checkDequantize[B block](fn string, dst []float32, src []B) error {
+	if src == nil {
+		return argErr(fn, "src", "is nil, want at least 1 block")
+	}
+	if len(src) == 0 {
+		return argErr(fn, "src", "is empty, want at least 1 block")
+	}
+	n, ok := mulOK(len(src), QK)
+	if !ok {
+		return argErr(fn, "src", "has %d blocks: len(src)*32 overflows int", len(src))
+	}
+	if err := checkLenF(fn, "dst", dst, "len(src)*32", n, "floats"); err != nil {
+		return err
+	}
+	return checkNoOverlap(fn, "dst", "src", spanOf(dst), spanOf(src))
+}
+
+// checkGemv checks y = W x (+ bias) with quantized w and Q8_0 x; bias may be nil.
+func checkGemv[B block](fn string, y []float32, w []B, x []BlockQ8_0, bias []float32, rows, cols int) error {
+	n, err := checkMatrix(fn, rows, cols)
+	if err != nil {
+		return err
+	}
+	if err := checkLenF(fn, "y", y, "rows", rows, "floats"); err != nil {
+		return err
+	}
+	if err := checkLenF(fn, "w", w, "rows*cols/32", n/QK, "blocks"); err != nil {
+		return err
+	}
+	if err := checkLenF(fn, "x", x, "cols/32", cols/QK, "blocks"); err != nil {
+		return err
+	}
+	if err := checkOptLenF(fn, "bias", bias, "rows", rows, "floats"); err != nil {
+		return err
+	}
+	ys := spanOf(y)
+	if err := checkNoOverlap(fn, "y", "w", ys, spanOf(w)); err != nil {
+		return err
+	}
+	if err := checkNoOverlap(fn, "y", "x", ys, spanOf(x)); err != nil {
+		return err
+	}
+	return checkNoOverlap(fn, "y", "bias", ys, spanOf(bias))
+}
+
+// checkGemvFused checks the fused GEMV: FP32 x quantized into scratch, then y = W xq (+ bias).
+func checkGemvFused[B block](fn string, y []float32, w []B, x, bias []float32, scratch []BlockQ8_0, rows, cols int) error {
+	n, err := checkMatrix(fn, rows, cols)
+	if err != nil {
+		return err
+	}
+	if err := checkLenF(fn, "y", y, "rows", rows, "floats"); err != nil {
+		return err
+	}
+	if err := checkLenF(fn, "w", w, "rows*cols/32", n/QK, "blocks"); err != nil {
+		return err
+	}
+	if err := checkLenF(fn, "x", x, "cols", cols, "floats"); err != nil {
+		return err
+	}
+	if err := checkOptLenF(fn, "bias", bias, "rows", rows, "floats"); err != nil {
+		return err
+	}
+	if err := checkMinLenF(fn, "scratch", scratch, "cols/32", cols/QK, "blocks"); err != nil {
+		return err
+	}
+	ys, ss := spanOf(y), spanOf(scratch[:cols/QK])
+	for _, c := range []struct {
+		out, in string
+		a, b    span
+	}{
+		{"y", "w", ys, spanOf(w)},
+		{"y", "x", ys, spanOf(x)},
+		{"y", "bias", ys, spanOf(bias)},
+		{"y", "scratch", ys, ss},
+		{"scratch", "w", ss, spanOf(w)},
+		{"scratch", "x", ss, spanOf(x)},
+		{"scratch", "bias", ss, spanOf(bias)},
+	} {
+		if err := checkNoOverlap(fn, c.out, c.in, c.a, c.b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkGemvF32 checks y = W x in float32 (any positive cols: the kernels handle tails).
+func checkGemvF32(fn string, y, w, x []float32, rows, cols int) error {
+	if err := checkPositive(fn, "rows", rows); err != nil {
+		return err
+	}
+	if err := checkPositive(fn, "cols", cols); err != nil {
+		return err
+	}
+	n, ok := mulOK(rows, cols)
+	if !ok {
+		return argErr(fn, "rows", "rows*cols = %d*%d overflows int", rows, cols)
+	}
+	if err := checkLenF(fn, "y", y, "rows", rows, "floats"); err != nil {
+		return err
+	}
+	if err := checkLenF(fn, "w", w, "rows*cols", n, "floats"); err != nil {
+		return err
+	}
+	if err := checkLenF(fn, "x", x, "cols", cols, "floats"); err != nil {
+		return err
+	}
+	ys := spanOf(y)
+	if err := checkNoOverlap(fn, "y", "w", ys, spanOf(w)); err != nil {
+		return err
+	}
+	return checkNoOverlap(fn, "y", "x", ys, spanOf(x))
+}
+
+// checkRMSNorm checks RMSNorm of tokens rows of dim floats.
+func checkRMSNorm(fn string, out, x, weight []float32, tokens, dim int, eps float32) error {
+	if err := checkPositive(fn, "tokens", tokens); err != nil {
+		return err
+	}
+	if err := checkPositive(fn, "dim", dim); err != nil {
+		return err
+	}
+	n, ok := mulOK(tokens, dim)
+	if !ok {
+		return argErr(fn, "tokens", "tokens*dim = %d*%d overflows int", tokens, dim)
+	}
+	if !(eps > 0) || eps > math.MaxFloat32 {
+		return argErr(fn, "eps", "must be positive and finite, got %g", eps)
+	}
+	if err := checkLenF(fn, "out", out, "tokens*dim", n, "floats"); err != nil {
+		return err
+	}
+	if err := checkLenF(fn, "x", x, "tokens*dim", n, "floats"); err != nil {
+		return err
+	}
+	if err := checkLenF(fn, "weight", weight, "dim", dim, "floats"); err != nil {
+		return err
+	}
+	outs := spanOf(out)
+	if err := checkNoOverlap(fn, "out", "x", outs, spanOf(x)); err != nil {
+		return err
+	}
+	return checkNoOverlap(fn, "out", "weight", outs, spanOf(weight))
+}
+
+// checkSoftmax checks a row-wise softmax of rows x cols floats; valid may be nil.
+func checkSoftmax(fn string, x []float32, rows, cols int, valid []int32) error {
+	if err := checkPositive(fn, "rows", rows); err != nil {
+		return err
+	}
+	if err := checkPositive(fn, "cols", cols); err != nil {
+		return err
+	}
+	n, ok := mulOK(rows, cols)
+	if !ok {
+		return argErr(fn, "rows", "rows*cols = %d*%d overflows int", rows, cols)
+	}
+	if err := checkLenF(fn, "x", x, "rows*cols", n, "floats"); err != nil {
+		return err
+	}
+	if valid == nil {
+		return nil
+	}
+	if err := checkLenF(fn, "valid", valid, "rows", rows, "entries"); err != nil {
+		return err
+	}
+	for r, v := range valid {
+		if v < 1 || int(v) > cols {
+			return argErr(fn, "valid", "valid[%d] = %d, want 1..cols = 1..%d", r, v, cols)
+		}
+	}
+	return checkNoOverlap(fn, "x", "valid", spanOf(x), spanOf(valid))
+}
