@@ -1,0 +1,437 @@
+package kernelrt
+
+import (
+	"math"
+)
+
+// ---- decoder ops: SwiGLU, residual add, RoPE, KV-cache append, attention, embedding ----
+//
+// Each public function below is a check function (reused by the Runtime's dispatch wrappers)
+// followed by one call into the active kernel set over the whole range. The semantics are
+// those of llama.cpp's qwen2 graph; csrc/elementwise.c, rope.c, attention.c and embed.c hold
+// the kernels and document their numerics.
+
+// SwiGLU computes out[i] = silu(gate[i]) * up[i] with silu(g) = g / (1 + e^-g), the gated
+// activation of the Qwen2/Llama MLP (ggml_swiglu). All three slices have the same positive
+// length. Extremes never give a spurious NaN: g <= -88.38 (e^-g overflows; |silu| < 4e-37)
+// and g = -Inf give -0, g = +Inf gives +Inf*up; a NaN gate gives NaN. out may be gate or up
+// exactly (in place) but must not partially overlap either.
+func SwiGLU(out, gate, up []float32) error {
+	if err := checkSwiGLU("SwiGLU", out, gate, up); err != nil {
+		return err
+	}
+	ks().SwiGLU(sliceP(out), sliceP(gate), sliceP(up), 0, len(out))
+	return nil
+}
+
+// Add computes out[i] = a[i] + b[i] (the residual add). All three slices have the same
+// positive length; out may be a or b exactly (x = x + y in place) but must not partially
+// overlap either.
+func Add(out, a, b []float32) error {
+	if err := checkAdd("Add", out, a, b); err != nil {
+		return err
+	}
+	ks().Add(sliceP(out), sliceP(a), sliceP(b), 0, len(out))
+	return nil
+}
+
+// checkSwiGLU checks SwiGLU's arguments (fn names the caller in errors).
+func checkSwiGLU(fn string, out, gate, up []float32) error {
+	return checkElementwise(fn, out, "gate", gate, "up", up)
+}
+
+// checkAdd checks Add's arguments (fn names the caller in errors).
+func checkAdd(fn string, out, a, b []float32) error {
+	return checkElementwise(fn, out, "a", a, "b", b)
+}
+
+func checkElementwise(fn string, out []float32, an string, a []float32, bn string, b []float32) error {
+	if out == nil {
+		return argErr(fn, "out", "is nil")
+	}
+	n := len(out)
+	if n == 0 {
+		return argErr(fn, "out", "is empty, want at least 1 float")
+	}
+	if err := checkLenF(fn, an, a, "len(out)", n, "floats"); err != nil {
+		return err
+	}
+	if err := checkLenF(fn, bn, b, "len(out)", n, "floats"); err != nil {
+		return err
+	}
+	if err := checkSameOrDisjoint(fn, "out", an, out, a); err != nil {
+		return err
+	}
+	return checkSameOrDisjoint(fn, "out", bn, out, b)
+}
+
+// checkSameOrDisjoint accepts an output that is exactly an input (an elementwise kernel reads
+// element i before writing it) or shares no memory with it; a shifted overlap is refused.
+func checkSameOrDisjoint(fn, outName, inName string, out, in []float32) error {
+	if sliceP(out) == sliceP(in) && len(out) == len(in) {
+		return nil
+	}
+	if overlaps(spanOf(out), spanOf(in)) {
+		return argErr(fn, outName, "partially overlaps %s in memory; it must be %s exactly or disjoint from it", inName, inName)
+	}
+	return nil
+}
+
+// stridedLen is (tokens-1)*stride + row, the length of tokens rows of row floats that start
+// stride floats apart, and whether it fits an int (all arguments positive, stride >= row).
+func stridedLen(tokens, stride, row int) (int, bool) {
+	n, ok := mulOK(tokens-1, stride)
+	if !ok || n > math.MaxInt-row {
+		return 0, false
+	}
+	return n + row, true
+}
+
+// checkStride checks stride >= rowName = row (the row already checked to fit an int).
+func checkStride(fn, arg string, stride int, rowFormula string, row int) error {
+	if stride < row {
+		return argErr(fn, arg, "is %d, want at least %s = %d floats", stride, rowFormula, row)
+	}
+	return nil
+}
+
+// checkPositions checks pos0 >= 0 and pos0+tokens <= limit (tokens > 0 already checked).
+func checkPositions(fn string, pos0, tokens int, limitName string, limit int) error {
+	if pos0 < 0 {
+		return argErr(fn, "pos0", "must not be negative, got %d", pos0)
+	}
+	if pos0 > limit-tokens {
+		return argErr(fn, "pos0", "pos0+tokens = %d+%d exceeds %s = %d", pos0, tokens, limitName, limit)
+	}
+	return nil
+}
+
+// checkHeadShape checks heads > 0, headDim > 0 and heads*headDim fitting an int; it returns
+// heads*headDim.
+func checkHeadShape(fn, headsName string, heads, headDim int) (int, error) {
+	if err := checkPositive(fn, headsName, heads); err != nil {
+		return 0, err
+	}
+	if err := checkPositive(fn, "headDim", headDim); err != nil {
+		return 0, err
+	}
+	row, ok := mulOK(heads, headDim)
+	if !ok {
+		return 0, argErr(fn, headsName, "%s*headDim = %d*%d overflows int", headsName, heads, headDim)
+	}
+	return row, nil
+}
+
+// ---- RoPE ----
+
+// RopeTable holds the cos and sin of every rotary angle pos * theta^(-2i/headDim), for
+// positions 0..MaxPos()-1 and i in 0..headDim/2-1, computed once in float64 and rounded to
+// float32. It is read-only after NewRopeTable and may be shared by goroutines.
+type RopeTable struct {
+	headDim, maxPos int
+	theta           float64
+	cos, sin        []float32 // [pos][headDim/2]
+}
+
+// NewRopeTable computes the table for heads of headDim floats (positive, even) and positions
+// 0..maxPos-1 (maxPos positive) with base theta (positive and finite; Qwen2 uses 1e6). It
+// takes maxPos*headDim floats.
+func NewRopeTable(headDim, maxPos int, theta float64) (*RopeTable, error) {
+	const fn = "NewRopeTable"
+	if headDim <= 0 || headDim%2 != 0 {
+		return nil, argErr(fn, "headDim", "must be positive and even, got %d", headDim)
+	}
+	if err := checkPositive(fn, "maxPos", maxPos); err != nil {
+		return nil, err
+	}
+	if !(theta > 0) || math.IsInf(theta, 0) {
+		return nil, argErr(fn, "theta", "must be positive and finite, got %v", theta)
+	}
+	half := headDim / 2
+	n, ok := mulOK(maxPos, half)
+	if !ok {
+		return nil, argErr(fn, "maxPos", "maxPos*headDim/2 = %d*%d overflows int", maxPos, half)
+	}
+	t := &RopeTable{headDim: headDim, maxPos: maxPos, theta: theta, cos: make([]float32, n), sin: make([]float32, n)}
+	freq := make([]float64, half)
+	for i := range freq {
+		freq[i] = math.Pow(theta, -float64(2*i)/float64(headDim))
+	}
+	for p := 0; p < maxPos; p++ {
+		for i, f := range freq {
+			s, c := math.Sincos(float64(p) * f)
+			t.cos[p*half+i] = float32(c)
+			t.sin[p*half+i] = float32(s)
+		}
+	}
+	return t, nil
+}
+
+// HeadDim is the head size the table was built for.
+func (t *RopeTable) HeadDim() int { return t.headDim }
+
+// MaxPos is the number of positions the table covers (0..MaxPos()-1).
+func (t *RopeTable) MaxPos() int { return t.maxPos }
+
+// Theta is the frequency base the table was built with.
+func (t *RopeTable) Theta() float64 { return t.theta }
+
+// RopeNeoX rotates, in place, the nHeads heads of headDim floats of each of tokens tokens of x
+// (token t's heads start at x[t*stride]; its position is pos0+t) NeoX style, as llama.cpp's
+// GGML_ROPE_TYPE_NEOX used by qwen2: within each head, element i < headDim/2 pairs with element
+// i+headDim/2 and the pair (x0, x1) becomes (x0*cos - x1*sin, x0*sin + x1*cos) for the angle
+// (pos0+t) * theta^(-2i/headDim) read from tab. headDim must equal tab.HeadDim(),
+// stride >= nHeads*headDim, pos0+tokens <= tab.MaxPos(), and len(x) must be exactly
+// (tokens-1)*stride + nHeads*headDim (the floats between one token's heads and the next
+// token are left untouched, e.g. the K and V parts of a fused QKV row).
+func RopeNeoX(x []float32, tab *RopeTable, tokens, nHeads, headDim, stride, pos0 int) error {
+	if err := checkRopeNeoX("RopeNeoX", x, tab, tokens, nHeads, headDim, stride, pos0); err != nil {
+		return err
+	}
+	ks().RopeNeox(sliceP(x), sliceP(tab.cos), sliceP(tab.sin), stride, nHeads, headDim, pos0, 0, tokens)
+	return nil
+}
+
+// checkRopeNeoX checks RopeNeoX's arguments (fn names the caller in errors).
+func checkRopeNeoX(fn string, x []float32, tab *RopeTable, tokens, nHeads, headDim, stride, pos0 int) error {
+	if tab == nil {
+		return argErr(fn, "tab", "is nil (build one with NewRopeTable)")
+	}
+	if err := checkPositive(fn, "tokens", tokens); err != nil {
+		return err
+	}
+	row, err := checkHeadShape(fn, "nHeads", nHeads, headDim)
+	if err != nil {
+		return err
+	}
+	if headDim != tab.headDim {
+		return argErr(fn, "headDim", "is %d but the RopeTable was built for headDim %d", headDim, tab.headDim)
+	}
+	if err := checkStride(fn, "stride", stride, "nHeads*headDim", row); err != nil {
+		return err
+	}
+	if err := checkPositions(fn, pos0, tokens, "tab.MaxPos()", tab.maxPos); err != nil {
+		return err
+	}
+	n, ok := stridedLen(tokens, stride, row)
+	if !ok {
+		return argErr(fn, "stride", "(tokens-1)*stride + nHeads*headDim = (%d-1)*%d + %d overflows int", tokens, stride, row)
+	}
+	return checkLenF(fn, "x", x, "(tokens-1)*stride + nHeads*headDim", n, "floats")
+}
+
+// ---- KV cache ----
+
+// KVAppend stores tokens tokens' keys (or values) in an F32 cache laid out
+// [kv head][maxCtx][headDim]: token t's nKVHeads*headDim floats, at src[t*srcStride], go to
+// position pos0+t of each KV head. len(cache) must be nKVHeads*maxCtx*headDim, len(src)
+// exactly (tokens-1)*srcStride + nKVHeads*headDim, srcStride >= nKVHeads*headDim, and
+// pos0+tokens <= maxCtx: a full cache is an error, never a write past it. cache must not
+// overlap src.
+func KVAppend(cache, src []float32, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0 int) error {
+	if err := checkKVAppend("KVAppend", cache, src, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0); err != nil {
+		return err
+	}
+	ks().KVAppend(sliceP(cache), sliceP(src), srcStride, nKVHeads, headDim, maxCtx, pos0, 0, tokens)
+	return nil
+}
+
+// checkKVCache checks maxCtx > 0 and len(cache) = nKVHeads*maxCtx*headDim, given
+// row = nKVHeads*headDim.
+func checkKVCache(fn, arg string, cache []float32, row, maxCtx int) error {
+	n, ok := mulOK(row, maxCtx)
+	if !ok {
+		return argErr(fn, "maxCtx", "nKVHeads*maxCtx*headDim = %d*%d overflows int", row, maxCtx)
+	}
+	return checkLenF(fn, arg, cache, "nKVHeads*maxCtx*headDim", n, "floats")
+}
+
+// checkKVAppend checks KVAppend's arguments (fn names the caller in errors).
+func checkKVAppend(fn string, cache, src []float32, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0 int) error {
+	if err := checkPositive(fn, "tokens", tokens); err != nil {
+		return err
+	}
+	row, err := checkHeadShape(fn, "nKVHeads", nKVHeads, headDim)
+	if err != nil {
+		return err
+	}
+	if err := checkPositive(fn, "maxCtx", maxCtx); err != nil {
+		return err
+	}
+	if err := checkStride(fn, "srcStride", srcStride, "nKVHeads*headDim", row); err != nil {
+		return err
+	}
+	if err := checkPositions(fn, pos0, tokens, "maxCtx", maxCtx); err != nil {
+		return err
+	}
+	if err := checkKVCache(fn, "cache", cache, row, maxCtx); err != nil {
+		return err
+	}
+	n, ok := stridedLen(tokens, srcStride, row)
+	if !ok {
+		return argErr(fn, "srcStride", "(tokens-1)*srcStride + nKVHeads*headDim = (%d-1)*%d + %d overflows int", tokens, srcStride, row)
+	}
+	if err := checkLenF(fn, "src", src, "(tokens-1)*srcStride + nKVHeads*headDim", n, "floats"); err != nil {
+		return err
+	}
+	return checkNoOverlap(fn, "cache", "src", spanOf(cache), spanOf(src))
+}
+
+// ---- attention ----
+
+// Attention computes grouped-query causal attention over F32 KV caches (layout
+// [kv head][maxCtx][headDim], positions 0..pos0+tokens-1 already appended): for query head h
+// of token t (position p = pos0+t), with KV head g = h / (nHeads/nKVHeads),
+//
+//	s[j] = dot(q[t,h], K[g][j]) / sqrt(headDim)   for j = 0..p
+//	out[t,h] = sum_j softmax(s)[j] * V[g][j]
+//
+// as llama.cpp's qwen2 graph computes it, up to float32 rounding: the softmax is
+// max-subtracted (the SIMD kernels use its streaming, block-by-block form, sharing each block
+// of K and V among the query heads of a group). Token t's query heads start at q[t*qStride];
+// out is tokens x nHeads x headDim, contiguous. nHeads must be a multiple of nKVHeads,
+// qStride >= nHeads*headDim, pos0+tokens <= maxCtx, len(q) exactly
+// (tokens-1)*qStride + nHeads*headDim, both caches nKVHeads*maxCtx*headDim floats, and scratch
+// at least maxCtx floats (the scores; a caller running several attentions at once gives each
+// its own). out and scratch must not overlap each other or any input.
+func Attention(out, q, kcache, vcache, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
+	if err := checkAttention("Attention", out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0); err != nil {
+		return err
+	}
+	ks().Attention(sliceP(out), sliceP(q), sliceP(kcache), sliceP(vcache), sliceP(scratch),
+		nHeads, nKVHeads, headDim, maxCtx, qStride, pos0, tokens, 0, nHeads)
+	return nil
+}
+
+// checkAttention checks Attention's arguments (fn names the caller in errors), scratch included.
+func checkAttention(fn string, out, q, kcache, vcache, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
+	if err := checkAttentionNoScratch(fn, out, q, kcache, vcache, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0); err != nil {
+		return err
+	}
+	if err := checkMinLenF(fn, "scratch", scratch, "maxCtx", maxCtx, "floats"); err != nil {
+		return err
+	}
+	sc := spanOf(scratch)
+	for _, in := range []struct {
+		name string
+		s    span
+	}{{"out", spanOf(out)}, {"q", spanOf(q)}, {"kcache", spanOf(kcache)}, {"vcache", spanOf(vcache)}} {
+		if err := checkNoOverlap(fn, "scratch", in.name, sc, in.s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkAttentionNoScratch is checkAttention without the scratch argument, for a caller that
+// supplies each worker's scratch itself (the Runtime's per-worker arena buffers).
+func checkAttentionNoScratch(fn string, out, q, kcache, vcache []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
+	if err := checkPositive(fn, "tokens", tokens); err != nil {
+		return err
+	}
+	qrow, err := checkHeadShape(fn, "nHeads", nHeads, headDim)
+	if err != nil {
+		return err
+	}
+	if err := checkPositive(fn, "nKVHeads", nKVHeads); err != nil {
+		return err
+	}
+	if nHeads%nKVHeads != 0 {
+		return argErr(fn, "nKVHeads", "nHeads = %d is not a multiple of nKVHeads = %d", nHeads, nKVHeads)
+	}
+	if err := checkPositive(fn, "maxCtx", maxCtx); err != nil {
+		return err
+	}
+	if err := checkStride(fn, "qStride", qStride, "nHeads*headDim", qrow); err != nil {
+		return err
+	}
+	if err := checkPositions(fn, pos0, tokens, "maxCtx", maxCtx); err != nil {
+		return err
+	}
+	on, ok := mulOK(tokens, qrow)
+	if !ok {
+		return argErr(fn, "tokens", "tokens*nHeads*headDim = %d*%d overflows int", tokens, qrow)
+	}
+	if err := checkLenF(fn, "out", out, "tokens*nHeads*headDim", on, "floats"); err != nil {
+		return err
+	}
+	qn, ok := stridedLen(tokens, qStride, qrow)
+	if !ok {
+		return argErr(fn, "qStride", "(tokens-1)*qStride + nHeads*headDim = (%d-1)*%d + %d overflows int", tokens, qStride, qrow)
+	}
+	if err := checkLenF(fn, "q", q, "(tokens-1)*qStride + nHeads*headDim", qn, "floats"); err != nil {
+		return err
+	}
+	kvrow := nKVHeads * headDim // <= nHeads*headDim: fits
+	if err := checkKVCache(fn, "kcache", kcache, kvrow, maxCtx); err != nil {
+		return err
+	}
+	if err := checkKVCache(fn, "vcache", vcache, kvrow, maxCtx); err != nil {
+		return err
+	}
+	os := spanOf(out)
+	for _, in := range []struct {
+		name string
+		s    span
+	}{{"q", spanOf(q)}, {"kcache", spanOf(kcache)}, {"vcache", spanOf(vcache)}} {
+		if err := checkNoOverlap(fn, "out", in.name, os, in.s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ---- embedding ----
+
+// EmbedQ8_0 looks up tokens in a Q8_0 embedding table of vocab rows of dim floats (dim a
+// positive multiple of 32, each row dim/32 blocks, as GGUF stores token_embd): out row t is the
+// dequantized row ids[t], exactly as ggml's dequantize_row_q8_0 gives it. len(table) must be
+// vocab*dim/32, len(out) len(ids)*dim, ids non-empty; every id is checked against vocab first
+// (an id outside 0..vocab-1 is an error naming its index and value, never a read outside the
+// table). out must not overlap table or ids.
+func EmbedQ8_0(out []float32, table []BlockQ8_0, ids []int32, dim, vocab int) error {
+	if err := checkEmbedQ8_0("EmbedQ8_0", out, table, ids, dim, vocab); err != nil {
+		return err
+	}
+	ks().EmbedQ8_0(sliceP(out), sliceP(table), sliceP(ids), dim, 0, len(ids))
+	return nil
+}
+
+// checkEmbedQ8_0 checks EmbedQ8_0's arguments (fn names the caller in errors).
+func checkEmbedQ8_0(fn string, out []float32, table []BlockQ8_0, ids []int32, dim, vocab int) error {
+	if err := checkCols(fn, "dim", dim); err != nil {
+		return err
+	}
+	if err := checkPositive(fn, "vocab", vocab); err != nil {
+		return err
+	}
+	if ids == nil {
+		return argErr(fn, "ids", "is nil")
+	}
+	if len(ids) == 0 {
+		return argErr(fn, "ids", "is empty, want at least 1 token")
+	}
+	nb, ok := mulOK(vocab, dim/QK)
+	if !ok {
+		return argErr(fn, "vocab", "vocab*dim/32 = %d*%d overflows int", vocab, dim/QK)
+	}
+	if err := checkLenF(fn, "table", table, "vocab*dim/32", nb, "blocks"); err != nil {
+		return err
+	}
+	on, ok := mulOK(len(ids), dim)
+	if !ok {
+		return argErr(fn, "ids", "len(ids)*dim = %d*%d overflows int", len(ids), dim)
+	}
+	if err := checkLenF(fn, "out", out, "len(ids)*dim", on, "floats"); err != nil {
+		return err
+	}
+	for i, id := range ids {
+		if id < 0 || int(id) >= vocab {
+			return argErr(fn, "ids", "ids[%d] = %d is outside the vocabulary 0..%d", i, id, vocab-1)
+		}
+	}
+	if err := checkNoOverlap(fn, "out", "table", spanOf(out), spanOf(table)); err != nil {
+		return err
+	}
+	return checkNoOverlap(fn, "out", "ids", spanOf(out), spanOf(ids))
+}
