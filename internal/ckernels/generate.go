@@ -1,0 +1,3 @@
+package ckernels
+
+//go:generate go run ./gen
