@@ -1,0 +1,138 @@
+package kernelrt
+
+import (
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strings"
+
+	"github.com/kernelrt/kernelrt/internal/cpu"
+	"github.com/kernelrt/kernelrt/threadpool"
+)
+
+// Thresholds is the calibration data Calibrate writes and New loads: this machine's
+// dispatch cost and each op's per-element cost, and the MinElements derived from them.
+type Thresholds struct {
+	CPU        string                   `json:"cpu"`
+	Threads    int                      `json:"threads"`
+	Kernels    string                   `json:"kernels"`
+	DispatchNs float64                  `json:"dispatch_ns"`
+	Measured   string                   `json:"measured"`
+	Ops        map[string]OpCalibration `json:"ops"`
+}
+
+// OpCalibration is one op's measured cost and the thresholds derived from it.
+type OpCalibration struct {
+	NsPerElement float64        `json:"ns_per_element"`
+	MinElements  map[string]int `json:"min_elements"` // by mode: "decode", "prefill"
+}
+
+//go:embed calibration
+var builtinCalibration embed.FS
+
+// calibrationName is the file name the built-in data for this CPU and thread count has.
+func calibrationName(model string, threads int) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(model) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		default:
+			if s := b.String(); len(s) > 0 && s[len(s)-1] != '-' {
+				b.WriteByte('-')
+			}
+		}
+	}
+	return fmt.Sprintf("%s-%dt.json", strings.Trim(b.String(), "-"), threads)
+}
+
+// loadThresholds applies a calibration file to the table and says where they came from.
+// The built-in file is only chosen for the thread count it was measured with, which is not
+// known until the pool exists, so the built-in lookup uses the machine's usable core count.
+func (rt *Runtime) loadThresholds(file string) (string, error) {
+	switch file {
+	case "default":
+		return "table defaults", nil
+	case "":
+		name := calibrationName(cpu.Model(), usableCores())
+		data, err := builtinCalibration.ReadFile(path.Join("calibration", name))
+		if err != nil {
+			return "table defaults (no built-in calibration for " + name + ")", nil
+		}
+		var th Thresholds
+		if err := json.Unmarshal(data, &th); err != nil {
+			return "", fmt.Errorf("kernelrt.New: built-in calibration %s: %w", name, err)
+		}
+		if err := rt.applyThresholds(&th); err != nil {
+			return "", fmt.Errorf("kernelrt.New: built-in calibration %s: %w", name, err)
+		}
+		return "built-in calibration " + name, nil
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return "", fmt.Errorf("kernelrt.New: thresholds: %w", err)
+	}
+	defer f.Close()
+	th, err := ReadThresholds(f)
+	if err != nil {
+		return "", fmt.Errorf("kernelrt.New: thresholds %s: %w", file, err)
+	}
+	if err := rt.applyThresholds(th); err != nil {
+		return "", fmt.Errorf("kernelrt.New: thresholds %s: %w", file, err)
+	}
+	return "calibration file " + file, nil
+}
+
+// ReadThresholds decodes calibration JSON.
+func ReadThresholds(r io.Reader) (*Thresholds, error) {
+	var th Thresholds
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&th); err != nil {
+		return nil, err
+	}
+	return &th, nil
+}
+
+// WriteJSON encodes the calibration as indented JSON.
+func (th *Thresholds) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(th)
+}
+
+// applyThresholds copies MinElements from th into the table; unknown ops or modes and
+// non-positive values are errors, ops th does not mention keep their defaults.
+func (rt *Runtime) applyThresholds(th *Thresholds) error {
+	for name, oc := range th.Ops {
+		op, err := ParseOp(name)
+		if err != nil {
+			return err
+		}
+		for mode, v := range oc.MinElements {
+			var m Mode
+			switch mode {
+			case "decode":
+				m = Decode
+			case "prefill":
+				m = Prefill
+			default:
+				return fmt.Errorf("op %s: unknown mode %q (want decode or prefill)", name, mode)
+			}
+			if v <= 0 {
+				return fmt.Errorf("op %s %s: min_elements must be positive, got %d", name, mode, v)
+			}
+			rt.table[op].MinElements[m] = v
+		}
+	}
+	return nil
+}
+
+// usableCores is the default thread count: one per usable physical core.
+func usableCores() int {
+	cores, _ := threadpool.UsableCores()
+	return max(1, len(cores))
+}
