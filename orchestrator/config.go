@@ -1,0 +1,121 @@
+// Package orchestrator runs a Qwen2-shaped decoder (prefill and decode) on kernelrt: every op
+// through an Exec (the Runtime's dispatch wrappers, or the serial kernels as the reference),
+// every byte from one arena laid out by a plan before it is mapped.
+package orchestrator
+
+import (
+	"fmt"
+
+	"github.com/kernelrt/kernelrt"
+)
+
+// Config is the shape of a Qwen2-architecture decoder.
+type Config struct {
+	Layers       int
+	Hidden       int
+	Intermediate int
+	Heads        int
+	KVHeads      int
+	HeadDim      int
+	Vocab        int
+	RopeTheta    float64
+	Eps          float32
+	// MaxCtx is the number of KV-cache positions; decoding past it is an error.
+	MaxCtx int
+	// MaxBatch is the most tokens one forward call takes; activation buffers are sized for it
+	// and longer prompts are prefilled in chunks.
+	MaxBatch int
+	// AllLogits makes Prefill compute logits for every prompt position (as a GGUF runner
+	// comparing with llama.cpp needs), not only the last one.
+	AllLogits bool
+}
+
+// Qwen2_0_5B is the shape of Qwen2-0.5B (../shared/formats.md) with a 2048-token cache and
+// 128-token prefill batches.
+func Qwen2_0_5B() Config {
+	return Config{Layers: 24, Hidden: 896, Intermediate: 4864, Heads: 14, KVHeads: 2, HeadDim: 64,
+		Vocab: 151936, RopeTheta: 1e6, Eps: 1e-6, MaxCtx: 2048, MaxBatch: 128}
+}
+
+// Validate reports the first field that cannot work.
+func (c Config) Validate() error {
+	pos := func(name string, v int) error {
+		if v <= 0 {
+			return fmt.Errorf("orchestrator: Config.%s must be positive, got %d", name, v)
+		}
+		return nil
+	}
+	for _, f := range []struct {
+		n string
+		v int
+	}{{"Layers", c.Layers}, {"Hidden", c.Hidden}, {"Intermediate", c.Intermediate}, {"Heads", c.Heads},
+		{"KVHeads", c.KVHeads}, {"HeadDim", c.HeadDim}, {"Vocab", c.Vocab}, {"MaxCtx", c.MaxCtx},
+		{"MaxBatch", c.MaxBatch}} {
+		if err := pos(f.n, f.v); err != nil {
+			return err
+		}
+	}
+	for _, f := range []struct {
+		n string
+		v int
+	}{{"Hidden", c.Hidden}, {"Intermediate", c.Intermediate}, {"Heads*HeadDim", c.Heads * c.HeadDim},
+		{"KVHeads*HeadDim", c.KVHeads * c.HeadDim}} {
+		if f.v%kernelrt.QK != 0 {
+			return fmt.Errorf("orchestrator: Config.%s = %d is not a multiple of %d (quantized blocks)", f.n, f.v, kernelrt.QK)
+		}
+	}
+	if c.Heads%c.KVHeads != 0 {
+		return fmt.Errorf("orchestrator: Config.Heads = %d is not a multiple of KVHeads = %d", c.Heads, c.KVHeads)
+	}
+	if c.HeadDim%2 != 0 {
+		return fmt.Errorf("orchestrator: Config.HeadDim = %d must be even (NeoX RoPE rotates halves)", c.HeadDim)
+	}
+	if !(c.Eps > 0) {
+		return fmt.Errorf("orchestrator: Config.Eps must be positive, got %g", c.Eps)
+	}
+	if !(c.RopeTheta > 1) {
+		return fmt.Errorf("orchestrator: Config.RopeTheta must be > 1, got %g", c.RopeTheta)
+	}
+	return nil
+}
+
+// QType is a weight storage type.
+type QType int
+
+// Weight types the decoder computes with.
+const (
+	Q8_0 QType = iota
+	Q5_0
+)
+
+func (q QType) String() string {
+	if q == Q5_0 {
+		return "q5_0"
+	}
+	return "q8_0"
+}
+
+// blockBytes is the size of one 32-weight block.
+func (q QType) blockBytes() int {
+	if q == Q5_0 {
+		return 22
+	}
+	return 34
+}
+
+// Recipe is the storage type of each weight tensor.
+type Recipe struct {
+	Name                                 string
+	Q, K, V, O, Gate, Up, Down, Embedded QType // Embedded: token embedding = tied output head
+}
+
+// RecipeQ8_0 stores every tensor as Q8_0.
+func RecipeQ8_0() Recipe {
+	return Recipe{Name: "q8_0"}
+}
+
+// RecipeMixed is llama.cpp's Q5_0 mix: Q5_0 for q/k/o/gate/up/down, Q8_0 for v and the tied
+// embedding/output.
+func RecipeMixed() Recipe {
+	return Recipe{Name: "mixed-q5_0", Q: Q5_0, K: Q5_0, V: Q8_0, O: Q5_0, Gate: Q5_0, Up: Q5_0, Down: Q5_0, Embedded: Q8_0}
+}
