@@ -270,3 +270,28 @@ func share(n, granule, ith, nth int) (lo, hi int) {
 	hi = min((start+cnt)*granule, n)
 	return lo, hi
 }
+
+// SetMinElements overrides one row's thresholds (elements a worker must get for waking it to
+// pay) in decode and prefill mode. Parity tests use it to force every active-worker count;
+// Calibrate sets all rows from measurements.
+func (rt *Runtime) SetMinElements(op Op, decode, prefill int) error {
+	if op < 0 || op >= numOps {
+		return fmt.Errorf("kernelrt.SetMinElements: unknown op %d", int(op))
+	}
+	if decode <= 0 || prefill <= 0 {
+		return fmt.Errorf("kernelrt.SetMinElements(%s): thresholds must be positive, got decode=%d prefill=%d", op, decode, prefill)
+	}
+	rt.table[op].MinElements = [numModes]int{decode, prefill}
+	return nil
+}
+
+// Decide reports how the table would run op on shape s in mode: the number of active
+// workers and each worker's [lo, hi) range of split units. It runs nothing.
+func (rt *Runtime) Decide(op Op, s Shape, mode Mode) (active int, ranges [][2]int) {
+	p := rt.table[op].decide(s, mode, rt.threads)
+	for w := 0; w < p.active; w++ {
+		lo, hi := share(p.units, p.granule, w, p.active)
+		ranges = append(ranges, [2]int{lo, hi})
+	}
+	return p.active, ranges
+}

@@ -1,3 +1,567 @@
-/* csrc/gemv.c - placeholder until its kernels land.
- * C11; no malloc, no threads, no OpenMP, no global state. */
-#include "krt_common.h"
+/* csrc/gemv.c - quantized and FP32 GEMV for decode (slice: rows r0..r1).
+ *
+ * Rules (see kernelrt.h): C11; no malloc, no threads, no OpenMP, no global mutable state,
+ * no libm calls and no calls out of a function (helpers are static inline and always inlined;
+ * the fused kernels inline the quantizers of krt_quant.h) so that c2goasm can translate the
+ * object code. Three variants per kernel: _ref (scalar), _avx2 (KRT_TARGET_AVX2),
+ * _avx512 (KRT_TARGET_AVX512, uses AVX512-VNNI vpdpbusd). Helpers are prefixed krt_gv_.
+ *
+ * Math: y[r] = sum_b (fp32(d_w) * fp32(d_x)) * isum_b, isum_b the exact integer dot product of
+ * the block's quants, accumulated in fp32 (+ bias[r]). The SIMD variants split each isum_b into
+ * 2 (AVX2, 8-row AVX-512 Q8_0) or 4 (AVX-512 Q5_0) exact partial sums, scale each partial sum
+ * and accumulate lane-wise, so their rounding differs from _ref by a few ulp of the row's
+ * magnitude sum_b |d_w d_x isum_b|.
+ *
+ * Activations are expected in [-127, 127] (what the quantizers produce); the AVX2 variant's
+ * vpmaddubsw could saturate for activation -128 against weight -128. Weights may use the full
+ * int8 range. See the kernels' comments for the inner-loop designs.
+ */
+#include "krt_quant.h"
+
+#define KRT_GV_Q8_BYTES 34
+#define KRT_GV_Q5_BYTES 22
+
+KRT_INLINE uint16_t krt_gv_ld16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+KRT_INLINE uint32_t krt_gv_ld32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* ======================================================================================== */
+/* scalar                                                                                   */
+/* ======================================================================================== */
+
+KRT_INLINE void krt_gv_q8_0_ref(float *y, const krt_block_q8_0 *w, const krt_block_q8_0 *x,
+                                const float *bias, int64_t cols, int64_t r0, int64_t r1) {
+    int64_t nb = cols / KRT_QK;
+    for (int64_t r = r0; r < r1; r++) {
+        const krt_block_q8_0 *wr = w + r * nb;
+        float acc = 0.0f;
+        for (int64_t b = 0; b < nb; b++) {
+            int32_t isum = 0;
+            for (int j = 0; j < KRT_QK; j++) isum += (int32_t)wr[b].qs[j] * (int32_t)x[b].qs[j];
+            acc += (krt_fp16_to_fp32(wr[b].d) * krt_fp16_to_fp32(x[b].d)) * (float)isum;
+        }
+        y[r] = bias ? acc + bias[r] : acc;
+    }
+}
+
+KRT_INLINE void krt_gv_q5_0_ref(float *y, const krt_block_q5_0 *w, const krt_block_q8_0 *x,
+                                const float *bias, int64_t cols, int64_t r0, int64_t r1) {
+    int64_t nb = cols / KRT_QK;
+    for (int64_t r = r0; r < r1; r++) {
+        const krt_block_q5_0 *wr = w + r * nb;
+        float acc = 0.0f;
+        for (int64_t b = 0; b < nb; b++) {
+            uint32_t qh;
+            memcpy(&qh, wr[b].qh, 4);
+            int32_t isum = 0;
+            for (int j = 0; j < KRT_QK / 2; j++) {
+                int32_t q0 = (int32_t)((wr[b].qs[j] & 0x0f) | (((qh >> j) & 1u) << 4)) - 16;
+                int32_t q1 = (int32_t)((wr[b].qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4)) - 16;
+                isum += q0 * (int32_t)x[b].qs[j] + q1 * (int32_t)x[b].qs[j + 16];
+            }
+            acc += (krt_fp16_to_fp32(wr[b].d) * krt_fp16_to_fp32(x[b].d)) * (float)isum;
+        }
+        y[r] = bias ? acc + bias[r] : acc;
+    }
+}
+
+void krt_gemv_q8_0_ref(float *y, const krt_block_q8_0 *w, const krt_block_q8_0 *x,
+                       const float *bias, int64_t cols, int64_t r0, int64_t r1) {
+    krt_gv_q8_0_ref(y, w, x, bias, cols, r0, r1);
+}
+
+void krt_gemv_q5_0_ref(float *y, const krt_block_q5_0 *w, const krt_block_q8_0 *x,
+                       const float *bias, int64_t cols, int64_t r0, int64_t r1) {
+    krt_gv_q5_0_ref(y, w, x, bias, cols, r0, r1);
+}
+
+void krt_gemv_q8_0_f32_ref(float *y, const krt_block_q8_0 *w, const float *x, krt_block_q8_0 *xq,
+                           const float *bias, int64_t cols, int64_t r0, int64_t r1) {
+    for (int64_t b = 0; b < cols / KRT_QK; b++) krt_qz_q8_0_ref(xq + b, x + b * KRT_QK);
+    krt_gv_q8_0_ref(y, w, xq, bias, cols, r0, r1);
+}
+
+void krt_gemv_q5_0_f32_ref(float *y, const krt_block_q5_0 *w, const float *x, krt_block_q8_0 *xq,
+                           const float *bias, int64_t cols, int64_t r0, int64_t r1) {
+    for (int64_t b = 0; b < cols / KRT_QK; b++) krt_qz_q8_0_ref(xq + b, x + b * KRT_QK);
+    krt_gv_q5_0_ref(y, w, xq, bias, cols, r0, r1);
+}
+
+void krt_gemv_f32_ref(float *y, const float *w, const float *x, int64_t cols, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r++) {
+        const float *wr = w + r * cols;
+        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+        int64_t i = 0;
+        for (; i + 4 <= cols; i += 4) {
+            a0 += wr[i + 0] * x[i + 0];
+            a1 += wr[i + 1] * x[i + 1];
+            a2 += wr[i + 2] * x[i + 2];
+            a3 += wr[i + 3] * x[i + 3];
+        }
+        for (; i < cols; i++) a0 += wr[i] * x[i];
+        y[r] = (a0 + a1) + (a2 + a3);
+    }
+}
+
+#ifdef KRT_X86
+
+/* Software prefetch lead (bytes) past the linear position in the next row group. */
+#define KRT_GV_PF_LEAD 3072
+
+/* Row pointers of a group of 4 rows starting at r; rows past r1-1 repeat row r1-1 (computed,
+ * never stored), so any row count works with one loop. */
+#define KRT_GV_ROWPTR(base, rs, r, i, r1) \
+    ((base) + ((r) + (i) < (r1) ? (r) + (i) : (r1) - 1) * (rs))
+
+/* ======================================================================================== */
+/* AVX2 (+FMA, F16C)                                                                        */
+/*                                                                                          */
+/* 4 rows per step share one activation block. Per row and block: |w| (u8) x sign(x, w) (s8)  */
+/* with vpmaddubsw (pairs, no saturation since |x| <= 127), vpmaddwd by 1 -> 8 int32 lanes.  */
+/* A vphaddd tree folds the 4 rows into [r0 r1 r2 r3 | r0 r1 r2 r3] (two exact half sums per */
+/* row), converted once and FMA'd with [s0..s3 | s0..s3], s = d_w * d_x (4 fp16 d_w gathered  */
+/* in one 64-bit GPR, one vcvtph2ps). One horizontal add per row group at the end.            */
+/* ======================================================================================== */
+
+KRT_TARGET_AVX2 KRT_INLINE __m256i krt_gv_dot8_avx2(__m256i w, __m256i x, __m256i ones) {
+    __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+    return _mm256_madd_epi16(p, ones);
+}
+
+KRT_TARGET_AVX2 KRT_INLINE __m256 krt_gv_scales4_avx2(const uint8_t *p0, const uint8_t *p1, const uint8_t *p2,
+                                                      const uint8_t *p3, const uint8_t *xd) {
+    uint64_t dw = (uint64_t)krt_gv_ld16(p0) | ((uint64_t)krt_gv_ld16(p1) << 16) |
+                  ((uint64_t)krt_gv_ld16(p2) << 32) | ((uint64_t)krt_gv_ld16(p3) << 48);
+    __m256 sw = _mm256_cvtph_ps(_mm_set1_epi64x((long long)dw));
+    __m256 sx = _mm256_cvtph_ps(_mm_set1_epi16((short)krt_gv_ld16(xd)));
+    return _mm256_mul_ps(sw, sx);
+}
+
+KRT_TARGET_AVX2 KRT_INLINE void krt_gv_store4_avx2(float *y, const float *bias, __m256 acc, int64_t r, int64_t r1) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    float o[4];
+    _mm_storeu_ps(o, s);
+    for (int i = 0; i < 4 && r + i < r1; i++) y[r + i] = bias ? o[i] + bias[r + i] : o[i];
+}
+
+KRT_TARGET_AVX2 KRT_INLINE void krt_gv_q8_0_avx2(float *y, const krt_block_q8_0 *w, const krt_block_q8_0 *x,
+                                                 const float *bias, int64_t cols, int64_t r0, int64_t r1) {
+    const int64_t nb = cols / KRT_QK;
+    const int64_t rs = nb * KRT_GV_Q8_BYTES;
+    const uint8_t *wb = (const uint8_t *)w;
+    const uint8_t *xb = (const uint8_t *)x;
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t r = r0; r < r1; r += 4) {
+        const uint8_t *p0 = KRT_GV_ROWPTR(wb, rs, r, 0, r1);
+        const uint8_t *p1 = KRT_GV_ROWPTR(wb, rs, r, 1, r1);
+        const uint8_t *p2 = KRT_GV_ROWPTR(wb, rs, r, 2, r1);
+        const uint8_t *p3 = KRT_GV_ROWPTR(wb, rs, r, 3, r1);
+        const char *pf = (const char *)(wb + (r + 4) * rs) + KRT_GV_PF_LEAD;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t o = 0; o < rs; o += KRT_GV_Q8_BYTES) {
+            const char *q = pf + 4 * o; /* the next group, 4 rows x 34 bytes per step */
+            _mm_prefetch(q, _MM_HINT_T0);
+            _mm_prefetch(q + 64, _MM_HINT_T0);
+            _mm_prefetch(q + 128, _MM_HINT_T0);
+            __m256i xv = _mm256_loadu_si256((const __m256i *)(xb + o + 2));
+            __m256i i0 = krt_gv_dot8_avx2(_mm256_loadu_si256((const __m256i *)(p0 + o + 2)), xv, ones);
+            __m256i i1 = krt_gv_dot8_avx2(_mm256_loadu_si256((const __m256i *)(p1 + o + 2)), xv, ones);
+            __m256i i2 = krt_gv_dot8_avx2(_mm256_loadu_si256((const __m256i *)(p2 + o + 2)), xv, ones);
+            __m256i i3 = krt_gv_dot8_avx2(_mm256_loadu_si256((const __m256i *)(p3 + o + 2)), xv, ones);
+            __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(i0, i1), _mm256_hadd_epi32(i2, i3));
+            __m256 s = krt_gv_scales4_avx2(p0 + o, p1 + o, p2 + o, p3 + o, xb + o);
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), s, acc);
+        }
+        krt_gv_store4_avx2(y, bias, acc, r, r1);
+    }
+}
+
+/* Q5_0: q = nibble | 16*qh_bit is unsigned (0..31), so vpmaddubsw(q, x) needs no sign trick
+ * (pairs <= 2*31*128, no saturation); the -16 offset is removed as 16*(x_2i + x_2i+1),
+ * computed once per activation block. qh bits become bytes with vpshufb + vpcmpeqb. */
+KRT_TARGET_AVX2 KRT_INLINE __m256i krt_gv_q5row_avx2(const uint8_t *p, __m256i xv, __m256i x16, __m256i ones,
+                                                     __m256i shuf, __m256i bits) {
+    __m128i qs = _mm_loadu_si128((const __m128i *)(p + 6));
+    __m256i nib = _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(qs), _mm_srli_epi16(qs, 4), 1),
+                                   _mm256_set1_epi8(0x0f));
+    __m256i hb = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)krt_gv_ld32(p + 2)), shuf), bits);
+    hb = _mm256_and_si256(_mm256_cmpeq_epi8(hb, bits), _mm256_set1_epi8(0x10));
+    __m256i q = _mm256_or_si256(nib, hb);
+    return _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(q, xv), x16), ones);
+}
+
+KRT_TARGET_AVX2 KRT_INLINE void krt_gv_q5_0_avx2(float *y, const krt_block_q5_0 *w, const krt_block_q8_0 *x,
+                                                 const float *bias, int64_t cols, int64_t r0, int64_t r1) {
+    const int64_t nb = cols / KRT_QK;
+    const int64_t rs = nb * KRT_GV_Q5_BYTES;
+    const uint8_t *wb = (const uint8_t *)w;
+    const uint8_t *xb = (const uint8_t *)x;
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i c16 = _mm256_set1_epi8(16);
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    for (int64_t r = r0; r < r1; r += 4) {
+        const uint8_t *p0 = KRT_GV_ROWPTR(wb, rs, r, 0, r1);
+        const uint8_t *p1 = KRT_GV_ROWPTR(wb, rs, r, 1, r1);
+        const uint8_t *p2 = KRT_GV_ROWPTR(wb, rs, r, 2, r1);
+        const uint8_t *p3 = KRT_GV_ROWPTR(wb, rs, r, 3, r1);
+        const char *pf = (const char *)(wb + (r + 4) * rs) + KRT_GV_PF_LEAD;
+        __m256 acc = _mm256_setzero_ps();
+        const uint8_t *xk = xb;
+        for (int64_t o = 0; o < rs; o += KRT_GV_Q5_BYTES, xk += KRT_GV_Q8_BYTES) {
+            const char *q = pf + 4 * o; /* the next group, 4 rows x 22 bytes per step */
+            _mm_prefetch(q, _MM_HINT_T0);
+            _mm_prefetch(q + 64, _MM_HINT_T0);
+            __m256i xv = _mm256_loadu_si256((const __m256i *)(xk + 2));
+            __m256i x16 = _mm256_maddubs_epi16(c16, xv);
+            __m256i i0 = krt_gv_q5row_avx2(p0 + o, xv, x16, ones, shuf, bits);
+            __m256i i1 = krt_gv_q5row_avx2(p1 + o, xv, x16, ones, shuf, bits);
+            __m256i i2 = krt_gv_q5row_avx2(p2 + o, xv, x16, ones, shuf, bits);
+            __m256i i3 = krt_gv_q5row_avx2(p3 + o, xv, x16, ones, shuf, bits);
+            __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(i0, i1), _mm256_hadd_epi32(i2, i3));
+            __m256 s = krt_gv_scales4_avx2(p0 + o, p1 + o, p2 + o, p3 + o, xk);
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), s, acc);
+        }
+        krt_gv_store4_avx2(y, bias, acc, r, r1);
+    }
+}
+
+KRT_TARGET_AVX2 void krt_gemv_q8_0_avx2(float *y, const krt_block_q8_0 *w, const krt_block_q8_0 *x,
+                                        const float *bias, int64_t cols, int64_t r0, int64_t r1) {
+    krt_gv_q8_0_avx2(y, w, x, bias, cols, r0, r1);
+}
+
+KRT_TARGET_AVX2 void krt_gemv_q5_0_avx2(float *y, const krt_block_q5_0 *w, const krt_block_q8_0 *x,
+                                        const float *bias, int64_t cols, int64_t r0, int64_t r1) {
+    krt_gv_q5_0_avx2(y, w, x, bias, cols, r0, r1);
+}
+
+KRT_TARGET_AVX2 void krt_gemv_q8_0_f32_avx2(float *y, const krt_block_q8_0 *w, const float *x, krt_block_q8_0 *xq,
+                                            const float *bias, int64_t cols, int64_t r0, int64_t r1) {
+    for (int64_t b = 0; b < cols / KRT_QK; b++) krt_qz_q8_0_avx2(xq + b, x + b * KRT_QK);
+    krt_gv_q8_0_avx2(y, w, xq, bias, cols, r0, r1);
+}
+
+KRT_TARGET_AVX2 void krt_gemv_q5_0_f32_avx2(float *y, const krt_block_q5_0 *w, const float *x, krt_block_q8_0 *xq,
+                                            const float *bias, int64_t cols, int64_t r0, int64_t r1) {
+    for (int64_t b = 0; b < cols / KRT_QK; b++) krt_qz_q8_0_avx2(xq + b, x + b * KRT_QK);
+    krt_gv_q5_0_avx2(y, w, xq, bias, cols, r0, r1);
+}
+
+KRT_TARGET_AVX2 KRT_INLINE float krt_gv_hsum8_avx2(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+KRT_TARGET_AVX2 void krt_gemv_f32_avx2(float *y, const float *w, const float *x, int64_t cols, int64_t r0, int64_t r1) {
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4) {
+        const float *w0 = w + r * cols, *w1 = w0 + cols, *w2 = w1 + cols, *w3 = w2 + cols;
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+        __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+        int64_t i = 0;
+        for (; i + 8 <= cols; i += 8) {
+            __m256 xv = _mm256_loadu_ps(x + i);
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + i), xv, a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + i), xv, a1);
+            a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + i), xv, a2);
+            a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + i), xv, a3);
+        }
+        float s0 = krt_gv_hsum8_avx2(a0), s1 = krt_gv_hsum8_avx2(a1);
+        float s2 = krt_gv_hsum8_avx2(a2), s3 = krt_gv_hsum8_avx2(a3);
+        for (; i < cols; i++) {
+            s0 += w0[i] * x[i];
+            s1 += w1[i] * x[i];
+            s2 += w2[i] * x[i];
+            s3 += w3[i] * x[i];
+        }
+        y[r] = s0;
+        y[r + 1] = s1;
+        y[r + 2] = s2;
+        y[r + 3] = s3;
+    }
+    for (; r < r1; r++) {
+        const float *w0 = w + r * cols;
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+        int64_t i = 0;
+        for (; i + 16 <= cols; i += 16) {
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + i), _mm256_loadu_ps(x + i), a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + i + 8), _mm256_loadu_ps(x + i + 8), a1);
+        }
+        for (; i + 8 <= cols; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + i), _mm256_loadu_ps(x + i), a0);
+        float s0 = krt_gv_hsum8_avx2(_mm256_add_ps(a0, a1));
+        for (; i < cols; i++) s0 += w0[i] * x[i];
+        y[r] = s0;
+    }
+}
+
+/* ======================================================================================== */
+/* AVX-512 (F/BW/VL/DQ + VNNI)                                                              */
+/*                                                                                          */
+/* Q8_0: vpdpbusd multiplies unsigned by signed bytes. Weights are made unsigned by xor 0x80  */
+/* (w + 128) and the bias this adds, 128 * sum(x) per dword lane, is computed once per        */
+/* activation block (vpdpbusd of 0x80 bytes by x) and used, negated, as the accumulator's    */
+/* start value: vpdpbusd(-128*sum4(x), w^0x80, x) = sum4(w*x) exactly, for every int8 value.  */
+/* 8 rows per step; each zmm holds one block of two rows ([row a | row b], 32 bytes each)     */
+/* against [x | x], giving 16 exact int32 partial sums; they are converted and FMA'd into a   */
+/* per-pair float accumulator with the per-lane scale [s_a x8 | s_b x8] (one vpermps of the   */
+/* 8 scales s = d_w * d_x, gathered with masked vpbroadcastw into one xmm + one vcvtph2ps).   */
+/* The 4 accumulators are reduced once per row group. Prefetch: while computing a group, the */
+/* next group's bytes (contiguous in memory) are prefetched linearly, 8 bytes ahead per byte  */
+/* of row progress, plus a fixed lead, which keeps enough lines in flight to stream at the    */
+/* DRAM bandwidth (the hardware prefetcher alone reaches ~20% on 896-column rows).            */
+/* ======================================================================================== */
+
+KRT_TARGET_AVX512 KRT_INLINE __m512 krt_gv_q8pair_avx512(const uint8_t *a, const uint8_t *b, __m512i xv,
+                                                         __m512i corr, __m512i c80) {
+    __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+                                   _mm256_loadu_si256((const __m256i *)b), 1);
+    return _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(corr, _mm512_xor_si512(w, c80), xv));
+}
+
+/* fp32(d_w[i]) * fp32(d_x) for 8 rows, lanes 0..7. */
+KRT_TARGET_AVX512 KRT_INLINE __m256 krt_gv_scales8_avx512(const uint8_t *p0, const uint8_t *p1, const uint8_t *p2,
+                                                          const uint8_t *p3, const uint8_t *p4, const uint8_t *p5,
+                                                          const uint8_t *p6, const uint8_t *p7, const uint8_t *xd) {
+    __m128i d = _mm_set1_epi16((short)krt_gv_ld16(p0));
+    d = _mm_mask_set1_epi16(d, 0x02, (short)krt_gv_ld16(p1));
+    d = _mm_mask_set1_epi16(d, 0x04, (short)krt_gv_ld16(p2));
+    d = _mm_mask_set1_epi16(d, 0x08, (short)krt_gv_ld16(p3));
+    d = _mm_mask_set1_epi16(d, 0x10, (short)krt_gv_ld16(p4));
+    d = _mm_mask_set1_epi16(d, 0x20, (short)krt_gv_ld16(p5));
+    d = _mm_mask_set1_epi16(d, 0x40, (short)krt_gv_ld16(p6));
+    d = _mm_mask_set1_epi16(d, 0x80, (short)krt_gv_ld16(p7));
+    return _mm256_mul_ps(_mm256_cvtph_ps(d), _mm256_cvtph_ps(_mm_set1_epi16((short)krt_gv_ld16(xd))));
+}
+
+/* Sums of the 256-bit halves of 4 pair accumulators, in row order [a0 b0 a1 b1 a2 b2 a3 b3]. */
+KRT_TARGET_AVX512 KRT_INLINE __m256 krt_gv_pairsum_avx512(__m512 f0, __m512 f1, __m512 f2, __m512 f3) {
+    __m512 a = _mm512_add_ps(_mm512_unpacklo_ps(f0, f1), _mm512_unpackhi_ps(f0, f1));
+    __m512 b = _mm512_add_ps(_mm512_unpacklo_ps(f2, f3), _mm512_unpackhi_ps(f2, f3));
+    /* c, 128-bit lane L: [sum of f0's lane L, f1's, f2's, f3's] */
+    __m512 c = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))),
+                             _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))));
+    /* lanes 0,1 are the "a" rows, lanes 2,3 the "b" rows */
+    __m512 h = _mm512_add_ps(c, _mm512_permutexvar_ps(_mm512_setr_epi32(4, 5, 6, 7, 0, 0, 0, 0, 12, 13, 14, 15, 0, 0, 0, 0), c));
+    /* h lane 0 = [A0 A1 A2 A3] (a rows of the 4 pairs), lane 2 = [B0 B1 B2 B3] */
+    return _mm512_castps512_ps256(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 0, 0, 0, 0, 0, 0, 0, 0), h));
+}
+
+KRT_TARGET_AVX512 KRT_INLINE void krt_gv_store8_avx512(float *y, const float *bias, __m256 acc, int64_t r, int64_t r1) {
+    if (r + 8 <= r1) {
+        if (bias) acc = _mm256_add_ps(acc, _mm256_loadu_ps(bias + r));
+        _mm256_storeu_ps(y + r, acc);
+    } else {
+        __mmask8 m = (__mmask8)((1u << (r1 - r)) - 1u);
+        if (bias) acc = _mm256_add_ps(acc, _mm256_maskz_loadu_ps(m, bias + r));
+        _mm256_mask_storeu_ps(y + r, m, acc);
+    }
+}
+
+KRT_TARGET_AVX512 KRT_INLINE void krt_gv_q8_0_avx512(float *y, const krt_block_q8_0 *w, const krt_block_q8_0 *x,
+                                                     const float *bias, int64_t cols, int64_t r0, int64_t r1) {
+    const int64_t nb = cols / KRT_QK;
+    const int64_t rs = nb * KRT_GV_Q8_BYTES;
+    const uint8_t *wb = (const uint8_t *)w;
+    const uint8_t *xb = (const uint8_t *)x;
+    const __m512i c80 = _mm512_set1_epi8((char)0x80);
+    const __m512i i01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m512i i23 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m512i i45 = _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5);
+    const __m512i i67 = _mm512_setr_epi32(6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7);
+    for (int64_t r = r0; r < r1; r += 8) {
+        const uint8_t *p0 = KRT_GV_ROWPTR(wb, rs, r, 0, r1);
+        const uint8_t *p1 = KRT_GV_ROWPTR(wb, rs, r, 1, r1);
+        const uint8_t *p2 = KRT_GV_ROWPTR(wb, rs, r, 2, r1);
+        const uint8_t *p3 = KRT_GV_ROWPTR(wb, rs, r, 3, r1);
+        const uint8_t *p4 = KRT_GV_ROWPTR(wb, rs, r, 4, r1);
+        const uint8_t *p5 = KRT_GV_ROWPTR(wb, rs, r, 5, r1);
+        const uint8_t *p6 = KRT_GV_ROWPTR(wb, rs, r, 6, r1);
+        const uint8_t *p7 = KRT_GV_ROWPTR(wb, rs, r, 7, r1);
+        const char *pf = (const char *)(wb + (r + 8) * rs) + KRT_GV_PF_LEAD;
+        __m512 f0 = _mm512_setzero_ps(), f1 = _mm512_setzero_ps();
+        __m512 f2 = _mm512_setzero_ps(), f3 = _mm512_setzero_ps();
+        for (int64_t o = 0; o < rs; o += KRT_GV_Q8_BYTES) {
+            const char *q = pf + 8 * o; /* the next group, 8 rows x 34 bytes per step */
+            _mm_prefetch(q, _MM_HINT_T0);
+            _mm_prefetch(q + 64, _MM_HINT_T0);
+            _mm_prefetch(q + 128, _MM_HINT_T0);
+            _mm_prefetch(q + 192, _MM_HINT_T0);
+            _mm_prefetch(q + 256, _MM_HINT_T0);
+            __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xb + o + 2)));
+            __m512i corr = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                            _mm512_dpbusd_epi32(_mm512_setzero_si512(), c80, xv));
+            __m512 s = _mm512_castps256_ps512(
+                krt_gv_scales8_avx512(p0 + o, p1 + o, p2 + o, p3 + o, p4 + o, p5 + o, p6 + o, p7 + o, xb + o));
+            f0 = _mm512_fmadd_ps(krt_gv_q8pair_avx512(p0 + o + 2, p1 + o + 2, xv, corr, c80), _mm512_permutexvar_ps(i01, s), f0);
+            f1 = _mm512_fmadd_ps(krt_gv_q8pair_avx512(p2 + o + 2, p3 + o + 2, xv, corr, c80), _mm512_permutexvar_ps(i23, s), f1);
+            f2 = _mm512_fmadd_ps(krt_gv_q8pair_avx512(p4 + o + 2, p5 + o + 2, xv, corr, c80), _mm512_permutexvar_ps(i45, s), f2);
+            f3 = _mm512_fmadd_ps(krt_gv_q8pair_avx512(p6 + o + 2, p7 + o + 2, xv, corr, c80), _mm512_permutexvar_ps(i67, s), f3);
+        }
+        krt_gv_store8_avx512(y, bias, krt_gv_pairsum_avx512(f0, f1, f2, f3), r, r1);
+    }
+}
+
+/* Q5_0: a block is 22 bytes (d, qh, 16 nibble bytes), so one 22-byte masked load per row
+ * (fault-free past the end of the matrix) brings everything; two rows share a zmm
+ * ([row a | row b] in 256-bit halves) and three vpermt2w per 4 rows rearrange two such zmm into
+ *   Z = [qs_r0 | qs_r1 | qs_r2 | qs_r3]        (128-bit chunks: 16 nibble bytes per row),
+ *   Q = row i's qh in chunk i                    (for the 5th-bit masks),
+ *   D = [d_r0 x4, d_r1 x4, d_r2 x4, d_r3 x4]     (16 halves -> the per-lane scales).
+ * Low nibbles (elements 0..15) and high nibbles (16..31) give two zmm; the 5th bits become
+ * __mmask64s with vpshufb (spread each qh byte over 8 bytes) + vptestmb against 1,2,4,..,128,
+ * and a masked vpaddb adds 16: q = 0..31 unsigned for vpdpbusd against x broadcast per chunk.
+ * The -16 offset is the accumulator's start value -16*sum4(x), computed once per x block.
+ * Result lanes [r0 x4 | r1 x4 | r2 x4 | r3 x4] -> one cvt and one FMA with the scales per
+ * 4 rows; no scalar work, no GPR->mask moves. Two quads (8 rows) per step share the x work. */
+#define KRT_GV_W2(a, b) ((int)((a) | ((b) << 16)))
+
+KRT_TARGET_AVX512 KRT_INLINE __m512i krt_gv_q5load2_avx512(const uint8_t *a, const uint8_t *b) {
+    __m512i v = _mm512_maskz_loadu_epi8((__mmask64)0x3fffffull, a);
+    return _mm512_mask_loadu_epi8(v, (__mmask64)0x3fffffull << 32, b - 32);
+}
+
+KRT_TARGET_AVX512 KRT_INLINE __m512 krt_gv_q5quad_avx512(const uint8_t *p0, const uint8_t *p1, const uint8_t *p2,
+                                                         const uint8_t *p3, __m512i xlo, __m512i xhi, __m512i corr,
+                                                         __m512 dxv, __m512 acc) {
+    const __m512i c0f = _mm512_set1_epi8(0x0f);
+    const __m512i c16 = _mm512_set1_epi8(16);
+    const __m512i bits = _mm512_set1_epi64((long long)0x8040201008040201ull);
+    const __m512i sello = _mm512_set_epi64(0x0101010101010101ll, 0, 0x0101010101010101ll, 0,
+                                           0x0101010101010101ll, 0, 0x0101010101010101ll, 0);
+    const __m512i selhi = _mm512_set_epi64(0x0303030303030303ll, 0x0202020202020202ll, 0x0303030303030303ll,
+                                           0x0202020202020202ll, 0x0303030303030303ll, 0x0202020202020202ll,
+                                           0x0303030303030303ll, 0x0202020202020202ll);
+    /* word indices into [P01 (words 0..31) | P23 (32..63)]; row i's block starts at word 16i */
+    const __m512i iz = _mm512_setr_epi32(KRT_GV_W2(3, 4), KRT_GV_W2(5, 6), KRT_GV_W2(7, 8), KRT_GV_W2(9, 10),
+                                         KRT_GV_W2(19, 20), KRT_GV_W2(21, 22), KRT_GV_W2(23, 24), KRT_GV_W2(25, 26),
+                                         KRT_GV_W2(35, 36), KRT_GV_W2(37, 38), KRT_GV_W2(39, 40), KRT_GV_W2(41, 42),
+                                         KRT_GV_W2(51, 52), KRT_GV_W2(53, 54), KRT_GV_W2(55, 56), KRT_GV_W2(57, 58));
+    const __m512i iq = _mm512_setr_epi32(KRT_GV_W2(1, 2), 0, 0, 0, KRT_GV_W2(17, 18), 0, 0, 0,
+                                         KRT_GV_W2(33, 34), 0, 0, 0, KRT_GV_W2(49, 50), 0, 0, 0);
+    const __m512i id = _mm512_setr_epi32(0, 0, KRT_GV_W2(16, 16), KRT_GV_W2(16, 16), KRT_GV_W2(32, 32),
+                                         KRT_GV_W2(32, 32), KRT_GV_W2(48, 48), KRT_GV_W2(48, 48), 0, 0, 0, 0, 0, 0, 0, 0);
+    __m512i p01 = krt_gv_q5load2_avx512(p0, p1);
+    __m512i p23 = krt_gv_q5load2_avx512(p2, p3);
+    __m512i z = _mm512_permutex2var_epi16(p01, iz, p23);
+    __m512i q = _mm512_permutex2var_epi16(p01, iq, p23);
+    __m512i d = _mm512_permutex2var_epi16(p01, id, p23);
+    __mmask64 klo = _mm512_test_epi8_mask(_mm512_shuffle_epi8(q, sello), bits);
+    __mmask64 khi = _mm512_test_epi8_mask(_mm512_shuffle_epi8(q, selhi), bits);
+    __m512i lo = _mm512_and_si512(z, c0f);
+    __m512i hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), c0f);
+    lo = _mm512_mask_add_epi8(lo, klo, lo, c16);
+    hi = _mm512_mask_add_epi8(hi, khi, hi, c16);
+    __m512i isum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(corr, lo, xlo), hi, xhi);
+    __m512 s = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(d)), dxv);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), s, acc);
+}
+
+/* Sum each 128-bit chunk of v: returns [chunk0, chunk1, chunk2, chunk3]. */
+KRT_TARGET_AVX512 KRT_INLINE __m128 krt_gv_chunksum_avx512(__m512 v) {
+    v = _mm512_add_ps(v, _mm512_permute_ps(v, 0x4e));
+    v = _mm512_add_ps(v, _mm512_permute_ps(v, 0xb1));
+    return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), v));
+}
+
+KRT_TARGET_AVX512 KRT_INLINE void krt_gv_q5_0_avx512(float *y, const krt_block_q5_0 *w, const krt_block_q8_0 *x,
+                                                     const float *bias, int64_t cols, int64_t r0, int64_t r1) {
+    const int64_t nb = cols / KRT_QK;
+    const int64_t rs = nb * KRT_GV_Q5_BYTES;
+    const uint8_t *wb = (const uint8_t *)w;
+    const uint8_t *xb = (const uint8_t *)x;
+    const __m512i c16 = _mm512_set1_epi8(16);
+    for (int64_t r = r0; r < r1; r += 8) {
+        const uint8_t *p0 = KRT_GV_ROWPTR(wb, rs, r, 0, r1);
+        const uint8_t *p1 = KRT_GV_ROWPTR(wb, rs, r, 1, r1);
+        const uint8_t *p2 = KRT_GV_ROWPTR(wb, rs, r, 2, r1);
+        const uint8_t *p3 = KRT_GV_ROWPTR(wb, rs, r, 3, r1);
+        const uint8_t *p4 = KRT_GV_ROWPTR(wb, rs, r, 4, r1);
+        const uint8_t *p5 = KRT_GV_ROWPTR(wb, rs, r, 5, r1);
+        const uint8_t *p6 = KRT_GV_ROWPTR(wb, rs, r, 6, r1);
+        const uint8_t *p7 = KRT_GV_ROWPTR(wb, rs, r, 7, r1);
+        const char *pf = (const char *)(wb + (r + 8) * rs) + KRT_GV_PF_LEAD;
+        __m512 acca = _mm512_setzero_ps(), accb = _mm512_setzero_ps();
+        const uint8_t *xk = xb;
+        for (int64_t o = 0; o < rs; o += KRT_GV_Q5_BYTES, xk += KRT_GV_Q8_BYTES) {
+            const char *q = pf + 8 * o; /* the next group, 8 rows x 22 bytes per step */
+            _mm_prefetch(q, _MM_HINT_T0);
+            _mm_prefetch(q + 64, _MM_HINT_T0);
+            _mm_prefetch(q + 128, _MM_HINT_T0);
+            __m512i xlo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(xk + 2)));
+            __m512i xhi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(xk + 18)));
+            __m512i corr = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c16, xlo), c16, xhi);
+            corr = _mm512_sub_epi32(_mm512_setzero_si512(), corr);
+            __m512 dxv = _mm512_cvtph_ps(_mm256_set1_epi16((short)krt_gv_ld16(xk)));
+            acca = krt_gv_q5quad_avx512(p0 + o, p1 + o, p2 + o, p3 + o, xlo, xhi, corr, dxv, acca);
+            accb = krt_gv_q5quad_avx512(p4 + o, p5 + o, p6 + o, p7 + o, xlo, xhi, corr, dxv, accb);
+        }
+        __m256 acc = _mm256_set_m128(krt_gv_chunksum_avx512(accb), krt_gv_chunksum_avx512(acca));
+        krt_gv_store8_avx512(y, bias, acc, r, r1);
+    }
+}
+
+KRT_TARGET_AVX512 void krt_gemv_q8_0_avx512(float *y, const krt_block_q8_0 *w, const krt_block_q8_0 *x,
+                                            const float *bias, int64_t cols, int64_t r0, int64_t r1) {
+    krt_gv_q8_0_avx512(y, w, x, bias, cols, r0, r1);
+}
+
+KRT_TARGET_AVX512 void krt_gemv_q5_0_avx512(float *y, const krt_block_q5_0 *w, const krt_block_q8_0 *x,
+                                            const float *bias, int64_t cols, int64_t r0, int64_t r1) {
+    krt_gv_q5_0_avx512(y, w, x, bias, cols, r0, r1);
+}
+
+KRT_TARGET_AVX512 void krt_gemv_q8_0_f32_avx512(float *y, const krt_block_q8_0 *w, const float *x, krt_block_q8_0 *xq,
+                                                const float *bias, int64_t cols, int64_t r0, int64_t r1) {
+    for (int64_t b = 0; b < cols / KRT_QK; b++) krt_qz_q8_0_avx512(xq + b, x + b * KRT_QK);
+    krt_gv_q8_0_avx512(y, w, xq, bias, cols, r0, r1);
+}
+
+KRT_TARGET_AVX512 void krt_gemv_q5_0_f32_avx512(float *y, const krt_block_q5_0 *w, const float *x, krt_block_q8_0 *xq,
+                                                const float *bias, int64_t cols, int64_t r0, int64_t r1) {
+    for (int64_t b = 0; b < cols / KRT_QK; b++) krt_qz_q8_0_avx512(xq + b, x + b * KRT_QK);
+    krt_gv_q5_0_avx512(y, w, xq, bias, cols, r0, r1);
+}
+
+KRT_TARGET_AVX512 void krt_gemv_f32_avx512(float *y, const float *w, const float *x, int64_t cols, int64_t r0,
+                                           int64_t r1) {
+    for (int64_t r = r0; r < r1; r += 4) {
+        const float *w0 = KRT_GV_ROWPTR(w, cols, r, 0, r1);
+        const float *w1 = KRT_GV_ROWPTR(w, cols, r, 1, r1);
+        const float *w2 = KRT_GV_ROWPTR(w, cols, r, 2, r1);
+        const float *w3 = KRT_GV_ROWPTR(w, cols, r, 3, r1);
+        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+        __m512 a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+        for (int64_t i = 0; i < cols; i += 16) {
+            int64_t left = cols - i;
+            __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+            __m512 xv = _mm512_maskz_loadu_ps(m, x + i);
+            a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w0 + i), xv, a0);
+            a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w1 + i), xv, a1);
+            a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w2 + i), xv, a2);
+            a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w3 + i), xv, a3);
+        }
+        float s[4] = {_mm512_reduce_add_ps(a0), _mm512_reduce_add_ps(a1), _mm512_reduce_add_ps(a2),
+                      _mm512_reduce_add_ps(a3)};
+        for (int i = 0; i < 4 && r + i < r1; i++) y[r + i] = s[i];
+    }
+}
+
+#undef KRT_GV_ROWPTR
+#undef KRT_GV_W2
+#undef KRT_GV_PF_LEAD
+#endif /* KRT_X86 */
+
+#undef KRT_GV_Q8_BYTES
+#undef KRT_GV_Q5_BYTES
