@@ -1,0 +1,195 @@
+package orchestrator
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kernelrt/kernelrt"
+)
+
+func tinyConfig() Config {
+	return Config{Layers: 2, Hidden: 128, Intermediate: 256, Heads: 4, KVHeads: 2, HeadDim: 32,
+		Vocab: 1000, RopeTheta: 1e6, Eps: 1e-6, MaxCtx: 96, MaxBatch: 16}
+}
+
+func newTiny(t *testing.T, r Recipe) *Model {
+	t.Helper()
+	m, err := NewSynthetic(tinyConfig(), r, 7, BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func newRT(t *testing.T) *kernelrt.Runtime {
+	t.Helper()
+	rt, err := kernelrt.New(kernelrt.Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	// Split every op, however small, so the pooled path really runs on both workers.
+	for op := kernelrt.Op(0); op < kernelrt.Op(kernelrt.NumOps); op++ {
+		if err := rt.SetMinElements(op, 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return rt
+}
+
+func maxDiff(a, b []float32) float64 {
+	d := 0.0
+	for i := range a {
+		d = math.Max(d, math.Abs(float64(a[i]-b[i])))
+	}
+	return d
+}
+
+// The pooled forward pass is the serial one split by rows/tokens/heads: the logits agree.
+func TestPooledMatchesSerial(t *testing.T) {
+	for _, r := range []Recipe{RecipeQ8_0(), RecipeMixed()} {
+		t.Run(r.Name, func(t *testing.T) {
+			ms, mp := newTiny(t, r), newTiny(t, r)
+			rt := newRT(t)
+			prompt := []int32{3, 1, 4, 1, 5, 9, 2}
+			ls, err := ms.Prefill(kernelrt.Serial{}, prompt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := slices.Clone(ls)
+			lp, err := mp.Prefill(rt, prompt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := maxDiff(want, lp); d > 1e-3 {
+				t.Fatalf("prefill logits differ by %g", d)
+			}
+			for step := 0; step < 4; step++ {
+				ls, err = ms.Decode(kernelrt.Serial{}, int32(10+step))
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = append(want[:0], ls...)
+				lp, err = mp.Decode(rt, int32(10+step))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d := maxDiff(want, lp); d > 1e-3 {
+					t.Fatalf("decode step %d logits differ by %g", step, d)
+				}
+			}
+			for _, v := range lp {
+				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+					t.Fatalf("non-finite logit %v", v)
+				}
+			}
+		})
+	}
+}
+
+// Prefilling T tokens at once equals decoding them one by one (the causal mask and the KV
+// cache make the last position's logits the same), up to the GEMM/GEMV summation order.
+func TestPrefillEqualsDecodes(t *testing.T) {
+	a, b := newTiny(t, RecipeQ8_0()), newTiny(t, RecipeQ8_0())
+	prompt := []int32{11, 22, 33, 44, 55}
+	la, err := a.Prefill(kernelrt.Serial{}, prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lb []float32
+	for _, id := range prompt {
+		if lb, err = b.Decode(kernelrt.Serial{}, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scale := 0.0
+	for _, v := range lb {
+		scale = math.Max(scale, math.Abs(float64(v)))
+	}
+	if d := maxDiff(la, lb); d > 1e-3*math.Max(1, scale) {
+		t.Fatalf("prefill vs token-by-token decode: logits differ by %g (scale %g)", d, scale)
+	}
+}
+
+func TestDecodeZeroAllocs(t *testing.T) {
+	m := newTiny(t, RecipeMixed())
+	rt := newRT(t)
+	if _, err := m.Decode(rt, 1); err != nil { // warm-up
+		t.Fatal(err)
+	}
+	tok := int32(0)
+	n := testing.AllocsPerRun(50, func() {
+		tok++
+		if _, err := m.Decode(rt, tok); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n != 0 {
+		t.Fatalf("%v heap allocations per decoded token, want 0", n)
+	}
+}
+
+// Decoding past MaxCtx is an error and leaves the cache as it was.
+func TestMaxContext(t *testing.T) {
+	m := newTiny(t, RecipeQ8_0())
+	prompt := make([]int32, m.Cfg.MaxCtx-1)
+	for i := range prompt {
+		prompt[i] = int32(i % m.Cfg.Vocab)
+	}
+	if _, err := m.Prefill(kernelrt.Serial{}, prompt); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Decode(kernelrt.Serial{}, 5); err != nil {
+		t.Fatalf("last position: %v", err)
+	}
+	kc := slices.Clone(m.kc[0])
+	pos := m.Pos()
+	if _, err := m.Decode(kernelrt.Serial{}, 6); err == nil || !strings.Contains(err.Error(), "MaxCtx") {
+		t.Fatalf("decode past MaxCtx: err = %v", err)
+	}
+	if _, err := m.Prefill(kernelrt.Serial{}, []int32{1, 2}); err == nil {
+		t.Fatal("prefill past MaxCtx succeeded")
+	}
+	if m.Pos() != pos || !slices.Equal(kc, m.kc[0]) {
+		t.Fatal("a refused decode changed the KV cache")
+	}
+	m.Reset()
+	if _, err := m.Decode(kernelrt.Serial{}, 6); err != nil {
+		t.Fatalf("after Reset: %v", err)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	m := newTiny(t, RecipeQ8_0())
+	if _, err := m.Decode(kernelrt.Serial{}, int32(m.Cfg.Vocab)); err == nil || !strings.Contains(err.Error(), "vocabulary") {
+		t.Fatalf("token == vocab: err = %v", err)
+	}
+	if _, err := m.Prefill(kernelrt.Serial{}, nil); err == nil {
+		t.Fatal("empty prefill succeeded")
+	}
+	bad := tinyConfig()
+	bad.Heads = 3
+	if _, err := NewSynthetic(bad, RecipeQ8_0(), 1, BuildOptions{}); err == nil {
+		t.Fatal("heads not a multiple of KV heads accepted")
+	}
+	bad = tinyConfig()
+	bad.Hidden = 100
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "Hidden") {
+		t.Fatalf("hidden 100: err = %v", err)
+	}
+}
+
+func TestWeightBytesQwen2(t *testing.T) {
+	// 0.5B at Q8_0 reads about 525 MB per token (../shared/formats.md); computed without
+	// building the model: every matrix's blocks plus the tied head.
+	c := Qwen2_0_5B()
+	qd, kd, vd := c.qkvDims()
+	per := ((qd+kd+vd)*c.Hidden + c.Hidden*qd + 2*c.Intermediate*c.Hidden + c.Hidden*c.Intermediate) / 32 * 34
+	total := c.Layers*per + c.Vocab*c.Hidden/32*34
+	if total < 520e6 || total > 530e6 {
+		t.Fatalf("Qwen2-0.5B Q8_0 weight bytes = %d, want about 525 MB", total)
+	}
+}
