@@ -146,3 +146,37 @@ func (rt *Runtime) calibCases() ([]calibCase, error) {
 		{OpEmbed, Shape{Tokens: 1, Cols: H}, func() error { return rt.EmbedQ8_0(y[:H], w8, ids, H, H) }},
 	}, nil
 }
+
+// CaseTiming is one op's representative decode-size call timed under the current table.
+type CaseTiming struct {
+	Op     string
+	Shape  Shape
+	Active int
+	Ns     float64 // median
+}
+
+// TimeCases times every op's representative decode-size call (the ones Calibrate measures)
+// with the thresholds in use, so the effect of a calibration can be shown before and after.
+func (rt *Runtime) TimeCases() ([]CaseTiming, error) {
+	if err := rt.checkOpen("TimeCases"); err != nil {
+		return nil, err
+	}
+	cases, err := rt.calibCases()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]CaseTiming, 0, len(cases))
+	for _, c := range cases {
+		if err := c.call(); err != nil {
+			return nil, fmt.Errorf("kernelrt: timing %s: %w", c.op, err)
+		}
+		mode := Decode
+		if c.shape.Tokens > 1 {
+			mode = Prefill
+		}
+		active, _ := rt.Decide(c.op, c.shape, mode)
+		out = append(out, CaseTiming{Op: c.op.String(), Shape: c.shape, Active: active,
+			Ns: medianNs(201, func() { _ = c.call() })})
+	}
+	return out, nil
+}

@@ -33,8 +33,8 @@ type OpCalibration struct {
 //go:embed calibration
 var builtinCalibration embed.FS
 
-// calibrationName is the file name the built-in data for this CPU and thread count has.
-func calibrationName(model string, threads int) string {
+// CalibrationFile is the file name the built-in data for this CPU and thread count has.
+func CalibrationFile(model string, threads int) string {
 	var b strings.Builder
 	for _, r := range strings.ToLower(model) {
 		switch {
@@ -57,7 +57,7 @@ func (rt *Runtime) loadThresholds(file string) (string, error) {
 	case "default":
 		return "table defaults", nil
 	case "":
-		name := calibrationName(cpu.Model(), usableCores())
+		name := CalibrationFile(cpu.Model(), usableCores())
 		data, err := builtinCalibration.ReadFile(path.Join("calibration", name))
 		if err != nil {
 			return "table defaults (no built-in calibration for " + name + ")", nil
