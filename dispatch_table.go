@@ -98,6 +98,11 @@ type OpRow struct {
 	// MinElements per mode: a worker must get at least this many elements for waking it to
 	// pay. active = min(threads, units/granule, elements/MinElements).
 	MinElements [numModes]int
+	// Backend is the kernel backend this op prefers when none is forced: "asm" where the
+	// per-call cost matters (a Go call instead of a ~25 ns cgo call on sub-microsecond
+	// kernels), "cgo" where gcc's code is faster than clang's (measured per op, see
+	// asm/ TestVsCgo). Absent backends fall back to the default set.
+	Backend string
 }
 
 // lineGranule returns how many units of `unitFloats` float32s make a whole number of
@@ -177,6 +182,12 @@ func defaultTable() [numOps]OpRow {
 		OpEmbed: {Name: "embed_q8_0", Split: SplitTokens, Units: tokens, Granule: tokGranCols,
 			Elements: func(s Shape) int { return s.Tokens * s.Cols }, ThreadpoolSafe: true,
 			ScratchBytes: none, MinElements: [numModes]int{16384, 16384}},
+	}
+	for _, op := range []Op{OpRMSNorm, OpSoftmax, OpSwiGLU, OpAdd, OpRope, OpKVAppend, OpAttention, OpEmbed} {
+		t[op].Backend = "asm"
+	}
+	for _, op := range []Op{OpQuantizeQ8_0, OpGemvQ8_0, OpGemvQ5_0, OpGemvQ8_0F32, OpGemvQ5_0F32, OpGemvF32, OpGemmQ8_0, OpGemmQ5_0} {
+		t[op].Backend = "cgo"
 	}
 	for i := range t {
 		t[i].Op = Op(i)

@@ -164,6 +164,13 @@ func (rt *Runtime) resolveKernels(backend, variant string) error {
 	}
 	for i := range rt.sets {
 		rt.sets[i] = s
+		// With nothing forced, each op takes the backend its row prefers, in the same
+		// variant, when this binary has it (no cgo: the asm or generic set stays).
+		if backend == "" && rt.table[i].Backend != "" && rt.table[i].Backend != s.Backend {
+			if p, err := kern.Lookup(rt.table[i].Backend, s.Variant); err == nil {
+				rt.sets[i] = p
+			}
+		}
 	}
 	return nil
 }
