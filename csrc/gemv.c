@@ -8,9 +8,14 @@
  *
  * Math: y[r] = sum_b (fp32(d_w) * fp32(d_x)) * isum_b, isum_b the exact integer dot product of
  * the block's quants, accumulated in fp32 (+ bias[r]). The SIMD variants split each isum_b into
- * 2 (AVX2, 8-row AVX-512 Q8_0) or 4 (AVX-512 Q5_0) exact partial sums, scale each partial sum
+ * 2 (AVX2), 8 (AVX-512 Q8_0) or 4 (AVX-512 Q5_0) exact partial sums, scale each partial sum
  * and accumulate lane-wise, so their rounding differs from _ref by a few ulp of the row's
- * magnitude sum_b |d_w d_x isum_b|.
+ * magnitude sum_b |d_w d_x isum_b| (tests: within 1e-5 of it against float64).
+ *
+ * Speed (1 thread, weights streamed from DRAM, this project's Zen 5 VM): the AVX-512 Q8_0 and
+ * Q5_0 kernels and the AVX2 Q8_0 kernel run at about the streaming-read bandwidth; AVX2 Q5_0
+ * is instruction-bound at about half of it (no byte masks: the 5th bits cost ~6 ops per row
+ * and block). Key for DRAM: the software prefetch of the next row group (see AVX-512 notes).
  *
  * Activations are expected in [-127, 127] (what the quantizers produce); the AVX2 variant's
  * vpmaddubsw could saturate for activation -128 against weight -128. Weights may use the full
@@ -129,6 +134,7 @@ void krt_gemv_f32_ref(float *y, const float *w, const float *x, int64_t cols, in
 /* A vphaddd tree folds the 4 rows into [r0 r1 r2 r3 | r0 r1 r2 r3] (two exact half sums per */
 /* row), converted once and FMA'd with [s0..s3 | s0..s3], s = d_w * d_x (4 fp16 d_w gathered  */
 /* in one 64-bit GPR, one vcvtph2ps). One horizontal add per row group at the end.            */
+/* The next group of 4 rows is prefetched linearly as described for AVX-512 below.           */
 /* ======================================================================================== */
 
 KRT_TARGET_AVX2 KRT_INLINE __m256i krt_gv_dot8_avx2(__m256i w, __m256i x, __m256i ones) {
@@ -158,19 +164,22 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_gv_q8_0_avx2(float *y, const krt_block_q8_0 
     const int64_t rs = nb * KRT_GV_Q8_BYTES;
     const uint8_t *wb = (const uint8_t *)w;
     const uint8_t *xb = (const uint8_t *)x;
+    const int64_t pend = r1 * rs;
     const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t r = r0; r < r1; r += 4) {
         const uint8_t *p0 = KRT_GV_ROWPTR(wb, rs, r, 0, r1);
         const uint8_t *p1 = KRT_GV_ROWPTR(wb, rs, r, 1, r1);
         const uint8_t *p2 = KRT_GV_ROWPTR(wb, rs, r, 2, r1);
         const uint8_t *p3 = KRT_GV_ROWPTR(wb, rs, r, 3, r1);
-        const char *pf = (const char *)(wb + (r + 4) * rs) + KRT_GV_PF_LEAD;
+        const int64_t pf = (r + 4) * rs + KRT_GV_PF_LEAD; /* byte offsets; stop at the slice end */
         __m256 acc = _mm256_setzero_ps();
         for (int64_t o = 0; o < rs; o += KRT_GV_Q8_BYTES) {
-            const char *q = pf + 4 * o; /* the next group, 4 rows x 34 bytes per step */
-            _mm_prefetch(q, _MM_HINT_T0);
-            _mm_prefetch(q + 64, _MM_HINT_T0);
-            _mm_prefetch(q + 128, _MM_HINT_T0);
+            const int64_t q = pf + 4 * o; /* the next group, 4 rows x 34 bytes per step */
+            if (q < pend) {
+                _mm_prefetch((const char *)wb + q, _MM_HINT_T0);
+                _mm_prefetch((const char *)wb + q + 64, _MM_HINT_T0);
+                _mm_prefetch((const char *)wb + q + 128, _MM_HINT_T0);
+            }
             __m256i xv = _mm256_loadu_si256((const __m256i *)(xb + o + 2));
             __m256i i0 = krt_gv_dot8_avx2(_mm256_loadu_si256((const __m256i *)(p0 + o + 2)), xv, ones);
             __m256i i1 = krt_gv_dot8_avx2(_mm256_loadu_si256((const __m256i *)(p1 + o + 2)), xv, ones);
@@ -204,6 +213,7 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_gv_q5_0_avx2(float *y, const krt_block_q5_0 
     const int64_t rs = nb * KRT_GV_Q5_BYTES;
     const uint8_t *wb = (const uint8_t *)w;
     const uint8_t *xb = (const uint8_t *)x;
+    const int64_t pend = r1 * rs;
     const __m256i ones = _mm256_set1_epi16(1);
     const __m256i c16 = _mm256_set1_epi8(16);
     const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
@@ -214,13 +224,15 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_gv_q5_0_avx2(float *y, const krt_block_q5_0 
         const uint8_t *p1 = KRT_GV_ROWPTR(wb, rs, r, 1, r1);
         const uint8_t *p2 = KRT_GV_ROWPTR(wb, rs, r, 2, r1);
         const uint8_t *p3 = KRT_GV_ROWPTR(wb, rs, r, 3, r1);
-        const char *pf = (const char *)(wb + (r + 4) * rs) + KRT_GV_PF_LEAD;
+        const int64_t pf = (r + 4) * rs + KRT_GV_PF_LEAD; /* byte offsets; stop at the slice end */
         __m256 acc = _mm256_setzero_ps();
         const uint8_t *xk = xb;
         for (int64_t o = 0; o < rs; o += KRT_GV_Q5_BYTES, xk += KRT_GV_Q8_BYTES) {
-            const char *q = pf + 4 * o; /* the next group, 4 rows x 22 bytes per step */
-            _mm_prefetch(q, _MM_HINT_T0);
-            _mm_prefetch(q + 64, _MM_HINT_T0);
+            const int64_t q = pf + 4 * o; /* the next group, 4 rows x 22 bytes per step */
+            if (q < pend) {
+                _mm_prefetch((const char *)wb + q, _MM_HINT_T0);
+                _mm_prefetch((const char *)wb + q + 64, _MM_HINT_T0);
+            }
             __m256i xv = _mm256_loadu_si256((const __m256i *)(xk + 2));
             __m256i x16 = _mm256_maddubs_epi16(c16, xv);
             __m256i i0 = krt_gv_q5row_avx2(p0 + o, xv, x16, ones, shuf, bits);
@@ -265,13 +277,20 @@ KRT_TARGET_AVX2 KRT_INLINE float krt_gv_hsum8_avx2(__m256 v) {
 }
 
 KRT_TARGET_AVX2 void krt_gemv_f32_avx2(float *y, const float *w, const float *x, int64_t cols, int64_t r0, int64_t r1) {
+    const int64_t pend = r1 * cols * 4;
     int64_t r = r0;
     for (; r + 4 <= r1; r += 4) {
         const float *w0 = w + r * cols, *w1 = w0 + cols, *w2 = w1 + cols, *w3 = w2 + cols;
+        const int64_t pf = (r + 4) * cols * 4 + KRT_GV_PF_LEAD; /* byte offsets in w */
         __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
         __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
         int64_t i = 0;
         for (; i + 8 <= cols; i += 8) {
+            const int64_t q = pf + 16 * i; /* next 4 rows: 128 bytes per step */
+            if (q < pend) {
+                _mm_prefetch((const char *)w + q, _MM_HINT_T0);
+                _mm_prefetch((const char *)w + q + 64, _MM_HINT_T0);
+            }
             __m256 xv = _mm256_loadu_ps(x + i);
             a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + i), xv, a0);
             a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + i), xv, a1);
@@ -313,14 +332,17 @@ KRT_TARGET_AVX2 void krt_gemv_f32_avx2(float *y, const float *w, const float *x,
 /* (w + 128) and the bias this adds, 128 * sum(x) per dword lane, is computed once per        */
 /* activation block (vpdpbusd of 0x80 bytes by x) and used, negated, as the accumulator's    */
 /* start value: vpdpbusd(-128*sum4(x), w^0x80, x) = sum4(w*x) exactly, for every int8 value.  */
-/* 8 rows per step; each zmm holds one block of two rows ([row a | row b], 32 bytes each)     */
+/* 4 rows per step; each zmm holds one block of two rows ([row a | row b], 32 bytes each)     */
 /* against [x | x], giving 16 exact int32 partial sums; they are converted and FMA'd into a   */
 /* per-pair float accumulator with the per-lane scale [s_a x8 | s_b x8] (one vpermps of the   */
-/* 8 scales s = d_w * d_x, gathered with masked vpbroadcastw into one xmm + one vcvtph2ps).   */
-/* The 4 accumulators are reduced once per row group. Prefetch: while computing a group, the */
-/* next group's bytes (contiguous in memory) are prefetched linearly, 8 bytes ahead per byte  */
-/* of row progress, plus a fixed lead, which keeps enough lines in flight to stream at the    */
-/* DRAM bandwidth (the hardware prefetcher alone reaches ~20% on 896-column rows).            */
+/* 4 scales s = d_w * d_x, gathered with masked vpbroadcastw into one xmm + one vcvtph2ps).   */
+/* The 2 accumulators are reduced once per row group. (8 rows per step compute ~10% faster    */
+/* from L1 but stream ~5% slower from DRAM; 4 rows match the AVX2 access pattern.)            */
+/* Prefetch (all quantized kernels): while computing a row group, the next group's bytes     */
+/* (contiguous in memory) are prefetched linearly, G bytes per byte of row progress for a    */
+/* group of G rows, KRT_GV_PF_LEAD bytes ahead: this keeps enough lines in flight to stream  */
+/* at DRAM bandwidth (the hardware prefetcher alone gives ~20-30% on 896-column rows, whose  */
+/* per-row streams are only 15 lines long).                                                  */
 /* ======================================================================================== */
 
 KRT_TARGET_AVX512 KRT_INLINE __m512 krt_gv_q8pair_avx512(const uint8_t *a, const uint8_t *b, __m512i xv,
@@ -330,43 +352,26 @@ KRT_TARGET_AVX512 KRT_INLINE __m512 krt_gv_q8pair_avx512(const uint8_t *a, const
     return _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(corr, _mm512_xor_si512(w, c80), xv));
 }
 
-/* fp32(d_w[i]) * fp32(d_x) for 8 rows, lanes 0..7. */
-KRT_TARGET_AVX512 KRT_INLINE __m256 krt_gv_scales8_avx512(const uint8_t *p0, const uint8_t *p1, const uint8_t *p2,
-                                                          const uint8_t *p3, const uint8_t *p4, const uint8_t *p5,
-                                                          const uint8_t *p6, const uint8_t *p7, const uint8_t *xd) {
-    __m128i d = _mm_set1_epi16((short)krt_gv_ld16(p0));
-    d = _mm_mask_set1_epi16(d, 0x02, (short)krt_gv_ld16(p1));
-    d = _mm_mask_set1_epi16(d, 0x04, (short)krt_gv_ld16(p2));
-    d = _mm_mask_set1_epi16(d, 0x08, (short)krt_gv_ld16(p3));
-    d = _mm_mask_set1_epi16(d, 0x10, (short)krt_gv_ld16(p4));
-    d = _mm_mask_set1_epi16(d, 0x20, (short)krt_gv_ld16(p5));
-    d = _mm_mask_set1_epi16(d, 0x40, (short)krt_gv_ld16(p6));
-    d = _mm_mask_set1_epi16(d, 0x80, (short)krt_gv_ld16(p7));
-    return _mm256_mul_ps(_mm256_cvtph_ps(d), _mm256_cvtph_ps(_mm_set1_epi16((short)krt_gv_ld16(xd))));
+/* [row a | row b] accumulators f0 (rows 0, 1) and f1 (rows 2, 3) -> [r0 r1 r2 r3]. */
+KRT_TARGET_AVX512 KRT_INLINE __m128 krt_gv_pairsum_avx512(__m512 f0, __m512 f1) {
+    __m512 a = _mm512_add_ps(_mm512_unpacklo_ps(f0, f1), _mm512_unpackhi_ps(f0, f1));
+    a = _mm512_add_ps(a, _mm512_permute_ps(a, 0x4e)); /* 128-bit lane L: [f0_L f1_L f0_L f1_L] */
+    /* lanes 0,1 hold the "a" rows, lanes 2,3 the "b" rows */
+    a = _mm512_add_ps(a, _mm512_permutexvar_ps(_mm512_setr_epi32(4, 5, 6, 7, 0, 0, 0, 0, 12, 13, 14, 15, 0, 0, 0, 0), a));
+    return _mm512_castps512_ps128(
+        _mm512_permutexvar_ps(_mm512_setr_epi32(0, 8, 1, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), a));
 }
 
-/* Sums of the 256-bit halves of 4 pair accumulators, in row order [a0 b0 a1 b1 a2 b2 a3 b3]. */
-KRT_TARGET_AVX512 KRT_INLINE __m256 krt_gv_pairsum_avx512(__m512 f0, __m512 f1, __m512 f2, __m512 f3) {
-    __m512 a = _mm512_add_ps(_mm512_unpacklo_ps(f0, f1), _mm512_unpackhi_ps(f0, f1));
-    __m512 b = _mm512_add_ps(_mm512_unpacklo_ps(f2, f3), _mm512_unpackhi_ps(f2, f3));
-    /* c, 128-bit lane L: [sum of f0's lane L, f1's, f2's, f3's] */
-    __m512 c = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))),
-                             _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))));
-    /* lanes 0,1 are the "a" rows, lanes 2,3 the "b" rows */
-    __m512 h = _mm512_add_ps(c, _mm512_permutexvar_ps(_mm512_setr_epi32(4, 5, 6, 7, 0, 0, 0, 0, 12, 13, 14, 15, 0, 0, 0, 0), c));
-    /* h lane 0 = [A0 A1 A2 A3] (a rows of the 4 pairs), lane 2 = [B0 B1 B2 B3] */
-    return _mm512_castps512_ps256(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 0, 0, 0, 0, 0, 0, 0, 0), h));
+KRT_TARGET_AVX512 KRT_INLINE void krt_gv_store4_avx512(float *y, const float *bias, __m128 acc, int64_t r, int64_t r1) {
+    __mmask8 m = r + 4 <= r1 ? (__mmask8)0x0f : (__mmask8)((1u << (r1 - r)) - 1u);
+    if (bias) acc = _mm_add_ps(acc, _mm_maskz_loadu_ps(m, bias + r));
+    _mm_mask_storeu_ps(y + r, m, acc);
 }
 
 KRT_TARGET_AVX512 KRT_INLINE void krt_gv_store8_avx512(float *y, const float *bias, __m256 acc, int64_t r, int64_t r1) {
-    if (r + 8 <= r1) {
-        if (bias) acc = _mm256_add_ps(acc, _mm256_loadu_ps(bias + r));
-        _mm256_storeu_ps(y + r, acc);
-    } else {
-        __mmask8 m = (__mmask8)((1u << (r1 - r)) - 1u);
-        if (bias) acc = _mm256_add_ps(acc, _mm256_maskz_loadu_ps(m, bias + r));
-        _mm256_mask_storeu_ps(y + r, m, acc);
-    }
+    __mmask8 m = r + 8 <= r1 ? (__mmask8)0xff : (__mmask8)((1u << (r1 - r)) - 1u);
+    if (bias) acc = _mm256_add_ps(acc, _mm256_maskz_loadu_ps(m, bias + r));
+    _mm256_mask_storeu_ps(y + r, m, acc);
 }
 
 KRT_TARGET_AVX512 KRT_INLINE void krt_gv_q8_0_avx512(float *y, const krt_block_q8_0 *w, const krt_block_q8_0 *x,
@@ -375,41 +380,38 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gv_q8_0_avx512(float *y, const krt_block_q
     const int64_t rs = nb * KRT_GV_Q8_BYTES;
     const uint8_t *wb = (const uint8_t *)w;
     const uint8_t *xb = (const uint8_t *)x;
+    const int64_t pend = r1 * rs;
     const __m512i c80 = _mm512_set1_epi8((char)0x80);
     const __m512i i01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
     const __m512i i23 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    const __m512i i45 = _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5);
-    const __m512i i67 = _mm512_setr_epi32(6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7);
-    for (int64_t r = r0; r < r1; r += 8) {
+    for (int64_t r = r0; r < r1; r += 4) {
         const uint8_t *p0 = KRT_GV_ROWPTR(wb, rs, r, 0, r1);
         const uint8_t *p1 = KRT_GV_ROWPTR(wb, rs, r, 1, r1);
         const uint8_t *p2 = KRT_GV_ROWPTR(wb, rs, r, 2, r1);
         const uint8_t *p3 = KRT_GV_ROWPTR(wb, rs, r, 3, r1);
-        const uint8_t *p4 = KRT_GV_ROWPTR(wb, rs, r, 4, r1);
-        const uint8_t *p5 = KRT_GV_ROWPTR(wb, rs, r, 5, r1);
-        const uint8_t *p6 = KRT_GV_ROWPTR(wb, rs, r, 6, r1);
-        const uint8_t *p7 = KRT_GV_ROWPTR(wb, rs, r, 7, r1);
-        const char *pf = (const char *)(wb + (r + 8) * rs) + KRT_GV_PF_LEAD;
+        const int64_t pf = (r + 4) * rs + KRT_GV_PF_LEAD; /* byte offsets; stop at the slice end */
         __m512 f0 = _mm512_setzero_ps(), f1 = _mm512_setzero_ps();
-        __m512 f2 = _mm512_setzero_ps(), f3 = _mm512_setzero_ps();
         for (int64_t o = 0; o < rs; o += KRT_GV_Q8_BYTES) {
-            const char *q = pf + 8 * o; /* the next group, 8 rows x 34 bytes per step */
-            _mm_prefetch(q, _MM_HINT_T0);
-            _mm_prefetch(q + 64, _MM_HINT_T0);
-            _mm_prefetch(q + 128, _MM_HINT_T0);
-            _mm_prefetch(q + 192, _MM_HINT_T0);
-            _mm_prefetch(q + 256, _MM_HINT_T0);
+            const int64_t q = pf + 4 * o; /* the next group, 4 rows x 34 bytes per step */
+            if (q < pend) {
+                _mm_prefetch((const char *)wb + q, _MM_HINT_T0);
+                _mm_prefetch((const char *)wb + q + 64, _MM_HINT_T0);
+                _mm_prefetch((const char *)wb + q + 128, _MM_HINT_T0);
+            }
             __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xb + o + 2)));
             __m512i corr = _mm512_sub_epi32(_mm512_setzero_si512(),
                                             _mm512_dpbusd_epi32(_mm512_setzero_si512(), c80, xv));
+            /* fp32(d_w) of the 4 rows (masked vpbroadcastw) times fp32(d_x) */
+            __m128i d = _mm_set1_epi16((short)krt_gv_ld16(p0 + o));
+            d = _mm_mask_set1_epi16(d, 0x02, (short)krt_gv_ld16(p1 + o));
+            d = _mm_mask_set1_epi16(d, 0x04, (short)krt_gv_ld16(p2 + o));
+            d = _mm_mask_set1_epi16(d, 0x08, (short)krt_gv_ld16(p3 + o));
             __m512 s = _mm512_castps256_ps512(
-                krt_gv_scales8_avx512(p0 + o, p1 + o, p2 + o, p3 + o, p4 + o, p5 + o, p6 + o, p7 + o, xb + o));
+                _mm256_mul_ps(_mm256_cvtph_ps(d), _mm256_cvtph_ps(_mm_set1_epi16((short)krt_gv_ld16(xb + o)))));
             f0 = _mm512_fmadd_ps(krt_gv_q8pair_avx512(p0 + o + 2, p1 + o + 2, xv, corr, c80), _mm512_permutexvar_ps(i01, s), f0);
             f1 = _mm512_fmadd_ps(krt_gv_q8pair_avx512(p2 + o + 2, p3 + o + 2, xv, corr, c80), _mm512_permutexvar_ps(i23, s), f1);
-            f2 = _mm512_fmadd_ps(krt_gv_q8pair_avx512(p4 + o + 2, p5 + o + 2, xv, corr, c80), _mm512_permutexvar_ps(i45, s), f2);
-            f3 = _mm512_fmadd_ps(krt_gv_q8pair_avx512(p6 + o + 2, p7 + o + 2, xv, corr, c80), _mm512_permutexvar_ps(i67, s), f3);
         }
-        krt_gv_store8_avx512(y, bias, krt_gv_pairsum_avx512(f0, f1, f2, f3), r, r1);
+        krt_gv_store4_avx512(y, bias, krt_gv_pairsum_avx512(f0, f1), r, r1);
     }
 }
 
@@ -481,6 +483,7 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gv_q5_0_avx512(float *y, const krt_block_q
     const int64_t rs = nb * KRT_GV_Q5_BYTES;
     const uint8_t *wb = (const uint8_t *)w;
     const uint8_t *xb = (const uint8_t *)x;
+    const int64_t pend = r1 * rs;
     const __m512i c16 = _mm512_set1_epi8(16);
     for (int64_t r = r0; r < r1; r += 8) {
         const uint8_t *p0 = KRT_GV_ROWPTR(wb, rs, r, 0, r1);
@@ -491,14 +494,16 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gv_q5_0_avx512(float *y, const krt_block_q
         const uint8_t *p5 = KRT_GV_ROWPTR(wb, rs, r, 5, r1);
         const uint8_t *p6 = KRT_GV_ROWPTR(wb, rs, r, 6, r1);
         const uint8_t *p7 = KRT_GV_ROWPTR(wb, rs, r, 7, r1);
-        const char *pf = (const char *)(wb + (r + 8) * rs) + KRT_GV_PF_LEAD;
+        const int64_t pf = (r + 8) * rs + KRT_GV_PF_LEAD; /* byte offsets; stop at the slice end */
         __m512 acca = _mm512_setzero_ps(), accb = _mm512_setzero_ps();
         const uint8_t *xk = xb;
         for (int64_t o = 0; o < rs; o += KRT_GV_Q5_BYTES, xk += KRT_GV_Q8_BYTES) {
-            const char *q = pf + 8 * o; /* the next group, 8 rows x 22 bytes per step */
-            _mm_prefetch(q, _MM_HINT_T0);
-            _mm_prefetch(q + 64, _MM_HINT_T0);
-            _mm_prefetch(q + 128, _MM_HINT_T0);
+            const int64_t q = pf + 8 * o; /* the next group, 8 rows x 22 bytes per step */
+            if (q < pend) {
+                _mm_prefetch((const char *)wb + q, _MM_HINT_T0);
+                _mm_prefetch((const char *)wb + q + 64, _MM_HINT_T0);
+                _mm_prefetch((const char *)wb + q + 128, _MM_HINT_T0);
+            }
             __m512i xlo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(xk + 2)));
             __m512i xhi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(xk + 18)));
             __m512i corr = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c16, xlo), c16, xhi);
@@ -536,14 +541,23 @@ KRT_TARGET_AVX512 void krt_gemv_q5_0_f32_avx512(float *y, const krt_block_q5_0 *
 
 KRT_TARGET_AVX512 void krt_gemv_f32_avx512(float *y, const float *w, const float *x, int64_t cols, int64_t r0,
                                            int64_t r1) {
+    const int64_t pend = r1 * cols * 4;
     for (int64_t r = r0; r < r1; r += 4) {
         const float *w0 = KRT_GV_ROWPTR(w, cols, r, 0, r1);
         const float *w1 = KRT_GV_ROWPTR(w, cols, r, 1, r1);
         const float *w2 = KRT_GV_ROWPTR(w, cols, r, 2, r1);
         const float *w3 = KRT_GV_ROWPTR(w, cols, r, 3, r1);
+        const int64_t pf = (r + 4) * cols * 4 + KRT_GV_PF_LEAD; /* byte offsets in w */
         __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
         __m512 a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
         for (int64_t i = 0; i < cols; i += 16) {
+            const int64_t q = pf + 16 * i; /* next 4 rows: 256 bytes per step */
+            if (q < pend) {
+                _mm_prefetch((const char *)w + q, _MM_HINT_T0);
+                _mm_prefetch((const char *)w + q + 64, _MM_HINT_T0);
+                _mm_prefetch((const char *)w + q + 128, _MM_HINT_T0);
+                _mm_prefetch((const char *)w + q + 192, _MM_HINT_T0);
+            }
             int64_t left = cols - i;
             __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
             __m512 xv = _mm512_maskz_loadu_ps(m, x + i);
