@@ -163,14 +163,31 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gemm512_transpose(const __m512i z[8], __m5
     }
 }
 
-/* fp32 of the fp16 scales of 16 blocks at byte stride `stride` from d0 (lanes past n are 0):
- * one masked gather of the dwords holding them (each dword stays inside its block). */
-KRT_TARGET_AVX512 KRT_INLINE __m512 krt_gemm512_gather_d(const void *d0, int64_t stride, int64_t n) {
-    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32((int32_t)stride));
+#ifndef KRT_GEMM512_GATHER_MAX
+#define KRT_GEMM512_GATHER_MAX (0x7fffffff / 16) /* tests define it 0 to run the scalar path */
+#endif
+
+/* The 16 dwords at byte offsets 0, stride, .., 15*stride from p (lanes past n are 0): one masked
+ * gather (every dword read lies inside its block). Rows longer than 2^31/16 bytes (cols > 120M)
+ * overflow the gather's int32 offsets and take a scalar loop. */
+KRT_TARGET_AVX512 KRT_INLINE __m512i krt_gemm512_gather32(const void *p, int64_t stride, int64_t n) {
     const __mmask16 m = n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1u);
-    __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, d0, 1);
-    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
+    if (stride <= KRT_GEMM512_GATHER_MAX) {
+        const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                               _mm512_set1_epi32((int32_t)stride));
+        return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, p, 1);
+    }
+    int32_t v[16];
+    for (int i = 0; i < 16; i++) {
+        v[i] = 0;
+        if (i < n) memcpy(&v[i], (const uint8_t *)p + i * stride, 4);
+    }
+    return _mm512_loadu_si512((const void *)v);
+}
+
+/* fp32 of the fp16 scales of 16 blocks at byte stride `stride` from d0 (lanes past n are 0). */
+KRT_TARGET_AVX512 KRT_INLINE __m512 krt_gemm512_gather_d(const void *d0, int64_t stride, int64_t n) {
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(krt_gemm512_gather32(d0, stride, n)));
 }
 
 /* Repacks blocks b0..b0+bn of rows r..r+rn (rn <= 32) of a Q8_0 matrix into s->wq / s->wd.
@@ -217,8 +234,6 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gemm512_pack_q5_0(krt_gemm512_scratch *s, 
     const int64_t stride = nb * (int64_t)sizeof(*w);
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     const __m512i sixteen = _mm512_set1_epi8(16);
-    const __m512i rows16 = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                              _mm512_set1_epi32((int32_t)stride));
     /* vpshufb index replicating byte j of each dword into its 4 bytes, j = 0..3 (indices are
      * within a 128-bit lane: dword p of the lane starts at byte 4p) */
     const __m512i lanep = _mm512_set4_epi32(0x0c0c0c0c, 0x08080808, 0x04040404, 0x00000000);
@@ -229,7 +244,6 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gemm512_pack_q5_0(krt_gemm512_scratch *s, 
         for (int64_t h = 0; h < halves; h++) {
             const int64_t rh = r + 16 * h;
             const int64_t n = rn - 16 * h;
-            const __mmask16 m = n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1u);
             const krt_block_q5_0 *blk = &w[rh * nb + b0 + b];
             /* z[i], 128-bit lane j = qs of row 4j + i */
             __m512i z[4];
@@ -246,7 +260,7 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gemm512_pack_q5_0(krt_gemm512_scratch *s, 
             __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
             __m512i q[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
                             _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
-            __m512i hb = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, rows16, blk->qh, 1);
+            __m512i hb = krt_gemm512_gather32(blk->qh, stride, n);
             uint8_t *dst = s->wq + (b * 8) * (KRT_GEMM512_RT * 4) + h * 64;
             for (int k = 0; k < 8; k++) {
                 __m512i v = k < 4 ? _mm512_and_si512(q[k], m4) : _mm512_and_si512(_mm512_srli_epi16(q[k - 4], 4), m4);
@@ -418,8 +432,9 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gemm512_rowtile(float *y, const float *bia
     const int64_t nch = (nb + KRT_GEMM512_KC - 1) / KRT_GEMM512_KC;                                           \
     const int64_t rg = nch > 1 ? KRT_GEMM512_RG : r1 - r0; /* one chunk: no partial sums to keep */          \
     krt_gemm512_scratch s;                                                                                    \
-    for (int64_t t0 = 0; t0 < T; t0 += KRT_GEMM512_TB) {                                                      \
-        const int64_t tn = T - t0 < KRT_GEMM512_TB ? T - t0 : KRT_GEMM512_TB;                                 \
+    const int64_t ntb = (T + KRT_GEMM512_TB - 1) / KRT_GEMM512_TB; /* balanced token blocks */                \
+    for (int64_t ti = 0; ti < ntb; ti++) {                                                                    \
+        const int64_t t0 = ti * T / ntb, tn = (ti + 1) * T / ntb - t0;                                        \
         for (int64_t g0 = r0; g0 < r1; g0 += rg) {                                                            \
             const int64_t g1 = r1 - g0 < rg ? r1 : g0 + rg;                                                   \
             for (int64_t ci = 0; ci < nch; ci++) {                                                            \
@@ -670,8 +685,9 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_gemm256_rowtile(float *y, const float *bias,
 #define KRT_GEMM256_BODY(PACK)                                                                                     \
     const int64_t nb = cols / KRT_QK;                                                                              \
     krt_gemm256_scratch s;                                                                                         \
-    for (int64_t t0 = 0; t0 < T; t0 += KRT_GEMM256_TB) {                                                           \
-        const int64_t tn = T - t0 < KRT_GEMM256_TB ? T - t0 : KRT_GEMM256_TB;                                      \
+    const int64_t ntb = (T + KRT_GEMM256_TB - 1) / KRT_GEMM256_TB; /* balanced token blocks */                     \
+    for (int64_t ti = 0; ti < ntb; ti++) {                                                                         \
+        const int64_t t0 = ti * T / ntb, tn = (ti + 1) * T / ntb - t0;                                             \
         for (int64_t g0 = r0; g0 < r1; g0 += KRT_GEMM512_RG) {                                                     \
             const int64_t g1 = r1 - g0 < KRT_GEMM512_RG ? r1 : g0 + KRT_GEMM512_RG;                                \
             for (int64_t b0 = 0; b0 < nb; b0 += KRT_GEMM256_KC) {                                                  \

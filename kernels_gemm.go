@@ -1,0 +1,78 @@
+package kernelrt
+
+// The prefill GEMM: T tokens of Q8_0 activations through a Q8_0 or Q5_0 weight matrix in one
+// call. Running T GEMVs would read every weight T times; the kernels repack a tile of weight
+// rows once and reuse it from L1 for a block of up to 128 tokens (see csrc/gemm.c).
+
+// GemmQ8_0 computes, for every token t in [0, tokens) and row r in [0, rows),
+//
+//	y[t*rows + r] = sum_b fp32(d_w[r,b]) * fp32(d_x[t,b]) * sum_j w[r,b,j]*x[t,b,j]  (+ bias[r])
+//
+// for a rows x cols Q8_0 matrix w (row-major, cols/32 blocks a row) and tokens rows of cols/32
+// Q8_0 blocks x (token t's blocks at x[t*cols/32:]). y is tokens x rows floats. A nil bias means
+// none. Per (t, r) the blocks are summed in order in float32, every product rounded (no FMA),
+// so every backend and variant returns the same bits, and a token's row equals the scalar GEMV
+// of that token (the SIMD GEMVs agree to a few ulp). y must not overlap w, x or bias.
+//
+// Cost: each weight block is repacked once per block of up to 128 tokens, then reused by all of
+// them; at T = 1 that repack makes GemvQ8_0 about twice as fast, at T = 2 they are even, and from
+// T = 3 the GEMM wins (about 5x at T = 128).
+func GemmQ8_0(y []float32, w []BlockQ8_0, x []BlockQ8_0, bias []float32, rows, cols, tokens int) error {
+	if err := checkGemm("GemmQ8_0", y, w, x, bias, rows, cols, tokens); err != nil {
+		return err
+	}
+	ks().GemmQ8_0(sliceP(y), sliceP(w), sliceP(x), sliceP(bias), rows, cols, tokens, 0, rows)
+	return nil
+}
+
+// GemmQ5_0 is GemmQ8_0 with Q5_0 weights, whose quants count as q-16.
+func GemmQ5_0(y []float32, w []BlockQ5_0, x []BlockQ8_0, bias []float32, rows, cols, tokens int) error {
+	if err := checkGemm("GemmQ5_0", y, w, x, bias, rows, cols, tokens); err != nil {
+		return err
+	}
+	ks().GemmQ5_0(sliceP(y), sliceP(w), sliceP(x), sliceP(bias), rows, cols, tokens, 0, rows)
+	return nil
+}
+
+// checkGemm checks y = W X (+ bias) for tokens tokens: rows, cols (a positive multiple of 32)
+// and tokens positive with rows*cols, tokens*rows and tokens*cols fitting an int; y exactly
+// tokens*rows floats, w rows*cols/32 blocks, x tokens*cols/32 blocks, bias nil or rows floats;
+// y not overlapping w, x or bias. The serial functions and the Runtime's dispatch wrappers
+// share it.
+func checkGemm[B block](fn string, y []float32, w []B, x []BlockQ8_0, bias []float32, rows, cols, tokens int) error {
+	n, err := checkMatrix(fn, rows, cols)
+	if err != nil {
+		return err
+	}
+	if err := checkPositive(fn, "tokens", tokens); err != nil {
+		return err
+	}
+	ny, ok := mulOK(tokens, rows)
+	if !ok {
+		return argErr(fn, "tokens", "tokens*rows = %d*%d overflows int", tokens, rows)
+	}
+	nx, ok := mulOK(tokens, cols/QK)
+	if !ok {
+		return argErr(fn, "tokens", "tokens*cols/32 = %d*%d overflows int", tokens, cols/QK)
+	}
+	if err := checkLenF(fn, "y", y, "tokens*rows", ny, "floats"); err != nil {
+		return err
+	}
+	if err := checkLenF(fn, "w", w, "rows*cols/32", n/QK, "blocks"); err != nil {
+		return err
+	}
+	if err := checkLenF(fn, "x", x, "tokens*cols/32", nx, "blocks"); err != nil {
+		return err
+	}
+	if err := checkOptLenF(fn, "bias", bias, "rows", rows, "floats"); err != nil {
+		return err
+	}
+	ys := spanOf(y)
+	if err := checkNoOverlap(fn, "y", "w", ys, spanOf(w)); err != nil {
+		return err
+	}
+	if err := checkNoOverlap(fn, "y", "x", ys, spanOf(x)); err != nil {
+		return err
+	}
+	return checkNoOverlap(fn, "y", "bias", ys, spanOf(bias))
+}
