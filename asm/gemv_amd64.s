@@ -3107,7 +3107,7 @@ DATA LCDATA4<>+0x010(SB)/8, $0x0001000100010001
 DATA LCDATA4<>+0x018(SB)/8, $0x0001000100010001
 GLOBL LCDATA4<>(SB), 8, $32
 
-TEXT ·_krt_gemv_q8_0_avx2(SB), $72-56
+TEXT ·_krt_gemv_q8_0_avx2(SB), $104-56
 
 	MOVQ y+0(FP), DI
 	MOVQ w+8(FP), SI
@@ -3117,182 +3117,199 @@ TEXT ·_krt_gemv_q8_0_avx2(SB), $72-56
 	MOVQ r0+40(FP), R9
 	MOVQ r1+48(FP), R10
 	ADDQ $8, SP
-	MOVQ R10, 56(SP)
+	MOVQ R10, 88(SP)
 	LEAQ LCDATA4<>(SB), BP
 
-	LONG $0x247c8948; BYTE $0x08               // mov qword ptr [rsp + 8], rdi
+	LONG $0x245c8b48; BYTE $0x58               // mov rbx, qword ptr [rsp + 88] /* [rbp + 16] */
 	LONG $0x1f408d49                           // lea rax, [r8 + 31]
 	WORD $0x854d; BYTE $0xc0                   // test r8, r8
-	LONG $0x2444894c; BYTE $0x30               // mov qword ptr [rsp + 48], r8
+	LONG $0x2444894c; BYTE $0x50               // mov qword ptr [rsp + 80], r8
 	LONG $0xc0490f49                           // cmovns rax, r8
-	LONG $0x244c3b4c; BYTE $0x38               // cmp r9, qword ptr [rsp + 56] /* [rbp + 16] */
-	JGE  LBB5_16
-	WORD $0x8948; BYTE $0xcb                   // mov rbx, rcx
+	WORD $0x3949; BYTE $0xd9                   // cmp r9, rbx
+	JGE  LBB5_18
+	WORD $0x894d; BYTE $0xce                   // mov r14, r9
+	WORD $0x8949; BYTE $0xcf                   // mov r15, rcx
 	WORD $0x8948; BYTE $0xc1                   // mov rcx, rax
 	LONG $0x05f9c148                           // sar rcx, 5
 	LONG $0xe0e08348                           // and rax, -32
-	LONG $0x483c8d4c                           // lea r15, [rax + 2*rcx]
-	LONG $0x24448b48; BYTE $0x38               // mov rax, qword ptr [rsp + 56] /* [rbp + 16] */
-	LONG $0xffc08348                           // add rax, -1
-	LONG $0x24448948; BYTE $0x20               // mov qword ptr [rsp + 32], rax
+	LONG $0x481c8d4c                           // lea r11, [rax + 2*rcx]
+	WORD $0x894d; BYTE $0xdc                   // mov r12, r11
+	LONG $0xe3af0f4c                           // imul r12, rbx
+	LONG $0xff438d48                           // lea rax, [rbx - 1]
+	LONG $0x24448948; BYTE $0x40               // mov qword ptr [rsp + 64], rax
 	LONG $0x02468d48                           // lea rax, [rsi + 2]
-	LONG $0x24448948; BYTE $0x10               // mov qword ptr [rsp + 16], rax
+	LONG $0x24448948; BYTE $0x30               // mov qword ptr [rsp + 48], rax
 	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
 	LONG $0x07e0c148                           // shl rax, 7
 	LONG $0xc8048d48                           // lea rax, [rax + 8*rcx]
-	LONG $0x24448948; BYTE $0x18               // mov qword ptr [rsp + 24], rax
-	LONG $0x04418d49                           // lea rax, [r9 + 4]
-	LONG $0xc1af0f48                           // imul rax, rcx
-	LONG $0xc9af0f49                           // imul rcx, r9
-	WORD $0x8948; BYTE $0xcf                   // mov rdi, rcx
-	LONG $0x05e7c148                           // shl rdi, 5
-	LONG $0x4f0c8d48                           // lea rcx, [rdi + 2*rcx]
+	LONG $0x24448948; BYTE $0x38               // mov qword ptr [rsp + 56], rax
+	LONG $0x04c18349                           // add r9, 4
+	LONG $0xc9af0f4c                           // imul r9, rcx
+	LONG $0xceaf0f49                           // imul rcx, r14
+	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
+	LONG $0x05e0c148                           // shl rax, 5
+	LONG $0x480c8d48                           // lea rcx, [rax + 2*rcx]
 	LONG $0x0e148d4c                           // lea r10, [rsi + rcx]
 	LONG $0x02c28349                           // add r10, 2
-	WORD $0x8948; BYTE $0xc1                   // mov rcx, rax
+	WORD $0x894c; BYTE $0xc9                   // mov rcx, r9
 	LONG $0x05e1c148                           // shl rcx, 5
-	LONG $0x41048d48                           // lea rax, [rcx + 2*rax]
-	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56] /* [rbp + 16] */
-	LONG $0x061c8d4c                           // lea r11, [rsi + rax]
-	LONG $0x80c38149; WORD $0x000c; BYTE $0x00 // add r11, 3200
+	LONG $0x49048d4a                           // lea rax, [rcx + 2*r9]
+	LONG $0x06048d4c                           // lea r8, [rsi + rax]
+	LONG $0x80c08149; WORD $0x000c; BYTE $0x00 // add r8, 3200
+	QUAD $0x00000c0049848d4a                   // lea rax, [rcx + 2*r9 + 3072]
+	LONG $0x24448948; BYTE $0x20               // mov qword ptr [rsp + 32], rax
 	LONG $0x456ffec5; BYTE $0x00               // vmovdqu ymm0, ymmword ptr [rbp + 0] /* [rip + .LCPI5_0] */
-	LONG $0x245c8948; BYTE $0x28               // mov qword ptr [rsp + 40], rbx
+	LONG $0x247c894c; BYTE $0x48               // mov qword ptr [rsp + 72], r15
+	LONG $0x247c8948; BYTE $0x08               // mov qword ptr [rsp + 8], rdi
 	JMP  LBB5_2
 
-LBB5_14:
-	LONG    $0x117aa1c4; WORD $0xa04c; BYTE $0x0c // vmovss dword ptr [rax + 4*r12 + 12], xmm1
+LBB5_16:
+	LONG    $0x117aa1c4; WORD $0x8f4c; BYTE $0x0c // vmovss dword ptr [rdi + 4*r9 + 12], xmm1
 	PCALIGN $16
 
-LBB5_15:
-	LONG $0x24448b48; BYTE $0x18 // mov rax, qword ptr [rsp + 24]
+LBB5_17:
+	LONG $0x24448b48; BYTE $0x38 // mov rax, qword ptr [rsp + 56]
 	WORD $0x0149; BYTE $0xc2     // add r10, rax
-	WORD $0x0149; BYTE $0xc3     // add r11, rax
-	WORD $0x3949; BYTE $0xc9     // cmp r9, rcx
-	JGE  LBB5_16
+	WORD $0x0149; BYTE $0xc0     // add r8, rax
+	LONG $0x24440148; BYTE $0x20 // add qword ptr [rsp + 32], rax
+	WORD $0x3949; BYTE $0xde     // cmp r14, rbx
+	JGE  LBB5_18
 
 LBB5_2:
-	WORD    $0x894d; BYTE $0xcc       // mov r12, r9
-	LONG    $0x01418d4d               // lea r8, [r9 + 1]
-	WORD    $0x3949; BYTE $0xc8       // cmp r8, rcx
-	LONG    $0x24448b48; BYTE $0x20   // mov rax, qword ptr [rsp + 32]
-	WORD    $0x8949; BYTE $0xc1       // mov r9, rax
-	LONG    $0xc84c0f4d               // cmovl r9, r8
-	LONG    $0x24748d4d; BYTE $0x02   // lea r14, [r12 + 2]
-	WORD    $0x3949; BYTE $0xce       // cmp r14, rcx
-	WORD    $0x8948; BYTE $0xc7       // mov rdi, rax
-	LONG    $0xfe4c0f49               // cmovl rdi, r14
-	LONG    $0x246c8d4d; BYTE $0x03   // lea r13, [r12 + 3]
-	WORD    $0x3949; BYTE $0xcd       // cmp r13, rcx
-	WORD    $0x8948; BYTE $0xc1       // mov rcx, rax
-	LONG    $0xcd4c0f49               // cmovl rcx, r13
-	LONG    $0xc957f0c5               // vxorps xmm1, xmm1, xmm1
-	LONG    $0x247c8348; WORD $0x2030 // cmp qword ptr [rsp + 48], 32
-	JL      LBB5_5
-	LONG    $0xcfaf0f4d               // imul r9, r15
-	LONG    $0xffaf0f49               // imul rdi, r15
-	LONG    $0xcfaf0f49               // imul rcx, r15
-	LONG    $0x24448b48; BYTE $0x10   // mov rax, qword ptr [rsp + 16]
-	WORD    $0x0148; BYTE $0xc1       // add rcx, rax
-	WORD    $0x0148; BYTE $0xc7       // add rdi, rax
-	WORD    $0x0149; BYTE $0xc1       // add r9, rax
-	LONG    $0xc957f0c5               // vxorps xmm1, xmm1, xmm1
-	WORD    $0xdb31                   // xor ebx, ebx
-	PCALIGN $16
-
-LBB5_4:
-	LONG $0x4c180f41; WORD $0x809b // prefetcht0 byte ptr [r11 + 4*rbx - 128]
-	LONG $0x4c180f41; WORD $0xc09b // prefetcht0 byte ptr [r11 + 4*rbx - 64]
-	LONG $0x0c180f41; BYTE $0x9b   // prefetcht0 byte ptr [r11 + 4*rbx]
-	LONG $0x546ffec5; WORD $0x021a // vmovdqu ymm2, ymmword ptr [rdx + rbx + 2]
-	LONG $0x6f7ec1c4; WORD $0x1a1c // vmovdqu ymm3, ymmword ptr [r10 + rbx]
-	LONG $0x0865e2c4; BYTE $0xe3   // vpsignb ymm4, ymm3, ymm3
-	LONG $0x086de2c4; BYTE $0xdb   // vpsignb ymm3, ymm2, ymm3
-	LONG $0x045de2c4; BYTE $0xdb   // vpmaddubsw ymm3, ymm4, ymm3
-	LONG $0xd8f5e5c5               // vpmaddwd ymm3, ymm3, ymm0
-	LONG $0x6f7ec1c4; WORD $0x1924 // vmovdqu ymm4, ymmword ptr [r9 + rbx]
-	LONG $0x085de2c4; BYTE $0xec   // vpsignb ymm5, ymm4, ymm4
-	LONG $0x086de2c4; BYTE $0xe4   // vpsignb ymm4, ymm2, ymm4
-	LONG $0x0455e2c4; BYTE $0xe4   // vpmaddubsw ymm4, ymm5, ymm4
-	LONG $0xe0f5ddc5               // vpmaddwd ymm4, ymm4, ymm0
-	LONG $0x0265e2c4; BYTE $0xdc   // vphaddd ymm3, ymm3, ymm4
-	LONG $0x246ffec5; BYTE $0x1f   // vmovdqu ymm4, ymmword ptr [rdi + rbx]
-	LONG $0x085de2c4; BYTE $0xec   // vpsignb ymm5, ymm4, ymm4
-	LONG $0x086de2c4; BYTE $0xe4   // vpsignb ymm4, ymm2, ymm4
-	LONG $0x0455e2c4; BYTE $0xe4   // vpmaddubsw ymm4, ymm5, ymm4
-	LONG $0xe0f5ddc5               // vpmaddwd ymm4, ymm4, ymm0
-	LONG $0x2c6ffec5; BYTE $0x19   // vmovdqu ymm5, ymmword ptr [rcx + rbx]
-	LONG $0x0855e2c4; BYTE $0xf5   // vpsignb ymm6, ymm5, ymm5
-	LONG $0x086de2c4; BYTE $0xd5   // vpsignb ymm2, ymm2, ymm5
-	LONG $0x044de2c4; BYTE $0xd2   // vpmaddubsw ymm2, ymm6, ymm2
-	LONG $0xd0f5edc5               // vpmaddwd ymm2, ymm2, ymm0
-	LONG $0x025de2c4; BYTE $0xd2   // vphaddd ymm2, ymm4, ymm2
-	LONG $0x0265e2c4; BYTE $0xd2   // vphaddd ymm2, ymm3, ymm2
-	LONG $0x74b70f41; WORD $0xfe1a // movzx esi, word ptr [r10 + rbx - 2]
-	LONG $0x44b70f41; WORD $0xfe19 // movzx eax, word ptr [r9 + rbx - 2]
-	LONG $0x10e0c148               // shl rax, 16
-	WORD $0x0948; BYTE $0xf0       // or rax, rsi
-	LONG $0x1f74b70f; BYTE $0xfe   // movzx esi, word ptr [rdi + rbx - 2]
-	LONG $0x20e6c148               // shl rsi, 32
-	WORD $0x0948; BYTE $0xc6       // or rsi, rax
-	LONG $0x1944b70f; BYTE $0xfe   // movzx eax, word ptr [rcx + rbx - 2]
-	LONG $0x30e0c148               // shl rax, 48
-	WORD $0x0948; BYTE $0xf0       // or rax, rsi
-	LONG $0x6ef9e1c4; BYTE $0xd8   // vmovq xmm3, rax
-	LONG $0x5979e2c4; BYTE $0xdb   // vpbroadcastq xmm3, xmm3
-	LONG $0x137de2c4; BYTE $0xdb   // vcvtph2ps ymm3, xmm3
-	LONG $0x7979e2c4; WORD $0x1a24 // vpbroadcastw xmm4, word ptr [rdx + rbx]
-	LONG $0x137de2c4; BYTE $0xe4   // vcvtph2ps ymm4, xmm4
-	LONG $0xdb59dcc5               // vmulps ymm3, ymm4, ymm3
-	LONG $0xd25bfcc5               // vcvtdq2ps ymm2, ymm2
-	LONG $0xb865e2c4; BYTE $0xca   // vfmadd231ps ymm1, ymm3, ymm2
-	LONG $0x22c38348               // add rbx, 34
-	WORD $0x394c; BYTE $0xfb       // cmp rbx, r15
-	JL   LBB5_4
-
-LBB5_5:
-	LONG $0x244c8d4d; BYTE $0x04               // lea r9, [r12 + 4]
-	LONG $0x197de3c4; WORD $0x01ca             // vextractf128 xmm2, ymm1, 1
-	LONG $0xca58f0c5                           // vaddps xmm1, xmm1, xmm2
-	LONG $0x245c8b48; BYTE $0x28               // mov rbx, qword ptr [rsp + 40]
-	WORD $0x8548; BYTE $0xdb                   // test rbx, rbx
-	JE   LBB5_6
-	LONG $0x5872a1c4; WORD $0xa314             // vaddss xmm2, xmm1, dword ptr [rbx + 4*r12]
-	LONG $0x24448b48; BYTE $0x08               // mov rax, qword ptr [rsp + 8]
-	LONG $0x117aa1c4; WORD $0xa014             // vmovss dword ptr [rax + 4*r12], xmm2
-	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56] /* [rbp + 16] */
-	WORD $0x3949; BYTE $0xc8                   // cmp r8, rcx
-	JGE  LBB5_15
-	LONG $0xd116fac5                           // vmovshdup xmm2, xmm1
-	LONG $0x586aa1c4; WORD $0xa354; BYTE $0x04 // vaddss xmm2, xmm2, dword ptr [rbx + 4*r12 + 4]
-	LONG $0x117aa1c4; WORD $0xa054; BYTE $0x04 // vmovss dword ptr [rax + 4*r12 + 4], xmm2
-	WORD $0x3949; BYTE $0xce                   // cmp r14, rcx
-	JGE  LBB5_15
-	LONG $0x0579e3c4; WORD $0x01d1             // vpermilpd xmm2, xmm1, 1
-	LONG $0x586aa1c4; WORD $0xa354; BYTE $0x08 // vaddss xmm2, xmm2, dword ptr [rbx + 4*r12 + 8]
-	LONG $0x117aa1c4; WORD $0xa054; BYTE $0x08 // vmovss dword ptr [rax + 4*r12 + 8], xmm2
-	WORD $0x3949; BYTE $0xcd                   // cmp r13, rcx
-	JGE  LBB5_15
-	LONG $0x0479e3c4; WORD $0xffc9             // vpermilps xmm1, xmm1, 255
-	LONG $0x5872a1c4; WORD $0xa34c; BYTE $0x0c // vaddss xmm1, xmm1, dword ptr [rbx + 4*r12 + 12]
-	JMP  LBB5_14
+	WORD $0x894d; BYTE $0xf1       // mov r9, r14
+	LONG $0x014e8d49               // lea rcx, [r14 + 1]
+	WORD $0x3948; BYTE $0xd9       // cmp rcx, rbx
+	LONG $0x24448b48; BYTE $0x40   // mov rax, qword ptr [rsp + 64]
+	WORD $0x8949; BYTE $0xc6       // mov r14, rax
+	LONG $0x244c8948; BYTE $0x28   // mov qword ptr [rsp + 40], rcx
+	LONG $0xf14c0f4c               // cmovl r14, rcx
+	LONG $0x02498d49               // lea rcx, [r9 + 2]
+	WORD $0x3948; BYTE $0xd9       // cmp rcx, rbx
+	WORD $0x8949; BYTE $0xc5       // mov r13, rax
+	LONG $0x244c8948; BYTE $0x18   // mov qword ptr [rsp + 24], rcx
+	LONG $0xe94c0f4c               // cmovl r13, rcx
+	LONG $0x03498d49               // lea rcx, [r9 + 3]
+	WORD $0x3948; BYTE $0xd9       // cmp rcx, rbx
+	LONG $0x244c8948; BYTE $0x10   // mov qword ptr [rsp + 16], rcx
+	LONG $0xc14c0f48               // cmovl rax, rcx
+	LONG $0xd257e8c5               // vxorps xmm2, xmm2, xmm2
+	LONG $0x247c8348; WORD $0x2050 // cmp qword ptr [rsp + 80], 32
+	JL   LBB5_7
+	LONG $0xf3af0f4d               // imul r14, r11
+	LONG $0xebaf0f4d               // imul r13, r11
+	LONG $0xc3af0f49               // imul rax, r11
+	LONG $0x244c8b48; BYTE $0x30   // mov rcx, qword ptr [rsp + 48]
+	WORD $0x0148; BYTE $0xc8       // add rax, rcx
+	WORD $0x0149; BYTE $0xcd       // add r13, rcx
+	WORD $0x0149; BYTE $0xce       // add r14, rcx
+	LONG $0xc957f0c5               // vxorps xmm1, xmm1, xmm1
+	LONG $0x24748b48; BYTE $0x20   // mov rsi, qword ptr [rsp + 32]
+	WORD $0xdb31                   // xor ebx, ebx
+	JMP  LBB5_4
 	PCALIGN $16
 
 LBB5_6:
-	LONG $0x24448b48; BYTE $0x08   // mov rax, qword ptr [rsp + 8]
-	LONG $0x117aa1c4; WORD $0xa00c // vmovss dword ptr [rax + 4*r12], xmm1
-	LONG $0x244c8b48; BYTE $0x38   // mov rcx, qword ptr [rsp + 56] /* [rbp + 16] */
-	WORD $0x3949; BYTE $0xc8       // cmp r8, rcx
-	JGE  LBB5_15
-	QUAD $0x0104a04c1779a3c4       // vextractps dword ptr [rax + 4*r12 + 4], xmm1, 1
-	WORD $0x3949; BYTE $0xce       // cmp r14, rcx
-	JGE  LBB5_15
-	QUAD $0x0208a04c1779a3c4       // vextractps dword ptr [rax + 4*r12 + 8], xmm1, 2
-	WORD $0x3949; BYTE $0xcd       // cmp r13, rcx
-	JGE  LBB5_15
-	LONG $0x0479e3c4; WORD $0xffc9 // vpermilps xmm1, xmm1, 255
-	JMP  LBB5_14
+	LONG $0x546ffec5; WORD $0x021a             // vmovdqu ymm2, ymmword ptr [rdx + rbx + 2]
+	LONG $0x6f7ec1c4; WORD $0x1a1c             // vmovdqu ymm3, ymmword ptr [r10 + rbx]
+	LONG $0x0865e2c4; BYTE $0xe3               // vpsignb ymm4, ymm3, ymm3
+	LONG $0x086de2c4; BYTE $0xdb               // vpsignb ymm3, ymm2, ymm3
+	LONG $0x045de2c4; BYTE $0xdb               // vpmaddubsw ymm3, ymm4, ymm3
+	LONG $0xd8f5e5c5                           // vpmaddwd ymm3, ymm3, ymm0
+	LONG $0x6f7ec1c4; WORD $0x1e24             // vmovdqu ymm4, ymmword ptr [r14 + rbx]
+	LONG $0x085de2c4; BYTE $0xec               // vpsignb ymm5, ymm4, ymm4
+	LONG $0x086de2c4; BYTE $0xe4               // vpsignb ymm4, ymm2, ymm4
+	LONG $0x0455e2c4; BYTE $0xe4               // vpmaddubsw ymm4, ymm5, ymm4
+	LONG $0xe0f5ddc5                           // vpmaddwd ymm4, ymm4, ymm0
+	LONG $0x0265e2c4; BYTE $0xdc               // vphaddd ymm3, ymm3, ymm4
+	LONG $0x6f7ec1c4; WORD $0x1d64; BYTE $0x00 // vmovdqu ymm4, ymmword ptr [r13 + rbx]
+	LONG $0x085de2c4; BYTE $0xec               // vpsignb ymm5, ymm4, ymm4
+	LONG $0x086de2c4; BYTE $0xe4               // vpsignb ymm4, ymm2, ymm4
+	LONG $0x0455e2c4; BYTE $0xe4               // vpmaddubsw ymm4, ymm5, ymm4
+	LONG $0xe0f5ddc5                           // vpmaddwd ymm4, ymm4, ymm0
+	LONG $0x2c6ffec5; BYTE $0x18               // vmovdqu ymm5, ymmword ptr [rax + rbx]
+	LONG $0x0855e2c4; BYTE $0xf5               // vpsignb ymm6, ymm5, ymm5
+	LONG $0x086de2c4; BYTE $0xd5               // vpsignb ymm2, ymm2, ymm5
+	LONG $0x044de2c4; BYTE $0xd2               // vpmaddubsw ymm2, ymm6, ymm2
+	LONG $0xd0f5edc5                           // vpmaddwd ymm2, ymm2, ymm0
+	LONG $0x025de2c4; BYTE $0xd2               // vphaddd ymm2, ymm4, ymm2
+	LONG $0x0265e2c4; BYTE $0xd2               // vphaddd ymm2, ymm3, ymm2
+	LONG $0x4cb70f41; WORD $0xfe1a             // movzx ecx, word ptr [r10 + rbx - 2]
+	LONG $0x7cb70f45; WORD $0xfe1e             // movzx r15d, word ptr [r14 + rbx - 2]
+	LONG $0x10e7c149                           // shl r15, 16
+	WORD $0x0949; BYTE $0xcf                   // or r15, rcx
+	LONG $0x4cb70f41; WORD $0xfe1d             // movzx ecx, word ptr [r13 + rbx - 2]
+	LONG $0x20e1c148                           // shl rcx, 32
+	WORD $0x094c; BYTE $0xf9                   // or rcx, r15
+	LONG $0x187cb70f; BYTE $0xfe               // movzx edi, word ptr [rax + rbx - 2]
+	LONG $0x30e7c148                           // shl rdi, 48
+	WORD $0x0948; BYTE $0xcf                   // or rdi, rcx
+	LONG $0x6ef9e1c4; BYTE $0xdf               // vmovq xmm3, rdi
+	LONG $0x5979e2c4; BYTE $0xdb               // vpbroadcastq xmm3, xmm3
+	LONG $0x7979e2c4; WORD $0x1a24             // vpbroadcastw xmm4, word ptr [rdx + rbx]
+	LONG $0x137de2c4; BYTE $0xdb               // vcvtph2ps ymm3, xmm3
+	LONG $0x137de2c4; BYTE $0xe4               // vcvtph2ps ymm4, xmm4
+	LONG $0xdb59dcc5                           // vmulps ymm3, ymm4, ymm3
+	LONG $0xd25bfcc5                           // vcvtdq2ps ymm2, ymm2
+	LONG $0xa865e2c4; BYTE $0xd1               // vfmadd213ps ymm2, ymm3, ymm1
+	LONG $0x22c38348                           // add rbx, 34
+	LONG $0x88c68148; WORD $0x0000; BYTE $0x00 // add rsi, 136
+	LONG $0xca28fcc5                           // vmovaps ymm1, ymm2
+	WORD $0x394c; BYTE $0xdb                   // cmp rbx, r11
+	JGE  LBB5_7
 
-LBB5_16:
+LBB5_4:
+	WORD $0x394c; BYTE $0xe6       // cmp rsi, r12
+	JGE  LBB5_6
+	LONG $0x4c180f41; WORD $0x8098 // prefetcht0 byte ptr [r8 + 4*rbx - 128]
+	LONG $0x4c180f41; WORD $0xc098 // prefetcht0 byte ptr [r8 + 4*rbx - 64]
+	LONG $0x0c180f41; BYTE $0x98   // prefetcht0 byte ptr [r8 + 4*rbx]
+	JMP  LBB5_6
+	PCALIGN $16
+
+LBB5_7:
+	LONG $0x04718d4d                           // lea r14, [r9 + 4]
+	LONG $0x197de3c4; WORD $0x01d1             // vextractf128 xmm1, ymm2, 1
+	LONG $0xc958e8c5                           // vaddps xmm1, xmm2, xmm1
+	LONG $0x247c8b4c; BYTE $0x48               // mov r15, qword ptr [rsp + 72]
+	WORD $0x854d; BYTE $0xff                   // test r15, r15
+	JE   LBB5_8
+	LONG $0x587281c4; WORD $0x8f14             // vaddss xmm2, xmm1, dword ptr [r15 + 4*r9]
+	LONG $0x247c8b48; BYTE $0x08               // mov rdi, qword ptr [rsp + 8]
+	LONG $0x117aa1c4; WORD $0x8f14             // vmovss dword ptr [rdi + 4*r9], xmm2
+	LONG $0x245c8b48; BYTE $0x58               // mov rbx, qword ptr [rsp + 88] /* [rbp + 16] */
+	LONG $0x245c3948; BYTE $0x28               // cmp qword ptr [rsp + 40], rbx
+	JGE  LBB5_17
+	LONG $0xd116fac5                           // vmovshdup xmm2, xmm1
+	LONG $0x586a81c4; WORD $0x8f54; BYTE $0x04 // vaddss xmm2, xmm2, dword ptr [r15 + 4*r9 + 4]
+	LONG $0x117aa1c4; WORD $0x8f54; BYTE $0x04 // vmovss dword ptr [rdi + 4*r9 + 4], xmm2
+	LONG $0x245c3948; BYTE $0x18               // cmp qword ptr [rsp + 24], rbx
+	JGE  LBB5_17
+	LONG $0x0579e3c4; WORD $0x01d1             // vpermilpd xmm2, xmm1, 1
+	LONG $0x586a81c4; WORD $0x8f54; BYTE $0x08 // vaddss xmm2, xmm2, dword ptr [r15 + 4*r9 + 8]
+	LONG $0x117aa1c4; WORD $0x8f54; BYTE $0x08 // vmovss dword ptr [rdi + 4*r9 + 8], xmm2
+	LONG $0x245c3948; BYTE $0x10               // cmp qword ptr [rsp + 16], rbx
+	JGE  LBB5_17
+	LONG $0x0479e3c4; WORD $0xffc9             // vpermilps xmm1, xmm1, 255
+	LONG $0x587281c4; WORD $0x8f4c; BYTE $0x0c // vaddss xmm1, xmm1, dword ptr [r15 + 4*r9 + 12]
+	JMP  LBB5_16
+	PCALIGN $16
+
+LBB5_8:
+	LONG $0x247c8b48; BYTE $0x08   // mov rdi, qword ptr [rsp + 8]
+	LONG $0x117aa1c4; WORD $0x8f0c // vmovss dword ptr [rdi + 4*r9], xmm1
+	LONG $0x245c8b48; BYTE $0x58   // mov rbx, qword ptr [rsp + 88] /* [rbp + 16] */
+	LONG $0x245c3948; BYTE $0x28   // cmp qword ptr [rsp + 40], rbx
+	JGE  LBB5_17
+	QUAD $0x01048f4c1779a3c4       // vextractps dword ptr [rdi + 4*r9 + 4], xmm1, 1
+	LONG $0x245c3948; BYTE $0x18   // cmp qword ptr [rsp + 24], rbx
+	JGE  LBB5_17
+	QUAD $0x02088f4c1779a3c4       // vextractps dword ptr [rdi + 4*r9 + 8], xmm1, 2
+	LONG $0x245c3948; BYTE $0x10   // cmp qword ptr [rsp + 16], rbx
+	JGE  LBB5_17
+	LONG $0x0479e3c4; WORD $0xffc9 // vpermilps xmm1, xmm1, 255
+	JMP  LBB5_16
+
+LBB5_18:
 	SUBQ $8, SP
 	VZEROUPPER
 	RET
@@ -3314,7 +3331,7 @@ DATA LCDATA5<>+0x068(SB)/8, $0x8040201008040201
 DATA LCDATA5<>+0x070(SB)/8, $0x1010101010101010
 GLOBL LCDATA5<>(SB), 8, $120
 
-TEXT ·_krt_gemv_q5_0_avx2(SB), $88-56
+TEXT ·_krt_gemv_q5_0_avx2(SB), $120-56
 
 	MOVQ y+0(FP), DI
 	MOVQ w+8(FP), SI
@@ -3324,24 +3341,27 @@ TEXT ·_krt_gemv_q5_0_avx2(SB), $88-56
 	MOVQ r0+40(FP), R9
 	MOVQ r1+48(FP), R10
 	ADDQ $8, SP
-	MOVQ R10, 72(SP)
+	MOVQ R10, 104(SP)
 	LEAQ LCDATA5<>(SB), BP
 
 	LONG $0x24548948; BYTE $0x10               // mov qword ptr [rsp + 16], rdx
 	LONG $0x24748948; BYTE $0x08               // mov qword ptr [rsp + 8], rsi
-	LONG $0x245c8b48; BYTE $0x48               // mov rbx, qword ptr [rsp + 72] /* [rbp + 16] */
+	LONG $0x245c8b48; BYTE $0x68               // mov rbx, qword ptr [rsp + 104] /* [rbp + 16] */
 	LONG $0x1f708d49                           // lea rsi, [r8 + 31]
 	WORD $0x854d; BYTE $0xc0                   // test r8, r8
-	LONG $0x2444894c; BYTE $0x40               // mov qword ptr [rsp + 64], r8
+	LONG $0x2444894c; BYTE $0x60               // mov qword ptr [rsp + 96], r8
 	LONG $0xf0490f49                           // cmovns rsi, r8
 	WORD $0x3949; BYTE $0xd9                   // cmp r9, rbx
-	JGE  LBB6_16
+	JGE  LBB6_18
+	WORD $0x894d; BYTE $0xcb                   // mov r11, r9
 	LONG $0x05fec148                           // sar rsi, 5
 	LONG $0xb6048d48                           // lea rax, [rsi + 4*rsi]
-	LONG $0x86248d4c                           // lea r12, [rsi + 4*rax]
-	WORD $0x0149; BYTE $0xf4                   // add r12, rsi
+	LONG $0x863c8d4c                           // lea r15, [rsi + 4*rax]
+	WORD $0x0149; BYTE $0xf7                   // add r15, rsi
+	WORD $0x894d; BYTE $0xfd                   // mov r13, r15
+	LONG $0xebaf0f4c                           // imul r13, rbx
 	LONG $0xff438d48                           // lea rax, [rbx - 1]
-	LONG $0x24448948; BYTE $0x30               // mov qword ptr [rsp + 48], rax
+	LONG $0x24448948; BYTE $0x50               // mov qword ptr [rsp + 80], rax
 	LONG $0x24448348; WORD $0x0210             // add qword ptr [rsp + 16], 2
 	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
 	LONG $0xc1af0f49                           // imul rax, r9
@@ -3351,79 +3371,85 @@ TEXT ·_krt_gemv_q5_0_avx2(SB), $88-56
 	LONG $0x24448b4c; BYTE $0x08               // mov r8, qword ptr [rsp + 8]
 	WORD $0x014d; BYTE $0xc6                   // add r14, r8
 	LONG $0x58c66b48                           // imul rax, rsi, 88
-	LONG $0x24448948; BYTE $0x28               // mov qword ptr [rsp + 40], rax
+	LONG $0x24448948; BYTE $0x48               // mov qword ptr [rsp + 72], rax
 	LONG $0x04418d49                           // lea rax, [r9 + 4]
-	LONG $0x24748948; BYTE $0x20               // mov qword ptr [rsp + 32], rsi
+	LONG $0x24748948; BYTE $0x40               // mov qword ptr [rsp + 64], rsi
 	LONG $0xc6af0f48                           // imul rax, rsi
 	LONG $0x80148d48                           // lea rdx, [rax + 4*rax]
-	LONG $0x90148d48                           // lea rdx, [rax + 4*rdx]
-	WORD $0x0148; BYTE $0xc2                   // add rdx, rax
-	LONG $0x101c8d4d                           // lea r11, [r8 + rdx]
-	LONG $0x40c38149; WORD $0x000c; BYTE $0x00 // add r11, 3136
+	LONG $0x90348d48                           // lea rsi, [rax + 4*rdx]
+	LONG $0x30148d48                           // lea rdx, [rax + rsi]
+	WORD $0x0149; BYTE $0xd0                   // add r8, rdx
+	LONG $0x40c08149; WORD $0x000c; BYTE $0x00 // add r8, 3136
+	QUAD $0x00000c0030848d48                   // lea rax, [rax + rsi + 3072]
+	LONG $0x24448948; BYTE $0x30               // mov qword ptr [rsp + 48], rax
 	LONG $0x556f7ec5; BYTE $0x00               // vmovdqu ymm10, ymmword ptr [rbp + 0] /* [rip + .LCPI6_0] */
 	LONG $0x597de2c4; WORD $0x604d             // vpbroadcastq ymm1, qword ptr [rbp + 96] /* [rip + .LCPI6_1] */
 	LONG $0x597de2c4; WORD $0x6855             // vpbroadcastq ymm2, qword ptr [rbp + 104] /* [rip + .LCPI6_3] */
 	LONG $0x5d6f7ec5; BYTE $0x20               // vmovdqu ymm11, ymmword ptr [rbp + 32] /* [rip + .LCPI6_2] */
 	LONG $0x597de2c4; WORD $0x7065             // vpbroadcastq ymm4, qword ptr [rbp + 112] /* [rip + .LCPI6_4] */
 	LONG $0x656f7ec5; BYTE $0x40               // vmovdqu ymm12, ymmword ptr [rbp + 64] /* [rip + .LCPI6_5] */
-	LONG $0x244c8948; BYTE $0x38               // mov qword ptr [rsp + 56], rcx
+	LONG $0x244c8948; BYTE $0x58               // mov qword ptr [rsp + 88], rcx
 	LONG $0x247c8948; BYTE $0x18               // mov qword ptr [rsp + 24], rdi
 	JMP  LBB6_2
 
-LBB6_14:
-	LONG    $0x117aa1c4; WORD $0xaf74; BYTE $0x0c // vmovss dword ptr [rdi + 4*r13 + 12], xmm6
+LBB6_16:
+	LONG    $0x117aa1c4; WORD $0x8f74; BYTE $0x0c // vmovss dword ptr [rdi + 4*r9 + 12], xmm6
 	PCALIGN $16
 
-LBB6_15:
-	LONG $0x24448b48; BYTE $0x28 // mov rax, qword ptr [rsp + 40]
+LBB6_17:
+	LONG $0x24448b48; BYTE $0x48 // mov rax, qword ptr [rsp + 72]
 	WORD $0x0149; BYTE $0xc6     // add r14, rax
-	WORD $0x0149; BYTE $0xc3     // add r11, rax
-	WORD $0x3949; BYTE $0xd9     // cmp r9, rbx
-	JGE  LBB6_16
+	WORD $0x0149; BYTE $0xc0     // add r8, rax
+	LONG $0x24440148; BYTE $0x30 // add qword ptr [rsp + 48], rax
+	WORD $0x3949; BYTE $0xdb     // cmp r11, rbx
+	JGE  LBB6_18
 
 LBB6_2:
-	WORD    $0x894d; BYTE $0xcd       // mov r13, r9
-	LONG    $0x01418d4d               // lea r8, [r9 + 1]
-	WORD    $0x3949; BYTE $0xd8       // cmp r8, rbx
-	LONG    $0x24548b48; BYTE $0x30   // mov rdx, qword ptr [rsp + 48]
-	WORD    $0x8948; BYTE $0xd0       // mov rax, rdx
-	LONG    $0xc04c0f49               // cmovl rax, r8
-	LONG    $0x02798d4d               // lea r15, [r9 + 2]
-	WORD    $0x3949; BYTE $0xdf       // cmp r15, rbx
-	WORD    $0x8948; BYTE $0xd1       // mov rcx, rdx
-	LONG    $0xcf4c0f49               // cmovl rcx, r15
-	LONG    $0x03518d4d               // lea r10, [r9 + 3]
-	WORD    $0x3949; BYTE $0xda       // cmp r10, rbx
-	LONG    $0xd24c0f49               // cmovl rdx, r10
-	LONG    $0xf657c8c5               // vxorps xmm6, xmm6, xmm6
-	LONG    $0x247c8348; WORD $0x2040 // cmp qword ptr [rsp + 64], 32
-	JL      LBB6_5
-	LONG    $0x245c8b48; BYTE $0x20   // mov rbx, qword ptr [rsp + 32]
-	LONG    $0xd3af0f48               // imul rdx, rbx
-	LONG    $0x92348d48               // lea rsi, [rdx + 4*rdx]
-	LONG    $0xb20c8d4c               // lea r9, [rdx + 4*rsi]
-	WORD    $0x0149; BYTE $0xd1       // add r9, rdx
-	LONG    $0x24748b48; BYTE $0x08   // mov rsi, qword ptr [rsp + 8]
-	WORD    $0x0149; BYTE $0xf1       // add r9, rsi
-	LONG    $0xcbaf0f48               // imul rcx, rbx
-	LONG    $0x89148d48               // lea rdx, [rcx + 4*rcx]
-	LONG    $0x913c8d48               // lea rdi, [rcx + 4*rdx]
-	WORD    $0x0148; BYTE $0xcf       // add rdi, rcx
-	WORD    $0x0148; BYTE $0xf7       // add rdi, rsi
-	LONG    $0xc3af0f48               // imul rax, rbx
-	LONG    $0x800c8d48               // lea rcx, [rax + 4*rax]
-	LONG    $0x88148d48               // lea rdx, [rax + 4*rcx]
-	WORD    $0x0148; BYTE $0xc2       // add rdx, rax
-	WORD    $0x0148; BYTE $0xf2       // add rdx, rsi
-	LONG    $0xf657c8c5               // vxorps xmm6, xmm6, xmm6
-	LONG    $0x244c8b48; BYTE $0x10   // mov rcx, qword ptr [rsp + 16]
-	WORD    $0xc031                   // xor eax, eax
+	WORD $0x894d; BYTE $0xd9       // mov r9, r11
+	LONG $0x01538d49               // lea rdx, [r11 + 1]
+	WORD $0x3948; BYTE $0xda       // cmp rdx, rbx
+	LONG $0x244c8b48; BYTE $0x50   // mov rcx, qword ptr [rsp + 80]
+	WORD $0x8948; BYTE $0xc8       // mov rax, rcx
+	LONG $0x24548948; BYTE $0x38   // mov qword ptr [rsp + 56], rdx
+	LONG $0xc24c0f48               // cmovl rax, rdx
+	LONG $0x02538d49               // lea rdx, [r11 + 2]
+	WORD $0x3948; BYTE $0xda       // cmp rdx, rbx
+	WORD $0x8948; BYTE $0xce       // mov rsi, rcx
+	LONG $0x24548948; BYTE $0x28   // mov qword ptr [rsp + 40], rdx
+	LONG $0xf24c0f48               // cmovl rsi, rdx
+	LONG $0x03538d49               // lea rdx, [r11 + 3]
+	WORD $0x3948; BYTE $0xda       // cmp rdx, rbx
+	LONG $0x24548948; BYTE $0x20   // mov qword ptr [rsp + 32], rdx
+	LONG $0xca4c0f48               // cmovl rcx, rdx
+	LONG $0xff57c0c5               // vxorps xmm7, xmm7, xmm7
+	LONG $0x247c8348; WORD $0x2060 // cmp qword ptr [rsp + 96], 32
+	JL   LBB6_7
+	LONG $0x247c8b48; BYTE $0x40   // mov rdi, qword ptr [rsp + 64]
+	LONG $0xcfaf0f48               // imul rcx, rdi
+	LONG $0x89148d48               // lea rdx, [rcx + 4*rcx]
+	LONG $0x911c8d4c               // lea r11, [rcx + 4*rdx]
+	WORD $0x0149; BYTE $0xcb       // add r11, rcx
+	LONG $0x24548b48; BYTE $0x08   // mov rdx, qword ptr [rsp + 8]
+	WORD $0x0149; BYTE $0xd3       // add r11, rdx
+	LONG $0xf7af0f48               // imul rsi, rdi
+	LONG $0xb60c8d48               // lea rcx, [rsi + 4*rsi]
+	LONG $0x8e148d4c               // lea r10, [rsi + 4*rcx]
+	WORD $0x0149; BYTE $0xf2       // add r10, rsi
+	WORD $0x0149; BYTE $0xd2       // add r10, rdx
+	LONG $0xc7af0f48               // imul rax, rdi
+	LONG $0x80348d48               // lea rsi, [rax + 4*rax]
+	LONG $0xb0348d48               // lea rsi, [rax + 4*rsi]
+	WORD $0x0148; BYTE $0xc6       // add rsi, rax
+	WORD $0x0148; BYTE $0xd6       // add rsi, rdx
+	LONG $0xf657c8c5               // vxorps xmm6, xmm6, xmm6
+	LONG $0x247c8b48; BYTE $0x30   // mov rdi, qword ptr [rsp + 48]
+	LONG $0x245c8b48; BYTE $0x10   // mov rbx, qword ptr [rsp + 16]
+	WORD $0xc031                   // xor eax, eax
+	JMP  LBB6_4
 	PCALIGN $16
 
-LBB6_4:
-	LONG $0x4c180f41; WORD $0xc083             // prefetcht0 byte ptr [r11 + 4*rax - 64]
-	LONG $0x0c180f41; BYTE $0x83               // prefetcht0 byte ptr [r11 + 4*rax]
-	LONG $0x396ffec5                           // vmovdqu ymm7, ymmword ptr [rcx]
+LBB6_6:
+	LONG $0x3b6ffec5                           // vmovdqu ymm7, ymmword ptr [rbx]
 	LONG $0x042d62c4; BYTE $0xc7               // vpmaddubsw ymm8, ymm10, ymm7
 	LONG $0x6f7a41c4; WORD $0x064c; BYTE $0x06 // vmovdqu xmm9, xmmword ptr [r14 + rax + 6]
 	LONG $0x7179c1c4; WORD $0x04d1             // vpsrlw xmm0, xmm9, 4
@@ -3439,11 +3465,11 @@ LBB6_4:
 	LONG $0x047de2c4; BYTE $0xc7               // vpmaddubsw ymm0, ymm0, ymm7
 	LONG $0xf97dc1c4; BYTE $0xc0               // vpsubw ymm0, ymm0, ymm8
 	LONG $0xc0f59dc5                           // vpmaddwd ymm0, ymm12, ymm0
-	LONG $0x4c6f7ac5; WORD $0x0602             // vmovdqu xmm9, xmmword ptr [rdx + rax + 6]
+	LONG $0x4c6f7ac5; WORD $0x0606             // vmovdqu xmm9, xmmword ptr [rsi + rax + 6]
 	LONG $0x7161c1c4; WORD $0x04d1             // vpsrlw xmm3, xmm9, 4
 	LONG $0x3835e3c4; WORD $0x01db             // vinserti128 ymm3, ymm9, xmm3, 1
 	LONG $0xd9dbe5c5                           // vpand ymm3, ymm3, ymm1
-	LONG $0x4c6e79c5; WORD $0x0202             // vmovd xmm9, dword ptr [rdx + rax + 2]
+	LONG $0x4c6e79c5; WORD $0x0206             // vmovd xmm9, dword ptr [rsi + rax + 2]
 	LONG $0x00fd43c4; WORD $0x44c9             // vpermq ymm9, ymm9, 68
 	LONG $0x003542c4; BYTE $0xcb               // vpshufb ymm9, ymm9, ymm11
 	LONG $0xcadb35c5                           // vpand ymm9, ymm9, ymm2
@@ -3454,11 +3480,11 @@ LBB6_4:
 	LONG $0xf965c1c4; BYTE $0xd8               // vpsubw ymm3, ymm3, ymm8
 	LONG $0xdbf59dc5                           // vpmaddwd ymm3, ymm12, ymm3
 	LONG $0x027d62c4; BYTE $0xcb               // vphaddd ymm9, ymm0, ymm3
-	LONG $0x446ffac5; WORD $0x0607             // vmovdqu xmm0, xmmword ptr [rdi + rax + 6]
+	LONG $0x6f7ac1c4; WORD $0x0244; BYTE $0x06 // vmovdqu xmm0, xmmword ptr [r10 + rax + 6]
 	LONG $0xd071e1c5; BYTE $0x04               // vpsrlw xmm3, xmm0, 4
 	LONG $0x387de3c4; WORD $0x01c3             // vinserti128 ymm0, ymm0, xmm3, 1
 	LONG $0xc1dbfdc5                           // vpand ymm0, ymm0, ymm1
-	LONG $0x5c6ef9c5; WORD $0x0207             // vmovd xmm3, dword ptr [rdi + rax + 2]
+	LONG $0x6e79c1c4; WORD $0x025c; BYTE $0x02 // vmovd xmm3, dword ptr [r10 + rax + 2]
 	LONG $0x00fde3c4; WORD $0x44db             // vpermq ymm3, ymm3, 68
 	LONG $0x0065c2c4; BYTE $0xdb               // vpshufb ymm3, ymm3, ymm11
 	LONG $0xdadbe5c5                           // vpand ymm3, ymm3, ymm2
@@ -3468,11 +3494,11 @@ LBB6_4:
 	LONG $0x047de2c4; BYTE $0xc7               // vpmaddubsw ymm0, ymm0, ymm7
 	LONG $0xf97dc1c4; BYTE $0xc0               // vpsubw ymm0, ymm0, ymm8
 	LONG $0xc0f59dc5                           // vpmaddwd ymm0, ymm12, ymm0
-	LONG $0x6f7ac1c4; WORD $0x015c; BYTE $0x06 // vmovdqu xmm3, xmmword ptr [r9 + rax + 6]
+	LONG $0x6f7ac1c4; WORD $0x035c; BYTE $0x06 // vmovdqu xmm3, xmmword ptr [r11 + rax + 6]
 	LONG $0xd371d1c5; BYTE $0x04               // vpsrlw xmm5, xmm3, 4
 	LONG $0x3865e3c4; WORD $0x01dd             // vinserti128 ymm3, ymm3, xmm5, 1
 	LONG $0xd9dbe5c5                           // vpand ymm3, ymm3, ymm1
-	LONG $0x6e79c1c4; WORD $0x016c; BYTE $0x02 // vmovd xmm5, dword ptr [r9 + rax + 2]
+	LONG $0x6e79c1c4; WORD $0x036c; BYTE $0x02 // vmovd xmm5, dword ptr [r11 + rax + 2]
 	LONG $0x00fde3c4; WORD $0x44ed             // vpermq ymm5, ymm5, 68
 	LONG $0x0055c2c4; BYTE $0xeb               // vpshufb ymm5, ymm5, ymm11
 	LONG $0xeadbd5c5                           // vpand ymm5, ymm5, ymm2
@@ -3484,73 +3510,83 @@ LBB6_4:
 	LONG $0xdbf59dc5                           // vpmaddwd ymm3, ymm12, ymm3
 	LONG $0x027de2c4; BYTE $0xc3               // vphaddd ymm0, ymm0, ymm3
 	LONG $0x0235e2c4; BYTE $0xc0               // vphaddd ymm0, ymm9, ymm0
-	LONG $0x1cb70f41; BYTE $0x06               // movzx ebx, word ptr [r14 + rax]
-	LONG $0x0234b70f                           // movzx esi, word ptr [rdx + rax]
-	LONG $0x10e6c148                           // shl rsi, 16
-	WORD $0x0948; BYTE $0xde                   // or rsi, rbx
-	LONG $0x071cb70f                           // movzx ebx, word ptr [rdi + rax]
-	LONG $0x20e3c148                           // shl rbx, 32
-	WORD $0x0948; BYTE $0xf3                   // or rbx, rsi
-	LONG $0x34b70f41; BYTE $0x01               // movzx esi, word ptr [r9 + rax]
-	LONG $0x30e6c148                           // shl rsi, 48
-	WORD $0x0948; BYTE $0xde                   // or rsi, rbx
-	LONG $0x6ef9e1c4; BYTE $0xde               // vmovq xmm3, rsi
+	LONG $0x14b70f41; BYTE $0x06               // movzx edx, word ptr [r14 + rax]
+	LONG $0x24b70f44; BYTE $0x06               // movzx r12d, word ptr [rsi + rax]
+	LONG $0x10e4c149                           // shl r12, 16
+	WORD $0x0949; BYTE $0xd4                   // or r12, rdx
+	LONG $0x14b70f41; BYTE $0x02               // movzx edx, word ptr [r10 + rax]
+	LONG $0x20e2c148                           // shl rdx, 32
+	WORD $0x094c; BYTE $0xe2                   // or rdx, r12
+	LONG $0x0cb70f41; BYTE $0x03               // movzx ecx, word ptr [r11 + rax]
+	LONG $0x30e1c148                           // shl rcx, 48
+	WORD $0x0948; BYTE $0xd1                   // or rcx, rdx
+	LONG $0x6ef9e1c4; BYTE $0xd9               // vmovq xmm3, rcx
 	LONG $0x5979e2c4; BYTE $0xdb               // vpbroadcastq xmm3, xmm3
-	LONG $0x7979e2c4; WORD $0xfe69             // vpbroadcastw xmm5, word ptr [rcx - 2]
 	LONG $0x137de2c4; BYTE $0xdb               // vcvtph2ps ymm3, xmm3
+	LONG $0x7979e2c4; WORD $0xfe6b             // vpbroadcastw xmm5, word ptr [rbx - 2]
 	LONG $0x137de2c4; BYTE $0xed               // vcvtph2ps ymm5, xmm5
 	LONG $0xdb59d4c5                           // vmulps ymm3, ymm5, ymm3
-	LONG $0xc05bfcc5                           // vcvtdq2ps ymm0, ymm0
-	LONG $0xb865e2c4; BYTE $0xf0               // vfmadd231ps ymm6, ymm3, ymm0
+	LONG $0xf85bfcc5                           // vcvtdq2ps ymm7, ymm0
+	LONG $0xa865e2c4; BYTE $0xfe               // vfmadd213ps ymm7, ymm3, ymm6
 	LONG $0x16c08348                           // add rax, 22
-	LONG $0x22c18348                           // add rcx, 34
-	WORD $0x394c; BYTE $0xe0                   // cmp rax, r12
-	JL   LBB6_4
+	LONG $0x22c38348                           // add rbx, 34
+	LONG $0x58c78348                           // add rdi, 88
+	LONG $0xf728fcc5                           // vmovaps ymm6, ymm7
+	WORD $0x394c; BYTE $0xf8                   // cmp rax, r15
+	JGE  LBB6_7
 
-LBB6_5:
-	LONG $0x044d8d4d                           // lea r9, [r13 + 4]
-	LONG $0x197de3c4; WORD $0x01f7             // vextractf128 xmm7, ymm6, 1
-	LONG $0xf758c8c5                           // vaddps xmm6, xmm6, xmm7
-	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
-	WORD $0x8548; BYTE $0xc9                   // test rcx, rcx
-	JE   LBB6_6
-	LONG $0x584aa1c4; WORD $0xa93c             // vaddss xmm7, xmm6, dword ptr [rcx + 4*r13]
-	LONG $0x247c8b48; BYTE $0x18               // mov rdi, qword ptr [rsp + 24]
-	LONG $0x117aa1c4; WORD $0xaf3c             // vmovss dword ptr [rdi + 4*r13], xmm7
-	LONG $0x245c8b48; BYTE $0x48               // mov rbx, qword ptr [rsp + 72] /* [rbp + 16] */
-	WORD $0x3949; BYTE $0xd8                   // cmp r8, rbx
-	JGE  LBB6_15
-	LONG $0xfe16fac5                           // vmovshdup xmm7, xmm6
-	LONG $0x5842a1c4; WORD $0xa97c; BYTE $0x04 // vaddss xmm7, xmm7, dword ptr [rcx + 4*r13 + 4]
-	LONG $0x117aa1c4; WORD $0xaf7c; BYTE $0x04 // vmovss dword ptr [rdi + 4*r13 + 4], xmm7
-	WORD $0x3949; BYTE $0xdf                   // cmp r15, rbx
-	JGE  LBB6_15
-	LONG $0x0579e3c4; WORD $0x01fe             // vpermilpd xmm7, xmm6, 1
-	LONG $0x5842a1c4; WORD $0xa97c; BYTE $0x08 // vaddss xmm7, xmm7, dword ptr [rcx + 4*r13 + 8]
-	LONG $0x117aa1c4; WORD $0xaf7c; BYTE $0x08 // vmovss dword ptr [rdi + 4*r13 + 8], xmm7
-	WORD $0x3949; BYTE $0xda                   // cmp r10, rbx
-	JGE  LBB6_15
-	LONG $0x0479e3c4; WORD $0xfff6             // vpermilps xmm6, xmm6, 255
-	LONG $0x584aa1c4; WORD $0xa974; BYTE $0x0c // vaddss xmm6, xmm6, dword ptr [rcx + 4*r13 + 12]
-	JMP  LBB6_14
+LBB6_4:
+	WORD $0x394c; BYTE $0xef       // cmp rdi, r13
+	JGE  LBB6_6
+	LONG $0x4c180f41; WORD $0xc080 // prefetcht0 byte ptr [r8 + 4*rax - 64]
+	LONG $0x0c180f41; BYTE $0x80   // prefetcht0 byte ptr [r8 + 4*rax]
+	JMP  LBB6_6
 	PCALIGN $16
 
-LBB6_6:
-	LONG $0x247c8b48; BYTE $0x18   // mov rdi, qword ptr [rsp + 24]
-	LONG $0x117aa1c4; WORD $0xaf34 // vmovss dword ptr [rdi + 4*r13], xmm6
-	LONG $0x245c8b48; BYTE $0x48   // mov rbx, qword ptr [rsp + 72] /* [rbp + 16] */
-	WORD $0x3949; BYTE $0xd8       // cmp r8, rbx
-	JGE  LBB6_15
-	QUAD $0x0104af741779a3c4       // vextractps dword ptr [rdi + 4*r13 + 4], xmm6, 1
-	WORD $0x3949; BYTE $0xdf       // cmp r15, rbx
-	JGE  LBB6_15
-	QUAD $0x0208af741779a3c4       // vextractps dword ptr [rdi + 4*r13 + 8], xmm6, 2
-	WORD $0x3949; BYTE $0xda       // cmp r10, rbx
-	JGE  LBB6_15
-	LONG $0x0479e3c4; WORD $0xfff6 // vpermilps xmm6, xmm6, 255
-	JMP  LBB6_14
+LBB6_7:
+	LONG $0x04598d4d                           // lea r11, [r9 + 4]
+	LONG $0x197de3c4; WORD $0x01fe             // vextractf128 xmm6, ymm7, 1
+	LONG $0xf658c0c5                           // vaddps xmm6, xmm7, xmm6
+	LONG $0x244c8b48; BYTE $0x58               // mov rcx, qword ptr [rsp + 88]
+	WORD $0x8548; BYTE $0xc9                   // test rcx, rcx
+	JE   LBB6_8
+	LONG $0x584aa1c4; WORD $0x893c             // vaddss xmm7, xmm6, dword ptr [rcx + 4*r9]
+	LONG $0x247c8b48; BYTE $0x18               // mov rdi, qword ptr [rsp + 24]
+	LONG $0x117aa1c4; WORD $0x8f3c             // vmovss dword ptr [rdi + 4*r9], xmm7
+	LONG $0x245c8b48; BYTE $0x68               // mov rbx, qword ptr [rsp + 104] /* [rbp + 16] */
+	LONG $0x245c3948; BYTE $0x38               // cmp qword ptr [rsp + 56], rbx
+	JGE  LBB6_17
+	LONG $0xfe16fac5                           // vmovshdup xmm7, xmm6
+	LONG $0x5842a1c4; WORD $0x897c; BYTE $0x04 // vaddss xmm7, xmm7, dword ptr [rcx + 4*r9 + 4]
+	LONG $0x117aa1c4; WORD $0x8f7c; BYTE $0x04 // vmovss dword ptr [rdi + 4*r9 + 4], xmm7
+	LONG $0x245c3948; BYTE $0x28               // cmp qword ptr [rsp + 40], rbx
+	JGE  LBB6_17
+	LONG $0x0579e3c4; WORD $0x01fe             // vpermilpd xmm7, xmm6, 1
+	LONG $0x5842a1c4; WORD $0x897c; BYTE $0x08 // vaddss xmm7, xmm7, dword ptr [rcx + 4*r9 + 8]
+	LONG $0x117aa1c4; WORD $0x8f7c; BYTE $0x08 // vmovss dword ptr [rdi + 4*r9 + 8], xmm7
+	LONG $0x245c3948; BYTE $0x20               // cmp qword ptr [rsp + 32], rbx
+	JGE  LBB6_17
+	LONG $0x0479e3c4; WORD $0xfff6             // vpermilps xmm6, xmm6, 255
+	LONG $0x584aa1c4; WORD $0x8974; BYTE $0x0c // vaddss xmm6, xmm6, dword ptr [rcx + 4*r9 + 12]
+	JMP  LBB6_16
+	PCALIGN $16
 
-LBB6_16:
+LBB6_8:
+	LONG $0x247c8b48; BYTE $0x18   // mov rdi, qword ptr [rsp + 24]
+	LONG $0x117aa1c4; WORD $0x8f34 // vmovss dword ptr [rdi + 4*r9], xmm6
+	LONG $0x245c8b48; BYTE $0x68   // mov rbx, qword ptr [rsp + 104] /* [rbp + 16] */
+	LONG $0x245c3948; BYTE $0x38   // cmp qword ptr [rsp + 56], rbx
+	JGE  LBB6_17
+	QUAD $0x01048f741779a3c4       // vextractps dword ptr [rdi + 4*r9 + 4], xmm6, 1
+	LONG $0x245c3948; BYTE $0x28   // cmp qword ptr [rsp + 40], rbx
+	JGE  LBB6_17
+	QUAD $0x02088f741779a3c4       // vextractps dword ptr [rdi + 4*r9 + 8], xmm6, 2
+	LONG $0x245c3948; BYTE $0x20   // cmp qword ptr [rsp + 32], rbx
+	JGE  LBB6_17
+	LONG $0x0479e3c4; WORD $0xfff6 // vpermilps xmm6, xmm6, 255
+	JMP  LBB6_16
+
+LBB6_18:
 	SUBQ $8, SP
 	VZEROUPPER
 	RET
@@ -3573,7 +3609,7 @@ DATA LCDATA6<>+0x070(SB)/8, $0x0000000000000000
 DATA LCDATA6<>+0x078(SB)/8, $0x0000000000000000
 GLOBL LCDATA6<>(SB), 8, $128
 
-TEXT ·_krt_gemv_q8_0_f32_avx2(SB), $96-64
+TEXT ·_krt_gemv_q8_0_f32_avx2(SB), $112-64
 
 	MOVQ y+0(FP), DI
 	MOVQ w+8(FP), SI
@@ -3584,17 +3620,17 @@ TEXT ·_krt_gemv_q8_0_f32_avx2(SB), $96-64
 	MOVQ r0+48(FP), R10
 	MOVQ r1+56(FP), R11
 	ADDQ $8, SP
-	MOVQ R11, 80(SP)
-	MOVQ R10, 72(SP)
+	MOVQ R11, 96(SP)
+	MOVQ R10, 88(SP)
 	LEAQ LCDATA6<>(SB), BP
 
-	LONG $0x247c8b4c; BYTE $0x50   // mov r15, qword ptr [rsp + 80] /* [rbp + 24] */
-	LONG $0x24548b4c; BYTE $0x48   // mov r10, qword ptr [rsp + 72] /* [rbp + 16] */
-	LONG $0x1f598d4d               // lea r11, [r9 + 31]
+	LONG $0x24548b4c; BYTE $0x60   // mov r10, qword ptr [rsp + 96] /* [rbp + 24] */
+	LONG $0x247c8b4c; BYTE $0x58   // mov r15, qword ptr [rsp + 88] /* [rbp + 16] */
+	LONG $0x1f698d4d               // lea r13, [r9 + 31]
 	WORD $0x854d; BYTE $0xc9       // test r9, r9
-	LONG $0xd9490f4d               // cmovns r11, r9
-	LONG $0x05fbc149               // sar r11, 5
-	LONG $0x244c894c; BYTE $0x40   // mov qword ptr [rsp + 64], r9
+	LONG $0xe9490f4d               // cmovns r13, r9
+	LONG $0x05fdc149               // sar r13, 5
+	LONG $0x244c894c; BYTE $0x48   // mov qword ptr [rsp + 72], r9
 	LONG $0x20f98349               // cmp r9, 32
 	JL   LBB7_4
 	LONG $0x60c28348               // add rdx, 96
@@ -3605,15 +3641,15 @@ TEXT ·_krt_gemv_q8_0_f32_avx2(SB), $96-64
 	LONG $0x187de2c4; WORD $0x0c6d // vbroadcastss ymm5, dword ptr [rbp + 12] /* [rip + .LCPI7_3] */
 	LONG $0x187de2c4; WORD $0x1075 // vbroadcastss ymm6, dword ptr [rbp + 16] /* [rip + .LCPI7_4] */
 	LONG $0x7d6ffec5; BYTE $0x20   // vmovdqu ymm7, ymmword ptr [rbp + 32] /* [rip + .LCPI7_6] */
-	WORD $0x894d; BYTE $0xde       // mov r14, r11
+	WORD $0x894d; BYTE $0xe9       // mov r9, r13
 	LONG $0x187d62c4; WORD $0x0475 // vbroadcastss ymm14, dword ptr [rbp + 4] /* [rip + .LCPI7_1] */
 	JMP  LBB7_2
 	PCALIGN $16
 
-LBB7_25:
+LBB7_27:
 	LONG $0x0c59e3c4; WORD $0x01db // vblendps xmm3, xmm4, xmm3, 1
 	LONG $0x1d79e3c4; WORD $0x00db // vcvtps2ph xmm3, xmm3, 0
-	LONG $0x7e79c1c4; BYTE $0xd9   // vmovd r9d, xmm3
+	LONG $0xdb7ef9c5               // vmovd ebx, xmm3
 	LONG $0x187d62c4; BYTE $0xe1   // vbroadcastss ymm12, xmm1
 	LONG $0x5924c1c4; BYTE $0xcc   // vmulps ymm1, ymm11, ymm12
 	LONG $0x087de3c4; WORD $0x0bd9 // vroundps ymm3, ymm1, 11
@@ -3671,11 +3707,11 @@ LBB7_25:
 	LONG $0x3645e2c4; BYTE $0xc9   // vpermd ymm1, ymm7, ymm1
 	LONG $0x087ffec5               // vmovdqu ymmword ptr [rax], ymm1
 
-LBB7_26:
-	LONG $0x48894466; BYTE $0xfe // mov word ptr [rax - 2], r9w
-	LONG $0x80ea8348             // sub rdx, -128
-	LONG $0x22c08348             // add rax, 34
-	LONG $0xffc68349             // add r14, -1
+LBB7_28:
+	LONG $0xfe588966 // mov word ptr [rax - 2], bx
+	LONG $0x80ea8348 // sub rdx, -128
+	LONG $0x22c08348 // add rax, 34
+	LONG $0xffc18349 // add r9, -1
 	JE   LBB7_4
 
 LBB7_2:
@@ -3698,202 +3734,220 @@ LBB7_2:
 	LONG $0x3f71e2c4; BYTE $0xcb   // vpmaxud xmm1, xmm1, xmm3
 	LONG $0xcb7ef9c5               // vmovd ebx, xmm1
 	LONG $0x0000fb81; WORD $0x7f80 // cmp ebx, 2139095040
-	JB   LBB7_21
+	JB   LBB7_23
 	LONG $0xc9eff1c5               // vpxor xmm1, xmm1, xmm1
 	LONG $0x087ffec5               // vmovdqu ymmword ptr [rax], ymm1
-	LONG $0x00b94166; BYTE $0x7e   // mov r9w, 32256
-	JMP  LBB7_26
+	LONG $0x7e00bb66               // mov bx, 32256
+	JMP  LBB7_28
 	PCALIGN $16
 
-LBB7_21:
+LBB7_23:
 	LONG $0xcb6ef9c5 // vmovd xmm1, ebx
 	LONG $0xda5ef2c5 // vdivss xmm3, xmm1, xmm2
 	LONG $0xc957f0c5 // vxorps xmm1, xmm1, xmm1
 	LONG $0xd92ef8c5 // vucomiss xmm3, xmm1
 	LONG $0xc957f0c5 // vxorps xmm1, xmm1, xmm1
-	JNE  LBB7_22
-	JNP  LBB7_23
+	JNE  LBB7_24
+	JNP  LBB7_25
 
-LBB7_22:
+LBB7_24:
 	LONG $0x4d10fac5; BYTE $0x08 // vmovss xmm1, dword ptr [rbp + 8] /* [rip + .LCPI7_2] */
 	LONG $0xcb5ef2c5             // vdivss xmm1, xmm1, xmm3
 
-LBB7_23:
+LBB7_25:
 	LONG $0xcb7ef9c5               // vmovd ebx, xmm1
 	WORD $0xdb01                   // add ebx, ebx
 	LONG $0x0000fb81; WORD $0xff00 // cmp ebx, -16777216
-	JB   LBB7_25
+	JB   LBB7_27
 	LONG $0xc957f0c5               // vxorps xmm1, xmm1, xmm1
-	JMP  LBB7_25
+	JMP  LBB7_27
 
 LBB7_4:
-	WORD $0x394d; BYTE $0xfa                   // cmp r10, r15
-	JGE  LBB7_20
-	WORD $0x894c; BYTE $0xd8                   // mov rax, r11
+	WORD $0x394d; BYTE $0xd7                   // cmp r15, r10
+	JGE  LBB7_22
+	WORD $0x894c; BYTE $0xe8                   // mov rax, r13
 	LONG $0x05e0c148                           // shl rax, 5
-	LONG $0x58248d4e                           // lea r12, [rax + 2*r11]
-	LONG $0xff478d49                           // lea rax, [r15 - 1]
-	LONG $0x24448948; BYTE $0x30               // mov qword ptr [rsp + 48], rax
+	LONG $0x68348d4e                           // lea r14, [rax + 2*r13]
+	WORD $0x894d; BYTE $0xf4                   // mov r12, r14
+	LONG $0xe2af0f4d                           // imul r12, r10
+	LONG $0xff428d49                           // lea rax, [r10 - 1]
+	LONG $0x24448948; BYTE $0x38               // mov qword ptr [rsp + 56], rax
 	LONG $0x02468d48                           // lea rax, [rsi + 2]
-	LONG $0x24448948; BYTE $0x20               // mov qword ptr [rsp + 32], rax
-	WORD $0x894c; BYTE $0xd8                   // mov rax, r11
-	LONG $0xc2af0f49                           // imul rax, r10
-	WORD $0x8948; BYTE $0xc2                   // mov rdx, rax
-	LONG $0x05e2c148                           // shl rdx, 5
-	LONG $0x42048d48                           // lea rax, [rdx + 2*rax]
-	LONG $0x06348d4c                           // lea r14, [rsi + rax]
-	LONG $0x02c68349                           // add r14, 2
-	WORD $0x894c; BYTE $0xd8                   // mov rax, r11
-	LONG $0x07e0c148                           // shl rax, 7
-	LONG $0xd8048d4a                           // lea rax, [rax + 8*r11]
 	LONG $0x24448948; BYTE $0x28               // mov qword ptr [rsp + 40], rax
-	LONG $0x04428d49                           // lea rax, [r10 + 4]
-	LONG $0xc3af0f49                           // imul rax, r11
+	WORD $0x894c; BYTE $0xe8                   // mov rax, r13
+	LONG $0xc7af0f49                           // imul rax, r15
 	WORD $0x8948; BYTE $0xc2                   // mov rdx, rax
 	LONG $0x05e2c148                           // shl rdx, 5
 	LONG $0x42048d48                           // lea rax, [rdx + 2*rax]
-	WORD $0x0148; BYTE $0xc6                   // add rsi, rax
-	LONG $0x80c68148; WORD $0x000c; BYTE $0x00 // add rsi, 3200
+	LONG $0x061c8d48                           // lea rbx, [rsi + rax]
+	LONG $0x02c38348                           // add rbx, 2
+	WORD $0x894c; BYTE $0xe8                   // mov rax, r13
+	LONG $0x07e0c148                           // shl rax, 7
+	LONG $0xe8048d4a                           // lea rax, [rax + 8*r13]
+	LONG $0x24448948; BYTE $0x30               // mov qword ptr [rsp + 48], rax
+	LONG $0x04478d49                           // lea rax, [r15 + 4]
+	LONG $0xc5af0f49                           // imul rax, r13
+	WORD $0x8949; BYTE $0xc1                   // mov r9, rax
+	LONG $0x05e1c149                           // shl r9, 5
+	LONG $0x41148d49                           // lea rdx, [r9 + 2*rax]
+	LONG $0x161c8d4c                           // lea r11, [rsi + rdx]
+	LONG $0x80c38149; WORD $0x000c; BYTE $0x00 // add r11, 3200
+	QUAD $0x00000c0041848d49                   // lea rax, [r9 + 2*rax + 3072]
+	LONG $0x24448948; BYTE $0x18               // mov qword ptr [rsp + 24], rax
 	LONG $0x456ffec5; BYTE $0x40               // vmovdqu ymm0, ymmword ptr [rbp + 64] /* [rip + .LCPI7_7] */
-	LONG $0x2444894c; BYTE $0x38               // mov qword ptr [rsp + 56], r8
-	LONG $0x247c8948; BYTE $0x08               // mov qword ptr [rsp + 8], rdi
+	LONG $0x2444894c; BYTE $0x40               // mov qword ptr [rsp + 64], r8
+	LONG $0x243c8948                           // mov qword ptr [rsp], rdi
 	JMP  LBB7_6
 
-LBB7_18:
-	LONG    $0x117aa1c4; WORD $0x9f4c; BYTE $0x0c // vmovss dword ptr [rdi + 4*r11 + 12], xmm1
+LBB7_20:
+	LONG    $0x4c11fac5; WORD $0x0c87 // vmovss dword ptr [rdi + 4*rax + 12], xmm1
 	PCALIGN $16
 
-LBB7_19:
-	LONG $0x24448b48; BYTE $0x28 // mov rax, qword ptr [rsp + 40]
-	WORD $0x0149; BYTE $0xc6     // add r14, rax
-	WORD $0x0148; BYTE $0xc6     // add rsi, rax
-	WORD $0x394d; BYTE $0xfa     // cmp r10, r15
-	JGE  LBB7_20
+LBB7_21:
+	LONG $0x24448b48; BYTE $0x30 // mov rax, qword ptr [rsp + 48]
+	WORD $0x0148; BYTE $0xc3     // add rbx, rax
+	WORD $0x0149; BYTE $0xc3     // add r11, rax
+	LONG $0x24440148; BYTE $0x18 // add qword ptr [rsp + 24], rax
+	WORD $0x394d; BYTE $0xd7     // cmp r15, r10
+	JGE  LBB7_22
 
 LBB7_6:
-	WORD    $0x894d; BYTE $0xd3       // mov r11, r10
-	LONG    $0x014a8d4d               // lea r9, [r10 + 1]
-	WORD    $0x394d; BYTE $0xf9       // cmp r9, r15
-	LONG    $0x246c8b4c; BYTE $0x30   // mov r13, qword ptr [rsp + 48]
-	WORD    $0x894c; BYTE $0xef       // mov rdi, r13
-	LONG    $0xf94c0f49               // cmovl rdi, r9
-	LONG    $0x02528d49               // lea rdx, [r10 + 2]
-	WORD    $0x394c; BYTE $0xfa       // cmp rdx, r15
-	WORD    $0x894c; BYTE $0xe8       // mov rax, r13
-	LONG    $0x24548948; BYTE $0x18   // mov qword ptr [rsp + 24], rdx
-	LONG    $0xc24c0f48               // cmovl rax, rdx
-	LONG    $0x03528d49               // lea rdx, [r10 + 3]
-	WORD    $0x394c; BYTE $0xfa       // cmp rdx, r15
-	LONG    $0x24548948; BYTE $0x10   // mov qword ptr [rsp + 16], rdx
-	LONG    $0xea4c0f4c               // cmovl r13, rdx
-	LONG    $0xc9eff1c5               // vpxor xmm1, xmm1, xmm1
-	LONG    $0x247c8348; WORD $0x2040 // cmp qword ptr [rsp + 64], 32
-	JL      LBB7_9
-	LONG    $0xfcaf0f49               // imul rdi, r12
-	LONG    $0xc4af0f49               // imul rax, r12
-	LONG    $0xecaf0f4d               // imul r13, r12
-	LONG    $0x24548b48; BYTE $0x20   // mov rdx, qword ptr [rsp + 32]
-	WORD    $0x0149; BYTE $0xd5       // add r13, rdx
-	WORD    $0x0148; BYTE $0xd0       // add rax, rdx
-	WORD    $0x0148; BYTE $0xd7       // add rdi, rdx
-	LONG    $0xc9eff1c5               // vpxor xmm1, xmm1, xmm1
-	WORD    $0x3145; BYTE $0xd2       // xor r10d, r10d
+	WORD $0x894c; BYTE $0xfa       // mov rdx, r15
+	LONG $0x01478d49               // lea rax, [r15 + 1]
+	WORD $0x394c; BYTE $0xd0       // cmp rax, r10
+	LONG $0x247c8b4c; BYTE $0x38   // mov r15, qword ptr [rsp + 56]
+	WORD $0x894c; BYTE $0xff       // mov rdi, r15
+	LONG $0x24448948; BYTE $0x20   // mov qword ptr [rsp + 32], rax
+	LONG $0xf84c0f48               // cmovl rdi, rax
+	LONG $0x02728d48               // lea rsi, [rdx + 2]
+	WORD $0x394c; BYTE $0xd6       // cmp rsi, r10
+	WORD $0x894c; BYTE $0xf8       // mov rax, r15
+	LONG $0x24748948; BYTE $0x10   // mov qword ptr [rsp + 16], rsi
+	LONG $0xc64c0f48               // cmovl rax, rsi
+	LONG $0x24548948; BYTE $0x50   // mov qword ptr [rsp + 80], rdx
+	LONG $0x03c28348               // add rdx, 3
+	WORD $0x394c; BYTE $0xd2       // cmp rdx, r10
+	LONG $0x24548948; BYTE $0x08   // mov qword ptr [rsp + 8], rdx
+	LONG $0xfa4c0f4c               // cmovl r15, rdx
+	LONG $0xd257e8c5               // vxorps xmm2, xmm2, xmm2
+	LONG $0x247c8348; WORD $0x2048 // cmp qword ptr [rsp + 72], 32
+	JL   LBB7_11
+	LONG $0xfeaf0f49               // imul rdi, r14
+	LONG $0xc6af0f49               // imul rax, r14
+	LONG $0xfeaf0f4d               // imul r15, r14
+	LONG $0x24548b48; BYTE $0x28   // mov rdx, qword ptr [rsp + 40]
+	WORD $0x0149; BYTE $0xd7       // add r15, rdx
+	WORD $0x0148; BYTE $0xd0       // add rax, rdx
+	WORD $0x0148; BYTE $0xd7       // add rdi, rdx
+	LONG $0xc9eff1c5               // vpxor xmm1, xmm1, xmm1
+	LONG $0x246c8b4c; BYTE $0x18   // mov r13, qword ptr [rsp + 24]
+	WORD $0x3145; BYTE $0xc9       // xor r9d, r9d
+	JMP  LBB7_8
 	PCALIGN $16
 
-LBB7_8:
-	LONG $0x4c180f42; WORD $0x8096             // prefetcht0 byte ptr [rsi + 4*r10 - 128]
-	LONG $0x4c180f42; WORD $0xc096             // prefetcht0 byte ptr [rsi + 4*r10 - 64]
-	LONG $0x0c180f42; BYTE $0x96               // prefetcht0 byte ptr [rsi + 4*r10]
-	LONG $0x6f7ea1c4; WORD $0x1154; BYTE $0x02 // vmovdqu ymm2, ymmword ptr [rcx + r10 + 2]
-	LONG $0x6f7e81c4; WORD $0x161c             // vmovdqu ymm3, ymmword ptr [r14 + r10]
+LBB7_10:
+	LONG $0x6f7ea1c4; WORD $0x0954; BYTE $0x02 // vmovdqu ymm2, ymmword ptr [rcx + r9 + 2]
+	LONG $0x6f7ea1c4; WORD $0x0b1c             // vmovdqu ymm3, ymmword ptr [rbx + r9]
 	LONG $0x0865e2c4; BYTE $0xe3               // vpsignb ymm4, ymm3, ymm3
 	LONG $0x086de2c4; BYTE $0xdb               // vpsignb ymm3, ymm2, ymm3
 	LONG $0x045de2c4; BYTE $0xdb               // vpmaddubsw ymm3, ymm4, ymm3
 	LONG $0xd8f5e5c5                           // vpmaddwd ymm3, ymm3, ymm0
-	LONG $0x6f7ea1c4; WORD $0x1724             // vmovdqu ymm4, ymmword ptr [rdi + r10]
+	LONG $0x6f7ea1c4; WORD $0x0f24             // vmovdqu ymm4, ymmword ptr [rdi + r9]
 	LONG $0x085de2c4; BYTE $0xec               // vpsignb ymm5, ymm4, ymm4
 	LONG $0x086de2c4; BYTE $0xe4               // vpsignb ymm4, ymm2, ymm4
 	LONG $0x0455e2c4; BYTE $0xe4               // vpmaddubsw ymm4, ymm5, ymm4
 	LONG $0xe0f5ddc5                           // vpmaddwd ymm4, ymm4, ymm0
 	LONG $0x0265e2c4; BYTE $0xdc               // vphaddd ymm3, ymm3, ymm4
-	LONG $0x6f7ea1c4; WORD $0x1024             // vmovdqu ymm4, ymmword ptr [rax + r10]
+	LONG $0x6f7ea1c4; WORD $0x0824             // vmovdqu ymm4, ymmword ptr [rax + r9]
 	LONG $0x085de2c4; BYTE $0xec               // vpsignb ymm5, ymm4, ymm4
 	LONG $0x086de2c4; BYTE $0xe4               // vpsignb ymm4, ymm2, ymm4
 	LONG $0x0455e2c4; BYTE $0xe4               // vpmaddubsw ymm4, ymm5, ymm4
 	LONG $0xe0f5ddc5                           // vpmaddwd ymm4, ymm4, ymm0
-	LONG $0x6f7e81c4; WORD $0x156c; BYTE $0x00 // vmovdqu ymm5, ymmword ptr [r13 + r10]
+	LONG $0x6f7e81c4; WORD $0x0f2c             // vmovdqu ymm5, ymmword ptr [r15 + r9]
 	LONG $0x0855e2c4; BYTE $0xf5               // vpsignb ymm6, ymm5, ymm5
 	LONG $0x086de2c4; BYTE $0xd5               // vpsignb ymm2, ymm2, ymm5
 	LONG $0x044de2c4; BYTE $0xd2               // vpmaddubsw ymm2, ymm6, ymm2
 	LONG $0xd0f5edc5                           // vpmaddwd ymm2, ymm2, ymm0
 	LONG $0x025de2c4; BYTE $0xd2               // vphaddd ymm2, ymm4, ymm2
 	LONG $0x0265e2c4; BYTE $0xd2               // vphaddd ymm2, ymm3, ymm2
-	LONG $0x7cb70f47; WORD $0xfe16             // movzx r15d, word ptr [r14 + r10 - 2]
-	LONG $0x44b70f46; WORD $0xfe17             // movzx r8d, word ptr [rdi + r10 - 2]
+	LONG $0x54b70f46; WORD $0xfe0b             // movzx r10d, word ptr [rbx + r9 - 2]
+	LONG $0x44b70f46; WORD $0xfe0f             // movzx r8d, word ptr [rdi + r9 - 2]
 	LONG $0x10e0c149                           // shl r8, 16
-	WORD $0x094d; BYTE $0xf8                   // or r8, r15
-	LONG $0x54b70f42; WORD $0xfe10             // movzx edx, word ptr [rax + r10 - 2]
+	WORD $0x094d; BYTE $0xd0                   // or r8, r10
+	LONG $0x54b70f42; WORD $0xfe08             // movzx edx, word ptr [rax + r9 - 2]
 	LONG $0x20e2c148                           // shl rdx, 32
 	WORD $0x094c; BYTE $0xc2                   // or rdx, r8
-	LONG $0x5cb70f43; WORD $0xfe15             // movzx ebx, word ptr [r13 + r10 - 2]
-	LONG $0x30e3c148                           // shl rbx, 48
-	WORD $0x0948; BYTE $0xd3                   // or rbx, rdx
-	LONG $0x6ef9e1c4; BYTE $0xdb               // vmovq xmm3, rbx
+	LONG $0x74b70f43; WORD $0xfe0f             // movzx esi, word ptr [r15 + r9 - 2]
+	LONG $0x30e6c148                           // shl rsi, 48
+	WORD $0x0948; BYTE $0xd6                   // or rsi, rdx
+	LONG $0x6ef9e1c4; BYTE $0xde               // vmovq xmm3, rsi
 	LONG $0x5979e2c4; BYTE $0xdb               // vpbroadcastq xmm3, xmm3
+	LONG $0x7979a2c4; WORD $0x0924             // vpbroadcastw xmm4, word ptr [rcx + r9]
 	LONG $0x137de2c4; BYTE $0xdb               // vcvtph2ps ymm3, xmm3
-	LONG $0x7979a2c4; WORD $0x1124             // vpbroadcastw xmm4, word ptr [rcx + r10]
 	LONG $0x137de2c4; BYTE $0xe4               // vcvtph2ps ymm4, xmm4
 	LONG $0xdb59dcc5                           // vmulps ymm3, ymm4, ymm3
 	LONG $0xd25bfcc5                           // vcvtdq2ps ymm2, ymm2
-	LONG $0xb865e2c4; BYTE $0xca               // vfmadd231ps ymm1, ymm3, ymm2
-	LONG $0x22c28349                           // add r10, 34
-	WORD $0x394d; BYTE $0xe2                   // cmp r10, r12
-	JL   LBB7_8
+	LONG $0xa865e2c4; BYTE $0xd1               // vfmadd213ps ymm2, ymm3, ymm1
+	LONG $0x22c18349                           // add r9, 34
+	LONG $0x88c58149; WORD $0x0000; BYTE $0x00 // add r13, 136
+	LONG $0xca28fcc5                           // vmovaps ymm1, ymm2
+	WORD $0x394d; BYTE $0xf1                   // cmp r9, r14
+	JGE  LBB7_11
 
-LBB7_9:
-	LONG $0x04538d4d                           // lea r10, [r11 + 4]
-	LONG $0x397de3c4; WORD $0x01ca             // vextracti128 xmm2, ymm1, 1
-	LONG $0xca58f0c5                           // vaddps xmm1, xmm1, xmm2
-	LONG $0x24448b4c; BYTE $0x38               // mov r8, qword ptr [rsp + 56]
-	WORD $0x854d; BYTE $0xc0                   // test r8, r8
-	JE   LBB7_10
-	LONG $0x587281c4; WORD $0x9814             // vaddss xmm2, xmm1, dword ptr [r8 + 4*r11]
-	LONG $0x247c8b48; BYTE $0x08               // mov rdi, qword ptr [rsp + 8]
-	LONG $0x117aa1c4; WORD $0x9f14             // vmovss dword ptr [rdi + 4*r11], xmm2
-	LONG $0x247c8b4c; BYTE $0x50               // mov r15, qword ptr [rsp + 80] /* [rbp + 24] */
-	WORD $0x394d; BYTE $0xf9                   // cmp r9, r15
-	JGE  LBB7_19
-	LONG $0xd116fac5                           // vmovshdup xmm2, xmm1
-	LONG $0x586a81c4; WORD $0x9854; BYTE $0x04 // vaddss xmm2, xmm2, dword ptr [r8 + 4*r11 + 4]
-	LONG $0x117aa1c4; WORD $0x9f54; BYTE $0x04 // vmovss dword ptr [rdi + 4*r11 + 4], xmm2
-	LONG $0x247c394c; BYTE $0x18               // cmp qword ptr [rsp + 24], r15
-	JGE  LBB7_19
-	LONG $0x0579e3c4; WORD $0x01d1             // vpermilpd xmm2, xmm1, 1
-	LONG $0x586a81c4; WORD $0x9854; BYTE $0x08 // vaddss xmm2, xmm2, dword ptr [r8 + 4*r11 + 8]
-	LONG $0x117aa1c4; WORD $0x9f54; BYTE $0x08 // vmovss dword ptr [rdi + 4*r11 + 8], xmm2
-	LONG $0x247c394c; BYTE $0x10               // cmp qword ptr [rsp + 16], r15
-	JGE  LBB7_19
-	LONG $0x0479e3c4; WORD $0xffc9             // vpermilps xmm1, xmm1, 255
-	LONG $0x587281c4; WORD $0x984c; BYTE $0x0c // vaddss xmm1, xmm1, dword ptr [r8 + 4*r11 + 12]
-	JMP  LBB7_18
+LBB7_8:
+	WORD $0x394d; BYTE $0xe5       // cmp r13, r12
+	JGE  LBB7_10
+	LONG $0x4c180f43; WORD $0x808b // prefetcht0 byte ptr [r11 + 4*r9 - 128]
+	LONG $0x4c180f43; WORD $0xc08b // prefetcht0 byte ptr [r11 + 4*r9 - 64]
+	LONG $0x0c180f43; BYTE $0x8b   // prefetcht0 byte ptr [r11 + 4*r9]
+	JMP  LBB7_10
 	PCALIGN $16
 
-LBB7_10:
-	LONG $0x247c8b48; BYTE $0x08   // mov rdi, qword ptr [rsp + 8]
-	LONG $0x117aa1c4; WORD $0x9f0c // vmovss dword ptr [rdi + 4*r11], xmm1
-	LONG $0x247c8b4c; BYTE $0x50   // mov r15, qword ptr [rsp + 80] /* [rbp + 24] */
-	WORD $0x394d; BYTE $0xf9       // cmp r9, r15
-	JGE  LBB7_19
-	QUAD $0x01049f4c1779a3c4       // vextractps dword ptr [rdi + 4*r11 + 4], xmm1, 1
-	LONG $0x247c394c; BYTE $0x18   // cmp qword ptr [rsp + 24], r15
-	JGE  LBB7_19
-	QUAD $0x02089f4c1779a3c4       // vextractps dword ptr [rdi + 4*r11 + 8], xmm1, 2
-	LONG $0x247c394c; BYTE $0x10   // cmp qword ptr [rsp + 16], r15
-	JGE  LBB7_19
-	LONG $0x0479e3c4; WORD $0xffc9 // vpermilps xmm1, xmm1, 255
-	JMP  LBB7_18
+LBB7_11:
+	LONG $0x24448b48; BYTE $0x50               // mov rax, qword ptr [rsp + 80]
+	LONG $0x04788d4c                           // lea r15, [rax + 4]
+	LONG $0x197de3c4; WORD $0x01d1             // vextractf128 xmm1, ymm2, 1
+	LONG $0xc958e8c5                           // vaddps xmm1, xmm2, xmm1
+	LONG $0x24448b4c; BYTE $0x40               // mov r8, qword ptr [rsp + 64]
+	WORD $0x854d; BYTE $0xc0                   // test r8, r8
+	JE   LBB7_12
+	LONG $0x5872c1c4; WORD $0x8014             // vaddss xmm2, xmm1, dword ptr [r8 + 4*rax]
+	LONG $0x243c8b48                           // mov rdi, qword ptr [rsp]
+	LONG $0x1411fac5; BYTE $0x87               // vmovss dword ptr [rdi + 4*rax], xmm2
+	LONG $0x24548b4c; BYTE $0x60               // mov r10, qword ptr [rsp + 96] /* [rbp + 24] */
+	LONG $0x2454394c; BYTE $0x20               // cmp qword ptr [rsp + 32], r10
+	JGE  LBB7_21
+	LONG $0xd116fac5                           // vmovshdup xmm2, xmm1
+	LONG $0x586ac1c4; WORD $0x8054; BYTE $0x04 // vaddss xmm2, xmm2, dword ptr [r8 + 4*rax + 4]
+	LONG $0x5411fac5; WORD $0x0487             // vmovss dword ptr [rdi + 4*rax + 4], xmm2
+	LONG $0x2454394c; BYTE $0x10               // cmp qword ptr [rsp + 16], r10
+	JGE  LBB7_21
+	LONG $0x0579e3c4; WORD $0x01d1             // vpermilpd xmm2, xmm1, 1
+	LONG $0x586ac1c4; WORD $0x8054; BYTE $0x08 // vaddss xmm2, xmm2, dword ptr [r8 + 4*rax + 8]
+	LONG $0x5411fac5; WORD $0x0887             // vmovss dword ptr [rdi + 4*rax + 8], xmm2
+	LONG $0x2454394c; BYTE $0x08               // cmp qword ptr [rsp + 8], r10
+	JGE  LBB7_21
+	LONG $0x0479e3c4; WORD $0xffc9             // vpermilps xmm1, xmm1, 255
+	LONG $0x5872c1c4; WORD $0x804c; BYTE $0x0c // vaddss xmm1, xmm1, dword ptr [r8 + 4*rax + 12]
+	JMP  LBB7_20
+	PCALIGN $16
 
-LBB7_20:
+LBB7_12:
+	LONG $0x243c8b48               // mov rdi, qword ptr [rsp]
+	LONG $0x0c11fac5; BYTE $0x87   // vmovss dword ptr [rdi + 4*rax], xmm1
+	LONG $0x24548b4c; BYTE $0x60   // mov r10, qword ptr [rsp + 96] /* [rbp + 24] */
+	LONG $0x2454394c; BYTE $0x20   // cmp qword ptr [rsp + 32], r10
+	JGE  LBB7_21
+	QUAD $0x0104874c1779e3c4       // vextractps dword ptr [rdi + 4*rax + 4], xmm1, 1
+	LONG $0x2454394c; BYTE $0x10   // cmp qword ptr [rsp + 16], r10
+	JGE  LBB7_21
+	QUAD $0x0208874c1779e3c4       // vextractps dword ptr [rdi + 4*rax + 8], xmm1, 2
+	LONG $0x2454394c; BYTE $0x08   // cmp qword ptr [rsp + 8], r10
+	JGE  LBB7_21
+	LONG $0x0479e3c4; WORD $0xffc9 // vpermilps xmm1, xmm1, 255
+	JMP  LBB7_20
+
+LBB7_22:
 	SUBQ $8, SP
 	VZEROUPPER
 	RET
@@ -3927,7 +3981,7 @@ DATA LCDATA7<>+0x0c8(SB)/8, $0x8040201008040201
 DATA LCDATA7<>+0x0d0(SB)/8, $0x1010101010101010
 GLOBL LCDATA7<>(SB), 8, $216
 
-TEXT ·_krt_gemv_q5_0_f32_avx2(SB), $96-64
+TEXT ·_krt_gemv_q5_0_f32_avx2(SB), $128-64
 
 	MOVQ y+0(FP), DI
 	MOVQ w+8(FP), SI
@@ -3938,20 +3992,20 @@ TEXT ·_krt_gemv_q5_0_f32_avx2(SB), $96-64
 	MOVQ r0+48(FP), R10
 	MOVQ r1+56(FP), R11
 	ADDQ $8, SP
-	MOVQ R11, 80(SP)
-	MOVQ R10, 72(SP)
+	MOVQ R11, 112(SP)
+	MOVQ R10, 104(SP)
 	LEAQ LCDATA7<>(SB), BP
 
 	LONG $0x244c8948; BYTE $0x10   // mov qword ptr [rsp + 16], rcx
 	LONG $0x24748948; BYTE $0x18   // mov qword ptr [rsp + 24], rsi
-	LONG $0x245c8b48; BYTE $0x50   // mov rbx, qword ptr [rsp + 80] /* [rbp + 24] */
-	LONG $0x24648b4c; BYTE $0x48   // mov r12, qword ptr [rsp + 72] /* [rbp + 16] */
+	LONG $0x245c8b4c; BYTE $0x70   // mov r11, qword ptr [rsp + 112] /* [rbp + 24] */
+	LONG $0x24548b4c; BYTE $0x68   // mov r10, qword ptr [rsp + 104] /* [rbp + 16] */
 	LONG $0x1f418d49               // lea rax, [r9 + 31]
 	WORD $0x854d; BYTE $0xc9       // test r9, r9
 	LONG $0xc1490f49               // cmovns rax, r9
 	LONG $0x05f8c148               // sar rax, 5
 	LONG $0x24448948; BYTE $0x08   // mov qword ptr [rsp + 8], rax
-	LONG $0x244c894c; BYTE $0x40   // mov qword ptr [rsp + 64], r9
+	LONG $0x244c894c; BYTE $0x60   // mov qword ptr [rsp + 96], r9
 	LONG $0x20f98349               // cmp r9, 32
 	JL   LBB8_4
 	LONG $0x60c28348               // add rdx, 96
@@ -3963,15 +4017,15 @@ TEXT ·_krt_gemv_q5_0_f32_avx2(SB), $96-64
 	LONG $0x187de2c4; WORD $0x0c6d // vbroadcastss ymm5, dword ptr [rbp + 12] /* [rip + .LCPI8_3] */
 	LONG $0x187de2c4; WORD $0x1075 // vbroadcastss ymm6, dword ptr [rbp + 16] /* [rip + .LCPI8_4] */
 	LONG $0x7d6ffec5; BYTE $0x20   // vmovdqu ymm7, ymmword ptr [rbp + 32] /* [rip + .LCPI8_6] */
-	LONG $0x244c8b48; BYTE $0x08   // mov rcx, qword ptr [rsp + 8]
+	LONG $0x24748b48; BYTE $0x08   // mov rsi, qword ptr [rsp + 8]
 	LONG $0x187d62c4; WORD $0x0475 // vbroadcastss ymm14, dword ptr [rbp + 4] /* [rip + .LCPI8_1] */
 	JMP  LBB8_2
 	PCALIGN $16
 
-LBB8_25:
+LBB8_27:
 	LONG $0x0c59e3c4; WORD $0x01db // vblendps xmm3, xmm4, xmm3, 1
 	LONG $0x1d79e3c4; WORD $0x00db // vcvtps2ph xmm3, xmm3, 0
-	LONG $0xde7ef9c5               // vmovd esi, xmm3
+	LONG $0xdb7ef9c5               // vmovd ebx, xmm3
 	LONG $0x187d62c4; BYTE $0xe1   // vbroadcastss ymm12, xmm1
 	LONG $0x5924c1c4; BYTE $0xcc   // vmulps ymm1, ymm11, ymm12
 	LONG $0x087de3c4; WORD $0x0bd9 // vroundps ymm3, ymm1, 11
@@ -4029,11 +4083,11 @@ LBB8_25:
 	LONG $0x3645e2c4; BYTE $0xc9   // vpermd ymm1, ymm7, ymm1
 	LONG $0x087ffec5               // vmovdqu ymmword ptr [rax], ymm1
 
-LBB8_26:
-	LONG $0xfe708966 // mov word ptr [rax - 2], si
+LBB8_28:
+	LONG $0xfe588966 // mov word ptr [rax - 2], bx
 	LONG $0x80ea8348 // sub rdx, -128
 	LONG $0x22c08348 // add rax, 34
-	LONG $0xffc18348 // add rcx, -1
+	LONG $0xffc68348 // add rsi, -1
 	JE   LBB8_4
 
 LBB8_2:
@@ -4054,132 +4108,140 @@ LBB8_2:
 	LONG $0x3f71e2c4; BYTE $0xcb   // vpmaxud xmm1, xmm1, xmm3
 	LONG $0xd970f9c5; BYTE $0xb1   // vpshufd xmm3, xmm1, 177
 	LONG $0x3f71e2c4; BYTE $0xcb   // vpmaxud xmm1, xmm1, xmm3
-	LONG $0xce7ef9c5               // vmovd esi, xmm1
-	LONG $0x0000fe81; WORD $0x7f80 // cmp esi, 2139095040
-	JB   LBB8_21
+	LONG $0xcb7ef9c5               // vmovd ebx, xmm1
+	LONG $0x0000fb81; WORD $0x7f80 // cmp ebx, 2139095040
+	JB   LBB8_23
 	LONG $0xc9eff1c5               // vpxor xmm1, xmm1, xmm1
 	LONG $0x087ffec5               // vmovdqu ymmword ptr [rax], ymm1
-	LONG $0x7e00be66               // mov si, 32256
-	JMP  LBB8_26
+	LONG $0x7e00bb66               // mov bx, 32256
+	JMP  LBB8_28
 	PCALIGN $16
 
-LBB8_21:
-	LONG $0xce6ef9c5 // vmovd xmm1, esi
+LBB8_23:
+	LONG $0xcb6ef9c5 // vmovd xmm1, ebx
 	LONG $0xda5ef2c5 // vdivss xmm3, xmm1, xmm2
 	LONG $0xc957f0c5 // vxorps xmm1, xmm1, xmm1
 	LONG $0xd92ef8c5 // vucomiss xmm3, xmm1
 	LONG $0xc957f0c5 // vxorps xmm1, xmm1, xmm1
-	JNE  LBB8_22
-	JNP  LBB8_23
+	JNE  LBB8_24
+	JNP  LBB8_25
 
-LBB8_22:
+LBB8_24:
 	LONG $0x4d10fac5; BYTE $0x08 // vmovss xmm1, dword ptr [rbp + 8] /* [rip + .LCPI8_2] */
 	LONG $0xcb5ef2c5             // vdivss xmm1, xmm1, xmm3
 
-LBB8_23:
-	LONG $0xce7ef9c5               // vmovd esi, xmm1
-	WORD $0xf601                   // add esi, esi
-	LONG $0x0000fe81; WORD $0xff00 // cmp esi, -16777216
-	JB   LBB8_25
+LBB8_25:
+	LONG $0xcb7ef9c5               // vmovd ebx, xmm1
+	WORD $0xdb01                   // add ebx, ebx
+	LONG $0x0000fb81; WORD $0xff00 // cmp ebx, -16777216
+	JB   LBB8_27
 	LONG $0xc957f0c5               // vxorps xmm1, xmm1, xmm1
-	JMP  LBB8_25
+	JMP  LBB8_27
 
 LBB8_4:
-	WORD $0x3949; BYTE $0xdc                   // cmp r12, rbx
-	JGE  LBB8_20
-	LONG $0x24548b48; BYTE $0x08               // mov rdx, qword ptr [rsp + 8]
-	LONG $0x92048d48                           // lea rax, [rdx + 4*rdx]
-	LONG $0x82148d4c                           // lea r10, [rdx + 4*rax]
-	WORD $0x0149; BYTE $0xd2                   // add r10, rdx
-	LONG $0xff438d48                           // lea rax, [rbx - 1]
-	LONG $0x24448948; BYTE $0x38               // mov qword ptr [rsp + 56], rax
-	LONG $0x24448348; WORD $0x0210             // add qword ptr [rsp + 16], 2
-	WORD $0x8948; BYTE $0xd1                   // mov rcx, rdx
-	LONG $0xccaf0f49                           // imul rcx, r12
-	LONG $0x89048d48                           // lea rax, [rcx + 4*rcx]
-	LONG $0x81348d4c                           // lea r14, [rcx + 4*rax]
-	WORD $0x0149; BYTE $0xce                   // add r14, rcx
-	LONG $0x24448b48; BYTE $0x18               // mov rax, qword ptr [rsp + 24]
-	WORD $0x0149; BYTE $0xc6                   // add r14, rax
-	LONG $0x58ca6b48                           // imul rcx, rdx, 88
-	LONG $0x244c8948; BYTE $0x30               // mov qword ptr [rsp + 48], rcx
-	LONG $0x244c8d49; BYTE $0x04               // lea rcx, [r12 + 4]
-	LONG $0xcaaf0f48                           // imul rcx, rdx
-	LONG $0x89148d48                           // lea rdx, [rcx + 4*rcx]
-	LONG $0x91148d48                           // lea rdx, [rcx + 4*rdx]
-	WORD $0x0148; BYTE $0xca                   // add rdx, rcx
-	LONG $0x103c8d4c                           // lea r15, [rax + rdx]
-	LONG $0x40c78149; WORD $0x000c; BYTE $0x00 // add r15, 3136
-	LONG $0x556f7ec5; BYTE $0x40               // vmovdqu ymm10, ymmword ptr [rbp + 64] /* [rip + .LCPI8_7] */
-	QUAD $0x0000c08d597de2c4; BYTE $0x00       // vpbroadcastq ymm1, qword ptr [rbp + 192] /* [rip + .LCPI8_8] */
-	QUAD $0x0000c895597de2c4; BYTE $0x00       // vpbroadcastq ymm2, qword ptr [rbp + 200] /* [rip + .LCPI8_10] */
-	LONG $0x5d6f7ec5; BYTE $0x60               // vmovdqu ymm11, ymmword ptr [rbp + 96] /* [rip + .LCPI8_9] */
-	QUAD $0x0000d0a5597de2c4; BYTE $0x00       // vpbroadcastq ymm4, qword ptr [rbp + 208] /* [rip + .LCPI8_11] */
-	QUAD $0x00000080a56f7ec5                   // vmovdqu ymm12, ymmword ptr [rbp + 128] /* [rip + .LCPI8_12] */
-	LONG $0x247c8948; BYTE $0x20               // mov qword ptr [rsp + 32], rdi
+	WORD $0x394d; BYTE $0xda             // cmp r10, r11
+	JGE  LBB8_22
+	LONG $0x24748b48; BYTE $0x08         // mov rsi, qword ptr [rsp + 8]
+	LONG $0xb6048d48                     // lea rax, [rsi + 4*rsi]
+	LONG $0x86348d4c                     // lea r14, [rsi + 4*rax]
+	WORD $0x0149; BYTE $0xf6             // add r14, rsi
+	WORD $0x894d; BYTE $0xf5             // mov r13, r14
+	LONG $0xebaf0f4d                     // imul r13, r11
+	LONG $0xff438d49                     // lea rax, [r11 - 1]
+	LONG $0x24448948; BYTE $0x50         // mov qword ptr [rsp + 80], rax
+	LONG $0x24448348; WORD $0x0210       // add qword ptr [rsp + 16], 2
+	WORD $0x8948; BYTE $0xf0             // mov rax, rsi
+	LONG $0xc2af0f49                     // imul rax, r10
+	LONG $0x80148d48                     // lea rdx, [rax + 4*rax]
+	LONG $0x901c8d48                     // lea rbx, [rax + 4*rdx]
+	WORD $0x0148; BYTE $0xc3             // add rbx, rax
+	LONG $0x244c8b4c; BYTE $0x18         // mov r9, qword ptr [rsp + 24]
+	WORD $0x014c; BYTE $0xcb             // add rbx, r9
+	LONG $0x58c66b48                     // imul rax, rsi, 88
+	LONG $0x24448948; BYTE $0x48         // mov qword ptr [rsp + 72], rax
+	LONG $0x04528d49                     // lea rdx, [r10 + 4]
+	LONG $0xd6af0f48                     // imul rdx, rsi
+	LONG $0x92048d48                     // lea rax, [rdx + 4*rdx]
+	LONG $0x82348d48                     // lea rsi, [rdx + 4*rax]
+	LONG $0x32048d48                     // lea rax, [rdx + rsi]
+	WORD $0x014c; BYTE $0xc8             // add rax, r9
+	LONG $0x0c400548; WORD $0x0000       // add rax, 3136
+	QUAD $0x00000c0032948d48             // lea rdx, [rdx + rsi + 3072]
+	LONG $0x24548948; BYTE $0x38         // mov qword ptr [rsp + 56], rdx
+	LONG $0x556f7ec5; BYTE $0x40         // vmovdqu ymm10, ymmword ptr [rbp + 64] /* [rip + .LCPI8_7] */
+	QUAD $0x0000c08d597de2c4; BYTE $0x00 // vpbroadcastq ymm1, qword ptr [rbp + 192] /* [rip + .LCPI8_8] */
+	QUAD $0x0000c895597de2c4; BYTE $0x00 // vpbroadcastq ymm2, qword ptr [rbp + 200] /* [rip + .LCPI8_10] */
+	LONG $0x5d6f7ec5; BYTE $0x60         // vmovdqu ymm11, ymmword ptr [rbp + 96] /* [rip + .LCPI8_9] */
+	QUAD $0x0000d0a5597de2c4; BYTE $0x00 // vpbroadcastq ymm4, qword ptr [rbp + 208] /* [rip + .LCPI8_11] */
+	QUAD $0x00000080a56f7ec5             // vmovdqu ymm12, ymmword ptr [rbp + 128] /* [rip + .LCPI8_12] */
+	LONG $0x2444894c; BYTE $0x58         // mov qword ptr [rsp + 88], r8
+	LONG $0x247c8948; BYTE $0x20         // mov qword ptr [rsp + 32], rdi
 	JMP  LBB8_6
 
-LBB8_18:
-	LONG    $0x117aa1c4; WORD $0xaf74; BYTE $0x0c // vmovss dword ptr [rdi + 4*r13 + 12], xmm6
+LBB8_20:
+	LONG    $0x117aa1c4; WORD $0xa774; BYTE $0x0c // vmovss dword ptr [rdi + 4*r12 + 12], xmm6
 	PCALIGN $16
 
-LBB8_19:
-	LONG $0x24448b48; BYTE $0x30 // mov rax, qword ptr [rsp + 48]
-	WORD $0x0149; BYTE $0xc6     // add r14, rax
-	WORD $0x0149; BYTE $0xc7     // add r15, rax
-	WORD $0x3949; BYTE $0xdc     // cmp r12, rbx
-	JGE  LBB8_20
+LBB8_21:
+	LONG $0x24548b48; BYTE $0x48 // mov rdx, qword ptr [rsp + 72]
+	WORD $0x0148; BYTE $0xd3     // add rbx, rdx
+	WORD $0x0148; BYTE $0xd0     // add rax, rdx
+	LONG $0x24540148; BYTE $0x38 // add qword ptr [rsp + 56], rdx
+	WORD $0x394d; BYTE $0xda     // cmp r10, r11
+	JGE  LBB8_22
 
 LBB8_6:
-	WORD    $0x894d; BYTE $0xe5       // mov r13, r12
-	LONG    $0x244c8d4d; BYTE $0x01   // lea r9, [r12 + 1]
-	WORD    $0x3949; BYTE $0xd9       // cmp r9, rbx
-	LONG    $0x247c8b48; BYTE $0x38   // mov rdi, qword ptr [rsp + 56]
-	WORD    $0x8948; BYTE $0xfa       // mov rdx, rdi
-	LONG    $0xd14c0f49               // cmovl rdx, r9
-	LONG    $0x245c8d4d; BYTE $0x02   // lea r11, [r12 + 2]
-	WORD    $0x3949; BYTE $0xdb       // cmp r11, rbx
-	WORD    $0x8948; BYTE $0xf9       // mov rcx, rdi
-	LONG    $0xcb4c0f49               // cmovl rcx, r11
-	LONG    $0x24448d49; BYTE $0x03   // lea rax, [r12 + 3]
-	WORD    $0x3948; BYTE $0xd8       // cmp rax, rbx
-	LONG    $0x24448948; BYTE $0x28   // mov qword ptr [rsp + 40], rax
-	LONG    $0xf84c0f48               // cmovl rdi, rax
-	LONG    $0xf657c8c5               // vxorps xmm6, xmm6, xmm6
-	LONG    $0x247c8348; WORD $0x2040 // cmp qword ptr [rsp + 64], 32
-	JL      LBB8_9
-	LONG    $0x245c8b48; BYTE $0x08   // mov rbx, qword ptr [rsp + 8]
-	LONG    $0xfbaf0f48               // imul rdi, rbx
-	LONG    $0xbf348d48               // lea rsi, [rdi + 4*rdi]
-	LONG    $0xb7248d4c               // lea r12, [rdi + 4*rsi]
-	WORD    $0x0149; BYTE $0xfc       // add r12, rdi
-	LONG    $0x24448b48; BYTE $0x18   // mov rax, qword ptr [rsp + 24]
-	WORD    $0x0149; BYTE $0xc4       // add r12, rax
-	LONG    $0xcbaf0f48               // imul rcx, rbx
-	LONG    $0x893c8d48               // lea rdi, [rcx + 4*rcx]
-	LONG    $0xb93c8d48               // lea rdi, [rcx + 4*rdi]
-	WORD    $0x0148; BYTE $0xcf       // add rdi, rcx
-	WORD    $0x0148; BYTE $0xc7       // add rdi, rax
-	LONG    $0xd3af0f48               // imul rdx, rbx
-	LONG    $0x920c8d48               // lea rcx, [rdx + 4*rdx]
-	LONG    $0x8a0c8d48               // lea rcx, [rdx + 4*rcx]
-	WORD    $0x0148; BYTE $0xd1       // add rcx, rdx
-	WORD    $0x0148; BYTE $0xc1       // add rcx, rax
-	LONG    $0xf657c8c5               // vxorps xmm6, xmm6, xmm6
-	LONG    $0x24548b48; BYTE $0x10   // mov rdx, qword ptr [rsp + 16]
-	WORD    $0xdb31                   // xor ebx, ebx
+	WORD $0x894d; BYTE $0xd4       // mov r12, r10
+	LONG $0x014a8d49               // lea rcx, [r10 + 1]
+	WORD $0x394c; BYTE $0xd9       // cmp rcx, r11
+	LONG $0x24548b48; BYTE $0x50   // mov rdx, qword ptr [rsp + 80]
+	WORD $0x8948; BYTE $0xd6       // mov rsi, rdx
+	LONG $0x244c8948; BYTE $0x40   // mov qword ptr [rsp + 64], rcx
+	LONG $0xf14c0f48               // cmovl rsi, rcx
+	LONG $0x024a8d49               // lea rcx, [r10 + 2]
+	WORD $0x394c; BYTE $0xd9       // cmp rcx, r11
+	WORD $0x8948; BYTE $0xd7       // mov rdi, rdx
+	LONG $0x244c8948; BYTE $0x30   // mov qword ptr [rsp + 48], rcx
+	LONG $0xf94c0f48               // cmovl rdi, rcx
+	LONG $0x034a8d49               // lea rcx, [r10 + 3]
+	WORD $0x394c; BYTE $0xd9       // cmp rcx, r11
+	LONG $0x244c8948; BYTE $0x28   // mov qword ptr [rsp + 40], rcx
+	LONG $0xd14c0f48               // cmovl rdx, rcx
+	LONG $0xffefc1c5               // vpxor xmm7, xmm7, xmm7
+	LONG $0x247c8348; WORD $0x2060 // cmp qword ptr [rsp + 96], 32
+	JL   LBB8_11
+	LONG $0x24448b4c; BYTE $0x08   // mov r8, qword ptr [rsp + 8]
+	LONG $0xd0af0f49               // imul rdx, r8
+	LONG $0x920c8d48               // lea rcx, [rdx + 4*rdx]
+	LONG $0x8a0c8d48               // lea rcx, [rdx + 4*rcx]
+	WORD $0x0148; BYTE $0xd1       // add rcx, rdx
+	LONG $0x244c8b4c; BYTE $0x18   // mov r9, qword ptr [rsp + 24]
+	WORD $0x014c; BYTE $0xc9       // add rcx, r9
+	LONG $0xf8af0f49               // imul rdi, r8
+	LONG $0xbf148d48               // lea rdx, [rdi + 4*rdi]
+	LONG $0x971c8d4c               // lea r11, [rdi + 4*rdx]
+	WORD $0x0149; BYTE $0xfb       // add r11, rdi
+	WORD $0x014d; BYTE $0xcb       // add r11, r9
+	LONG $0xf0af0f49               // imul rsi, r8
+	LONG $0xb6148d48               // lea rdx, [rsi + 4*rsi]
+	LONG $0x96048d4c               // lea r8, [rsi + 4*rdx]
+	WORD $0x0149; BYTE $0xf0       // add r8, rsi
+	WORD $0x014d; BYTE $0xc8       // add r8, r9
+	LONG $0xf657c8c5               // vxorps xmm6, xmm6, xmm6
+	LONG $0x24548b4c; BYTE $0x38   // mov r10, qword ptr [rsp + 56]
+	LONG $0x247c8b4c; BYTE $0x10   // mov r15, qword ptr [rsp + 16]
+	WORD $0x3145; BYTE $0xc9       // xor r9d, r9d
+	JMP  LBB8_8
 	PCALIGN $16
 
-LBB8_8:
-	LONG $0x4c180f41; WORD $0xc09f             // prefetcht0 byte ptr [r15 + 4*rbx - 64]
-	LONG $0x0c180f41; BYTE $0x9f               // prefetcht0 byte ptr [r15 + 4*rbx]
-	LONG $0x3a6ffec5                           // vmovdqu ymm7, ymmword ptr [rdx]
+LBB8_10:
+	LONG $0x6f7ec1c4; BYTE $0x3f               // vmovdqu ymm7, ymmword ptr [r15]
 	LONG $0x042d62c4; BYTE $0xc7               // vpmaddubsw ymm8, ymm10, ymm7
-	LONG $0x6f7a41c4; WORD $0x1e4c; BYTE $0x06 // vmovdqu xmm9, xmmword ptr [r14 + rbx + 6]
+	LONG $0x6f7a21c4; WORD $0x0b4c; BYTE $0x06 // vmovdqu xmm9, xmmword ptr [rbx + r9 + 6]
 	LONG $0x7179c1c4; WORD $0x04d1             // vpsrlw xmm0, xmm9, 4
 	LONG $0x3835e3c4; WORD $0x01c0             // vinserti128 ymm0, ymm9, xmm0, 1
 	LONG $0xc1dbfdc5                           // vpand ymm0, ymm0, ymm1
-	LONG $0x6e7941c4; WORD $0x1e4c; BYTE $0x02 // vmovd xmm9, dword ptr [r14 + rbx + 2]
+	LONG $0x6e7921c4; WORD $0x0b4c; BYTE $0x02 // vmovd xmm9, dword ptr [rbx + r9 + 2]
 	LONG $0x00fd43c4; WORD $0x44c9             // vpermq ymm9, ymm9, 68
 	LONG $0x003542c4; BYTE $0xcb               // vpshufb ymm9, ymm9, ymm11
 	LONG $0xcadb35c5                           // vpand ymm9, ymm9, ymm2
@@ -4189,11 +4251,11 @@ LBB8_8:
 	LONG $0x047de2c4; BYTE $0xc7               // vpmaddubsw ymm0, ymm0, ymm7
 	LONG $0xf97dc1c4; BYTE $0xc0               // vpsubw ymm0, ymm0, ymm8
 	LONG $0xc0f59dc5                           // vpmaddwd ymm0, ymm12, ymm0
-	LONG $0x4c6f7ac5; WORD $0x0619             // vmovdqu xmm9, xmmword ptr [rcx + rbx + 6]
+	LONG $0x6f7a01c4; WORD $0x084c; BYTE $0x06 // vmovdqu xmm9, xmmword ptr [r8 + r9 + 6]
 	LONG $0x7161c1c4; WORD $0x04d1             // vpsrlw xmm3, xmm9, 4
 	LONG $0x3835e3c4; WORD $0x01db             // vinserti128 ymm3, ymm9, xmm3, 1
 	LONG $0xd9dbe5c5                           // vpand ymm3, ymm3, ymm1
-	LONG $0x4c6e79c5; WORD $0x0219             // vmovd xmm9, dword ptr [rcx + rbx + 2]
+	LONG $0x6e7901c4; WORD $0x084c; BYTE $0x02 // vmovd xmm9, dword ptr [r8 + r9 + 2]
 	LONG $0x00fd43c4; WORD $0x44c9             // vpermq ymm9, ymm9, 68
 	LONG $0x003542c4; BYTE $0xcb               // vpshufb ymm9, ymm9, ymm11
 	LONG $0xcadb35c5                           // vpand ymm9, ymm9, ymm2
@@ -4204,11 +4266,11 @@ LBB8_8:
 	LONG $0xf965c1c4; BYTE $0xd8               // vpsubw ymm3, ymm3, ymm8
 	LONG $0xdbf59dc5                           // vpmaddwd ymm3, ymm12, ymm3
 	LONG $0x027d62c4; BYTE $0xcb               // vphaddd ymm9, ymm0, ymm3
-	LONG $0x446ffac5; WORD $0x061f             // vmovdqu xmm0, xmmword ptr [rdi + rbx + 6]
+	LONG $0x6f7a81c4; WORD $0x0b44; BYTE $0x06 // vmovdqu xmm0, xmmword ptr [r11 + r9 + 6]
 	LONG $0xd071e1c5; BYTE $0x04               // vpsrlw xmm3, xmm0, 4
 	LONG $0x387de3c4; WORD $0x01c3             // vinserti128 ymm0, ymm0, xmm3, 1
 	LONG $0xc1dbfdc5                           // vpand ymm0, ymm0, ymm1
-	LONG $0x5c6ef9c5; WORD $0x021f             // vmovd xmm3, dword ptr [rdi + rbx + 2]
+	LONG $0x6e7981c4; WORD $0x0b5c; BYTE $0x02 // vmovd xmm3, dword ptr [r11 + r9 + 2]
 	LONG $0x00fde3c4; WORD $0x44db             // vpermq ymm3, ymm3, 68
 	LONG $0x0065c2c4; BYTE $0xdb               // vpshufb ymm3, ymm3, ymm11
 	LONG $0xdadbe5c5                           // vpand ymm3, ymm3, ymm2
@@ -4218,11 +4280,11 @@ LBB8_8:
 	LONG $0x047de2c4; BYTE $0xc7               // vpmaddubsw ymm0, ymm0, ymm7
 	LONG $0xf97dc1c4; BYTE $0xc0               // vpsubw ymm0, ymm0, ymm8
 	LONG $0xc0f59dc5                           // vpmaddwd ymm0, ymm12, ymm0
-	LONG $0x6f7ac1c4; WORD $0x1c5c; BYTE $0x06 // vmovdqu xmm3, xmmword ptr [r12 + rbx + 6]
+	LONG $0x6f7aa1c4; WORD $0x095c; BYTE $0x06 // vmovdqu xmm3, xmmword ptr [rcx + r9 + 6]
 	LONG $0xd371d1c5; BYTE $0x04               // vpsrlw xmm5, xmm3, 4
 	LONG $0x3865e3c4; WORD $0x01dd             // vinserti128 ymm3, ymm3, xmm5, 1
 	LONG $0xd9dbe5c5                           // vpand ymm3, ymm3, ymm1
-	LONG $0x6e79c1c4; WORD $0x1c6c; BYTE $0x02 // vmovd xmm5, dword ptr [r12 + rbx + 2]
+	LONG $0x6e79a1c4; WORD $0x096c; BYTE $0x02 // vmovd xmm5, dword ptr [rcx + r9 + 2]
 	LONG $0x00fde3c4; WORD $0x44ed             // vpermq ymm5, ymm5, 68
 	LONG $0x0055c2c4; BYTE $0xeb               // vpshufb ymm5, ymm5, ymm11
 	LONG $0xeadbd5c5                           // vpand ymm5, ymm5, ymm2
@@ -4234,77 +4296,88 @@ LBB8_8:
 	LONG $0xdbf59dc5                           // vpmaddwd ymm3, ymm12, ymm3
 	LONG $0x027de2c4; BYTE $0xc3               // vphaddd ymm0, ymm0, ymm3
 	LONG $0x0235e2c4; BYTE $0xc0               // vphaddd ymm0, ymm9, ymm0
-	LONG $0x04b70f41; BYTE $0x1e               // movzx eax, word ptr [r14 + rbx]
-	LONG $0x1934b70f                           // movzx esi, word ptr [rcx + rbx]
+	LONG $0x14b70f42; BYTE $0x0b               // movzx edx, word ptr [rbx + r9]
+	LONG $0x34b70f43; BYTE $0x08               // movzx esi, word ptr [r8 + r9]
 	LONG $0x10e6c148                           // shl rsi, 16
-	WORD $0x0948; BYTE $0xc6                   // or rsi, rax
-	LONG $0x1f04b70f                           // movzx eax, word ptr [rdi + rbx]
-	LONG $0x20e0c148                           // shl rax, 32
-	WORD $0x0948; BYTE $0xf0                   // or rax, rsi
-	LONG $0x34b70f41; BYTE $0x1c               // movzx esi, word ptr [r12 + rbx]
+	WORD $0x0948; BYTE $0xd6                   // or rsi, rdx
+	LONG $0x14b70f43; BYTE $0x0b               // movzx edx, word ptr [r11 + r9]
+	LONG $0x20e2c148                           // shl rdx, 32
+	WORD $0x0948; BYTE $0xf2                   // or rdx, rsi
+	LONG $0x34b70f42; BYTE $0x09               // movzx esi, word ptr [rcx + r9]
 	LONG $0x30e6c148                           // shl rsi, 48
-	WORD $0x0948; BYTE $0xc6                   // or rsi, rax
+	WORD $0x0948; BYTE $0xd6                   // or rsi, rdx
 	LONG $0x6ef9e1c4; BYTE $0xde               // vmovq xmm3, rsi
 	LONG $0x5979e2c4; BYTE $0xdb               // vpbroadcastq xmm3, xmm3
-	LONG $0x7979e2c4; WORD $0xfe6a             // vpbroadcastw xmm5, word ptr [rdx - 2]
 	LONG $0x137de2c4; BYTE $0xdb               // vcvtph2ps ymm3, xmm3
+	LONG $0x7979c2c4; WORD $0xfe6f             // vpbroadcastw xmm5, word ptr [r15 - 2]
 	LONG $0x137de2c4; BYTE $0xed               // vcvtph2ps ymm5, xmm5
 	LONG $0xdb59d4c5                           // vmulps ymm3, ymm5, ymm3
-	LONG $0xc05bfcc5                           // vcvtdq2ps ymm0, ymm0
-	LONG $0xb865e2c4; BYTE $0xf0               // vfmadd231ps ymm6, ymm3, ymm0
-	LONG $0x16c38348                           // add rbx, 22
-	LONG $0x22c28348                           // add rdx, 34
-	WORD $0x394c; BYTE $0xd3                   // cmp rbx, r10
-	JL   LBB8_8
+	LONG $0xf85bfcc5                           // vcvtdq2ps ymm7, ymm0
+	LONG $0xa865e2c4; BYTE $0xfe               // vfmadd213ps ymm7, ymm3, ymm6
+	LONG $0x16c18349                           // add r9, 22
+	LONG $0x22c78349                           // add r15, 34
+	LONG $0x58c28349                           // add r10, 88
+	LONG $0xf728fcc5                           // vmovaps ymm6, ymm7
+	WORD $0x394d; BYTE $0xf1                   // cmp r9, r14
+	JGE  LBB8_11
 
-LBB8_9:
-	LONG $0x04658d4d                           // lea r12, [r13 + 4]
-	LONG $0x197de3c4; WORD $0x01f7             // vextractf128 xmm7, ymm6, 1
-	LONG $0xf758c8c5                           // vaddps xmm6, xmm6, xmm7
-	WORD $0x854d; BYTE $0xc0                   // test r8, r8
-	JE   LBB8_10
-	LONG $0x584a81c4; WORD $0xa83c             // vaddss xmm7, xmm6, dword ptr [r8 + 4*r13]
-	LONG $0x247c8b48; BYTE $0x20               // mov rdi, qword ptr [rsp + 32]
-	LONG $0x117aa1c4; WORD $0xaf3c             // vmovss dword ptr [rdi + 4*r13], xmm7
-	LONG $0x245c8b48; BYTE $0x50               // mov rbx, qword ptr [rsp + 80] /* [rbp + 24] */
-	WORD $0x3949; BYTE $0xd9                   // cmp r9, rbx
-	JGE  LBB8_19
-	LONG $0xfe16fac5                           // vmovshdup xmm7, xmm6
-	LONG $0x584281c4; WORD $0xa87c; BYTE $0x04 // vaddss xmm7, xmm7, dword ptr [r8 + 4*r13 + 4]
-	LONG $0x117aa1c4; WORD $0xaf7c; BYTE $0x04 // vmovss dword ptr [rdi + 4*r13 + 4], xmm7
-	WORD $0x3949; BYTE $0xdb                   // cmp r11, rbx
-	JGE  LBB8_19
-	LONG $0x0579e3c4; WORD $0x01fe             // vpermilpd xmm7, xmm6, 1
-	LONG $0x584281c4; WORD $0xa87c; BYTE $0x08 // vaddss xmm7, xmm7, dword ptr [r8 + 4*r13 + 8]
-	LONG $0x117aa1c4; WORD $0xaf7c; BYTE $0x08 // vmovss dword ptr [rdi + 4*r13 + 8], xmm7
-	LONG $0x245c3948; BYTE $0x28               // cmp qword ptr [rsp + 40], rbx
-	JGE  LBB8_19
-	LONG $0x0479e3c4; WORD $0xfff6             // vpermilps xmm6, xmm6, 255
-	LONG $0x584a81c4; WORD $0xa874; BYTE $0x0c // vaddss xmm6, xmm6, dword ptr [r8 + 4*r13 + 12]
-	JMP  LBB8_18
+LBB8_8:
+	WORD $0x394d; BYTE $0xea       // cmp r10, r13
+	JGE  LBB8_10
+	LONG $0x4c180f42; WORD $0xc088 // prefetcht0 byte ptr [rax + 4*r9 - 64]
+	LONG $0x0c180f42; BYTE $0x88   // prefetcht0 byte ptr [rax + 4*r9]
+	JMP  LBB8_10
 	PCALIGN $16
 
-LBB8_10:
-	LONG $0x247c8b48; BYTE $0x20   // mov rdi, qword ptr [rsp + 32]
-	LONG $0x117aa1c4; WORD $0xaf34 // vmovss dword ptr [rdi + 4*r13], xmm6
-	LONG $0x245c8b48; BYTE $0x50   // mov rbx, qword ptr [rsp + 80] /* [rbp + 24] */
-	WORD $0x3949; BYTE $0xd9       // cmp r9, rbx
-	JGE  LBB8_19
-	QUAD $0x0104af741779a3c4       // vextractps dword ptr [rdi + 4*r13 + 4], xmm6, 1
-	WORD $0x3949; BYTE $0xdb       // cmp r11, rbx
-	JGE  LBB8_19
-	QUAD $0x0208af741779a3c4       // vextractps dword ptr [rdi + 4*r13 + 8], xmm6, 2
-	LONG $0x245c3948; BYTE $0x28   // cmp qword ptr [rsp + 40], rbx
-	JGE  LBB8_19
-	LONG $0x0479e3c4; WORD $0xfff6 // vpermilps xmm6, xmm6, 255
-	JMP  LBB8_18
+LBB8_11:
+	LONG $0x24548d4d; BYTE $0x04               // lea r10, [r12 + 4]
+	LONG $0x397de3c4; WORD $0x01fe             // vextracti128 xmm6, ymm7, 1
+	LONG $0xf658c0c5                           // vaddps xmm6, xmm7, xmm6
+	LONG $0x24448b4c; BYTE $0x58               // mov r8, qword ptr [rsp + 88]
+	WORD $0x854d; BYTE $0xc0                   // test r8, r8
+	JE   LBB8_12
+	LONG $0x584a81c4; WORD $0xa03c             // vaddss xmm7, xmm6, dword ptr [r8 + 4*r12]
+	LONG $0x247c8b48; BYTE $0x20               // mov rdi, qword ptr [rsp + 32]
+	LONG $0x117aa1c4; WORD $0xa73c             // vmovss dword ptr [rdi + 4*r12], xmm7
+	LONG $0x245c8b4c; BYTE $0x70               // mov r11, qword ptr [rsp + 112] /* [rbp + 24] */
+	LONG $0x245c394c; BYTE $0x40               // cmp qword ptr [rsp + 64], r11
+	JGE  LBB8_21
+	LONG $0xfe16fac5                           // vmovshdup xmm7, xmm6
+	LONG $0x584281c4; WORD $0xa07c; BYTE $0x04 // vaddss xmm7, xmm7, dword ptr [r8 + 4*r12 + 4]
+	LONG $0x117aa1c4; WORD $0xa77c; BYTE $0x04 // vmovss dword ptr [rdi + 4*r12 + 4], xmm7
+	LONG $0x245c394c; BYTE $0x30               // cmp qword ptr [rsp + 48], r11
+	JGE  LBB8_21
+	LONG $0x0579e3c4; WORD $0x01fe             // vpermilpd xmm7, xmm6, 1
+	LONG $0x584281c4; WORD $0xa07c; BYTE $0x08 // vaddss xmm7, xmm7, dword ptr [r8 + 4*r12 + 8]
+	LONG $0x117aa1c4; WORD $0xa77c; BYTE $0x08 // vmovss dword ptr [rdi + 4*r12 + 8], xmm7
+	LONG $0x245c394c; BYTE $0x28               // cmp qword ptr [rsp + 40], r11
+	JGE  LBB8_21
+	LONG $0x0479e3c4; WORD $0xfff6             // vpermilps xmm6, xmm6, 255
+	LONG $0x584a81c4; WORD $0xa074; BYTE $0x0c // vaddss xmm6, xmm6, dword ptr [r8 + 4*r12 + 12]
+	JMP  LBB8_20
+	PCALIGN $16
 
-LBB8_20:
+LBB8_12:
+	LONG $0x247c8b48; BYTE $0x20   // mov rdi, qword ptr [rsp + 32]
+	LONG $0x117aa1c4; WORD $0xa734 // vmovss dword ptr [rdi + 4*r12], xmm6
+	LONG $0x245c8b4c; BYTE $0x70   // mov r11, qword ptr [rsp + 112] /* [rbp + 24] */
+	LONG $0x245c394c; BYTE $0x40   // cmp qword ptr [rsp + 64], r11
+	JGE  LBB8_21
+	QUAD $0x0104a7741779a3c4       // vextractps dword ptr [rdi + 4*r12 + 4], xmm6, 1
+	LONG $0x245c394c; BYTE $0x30   // cmp qword ptr [rsp + 48], r11
+	JGE  LBB8_21
+	QUAD $0x0208a7741779a3c4       // vextractps dword ptr [rdi + 4*r12 + 8], xmm6, 2
+	LONG $0x245c394c; BYTE $0x28   // cmp qword ptr [rsp + 40], r11
+	JGE  LBB8_21
+	LONG $0x0479e3c4; WORD $0xfff6 // vpermilps xmm6, xmm6, 255
+	JMP  LBB8_20
+
+LBB8_22:
 	SUBQ $8, SP
 	VZEROUPPER
 	RET
 
-TEXT ·_krt_gemv_f32_avx2(SB), $248-48
+TEXT ·_krt_gemv_f32_avx2(SB), $200-48
 
 	MOVQ y+0(FP), DI
 	MOVQ w+8(FP), SI
@@ -4315,242 +4388,155 @@ TEXT ·_krt_gemv_f32_avx2(SB), $248-48
 	MOVQ SP, BP
 	ADDQ $80, SP
 	ANDQ $-16, SP
-	MOVQ BP, 160(SP)
+	MOVQ BP, 112(SP)
 
-	LONG $0x247c8948; BYTE $0x10 // mov qword ptr [rsp + 16], rdi
-	LONG $0x04788d49             // lea rdi, [r8 + 4]
-	LONG $0x244c894c; BYTE $0x08 // mov qword ptr [rsp + 8], r9
-	WORD $0x394c; BYTE $0xcf     // cmp rdi, r9
-	LONG $0x24748948; BYTE $0x18 // mov qword ptr [rsp + 24], rsi
+	WORD $0x894d; BYTE $0xc6     // mov r14, r8
+	WORD $0x8949; BYTE $0xc8     // mov r8, rcx
+	LONG $0x243c8948             // mov qword ptr [rsp], rdi
+	LONG $0x045e8d4d             // lea r11, [r14 + 4]
+	WORD $0x394d; BYTE $0xcb     // cmp r11, r9
+	LONG $0x24748948; BYTE $0x08 // mov qword ptr [rsp + 8], rsi
+	LONG $0x244c894c; BYTE $0x18 // mov qword ptr [rsp + 24], r9
 	JLE  LBB9_1
 
 LBB9_4:
-	LONG $0x24443b4c; BYTE $0x08 // cmp r8, qword ptr [rsp + 8]
-	LONG $0x24648b4c; BYTE $0x18 // mov r12, qword ptr [rsp + 24]
-	JGE  LBB9_53
-	LONG $0x10f98348             // cmp rcx, 16
+	LONG $0x247c8b4c; BYTE $0x18 // mov r15, qword ptr [rsp + 24]
+	WORD $0x394d; BYTE $0xfe     // cmp r14, r15
+	JGE  LBB9_51
+	LONG $0x10f88349             // cmp r8, 16
 	JGE  LBB9_6
-	LONG $0x08f98348             // cmp rcx, 8
-	JGE  LBB9_12
-	WORD $0x8548; BYTE $0xc9     // test rcx, rcx
-	JLE  LBB9_54
-	WORD $0x894c; BYTE $0xc0     // mov rax, r8
-	LONG $0xc1af0f48             // imul rax, rcx
-	LONG $0x84048d49             // lea rax, [r12 + 4*rax]
+	LONG $0x08f88349             // cmp r8, 8
+	JGE  LBB9_13
+	WORD $0x854d; BYTE $0xc0     // test r8, r8
+	JLE  LBB9_52
+	WORD $0x894c; BYTE $0xf0     // mov rax, r14
+	LONG $0xc0af0f49             // imul rax, r8
+	LONG $0x86048d48             // lea rax, [rsi + 4*rax]
 	LONG $0x18c08348             // add rax, 24
-	QUAD $0x000000008d348d48     // lea rsi, [4*rcx]
+	QUAD $0x0000000085348d4a     // lea rsi, [4*r8]
 	LONG $0xc057f8c5             // vxorps xmm0, xmm0, xmm0
-	LONG $0x247c8b48; BYTE $0x10 // mov rdi, qword ptr [rsp + 16]
-	JMP  LBB9_15
+	LONG $0x243c8b48             // mov rdi, qword ptr [rsp]
+	JMP  LBB9_16
 	PCALIGN $16
 
-LBB9_22:
-	LONG $0x117aa1c4; WORD $0x870c // vmovss dword ptr [rdi + 4*r8], xmm1
-	LONG $0x01c08349               // add r8, 1
+LBB9_23:
+	LONG $0x117aa1c4; WORD $0xb70c // vmovss dword ptr [rdi + 4*r14], xmm1
+	LONG $0x01c68349               // add r14, 1
 	WORD $0x0148; BYTE $0xf0       // add rax, rsi
-	LONG $0x2444394c; BYTE $0x08   // cmp qword ptr [rsp + 8], r8
-	JE   LBB9_53
+	WORD $0x394d; BYTE $0xf7       // cmp r15, r14
+	JE   LBB9_51
 
-LBB9_15:
+LBB9_16:
 	LONG $0x4810fac5; BYTE $0xe8 // vmovss xmm1, dword ptr [rax - 24]
 	LONG $0x0a59f2c5             // vmulss xmm1, xmm1, dword ptr [rdx]
 	LONG $0xc858f2c5             // vaddss xmm1, xmm1, xmm0
-	LONG $0x01f98348             // cmp rcx, 1
-	JE   LBB9_22
+	LONG $0x01f88349             // cmp r8, 1
+	JE   LBB9_23
 	LONG $0x5010fac5; BYTE $0xec // vmovss xmm2, dword ptr [rax - 20]
 	LONG $0x5259eac5; BYTE $0x04 // vmulss xmm2, xmm2, dword ptr [rdx + 4]
 	LONG $0xca58f2c5             // vaddss xmm1, xmm1, xmm2
-	LONG $0x02f98348             // cmp rcx, 2
-	JE   LBB9_22
+	LONG $0x02f88349             // cmp r8, 2
+	JE   LBB9_23
 	LONG $0x5010fac5; BYTE $0xf0 // vmovss xmm2, dword ptr [rax - 16]
 	LONG $0x5259eac5; BYTE $0x08 // vmulss xmm2, xmm2, dword ptr [rdx + 8]
 	LONG $0xca58f2c5             // vaddss xmm1, xmm1, xmm2
-	LONG $0x03f98348             // cmp rcx, 3
-	JE   LBB9_22
+	LONG $0x03f88349             // cmp r8, 3
+	JE   LBB9_23
 	LONG $0x5010fac5; BYTE $0xf4 // vmovss xmm2, dword ptr [rax - 12]
 	LONG $0x5259eac5; BYTE $0x0c // vmulss xmm2, xmm2, dword ptr [rdx + 12]
 	LONG $0xca58f2c5             // vaddss xmm1, xmm1, xmm2
-	LONG $0x04f98348             // cmp rcx, 4
-	JE   LBB9_22
+	LONG $0x04f88349             // cmp r8, 4
+	JE   LBB9_23
 	LONG $0x5010fac5; BYTE $0xf8 // vmovss xmm2, dword ptr [rax - 8]
 	LONG $0x5259eac5; BYTE $0x10 // vmulss xmm2, xmm2, dword ptr [rdx + 16]
 	LONG $0xca58f2c5             // vaddss xmm1, xmm1, xmm2
-	LONG $0x05f98348             // cmp rcx, 5
-	JE   LBB9_22
+	LONG $0x05f88349             // cmp r8, 5
+	JE   LBB9_23
 	LONG $0x5010fac5; BYTE $0xfc // vmovss xmm2, dword ptr [rax - 4]
 	LONG $0x5259eac5; BYTE $0x14 // vmulss xmm2, xmm2, dword ptr [rdx + 20]
 	LONG $0xca58f2c5             // vaddss xmm1, xmm1, xmm2
-	LONG $0x06f98348             // cmp rcx, 6
-	JE   LBB9_22
+	LONG $0x06f88349             // cmp r8, 6
+	JE   LBB9_23
 	LONG $0x1010fac5             // vmovss xmm2, dword ptr [rax]
 	LONG $0x5259eac5; BYTE $0x18 // vmulss xmm2, xmm2, dword ptr [rdx + 24]
 	LONG $0xca58f2c5             // vaddss xmm1, xmm1, xmm2
-	JMP  LBB9_22
+	JMP  LBB9_23
 
 LBB9_1:
-	LONG $0xf8418d48                           // lea rax, [rcx - 8]
-	LONG $0x24448948; BYTE $0x78               // mov qword ptr [rsp + 120], rax
-	WORD $0x8948; BYTE $0xc3                   // mov rbx, rax
-	LONG $0x03ebc148                           // shr rbx, 3
-	LONG $0x01c38348                           // add rbx, 1
-	WORD $0x8948; BYTE $0xd8                   // mov rax, rbx
-	LONG $0x245c8948; BYTE $0x70               // mov qword ptr [rsp + 112], rbx
-	LONG $0xfee38348                           // and rbx, -2
-	LONG $0x245c8948; BYTE $0x58               // mov qword ptr [rsp + 88], rbx
-	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
-	WORD $0xf748; BYTE $0xd8                   // neg rax
-	LONG $0x24448948; BYTE $0x68               // mov qword ptr [rsp + 104], rax
-	QUAD $0x0000000c852c8d4e                   // lea r13, [4*r8 + 12]
-	LONG $0xe9af0f4c                           // imul r13, rcx
-	WORD $0x0149; BYTE $0xf5                   // add r13, rsi
-	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
-	LONG $0x04e0c148                           // shl rax, 4
-	QUAD $0x0000008024848948                   // mov qword ptr [rsp + 128], rax
-	QUAD $0x00000008850c8d4e                   // lea r9, [4*r8 + 8]
-	LONG $0xc9af0f4c                           // imul r9, rcx
-	LONG $0x0e3c8d4e                           // lea r15, [rsi + r9]
-	QUAD $0x0000000485148d4e                   // lea r10, [4*r8 + 4]
-	LONG $0xd1af0f4c                           // imul r10, rcx
-	LONG $0x16248d4e                           // lea r12, [rsi + r10]
-	WORD $0x894d; BYTE $0xc6                   // mov r14, r8
-	LONG $0xf1af0f4c                           // imul r14, rcx
-	LONG $0xb61c8d4e                           // lea r11, [rsi + 4*r14]
-	QUAD $0x0000001085048d4a                   // lea rax, [4*r8 + 16]
-	LONG $0xc1af0f48                           // imul rax, rcx
-	LONG $0x061c8d48                           // lea rbx, [rsi + rax]
-	LONG $0xc0c38148; WORD $0x000c; BYTE $0x00 // add rbx, 3264
-	LONG $0x0e448d4a; BYTE $0x04               // lea rax, [rsi + r9 + 4]
-	LONG $0x24448948; BYTE $0x30               // mov qword ptr [rsp + 48], rax
-	LONG $0x16448d4a; BYTE $0x04               // lea rax, [rsi + r10 + 4]
-	LONG $0x24448948; BYTE $0x28               // mov qword ptr [rsp + 40], rax
-	LONG $0xb6448d4a; BYTE $0x04               // lea rax, [rsi + 4*r14 + 4]
-	LONG $0x24448948; BYTE $0x20               // mov qword ptr [rsp + 32], rax
-	QUAD $0x000000008d048d48                   // lea rax, [4*rcx]
-	LONG $0x24448948; BYTE $0x50               // mov qword ptr [rsp + 80], rax
-	LONG $0x04428d48                           // lea rax, [rdx + 4]
-	LONG $0x24448948; BYTE $0x48               // mov qword ptr [rsp + 72], rax
+	WORD $0x894c; BYTE $0xc0     // mov rax, r8
+	LONG $0xc1af0f49             // imul rax, r9
+	LONG $0x02e0c148             // shl rax, 2
+	WORD $0x894c; BYTE $0xc1     // mov rcx, r8
+	WORD $0xf748; BYTE $0xd9     // neg rcx
+	LONG $0x244c8948; BYTE $0x40 // mov qword ptr [rsp + 64], rcx
+	WORD $0x894c; BYTE $0xf1     // mov rcx, r14
+	LONG $0xc8af0f49             // imul rcx, r8
+	LONG $0x244c8948; BYTE $0x10 // mov qword ptr [rsp + 16], rcx
+	LONG $0x8e0c8d48             // lea rcx, [rsi + 4*rcx]
+	WORD $0x894c; BYTE $0xc3     // mov rbx, r8
+	LONG $0x04e3c148             // shl rbx, 4
+	LONG $0x245c8948; BYTE $0x48 // mov qword ptr [rsp + 72], rbx
+	QUAD $0x00000004b5148d4e     // lea r10, [4*r14 + 4]
+	LONG $0xd0af0f4d             // imul r10, r8
+	LONG $0x16248d4e             // lea r12, [rsi + r10]
+	QUAD $0x00000008b50c8d4e     // lea r9, [4*r14 + 8]
+	LONG $0xc8af0f4d             // imul r9, r8
+	LONG $0x0e3c8d4e             // lea r15, [rsi + r9]
+	QUAD $0x0000000cb52c8d4e     // lea r13, [4*r14 + 12]
+	LONG $0xe8af0f4d             // imul r13, r8
+	WORD $0x0149; BYTE $0xf5     // add r13, rsi
+	WORD $0x894c; BYTE $0xc3     // mov rbx, r8
+	LONG $0xdbaf0f49             // imul rbx, r11
+	QUAD $0x00000c009d3c8d48     // lea rdi, [4*rbx + 3072]
+	LONG $0x24748b48; BYTE $0x08 // mov rsi, qword ptr [rsp + 8]
+	LONG $0x0e1c8d4a             // lea rbx, [rsi + r9]
+	LONG $0x04c38348             // add rbx, 4
+	LONG $0x245c8948; BYTE $0x30 // mov qword ptr [rsp + 48], rbx
+	LONG $0x165c8d4a; BYTE $0x04 // lea rbx, [rsi + r10 + 4]
+	LONG $0x245c8948; BYTE $0x28 // mov qword ptr [rsp + 40], rbx
+	LONG $0x045a8d48             // lea rbx, [rdx + 4]
+	LONG $0x245c8948; BYTE $0x38 // mov qword ptr [rsp + 56], rbx
+	LONG $0x245c8b48; BYTE $0x10 // mov rbx, qword ptr [rsp + 16]
+	LONG $0x9e1c8d48             // lea rbx, [rsi + 4*rbx]
+	LONG $0x04c38348             // add rbx, 4
+	LONG $0x245c8948; BYTE $0x20 // mov qword ptr [rsp + 32], rbx
+	LONG $0x24448948; BYTE $0x50 // mov qword ptr [rsp + 80], rax
 	JMP  LBB9_2
 	PCALIGN $16
 
-LBB9_45:
-	LONG $0x24448b48; BYTE $0x10 // mov rax, qword ptr [rsp + 16]
-	QUAD $0x0000008824b48b48     // mov rsi, qword ptr [rsp + 136]
+LBB9_43:
+	LONG $0x24048b48             // mov rax, qword ptr [rsp]
+	LONG $0x24748b48; BYTE $0x58 // mov rsi, qword ptr [rsp + 88]
 	LONG $0x0411f8c5; BYTE $0xb0 // vmovups xmmword ptr [rax + 4*rsi], xmm0
-	LONG $0x04788d49             // lea rdi, [r8 + 4]
-	QUAD $0x0000008024848b48     // mov rax, qword ptr [rsp + 128]
-	WORD $0x0149; BYTE $0xc5     // add r13, rax
-	WORD $0x0149; BYTE $0xc7     // add r15, rax
+	LONG $0x24748b4c; BYTE $0x10 // mov r14, qword ptr [rsp + 16]
+	LONG $0x045e8d4d             // lea r11, [r14 + 4]
+	LONG $0x24448b48; BYTE $0x48 // mov rax, qword ptr [rsp + 72]
+	WORD $0x0148; BYTE $0xc1     // add rcx, rax
 	WORD $0x0149; BYTE $0xc4     // add r12, rax
-	WORD $0x0149; BYTE $0xc3     // add r11, rax
-	QUAD $0x00000090249c8b48     // mov rbx, qword ptr [rsp + 144]
-	WORD $0x0148; BYTE $0xc3     // add rbx, rax
+	WORD $0x0149; BYTE $0xc7     // add r15, rax
+	WORD $0x0149; BYTE $0xc5     // add r13, rax
+	LONG $0x247c8b48; BYTE $0x60 // mov rdi, qword ptr [rsp + 96]
+	WORD $0x0148; BYTE $0xc7     // add rdi, rax
 	LONG $0x24440148; BYTE $0x30 // add qword ptr [rsp + 48], rax
 	LONG $0x24440148; BYTE $0x28 // add qword ptr [rsp + 40], rax
 	LONG $0x24440148; BYTE $0x20 // add qword ptr [rsp + 32], rax
-	LONG $0x247c3b48; BYTE $0x08 // cmp rdi, qword ptr [rsp + 8]
+	LONG $0x245c3b4c; BYTE $0x18 // cmp r11, qword ptr [rsp + 24]
+	LONG $0x24748b48; BYTE $0x08 // mov rsi, qword ptr [rsp + 8]
+	LONG $0x24448b48; BYTE $0x50 // mov rax, qword ptr [rsp + 80]
 	JG   LBB9_4
 
 LBB9_2:
-	WORD $0x894c; BYTE $0xc0     // mov rax, r8
-	WORD $0x8949; BYTE $0xf8     // mov r8, rdi
-	WORD $0x8948; BYTE $0xc6     // mov rsi, rax
-	QUAD $0x0000008824848948     // mov qword ptr [rsp + 136], rax
-	LONG $0xc1af0f48             // imul rax, rcx
-	LONG $0x24748b48; BYTE $0x18 // mov rsi, qword ptr [rsp + 24]
-	LONG $0x86048d48             // lea rax, [rsi + 4*rax]
-	LONG $0x24448948; BYTE $0x40 // mov qword ptr [rsp + 64], rax
-	LONG $0x88348d4c             // lea r14, [rax + 4*rcx]
-	LONG $0x8e048d49             // lea rax, [r14 + 4*rcx]
-	LONG $0x24448948; BYTE $0x38 // mov qword ptr [rsp + 56], rax
-	LONG $0x883c8d48             // lea rdi, [rax + 4*rcx]
-	LONG $0x08f98348             // cmp rcx, 8
-	QUAD $0x00000090249c8948     // mov qword ptr [rsp + 144], rbx
-	JGE  LBB9_31
-	LONG $0xdb57e0c5             // vxorps xmm3, xmm3, xmm3
-	LONG $0xd257e8c5             // vxorps xmm2, xmm2, xmm2
+	LONG $0x08f88349             // cmp r8, 8
+	LONG $0x247c8948; BYTE $0x60 // mov qword ptr [rsp + 96], rdi
+	JGE  LBB9_32
 	LONG $0xc957f0c5             // vxorps xmm1, xmm1, xmm1
-	WORD $0xf631                 // xor esi, esi
 	LONG $0xc057f8c5             // vxorps xmm0, xmm0, xmm0
-	JMP  LBB9_38
-	PCALIGN $16
+	WORD $0x3145; BYTE $0xd2     // xor r10d, r10d
+	LONG $0xd257e8c5             // vxorps xmm2, xmm2, xmm2
+	LONG $0xdb57e0c5             // vxorps xmm3, xmm3, xmm3
 
-LBB9_31:
-	LONG $0x247c8348; WORD $0x0878 // cmp qword ptr [rsp + 120], 8
-	JAE  LBB9_33
-	LONG $0xc057f8c5               // vxorps xmm0, xmm0, xmm0
-	LONG $0x0008b941; WORD $0x0000 // mov r9d, 8
-	WORD $0xf631                   // xor esi, esi
-	LONG $0xc957f0c5               // vxorps xmm1, xmm1, xmm1
-	LONG $0xd257e8c5               // vxorps xmm2, xmm2, xmm2
-	LONG $0xdb57e0c5               // vxorps xmm3, xmm3, xmm3
-	LONG $0x702444f6; BYTE $0x01   // test byte ptr [rsp + 112], 1
-	JNE  LBB9_37
-	JMP  LBB9_38
-	PCALIGN $16
-
-LBB9_33:
-	WORD    $0x8948; BYTE $0xf8       // mov rax, rdi
-	LONG    $0xc057f8c5               // vxorps xmm0, xmm0, xmm0
-	LONG    $0x0008b941; WORD $0x0000 // mov r9d, 8
-	LONG    $0x24748b48; BYTE $0x58   // mov rsi, qword ptr [rsp + 88]
-	WORD    $0x8949; BYTE $0xda       // mov r10, rbx
-	LONG    $0xc957f0c5               // vxorps xmm1, xmm1, xmm1
-	LONG    $0xd257e8c5               // vxorps xmm2, xmm2, xmm2
-	LONG    $0xdb57e0c5               // vxorps xmm3, xmm3, xmm3
-	PCALIGN $16
-
-LBB9_34:
-	QUAD $0xffffff408a180f41                   // prefetcht0 byte ptr [r10 - 192]
-	LONG $0x4a180f41; BYTE $0x80               // prefetcht0 byte ptr [r10 - 128]
-	LONG $0x107ca1c4; WORD $0x8a64; BYTE $0xe0 // vmovups ymm4, ymmword ptr [rdx + 4*r9 - 32]
-	LONG $0xb85d82c4; WORD $0x8b44; BYTE $0xe0 // vfmadd231ps ymm0, ymm4, ymmword ptr [r11 + 4*r9 - 32]
-	LONG $0xb85d82c4; WORD $0x8c5c; BYTE $0xe0 // vfmadd231ps ymm3, ymm4, ymmword ptr [r12 + 4*r9 - 32]
-	LONG $0xb85d82c4; WORD $0x8f54; BYTE $0xe0 // vfmadd231ps ymm2, ymm4, ymmword ptr [r15 + 4*r9 - 32]
-	LONG $0xb85d82c4; WORD $0x8d4c; BYTE $0xe0 // vfmadd231ps ymm1, ymm4, ymmword ptr [r13 + 4*r9 - 32]
-	LONG $0x4a180f41; BYTE $0xc0               // prefetcht0 byte ptr [r10 - 64]
-	LONG $0x0a180f41                           // prefetcht0 byte ptr [r10]
-	LONG $0x107ca1c4; WORD $0x8a24             // vmovups ymm4, ymmword ptr [rdx + 4*r9]
-	LONG $0xb85d82c4; WORD $0x8b04             // vfmadd231ps ymm0, ymm4, ymmword ptr [r11 + 4*r9]
-	LONG $0xb85d82c4; WORD $0x8c1c             // vfmadd231ps ymm3, ymm4, ymmword ptr [r12 + 4*r9]
-	LONG $0xb85d82c4; WORD $0x8f14             // vfmadd231ps ymm2, ymm4, ymmword ptr [r15 + 4*r9]
-	LONG $0xb85d82c4; WORD $0x8d4c; BYTE $0x00 // vfmadd231ps ymm1, ymm4, ymmword ptr [r13 + 4*r9]
-	LONG $0x10c18349                           // add r9, 16
-	LONG $0x00c28149; WORD $0x0001; BYTE $0x00 // add r10, 256
-	LONG $0xfec68348                           // add rsi, -2
-	JNE  LBB9_34
-	LONG $0xf8718d49                           // lea rsi, [r9 - 8]
-	WORD $0x8948; BYTE $0xc7                   // mov rdi, rax
-	LONG $0x702444f6; BYTE $0x01               // test byte ptr [rsp + 112], 1
-	JE   LBB9_38
-
-LBB9_37:
-	LONG $0x24448b48; BYTE $0x50   // mov rax, qword ptr [rsp + 80]
-	LONG $0x247c8948; BYTE $0x60   // mov qword ptr [rsp + 96], rdi
-	WORD $0x894d; BYTE $0xf2       // mov r10, r14
-	WORD $0x894d; BYTE $0xc6       // mov r14, r8
-	LONG $0x24448b4c; BYTE $0x40   // mov r8, qword ptr [rsp + 64]
-	LONG $0x80048d49               // lea rax, [r8 + 4*rax]
-	LONG $0x0c000548; WORD $0x0000 // add rax, 3072
-	WORD $0x8948; BYTE $0xf7       // mov rdi, rsi
-	LONG $0x04e7c148               // shl rdi, 4
-	LONG $0x380c180f               // prefetcht0 byte ptr [rax + rdi]
-	LONG $0x384c180f; BYTE $0x40   // prefetcht0 byte ptr [rax + rdi + 64]
-	LONG $0x245c8b48; BYTE $0x38   // mov rbx, qword ptr [rsp + 56]
-	LONG $0x2410fcc5; BYTE $0xb2   // vmovups ymm4, ymmword ptr [rdx + 4*rsi]
-	LONG $0xb85dc2c4; WORD $0xb004 // vfmadd231ps ymm0, ymm4, ymmword ptr [r8 + 4*rsi]
-	WORD $0x894d; BYTE $0xf0       // mov r8, r14
-	WORD $0x894d; BYTE $0xd6       // mov r14, r10
-	LONG $0x247c8b48; BYTE $0x60   // mov rdi, qword ptr [rsp + 96]
-	LONG $0xb85dc2c4; WORD $0xb21c // vfmadd231ps ymm3, ymm4, ymmword ptr [r10 + 4*rsi]
-	LONG $0xb85de2c4; WORD $0xb314 // vfmadd231ps ymm2, ymm4, ymmword ptr [rbx + 4*rsi]
-	LONG $0xb85de2c4; WORD $0xb70c // vfmadd231ps ymm1, ymm4, ymmword ptr [rdi + 4*rsi]
-	WORD $0x894c; BYTE $0xce       // mov rsi, r9
-
-LBB9_38:
-	LONG $0x197de3c4; WORD $0x01c4 // vextractf128 xmm4, ymm0, 1
-	LONG $0xc458f8c5               // vaddps xmm0, xmm0, xmm4
-	LONG $0x0579e3c4; WORD $0x01e0 // vpermilpd xmm4, xmm0, 1
-	LONG $0xc458f8c5               // vaddps xmm0, xmm0, xmm4
+LBB9_36:
+	LONG $0x245c894c; BYTE $0x10   // mov qword ptr [rsp + 16], r11
 	LONG $0x197de3c4; WORD $0x01dc // vextractf128 xmm4, ymm3, 1
 	LONG $0xdc58e0c5               // vaddps xmm3, xmm3, xmm4
 	LONG $0x0579e3c4; WORD $0x01e3 // vpermilpd xmm4, xmm3, 1
@@ -4563,114 +4549,152 @@ LBB9_38:
 	LONG $0xcc58f0c5               // vaddps xmm1, xmm1, xmm4
 	LONG $0x0579e3c4; WORD $0x01e1 // vpermilpd xmm4, xmm1, 1
 	LONG $0xcc58f0c5               // vaddps xmm1, xmm1, xmm4
-	LONG $0xe314f8c5               // vunpcklps xmm4, xmm0, xmm3
-	LONG $0xe216d8c5               // vmovlhps xmm4, xmm4, xmm2
-	LONG $0x2159e3c4; WORD $0x30e1 // vinsertps xmm4, xmm4, xmm1, 48
-	LONG $0x2161e3c4; WORD $0x4cc0 // vinsertps xmm0, xmm3, xmm0, 76
-	LONG $0xc2c6f8c5; BYTE $0xd4   // vshufps xmm0, xmm0, xmm2, 212
-	LONG $0x2179e3c4; WORD $0x70c1 // vinsertps xmm0, xmm0, xmm1, 112
+	LONG $0x197de3c4; WORD $0x01c4 // vextractf128 xmm4, ymm0, 1
+	LONG $0xc458f8c5               // vaddps xmm0, xmm0, xmm4
+	LONG $0x0579e3c4; WORD $0x01e0 // vpermilpd xmm4, xmm0, 1
+	LONG $0xc458f8c5               // vaddps xmm0, xmm0, xmm4
+	LONG $0xe214e0c5               // vunpcklps xmm4, xmm3, xmm2
+	LONG $0xe116d8c5               // vmovlhps xmm4, xmm4, xmm1
+	LONG $0x2159e3c4; WORD $0x30e0 // vinsertps xmm4, xmm4, xmm0, 48
+	LONG $0x2169e3c4; WORD $0x4cd3 // vinsertps xmm2, xmm2, xmm3, 76
+	LONG $0xc9c6e8c5; BYTE $0xd4   // vshufps xmm1, xmm2, xmm1, 212
+	LONG $0x2171e3c4; WORD $0x70c0 // vinsertps xmm0, xmm1, xmm0, 112
 	LONG $0xc058d8c5               // vaddps xmm0, xmm4, xmm0
-	WORD $0x3948; BYTE $0xce       // cmp rsi, rcx
-	JGE  LBB9_45
-	WORD $0xc889                   // mov eax, ecx
-	WORD $0xf029                   // sub eax, esi
-	WORD $0x01a8                   // test al, 1
-	JNE  LBB9_41
-	WORD $0x8949; BYTE $0xf6       // mov r14, rsi
-	WORD $0xf748; BYTE $0xd6       // not rsi
-	LONG $0x24743b48; BYTE $0x68   // cmp rsi, qword ptr [rsp + 104]
-	JE   LBB9_45
-	JMP  LBB9_43
+	WORD $0x394d; BYTE $0xc2       // cmp r10, r8
+	LONG $0x2474894c; BYTE $0x58   // mov qword ptr [rsp + 88], r14
+	JGE  LBB9_43
+	LONG $0x01c0f641               // test r8b, 1
+	JNE  LBB9_39
+	WORD $0x894d; BYTE $0xd3       // mov r11, r10
+	WORD $0xf749; BYTE $0xd2       // not r10
+	LONG $0x24543b4c; BYTE $0x40   // cmp r10, qword ptr [rsp + 64]
+	JE   LBB9_43
+	JMP  LBB9_41
 	PCALIGN $16
 
-LBB9_41:
-	LONG $0x24448b48; BYTE $0x40               // mov rax, qword ptr [rsp + 64]
-	LONG $0x0c10fac5; BYTE $0xb0               // vmovss xmm1, dword ptr [rax + 4*rsi]
-	LONG $0x1410fac5; BYTE $0xb2               // vmovss xmm2, dword ptr [rdx + 4*rsi]
+LBB9_32:
+	LONG $0xdb57e0c5         // vxorps xmm3, xmm3, xmm3
+	WORD $0x3145; BYTE $0xc9 // xor r9d, r9d
+	LONG $0xd257e8c5         // vxorps xmm2, xmm2, xmm2
+	LONG $0xc057f8c5         // vxorps xmm0, xmm0, xmm0
+	LONG $0xc957f0c5         // vxorps xmm1, xmm1, xmm1
+	JMP  LBB9_33
+	PCALIGN $16
+
+LBB9_35:
+	LONG $0x107ca1c4; WORD $0x8a24             // vmovups ymm4, ymmword ptr [rdx + 4*r9]
+	LONG $0xb85da2c4; WORD $0x891c             // vfmadd231ps ymm3, ymm4, ymmword ptr [rcx + 4*r9]
+	LONG $0xb85d82c4; WORD $0x8c14             // vfmadd231ps ymm2, ymm4, ymmword ptr [r12 + 4*r9]
+	LONG $0xb85d82c4; WORD $0x8f0c             // vfmadd231ps ymm1, ymm4, ymmword ptr [r15 + 4*r9]
+	LONG $0xb85d82c4; WORD $0x8d44; BYTE $0x00 // vfmadd231ps ymm0, ymm4, ymmword ptr [r13 + 4*r9]
+	LONG $0x08518d4d                           // lea r10, [r9 + 8]
+	LONG $0x80ef8348                           // sub rdi, -128
+	LONG $0x10c18349                           // add r9, 16
+	WORD $0x394d; BYTE $0xc1                   // cmp r9, r8
+	WORD $0x894d; BYTE $0xd1                   // mov r9, r10
+	JG   LBB9_36
+
+LBB9_33:
+	WORD $0x3948; BYTE $0xc7     // cmp rdi, rax
+	JGE  LBB9_35
+	LONG $0x3e0c180f             // prefetcht0 byte ptr [rsi + rdi]
+	LONG $0x3e4c180f; BYTE $0x40 // prefetcht0 byte ptr [rsi + rdi + 64]
+	JMP  LBB9_35
+	PCALIGN $16
+
+LBB9_39:
+	LONG $0xf0af0f4d                           // imul r14, r8
+	LONG $0xb6048d4a                           // lea rax, [rsi + 4*r14]
+	LONG $0x803c8d4a                           // lea rdi, [rax + 4*r8]
+	LONG $0x871c8d4a                           // lea rbx, [rdi + 4*r8]
+	LONG $0x830c8d4e                           // lea r9, [rbx + 4*r8]
+	LONG $0x107aa1c4; WORD $0x900c             // vmovss xmm1, dword ptr [rax + 4*r10]
+	LONG $0x107aa1c4; WORD $0x9214             // vmovss xmm2, dword ptr [rdx + 4*r10]
 	LONG $0x2171e3c4; WORD $0x10ca             // vinsertps xmm1, xmm1, xmm2, 16
-	LONG $0x2169c3c4; WORD $0xb614; BYTE $0x10 // vinsertps xmm2, xmm2, dword ptr [r14 + 4*rsi], 16
-	LONG $0x24448b48; BYTE $0x38               // mov rax, qword ptr [rsp + 56]
-	LONG $0x2169e3c4; WORD $0xb014; BYTE $0x20 // vinsertps xmm2, xmm2, dword ptr [rax + 4*rsi], 32
-	LONG $0x2169e3c4; WORD $0xb714; BYTE $0x30 // vinsertps xmm2, xmm2, dword ptr [rdi + 4*rsi], 48
+	LONG $0x2169a3c4; WORD $0x9714; BYTE $0x10 // vinsertps xmm2, xmm2, dword ptr [rdi + 4*r10], 16
+	LONG $0x2169a3c4; WORD $0x9314; BYTE $0x20 // vinsertps xmm2, xmm2, dword ptr [rbx + 4*r10], 32
+	LONG $0x216983c4; WORD $0x9114; BYTE $0x30 // vinsertps xmm2, xmm2, dword ptr [r9 + 4*r10], 48
 	LONG $0x0479e3c4; WORD $0x54c9             // vpermilps xmm1, xmm1, 84
 	LONG $0xca59f0c5                           // vmulps xmm1, xmm1, xmm2
 	LONG $0xc158f8c5                           // vaddps xmm0, xmm0, xmm1
-	LONG $0x01768d4c                           // lea r14, [rsi + 1]
-	WORD $0xf748; BYTE $0xd6                   // not rsi
-	LONG $0x24743b48; BYTE $0x68               // cmp rsi, qword ptr [rsp + 104]
-	JE   LBB9_45
+	WORD $0x894d; BYTE $0xd3                   // mov r11, r10
+	LONG $0x01cb8349                           // or r11, 1
+	WORD $0xf749; BYTE $0xd2                   // not r10
+	LONG $0x24543b4c; BYTE $0x40               // cmp r10, qword ptr [rsp + 64]
+	JE   LBB9_43
 
-LBB9_43:
-	WORD    $0x8949; BYTE $0xc9     // mov r9, rcx
-	WORD    $0x294d; BYTE $0xf1     // sub r9, r14
-	QUAD    $0x00000000b5148d4e     // lea r10, [4*r14]
+LBB9_41:
+	WORD    $0x894d; BYTE $0xc1     // mov r9, r8
+	WORD    $0x294d; BYTE $0xd9     // sub r9, r11
+	QUAD    $0x000000009d148d4e     // lea r10, [4*r11]
 	WORD    $0x014d; BYTE $0xea     // add r10, r13
 	LONG    $0x24448b48; BYTE $0x30 // mov rax, qword ptr [rsp + 48]
-	LONG    $0xb0048d4a             // lea rax, [rax + 4*r14]
-	LONG    $0x24748b48; BYTE $0x28 // mov rsi, qword ptr [rsp + 40]
-	LONG    $0xb61c8d4a             // lea rbx, [rsi + 4*r14]
-	LONG    $0x24748b48; BYTE $0x48 // mov rsi, qword ptr [rsp + 72]
-	LONG    $0xb6348d4a             // lea rsi, [rsi + 4*r14]
-	LONG    $0x247c8b48; BYTE $0x20 // mov rdi, qword ptr [rsp + 32]
-	LONG    $0xb73c8d4a             // lea rdi, [rdi + 4*r14]
-	WORD    $0x3145; BYTE $0xf6     // xor r14d, r14d
+	LONG    $0x981c8d4a             // lea rbx, [rax + 4*r11]
+	LONG    $0x24448b48; BYTE $0x28 // mov rax, qword ptr [rsp + 40]
+	LONG    $0x983c8d4a             // lea rdi, [rax + 4*r11]
+	LONG    $0x24448b48; BYTE $0x38 // mov rax, qword ptr [rsp + 56]
+	LONG    $0x98048d4a             // lea rax, [rax + 4*r11]
+	LONG    $0x24748b48; BYTE $0x20 // mov rsi, qword ptr [rsp + 32]
+	LONG    $0x9e348d4e             // lea r14, [rsi + 4*r11]
+	WORD    $0x3145; BYTE $0xdb     // xor r11d, r11d
 	PCALIGN $16
 
-LBB9_44:
-	LONG $0x107aa1c4; WORD $0xb74c; BYTE $0xfc // vmovss xmm1, dword ptr [rdi + 4*r14 - 4]
-	LONG $0x107aa1c4; WORD $0xb714             // vmovss xmm2, dword ptr [rdi + 4*r14]
-	LONG $0x107aa1c4; WORD $0xb65c; BYTE $0xfc // vmovss xmm3, dword ptr [rsi + 4*r14 - 4]
-	LONG $0x107aa1c4; WORD $0xb624             // vmovss xmm4, dword ptr [rsi + 4*r14]
+LBB9_42:
+	LONG $0x107a81c4; WORD $0x9e4c; BYTE $0xfc // vmovss xmm1, dword ptr [r14 + 4*r11 - 4]
+	LONG $0x107a81c4; WORD $0x9e14             // vmovss xmm2, dword ptr [r14 + 4*r11]
+	LONG $0x107aa1c4; WORD $0x985c; BYTE $0xfc // vmovss xmm3, dword ptr [rax + 4*r11 - 4]
+	LONG $0x107aa1c4; WORD $0x9824             // vmovss xmm4, dword ptr [rax + 4*r11]
 	LONG $0x2171e3c4; WORD $0x10cb             // vinsertps xmm1, xmm1, xmm3, 16
 	LONG $0x0479e3c4; WORD $0x54c9             // vpermilps xmm1, xmm1, 84
-	QUAD $0x10fcb35c2161a3c4                   // vinsertps xmm3, xmm3, dword ptr [rbx + 4*r14 - 4], 16
-	QUAD $0x20fcb05c2161a3c4                   // vinsertps xmm3, xmm3, dword ptr [rax + 4*r14 - 4], 32
-	LONG $0x216183c4; WORD $0xb21c; BYTE $0x30 // vinsertps xmm3, xmm3, dword ptr [r10 + 4*r14], 48
+	QUAD $0x10fc9f5c2161a3c4                   // vinsertps xmm3, xmm3, dword ptr [rdi + 4*r11 - 4], 16
+	QUAD $0x20fc9b5c2161a3c4                   // vinsertps xmm3, xmm3, dword ptr [rbx + 4*r11 - 4], 32
+	LONG $0x216183c4; WORD $0x9a1c; BYTE $0x30 // vinsertps xmm3, xmm3, dword ptr [r10 + 4*r11], 48
 	LONG $0xcb59f0c5                           // vmulps xmm1, xmm1, xmm3
 	LONG $0xc158f8c5                           // vaddps xmm0, xmm0, xmm1
 	LONG $0x2169e3c4; WORD $0x10cc             // vinsertps xmm1, xmm2, xmm4, 16
 	LONG $0x0479e3c4; WORD $0x54c9             // vpermilps xmm1, xmm1, 84
-	LONG $0x2159a3c4; WORD $0xb314; BYTE $0x10 // vinsertps xmm2, xmm4, dword ptr [rbx + 4*r14], 16
-	LONG $0x2169a3c4; WORD $0xb014; BYTE $0x20 // vinsertps xmm2, xmm2, dword ptr [rax + 4*r14], 32
-	QUAD $0x3004b254216983c4                   // vinsertps xmm2, xmm2, dword ptr [r10 + 4*r14 + 4], 48
+	LONG $0x2159a3c4; WORD $0x9f14; BYTE $0x10 // vinsertps xmm2, xmm4, dword ptr [rdi + 4*r11], 16
+	LONG $0x2169a3c4; WORD $0x9b14; BYTE $0x20 // vinsertps xmm2, xmm2, dword ptr [rbx + 4*r11], 32
+	QUAD $0x30049a54216983c4                   // vinsertps xmm2, xmm2, dword ptr [r10 + 4*r11 + 4], 48
 	LONG $0xca59f0c5                           // vmulps xmm1, xmm1, xmm2
 	LONG $0xc158f8c5                           // vaddps xmm0, xmm0, xmm1
-	LONG $0x02c68349                           // add r14, 2
-	WORD $0x394d; BYTE $0xf1                   // cmp r9, r14
-	JNE  LBB9_44
-	JMP  LBB9_45
+	LONG $0x02c38349                           // add r11, 2
+	WORD $0x394d; BYTE $0xd9                   // cmp r9, r11
+	JNE  LBB9_42
+	JMP  LBB9_43
 
 LBB9_6:
-	WORD $0x894c; BYTE $0xc0 // mov rax, r8
-	LONG $0xc1af0f48         // imul rax, rcx
-	LONG $0x84148d4d         // lea r10, [r12 + 4*rax]
-	QUAD $0x000000008d3c8d4c // lea r15, [4*rcx]
-	LONG $0x840c8d4d         // lea r9, [r12 + 4*rax]
-	LONG $0x40c18349         // add r9, 64
+	WORD $0x894c; BYTE $0xf0 // mov rax, r14
+	LONG $0xc0af0f49         // imul rax, r8
+	LONG $0x86148d4c         // lea r10, [rsi + 4*rax]
+	QUAD $0x0000000085248d4e // lea r12, [4*r8]
+	LONG $0x860c8d48         // lea rcx, [rsi + 4*rax]
+	LONG $0x40c18348         // add rcx, 64
 	JMP  LBB9_7
 	PCALIGN $16
 
-LBB9_52:
-	LONG $0x24448b48; BYTE $0x10   // mov rax, qword ptr [rsp + 16]
-	LONG $0x117aa1c4; WORD $0x8004 // vmovss dword ptr [rax + 4*r8], xmm0
-	LONG $0x01c08349               // add r8, 1
-	WORD $0x014d; BYTE $0xfa       // add r10, r15
-	WORD $0x014d; BYTE $0xf9       // add r9, r15
-	LONG $0x24443b4c; BYTE $0x08   // cmp r8, qword ptr [rsp + 8]
-	JE   LBB9_53
+LBB9_50:
+	LONG $0x24048b48               // mov rax, qword ptr [rsp]
+	LONG $0x117aa1c4; WORD $0xb004 // vmovss dword ptr [rax + 4*r14], xmm0
+	LONG $0x01c68349               // add r14, 1
+	WORD $0x014d; BYTE $0xe2       // add r10, r12
+	WORD $0x014c; BYTE $0xe1       // add rcx, r12
+	WORD $0x394d; BYTE $0xfe       // cmp r14, r15
+	JE   LBB9_51
 
 LBB9_7:
+	WORD    $0x894d; BYTE $0xf1       // mov r9, r14
 	LONG    $0xc057f8c5               // vxorps xmm0, xmm0, xmm0
 	LONG    $0x0008bb41; WORD $0x0000 // mov r11d, 8
 	LONG    $0x0010be41; WORD $0x0000 // mov r14d, 16
-	WORD    $0x894c; BYTE $0xcf       // mov rdi, r9
+	WORD    $0x8948; BYTE $0xce       // mov rsi, rcx
 	LONG    $0xc957f0c5               // vxorps xmm1, xmm1, xmm1
 	PCALIGN $16
 
 LBB9_8:
 	WORD $0x894c; BYTE $0xd8                   // mov rax, r11
 	WORD $0x894c; BYTE $0xf3                   // mov rbx, r14
-	WORD $0x8948; BYTE $0xfe                   // mov rsi, rdi
+	WORD $0x8948; BYTE $0xf7                   // mov rdi, rsi
 	LONG $0x107c81c4; WORD $0x9a54; BYTE $0xe0 // vmovups ymm2, ymmword ptr [r10 + 4*r11 - 32]
 	LONG $0xb86da2c4; WORD $0x9a4c; BYTE $0xe0 // vfmadd231ps ymm1, ymm2, ymmword ptr [rdx + 4*r11 - 32]
 	LONG $0x107c81c4; WORD $0x9a14             // vmovups ymm2, ymmword ptr [r10 + 4*r11]
@@ -4678,26 +4702,31 @@ LBB9_8:
 	LONG $0x10c38349                           // add r11, 16
 	LONG $0x18c08348                           // add rax, 24
 	LONG $0x10c68349                           // add r14, 16
-	LONG $0x40c78348                           // add rdi, 64
-	WORD $0x3948; BYTE $0xc8                   // cmp rax, rcx
+	LONG $0x40c68348                           // add rsi, 64
+	WORD $0x394c; BYTE $0xc0                   // cmp rax, r8
 	JLE  LBB9_8
-	WORD $0x3949; BYTE $0xcb                   // cmp r11, rcx
-	JLE  LBB9_46
+	WORD $0x394d; BYTE $0xc3                   // cmp r11, r8
+	JLE  LBB9_10
 	LONG $0xf8c38349                           // add r11, -8
-	JMP  LBB9_47
+	WORD $0x894d; BYTE $0xce                   // mov r14, r9
+	JMP  LBB9_45
 	PCALIGN $16
 
-LBB9_46:
-	LONG $0x1610fcc5               // vmovups ymm2, ymmword ptr [rsi]
+LBB9_10:
+	WORD    $0x894d; BYTE $0xce // mov r14, r9
+	PCALIGN $16
+
+LBB9_11:
+	LONG $0x1710fcc5               // vmovups ymm2, ymmword ptr [rdi]
 	LONG $0xb86de2c4; WORD $0x9a0c // vfmadd231ps ymm1, ymm2, ymmword ptr [rdx + 4*rbx]
 	LONG $0x085b8d4c               // lea r11, [rbx + 8]
-	LONG $0x20c68348               // add rsi, 32
+	LONG $0x20c78348               // add rdi, 32
 	LONG $0x10c38348               // add rbx, 16
-	WORD $0x3948; BYTE $0xcb       // cmp rbx, rcx
+	WORD $0x394c; BYTE $0xc3       // cmp rbx, r8
 	WORD $0x894c; BYTE $0xdb       // mov rbx, r11
-	JLE  LBB9_46
+	JLE  LBB9_11
 
-LBB9_47:
+LBB9_45:
 	LONG    $0xc158fcc5               // vaddps ymm0, ymm0, ymm1
 	LONG    $0x197de3c4; WORD $0x01c1 // vextractf128 xmm1, ymm0, 1
 	LONG    $0xc158f8c5               // vaddps xmm0, xmm0, xmm1
@@ -4705,31 +4734,31 @@ LBB9_47:
 	LONG    $0xc158f8c5               // vaddps xmm0, xmm0, xmm1
 	LONG    $0xc816fac5               // vmovshdup xmm1, xmm0
 	LONG    $0xc158fac5               // vaddss xmm0, xmm0, xmm1
-	WORD    $0x3949; BYTE $0xcb       // cmp r11, rcx
-	JGE     LBB9_52
-	WORD    $0xcb89                   // mov ebx, ecx
+	WORD    $0x394d; BYTE $0xc3       // cmp r11, r8
+	JGE     LBB9_50
+	WORD    $0x8944; BYTE $0xc3       // mov ebx, r8d
 	WORD    $0x2944; BYTE $0xdb       // sub ebx, r11d
-	WORD    $0x894c; BYTE $0xde       // mov rsi, r11
-	WORD    $0xf748; BYTE $0xd6       // not rsi
-	WORD    $0x0148; BYTE $0xce       // add rsi, rcx
+	WORD    $0x894c; BYTE $0xdf       // mov rdi, r11
+	WORD    $0xf748; BYTE $0xd7       // not rdi
+	WORD    $0x014c; BYTE $0xc7       // add rdi, r8
 	LONG    $0x03e38348               // and rbx, 3
-	JE      LBB9_50
+	JE      LBB9_48
 	PCALIGN $16
 
-LBB9_49:
+LBB9_47:
 	LONG $0x107a81c4; WORD $0x9a0c // vmovss xmm1, dword ptr [r10 + 4*r11]
 	LONG $0x5972a1c4; WORD $0x9a0c // vmulss xmm1, xmm1, dword ptr [rdx + 4*r11]
 	LONG $0xc158fac5               // vaddss xmm0, xmm0, xmm1
 	LONG $0x01c38349               // add r11, 1
 	LONG $0xffc38348               // add rbx, -1
-	JNE  LBB9_49
+	JNE  LBB9_47
 
-LBB9_50:
-	LONG    $0x03fe8348 // cmp rsi, 3
-	JB      LBB9_52
+LBB9_48:
+	LONG    $0x03ff8348 // cmp rdi, 3
+	JB      LBB9_50
 	PCALIGN $16
 
-LBB9_51:
+LBB9_49:
 	LONG $0x107a81c4; WORD $0x9a0c             // vmovss xmm1, dword ptr [r10 + 4*r11]
 	LONG $0x107a81c4; WORD $0x9a54; BYTE $0x04 // vmovss xmm2, dword ptr [r10 + 4*r11 + 4]
 	LONG $0x5972a1c4; WORD $0x9a0c             // vmulss xmm1, xmm1, dword ptr [rdx + 4*r11]
@@ -4743,37 +4772,38 @@ LBB9_51:
 	LONG $0xc158fac5                           // vaddss xmm0, xmm0, xmm1
 	LONG $0xc258fac5                           // vaddss xmm0, xmm0, xmm2
 	LONG $0x04c38349                           // add r11, 4
-	WORD $0x394c; BYTE $0xd9                   // cmp rcx, r11
-	JNE  LBB9_51
-	JMP  LBB9_52
+	WORD $0x394d; BYTE $0xd8                   // cmp r8, r11
+	JNE  LBB9_49
+	JMP  LBB9_50
 
-LBB9_12:
-	LONG $0xf8518d4c         // lea r10, [rcx - 8]
-	LONG $0xf7498d4c         // lea r9, [rcx - 9]
-	WORD $0x8941; BYTE $0xcb // mov r11d, ecx
+LBB9_13:
+	LONG $0xf8488d49         // lea rcx, [r8 - 8]
+	LONG $0xf7488d4d         // lea r9, [r8 - 9]
+	WORD $0x8945; BYTE $0xc3 // mov r11d, r8d
 	LONG $0x03e38341         // and r11d, 3
-	WORD $0x894c; BYTE $0xc0 // mov rax, r8
-	LONG $0xc1af0f48         // imul rax, rcx
-	LONG $0x841c8d49         // lea rbx, [r12 + 4*rax]
-	QUAD $0x000000008d348d4c // lea r14, [4*rcx]
-	LONG $0xfce28349         // and r10, -4
-	WORD $0xf749; BYTE $0xda // neg r10
+	WORD $0x894c; BYTE $0xf0 // mov rax, r14
+	LONG $0xc0af0f49         // imul rax, r8
+	LONG $0x863c8d48         // lea rdi, [rsi + 4*rax]
+	QUAD $0x0000000085148d4e // lea r10, [4*r8]
+	LONG $0xfce18348         // and rcx, -4
+	WORD $0xf748; BYTE $0xd9 // neg rcx
 	LONG $0xc057f8c5         // vxorps xmm0, xmm0, xmm0
-	JMP  LBB9_27
+	JMP  LBB9_28
 	PCALIGN $16
 
-LBB9_26:
-	LONG $0x24448b48; BYTE $0x10   // mov rax, qword ptr [rsp + 16]
-	LONG $0x117aa1c4; WORD $0x800c // vmovss dword ptr [rax + 4*r8], xmm1
-	LONG $0x01c08349               // add r8, 1
-	WORD $0x014c; BYTE $0xf3       // add rbx, r14
-	LONG $0x24443b4c; BYTE $0x08   // cmp r8, qword ptr [rsp + 8]
-	JE   LBB9_53
-
 LBB9_27:
-	WORD    $0x894c; BYTE $0xc0       // mov rax, r8
-	LONG    $0xc1af0f48               // imul rax, rcx
-	LONG    $0x107cc1c4; WORD $0x840c // vmovups ymm1, ymmword ptr [r12 + 4*rax]
+	LONG $0x24048b48               // mov rax, qword ptr [rsp]
+	LONG $0x117aa1c4; WORD $0xb00c // vmovss dword ptr [rax + 4*r14], xmm1
+	LONG $0x01c68349               // add r14, 1
+	WORD $0x014c; BYTE $0xd7       // add rdi, r10
+	WORD $0x394d; BYTE $0xfe       // cmp r14, r15
+	LONG $0x24748b48; BYTE $0x08   // mov rsi, qword ptr [rsp + 8]
+	JE   LBB9_51
+
+LBB9_28:
+	WORD    $0x894c; BYTE $0xf0       // mov rax, r14
+	LONG    $0xc0af0f49               // imul rax, r8
+	LONG    $0x0c10fcc5; BYTE $0x86   // vmovups ymm1, ymmword ptr [rsi + 4*rax]
 	LONG    $0x987de2c4; BYTE $0x0a   // vfmadd132ps ymm1, ymm0, ymmword ptr [rdx]
 	LONG    $0xc858f4c5               // vaddps ymm1, ymm1, ymm0
 	LONG    $0x197de3c4; WORD $0x01ca // vextractf128 xmm2, ymm1, 1
@@ -4782,62 +4812,62 @@ LBB9_27:
 	LONG    $0xca58f0c5               // vaddps xmm1, xmm1, xmm2
 	LONG    $0xd116fac5               // vmovshdup xmm2, xmm1
 	LONG    $0xca58f2c5               // vaddss xmm1, xmm1, xmm2
-	LONG    $0x08f98348               // cmp rcx, 8
-	JE      LBB9_26
-	LONG    $0x000008be; BYTE $0x00   // mov esi, 8
+	LONG    $0x08f88349               // cmp r8, 8
+	JE      LBB9_27
+	LONG    $0x000008b8; BYTE $0x00   // mov eax, 8
 	LONG    $0x03f98349               // cmp r9, 3
-	JB      LBB9_23
-	LONG    $0x000008be; BYTE $0x00   // mov esi, 8
+	JB      LBB9_24
+	LONG    $0x000008b8; BYTE $0x00   // mov eax, 8
 	PCALIGN $16
 
-LBB9_30:
-	LONG $0x1410fac5; BYTE $0xb3   // vmovss xmm2, dword ptr [rbx + 4*rsi]
-	LONG $0x1459eac5; BYTE $0xb2   // vmulss xmm2, xmm2, dword ptr [rdx + 4*rsi]
-	LONG $0x5c10fac5; WORD $0x04b3 // vmovss xmm3, dword ptr [rbx + 4*rsi + 4]
+LBB9_31:
+	LONG $0x1410fac5; BYTE $0x87   // vmovss xmm2, dword ptr [rdi + 4*rax]
+	LONG $0x1459eac5; BYTE $0x82   // vmulss xmm2, xmm2, dword ptr [rdx + 4*rax]
+	LONG $0x5c10fac5; WORD $0x0487 // vmovss xmm3, dword ptr [rdi + 4*rax + 4]
 	LONG $0xca58f2c5               // vaddss xmm1, xmm1, xmm2
-	LONG $0x5459e2c5; WORD $0x04b2 // vmulss xmm2, xmm3, dword ptr [rdx + 4*rsi + 4]
+	LONG $0x5459e2c5; WORD $0x0482 // vmulss xmm2, xmm3, dword ptr [rdx + 4*rax + 4]
 	LONG $0xca58f2c5               // vaddss xmm1, xmm1, xmm2
-	LONG $0x5410fac5; WORD $0x08b3 // vmovss xmm2, dword ptr [rbx + 4*rsi + 8]
-	LONG $0x5459eac5; WORD $0x08b2 // vmulss xmm2, xmm2, dword ptr [rdx + 4*rsi + 8]
+	LONG $0x5410fac5; WORD $0x0887 // vmovss xmm2, dword ptr [rdi + 4*rax + 8]
+	LONG $0x5459eac5; WORD $0x0882 // vmulss xmm2, xmm2, dword ptr [rdx + 4*rax + 8]
 	LONG $0xca58f2c5               // vaddss xmm1, xmm1, xmm2
-	LONG $0x5410fac5; WORD $0x0cb3 // vmovss xmm2, dword ptr [rbx + 4*rsi + 12]
-	LONG $0x5459eac5; WORD $0x0cb2 // vmulss xmm2, xmm2, dword ptr [rdx + 4*rsi + 12]
+	LONG $0x5410fac5; WORD $0x0c87 // vmovss xmm2, dword ptr [rdi + 4*rax + 12]
+	LONG $0x5459eac5; WORD $0x0c82 // vmulss xmm2, xmm2, dword ptr [rdx + 4*rax + 12]
 	LONG $0xca58f2c5               // vaddss xmm1, xmm1, xmm2
-	LONG $0x32048d49               // lea rax, [r10 + rsi]
-	LONG $0x04c08348               // add rax, 4
+	LONG $0x01348d48               // lea rsi, [rcx + rax]
 	LONG $0x04c68348               // add rsi, 4
-	LONG $0x08f88348               // cmp rax, 8
-	JNE  LBB9_30
+	LONG $0x04c08348               // add rax, 4
+	LONG $0x08fe8348               // cmp rsi, 8
+	JNE  LBB9_31
 
-LBB9_23:
+LBB9_24:
 	WORD    $0x854d; BYTE $0xdb // test r11, r11
-	JE      LBB9_26
-	LONG    $0xb2048d48         // lea rax, [rdx + 4*rsi]
-	LONG    $0xb3348d48         // lea rsi, [rbx + 4*rsi]
-	WORD    $0xff31             // xor edi, edi
+	JE      LBB9_27
+	LONG    $0x82348d48         // lea rsi, [rdx + 4*rax]
+	LONG    $0x87048d48         // lea rax, [rdi + 4*rax]
+	WORD    $0xdb31             // xor ebx, ebx
 	PCALIGN $16
 
-LBB9_25:
-	LONG $0x1410fac5; BYTE $0xbe // vmovss xmm2, dword ptr [rsi + 4*rdi]
-	LONG $0x1459eac5; BYTE $0xb8 // vmulss xmm2, xmm2, dword ptr [rax + 4*rdi]
+LBB9_26:
+	LONG $0x1410fac5; BYTE $0x98 // vmovss xmm2, dword ptr [rax + 4*rbx]
+	LONG $0x1459eac5; BYTE $0x9e // vmulss xmm2, xmm2, dword ptr [rsi + 4*rbx]
 	LONG $0xca58f2c5             // vaddss xmm1, xmm1, xmm2
-	LONG $0x01c78348             // add rdi, 1
-	WORD $0x3949; BYTE $0xfb     // cmp r11, rdi
-	JNE  LBB9_25
-	JMP  LBB9_26
+	LONG $0x01c38348             // add rbx, 1
+	WORD $0x3949; BYTE $0xdb     // cmp r11, rbx
+	JNE  LBB9_26
+	JMP  LBB9_27
 
-LBB9_54:
-	LONG $0x24448b48; BYTE $0x10 // mov rax, qword ptr [rsp + 16]
-	LONG $0x803c8d4a             // lea rdi, [rax + 4*r8]
-	LONG $0x24548b48; BYTE $0x08 // mov rdx, qword ptr [rsp + 8]
-	WORD $0x294c; BYTE $0xc2     // sub rdx, r8
-	LONG $0x02e2c148             // shl rdx, 2
-	WORD $0xf631                 // xor esi, esi
-	WORD $0xf8c5; BYTE $0x77     // vzeroupper
+LBB9_52:
+	LONG $0x24048b48         // mov rax, qword ptr [rsp]
+	LONG $0xb03c8d4a         // lea rdi, [rax + 4*r14]
+	WORD $0x294d; BYTE $0xf7 // sub r15, r14
+	LONG $0x02e7c149         // shl r15, 2
+	WORD $0xf631             // xor esi, esi
+	WORD $0x894c; BYTE $0xfa // mov rdx, r15
+	WORD $0xf8c5; BYTE $0x77 // vzeroupper
 	CALL ·_krt_memset(SB)
 
-LBB9_53:
-	MOVQ 160(SP), SP
+LBB9_51:
+	MOVQ 112(SP), SP
 	VZEROUPPER
 	RET
 
@@ -4867,7 +4897,7 @@ DATA LCDATA8<>+0x0b0(SB)/8, $0x0000000300000003
 DATA LCDATA8<>+0x0b8(SB)/8, $0x0000000300000003
 GLOBL LCDATA8<>(SB), 8, $192
 
-TEXT ·_krt_gemv_q8_0_avx512(SB), $40-56
+TEXT ·_krt_gemv_q8_0_avx512(SB), $56-56
 
 	MOVQ y+0(FP), DI
 	MOVQ w+8(FP), SI
@@ -4877,185 +4907,207 @@ TEXT ·_krt_gemv_q8_0_avx512(SB), $40-56
 	MOVQ r0+40(FP), R9
 	MOVQ r1+48(FP), R10
 	ADDQ $8, SP
-	MOVQ R10, 24(SP)
+	MOVQ R10, 40(SP)
 	LEAQ LCDATA8<>(SB), BP
 
-	LONG $0x24748b4c; BYTE $0x18               // mov r14, qword ptr [rsp + 24] /* [rbp + 16] */
+	LONG $0x247c8b4c; BYTE $0x28               // mov r15, qword ptr [rsp + 40] /* [rbp + 16] */
 	LONG $0x1f408d49                           // lea rax, [r8 + 31]
 	WORD $0x854d; BYTE $0xc0                   // test r8, r8
 	LONG $0xc0490f49                           // cmovns rax, r8
-	WORD $0x394d; BYTE $0xf1                   // cmp r9, r14
-	JGE  LBB10_11
-	WORD $0x8949; BYTE $0xcb                   // mov r11, rcx
+	WORD $0x394d; BYTE $0xf9                   // cmp r9, r15
+	JGE  LBB10_13
+	WORD $0x894d; BYTE $0xca                   // mov r10, r9
+	WORD $0x8949; BYTE $0xcc                   // mov r12, rcx
 	LONG $0x20f88349                           // cmp r8, 32
-	JL   LBB10_8
+	JL   LBB10_10
 	WORD $0x8948; BYTE $0xc3                   // mov rbx, rax
 	LONG $0x05fbc148                           // sar rbx, 5
 	LONG $0xe0e08348                           // and rax, -32
 	LONG $0x58048d48                           // lea rax, [rax + 2*rbx]
-	LONG $0xff468d4d                           // lea r8, [r14 - 1]
-	LONG $0x027e8d4c                           // lea r15, [rsi + 2]
+	WORD $0x8949; BYTE $0xc0                   // mov r8, rax
+	LONG $0xc7af0f4d                           // imul r8, r15
+	LONG $0xff4f8d49                           // lea rcx, [r15 - 1]
+	LONG $0x244c8948; BYTE $0x18               // mov qword ptr [rsp + 24], rcx
+	LONG $0x024e8d48                           // lea rcx, [rsi + 2]
+	LONG $0x244c8948; BYTE $0x10               // mov qword ptr [rsp + 16], rcx
 	WORD $0x8948; BYTE $0xd9                   // mov rcx, rbx
 	LONG $0x07e1c148                           // shl rcx, 7
 	LONG $0xd90c8d48                           // lea rcx, [rcx + 8*rbx]
-	LONG $0x244c8948; BYTE $0x10               // mov qword ptr [rsp + 16], rcx
-	LONG $0x04518d4d                           // lea r10, [r9 + 4]
-	LONG $0xd3af0f4c                           // imul r10, rbx
+	LONG $0x244c8948; BYTE $0x08               // mov qword ptr [rsp + 8], rcx
+	LONG $0x045a8d4d                           // lea r11, [r10 + 4]
+	LONG $0xdbaf0f4c                           // imul r11, rbx
 	WORD $0x8948; BYTE $0xd9                   // mov rcx, rbx
-	LONG $0xc9af0f49                           // imul rcx, r9
+	LONG $0xcaaf0f49                           // imul rcx, r10
 	WORD $0x8948; BYTE $0xcb                   // mov rbx, rcx
 	LONG $0x05e3c148                           // shl rbx, 5
 	LONG $0x4b0c8d48                           // lea rcx, [rbx + 2*rcx]
 	LONG $0x0e1c8d48                           // lea rbx, [rsi + rcx]
 	LONG $0x02c38348                           // add rbx, 2
-	WORD $0x894c; BYTE $0xd1                   // mov rcx, r10
-	LONG $0x05e1c148                           // shl rcx, 5
-	LONG $0x510c8d4a                           // lea rcx, [rcx + 2*r10]
+	WORD $0x894d; BYTE $0xd9                   // mov r9, r11
+	LONG $0x05e1c149                           // shl r9, 5
+	LONG $0x590c8d4b                           // lea rcx, [r9 + 2*r11]
 	WORD $0x0148; BYTE $0xce                   // add rsi, rcx
 	LONG $0x80c68148; WORD $0x000c; BYTE $0x00 // add rsi, 3200
+	QUAD $0x00000c0059b48d4f                   // lea r14, [r9 + 2*r11 + 3072]
 	LONG $0x487df262; WORD $0x4558; BYTE $0x00 // vpbroadcastd zmm0, dword ptr [rbp + 0] /* [rip + .LCPI10_0] */
 	LONG $0xef3941c4; BYTE $0xc0               // vpxor xmm8, xmm8, xmm8
 	LONG $0x487c7162; WORD $0x4d10; BYTE $0x01 // vmovups zmm9, zmmword ptr [rbp + 64] /* [rip + .LCPI10_1] */
 	LONG $0x487cf162; WORD $0x5d10; BYTE $0x02 // vmovups zmm3, zmmword ptr [rbp + 128] /* [rip + .LCPI10_2] */
-	LONG $0x247c8948; BYTE $0x08               // mov qword ptr [rsp + 8], rdi
+	LONG $0x243c8948                           // mov qword ptr [rsp], rdi
+	LONG $0x2464894c; BYTE $0x20               // mov qword ptr [rsp + 32], r12
 	JMP  LBB10_3
 	PCALIGN $16
 
-LBB10_6:
-	LONG $0x247c8b48; BYTE $0x08               // mov rdi, qword ptr [rsp + 8]
-	LONG $0x097cb162; WORD $0x2411; BYTE $0xaf // vmovups xmmword ptr [rdi + 4*r13] {k1}, xmm4
-	LONG $0x244c8b48; BYTE $0x10               // mov rcx, qword ptr [rsp + 16]
+LBB10_8:
+	LONG $0x243c8b48                           // mov rdi, qword ptr [rsp]
+	LONG $0x097cb162; WORD $0x2411; BYTE $0x8f // vmovups xmmword ptr [rdi + 4*r9] {k1}, xmm4
+	LONG $0x244c8b48; BYTE $0x08               // mov rcx, qword ptr [rsp + 8]
 	WORD $0x0148; BYTE $0xcb                   // add rbx, rcx
 	WORD $0x0148; BYTE $0xce                   // add rsi, rcx
-	WORD $0x394d; BYTE $0xf1                   // cmp r9, r14
-	JGE  LBB10_11
+	WORD $0x0149; BYTE $0xce                   // add r14, rcx
+	WORD $0x394d; BYTE $0xfa                   // cmp r10, r15
+	JGE  LBB10_13
 
 LBB10_3:
-	WORD    $0x894d; BYTE $0xcd // mov r13, r9
-	LONG    $0x01498d49         // lea rcx, [r9 + 1]
-	WORD    $0x394c; BYTE $0xf1 // cmp rcx, r14
-	LONG    $0xc84d0f49         // cmovge rcx, r8
-	LONG    $0xc8af0f48         // imul rcx, rax
-	LONG    $0x02618d4d         // lea r12, [r9 + 2]
-	WORD    $0x394d; BYTE $0xf4 // cmp r12, r14
-	LONG    $0xe04d0f4d         // cmovge r12, r8
-	LONG    $0xe0af0f4c         // imul r12, rax
-	LONG    $0x03518d4d         // lea r10, [r9 + 3]
-	WORD    $0x894c; BYTE $0xf7 // mov rdi, r14
-	WORD    $0x394d; BYTE $0xf2 // cmp r10, r14
-	LONG    $0xd04d0f4d         // cmovge r10, r8
-	LONG    $0xd0af0f4c         // imul r10, rax
-	LONG    $0x04c18349         // add r9, 4
-	WORD    $0x014d; BYTE $0xfa // add r10, r15
-	WORD    $0x014d; BYTE $0xfc // add r12, r15
-	WORD    $0x014c; BYTE $0xf9 // add rcx, r15
-	LONG    $0xe457d8c5         // vxorps xmm4, xmm4, xmm4
-	LONG    $0xed57d0c5         // vxorps xmm5, xmm5, xmm5
-	WORD    $0x3145; BYTE $0xf6 // xor r14d, r14d
+	WORD $0x894d; BYTE $0xd1     // mov r9, r10
+	LONG $0x014a8d49             // lea rcx, [r10 + 1]
+	WORD $0x394c; BYTE $0xf9     // cmp rcx, r15
+	LONG $0x24548b4c; BYTE $0x18 // mov r10, qword ptr [rsp + 24]
+	LONG $0xca4d0f49             // cmovge rcx, r10
+	LONG $0xc8af0f48             // imul rcx, rax
+	LONG $0x02598d4d             // lea r11, [r9 + 2]
+	WORD $0x394d; BYTE $0xfb     // cmp r11, r15
+	LONG $0xda4d0f4d             // cmovge r11, r10
+	LONG $0xd8af0f4c             // imul r11, rax
+	LONG $0x03798d49             // lea rdi, [r9 + 3]
+	WORD $0x894d; BYTE $0xfc     // mov r12, r15
+	WORD $0x394c; BYTE $0xff     // cmp rdi, r15
+	LONG $0xfa4d0f49             // cmovge rdi, r10
+	LONG $0xf8af0f48             // imul rdi, rax
+	LONG $0x04518d4d             // lea r10, [r9 + 4]
+	LONG $0x247c8b4c; BYTE $0x10 // mov r15, qword ptr [rsp + 16]
+	WORD $0x014c; BYTE $0xff     // add rdi, r15
+	WORD $0x014d; BYTE $0xfb     // add r11, r15
+	WORD $0x014c; BYTE $0xf9     // add rcx, r15
+	WORD $0x894d; BYTE $0xf5     // mov r13, r14
+	LONG $0xe457d8c5             // vxorps xmm4, xmm4, xmm4
+	LONG $0xed57d0c5             // vxorps xmm5, xmm5, xmm5
+	WORD $0x3145; BYTE $0xff     // xor r15d, r15d
+	JMP  LBB10_4
 	PCALIGN $16
 
-LBB10_4:
-	LONG $0x4c180f42; WORD $0x80b6                     // prefetcht0 byte ptr [rsi + 4*r14 - 128]
-	LONG $0x4c180f42; WORD $0xc0b6                     // prefetcht0 byte ptr [rsi + 4*r14 - 64]
-	LONG $0x0c180f42; BYTE $0xb6                       // prefetcht0 byte ptr [rsi + 4*r14]
-	QUAD $0x0232b45b48fdb262; WORD $0x0000; BYTE $0x00 // vbroadcasti64x4 zmm6, ymmword ptr [rdx + r14 + 2]
+LBB10_6:
+	QUAD $0x023ab45b48fdb262; WORD $0x0000; BYTE $0x00 // vbroadcasti64x4 zmm6, ymmword ptr [rdx + r15 + 2]
 	LONG $0xffefc1c5                                   // vpxor xmm7, xmm7, xmm7
 	LONG $0x487df262; WORD $0xfe50                     // vpdpbusd zmm7, zmm0, zmm6
-	LONG $0x7979a2c4; WORD $0x334c; BYTE $0xfe         // vpbroadcastw xmm1, word ptr [rbx + r14 - 2]
-	QUAD $0x01fe314cc471a1c4                           // vpinsrw xmm1, xmm1, word ptr [rcx + r14 - 2], 1
-	QUAD $0x02fe344cc47181c4                           // vpinsrw xmm1, xmm1, word ptr [r12 + r14 - 2], 2
-	QUAD $0x03fe324cc47181c4                           // vpinsrw xmm1, xmm1, word ptr [r10 + r14 - 2], 3
 	LONG $0x483df162; WORD $0xfffa                     // vpsubd zmm7, zmm8, zmm7
+	LONG $0x7979a2c4; WORD $0x3b4c; BYTE $0xfe         // vpbroadcastw xmm1, word ptr [rbx + r15 - 2]
+	QUAD $0x01fe394cc471a1c4                           // vpinsrw xmm1, xmm1, word ptr [rcx + r15 - 2], 1
+	QUAD $0x02fe3b4cc47181c4                           // vpinsrw xmm1, xmm1, word ptr [r11 + r15 - 2], 2
+	QUAD $0x03fe3f4cc471a1c4                           // vpinsrw xmm1, xmm1, word ptr [rdi + r15 - 2], 3
 	LONG $0x137de2c4; BYTE $0xc9                       // vcvtph2ps ymm1, xmm1
-	LONG $0x7979a2c4; WORD $0x3214                     // vpbroadcastw xmm2, word ptr [rdx + r14]
+	LONG $0x7979a2c4; WORD $0x3a14                     // vpbroadcastw xmm2, word ptr [rdx + r15]
 	LONG $0x137de2c4; BYTE $0xd2                       // vcvtph2ps ymm2, xmm2
-	LONG $0x6f7e21c4; WORD $0x3314                     // vmovdqu ymm10, ymmword ptr [rbx + r14]
-	QUAD $0x0131143a48ad3362                           // vinserti64x4 zmm10, zmm10, ymmword ptr [rcx + r14], 1
 	LONG $0xca59f4c5                                   // vmulps ymm1, ymm1, ymm2
-	LONG $0x482df162; WORD $0xd0ef                     // vpxord zmm2, zmm10, zmm0
+	LONG $0x6f7ea1c4; WORD $0x3b14                     // vmovdqu ymm2, ymmword ptr [rbx + r15]
+	QUAD $0x0139143a48edb362                           // vinserti64x4 zmm2, zmm2, ymmword ptr [rcx + r15], 1
+	LONG $0x486df162; WORD $0xd0ef                     // vpxord zmm2, zmm2, zmm0
 	LONG $0x48fd7162; WORD $0xd76f                     // vmovdqa64 zmm10, zmm7
 	LONG $0x486d7262; WORD $0xd650                     // vpdpbusd zmm10, zmm2, zmm6
 	LONG $0x487cd162; WORD $0xd25b                     // vcvtdq2ps zmm2, zmm10
 	LONG $0x48357262; WORD $0xd116                     // vpermps zmm10, zmm9, zmm1
-	LONG $0x6f7e01c4; WORD $0x341c                     // vmovdqu ymm11, ymmword ptr [r12 + r14]
-	QUAD $0x01321c3a48a51362                           // vinserti64x4 zmm11, zmm11, ymmword ptr [r10 + r14], 1
 	LONG $0x486dd262; WORD $0xe2b8                     // vfmadd231ps zmm4, zmm2, zmm10
-	LONG $0x4825f162; WORD $0xd0ef                     // vpxord zmm2, zmm11, zmm0
+	LONG $0x6f7e81c4; WORD $0x3b14                     // vmovdqu ymm2, ymmword ptr [r11 + r15]
+	QUAD $0x013f143a48edb362                           // vinserti64x4 zmm2, zmm2, ymmword ptr [rdi + r15], 1
+	LONG $0x486df162; WORD $0xd0ef                     // vpxord zmm2, zmm2, zmm0
 	LONG $0x486df262; WORD $0xfe50                     // vpdpbusd zmm7, zmm2, zmm6
 	LONG $0x487cf162; WORD $0xd75b                     // vcvtdq2ps zmm2, zmm7
 	LONG $0x4865f262; WORD $0xc916                     // vpermps zmm1, zmm3, zmm1
 	LONG $0x486df262; WORD $0xe9b8                     // vfmadd231ps zmm5, zmm2, zmm1
-	LONG $0x22c68349                                   // add r14, 34
-	WORD $0x3949; BYTE $0xc6                           // cmp r14, rax
-	JL   LBB10_4
-	WORD $0x8949; BYTE $0xfe                           // mov r14, rdi
-	WORD $0x8944; BYTE $0xf1                           // mov ecx, r14d
-	WORD $0x2944; BYTE $0xe9                           // sub ecx, r13d
-	LONG $0xffffffbf; BYTE $0xff                       // mov edi, -1
-	WORD $0xe7d3                                       // shl edi, cl
-	WORD $0x394d; BYTE $0xf1                           // cmp r9, r14
-	WORD $0xf640; BYTE $0xd7                           // not dil
-	LONG $0xcfb60f40                                   // movzx ecx, dil
-	LONG $0x00000fbf; BYTE $0x00                       // mov edi, 15
-	WORD $0x4e0f; BYTE $0xcf                           // cmovle ecx, edi
-	LONG $0x485cf162; WORD $0xcd14                     // vunpcklps zmm1, zmm4, zmm5
-	LONG $0x485cf162; WORD $0xd515                     // vunpckhps zmm2, zmm4, zmm5
-	LONG $0x4874f162; WORD $0xca58                     // vaddps zmm1, zmm1, zmm2
-	LONG $0x48fdf362; WORD $0xd105; BYTE $0x55         // vpermilpd zmm2, zmm1, 85
-	LONG $0x4874f162; WORD $0xca58                     // vaddps zmm1, zmm1, zmm2
-	LONG $0x48fdf362; WORD $0xd101; BYTE $0xaa         // vpermpd zmm2, zmm1, 170
-	LONG $0x4874f162; WORD $0xca58                     // vaddps zmm1, zmm1, zmm2
-	LONG $0x487df362; WORD $0xca19; BYTE $0x02         // vextractf32x4 xmm2, zmm1, 2
-	LONG $0xe214f0c5                                   // vunpcklps xmm4, xmm1, xmm2
-	LONG $0xc992fbc5                                   // kmovd k1, ecx
-	WORD $0x854d; BYTE $0xdb                           // test r11, r11
-	JE   LBB10_6
-	LONG $0x897c9162; WORD $0x2c10; BYTE $0xab         // vmovups xmm5 {k1} {z}, xmmword ptr [r11 + 4*r13]
-	LONG $0xe558d8c5                                   // vaddps xmm4, xmm4, xmm5
+	LONG $0x22c78349                                   // add r15, 34
+	LONG $0x88c58149; WORD $0x0000; BYTE $0x00         // add r13, 136
+	WORD $0x3949; BYTE $0xc7                           // cmp r15, rax
+	JGE  LBB10_7
+
+LBB10_4:
+	WORD $0x394d; BYTE $0xc5       // cmp r13, r8
+	JGE  LBB10_6
+	LONG $0x4c180f42; WORD $0x80be // prefetcht0 byte ptr [rsi + 4*r15 - 128]
+	LONG $0x4c180f42; WORD $0xc0be // prefetcht0 byte ptr [rsi + 4*r15 - 64]
+	LONG $0x0c180f42; BYTE $0xbe   // prefetcht0 byte ptr [rsi + 4*r15]
 	JMP  LBB10_6
-
-LBB10_8:
-	WORD    $0x8944; BYTE $0xf1     // mov ecx, r14d
-	WORD    $0x2944; BYTE $0xc9     // sub ecx, r9d
-	LONG    $0x00000fb8; BYTE $0x00 // mov eax, 15
-	LONG    $0xc057f8c5             // vxorps xmm0, xmm0, xmm0
-	WORD    $0x854d; BYTE $0xdb     // test r11, r11
-	JE      LBB10_10
 	PCALIGN $16
 
-LBB10_9:
-	LONG $0xffffffba; BYTE $0xff               // mov edx, -1
-	WORD $0xe2d3                               // shl edx, cl
-	LONG $0x04718d49                           // lea rsi, [r9 + 4]
-	WORD $0xd2f6                               // not dl
-	WORD $0xb60f; BYTE $0xd2                   // movzx edx, dl
-	WORD $0xc183; BYTE $0xfc                   // add ecx, -4
-	WORD $0x394c; BYTE $0xf6                   // cmp rsi, r14
-	WORD $0x4e0f; BYTE $0xd0                   // cmovle edx, eax
-	LONG $0xca92fbc5                           // kmovd k1, edx
-	LONG $0x897c9162; WORD $0x0c10; BYTE $0x8b // vmovups xmm1 {k1} {z}, xmmword ptr [r11 + 4*r9]
-	LONG $0xc858f0c5                           // vaddps xmm1, xmm1, xmm0
-	LONG $0x097cb162; WORD $0x0c11; BYTE $0x8f // vmovups xmmword ptr [rdi + 4*r9] {k1}, xmm1
-	WORD $0x8949; BYTE $0xf1                   // mov r9, rsi
-	JL   LBB10_9
-	JMP  LBB10_11
-	PCALIGN $16
+LBB10_7:
+	WORD $0x894d; BYTE $0xe7                   // mov r15, r12
+	WORD $0x8944; BYTE $0xf9                   // mov ecx, r15d
+	WORD $0x2944; BYTE $0xc9                   // sub ecx, r9d
+	LONG $0xffffffbf; BYTE $0xff               // mov edi, -1
+	WORD $0xe7d3                               // shl edi, cl
+	WORD $0x394d; BYTE $0xe2                   // cmp r10, r12
+	WORD $0xf640; BYTE $0xd7                   // not dil
+	LONG $0xcfb60f40                           // movzx ecx, dil
+	LONG $0x00000fbf; BYTE $0x00               // mov edi, 15
+	WORD $0x4e0f; BYTE $0xcf                   // cmovle ecx, edi
+	LONG $0x485cf162; WORD $0xcd14             // vunpcklps zmm1, zmm4, zmm5
+	LONG $0x485cf162; WORD $0xd515             // vunpckhps zmm2, zmm4, zmm5
+	LONG $0x4874f162; WORD $0xca58             // vaddps zmm1, zmm1, zmm2
+	LONG $0x48fdf362; WORD $0xd105; BYTE $0x55 // vpermilpd zmm2, zmm1, 85
+	LONG $0x4874f162; WORD $0xca58             // vaddps zmm1, zmm1, zmm2
+	LONG $0x48fdf362; WORD $0xd101; BYTE $0xaa // vpermpd zmm2, zmm1, 170
+	LONG $0x4874f162; WORD $0xca58             // vaddps zmm1, zmm1, zmm2
+	LONG $0x487df362; WORD $0xca19; BYTE $0x02 // vextractf32x4 xmm2, zmm1, 2
+	LONG $0xe214f0c5                           // vunpcklps xmm4, xmm1, xmm2
+	LONG $0x24648b4c; BYTE $0x20               // mov r12, qword ptr [rsp + 32]
+	LONG $0xc992fbc5                           // kmovd k1, ecx
+	WORD $0x854d; BYTE $0xe4                   // test r12, r12
+	JE   LBB10_8
+	LONG $0x897c9162; WORD $0x2c10; BYTE $0x8c // vmovups xmm5 {k1} {z}, xmmword ptr [r12 + 4*r9]
+	LONG $0xe558d8c5                           // vaddps xmm4, xmm4, xmm5
+	JMP  LBB10_8
 
 LBB10_10:
+	WORD    $0x8944; BYTE $0xf9     // mov ecx, r15d
+	WORD    $0x2944; BYTE $0xd1     // sub ecx, r10d
+	LONG    $0x00000fb8; BYTE $0x00 // mov eax, 15
+	LONG    $0xc057f8c5             // vxorps xmm0, xmm0, xmm0
+	WORD    $0x854d; BYTE $0xe4     // test r12, r12
+	JE      LBB10_12
+	PCALIGN $16
+
+LBB10_11:
 	LONG $0xffffffba; BYTE $0xff               // mov edx, -1
 	WORD $0xe2d3                               // shl edx, cl
-	LONG $0x04718d49                           // lea rsi, [r9 + 4]
+	LONG $0x04728d49                           // lea rsi, [r10 + 4]
 	WORD $0xd2f6                               // not dl
 	WORD $0xb60f; BYTE $0xd2                   // movzx edx, dl
 	WORD $0xc183; BYTE $0xfc                   // add ecx, -4
-	WORD $0x394c; BYTE $0xf6                   // cmp rsi, r14
+	WORD $0x394c; BYTE $0xfe                   // cmp rsi, r15
 	WORD $0x4e0f; BYTE $0xd0                   // cmovle edx, eax
 	LONG $0xca92fbc5                           // kmovd k1, edx
-	LONG $0x097cb162; WORD $0x0411; BYTE $0x8f // vmovups xmmword ptr [rdi + 4*r9] {k1}, xmm0
-	WORD $0x8949; BYTE $0xf1                   // mov r9, rsi
-	JL   LBB10_10
+	LONG $0x897c9162; WORD $0x0c10; BYTE $0x94 // vmovups xmm1 {k1} {z}, xmmword ptr [r12 + 4*r10]
+	LONG $0xc858f0c5                           // vaddps xmm1, xmm1, xmm0
+	LONG $0x097cb162; WORD $0x0c11; BYTE $0x97 // vmovups xmmword ptr [rdi + 4*r10] {k1}, xmm1
+	WORD $0x8949; BYTE $0xf2                   // mov r10, rsi
+	JL   LBB10_11
+	JMP  LBB10_13
+	PCALIGN $16
 
-LBB10_11:
+LBB10_12:
+	LONG $0xffffffba; BYTE $0xff               // mov edx, -1
+	WORD $0xe2d3                               // shl edx, cl
+	LONG $0x04728d49                           // lea rsi, [r10 + 4]
+	WORD $0xd2f6                               // not dl
+	WORD $0xb60f; BYTE $0xd2                   // movzx edx, dl
+	WORD $0xc183; BYTE $0xfc                   // add ecx, -4
+	WORD $0x394c; BYTE $0xfe                   // cmp rsi, r15
+	WORD $0x4e0f; BYTE $0xd0                   // cmovle edx, eax
+	LONG $0xca92fbc5                           // kmovd k1, edx
+	LONG $0x097cb162; WORD $0x0411; BYTE $0x97 // vmovups xmmword ptr [rdi + 4*r10] {k1}, xmm0
+	WORD $0x8949; BYTE $0xf2                   // mov r10, rsi
+	JL   LBB10_12
+
+LBB10_13:
 	SUBQ $8, SP
 	VZEROUPPER
 	RET
@@ -5131,7 +5183,7 @@ DATA LCDATA9<>+0x218(SB)/8, $0x0000001c00000018
 DATA LCDATA9<>+0x220(SB)/8, $0x8040201008040201
 GLOBL LCDATA9<>(SB), 8, $552
 
-TEXT ·_krt_gemv_q5_0_avx512(SB), $120-56
+TEXT ·_krt_gemv_q5_0_avx512(SB), $136-56
 
 	MOVQ y+0(FP), DI
 	MOVQ w+8(FP), SI
@@ -5141,49 +5193,52 @@ TEXT ·_krt_gemv_q5_0_avx512(SB), $120-56
 	MOVQ r0+40(FP), R9
 	MOVQ r1+48(FP), R10
 	ADDQ $8, SP
-	MOVQ R10, 104(SP)
+	MOVQ R10, 120(SP)
 	LEAQ LCDATA9<>(SB), BP
 
-	LONG $0x24548948; BYTE $0x50               // mov qword ptr [rsp + 80], rdx
-	LONG $0x24748948; BYTE $0x08               // mov qword ptr [rsp + 8], rsi
-	LONG $0x245c8b4c; BYTE $0x68               // mov r11, qword ptr [rsp + 104] /* [rbp + 16] */
-	LONG $0x1f408d49                           // lea rax, [r8 + 31]
+	LONG $0x24548948; BYTE $0x58               // mov qword ptr [rsp + 88], rdx
+	LONG $0x24748948; BYTE $0x18               // mov qword ptr [rsp + 24], rsi
+	LONG $0x24748b4c; BYTE $0x78               // mov r14, qword ptr [rsp + 120] /* [rbp + 16] */
+	LONG $0x1f708d49                           // lea rsi, [r8 + 31]
 	WORD $0x854d; BYTE $0xc0                   // test r8, r8
-	LONG $0xc0490f49                           // cmovns rax, r8
-	WORD $0x394d; BYTE $0xd9                   // cmp r9, r11
-	JGE  LBB11_11
-	WORD $0x8948; BYTE $0xcb                   // mov rbx, rcx
+	LONG $0xf0490f49                           // cmovns rsi, r8
+	WORD $0x394d; BYTE $0xf1                   // cmp r9, r14
+	JGE  LBB11_15
+	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
 	LONG $0x20f88349                           // cmp r8, 32
-	JL   LBB11_8
-	LONG $0x05f8c148                           // sar rax, 5
-	LONG $0x800c8d48                           // lea rcx, [rax + 4*rax]
-	LONG $0x88148d48                           // lea rdx, [rax + 4*rcx]
-	WORD $0x0148; BYTE $0xc2                   // add rdx, rax
-	LONG $0x24548948; BYTE $0x30               // mov qword ptr [rsp + 48], rdx
-	LONG $0xff538d49                           // lea rdx, [r11 - 1]
-	LONG $0x24548948; BYTE $0x38               // mov qword ptr [rsp + 56], rdx
-	LONG $0x24448b4c; BYTE $0x08               // mov r8, qword ptr [rsp + 8]
-	LONG $0xe0508d49                           // lea rdx, [r8 - 32]
-	LONG $0x24548948; BYTE $0x28               // mov qword ptr [rsp + 40], rdx
-	LONG $0x480c8d48                           // lea rcx, [rax + 2*rcx]
-	LONG $0x244c8948; BYTE $0x20               // mov qword ptr [rsp + 32], rcx
-	WORD $0x8948; BYTE $0xc6                   // mov rsi, rax
-	LONG $0xf1af0f49                           // imul rsi, r9
+	JL   LBB11_10
+	LONG $0x05fec148                           // sar rsi, 5
 	LONG $0xb60c8d48                           // lea rcx, [rsi + 4*rsi]
 	LONG $0x8e2c8d4c                           // lea r13, [rsi + 4*rcx]
 	WORD $0x0149; BYTE $0xf5                   // add r13, rsi
+	LONG $0x246c894c; BYTE $0x48               // mov qword ptr [rsp + 72], r13
+	LONG $0xeeaf0f4d                           // imul r13, r14
+	LONG $0x246c894c; BYTE $0x70               // mov qword ptr [rsp + 112], r13
+	LONG $0xff568d49                           // lea rdx, [r14 - 1]
+	LONG $0x24548948; BYTE $0x40               // mov qword ptr [rsp + 64], rdx
+	LONG $0x24448b4c; BYTE $0x18               // mov r8, qword ptr [rsp + 24]
+	LONG $0xe0508d49                           // lea rdx, [r8 - 32]
+	LONG $0x24548948; BYTE $0x38               // mov qword ptr [rsp + 56], rdx
+	LONG $0x4e0c8d48                           // lea rcx, [rsi + 2*rcx]
+	LONG $0x244c8948; BYTE $0x30               // mov qword ptr [rsp + 48], rcx
+	WORD $0x8948; BYTE $0xf1                   // mov rcx, rsi
+	LONG $0xc9af0f49                           // imul rcx, r9
+	LONG $0x89148d48                           // lea rdx, [rcx + 4*rcx]
+	LONG $0x912c8d4c                           // lea r13, [rcx + 4*rdx]
+	WORD $0x0149; BYTE $0xcd                   // add r13, rcx
 	WORD $0x014d; BYTE $0xc5                   // add r13, r8
-	LONG $0xb0c86948; WORD $0x0000; BYTE $0x00 // imul rcx, rax, 176
-	LONG $0x244c8948; BYTE $0x18               // mov qword ptr [rsp + 24], rcx
-	LONG $0x08718d49                           // lea rsi, [r9 + 8]
-	LONG $0x24448948; BYTE $0x40               // mov qword ptr [rsp + 64], rax
-	LONG $0xf0af0f48                           // imul rsi, rax
-	LONG $0xb60c8d48                           // lea rcx, [rsi + 4*rsi]
-	LONG $0x8e0c8d48                           // lea rcx, [rsi + 4*rcx]
-	WORD $0x0148; BYTE $0xf1                   // add rcx, rsi
-	LONG $0x487df262; WORD $0x4558; BYTE $0x00 // vpbroadcastd zmm0, dword ptr [rbp + 0] /* [rip + .LCPI11_0] */
-	LONG $0x08148d4d                           // lea r10, [r8 + rcx]
+	LONG $0xb0ce6948; WORD $0x0000; BYTE $0x00 // imul rcx, rsi, 176
+	LONG $0x244c8948; BYTE $0x28               // mov qword ptr [rsp + 40], rcx
+	LONG $0x08498d49                           // lea rcx, [r9 + 8]
+	LONG $0x24748948; BYTE $0x20               // mov qword ptr [rsp + 32], rsi
+	LONG $0xceaf0f48                           // imul rcx, rsi
+	LONG $0x89148d48                           // lea rdx, [rcx + 4*rcx]
+	LONG $0x91148d48                           // lea rdx, [rcx + 4*rdx]
+	LONG $0x11348d48                           // lea rsi, [rcx + rdx]
+	LONG $0x30148d4d                           // lea r10, [r8 + rsi]
 	LONG $0x80c28149; WORD $0x000c; BYTE $0x00 // add r10, 3200
+	LONG $0x487df262; WORD $0x4558; BYTE $0x00 // vpbroadcastd zmm0, dword ptr [rbp + 0] /* [rip + .LCPI11_0] */
+	QUAD $0x00000c0011948d48                   // lea rdx, [rcx + rdx + 3072]
 	LONG $0xc9eff1c5                           // vpxor xmm1, xmm1, xmm1
 	LONG $0x48fef162; WORD $0x556f; BYTE $0x01 // vmovdqu64 zmm2, zmmword ptr [rbp + 64] /* [rip + .LCPI11_1] */
 	LONG $0x48fef162; WORD $0x5d6f; BYTE $0x02 // vmovdqu64 zmm3, zmmword ptr [rbp + 128] /* [rip + .LCPI11_2] */
@@ -5196,100 +5251,103 @@ TEXT ·_krt_gemv_q5_0_avx512(SB), $120-56
 	QUAD $0x000001e095107cc5                   // vmovups ymm10, ymmword ptr [rbp + 480] /* [rip + .LCPI11_9] */
 	QUAD $0x000002009d107cc5                   // vmovups ymm11, ymmword ptr [rbp + 512] /* [rip + .LCPI11_10] */
 	LONG $0x247c8948; BYTE $0x10               // mov qword ptr [rsp + 16], rdi
-	LONG $0x245c8948; BYTE $0x48               // mov qword ptr [rsp + 72], rbx
+	LONG $0x24448948; BYTE $0x50               // mov qword ptr [rsp + 80], rax
 	JMP  LBB11_3
 	PCALIGN $16
 
-LBB11_6:
+LBB11_8:
 	LONG $0x247c8b48; BYTE $0x10               // mov rdi, qword ptr [rsp + 16]
-	LONG $0x297c7162; WORD $0x2411; BYTE $0x97 // vmovups ymmword ptr [rdi + 4*rdx] {k1}, ymm12
-	LONG $0x24448b48; BYTE $0x18               // mov rax, qword ptr [rsp + 24]
-	WORD $0x0149; BYTE $0xc5                   // add r13, rax
-	WORD $0x0149; BYTE $0xc2                   // add r10, rax
-	WORD $0x394d; BYTE $0xd9                   // cmp r9, r11
-	JGE  LBB11_11
+	LONG $0x24548b48; BYTE $0x08               // mov rdx, qword ptr [rsp + 8]
+	LONG $0x297c7162; WORD $0x2411; BYTE $0xb7 // vmovups ymmword ptr [rdi + 4*rsi] {k1}, ymm12
+	LONG $0x244c8b48; BYTE $0x28               // mov rcx, qword ptr [rsp + 40]
+	WORD $0x0149; BYTE $0xcd                   // add r13, rcx
+	WORD $0x0149; BYTE $0xca                   // add r10, rcx
+	WORD $0x0148; BYTE $0xca                   // add rdx, rcx
+	WORD $0x394d; BYTE $0xf1                   // cmp r9, r14
+	JGE  LBB11_15
 
 LBB11_3:
-	WORD    $0x894c; BYTE $0xcf               // mov rdi, r9
-	LONG    $0x01718d4d                       // lea r14, [r9 + 1]
-	LONG    $0x02c18349                       // add r9, 2
-	WORD    $0x394d; BYTE $0xd9               // cmp r9, r11
-	LONG    $0x24548b48; BYTE $0x38           // mov rdx, qword ptr [rsp + 56]
-	LONG    $0xca4d0f4c                       // cmovge r9, rdx
-	LONG    $0x037f8d4c                       // lea r15, [rdi + 3]
-	LONG    $0x04478d48                       // lea rax, [rdi + 4]
-	WORD    $0x394c; BYTE $0xd8               // cmp rax, r11
-	LONG    $0xc24d0f48                       // cmovge rax, rdx
-	LONG    $0x05778d48                       // lea rsi, [rdi + 5]
-	LONG    $0x065f8d48                       // lea rbx, [rdi + 6]
-	WORD    $0x394c; BYTE $0xdb               // cmp rbx, r11
-	LONG    $0xda4d0f48                       // cmovge rbx, rdx
-	LONG    $0x074f8d48                       // lea rcx, [rdi + 7]
-	WORD    $0x394c; BYTE $0xd9               // cmp rcx, r11
-	LONG    $0xca4d0f48                       // cmovge rcx, rdx
-	LONG    $0x247c8948; BYTE $0x58           // mov qword ptr [rsp + 88], rdi
-	LONG    $0x08c78348                       // add rdi, 8
-	LONG    $0x247c8948; BYTE $0x60           // mov qword ptr [rsp + 96], rdi
-	WORD    $0x394c; BYTE $0xde               // cmp rsi, r11
-	LONG    $0xf24d0f48                       // cmovge rsi, rdx
-	WORD    $0x394d; BYTE $0xdf               // cmp r15, r11
-	LONG    $0xfa4d0f4c                       // cmovge r15, rdx
-	WORD    $0x394d; BYTE $0xde               // cmp r14, r11
-	LONG    $0xf24d0f4c                       // cmovge r14, rdx
-	LONG    $0x245c8b4c; BYTE $0x20           // mov r11, qword ptr [rsp + 32]
-	LONG    $0xcbaf0f49                       // imul rcx, r11
-	LONG    $0x24548b48; BYTE $0x28           // mov rdx, qword ptr [rsp + 40]
-	LONG    $0x4a0c8d48                       // lea rcx, [rdx + 2*rcx]
-	LONG    $0xf3af0f49                       // imul rsi, r11
-	LONG    $0x723c8d48                       // lea rdi, [rdx + 2*rsi]
-	LONG    $0x24648b4c; BYTE $0x40           // mov r12, qword ptr [rsp + 64]
-	LONG    $0xdcaf0f49                       // imul rbx, r12
-	LONG    $0x9b348d48                       // lea rsi, [rbx + 4*rbx]
-	LONG    $0xb3348d48                       // lea rsi, [rbx + 4*rsi]
-	WORD    $0x0148; BYTE $0xde               // add rsi, rbx
-	LONG    $0x24740348; BYTE $0x08           // add rsi, qword ptr [rsp + 8]
-	LONG    $0xc4af0f49                       // imul rax, r12
-	LONG    $0x801c8d48                       // lea rbx, [rax + 4*rax]
-	LONG    $0x98048d4c                       // lea r8, [rax + 4*rbx]
-	WORD    $0x0149; BYTE $0xc0               // add r8, rax
-	LONG    $0x245c8b48; BYTE $0x08           // mov rbx, qword ptr [rsp + 8]
-	WORD    $0x0149; BYTE $0xd8               // add r8, rbx
-	LONG    $0xfbaf0f4d                       // imul r15, r11
-	LONG    $0x7a3c8d4e                       // lea r15, [rdx + 2*r15]
-	LONG    $0xf3af0f4d                       // imul r14, r11
-	LONG    $0x72348d4e                       // lea r14, [rdx + 2*r14]
-	LONG    $0x3fffffba; BYTE $0x00           // mov edx, 4194303
-	LONG    $0xccaf0f4d                       // imul r9, r12
-	LONG    $0x89048d4b                       // lea rax, [r9 + 4*r9]
-	LONG    $0x81248d4d                       // lea r12, [r9 + 4*rax]
-	WORD    $0x014d; BYTE $0xcc               // add r12, r9
-	WORD    $0x0149; BYTE $0xdc               // add r12, rbx
-	LONG    $0x571841c4; BYTE $0xe4           // vxorps xmm12, xmm12, xmm12
-	LONG    $0x571041c4; BYTE $0xed           // vxorps xmm13, xmm13, xmm13
-	LONG    $0x245c8b4c; BYTE $0x50           // mov r11, qword ptr [rsp + 80]
-	WORD    $0x3145; BYTE $0xc9               // xor r9d, r9d
-	LONG    $0x24448b48; BYTE $0x30           // mov rax, qword ptr [rsp + 48]
-	QUAD    $0xffff00000000bb48; WORD $0x003f // mov rbx, 18014394214514688
+	LONG $0x24548948; BYTE $0x08   // mov qword ptr [rsp + 8], rdx
+	WORD $0x894c; BYTE $0xce       // mov rsi, r9
+	LONG $0x01598d4d               // lea r11, [r9 + 1]
+	LONG $0x02c18349               // add r9, 2
+	WORD $0x394d; BYTE $0xf1       // cmp r9, r14
+	LONG $0x245c8b48; BYTE $0x40   // mov rbx, qword ptr [rsp + 64]
+	LONG $0xcb4d0f4c               // cmovge r9, rbx
+	LONG $0x03468d4c               // lea r8, [rsi + 3]
+	LONG $0x04568d48               // lea rdx, [rsi + 4]
+	WORD $0x394c; BYTE $0xf2       // cmp rdx, r14
+	LONG $0xd34d0f48               // cmovge rdx, rbx
+	LONG $0x05468d48               // lea rax, [rsi + 5]
+	LONG $0x067e8d48               // lea rdi, [rsi + 6]
+	WORD $0x394c; BYTE $0xf7       // cmp rdi, r14
+	LONG $0xfb4d0f48               // cmovge rdi, rbx
+	LONG $0x074e8d48               // lea rcx, [rsi + 7]
+	WORD $0x394c; BYTE $0xf1       // cmp rcx, r14
+	LONG $0xcb4d0f48               // cmovge rcx, rbx
+	LONG $0x24748948; BYTE $0x60   // mov qword ptr [rsp + 96], rsi
+	LONG $0x08c68348               // add rsi, 8
+	LONG $0x24748948; BYTE $0x68   // mov qword ptr [rsp + 104], rsi
+	WORD $0x394c; BYTE $0xf0       // cmp rax, r14
+	LONG $0xc34d0f48               // cmovge rax, rbx
+	WORD $0x394d; BYTE $0xf0       // cmp r8, r14
+	LONG $0xc34d0f4c               // cmovge r8, rbx
+	WORD $0x394d; BYTE $0xf3       // cmp r11, r14
+	LONG $0xdb4d0f4c               // cmovge r11, rbx
+	WORD $0x894c; BYTE $0xdb       // mov rbx, r11
+	LONG $0x24748b48; BYTE $0x30   // mov rsi, qword ptr [rsp + 48]
+	LONG $0xceaf0f48               // imul rcx, rsi
+	LONG $0x245c8b4c; BYTE $0x38   // mov r11, qword ptr [rsp + 56]
+	LONG $0x4b0c8d49               // lea rcx, [r11 + 2*rcx]
+	LONG $0xc6af0f48               // imul rax, rsi
+	LONG $0x433c8d4d               // lea r15, [r11 + 2*rax]
+	LONG $0x24748b4c; BYTE $0x20   // mov r14, qword ptr [rsp + 32]
+	LONG $0xfeaf0f49               // imul rdi, r14
+	LONG $0xbf048d48               // lea rax, [rdi + 4*rdi]
+	LONG $0x87248d4c               // lea r12, [rdi + 4*rax]
+	WORD $0x0149; BYTE $0xfc       // add r12, rdi
+	LONG $0x247c8b48; BYTE $0x18   // mov rdi, qword ptr [rsp + 24]
+	WORD $0x0149; BYTE $0xfc       // add r12, rdi
+	LONG $0xd6af0f49               // imul rdx, r14
+	LONG $0x92048d48               // lea rax, [rdx + 4*rdx]
+	LONG $0x82348d4c               // lea r14, [rdx + 4*rax]
+	WORD $0x0149; BYTE $0xd6       // add r14, rdx
+	WORD $0x0149; BYTE $0xfe       // add r14, rdi
+	LONG $0xc6af0f4c               // imul r8, rsi
+	LONG $0x43048d4f               // lea r8, [r11 + 2*r8]
+	LONG $0xdeaf0f48               // imul rbx, rsi
+	LONG $0x5b148d49               // lea rdx, [r11 + 2*rbx]
+	LONG $0x4caf0f4c; WORD $0x2024 // imul r9, qword ptr [rsp + 32]
+	LONG $0x89048d4b               // lea rax, [r9 + 4*r9]
+	LONG $0x811c8d4d               // lea r11, [r9 + 4*rax]
+	WORD $0x014d; BYTE $0xcb       // add r11, r9
+	WORD $0x0149; BYTE $0xfb       // add r11, rdi
+	LONG $0x244c8b4c; BYTE $0x08   // mov r9, qword ptr [rsp + 8]
+	LONG $0x571841c4; BYTE $0xe4   // vxorps xmm12, xmm12, xmm12
+	LONG $0x571041c4; BYTE $0xed   // vxorps xmm13, xmm13, xmm13
+	LONG $0x247c8b48; BYTE $0x58   // mov rdi, qword ptr [rsp + 88]
+	WORD $0xf631                   // xor esi, esi
+	LONG $0x24448b48; BYTE $0x48   // mov rax, qword ptr [rsp + 72]
+	JMP  LBB11_4
 	PCALIGN $16
 
-LBB11_4:
-	LONG $0x4c180f43; WORD $0x80ca             // prefetcht0 byte ptr [r10 + 8*r9 - 128]
-	LONG $0x4c180f43; WORD $0xc0ca             // prefetcht0 byte ptr [r10 + 8*r9 - 64]
-	LONG $0x0c180f43; BYTE $0xca               // prefetcht0 byte ptr [r10 + 8*r9]
-	QUAD $0x0002bb5a487d5262; WORD $0x0000     // vbroadcasti32x4 zmm15, xmmword ptr [r11 + 2]
-	QUAD $0x0012b35a487d5262; WORD $0x0000     // vbroadcasti32x4 zmm14, xmmword ptr [r11 + 18]
+LBB11_6:
+	QUAD $0x0002bf5a487d7262; WORD $0x0000     // vbroadcasti32x4 zmm15, xmmword ptr [rdi + 2]
+	QUAD $0x0012b75a487d7262; WORD $0x0000     // vbroadcasti32x4 zmm14, xmmword ptr [rdi + 18]
 	LONG $0x007da162; WORD $0xc0ef             // vpxord xmm16, xmm16, xmm16
 	LONG $0x487dc262; WORD $0xc750             // vpdpbusd zmm16, zmm0, zmm15
 	LONG $0x487dc262; WORD $0xc650             // vpdpbusd zmm16, zmm0, zmm14
 	LONG $0x4875a162; WORD $0xc0fa             // vpsubd zmm16, zmm1, zmm16
-	LONG $0x287dc262; WORD $0x0b79             // vpbroadcastw ymm17, word ptr [r11]
+	LONG $0x287de262; WORD $0x0f79             // vpbroadcastw ymm17, word ptr [rdi]
 	LONG $0x487da262; WORD $0xc913             // vcvtph2ps zmm17, ymm17
-	LONG $0x92fbe1c4; BYTE $0xca               // kmovq k1, rdx
-	QUAD $0x000d546fc97f8162                   // vmovdqu8 zmm18 {k1} {z}, zmmword ptr [r13 + r9]
+	LONG $0x3fffffbb; BYTE $0x00               // mov ebx, 4194303
+	LONG $0x92fbe1c4; BYTE $0xcb               // kmovq k1, rbx
+	QUAD $0x0035546fc97fc162                   // vmovdqu8 zmm18 {k1} {z}, zmmword ptr [r13 + rsi]
+	QUAD $0xffff00000000bb48; WORD $0x003f     // mov rbx, 18014394214514688
 	LONG $0x92fbe1c4; BYTE $0xd3               // kmovq k2, rbx
-	LONG $0x4a7f8162; WORD $0x146f; BYTE $0x0e // vmovdqu8 zmm18 {k2}, zmmword ptr [r14 + r9]
-	LONG $0xc97f8162; WORD $0x1c6f; BYTE $0x0c // vmovdqu8 zmm19 {k1} {z}, zmmword ptr [r12 + r9]
-	LONG $0x4a7f8162; WORD $0x1c6f; BYTE $0x0f // vmovdqu8 zmm19 {k2}, zmmword ptr [r15 + r9]
+	LONG $0x4a7fe162; WORD $0x146f; BYTE $0x32 // vmovdqu8 zmm18 {k2}, zmmword ptr [rdx + rsi]
+	LONG $0xc97fc162; WORD $0x1c6f; BYTE $0x33 // vmovdqu8 zmm19 {k1} {z}, zmmword ptr [r11 + rsi]
+	LONG $0x4a7fc162; WORD $0x1c6f; BYTE $0x30 // vmovdqu8 zmm19 {k2}, zmmword ptr [r8 + rsi]
 	LONG $0x48fda162; WORD $0xe26f             // vmovdqa64 zmm20, zmm18
 	LONG $0x48eda262; WORD $0xe37d             // vpermt2w zmm20, zmm2, zmm19
 	LONG $0x48fda162; WORD $0xea6f             // vmovdqa64 zmm21, zmm18
@@ -5313,10 +5371,10 @@ LBB11_4:
 	LONG $0x4074a162; WORD $0xd259             // vmulps zmm18, zmm17, zmm18
 	LONG $0x487ca162; WORD $0xdb5b             // vcvtdq2ps zmm19, zmm19
 	LONG $0x406d3262; WORD $0xe3b8             // vfmadd231ps zmm12, zmm18, zmm19
-	LONG $0xc97f8162; WORD $0x146f; BYTE $0x08 // vmovdqu8 zmm18 {k1} {z}, zmmword ptr [r8 + r9]
-	LONG $0x4a7fa162; WORD $0x146f; BYTE $0x0f // vmovdqu8 zmm18 {k2}, zmmword ptr [rdi + r9]
-	LONG $0xc97fa162; WORD $0x1c6f; BYTE $0x0e // vmovdqu8 zmm19 {k1} {z}, zmmword ptr [rsi + r9]
-	LONG $0x4a7fa162; WORD $0x1c6f; BYTE $0x09 // vmovdqu8 zmm19 {k2}, zmmword ptr [rcx + r9]
+	LONG $0xc97fc162; WORD $0x146f; BYTE $0x36 // vmovdqu8 zmm18 {k1} {z}, zmmword ptr [r14 + rsi]
+	LONG $0x4a7fc162; WORD $0x146f; BYTE $0x37 // vmovdqu8 zmm18 {k2}, zmmword ptr [r15 + rsi]
+	LONG $0xc97fc162; WORD $0x1c6f; BYTE $0x34 // vmovdqu8 zmm19 {k1} {z}, zmmword ptr [r12 + rsi]
+	LONG $0x4a7fe162; WORD $0x1c6f; BYTE $0x31 // vmovdqu8 zmm19 {k2}, zmmword ptr [rcx + rsi]
 	LONG $0x48fda162; WORD $0xe26f             // vmovdqa64 zmm20, zmm18
 	LONG $0x48eda262; WORD $0xe37d             // vpermt2w zmm20, zmm2, zmm19
 	LONG $0x48fda162; WORD $0xea6f             // vmovdqa64 zmm21, zmm18
@@ -5339,22 +5397,34 @@ LBB11_4:
 	LONG $0x40745162; WORD $0xf659             // vmulps zmm14, zmm17, zmm14
 	LONG $0x487c3162; WORD $0xf85b             // vcvtdq2ps zmm15, zmm16
 	LONG $0x480d5262; WORD $0xefb8             // vfmadd231ps zmm13, zmm14, zmm15
-	LONG $0x16c18349                           // add r9, 22
-	LONG $0x22c38349                           // add r11, 34
-	WORD $0x3949; BYTE $0xc1                   // cmp r9, rax
-	JL   LBB11_4
-	LONG $0x245c8b4c; BYTE $0x68               // mov r11, qword ptr [rsp + 104] /* [rbp + 16] */
-	WORD $0x8944; BYTE $0xd9                   // mov ecx, r11d
-	LONG $0x24548b48; BYTE $0x58               // mov rdx, qword ptr [rsp + 88]
-	WORD $0xd129                               // sub ecx, edx
+	LONG $0x16c68348                           // add rsi, 22
+	LONG $0x22c78348                           // add rdi, 34
+	LONG $0xb0c18149; WORD $0x0000; BYTE $0x00 // add r9, 176
+	WORD $0x3948; BYTE $0xc6                   // cmp rsi, rax
+	JGE  LBB11_7
+
+LBB11_4:
+	LONG $0x244c3b4c; BYTE $0x70   // cmp r9, qword ptr [rsp + 112]
+	JGE  LBB11_6
+	LONG $0x4c180f41; WORD $0x80f2 // prefetcht0 byte ptr [r10 + 8*rsi - 128]
+	LONG $0x4c180f41; WORD $0xc0f2 // prefetcht0 byte ptr [r10 + 8*rsi - 64]
+	LONG $0x0c180f41; BYTE $0xf2   // prefetcht0 byte ptr [r10 + 8*rsi]
+	JMP  LBB11_6
+	PCALIGN $16
+
+LBB11_7:
+	LONG $0x24748b4c; BYTE $0x78               // mov r14, qword ptr [rsp + 120] /* [rbp + 16] */
+	WORD $0x8944; BYTE $0xf1                   // mov ecx, r14d
+	LONG $0x24748b48; BYTE $0x60               // mov rsi, qword ptr [rsp + 96]
+	WORD $0xf129                               // sub ecx, esi
 	LONG $0xffffffb8; BYTE $0xff               // mov eax, -1
 	WORD $0xe0d3                               // shl eax, cl
-	LONG $0x244c8b4c; BYTE $0x60               // mov r9, qword ptr [rsp + 96]
-	WORD $0x394d; BYTE $0xd9                   // cmp r9, r11
+	LONG $0x244c8b4c; BYTE $0x68               // mov r9, qword ptr [rsp + 104]
+	WORD $0x394d; BYTE $0xf1                   // cmp r9, r14
 	WORD $0xd0f6                               // not al
-	WORD $0xb60f; BYTE $0xc0                   // movzx eax, al
-	LONG $0x0000ffb9; BYTE $0x00               // mov ecx, 255
-	WORD $0x4e0f; BYTE $0xc1                   // cmovle eax, ecx
+	WORD $0xb60f; BYTE $0xc8                   // movzx ecx, al
+	LONG $0x0000ffb8; BYTE $0x00               // mov eax, 255
+	WORD $0x4e0f; BYTE $0xc8                   // cmovle ecx, eax
 	LONG $0x48fd5362; WORD $0xf505; BYTE $0x55 // vpermilpd zmm14, zmm13, 85
 	LONG $0x48145162; WORD $0xee58             // vaddps zmm13, zmm13, zmm14
 	LONG $0x48fd5362; WORD $0xf405; BYTE $0x55 // vpermilpd zmm14, zmm12, 85
@@ -5363,56 +5433,60 @@ LBB11_4:
 	LONG $0x482d5262; WORD $0xf57f             // vpermt2ps zmm14, zmm10, zmm13
 	LONG $0x48255262; WORD $0xe57f             // vpermt2ps zmm12, zmm11, zmm13
 	LONG $0x581c41c4; BYTE $0xe6               // vaddps ymm12, ymm12, ymm14
-	LONG $0x245c8b48; BYTE $0x48               // mov rbx, qword ptr [rsp + 72]
-	LONG $0xc892fbc5                           // kmovd k1, eax
-	WORD $0x8548; BYTE $0xdb                   // test rbx, rbx
-	JE   LBB11_6
-	LONG $0xa97c7162; WORD $0x2c10; BYTE $0x93 // vmovups ymm13 {k1} {z}, ymmword ptr [rbx + 4*rdx]
+	LONG $0x24448b48; BYTE $0x50               // mov rax, qword ptr [rsp + 80]
+	LONG $0xc992fbc5                           // kmovd k1, ecx
+	WORD $0x8548; BYTE $0xc0                   // test rax, rax
+	JE   LBB11_8
+	LONG $0xa97c7162; WORD $0x2c10; BYTE $0xb0 // vmovups ymm13 {k1} {z}, ymmword ptr [rax + 4*rsi]
 	LONG $0x581c41c4; BYTE $0xe5               // vaddps ymm12, ymm12, ymm13
-	JMP  LBB11_6
+	JMP  LBB11_8
 
-LBB11_8:
-	WORD    $0x8944; BYTE $0xd9     // mov ecx, r11d
+LBB11_10:
+	WORD    $0x8944; BYTE $0xf1     // mov ecx, r14d
 	WORD    $0x2944; BYTE $0xc9     // sub ecx, r9d
-	LONG    $0x0000ffb8; BYTE $0x00 // mov eax, 255
+	WORD    $0x8548; BYTE $0xc0     // test rax, rax
+	JE      LBB11_13
+	LONG    $0x0000ffbb; BYTE $0x00 // mov ebx, 255
 	LONG    $0xc057f8c5             // vxorps xmm0, xmm0, xmm0
-	WORD    $0x8548; BYTE $0xdb     // test rbx, rbx
-	JE      LBB11_10
 	PCALIGN $16
 
-LBB11_9:
+LBB11_12:
 	LONG $0xffffffba; BYTE $0xff               // mov edx, -1
 	WORD $0xe2d3                               // shl edx, cl
 	LONG $0x08718d49                           // lea rsi, [r9 + 8]
 	WORD $0xd2f6                               // not dl
 	WORD $0xb60f; BYTE $0xd2                   // movzx edx, dl
 	WORD $0xc183; BYTE $0xf8                   // add ecx, -8
-	WORD $0x394c; BYTE $0xde                   // cmp rsi, r11
-	WORD $0x4e0f; BYTE $0xd0                   // cmovle edx, eax
+	WORD $0x394c; BYTE $0xf6                   // cmp rsi, r14
+	WORD $0x4e0f; BYTE $0xd3                   // cmovle edx, ebx
 	LONG $0xca92fbc5                           // kmovd k1, edx
-	LONG $0xa97cb162; WORD $0x0c10; BYTE $0x8b // vmovups ymm1 {k1} {z}, ymmword ptr [rbx + 4*r9]
+	LONG $0xa97cb162; WORD $0x0c10; BYTE $0x88 // vmovups ymm1 {k1} {z}, ymmword ptr [rax + 4*r9]
 	LONG $0xc858f4c5                           // vaddps ymm1, ymm1, ymm0
 	LONG $0x297cb162; WORD $0x0c11; BYTE $0x8f // vmovups ymmword ptr [rdi + 4*r9] {k1}, ymm1
 	WORD $0x8949; BYTE $0xf1                   // mov r9, rsi
-	JL   LBB11_9
-	JMP  LBB11_11
+	JL   LBB11_12
+	JMP  LBB11_15
+
+LBB11_13:
+	LONG    $0x0000ffb8; BYTE $0x00 // mov eax, 255
+	LONG    $0xc057f8c5             // vxorps xmm0, xmm0, xmm0
 	PCALIGN $16
 
-LBB11_10:
+LBB11_14:
 	LONG $0xffffffba; BYTE $0xff               // mov edx, -1
 	WORD $0xe2d3                               // shl edx, cl
 	LONG $0x08718d49                           // lea rsi, [r9 + 8]
 	WORD $0xd2f6                               // not dl
 	WORD $0xb60f; BYTE $0xd2                   // movzx edx, dl
 	WORD $0xc183; BYTE $0xf8                   // add ecx, -8
-	WORD $0x394c; BYTE $0xde                   // cmp rsi, r11
+	WORD $0x394c; BYTE $0xf6                   // cmp rsi, r14
 	WORD $0x4e0f; BYTE $0xd0                   // cmovle edx, eax
 	LONG $0xca92fbc5                           // kmovd k1, edx
 	LONG $0x297cb162; WORD $0x0411; BYTE $0x8f // vmovups ymmword ptr [rdi + 4*r9] {k1}, ymm0
 	WORD $0x8949; BYTE $0xf1                   // mov r9, rsi
-	JL   LBB11_10
+	JL   LBB11_14
 
-LBB11_11:
+LBB11_15:
 	SUBQ $8, SP
 	VZEROUPPER
 	RET
@@ -5443,7 +5517,7 @@ DATA LCDATA10<>+0x0b0(SB)/8, $0x0000000300000003
 DATA LCDATA10<>+0x0b8(SB)/8, $0x0000000300000003
 GLOBL LCDATA10<>(SB), 8, $192
 
-TEXT ·_krt_gemv_q8_0_f32_avx512(SB), $48-64
+TEXT ·_krt_gemv_q8_0_f32_avx512(SB), $64-64
 
 	MOVQ y+0(FP), DI
 	MOVQ w+8(FP), SI
@@ -5454,19 +5528,19 @@ TEXT ·_krt_gemv_q8_0_f32_avx512(SB), $48-64
 	MOVQ r0+48(FP), R10
 	MOVQ r1+56(FP), R11
 	ADDQ $8, SP
-	MOVQ R11, 32(SP)
-	MOVQ R10, 24(SP)
+	MOVQ R11, 48(SP)
+	MOVQ R10, 40(SP)
 	LEAQ LCDATA10<>(SB), BP
 
-	LONG $0x24748b4c; BYTE $0x20               // mov r14, qword ptr [rsp + 32] /* [rbp + 24] */
-	LONG $0x245c8b4c; BYTE $0x18               // mov r11, qword ptr [rsp + 24] /* [rbp + 16] */
-	LONG $0x1f618d4d                           // lea r12, [r9 + 31]
+	LONG $0x247c8b4c; BYTE $0x30               // mov r15, qword ptr [rsp + 48] /* [rbp + 24] */
+	LONG $0x245c8b4c; BYTE $0x28               // mov r11, qword ptr [rsp + 40] /* [rbp + 16] */
+	LONG $0x1f518d4d                           // lea r10, [r9 + 31]
 	WORD $0x854d; BYTE $0xc9                   // test r9, r9
-	LONG $0xe1490f4d                           // cmovns r12, r9
+	LONG $0xd1490f4d                           // cmovns r10, r9
 	LONG $0x20f98349                           // cmp r9, 32
 	JL   LBB12_4
-	WORD $0x8949; BYTE $0xca                   // mov r10, rcx
-	LONG $0x05fcc149                           // sar r12, 5
+	WORD $0x8949; BYTE $0xcc                   // mov r12, rcx
+	LONG $0x05fac149                           // sar r10, 5
 	LONG $0x40c28348                           // add rdx, 64
 	LONG $0x487df262; WORD $0x4558; BYTE $0x00 // vpbroadcastd zmm0, dword ptr [rbp + 0] /* [rip + .LCPI12_0] */
 	LONG $0x570841c4; BYTE $0xf6               // vxorps xmm14, xmm14, xmm14
@@ -5479,19 +5553,19 @@ TEXT ·_krt_gemv_q8_0_f32_avx512(SB), $48-64
 	LONG $0x487d7262; WORD $0x4558; BYTE $0x04 // vpbroadcastd zmm8, dword ptr [rbp + 16] /* [rip + .LCPI12_5] */
 	LONG $0x487d7262; WORD $0x4d18; BYTE $0x05 // vbroadcastss zmm9, dword ptr [rbp + 20] /* [rip + .LCPI12_6] */
 	LONG $0x487d7262; WORD $0x5518; BYTE $0x01 // vbroadcastss zmm10, dword ptr [rbp + 4] /* [rip + .LCPI12_1] */
-	WORD $0x8948; BYTE $0xcb                   // mov rbx, rcx
-	WORD $0x894c; BYTE $0xe1                   // mov rcx, r12
+	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
+	WORD $0x894c; BYTE $0xd1                   // mov rcx, r10
 	JMP  LBB12_2
 	PCALIGN $16
 
 LBB12_3:
-	LONG $0x73117cc5; BYTE $0x02 // vmovups ymmword ptr [rbx + 2], ymm14
-	LONG $0x7e00b866             // mov ax, 32256
+	LONG $0x70117cc5; BYTE $0x02 // vmovups ymmword ptr [rax + 2], ymm14
+	LONG $0x7e00bb66             // mov bx, 32256
 
 LBB12_12:
-	WORD $0x8966; BYTE $0x03 // mov word ptr [rbx], ax
+	WORD $0x8966; BYTE $0x18 // mov word ptr [rax], bx
 	LONG $0x80ea8348         // sub rdx, -128
-	LONG $0x22c38348         // add rbx, 34
+	LONG $0x22c08348         // add rax, 34
 	LONG $0xffc18348         // add rcx, -1
 	JE   LBB12_13
 
@@ -5509,10 +5583,10 @@ LBB12_2:
 	LONG $0x3f71e2c4; BYTE $0xcb               // vpmaxud xmm1, xmm1, xmm3
 	LONG $0xd970f9c5; BYTE $0x55               // vpshufd xmm3, xmm1, 85
 	LONG $0x3f71e2c4; BYTE $0xcb               // vpmaxud xmm1, xmm1, xmm3
-	LONG $0xc87ef9c5                           // vmovd eax, xmm1
-	LONG $0x8000003d; BYTE $0x7f               // cmp eax, 2139095040
+	LONG $0xcb7ef9c5                           // vmovd ebx, xmm1
+	LONG $0x0000fb81; WORD $0x7f80             // cmp ebx, 2139095040
 	JAE  LBB12_3
-	LONG $0xc86ef9c5                           // vmovd xmm1, eax
+	LONG $0xcb6ef9c5                           // vmovd xmm1, ebx
 	LONG $0xda5ef2c5                           // vdivss xmm3, xmm1, xmm2
 	LONG $0xc957f0c5                           // vxorps xmm1, xmm1, xmm1
 	LONG $0xd92ef8c5                           // vucomiss xmm3, xmm1
@@ -5523,15 +5597,15 @@ LBB12_10:
 	LONG $0xcb5e92c5 // vdivss xmm1, xmm13, xmm3
 
 LBB12_11:
-	LONG $0xc87ef9c5                           // vmovd eax, xmm1
-	WORD $0xc001                               // add eax, eax
-	LONG $0x0000003d; BYTE $0xff               // cmp eax, -16777216
-	WORD $0x920f; BYTE $0xc0                   // setb al
-	LONG $0xc892fbc5                           // kmovd k1, eax
+	LONG $0xcb7ef9c5                           // vmovd ebx, xmm1
+	WORD $0xdb01                               // add ebx, ebx
+	LONG $0x0000fb81; WORD $0xff00             // cmp ebx, -16777216
+	WORD $0x920f; BYTE $0xc3                   // setb bl
+	LONG $0xcb92fbc5                           // kmovd k1, ebx
 	LONG $0x8976f162; WORD $0xc910             // vmovss xmm1 {k1} {z}, xmm1, xmm1
 	LONG $0x0c59e3c4; WORD $0x01db             // vblendps xmm3, xmm4, xmm3, 1
 	LONG $0x1d79e3c4; WORD $0x00db             // vcvtps2ph xmm3, xmm3, 0
-	LONG $0xd87ef9c5                           // vmovd eax, xmm3
+	LONG $0xdb7ef9c5                           // vmovd ebx, xmm3
 	LONG $0x487df262; WORD $0xc918             // vbroadcastss zmm1, xmm1
 	LONG $0x481cf162; WORD $0xd959             // vmulps zmm3, zmm12, zmm1
 	LONG $0x487d7362; WORD $0xe308; BYTE $0x0b // vrndscaleps zmm12, zmm3, 11
@@ -5553,148 +5627,167 @@ LBB12_11:
 	LONG $0x4824d162; WORD $0xc95f             // vmaxps zmm1, zmm11, zmm9
 	LONG $0x4874d162; WORD $0xca5d             // vminps zmm1, zmm1, zmm10
 	LONG $0x487ef162; WORD $0xc95b             // vcvttps2dq zmm1, zmm1
-	QUAD $0x00029b31487ef262; WORD $0x0000     // vpmovdb xmmword ptr [rbx + 2], zmm3
-	QUAD $0x00128b31487ef262; WORD $0x0000     // vpmovdb xmmword ptr [rbx + 18], zmm1
+	QUAD $0x00029831487ef262; WORD $0x0000     // vpmovdb xmmword ptr [rax + 2], zmm3
+	QUAD $0x00128831487ef262; WORD $0x0000     // vpmovdb xmmword ptr [rax + 18], zmm1
 	JMP  LBB12_12
 
 LBB12_4:
-	WORD $0x394d; BYTE $0xf3 // cmp r11, r14
+	WORD $0x394d; BYTE $0xfb // cmp r11, r15
 	JL   LBB12_5
 	JMP  LBB12_8
 
 LBB12_13:
-	WORD $0x394d; BYTE $0xf3                   // cmp r11, r14
+	WORD $0x394d; BYTE $0xfb                   // cmp r11, r15
 	JGE  LBB12_8
 	LONG $0x20f98349                           // cmp r9, 32
 	JL   LBB12_5
-	WORD $0x894c; BYTE $0xe1                   // mov rcx, r12
-	LONG $0x05e1c148                           // shl rcx, 5
-	LONG $0x61148d4a                           // lea rdx, [rcx + 2*r12]
-	LONG $0xff4e8d4d                           // lea r9, [r14 - 1]
-	LONG $0x02768d4c                           // lea r14, [rsi + 2]
-	WORD $0x894c; BYTE $0xe3                   // mov rbx, r12
-	LONG $0xdbaf0f49                           // imul rbx, r11
-	WORD $0x8948; BYTE $0xd9                   // mov rcx, rbx
-	LONG $0x05e1c148                           // shl rcx, 5
-	LONG $0x590c8d48                           // lea rcx, [rcx + 2*rbx]
-	LONG $0x0e1c8d48                           // lea rbx, [rsi + rcx]
-	LONG $0x02c38348                           // add rbx, 2
-	WORD $0x894c; BYTE $0xe1                   // mov rcx, r12
-	LONG $0x07e1c148                           // shl rcx, 7
-	LONG $0xe1048d4a                           // lea rax, [rcx + 8*r12]
-	LONG $0x24448948; BYTE $0x08               // mov qword ptr [rsp + 8], rax
-	LONG $0x04438d49                           // lea rax, [r11 + 4]
-	LONG $0xc4af0f49                           // imul rax, r12
+	WORD $0x894c; BYTE $0xd0                   // mov rax, r10
+	LONG $0x05e0c148                           // shl rax, 5
+	LONG $0x50148d4a                           // lea rdx, [rax + 2*r10]
+	WORD $0x8949; BYTE $0xd1                   // mov r9, rdx
+	LONG $0xcfaf0f4d                           // imul r9, r15
+	LONG $0xff478d49                           // lea rax, [r15 - 1]
+	LONG $0x24448948; BYTE $0x18               // mov qword ptr [rsp + 24], rax
+	LONG $0x02468d48                           // lea rax, [rsi + 2]
+	LONG $0x24448948; BYTE $0x10               // mov qword ptr [rsp + 16], rax
+	WORD $0x894c; BYTE $0xd0                   // mov rax, r10
+	LONG $0xc3af0f49                           // imul rax, r11
 	WORD $0x8948; BYTE $0xc1                   // mov rcx, rax
 	LONG $0x05e1c148                           // shl rcx, 5
-	LONG $0x410c8d48                           // lea rcx, [rcx + 2*rax]
-	LONG $0x24448b48; BYTE $0x20               // mov rax, qword ptr [rsp + 32] /* [rbp + 24] */
+	LONG $0x41048d48                           // lea rax, [rcx + 2*rax]
+	LONG $0x061c8d48                           // lea rbx, [rsi + rax]
+	LONG $0x02c38348                           // add rbx, 2
+	WORD $0x894c; BYTE $0xd0                   // mov rax, r10
+	LONG $0x07e0c148                           // shl rax, 7
+	LONG $0xd0048d4a                           // lea rax, [rax + 8*r10]
+	LONG $0x24448948; BYTE $0x08               // mov qword ptr [rsp + 8], rax
+	LONG $0x04438d49                           // lea rax, [r11 + 4]
+	LONG $0xc2af0f49                           // imul rax, r10
+	WORD $0x8949; BYTE $0xc2                   // mov r10, rax
+	LONG $0x05e2c149                           // shl r10, 5
+	LONG $0x420c8d49                           // lea rcx, [r10 + 2*rax]
 	WORD $0x0148; BYTE $0xce                   // add rsi, rcx
 	LONG $0x80c68148; WORD $0x000c; BYTE $0x00 // add rsi, 3200
+	QUAD $0x00000c0042b48d4d                   // lea r14, [r10 + 2*rax + 3072]
 	LONG $0x487df262; WORD $0x4558; BYTE $0x06 // vpbroadcastd zmm0, dword ptr [rbp + 24] /* [rip + .LCPI12_7] */
 	LONG $0xef3941c4; BYTE $0xc0               // vpxor xmm8, xmm8, xmm8
 	LONG $0x487c7162; WORD $0x4d10; BYTE $0x01 // vmovups zmm9, zmmword ptr [rbp + 64] /* [rip + .LCPI12_8] */
 	LONG $0x487cf162; WORD $0x5d10; BYTE $0x02 // vmovups zmm3, zmmword ptr [rbp + 128] /* [rip + .LCPI12_9] */
 	LONG $0x243c8948                           // mov qword ptr [rsp], rdi
-	LONG $0x2444894c; BYTE $0x10               // mov qword ptr [rsp + 16], r8
+	LONG $0x2444894c; BYTE $0x20               // mov qword ptr [rsp + 32], r8
 	JMP  LBB12_16
 	PCALIGN $16
 
-LBB12_20:
+LBB12_22:
 	LONG $0x243c8b48                           // mov rdi, qword ptr [rsp]
-	LONG $0x097cb162; WORD $0x2411; BYTE $0xaf // vmovups xmmword ptr [rdi + 4*r13] {k1}, xmm4
-	LONG $0x244c8b48; BYTE $0x08               // mov rcx, qword ptr [rsp + 8]
-	WORD $0x0148; BYTE $0xcb                   // add rbx, rcx
-	WORD $0x0148; BYTE $0xce                   // add rsi, rcx
-	WORD $0x3949; BYTE $0xc3                   // cmp r11, rax
+	LONG $0x097cb162; WORD $0x2411; BYTE $0x97 // vmovups xmmword ptr [rdi + 4*r10] {k1}, xmm4
+	LONG $0x24448b48; BYTE $0x08               // mov rax, qword ptr [rsp + 8]
+	WORD $0x0148; BYTE $0xc3                   // add rbx, rax
+	WORD $0x0148; BYTE $0xc6                   // add rsi, rax
+	WORD $0x0149; BYTE $0xc6                   // add r14, rax
+	WORD $0x394d; BYTE $0xfb                   // cmp r11, r15
 	JGE  LBB12_8
 
 LBB12_16:
-	WORD    $0x894d; BYTE $0xdd // mov r13, r11
-	LONG    $0x014b8d49         // lea rcx, [r11 + 1]
-	WORD    $0x3948; BYTE $0xc1 // cmp rcx, rax
-	LONG    $0xc94d0f49         // cmovge rcx, r9
-	LONG    $0xcaaf0f48         // imul rcx, rdx
-	LONG    $0x02638d4d         // lea r12, [r11 + 2]
-	WORD    $0x3949; BYTE $0xc4 // cmp r12, rax
-	LONG    $0xe14d0f4d         // cmovge r12, r9
-	LONG    $0xe2af0f4c         // imul r12, rdx
-	LONG    $0x037b8d4d         // lea r15, [r11 + 3]
-	WORD    $0x3949; BYTE $0xc7 // cmp r15, rax
-	LONG    $0xf94d0f4d         // cmovge r15, r9
-	LONG    $0xfaaf0f4c         // imul r15, rdx
-	LONG    $0x04c38349         // add r11, 4
-	WORD    $0x014d; BYTE $0xf7 // add r15, r14
-	WORD    $0x014d; BYTE $0xf4 // add r12, r14
-	WORD    $0x014c; BYTE $0xf1 // add rcx, r14
-	LONG    $0xe457d8c5         // vxorps xmm4, xmm4, xmm4
-	LONG    $0xed57d0c5         // vxorps xmm5, xmm5, xmm5
-	WORD    $0x3145; BYTE $0xc0 // xor r8d, r8d
+	WORD $0x894d; BYTE $0xda     // mov r10, r11
+	LONG $0x01438d49             // lea rax, [r11 + 1]
+	WORD $0x394c; BYTE $0xf8     // cmp rax, r15
+	LONG $0x245c8b4c; BYTE $0x18 // mov r11, qword ptr [rsp + 24]
+	LONG $0xc34d0f49             // cmovge rax, r11
+	LONG $0xc2af0f48             // imul rax, rdx
+	LONG $0x024a8d49             // lea rcx, [r10 + 2]
+	WORD $0x394c; BYTE $0xf9     // cmp rcx, r15
+	LONG $0xcb4d0f49             // cmovge rcx, r11
+	LONG $0xcaaf0f48             // imul rcx, rdx
+	LONG $0x037a8d49             // lea rdi, [r10 + 3]
+	WORD $0x894d; BYTE $0xf8     // mov r8, r15
+	WORD $0x394c; BYTE $0xff     // cmp rdi, r15
+	LONG $0xfb4d0f49             // cmovge rdi, r11
+	LONG $0xfaaf0f48             // imul rdi, rdx
+	LONG $0x045a8d4d             // lea r11, [r10 + 4]
+	LONG $0x247c8b4c; BYTE $0x10 // mov r15, qword ptr [rsp + 16]
+	WORD $0x014c; BYTE $0xff     // add rdi, r15
+	WORD $0x014c; BYTE $0xf9     // add rcx, r15
+	WORD $0x014c; BYTE $0xf8     // add rax, r15
+	WORD $0x894d; BYTE $0xf5     // mov r13, r14
+	LONG $0xe457d8c5             // vxorps xmm4, xmm4, xmm4
+	LONG $0xed57d0c5             // vxorps xmm5, xmm5, xmm5
+	WORD $0x3145; BYTE $0xff     // xor r15d, r15d
+	JMP  LBB12_17
 	PCALIGN $16
 
-LBB12_17:
-	LONG $0x4c180f42; WORD $0x8086                     // prefetcht0 byte ptr [rsi + 4*r8 - 128]
-	LONG $0x4c180f42; WORD $0xc086                     // prefetcht0 byte ptr [rsi + 4*r8 - 64]
-	LONG $0x0c180f42; BYTE $0x86                       // prefetcht0 byte ptr [rsi + 4*r8]
-	QUAD $0x0202b45b48fd9262; WORD $0x0000; BYTE $0x00 // vbroadcasti64x4 zmm6, ymmword ptr [r10 + r8 + 2]
+LBB12_19:
+	QUAD $0x023cb45b48fd9262; WORD $0x0000; BYTE $0x00 // vbroadcasti64x4 zmm6, ymmword ptr [r12 + r15 + 2]
 	LONG $0xffefc1c5                                   // vpxor xmm7, xmm7, xmm7
 	LONG $0x487df262; WORD $0xfe50                     // vpdpbusd zmm7, zmm0, zmm6
-	LONG $0x7979a2c4; WORD $0x034c; BYTE $0xfe         // vpbroadcastw xmm1, word ptr [rbx + r8 - 2]
-	QUAD $0x01fe014cc471a1c4                           // vpinsrw xmm1, xmm1, word ptr [rcx + r8 - 2], 1
-	QUAD $0x02fe044cc47181c4                           // vpinsrw xmm1, xmm1, word ptr [r12 + r8 - 2], 2
-	QUAD $0x03fe074cc47181c4                           // vpinsrw xmm1, xmm1, word ptr [r15 + r8 - 2], 3
 	LONG $0x483df162; WORD $0xfffa                     // vpsubd zmm7, zmm8, zmm7
+	LONG $0x7979a2c4; WORD $0x3b4c; BYTE $0xfe         // vpbroadcastw xmm1, word ptr [rbx + r15 - 2]
+	QUAD $0x01fe384cc471a1c4                           // vpinsrw xmm1, xmm1, word ptr [rax + r15 - 2], 1
+	QUAD $0x02fe394cc471a1c4                           // vpinsrw xmm1, xmm1, word ptr [rcx + r15 - 2], 2
+	QUAD $0x03fe3f4cc471a1c4                           // vpinsrw xmm1, xmm1, word ptr [rdi + r15 - 2], 3
 	LONG $0x137de2c4; BYTE $0xc9                       // vcvtph2ps ymm1, xmm1
-	LONG $0x797982c4; WORD $0x0214                     // vpbroadcastw xmm2, word ptr [r10 + r8]
+	LONG $0x797982c4; WORD $0x3c14                     // vpbroadcastw xmm2, word ptr [r12 + r15]
 	LONG $0x137de2c4; BYTE $0xd2                       // vcvtph2ps ymm2, xmm2
-	LONG $0x6f7e21c4; WORD $0x0314                     // vmovdqu ymm10, ymmword ptr [rbx + r8]
-	QUAD $0x0101143a48ad3362                           // vinserti64x4 zmm10, zmm10, ymmword ptr [rcx + r8], 1
 	LONG $0xca59f4c5                                   // vmulps ymm1, ymm1, ymm2
-	LONG $0x482df162; WORD $0xd0ef                     // vpxord zmm2, zmm10, zmm0
+	LONG $0x6f7ea1c4; WORD $0x3b14                     // vmovdqu ymm2, ymmword ptr [rbx + r15]
+	QUAD $0x0138143a48edb362                           // vinserti64x4 zmm2, zmm2, ymmword ptr [rax + r15], 1
+	LONG $0x486df162; WORD $0xd0ef                     // vpxord zmm2, zmm2, zmm0
 	LONG $0x48fd7162; WORD $0xd76f                     // vmovdqa64 zmm10, zmm7
 	LONG $0x486d7262; WORD $0xd650                     // vpdpbusd zmm10, zmm2, zmm6
 	LONG $0x487cd162; WORD $0xd25b                     // vcvtdq2ps zmm2, zmm10
 	LONG $0x48357262; WORD $0xd116                     // vpermps zmm10, zmm9, zmm1
-	LONG $0x6f7e01c4; WORD $0x041c                     // vmovdqu ymm11, ymmword ptr [r12 + r8]
-	QUAD $0x01071c3a48a51362                           // vinserti64x4 zmm11, zmm11, ymmword ptr [r15 + r8], 1
 	LONG $0x486dd262; WORD $0xe2b8                     // vfmadd231ps zmm4, zmm2, zmm10
-	LONG $0x4825f162; WORD $0xd0ef                     // vpxord zmm2, zmm11, zmm0
+	LONG $0x6f7ea1c4; WORD $0x3914                     // vmovdqu ymm2, ymmword ptr [rcx + r15]
+	QUAD $0x013f143a48edb362                           // vinserti64x4 zmm2, zmm2, ymmword ptr [rdi + r15], 1
+	LONG $0x486df162; WORD $0xd0ef                     // vpxord zmm2, zmm2, zmm0
 	LONG $0x486df262; WORD $0xfe50                     // vpdpbusd zmm7, zmm2, zmm6
 	LONG $0x487cf162; WORD $0xd75b                     // vcvtdq2ps zmm2, zmm7
 	LONG $0x4865f262; WORD $0xc916                     // vpermps zmm1, zmm3, zmm1
 	LONG $0x486df262; WORD $0xe9b8                     // vfmadd231ps zmm5, zmm2, zmm1
-	LONG $0x22c08349                                   // add r8, 34
-	WORD $0x3949; BYTE $0xd0                           // cmp r8, rdx
-	JL   LBB12_17
-	LONG $0x24448b48; BYTE $0x20                       // mov rax, qword ptr [rsp + 32] /* [rbp + 24] */
-	WORD $0xc189                                       // mov ecx, eax
-	WORD $0x2944; BYTE $0xe9                           // sub ecx, r13d
-	LONG $0xffffffbf; BYTE $0xff                       // mov edi, -1
-	WORD $0xe7d3                                       // shl edi, cl
-	WORD $0x3949; BYTE $0xc3                           // cmp r11, rax
-	WORD $0xf640; BYTE $0xd7                           // not dil
-	LONG $0xcfb60f40                                   // movzx ecx, dil
-	LONG $0x00000fbf; BYTE $0x00                       // mov edi, 15
-	WORD $0x4e0f; BYTE $0xcf                           // cmovle ecx, edi
-	LONG $0x485cf162; WORD $0xcd14                     // vunpcklps zmm1, zmm4, zmm5
-	LONG $0x485cf162; WORD $0xd515                     // vunpckhps zmm2, zmm4, zmm5
-	LONG $0x4874f162; WORD $0xca58                     // vaddps zmm1, zmm1, zmm2
-	LONG $0x48fdf362; WORD $0xd105; BYTE $0x55         // vpermilpd zmm2, zmm1, 85
-	LONG $0x4874f162; WORD $0xca58                     // vaddps zmm1, zmm1, zmm2
-	LONG $0x48fdf362; WORD $0xd101; BYTE $0xaa         // vpermpd zmm2, zmm1, 170
-	LONG $0x4874f162; WORD $0xca58                     // vaddps zmm1, zmm1, zmm2
-	LONG $0x487df362; WORD $0xca19; BYTE $0x02         // vextractf32x4 xmm2, zmm1, 2
-	LONG $0xe214f0c5                                   // vunpcklps xmm4, xmm1, xmm2
-	LONG $0x24448b4c; BYTE $0x10                       // mov r8, qword ptr [rsp + 16]
-	LONG $0xc992fbc5                                   // kmovd k1, ecx
-	WORD $0x854d; BYTE $0xc0                           // test r8, r8
-	JE   LBB12_20
-	LONG $0x897c9162; WORD $0x2c10; BYTE $0xa8         // vmovups xmm5 {k1} {z}, xmmword ptr [r8 + 4*r13]
-	LONG $0xe558d8c5                                   // vaddps xmm4, xmm4, xmm5
-	JMP  LBB12_20
+	LONG $0x22c78349                                   // add r15, 34
+	LONG $0x88c58149; WORD $0x0000; BYTE $0x00         // add r13, 136
+	WORD $0x3949; BYTE $0xd7                           // cmp r15, rdx
+	JGE  LBB12_20
+
+LBB12_17:
+	WORD $0x394d; BYTE $0xcd       // cmp r13, r9
+	JGE  LBB12_19
+	LONG $0x4c180f42; WORD $0x80be // prefetcht0 byte ptr [rsi + 4*r15 - 128]
+	LONG $0x4c180f42; WORD $0xc0be // prefetcht0 byte ptr [rsi + 4*r15 - 64]
+	LONG $0x0c180f42; BYTE $0xbe   // prefetcht0 byte ptr [rsi + 4*r15]
+	JMP  LBB12_19
+	PCALIGN $16
+
+LBB12_20:
+	WORD $0x894d; BYTE $0xc7                   // mov r15, r8
+	WORD $0x8944; BYTE $0xf9                   // mov ecx, r15d
+	WORD $0x2944; BYTE $0xd1                   // sub ecx, r10d
+	LONG $0xffffffb8; BYTE $0xff               // mov eax, -1
+	WORD $0xe0d3                               // shl eax, cl
+	WORD $0x394d; BYTE $0xc3                   // cmp r11, r8
+	WORD $0xd0f6                               // not al
+	WORD $0xb60f; BYTE $0xc0                   // movzx eax, al
+	LONG $0x00000fb9; BYTE $0x00               // mov ecx, 15
+	WORD $0x4e0f; BYTE $0xc1                   // cmovle eax, ecx
+	LONG $0x485cf162; WORD $0xcd14             // vunpcklps zmm1, zmm4, zmm5
+	LONG $0x485cf162; WORD $0xd515             // vunpckhps zmm2, zmm4, zmm5
+	LONG $0x4874f162; WORD $0xca58             // vaddps zmm1, zmm1, zmm2
+	LONG $0x48fdf362; WORD $0xd105; BYTE $0x55 // vpermilpd zmm2, zmm1, 85
+	LONG $0x4874f162; WORD $0xca58             // vaddps zmm1, zmm1, zmm2
+	LONG $0x48fdf362; WORD $0xd101; BYTE $0xaa // vpermpd zmm2, zmm1, 170
+	LONG $0x4874f162; WORD $0xca58             // vaddps zmm1, zmm1, zmm2
+	LONG $0x487df362; WORD $0xca19; BYTE $0x02 // vextractf32x4 xmm2, zmm1, 2
+	LONG $0xe214f0c5                           // vunpcklps xmm4, xmm1, xmm2
+	LONG $0x24448b4c; BYTE $0x20               // mov r8, qword ptr [rsp + 32]
+	LONG $0xc892fbc5                           // kmovd k1, eax
+	WORD $0x854d; BYTE $0xc0                   // test r8, r8
+	JE   LBB12_22
+	LONG $0x897c9162; WORD $0x2c10; BYTE $0x90 // vmovups xmm5 {k1} {z}, xmmword ptr [r8 + 4*r10]
+	LONG $0xe558d8c5                           // vaddps xmm4, xmm4, xmm5
+	JMP  LBB12_22
 
 LBB12_5:
-	WORD    $0x8944; BYTE $0xf1     // mov ecx, r14d
+	WORD    $0x8944; BYTE $0xf9     // mov ecx, r15d
 	WORD    $0x2944; BYTE $0xd9     // sub ecx, r11d
 	LONG    $0x00000fb8; BYTE $0x00 // mov eax, 15
 	LONG    $0xc0eff9c5             // vpxor xmm0, xmm0, xmm0
@@ -5709,7 +5802,7 @@ LBB12_6:
 	WORD $0xd2f6                               // not dl
 	WORD $0xb60f; BYTE $0xd2                   // movzx edx, dl
 	WORD $0xc183; BYTE $0xfc                   // add ecx, -4
-	WORD $0x394c; BYTE $0xf6                   // cmp rsi, r14
+	WORD $0x394c; BYTE $0xfe                   // cmp rsi, r15
 	WORD $0x4e0f; BYTE $0xd0                   // cmovle edx, eax
 	LONG $0xca92fbc5                           // kmovd k1, edx
 	LONG $0x897c9162; WORD $0x0c10; BYTE $0x98 // vmovups xmm1 {k1} {z}, xmmword ptr [r8 + 4*r11]
@@ -5727,7 +5820,7 @@ LBB12_7:
 	WORD $0xd2f6                               // not dl
 	WORD $0xb60f; BYTE $0xd2                   // movzx edx, dl
 	WORD $0xc183; BYTE $0xfc                   // add ecx, -4
-	WORD $0x394c; BYTE $0xf6                   // cmp rsi, r14
+	WORD $0x394c; BYTE $0xfe                   // cmp rsi, r15
 	WORD $0x4e0f; BYTE $0xd0                   // cmovle edx, eax
 	LONG $0xca92fbc5                           // kmovd k1, edx
 	LONG $0x097cb162; WORD $0x0411; BYTE $0x9f // vmovups xmmword ptr [rdi + 4*r11] {k1}, xmm0
@@ -5809,7 +5902,7 @@ DATA LCDATA11<>+0x210(SB)/8, $0x0000001400000010
 DATA LCDATA11<>+0x218(SB)/8, $0x0000001c00000018
 GLOBL LCDATA11<>(SB), 8, $544
 
-TEXT ·_krt_gemv_q5_0_f32_avx512(SB), $128-64
+TEXT ·_krt_gemv_q5_0_f32_avx512(SB), $144-64
 
 	MOVQ y+0(FP), DI
 	MOVQ w+8(FP), SI
@@ -5820,20 +5913,19 @@ TEXT ·_krt_gemv_q5_0_f32_avx512(SB), $128-64
 	MOVQ r0+48(FP), R10
 	MOVQ r1+56(FP), R11
 	ADDQ $8, SP
-	MOVQ R11, 112(SP)
-	MOVQ R10, 104(SP)
+	MOVQ R11, 128(SP)
+	MOVQ R10, 120(SP)
 	LEAQ LCDATA11<>(SB), BP
 
-	LONG $0x244c8948; BYTE $0x20               // mov qword ptr [rsp + 32], rcx
-	LONG $0x247c8b4c; BYTE $0x70               // mov r15, qword ptr [rsp + 112] /* [rbp + 24] */
-	LONG $0x245c8b4c; BYTE $0x68               // mov r11, qword ptr [rsp + 104] /* [rbp + 16] */
-	LONG $0x1f518d4d                           // lea r10, [r9 + 31]
+	QUAD $0x0000008024948b4c                   // mov r10, qword ptr [rsp + 128] /* [rbp + 24] */
+	LONG $0x245c8b48; BYTE $0x78               // mov rbx, qword ptr [rsp + 120] /* [rbp + 16] */
+	LONG $0x1f598d4d                           // lea r11, [r9 + 31]
 	WORD $0x854d; BYTE $0xc9                   // test r9, r9
-	LONG $0xd1490f4d                           // cmovns r10, r9
+	LONG $0xd9490f4d                           // cmovns r11, r9
 	LONG $0x20f98349                           // cmp r9, 32
 	JL   LBB13_4
-	LONG $0x24748948; BYTE $0x10               // mov qword ptr [rsp + 16], rsi
-	LONG $0x05fac149                           // sar r10, 5
+	LONG $0x24748948; BYTE $0x18               // mov qword ptr [rsp + 24], rsi
+	LONG $0x05fbc149                           // sar r11, 5
 	LONG $0x40c28348                           // add rdx, 64
 	LONG $0x487df262; WORD $0x4558; BYTE $0x00 // vpbroadcastd zmm0, dword ptr [rbp + 0] /* [rip + .LCPI13_0] */
 	LONG $0x570841c4; BYTE $0xf6               // vxorps xmm14, xmm14, xmm14
@@ -5846,8 +5938,9 @@ TEXT ·_krt_gemv_q5_0_f32_avx512(SB), $128-64
 	LONG $0x487d7262; WORD $0x4558; BYTE $0x04 // vpbroadcastd zmm8, dword ptr [rbp + 16] /* [rip + .LCPI13_5] */
 	LONG $0x487d7262; WORD $0x4d18; BYTE $0x05 // vbroadcastss zmm9, dword ptr [rbp + 20] /* [rip + .LCPI13_6] */
 	LONG $0x487d7262; WORD $0x5518; BYTE $0x01 // vbroadcastss zmm10, dword ptr [rbp + 4] /* [rip + .LCPI13_1] */
-	LONG $0x24448b48; BYTE $0x20               // mov rax, qword ptr [rsp + 32]
-	WORD $0x894c; BYTE $0xd1                   // mov rcx, r10
+	LONG $0x244c8948; BYTE $0x60               // mov qword ptr [rsp + 96], rcx
+	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
+	WORD $0x894c; BYTE $0xd9                   // mov rcx, r11
 	JMP  LBB13_2
 	PCALIGN $16
 
@@ -5925,45 +6018,49 @@ LBB13_11:
 	JMP  LBB13_12
 
 LBB13_4:
-	WORD $0x394d; BYTE $0xfb // cmp r11, r15
+	WORD $0x394c; BYTE $0xd3 // cmp rbx, r10
 	JL   LBB13_5
 	JMP  LBB13_8
 
 LBB13_13:
-	LONG $0x2454894c; BYTE $0x08               // mov qword ptr [rsp + 8], r10
-	WORD $0x394d; BYTE $0xfb                   // cmp r11, r15
+	LONG $0x245c894c; BYTE $0x10               // mov qword ptr [rsp + 16], r11
+	WORD $0x394c; BYTE $0xd3                   // cmp rbx, r10
 	JGE  LBB13_8
 	LONG $0x20f98349                           // cmp r9, 32
 	JL   LBB13_5
-	LONG $0x24748b48; BYTE $0x08               // mov rsi, qword ptr [rsp + 8]
-	LONG $0xb6048d48                           // lea rax, [rsi + 4*rsi]
-	LONG $0x86348d4c                           // lea r14, [rsi + 4*rax]
-	WORD $0x0149; BYTE $0xf6                   // add r14, rsi
-	LONG $0xff4f8d49                           // lea rcx, [r15 - 1]
-	LONG $0x244c8948; BYTE $0x40               // mov qword ptr [rsp + 64], rcx
 	LONG $0x24548b48; BYTE $0x10               // mov rdx, qword ptr [rsp + 16]
-	LONG $0xe04a8d48                           // lea rcx, [rdx - 32]
+	LONG $0x92048d48                           // lea rax, [rdx + 4*rdx]
+	LONG $0x820c8d48                           // lea rcx, [rdx + 4*rax]
+	WORD $0x0148; BYTE $0xd1                   // add rcx, rdx
+	LONG $0x244c8948; BYTE $0x50               // mov qword ptr [rsp + 80], rcx
+	LONG $0xcaaf0f49                           // imul rcx, r10
+	LONG $0x244c8948; BYTE $0x48               // mov qword ptr [rsp + 72], rcx
+	LONG $0xff4a8d49                           // lea rcx, [r10 - 1]
+	LONG $0x244c8948; BYTE $0x40               // mov qword ptr [rsp + 64], rcx
+	LONG $0x244c8b4c; BYTE $0x18               // mov r9, qword ptr [rsp + 24]
+	LONG $0xe0498d49                           // lea rcx, [r9 - 32]
 	LONG $0x244c8948; BYTE $0x38               // mov qword ptr [rsp + 56], rcx
-	LONG $0x46048d48                           // lea rax, [rsi + 2*rax]
+	LONG $0x42048d48                           // lea rax, [rdx + 2*rax]
 	LONG $0x24448948; BYTE $0x30               // mov qword ptr [rsp + 48], rax
-	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
-	LONG $0xc3af0f49                           // imul rax, r11
-	LONG $0x800c8d48                           // lea rcx, [rax + 4*rax]
-	LONG $0x881c8d48                           // lea rbx, [rax + 4*rcx]
-	WORD $0x0148; BYTE $0xc3                   // add rbx, rax
-	WORD $0x0148; BYTE $0xd3                   // add rbx, rdx
-	LONG $0xb0c66948; WORD $0x0000; BYTE $0x00 // imul rax, rsi, 176
-	LONG $0x24448948; BYTE $0x28               // mov qword ptr [rsp + 40], rax
-	LONG $0x08438d49                           // lea rax, [r11 + 8]
-	LONG $0xc6af0f48                           // imul rax, rsi
-	LONG $0x800c8d48                           // lea rcx, [rax + 4*rax]
-	LONG $0x880c8d48                           // lea rcx, [rax + 4*rcx]
-	WORD $0x0148; BYTE $0xc1                   // add rcx, rax
+	WORD $0x8948; BYTE $0xd1                   // mov rcx, rdx
+	LONG $0xcbaf0f48                           // imul rcx, rbx
+	LONG $0x89048d48                           // lea rax, [rcx + 4*rcx]
+	LONG $0x81048d48                           // lea rax, [rcx + 4*rax]
+	WORD $0x0148; BYTE $0xc8                   // add rax, rcx
+	WORD $0x014c; BYTE $0xc8                   // add rax, r9
+	LONG $0x24448948; BYTE $0x20               // mov qword ptr [rsp + 32], rax
+	LONG $0xb0ca6948; WORD $0x0000; BYTE $0x00 // imul rcx, rdx, 176
+	LONG $0x244c8948; BYTE $0x28               // mov qword ptr [rsp + 40], rcx
+	LONG $0x084b8d48                           // lea rcx, [rbx + 8]
+	LONG $0xcaaf0f48                           // imul rcx, rdx
+	LONG $0x89348d48                           // lea rsi, [rcx + 4*rcx]
+	LONG $0xb1348d48                           // lea rsi, [rcx + 4*rsi]
+	LONG $0x31148d48                           // lea rdx, [rcx + rsi]
+	LONG $0x11348d4d                           // lea r14, [r9 + rdx]
+	LONG $0x80c68149; WORD $0x000c; BYTE $0x00 // add r14, 3200
 	LONG $0x487df262; WORD $0x4558; BYTE $0x06 // vpbroadcastd zmm0, dword ptr [rbp + 24] /* [rip + .LCPI13_7] */
-	LONG $0x0a148d4c                           // lea r10, [rdx + rcx]
-	LONG $0x80c28149; WORD $0x000c; BYTE $0x00 // add r10, 3200
+	QUAD $0x00000c0031848d48                   // lea rax, [rcx + rsi + 3072]
 	LONG $0xc9eff1c5                           // vpxor xmm1, xmm1, xmm1
-	QUAD $0xffff00000000bd49; WORD $0x003f     // mov r13, 18014394214514688
 	LONG $0x48fef162; WORD $0x556f; BYTE $0x01 // vmovdqu64 zmm2, zmmword ptr [rbp + 64] /* [rip + .LCPI13_8] */
 	LONG $0x48fef162; WORD $0x5d6f; BYTE $0x02 // vmovdqu64 zmm3, zmmword ptr [rbp + 128] /* [rip + .LCPI13_9] */
 	QUAD $0x000001c0a56ffec5                   // vmovdqu ymm4, ymmword ptr [rbp + 448] /* [rip + .LCPI13_10] */
@@ -5974,100 +6071,107 @@ LBB13_13:
 	LONG $0x48fe7162; WORD $0x4d6f; BYTE $0x06 // vmovdqu64 zmm9, zmmword ptr [rbp + 384] /* [rip + .LCPI13_15] */
 	QUAD $0x000001e095107cc5                   // vmovups ymm10, ymmword ptr [rbp + 480] /* [rip + .LCPI13_16] */
 	QUAD $0x000002009d107cc5                   // vmovups ymm11, ymmword ptr [rbp + 512] /* [rip + .LCPI13_17] */
-	LONG $0x247c8948; BYTE $0x18               // mov qword ptr [rsp + 24], rdi
-	LONG $0x2444894c; BYTE $0x48               // mov qword ptr [rsp + 72], r8
+	LONG $0x247c8948; BYTE $0x08               // mov qword ptr [rsp + 8], rdi
+	LONG $0x2444894c; BYTE $0x58               // mov qword ptr [rsp + 88], r8
 	JMP  LBB13_16
 	PCALIGN $16
 
-LBB13_20:
-	LONG $0x247c8b48; BYTE $0x18               // mov rdi, qword ptr [rsp + 24]
-	LONG $0x297c7162; WORD $0x2411; BYTE $0x97 // vmovups ymmword ptr [rdi + 4*rdx] {k1}, ymm12
-	LONG $0x24448b48; BYTE $0x28               // mov rax, qword ptr [rsp + 40]
-	WORD $0x0148; BYTE $0xc3                   // add rbx, rax
-	WORD $0x0149; BYTE $0xc2                   // add r10, rax
-	WORD $0x394d; BYTE $0xfb                   // cmp r11, r15
+LBB13_22:
+	LONG $0x247c8b48; BYTE $0x08               // mov rdi, qword ptr [rsp + 8]
+	LONG $0x24048b48                           // mov rax, qword ptr [rsp]
+	LONG $0x297c7162; WORD $0x2411; BYTE $0xb7 // vmovups ymmword ptr [rdi + 4*rsi] {k1}, ymm12
+	LONG $0x244c8b48; BYTE $0x28               // mov rcx, qword ptr [rsp + 40]
+	LONG $0x244c0148; BYTE $0x20               // add qword ptr [rsp + 32], rcx
+	WORD $0x0149; BYTE $0xce                   // add r14, rcx
+	WORD $0x0148; BYTE $0xc8                   // add rax, rcx
+	WORD $0x394c; BYTE $0xd3                   // cmp rbx, r10
 	JGE  LBB13_8
 
 LBB13_16:
-	LONG    $0x01638d4d               // lea r12, [r11 + 1]
-	LONG    $0x02438d49               // lea rax, [r11 + 2]
-	WORD    $0x394c; BYTE $0xf8       // cmp rax, r15
-	LONG    $0x247c8b48; BYTE $0x40   // mov rdi, qword ptr [rsp + 64]
-	LONG    $0xc74d0f48               // cmovge rax, rdi
-	LONG    $0x24448948; BYTE $0x50   // mov qword ptr [rsp + 80], rax
-	LONG    $0x034b8d4d               // lea r9, [r11 + 3]
-	LONG    $0x04738d49               // lea rsi, [r11 + 4]
-	WORD    $0x394c; BYTE $0xfe       // cmp rsi, r15
-	LONG    $0xf74d0f48               // cmovge rsi, rdi
-	LONG    $0x05438d4d               // lea r8, [r11 + 5]
-	LONG    $0x06538d49               // lea rdx, [r11 + 6]
-	WORD    $0x394c; BYTE $0xfa       // cmp rdx, r15
-	LONG    $0xd74d0f48               // cmovge rdx, rdi
-	LONG    $0x074b8d49               // lea rcx, [r11 + 7]
-	WORD    $0x394c; BYTE $0xf9       // cmp rcx, r15
-	LONG    $0xcf4d0f48               // cmovge rcx, rdi
-	LONG    $0x245c894c; BYTE $0x58   // mov qword ptr [rsp + 88], r11
-	LONG    $0x08438d49               // lea rax, [r11 + 8]
-	LONG    $0x24448948; BYTE $0x60   // mov qword ptr [rsp + 96], rax
-	WORD    $0x394d; BYTE $0xf8       // cmp r8, r15
-	LONG    $0xc74d0f4c               // cmovge r8, rdi
-	WORD    $0x394d; BYTE $0xf9       // cmp r9, r15
-	LONG    $0xcf4d0f4c               // cmovge r9, rdi
-	WORD    $0x394d; BYTE $0xfc       // cmp r12, r15
-	LONG    $0xe74d0f4c               // cmovge r12, rdi
-	LONG    $0x24448b48; BYTE $0x30   // mov rax, qword ptr [rsp + 48]
-	LONG    $0xc8af0f48               // imul rcx, rax
-	LONG    $0x247c8b4c; BYTE $0x38   // mov r15, qword ptr [rsp + 56]
-	LONG    $0x4f0c8d49               // lea rcx, [r15 + 2*rcx]
-	LONG    $0xc0af0f4c               // imul r8, rax
-	LONG    $0x47048d4f               // lea r8, [r15 + 2*r8]
-	LONG    $0x245c8b4c; BYTE $0x08   // mov r11, qword ptr [rsp + 8]
-	LONG    $0xd3af0f49               // imul rdx, r11
-	LONG    $0x923c8d48               // lea rdi, [rdx + 4*rdx]
-	LONG    $0xba3c8d48               // lea rdi, [rdx + 4*rdi]
-	WORD    $0x0148; BYTE $0xd7       // add rdi, rdx
-	LONG    $0x247c0348; BYTE $0x10   // add rdi, qword ptr [rsp + 16]
-	LONG    $0xf3af0f49               // imul rsi, r11
-	LONG    $0xb6148d48               // lea rdx, [rsi + 4*rsi]
-	LONG    $0x961c8d4c               // lea r11, [rsi + 4*rdx]
-	WORD    $0x0149; BYTE $0xf3       // add r11, rsi
-	LONG    $0x24748b48; BYTE $0x10   // mov rsi, qword ptr [rsp + 16]
-	WORD    $0x0149; BYTE $0xf3       // add r11, rsi
-	LONG    $0xc8af0f4c               // imul r9, rax
-	LONG    $0x4f0c8d4f               // lea r9, [r15 + 2*r9]
-	LONG    $0xe0af0f4c               // imul r12, rax
-	LONG    $0x673c8d4f               // lea r15, [r15 + 2*r12]
-	LONG    $0x24448b48; BYTE $0x50   // mov rax, qword ptr [rsp + 80]
-	LONG    $0x44af0f48; WORD $0x0824 // imul rax, qword ptr [rsp + 8]
-	LONG    $0x80148d48               // lea rdx, [rax + 4*rax]
-	LONG    $0x90248d4c               // lea r12, [rax + 4*rdx]
-	LONG    $0x3fffffba; BYTE $0x00   // mov edx, 4194303
-	WORD    $0x0149; BYTE $0xc4       // add r12, rax
-	WORD    $0x0149; BYTE $0xf4       // add r12, rsi
-	LONG    $0x571841c4; BYTE $0xe4   // vxorps xmm12, xmm12, xmm12
-	LONG    $0x571041c4; BYTE $0xed   // vxorps xmm13, xmm13, xmm13
-	LONG    $0x24748b48; BYTE $0x20   // mov rsi, qword ptr [rsp + 32]
-	WORD    $0xc031                   // xor eax, eax
+	LONG $0x24048948             // mov qword ptr [rsp], rax
+	WORD $0x8948; BYTE $0xdf     // mov rdi, rbx
+	LONG $0x01438d4c             // lea r8, [rbx + 1]
+	LONG $0x026b8d4c             // lea r13, [rbx + 2]
+	WORD $0x394d; BYTE $0xd5     // cmp r13, r10
+	LONG $0x24448b48; BYTE $0x40 // mov rax, qword ptr [rsp + 64]
+	LONG $0xe84d0f4c             // cmovge r13, rax
+	LONG $0x034b8d4c             // lea r9, [rbx + 3]
+	LONG $0x04738d48             // lea rsi, [rbx + 4]
+	WORD $0x394c; BYTE $0xd6     // cmp rsi, r10
+	LONG $0xf04d0f48             // cmovge rsi, rax
+	LONG $0x05538d48             // lea rdx, [rbx + 5]
+	LONG $0x06c38348             // add rbx, 6
+	WORD $0x394c; BYTE $0xd3     // cmp rbx, r10
+	LONG $0xd84d0f48             // cmovge rbx, rax
+	LONG $0x074f8d48             // lea rcx, [rdi + 7]
+	WORD $0x394c; BYTE $0xd1     // cmp rcx, r10
+	LONG $0xc84d0f48             // cmovge rcx, rax
+	LONG $0x247c8948; BYTE $0x68 // mov qword ptr [rsp + 104], rdi
+	LONG $0x08c78348             // add rdi, 8
+	LONG $0x247c8948; BYTE $0x70 // mov qword ptr [rsp + 112], rdi
+	WORD $0x394c; BYTE $0xd2     // cmp rdx, r10
+	LONG $0xd04d0f48             // cmovge rdx, rax
+	WORD $0x394d; BYTE $0xd1     // cmp r9, r10
+	LONG $0xc84d0f4c             // cmovge r9, rax
+	WORD $0x394d; BYTE $0xd0     // cmp r8, r10
+	LONG $0xc04d0f4c             // cmovge r8, rax
+	LONG $0x247c8b48; BYTE $0x30 // mov rdi, qword ptr [rsp + 48]
+	LONG $0xcfaf0f48             // imul rcx, rdi
+	LONG $0x24448b48; BYTE $0x38 // mov rax, qword ptr [rsp + 56]
+	LONG $0x480c8d48             // lea rcx, [rax + 2*rcx]
+	LONG $0xd7af0f48             // imul rdx, rdi
+	LONG $0x501c8d4c             // lea r11, [rax + 2*rdx]
+	LONG $0x24548b4c; BYTE $0x10 // mov r10, qword ptr [rsp + 16]
+	LONG $0xdaaf0f49             // imul rbx, r10
+	LONG $0x9b148d48             // lea rdx, [rbx + 4*rbx]
+	LONG $0x933c8d4c             // lea r15, [rbx + 4*rdx]
+	WORD $0x0149; BYTE $0xdf     // add r15, rbx
+	LONG $0x245c8b48; BYTE $0x18 // mov rbx, qword ptr [rsp + 24]
+	WORD $0x0149; BYTE $0xdf     // add r15, rbx
+	LONG $0xf2af0f49             // imul rsi, r10
+	LONG $0xb6148d48             // lea rdx, [rsi + 4*rsi]
+	LONG $0x96248d4c             // lea r12, [rsi + 4*rdx]
+	WORD $0x0149; BYTE $0xf4     // add r12, rsi
+	WORD $0x0149; BYTE $0xdc     // add r12, rbx
+	LONG $0xcfaf0f4c             // imul r9, rdi
+	LONG $0x480c8d4e             // lea r9, [rax + 2*r9]
+	LONG $0xc7af0f4c             // imul r8, rdi
+	LONG $0x40348d4a             // lea rsi, [rax + 2*r8]
+	LONG $0xeaaf0f4d             // imul r13, r10
+	QUAD $0x00000000ad148d4a     // lea rdx, [4*r13]
+	WORD $0x014c; BYTE $0xea     // add rdx, r13
+	QUAD $0x0000000095148d4c     // lea r10, [4*rdx]
+	WORD $0x014d; BYTE $0xea     // add r10, r13
+	WORD $0x014d; BYTE $0xea     // add r10, r13
+	WORD $0x0149; BYTE $0xda     // add r10, rbx
+	LONG $0x242c8b4c             // mov r13, qword ptr [rsp]
+	LONG $0x571841c4; BYTE $0xe4 // vxorps xmm12, xmm12, xmm12
+	LONG $0x571041c4; BYTE $0xed // vxorps xmm13, xmm13, xmm13
+	LONG $0x24448b4c; BYTE $0x60 // mov r8, qword ptr [rsp + 96]
+	WORD $0xff31                 // xor edi, edi
+	LONG $0x24548b48; BYTE $0x50 // mov rdx, qword ptr [rsp + 80]
+	LONG $0x245c8b48; BYTE $0x48 // mov rbx, qword ptr [rsp + 72]
+	JMP  LBB13_17
 	PCALIGN $16
 
-LBB13_17:
-	LONG $0x4c180f41; WORD $0x80c2             // prefetcht0 byte ptr [r10 + 8*rax - 128]
-	LONG $0x4c180f41; WORD $0xc0c2             // prefetcht0 byte ptr [r10 + 8*rax - 64]
-	LONG $0x0c180f41; BYTE $0xc2               // prefetcht0 byte ptr [r10 + 8*rax]
-	QUAD $0x0002be5a487d7262; WORD $0x0000     // vbroadcasti32x4 zmm15, xmmword ptr [rsi + 2]
-	QUAD $0x0012b65a487d7262; WORD $0x0000     // vbroadcasti32x4 zmm14, xmmword ptr [rsi + 18]
+LBB13_19:
+	QUAD $0x0002b85a487d5262; WORD $0x0000     // vbroadcasti32x4 zmm15, xmmword ptr [r8 + 2]
+	QUAD $0x0012b05a487d5262; WORD $0x0000     // vbroadcasti32x4 zmm14, xmmword ptr [r8 + 18]
 	LONG $0x007da162; WORD $0xc0ef             // vpxord xmm16, xmm16, xmm16
 	LONG $0x487dc262; WORD $0xc750             // vpdpbusd zmm16, zmm0, zmm15
 	LONG $0x487dc262; WORD $0xc650             // vpdpbusd zmm16, zmm0, zmm14
 	LONG $0x4875a162; WORD $0xc0fa             // vpsubd zmm16, zmm1, zmm16
-	LONG $0x287de262; WORD $0x0e79             // vpbroadcastw ymm17, word ptr [rsi]
+	LONG $0x287dc262; WORD $0x0879             // vpbroadcastw ymm17, word ptr [r8]
 	LONG $0x487da262; WORD $0xc913             // vcvtph2ps zmm17, ymm17
-	LONG $0x92fbe1c4; BYTE $0xca               // kmovq k1, rdx
-	LONG $0xc97fe162; WORD $0x146f; BYTE $0x03 // vmovdqu8 zmm18 {k1} {z}, zmmword ptr [rbx + rax]
-	LONG $0x92fbc1c4; BYTE $0xd5               // kmovq k2, r13
-	LONG $0x4a7fc162; WORD $0x146f; BYTE $0x07 // vmovdqu8 zmm18 {k2}, zmmword ptr [r15 + rax]
-	LONG $0xc97fc162; WORD $0x1c6f; BYTE $0x04 // vmovdqu8 zmm19 {k1} {z}, zmmword ptr [r12 + rax]
-	LONG $0x4a7fc162; WORD $0x1c6f; BYTE $0x01 // vmovdqu8 zmm19 {k2}, zmmword ptr [r9 + rax]
+	LONG $0x3fffffb8; BYTE $0x00               // mov eax, 4194303
+	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
+	LONG $0x24448b48; BYTE $0x20               // mov rax, qword ptr [rsp + 32]
+	LONG $0xc97fe162; WORD $0x146f; BYTE $0x38 // vmovdqu8 zmm18 {k1} {z}, zmmword ptr [rax + rdi]
+	QUAD $0xffff00000000b848; WORD $0x003f     // mov rax, 18014394214514688
+	LONG $0x92fbe1c4; BYTE $0xd0               // kmovq k2, rax
+	LONG $0x4a7fe162; WORD $0x146f; BYTE $0x3e // vmovdqu8 zmm18 {k2}, zmmword ptr [rsi + rdi]
+	LONG $0xc97fc162; WORD $0x1c6f; BYTE $0x3a // vmovdqu8 zmm19 {k1} {z}, zmmword ptr [r10 + rdi]
+	LONG $0x4a7fc162; WORD $0x1c6f; BYTE $0x39 // vmovdqu8 zmm19 {k2}, zmmword ptr [r9 + rdi]
 	LONG $0x48fda162; WORD $0xe26f             // vmovdqa64 zmm20, zmm18
 	LONG $0x48eda262; WORD $0xe37d             // vpermt2w zmm20, zmm2, zmm19
 	LONG $0x48fda162; WORD $0xea6f             // vmovdqa64 zmm21, zmm18
@@ -6091,10 +6195,10 @@ LBB13_17:
 	LONG $0x4074a162; WORD $0xd259             // vmulps zmm18, zmm17, zmm18
 	LONG $0x487ca162; WORD $0xdb5b             // vcvtdq2ps zmm19, zmm19
 	LONG $0x406d3262; WORD $0xe3b8             // vfmadd231ps zmm12, zmm18, zmm19
-	LONG $0xc97fc162; WORD $0x146f; BYTE $0x03 // vmovdqu8 zmm18 {k1} {z}, zmmword ptr [r11 + rax]
-	LONG $0x4a7fc162; WORD $0x146f; BYTE $0x00 // vmovdqu8 zmm18 {k2}, zmmword ptr [r8 + rax]
-	LONG $0xc97fe162; WORD $0x1c6f; BYTE $0x07 // vmovdqu8 zmm19 {k1} {z}, zmmword ptr [rdi + rax]
-	LONG $0x4a7fe162; WORD $0x1c6f; BYTE $0x01 // vmovdqu8 zmm19 {k2}, zmmword ptr [rcx + rax]
+	LONG $0xc97fc162; WORD $0x146f; BYTE $0x3c // vmovdqu8 zmm18 {k1} {z}, zmmword ptr [r12 + rdi]
+	LONG $0x4a7fc162; WORD $0x146f; BYTE $0x3b // vmovdqu8 zmm18 {k2}, zmmword ptr [r11 + rdi]
+	LONG $0xc97fc162; WORD $0x1c6f; BYTE $0x3f // vmovdqu8 zmm19 {k1} {z}, zmmword ptr [r15 + rdi]
+	LONG $0x4a7fe162; WORD $0x1c6f; BYTE $0x39 // vmovdqu8 zmm19 {k2}, zmmword ptr [rcx + rdi]
 	LONG $0x48fda162; WORD $0xe26f             // vmovdqa64 zmm20, zmm18
 	LONG $0x48eda262; WORD $0xe37d             // vpermt2w zmm20, zmm2, zmm19
 	LONG $0x48fda162; WORD $0xea6f             // vmovdqa64 zmm21, zmm18
@@ -6117,22 +6221,34 @@ LBB13_17:
 	LONG $0x40745162; WORD $0xf659             // vmulps zmm14, zmm17, zmm14
 	LONG $0x487c3162; WORD $0xf85b             // vcvtdq2ps zmm15, zmm16
 	LONG $0x480d5262; WORD $0xefb8             // vfmadd231ps zmm13, zmm14, zmm15
-	LONG $0x16c08348                           // add rax, 22
-	LONG $0x22c68348                           // add rsi, 34
-	WORD $0x394c; BYTE $0xf0                   // cmp rax, r14
-	JL   LBB13_17
-	LONG $0x247c8b4c; BYTE $0x70               // mov r15, qword ptr [rsp + 112] /* [rbp + 24] */
-	WORD $0x8944; BYTE $0xf9                   // mov ecx, r15d
-	LONG $0x24548b48; BYTE $0x58               // mov rdx, qword ptr [rsp + 88]
-	WORD $0xd129                               // sub ecx, edx
-	LONG $0xffffffb8; BYTE $0xff               // mov eax, -1
-	WORD $0xe0d3                               // shl eax, cl
-	LONG $0x245c8b4c; BYTE $0x60               // mov r11, qword ptr [rsp + 96]
-	WORD $0x394d; BYTE $0xfb                   // cmp r11, r15
-	WORD $0xd0f6                               // not al
-	WORD $0xb60f; BYTE $0xc0                   // movzx eax, al
-	LONG $0x0000ffb9; BYTE $0x00               // mov ecx, 255
-	WORD $0x4e0f; BYTE $0xc1                   // cmovle eax, ecx
+	LONG $0x16c78348                           // add rdi, 22
+	LONG $0x22c08349                           // add r8, 34
+	LONG $0xb0c58149; WORD $0x0000; BYTE $0x00 // add r13, 176
+	WORD $0x3948; BYTE $0xd7                   // cmp rdi, rdx
+	JGE  LBB13_20
+
+LBB13_17:
+	WORD $0x3949; BYTE $0xdd       // cmp r13, rbx
+	JGE  LBB13_19
+	LONG $0x4c180f41; WORD $0x80fe // prefetcht0 byte ptr [r14 + 8*rdi - 128]
+	LONG $0x4c180f41; WORD $0xc0fe // prefetcht0 byte ptr [r14 + 8*rdi - 64]
+	LONG $0x0c180f41; BYTE $0xfe   // prefetcht0 byte ptr [r14 + 8*rdi]
+	JMP  LBB13_19
+	PCALIGN $16
+
+LBB13_20:
+	QUAD $0x0000008024948b4c                   // mov r10, qword ptr [rsp + 128] /* [rbp + 24] */
+	WORD $0x8944; BYTE $0xd1                   // mov ecx, r10d
+	LONG $0x24748b48; BYTE $0x68               // mov rsi, qword ptr [rsp + 104]
+	WORD $0xf129                               // sub ecx, esi
+	LONG $0xffffffba; BYTE $0xff               // mov edx, -1
+	WORD $0xe2d3                               // shl edx, cl
+	LONG $0x245c8b48; BYTE $0x70               // mov rbx, qword ptr [rsp + 112]
+	WORD $0x394c; BYTE $0xd3                   // cmp rbx, r10
+	WORD $0xd2f6                               // not dl
+	WORD $0xb60f; BYTE $0xca                   // movzx ecx, dl
+	LONG $0x0000ffb8; BYTE $0x00               // mov eax, 255
+	WORD $0x4e0f; BYTE $0xc8                   // cmovle ecx, eax
 	LONG $0x48fd5362; WORD $0xf505; BYTE $0x55 // vpermilpd zmm14, zmm13, 85
 	LONG $0x48145162; WORD $0xee58             // vaddps zmm13, zmm13, zmm14
 	LONG $0x48fd5362; WORD $0xf405; BYTE $0x55 // vpermilpd zmm14, zmm12, 85
@@ -6141,17 +6257,17 @@ LBB13_17:
 	LONG $0x482d5262; WORD $0xf57f             // vpermt2ps zmm14, zmm10, zmm13
 	LONG $0x48255262; WORD $0xe57f             // vpermt2ps zmm12, zmm11, zmm13
 	LONG $0x581c41c4; BYTE $0xe6               // vaddps ymm12, ymm12, ymm14
-	LONG $0x24448b4c; BYTE $0x48               // mov r8, qword ptr [rsp + 72]
-	LONG $0xc892fbc5                           // kmovd k1, eax
+	LONG $0x24448b4c; BYTE $0x58               // mov r8, qword ptr [rsp + 88]
+	LONG $0xc992fbc5                           // kmovd k1, ecx
 	WORD $0x854d; BYTE $0xc0                   // test r8, r8
-	JE   LBB13_20
-	LONG $0xa97c5162; WORD $0x2c10; BYTE $0x90 // vmovups ymm13 {k1} {z}, ymmword ptr [r8 + 4*rdx]
+	JE   LBB13_22
+	LONG $0xa97c5162; WORD $0x2c10; BYTE $0xb0 // vmovups ymm13 {k1} {z}, ymmword ptr [r8 + 4*rsi]
 	LONG $0x581c41c4; BYTE $0xe5               // vaddps ymm12, ymm12, ymm13
-	JMP  LBB13_20
+	JMP  LBB13_22
 
 LBB13_5:
-	WORD    $0x8944; BYTE $0xf9     // mov ecx, r15d
-	WORD    $0x2944; BYTE $0xd9     // sub ecx, r11d
+	WORD    $0x8944; BYTE $0xd1     // mov ecx, r10d
+	WORD    $0xd929                 // sub ecx, ebx
 	LONG    $0x0000ffb8; BYTE $0x00 // mov eax, 255
 	LONG    $0xc0eff9c5             // vpxor xmm0, xmm0, xmm0
 	WORD    $0x854d; BYTE $0xc0     // test r8, r8
@@ -6161,17 +6277,17 @@ LBB13_5:
 LBB13_6:
 	LONG $0xffffffba; BYTE $0xff               // mov edx, -1
 	WORD $0xe2d3                               // shl edx, cl
-	LONG $0x08738d49                           // lea rsi, [r11 + 8]
+	LONG $0x08738d48                           // lea rsi, [rbx + 8]
 	WORD $0xd2f6                               // not dl
 	WORD $0xb60f; BYTE $0xd2                   // movzx edx, dl
 	WORD $0xc183; BYTE $0xf8                   // add ecx, -8
-	WORD $0x394c; BYTE $0xfe                   // cmp rsi, r15
+	WORD $0x394c; BYTE $0xd6                   // cmp rsi, r10
 	WORD $0x4e0f; BYTE $0xd0                   // cmovle edx, eax
 	LONG $0xca92fbc5                           // kmovd k1, edx
-	LONG $0xa97c9162; WORD $0x0c10; BYTE $0x98 // vmovups ymm1 {k1} {z}, ymmword ptr [r8 + 4*r11]
+	LONG $0xa97cd162; WORD $0x0c10; BYTE $0x98 // vmovups ymm1 {k1} {z}, ymmword ptr [r8 + 4*rbx]
 	LONG $0xc858f4c5                           // vaddps ymm1, ymm1, ymm0
-	LONG $0x297cb162; WORD $0x0c11; BYTE $0x9f // vmovups ymmword ptr [rdi + 4*r11] {k1}, ymm1
-	WORD $0x8949; BYTE $0xf3                   // mov r11, rsi
+	LONG $0x297cf162; WORD $0x0c11; BYTE $0x9f // vmovups ymmword ptr [rdi + 4*rbx] {k1}, ymm1
+	WORD $0x8948; BYTE $0xf3                   // mov rbx, rsi
 	JL   LBB13_6
 	JMP  LBB13_8
 	PCALIGN $16
@@ -6179,15 +6295,15 @@ LBB13_6:
 LBB13_7:
 	LONG $0xffffffba; BYTE $0xff               // mov edx, -1
 	WORD $0xe2d3                               // shl edx, cl
-	LONG $0x08738d49                           // lea rsi, [r11 + 8]
+	LONG $0x08738d48                           // lea rsi, [rbx + 8]
 	WORD $0xd2f6                               // not dl
 	WORD $0xb60f; BYTE $0xd2                   // movzx edx, dl
 	WORD $0xc183; BYTE $0xf8                   // add ecx, -8
-	WORD $0x394c; BYTE $0xfe                   // cmp rsi, r15
+	WORD $0x394c; BYTE $0xd6                   // cmp rsi, r10
 	WORD $0x4e0f; BYTE $0xd0                   // cmovle edx, eax
 	LONG $0xca92fbc5                           // kmovd k1, edx
-	LONG $0x297cb162; WORD $0x0411; BYTE $0x9f // vmovups ymmword ptr [rdi + 4*r11] {k1}, ymm0
-	WORD $0x8949; BYTE $0xf3                   // mov r11, rsi
+	LONG $0x297cf162; WORD $0x0411; BYTE $0x9f // vmovups ymmword ptr [rdi + 4*rbx] {k1}, ymm0
+	WORD $0x8948; BYTE $0xf3                   // mov rbx, rsi
 	JL   LBB13_7
 
 LBB13_8:
@@ -6205,97 +6321,103 @@ TEXT ·_krt_gemv_f32_avx512(SB), $80-48
 	MOVQ r1+40(FP), R9
 	ADDQ $8, SP
 
-	LONG $0x24748948; BYTE $0x08               // mov qword ptr [rsp + 8], rsi
-	WORD $0x394d; BYTE $0xc8                   // cmp r8, r9
-	JGE  LBB14_8
-	WORD $0x8949; BYTE $0xcb                   // mov r11, rcx
-	LONG $0xff418d49                           // lea rax, [r9 - 1]
-	LONG $0x24448948; BYTE $0x18               // mov qword ptr [rsp + 24], rax
-	WORD $0x894c; BYTE $0xc0                   // mov rax, r8
-	LONG $0xc1af0f48                           // imul rax, rcx
-	LONG $0x244c8b48; BYTE $0x08               // mov rcx, qword ptr [rsp + 8]
-	LONG $0x81348d4c                           // lea r14, [rcx + 4*rax]
-	WORD $0x894c; BYTE $0xd8                   // mov rax, r11
-	LONG $0x04e0c148                           // shl rax, 4
-	LONG $0x24448948; BYTE $0x10               // mov qword ptr [rsp + 16], rax
-	LONG $0x04408d49                           // lea rax, [r8 + 4]
-	LONG $0xc3af0f49                           // imul rax, r11
-	LONG $0x813c8d4c                           // lea r15, [rcx + 4*rax]
-	LONG $0xc0c78149; WORD $0x000c; BYTE $0x00 // add r15, 3264
-	LONG $0xffffbd41; WORD $0x0000             // mov r13d, 65535
-	LONG $0x244c894c; BYTE $0x28               // mov qword ptr [rsp + 40], r9
-	LONG $0x247c8948; BYTE $0x20               // mov qword ptr [rsp + 32], rdi
+	WORD $0x394d; BYTE $0xc8       // cmp r8, r9
+	JGE  LBB14_10
+	WORD $0x8949; BYTE $0xca       // mov r10, rcx
+	WORD $0x8949; BYTE $0xce       // mov r14, rcx
+	LONG $0xf1af0f4d               // imul r14, r9
+	LONG $0x02e6c149               // shl r14, 2
+	LONG $0xff418d49               // lea rax, [r9 - 1]
+	LONG $0x24448948; BYTE $0x10   // mov qword ptr [rsp + 16], rax
+	WORD $0x894c; BYTE $0xc0       // mov rax, r8
+	LONG $0xc1af0f48               // imul rax, rcx
+	LONG $0x861c8d4c               // lea r11, [rsi + 4*rax]
+	WORD $0x8948; BYTE $0xc8       // mov rax, rcx
+	LONG $0x04e0c148               // shl rax, 4
+	LONG $0x24448948; BYTE $0x08   // mov qword ptr [rsp + 8], rax
+	LONG $0x04408d49               // lea rax, [r8 + 4]
+	LONG $0xc1af0f48               // imul rax, rcx
+	QUAD $0x00000c00850c8d48       // lea rcx, [4*rax + 3072]
+	LONG $0xffffbc41; WORD $0x0000 // mov r12d, 65535
+	LONG $0x244c894c; BYTE $0x20   // mov qword ptr [rsp + 32], r9
+	LONG $0x247c8948; BYTE $0x18   // mov qword ptr [rsp + 24], rdi
 	JMP  LBB14_2
 	PCALIGN $16
 
-LBB14_7:
-	LONG $0x24448b48; BYTE $0x10 // mov rax, qword ptr [rsp + 16]
-	WORD $0x0149; BYTE $0xc6     // add r14, rax
-	WORD $0x0149; BYTE $0xc7     // add r15, rax
+LBB14_9:
+	LONG $0x24448b48; BYTE $0x08 // mov rax, qword ptr [rsp + 8]
+	WORD $0x0149; BYTE $0xc3     // add r11, rax
+	LONG $0x244c8b48; BYTE $0x40 // mov rcx, qword ptr [rsp + 64]
+	WORD $0x0148; BYTE $0xc1     // add rcx, rax
 	WORD $0x394d; BYTE $0xc8     // cmp r8, r9
-	JGE  LBB14_8
+	JGE  LBB14_10
 
 LBB14_2:
-	WORD    $0x894d; BYTE $0xc4     // mov r12, r8
-	LONG    $0x01c08349             // add r8, 1
-	WORD    $0x394d; BYTE $0xc8     // cmp r8, r9
-	LONG    $0x24748b48; BYTE $0x18 // mov rsi, qword ptr [rsp + 24]
-	WORD    $0x8948; BYTE $0xf0     // mov rax, rsi
-	LONG    $0xc04c0f49             // cmovl rax, r8
-	LONG    $0x245c8d49; BYTE $0x02 // lea rbx, [r12 + 2]
-	WORD    $0x394c; BYTE $0xcb     // cmp rbx, r9
-	WORD    $0x8948; BYTE $0xf1     // mov rcx, rsi
-	LONG    $0xcb4c0f48             // cmovl rcx, rbx
-	LONG    $0x247c8d49; BYTE $0x03 // lea rdi, [r12 + 3]
-	WORD    $0x394c; BYTE $0xcf     // cmp rdi, r9
-	LONG    $0xf74c0f48             // cmovl rsi, rdi
-	WORD    $0x854d; BYTE $0xdb     // test r11, r11
-	LONG    $0x247c8948; BYTE $0x30 // mov qword ptr [rsp + 48], rdi
-	LONG    $0x245c8948; BYTE $0x38 // mov qword ptr [rsp + 56], rbx
-	LONG    $0x2444894c; BYTE $0x40 // mov qword ptr [rsp + 64], r8
-	JLE     LBB14_3
-	LONG    $0xc3af0f49             // imul rax, r11
-	LONG    $0xcbaf0f49             // imul rcx, r11
-	LONG    $0xf3af0f49             // imul rsi, r11
-	LONG    $0x245c8b48; BYTE $0x08 // mov rbx, qword ptr [rsp + 8]
-	LONG    $0x83048d4c             // lea r8, [rbx + 4*rax]
-	LONG    $0x8b3c8d48             // lea rdi, [rbx + 4*rcx]
-	LONG    $0xb31c8d48             // lea rbx, [rbx + 4*rsi]
-	LONG    $0xdb57e0c5             // vxorps xmm3, xmm3, xmm3
-	WORD    $0x894c; BYTE $0xf8     // mov rax, r15
-	WORD    $0x894c; BYTE $0xd9     // mov rcx, r11
-	LONG    $0xd257e8c5             // vxorps xmm2, xmm2, xmm2
-	WORD    $0xf631                 // xor esi, esi
-	LONG    $0xc057f8c5             // vxorps xmm0, xmm0, xmm0
-	LONG    $0xc957f0c5             // vxorps xmm1, xmm1, xmm1
+	WORD $0x894d; BYTE $0xc5     // mov r13, r8
+	LONG $0x01408d49             // lea rax, [r8 + 1]
+	WORD $0x394c; BYTE $0xc8     // cmp rax, r9
+	LONG $0x247c8b48; BYTE $0x10 // mov rdi, qword ptr [rsp + 16]
+	WORD $0x8949; BYTE $0xf8     // mov r8, rdi
+	LONG $0x24448948; BYTE $0x38 // mov qword ptr [rsp + 56], rax
+	LONG $0xc04c0f4c             // cmovl r8, rax
+	LONG $0x027d8d4d             // lea r15, [r13 + 2]
+	WORD $0x394d; BYTE $0xcf     // cmp r15, r9
+	WORD $0x8948; BYTE $0xfb     // mov rbx, rdi
+	LONG $0xdf4c0f49             // cmovl rbx, r15
+	LONG $0x03458d49             // lea rax, [r13 + 3]
+	WORD $0x394c; BYTE $0xc8     // cmp rax, r9
+	LONG $0xf84c0f48             // cmovl rdi, rax
+	WORD $0x854d; BYTE $0xd2     // test r10, r10
+	LONG $0x244c8948; BYTE $0x40 // mov qword ptr [rsp + 64], rcx
+	LONG $0x24448948; BYTE $0x28 // mov qword ptr [rsp + 40], rax
+	LONG $0x247c894c; BYTE $0x30 // mov qword ptr [rsp + 48], r15
+	JLE  LBB14_3
+	LONG $0xc2af0f4d             // imul r8, r10
+	LONG $0xdaaf0f49             // imul rbx, r10
+	LONG $0xfaaf0f49             // imul rdi, r10
+	LONG $0x86048d4e             // lea r8, [rsi + 4*r8]
+	LONG $0x9e048d48             // lea rax, [rsi + 4*rbx]
+	LONG $0xbe1c8d48             // lea rbx, [rsi + 4*rdi]
+	LONG $0xdb57e0c5             // vxorps xmm3, xmm3, xmm3
+	WORD $0x8948; BYTE $0xcf     // mov rdi, rcx
+	WORD $0x894c; BYTE $0xd1     // mov rcx, r10
+	LONG $0xd257e8c5             // vxorps xmm2, xmm2, xmm2
+	WORD $0x3145; BYTE $0xc9     // xor r9d, r9d
+	LONG $0xc057f8c5             // vxorps xmm0, xmm0, xmm0
+	LONG $0xc957f0c5             // vxorps xmm1, xmm1, xmm1
+	JMP  LBB14_5
 	PCALIGN $16
 
-LBB14_5:
-	LONG $0x4088180f; WORD $0xffff; BYTE $0xff // prefetcht0 byte ptr [rax - 192]
-	LONG $0x8048180f                           // prefetcht0 byte ptr [rax - 128]
-	LONG $0xc048180f                           // prefetcht0 byte ptr [rax - 64]
-	WORD $0x180f; BYTE $0x08                   // prefetcht0 byte ptr [rax]
-	LONG $0xffffba41; WORD $0xffff             // mov r10d, -1
-	WORD $0xd341; BYTE $0xe2                   // shl r10d, cl
+LBB14_7:
+	LONG $0xffffbf41; WORD $0xffff             // mov r15d, -1
+	WORD $0xd341; BYTE $0xe7                   // shl r15d, cl
 	LONG $0x10f98348                           // cmp rcx, 16
-	WORD $0xf741; BYTE $0xd2                   // not r10d
-	LONG $0xd54d0f45                           // cmovge r10d, r13d
-	LONG $0x927bc1c4; BYTE $0xca               // kmovd k1, r10d
-	LONG $0xc97cf162; WORD $0x2410; BYTE $0xb2 // vmovups zmm4 {k1} {z}, zmmword ptr [rdx + 4*rsi]
-	LONG $0xc97cd162; WORD $0x2c10; BYTE $0xb6 // vmovups zmm5 {k1} {z}, zmmword ptr [r14 + 4*rsi]
+	WORD $0xf741; BYTE $0xd7                   // not r15d
+	LONG $0xfc4d0f45                           // cmovge r15d, r12d
+	LONG $0x927bc1c4; BYTE $0xcf               // kmovd k1, r15d
+	LONG $0xc97cb162; WORD $0x2410; BYTE $0x8a // vmovups zmm4 {k1} {z}, zmmword ptr [rdx + 4*r9]
+	LONG $0xc97c9162; WORD $0x2c10; BYTE $0x8b // vmovups zmm5 {k1} {z}, zmmword ptr [r11 + 4*r9]
 	LONG $0x485df262; WORD $0xddb8             // vfmadd231ps zmm3, zmm4, zmm5
-	LONG $0xc97cd162; WORD $0x2c10; BYTE $0xb0 // vmovups zmm5 {k1} {z}, zmmword ptr [r8 + 4*rsi]
+	LONG $0xc97c9162; WORD $0x2c10; BYTE $0x88 // vmovups zmm5 {k1} {z}, zmmword ptr [r8 + 4*r9]
 	LONG $0x485df262; WORD $0xd5b8             // vfmadd231ps zmm2, zmm4, zmm5
-	LONG $0xc97cf162; WORD $0x2c10; BYTE $0xb7 // vmovups zmm5 {k1} {z}, zmmword ptr [rdi + 4*rsi]
+	LONG $0xc97cb162; WORD $0x2c10; BYTE $0x88 // vmovups zmm5 {k1} {z}, zmmword ptr [rax + 4*r9]
 	LONG $0x485df262; WORD $0xcdb8             // vfmadd231ps zmm1, zmm4, zmm5
-	LONG $0xc97cf162; WORD $0x2c10; BYTE $0xb3 // vmovups zmm5 {k1} {z}, zmmword ptr [rbx + 4*rsi]
+	LONG $0xc97cb162; WORD $0x2c10; BYTE $0x8b // vmovups zmm5 {k1} {z}, zmmword ptr [rbx + 4*r9]
 	LONG $0x485df262; WORD $0xc5b8             // vfmadd231ps zmm0, zmm4, zmm5
-	LONG $0x10c68348                           // add rsi, 16
+	LONG $0x10c18349                           // add r9, 16
 	LONG $0xf0c18348                           // add rcx, -16
-	LONG $0x01000548; WORD $0x0000             // add rax, 256
-	WORD $0x394c; BYTE $0xde                   // cmp rsi, r11
-	JL   LBB14_5
-	JMP  LBB14_6
+	LONG $0x00c78148; WORD $0x0001; BYTE $0x00 // add rdi, 256
+	WORD $0x394d; BYTE $0xd1                   // cmp r9, r10
+	JGE  LBB14_8
+
+LBB14_5:
+	WORD $0x394c; BYTE $0xf7     // cmp rdi, r14
+	JGE  LBB14_7
+	LONG $0x3e0c180f             // prefetcht0 byte ptr [rsi + rdi]
+	LONG $0x3e4c180f; BYTE $0x40 // prefetcht0 byte ptr [rsi + rdi + 64]
+	QUAD $0x000000803e8c180f     // prefetcht0 byte ptr [rsi + rdi + 128]
+	QUAD $0x000000c03e8c180f     // prefetcht0 byte ptr [rsi + rdi + 192]
+	JMP  LBB14_7
 	PCALIGN $16
 
 LBB14_3:
@@ -6304,8 +6426,8 @@ LBB14_3:
 	LONG $0xd257e8c5 // vxorps xmm2, xmm2, xmm2
 	LONG $0xdb57e0c5 // vxorps xmm3, xmm3, xmm3
 
-LBB14_6:
-	LONG $0x24448d4d; BYTE $0x04               // lea r8, [r12 + 4]
+LBB14_8:
+	LONG $0x04458d4d                           // lea r8, [r13 + 4]
 	LONG $0x48fdf362; WORD $0xdc1b; BYTE $0x01 // vextractf64x4 ymm4, zmm3, 1
 	LONG $0x4864f162; WORD $0xdc58             // vaddps zmm3, zmm3, zmm4
 	LONG $0x197de3c4; WORD $0x01dc             // vextractf128 xmm4, ymm3, 1
@@ -6314,11 +6436,11 @@ LBB14_6:
 	LONG $0xdc58e0c5                           // vaddps xmm3, xmm3, xmm4
 	LONG $0xe316fac5                           // vmovshdup xmm4, xmm3
 	LONG $0xdc58e2c5                           // vaddss xmm3, xmm3, xmm4
-	LONG $0x24448b48; BYTE $0x20               // mov rax, qword ptr [rsp + 32]
-	LONG $0x117aa1c4; WORD $0xa01c             // vmovss dword ptr [rax + 4*r12], xmm3
-	LONG $0x244c8b4c; BYTE $0x28               // mov r9, qword ptr [rsp + 40]
-	LONG $0x244c394c; BYTE $0x40               // cmp qword ptr [rsp + 64], r9
-	JGE  LBB14_7
+	LONG $0x24448b48; BYTE $0x18               // mov rax, qword ptr [rsp + 24]
+	LONG $0x117aa1c4; WORD $0xa81c             // vmovss dword ptr [rax + 4*r13], xmm3
+	LONG $0x244c8b4c; BYTE $0x20               // mov r9, qword ptr [rsp + 32]
+	LONG $0x244c394c; BYTE $0x38               // cmp qword ptr [rsp + 56], r9
+	JGE  LBB14_9
 	LONG $0x48fdf362; WORD $0xd31b; BYTE $0x01 // vextractf64x4 ymm3, zmm2, 1
 	LONG $0x486cf162; WORD $0xd358             // vaddps zmm2, zmm2, zmm3
 	LONG $0x197de3c4; WORD $0x01d3             // vextractf128 xmm3, ymm2, 1
@@ -6327,9 +6449,9 @@ LBB14_6:
 	LONG $0xd358e8c5                           // vaddps xmm2, xmm2, xmm3
 	LONG $0xda16fac5                           // vmovshdup xmm3, xmm2
 	LONG $0xd358eac5                           // vaddss xmm2, xmm2, xmm3
-	LONG $0x117aa1c4; WORD $0xa054; BYTE $0x04 // vmovss dword ptr [rax + 4*r12 + 4], xmm2
-	LONG $0x244c394c; BYTE $0x38               // cmp qword ptr [rsp + 56], r9
-	JGE  LBB14_7
+	LONG $0x117aa1c4; WORD $0xa854; BYTE $0x04 // vmovss dword ptr [rax + 4*r13 + 4], xmm2
+	LONG $0x244c394c; BYTE $0x30               // cmp qword ptr [rsp + 48], r9
+	JGE  LBB14_9
 	LONG $0x48fdf362; WORD $0xca1b; BYTE $0x01 // vextractf64x4 ymm2, zmm1, 1
 	LONG $0x4874f162; WORD $0xca58             // vaddps zmm1, zmm1, zmm2
 	LONG $0x197de3c4; WORD $0x01ca             // vextractf128 xmm2, ymm1, 1
@@ -6338,9 +6460,9 @@ LBB14_6:
 	LONG $0xca58f0c5                           // vaddps xmm1, xmm1, xmm2
 	LONG $0xd116fac5                           // vmovshdup xmm2, xmm1
 	LONG $0xca58f2c5                           // vaddss xmm1, xmm1, xmm2
-	LONG $0x117aa1c4; WORD $0xa04c; BYTE $0x08 // vmovss dword ptr [rax + 4*r12 + 8], xmm1
-	LONG $0x244c394c; BYTE $0x30               // cmp qword ptr [rsp + 48], r9
-	JGE  LBB14_7
+	LONG $0x117aa1c4; WORD $0xa84c; BYTE $0x08 // vmovss dword ptr [rax + 4*r13 + 8], xmm1
+	LONG $0x244c394c; BYTE $0x28               // cmp qword ptr [rsp + 40], r9
+	JGE  LBB14_9
 	LONG $0x48fdf362; WORD $0xc11b; BYTE $0x01 // vextractf64x4 ymm1, zmm0, 1
 	LONG $0x487cf162; WORD $0xc158             // vaddps zmm0, zmm0, zmm1
 	LONG $0x197de3c4; WORD $0x01c1             // vextractf128 xmm1, ymm0, 1
@@ -6349,10 +6471,10 @@ LBB14_6:
 	LONG $0xc158f8c5                           // vaddps xmm0, xmm0, xmm1
 	LONG $0xc816fac5                           // vmovshdup xmm1, xmm0
 	LONG $0xc158fac5                           // vaddss xmm0, xmm0, xmm1
-	LONG $0x117aa1c4; WORD $0xa044; BYTE $0x0c // vmovss dword ptr [rax + 4*r12 + 12], xmm0
-	JMP  LBB14_7
+	LONG $0x117aa1c4; WORD $0xa844; BYTE $0x0c // vmovss dword ptr [rax + 4*r13 + 12], xmm0
+	JMP  LBB14_9
 
-LBB14_8:
+LBB14_10:
 	SUBQ $8, SP
 	VZEROUPPER
 	RET

@@ -3,4 +3,4 @@
 package ckernels
 
 // csrcHash is the hash of csrc/ this package was last generated for (see csrchash).
-const csrcHash = "9411a77f2a95e9a72da0ca26a3a0f188f99bc3c6118fdebad88d5aa1adba5911"
+const csrcHash = "864baa7b033013932d07fe244949454e5e04d9038b207437752301c99a9c1f41"
