@@ -1,6 +1,8 @@
 // Package orchestrator runs a Qwen2-shaped decoder (prefill and decode) on kernelrt: every op
 // through an Exec (the Runtime's dispatch wrappers, or the serial kernels as the reference),
-// every byte from one arena laid out by a plan before it is mapped.
+// every byte from one arena laid out by a plan before it is mapped. NewSynthetic builds one
+// with random weights; LoadGGUF builds one from a qwen2 GGUF file, whose quantized weights are
+// used in place from the file's read-only mapping (see gguf.go).
 package orchestrator
 
 import (
@@ -82,23 +84,39 @@ func (c Config) Validate() error {
 // QType is a weight storage type.
 type QType int
 
-// Weight types the decoder computes with.
+// Weight types the decoder computes with. Q8_0 and Q5_0 multiply Q8_0-quantized activations
+// (as ggml does); F32 and F16 matrices are held as float32 (an F16 matrix is converted once at
+// load) and multiply float activations, rounded to fp16 first for F16 as ggml does.
+// NewSynthetic builds Q8_0 and Q5_0 only; GGUF models (LoadGGUF) use all four.
 const (
 	Q8_0 QType = iota
 	Q5_0
+	F32
+	F16
 )
 
 func (q QType) String() string {
-	if q == Q5_0 {
+	switch q {
+	case Q5_0:
 		return "q5_0"
+	case F32:
+		return "f32"
+	case F16:
+		return "f16"
 	}
 	return "q8_0"
 }
 
-// blockBytes is the size of one 32-weight block.
+// quantized reports whether q multiplies Q8_0 activations (Q8_0, Q5_0).
+func (q QType) quantized() bool { return q == Q8_0 || q == Q5_0 }
+
+// blockBytes is the size in memory of 32 weights (F16 is held as float32 after load).
 func (q QType) blockBytes() int {
-	if q == Q5_0 {
+	switch q {
+	case Q5_0:
 		return 22
+	case F32, F16:
+		return 4 * 32
 	}
 	return 34
 }

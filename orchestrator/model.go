@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"fmt"
+	"io"
 	"unsafe"
 
 	"github.com/kernelrt/kernelrt"
@@ -25,13 +26,15 @@ type Exec interface {
 	EmbedQ8_0(out []float32, table []kernelrt.BlockQ8_0, ids []int32, dim, vocab int) error
 }
 
-// Matrix is a rows x cols weight tensor in one quantized type (row-major blocks).
+// Matrix is a rows x cols weight tensor in one type: row-major blocks in Q8 or Q5, or
+// row-major floats in F32 (for Type F32, and for Type F16 after its conversion at load).
 type Matrix struct {
 	Name       string
 	Type       QType
 	Rows, Cols int
 	Q8         []kernelrt.BlockQ8_0
 	Q5         []kernelrt.BlockQ5_0
+	F32        []float32
 }
 
 // Bytes is the weight memory one full pass reads.
@@ -52,6 +55,15 @@ func (m *Matrix) matmul(e Exec, y []float32, x []kernelrt.BlockQ8_0, bias []floa
 		return e.GemmQ5_0(y, m.Q5, x, bias, m.Rows, m.Cols, T)
 	}
 	return e.GemmQ8_0(y, m.Q8, x, bias, m.Rows, m.Cols, T)
+}
+
+// mm computes y = W x (+bias) for T tokens: a Q8_0/Q5_0 matrix multiplies the Q8_0
+// activations xq, an F32/F16 one (GGUF models) the float activations xf.
+func (m *Model) mm(e Exec, w *Matrix, y, xf []float32, xq []kernelrt.BlockQ8_0, bias []float32, T int) error {
+	if w.Type.quantized() {
+		return w.matmul(e, y, xq, bias, T)
+	}
+	return m.matmulF32(e, w, y, xf, bias, T)
 }
 
 // Layer is one decoder block's weights. QKV is one fused matrix when q, k and v share a
@@ -92,6 +104,15 @@ type Model struct {
 	kc, vc     [][]float32 // per layer, [kv_head][MaxCtx][head_dim]
 
 	pos int // tokens in the KV cache
+
+	// GGUF models (gguf.go): the file whose mapping the weights are viewed in (closed by
+	// Close), the fp16-rounded activations of F16 matmuls, and the F16 KV cache (kc and vc
+	// then hold one layer: the F32 copy attention reads).
+	file       io.Closer
+	xr         []float32
+	kv16       bool
+	kc16, vc16 [][]uint16
+	expand     expandTask
 }
 
 // qkvDims returns the widths of q, k and v per token.
@@ -102,7 +123,7 @@ func (c Config) qkvDims() (int, int, int) {
 // WeightBytes is the weight memory one decoded token reads: every layer matrix and the
 // output head (the embedding lookup reads one row, counted too).
 func (m *Model) WeightBytes() int {
-	n := m.Output.Bytes() + m.Cfg.Hidden/kernelrt.QK*34
+	n := m.Output.Bytes() + m.Embed.Bytes()/m.Embed.Rows
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		for _, mat := range []*Matrix{l.QKV, l.Q, l.K, l.V, l.O, l.GateUp, l.Gate, l.Up, l.Down} {
@@ -131,11 +152,17 @@ func (m *Model) Arena() *arena.Arena { return m.arena }
 
 // Close unmaps the model's memory; the model must not be used afterwards.
 func (m *Model) Close() error {
-	if m.arena == nil {
-		return nil
+	var err error
+	if m.arena != nil {
+		err = m.arena.Close()
+		m.arena = nil
 	}
-	err := m.arena.Close()
-	m.arena = nil
+	if m.file != nil {
+		if ferr := m.file.Close(); err == nil {
+			err = ferr
+		}
+		m.file = nil
+	}
 	return err
 }
 
@@ -191,7 +218,11 @@ func (m *Model) forward(e Exec, tokens []int32) ([]float32, error) {
 	}
 	x, xn, tmp := m.x[:T*H], m.xn[:T*H], m.tmp[:T*H]
 	xq := m.xq[:T*H/kernelrt.QK]
-	if err := e.EmbedQ8_0(x, m.Embed.Q8, m.ids[:T], H, c.Vocab); err != nil {
+	if m.Embed.Type == Q8_0 {
+		if err := e.EmbedQ8_0(x, m.Embed.Q8, m.ids[:T], H, c.Vocab); err != nil {
+			return nil, err
+		}
+	} else if err := m.embedRows(x, m.ids[:T]); err != nil {
 		return nil, err
 	}
 	for li := range m.Layers {
@@ -209,7 +240,7 @@ func (m *Model) forward(e Exec, tokens []int32) ([]float32, error) {
 		if l.QKV != nil {
 			w := qd + kd + vd
 			buf := m.qkv[:T*w]
-			if err := l.QKV.matmul(e, buf, xq, l.QKVBias, T); err != nil {
+			if err := m.mm(e, l.QKV, buf, xn, xq, l.QKVBias, T); err != nil {
 				return nil, err
 			}
 			qv, kv, vv = buf, buf[qd:], buf[qd+kd:]
@@ -217,13 +248,13 @@ func (m *Model) forward(e Exec, tokens []int32) ([]float32, error) {
 		} else {
 			qv, kv, vv = m.qkv[:T*qd], m.qkv[T*qd:T*(qd+kd)], m.qkv[T*(qd+kd):T*(qd+kd+vd)]
 			qs, ks, vs = qd, kd, vd
-			if err := l.Q.matmul(e, qv, xq, l.QKVBias[:qd], T); err != nil {
+			if err := m.mm(e, l.Q, qv, xn, xq, l.QKVBias[:qd], T); err != nil {
 				return nil, err
 			}
-			if err := l.K.matmul(e, kv, xq, l.QKVBias[qd:qd+kd], T); err != nil {
+			if err := m.mm(e, l.K, kv, xn, xq, l.QKVBias[qd:qd+kd], T); err != nil {
 				return nil, err
 			}
-			if err := l.V.matmul(e, vv, xq, l.QKVBias[qd+kd:], T); err != nil {
+			if err := m.mm(e, l.V, vv, xn, xq, l.QKVBias[qd+kd:], T); err != nil {
 				return nil, err
 			}
 		}
@@ -234,21 +265,27 @@ func (m *Model) forward(e Exec, tokens []int32) ([]float32, error) {
 		if err := e.RopeNeoX(kv, m.rope, T, c.KVHeads, c.HeadDim, ks, pos0); err != nil {
 			return nil, err
 		}
-		if err := e.KVAppend(m.kc[li], kv, T, ks, c.KVHeads, c.HeadDim, c.MaxCtx, pos0); err != nil {
-			return nil, err
-		}
-		if err := e.KVAppend(m.vc[li], vv, T, vs, c.KVHeads, c.HeadDim, c.MaxCtx, pos0); err != nil {
-			return nil, err
-		}
 		att := m.att[:T*qd]
-		if err := e.Attention(att, qv, m.kc[li], m.vc[li], m.attScratch, T, qs, c.Heads, c.KVHeads, c.HeadDim, c.MaxCtx, pos0); err != nil {
-			return nil, err
+		if m.kv16 {
+			if err := m.attendF16(e, li, att, qv, kv, vv, T, qs, ks, vs, pos0); err != nil {
+				return nil, err
+			}
+		} else {
+			if err := e.KVAppend(m.kc[li], kv, T, ks, c.KVHeads, c.HeadDim, c.MaxCtx, pos0); err != nil {
+				return nil, err
+			}
+			if err := e.KVAppend(m.vc[li], vv, T, vs, c.KVHeads, c.HeadDim, c.MaxCtx, pos0); err != nil {
+				return nil, err
+			}
+			if err := e.Attention(att, qv, m.kc[li], m.vc[li], m.attScratch, T, qs, c.Heads, c.KVHeads, c.HeadDim, c.MaxCtx, pos0); err != nil {
+				return nil, err
+			}
 		}
 		attq := m.attq[:T*qd/kernelrt.QK]
 		if err := e.QuantizeQ8_0(attq, att); err != nil {
 			return nil, err
 		}
-		if err := l.O.matmul(e, tmp, attq, nil, T); err != nil {
+		if err := m.mm(e, l.O, tmp, att, attq, nil, T); err != nil {
 			return nil, err
 		}
 		if err := e.Add(x, x, tmp); err != nil {
@@ -263,7 +300,7 @@ func (m *Model) forward(e Exec, tokens []int32) ([]float32, error) {
 		h := m.h[:T*I]
 		if l.GateUp != nil {
 			gu := m.gu[:T*2*I]
-			if err := l.GateUp.matmul(e, gu, xq, nil, T); err != nil {
+			if err := m.mm(e, l.GateUp, gu, xn, xq, nil, T); err != nil {
 				return nil, err
 			}
 			for t := 0; t < T; t++ { // gate and up interleave per token
@@ -273,10 +310,10 @@ func (m *Model) forward(e Exec, tokens []int32) ([]float32, error) {
 			}
 		} else {
 			g, u := m.gu[:T*I], m.gu[T*I:2*T*I]
-			if err := l.Gate.matmul(e, g, xq, nil, T); err != nil {
+			if err := m.mm(e, l.Gate, g, xn, xq, nil, T); err != nil {
 				return nil, err
 			}
-			if err := l.Up.matmul(e, u, xq, nil, T); err != nil {
+			if err := m.mm(e, l.Up, u, xn, xq, nil, T); err != nil {
 				return nil, err
 			}
 			if err := e.SwiGLU(h, g, u); err != nil {
@@ -287,7 +324,7 @@ func (m *Model) forward(e Exec, tokens []int32) ([]float32, error) {
 		if err := e.QuantizeQ8_0(hq, h); err != nil {
 			return nil, err
 		}
-		if err := l.Down.matmul(e, tmp, hq, nil, T); err != nil {
+		if err := m.mm(e, l.Down, tmp, h, hq, nil, T); err != nil {
 			return nil, err
 		}
 		if err := e.Add(x, x, tmp); err != nil {
@@ -308,7 +345,7 @@ func (m *Model) forward(e Exec, tokens []int32) ([]float32, error) {
 		return nil, err
 	}
 	logits := m.logits[:n*c.Vocab]
-	if err := m.Output.matmul(e, logits, xq, nil, n); err != nil {
+	if err := m.mm(e, m.Output, logits, xn[:n*H], xq, nil, n); err != nil {
 		return nil, err
 	}
 	return logits, nil

@@ -1,0 +1,336 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/kernelrt/kernelrt"
+	"github.com/kernelrt/kernelrt/arena"
+	"github.com/kernelrt/kernelrt/bench/suite"
+	"github.com/kernelrt/kernelrt/orchestrator"
+)
+
+func cmdBench(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("bench", "[-model FILE] [-threads N] [-kv f32|f16] [-pp 128] [-tg 64] [-r 3] [-json OUT.json] [-quick] [-suite]", stderr)
+	model := fs.String("model", "", "GGUF model `FILE`; without it, the synthetic Qwen2-0.5B suite of `make bench` runs")
+	threads := fs.Int("threads", 0, "worker threads including the caller (0 = one per physical core)")
+	kv := fs.String("kv", "f32", "KV cache type with -model: f32 or f16")
+	pp := fs.Int("pp", 128, "prompt tokens of the prefill test (llama-bench pp128) with -model")
+	tg := fs.Int("tg", 64, "tokens of the decode test (llama-bench tg64), from an empty cache, with -model")
+	reps := fs.Int("r", 3, "repetitions of each test with -model (mean and standard deviation are reported)")
+	jsonOut := fs.String("json", "", "also write the results as JSON to `FILE`")
+	quick := fs.Bool("quick", false, "smoke run: one repetition, a smaller bandwidth buffer (and the suite's quick mode)")
+	full := fs.Bool("suite", false, "with -model: run the whole benchmark suite with the model in its whole-model section")
+	streamMB := fs.Int("stream-mb", 0, "bandwidth buffer in MiB with -model (0 = 1024, quick 256)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *threads < 0 {
+		return usagef("-threads must be >= 0, got %d", *threads)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *model == "" || *full {
+		for _, name := range []string{"kv", "pp", "tg", "r", "stream-mb"} {
+			if set[name] {
+				if *model == "" {
+					return usagef("-%s applies to -model benchmarks only", name)
+				}
+				return usagef("-%s does not apply to -suite (the suite has its own settings)", name)
+			}
+		}
+		opts := suite.Options{Quick: *quick, Threads: *threads}
+		if *model != "" {
+			path := *model
+			opts.Model = func(build orchestrator.BuildOptions) (*orchestrator.Model, string, error) {
+				m, err := orchestrator.LoadGGUF(path, orchestrator.LoadOptions{Build: build,
+					File: arena.FileOptions{WillNeed: true}})
+				return m, path, err
+			}
+		}
+		return runSuite(opts, *jsonOut, stdout, stderr)
+	}
+	kvt, err := orchestrator.ParseKVType(*kv)
+	if err != nil {
+		return usagef("-kv %q: want f32 or f16", *kv)
+	}
+	if *pp <= 0 || *tg <= 0 || *reps <= 0 {
+		return usagef("-pp, -tg and -r must be positive (got %d, %d, %d)", *pp, *tg, *reps)
+	}
+	if *streamMB < 0 {
+		return usagef("-stream-mb must be >= 0, got %d", *streamMB)
+	}
+	bo := benchOptions{path: *model, threads: *threads, kv: kvt, pp: *pp, tg: *tg, reps: *reps, streamMB: *streamMB}
+	if *quick {
+		bo.reps = 1
+		if bo.streamMB == 0 {
+			bo.streamMB = 256
+		}
+	}
+	if bo.streamMB == 0 {
+		bo.streamMB = 1024
+	}
+	res, err := benchModel(bo, stderr)
+	if err != nil {
+		return err
+	}
+	res.writeText(stdout)
+	if *jsonOut != "" {
+		return writeJSONFile(*jsonOut, res)
+	}
+	return nil
+}
+
+// runSuite runs bench/suite (the synthetic benchmark, or the whole suite on a hook model).
+func runSuite(opts suite.Options, jsonOut string, stdout, stderr io.Writer) error {
+	rep, err := suite.Run(opts, stderr)
+	if rep != nil {
+		if werr := rep.WriteText(stdout); werr != nil {
+			err = errors.Join(err, werr)
+		}
+		if jsonOut != "" {
+			f, ferr := os.Create(jsonOut)
+			if ferr == nil {
+				ferr = rep.WriteJSON(f)
+				if cerr := f.Close(); ferr == nil {
+					ferr = cerr
+				}
+			}
+			err = errors.Join(err, ferr)
+		}
+	}
+	return err
+}
+
+func writeJSONFile(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+type benchOptions struct {
+	path         string
+	threads      int
+	kv           orchestrator.KVType
+	pp, tg, reps int
+	streamMB     int
+}
+
+// benchTest is one llama-bench row.
+type benchTest struct {
+	Test      string    `json:"test"` // "pp128", "tg64"
+	Tokens    int       `json:"tokens"`
+	TokS      float64   `json:"tok_s"` // mean
+	StdDev    float64   `json:"tok_s_stddev"`
+	Samples   []float64 `json:"tok_s_samples"`
+	LimitTokS float64   `json:"bandwidth_limit_tok_s"` // streaming bandwidth / bytes read per token
+	PctLimit  float64   `json:"pct_of_limit"`
+}
+
+// benchResult is what `kernelrt bench -model` reports.
+type benchResult struct {
+	Model         string      `json:"model"`
+	FileBytes     int64       `json:"file_bytes"`
+	Recipe        string      `json:"recipe"`
+	Shape         string      `json:"shape"`
+	Params        int64       `json:"params"`
+	WeightBytes   int         `json:"weight_bytes_per_token"`
+	LoadSeconds   float64     `json:"load_seconds"`
+	Threads       int         `json:"threads"`
+	Kernels       string      `json:"kernels"`
+	KV            string      `json:"kv"`
+	BandwidthGBs  float64     `json:"bandwidth_gb_s"` // median streaming read, all threads
+	BandwidthNote string      `json:"bandwidth_note"`
+	Tests         []benchTest `json:"tests"`
+}
+
+// streamTask reads a buffer once, split over the pool's threads.
+type streamTask struct {
+	buf  []float32
+	sink [64 * 16]float32
+}
+
+func (t *streamTask) Run(ith, nth int) {
+	n := len(t.buf)
+	lo, hi := (n*ith/nth)&^15, (n*(ith+1)/nth)&^15
+	if ith == nth-1 {
+		hi = n
+	}
+	t.sink[(ith%64)*16] = kernelrt.StreamRead(t.buf[lo:hi])
+}
+
+// bandwidth is the median streaming-read GB/s of a prefaulted buffer of mb MiB over the
+// runtime's threads (7 passes after a warm-up).
+func bandwidth(rt *kernelrt.Runtime, mb int) (float64, error) {
+	a, err := arena.New(mb<<20, arena.Options{Prefault: true})
+	if err != nil {
+		return 0, err
+	}
+	defer a.Close()
+	buf, err := arena.Alloc[float32](a, mb<<18)
+	if err != nil {
+		return 0, err
+	}
+	for i := 0; i < len(buf); i += 1024 {
+		buf[i] = 1
+	}
+	task := &streamTask{buf: buf}
+	var gbs []float64
+	for p := -1; p < 7; p++ {
+		t0 := time.Now()
+		rt.Pool().Dispatch(task)
+		if dt := time.Since(t0); p >= 0 {
+			gbs = append(gbs, float64(len(buf)*4)/float64(dt.Nanoseconds()))
+		}
+	}
+	slices.Sort(gbs)
+	return gbs[len(gbs)/2], nil
+}
+
+func meanSD(xs []float64) (float64, float64) {
+	m := 0.0
+	for _, x := range xs {
+		m += x
+	}
+	m /= float64(len(xs))
+	if len(xs) < 2 {
+		return m, 0
+	}
+	v := 0.0
+	for _, x := range xs {
+		v += (x - m) * (x - m)
+	}
+	return m, math.Sqrt(v / float64(len(xs)-1))
+}
+
+// benchModel loads the model and measures pp and tg as llama-bench does: a warm-up, then
+// reps repetitions of a prefill of pp tokens and a decode of tg tokens, each from an empty
+// cache.
+func benchModel(o benchOptions, log io.Writer) (*benchResult, error) {
+	st, err := os.Stat(o.path)
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	m, err := orchestrator.LoadGGUF(o.path, orchestrator.LoadOptions{MaxCtx: max(o.pp, o.tg), MaxBatch: o.pp, KV: o.kv,
+		File: arena.FileOptions{WillNeed: true}, Build: orchestrator.BuildOptions{Arena: arena.Options{Prefault: true}}})
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	loadTime := time.Since(t0)
+	rt, err := newRuntime(m, o.threads)
+	if err != nil {
+		return nil, err
+	}
+	defer rt.Close()
+	unpin, _ := rt.Pool().PinCaller() // best effort
+	defer unpin()
+	c := m.Cfg
+	res := &benchResult{Model: o.path, FileBytes: st.Size(), Recipe: m.Recipe.Name, WeightBytes: m.WeightBytes(),
+		LoadSeconds: loadTime.Seconds(), Threads: rt.Threads(), Kernels: kernelrt.Kernels(), KV: m.KV().String(),
+		Shape:  fmt.Sprintf("qwen2 %d layers, hidden %d, ffn %d, heads %d/%d, vocab %d", c.Layers, c.Hidden, c.Intermediate, c.Heads, c.KVHeads, c.Vocab),
+		Params: params(m)}
+	fmt.Fprintf(log, "loaded %s in %v: %s\n", o.path, loadTime.Round(time.Millisecond), res.Recipe)
+	if res.BandwidthGBs, err = bandwidth(rt, o.streamMB); err != nil {
+		return nil, err
+	}
+	res.BandwidthNote = fmt.Sprintf("median streaming read of %d MiB over %d threads", o.streamMB, rt.Threads())
+	fmt.Fprintf(log, "streaming read: %.1f GB/s (%s)\n", res.BandwidthGBs, res.BandwidthNote)
+
+	r := rand.New(rand.NewPCG(1, 17))
+	ids := make([]int32, max(o.pp, o.tg))
+	for i := range ids {
+		ids[i] = int32(r.IntN(c.Vocab))
+	}
+	decode := func(n int) (float64, error) {
+		m.Reset()
+		t := time.Now()
+		for _, id := range ids[:n] {
+			if _, err := m.Decode(rt, id); err != nil {
+				return 0, err
+			}
+		}
+		return float64(n) / time.Since(t).Seconds(), nil
+	}
+	prefill := func(n int) (float64, error) {
+		m.Reset()
+		t := time.Now()
+		if _, err := m.Prefill(rt, ids[:n]); err != nil {
+			return 0, err
+		}
+		return float64(n) / time.Since(t).Seconds(), nil
+	}
+	// Warm-up (touches every weight page): a short prompt and a few tokens.
+	if _, err := prefill(min(o.pp, 16)); err != nil {
+		return nil, err
+	}
+	if _, err := decode(min(o.tg, 4)); err != nil {
+		return nil, err
+	}
+	var ppS, tgS []float64
+	for i := 0; i < o.reps; i++ {
+		p, err := prefill(o.pp)
+		if err != nil {
+			return nil, err
+		}
+		g, err := decode(o.tg)
+		if err != nil {
+			return nil, err
+		}
+		ppS, tgS = append(ppS, p), append(tgS, g)
+		fmt.Fprintf(log, "run %d/%d: pp%d %.1f t/s, tg%d %.2f t/s\n", i+1, o.reps, o.pp, p, o.tg, g)
+	}
+	m.Reset()
+	wb := float64(res.WeightBytes)
+	bw := res.BandwidthGBs * 1e9
+	row := func(name string, n int, s []float64, limit float64) benchTest {
+		mean, sd := meanSD(s)
+		return benchTest{Test: fmt.Sprintf("%s%d", name, n), Tokens: n, TokS: mean, StdDev: sd, Samples: s,
+			LimitTokS: limit, PctLimit: 100 * mean / limit}
+	}
+	res.Tests = []benchTest{row("pp", o.pp, ppS, bw/(wb/float64(o.pp))), row("tg", o.tg, tgS, bw/wb)}
+	return res, nil
+}
+
+// params counts the model's weights (matrices, embedding, norms and biases).
+func params(m *orchestrator.Model) int64 {
+	n := int64(m.Embed.Rows * m.Embed.Cols)
+	if m.Output != m.Embed {
+		n += int64(m.Output.Rows * m.Output.Cols)
+	}
+	for _, l := range m.Layers {
+		for _, mat := range []*orchestrator.Matrix{l.QKV, l.Q, l.K, l.V, l.O, l.GateUp, l.Gate, l.Up, l.Down} {
+			if mat != nil {
+				n += int64(mat.Rows * mat.Cols)
+			}
+		}
+		n += int64(len(l.AttnNorm) + len(l.FFNNorm) + len(l.QKVBias))
+	}
+	return n + int64(len(m.OutNorm))
+}
+
+func (r *benchResult) writeText(w io.Writer) {
+	fmt.Fprintf(w, "model:     %s (%.1f MiB, %.2f B params)\n", r.Model, float64(r.FileBytes)/(1<<20), float64(r.Params)/1e9)
+	fmt.Fprintf(w, "shape:     %s\n", r.Shape)
+	fmt.Fprintf(w, "weights:   %s; %.1f MiB read per decoded token\n", r.Recipe, float64(r.WeightBytes)/(1<<20))
+	fmt.Fprintf(w, "runtime:   %d threads, kernels %s, kv %s; loaded in %.3f s (mapped, not read)\n", r.Threads, r.Kernels, r.KV, r.LoadSeconds)
+	fmt.Fprintf(w, "bandwidth: %.1f GB/s (%s)\n\n", r.BandwidthGBs, r.BandwidthNote)
+	fmt.Fprintf(w, "| %-7s | %-20s | %-12s | %-10s |\n", "test", "t/s", "limit t/s", "% of limit")
+	fmt.Fprintf(w, "| %s | %s | %s | %s |\n", "-------", "--------------------", "------------", "----------")
+	for _, t := range r.Tests {
+		fmt.Fprintf(w, "| %-7s | %20s | %12.1f | %9.1f%% |\n", t.Test, fmt.Sprintf("%.2f ± %.2f", t.TokS, t.StdDev), t.LimitTokS, t.PctLimit)
+	}
+	fmt.Fprintf(w, "\nlimit t/s = bandwidth / weight bytes read per token (pp reads the weights once per %d-token batch,\n"+
+		"so it is compute-bound far below its limit; tg is bandwidth-bound).\n", r.Tests[0].Tokens)
+}

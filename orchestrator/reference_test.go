@@ -1,0 +1,716 @@
+package orchestrator
+
+// A float64 reference forward pass of the qwen2 graph, written independently of the optimized
+// path: it reads the GGUF file itself, decodes every weight to float64 with its own fp16 and
+// block decoders, and follows llama.cpp's qwen2 graph op by op. The only place it rounds on
+// purpose is where ggml does by design: activations are quantized to Q8_0 before a Q8_0/Q5_0
+// matmul and rounded to fp16 before an F16 matmul (ggml converts the right-hand side to the
+// weights' vec_dot type), and keys/values are rounded to fp16 for an F16 KV cache.
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/kernelrt/kernelrt"
+	"github.com/kernelrt/kernelrt/gguf"
+)
+
+// ---- fp16, independently of kernelrt ----
+
+// refFP16 decodes an IEEE half.
+func refFP16(h uint16) float64 {
+	sign := 1.0
+	if h&0x8000 != 0 {
+		sign = -1
+	}
+	exp := int(h>>10) & 0x1f
+	man := float64(h & 0x3ff)
+	switch exp {
+	case 0:
+		return sign * man * math.Pow(2, -24)
+	case 31:
+		if man != 0 {
+			return math.NaN()
+		}
+		return sign * math.Inf(1)
+	}
+	return sign * (1 + man/1024) * math.Pow(2, float64(exp-15))
+}
+
+// refRoundFP16 rounds x to the nearest fp16 value (ties to even), saturating to ±Inf.
+func refRoundFP16(x float64) float64 {
+	if x == 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+		return x
+	}
+	a := math.Abs(x)
+	e := math.Floor(math.Log2(a))
+	if math.Pow(2, e) > a { // Log2 rounding at exact powers
+		e--
+	} else if math.Pow(2, e+1) <= a {
+		e++
+	}
+	e = math.Max(e, -14) // subnormals share the smallest normal exponent's spacing
+	ulp := math.Pow(2, e-10)
+	r := math.RoundToEven(a/ulp) * ulp
+	if r > 65504 {
+		r = math.Inf(1)
+	}
+	return math.Copysign(r, x)
+}
+
+// ---- weights ----
+
+// refTensor decodes a tensor to float64 (row-major [rows][cols]).
+func refTensor(t *testing.T, f *gguf.File, name string) (w []float64, rows, cols int, typ gguf.GGMLType) {
+	t.Helper()
+	info, ok := f.Tensor(name)
+	if !ok {
+		t.Fatalf("reference: no tensor %q", name)
+	}
+	data, err := f.TensorData(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := info.Elements()
+	w = make([]float64, n)
+	switch info.Type {
+	case gguf.TypeF32:
+		for i := range w {
+			w[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:])))
+		}
+	case gguf.TypeF16:
+		for i := range w {
+			w[i] = refFP16(binary.LittleEndian.Uint16(data[2*i:]))
+		}
+	case gguf.TypeQ8_0:
+		for b := 0; b < n/32; b++ {
+			blk := data[34*b : 34*b+34]
+			d := refFP16(binary.LittleEndian.Uint16(blk))
+			for j := 0; j < 32; j++ {
+				w[32*b+j] = d * float64(int8(blk[2+j]))
+			}
+		}
+	case gguf.TypeQ5_0:
+		for b := 0; b < n/32; b++ {
+			blk := data[22*b : 22*b+22]
+			d := refFP16(binary.LittleEndian.Uint16(blk))
+			qh := binary.LittleEndian.Uint32(blk[2:])
+			for j := 0; j < 32; j++ {
+				lo := blk[6+j%16] & 0xf
+				if j >= 16 {
+					lo = blk[6+j%16] >> 4
+				}
+				q := int(lo) | int((qh>>uint(j))&1)<<4
+				w[32*b+j] = d * float64(q-16)
+			}
+		}
+	default:
+		t.Fatalf("reference: tensor %q: type %s", name, info.Type)
+	}
+	return w, info.Rows(), info.Cols(), info.Type
+}
+
+// refMatrix is a decoded weight and the type that decides how activations are rounded.
+type refMatrix struct {
+	w          []float64
+	rows, cols int
+	typ        gguf.GGMLType
+}
+
+// refQuantQ8 returns x as ggml's quantize_row_q8_0 leaves it: per 32 values,
+// d = amax/127, q = round half away from zero (x/d), value = fp16(d) * q.
+func refQuantQ8(x []float64) []float64 {
+	out := make([]float64, len(x))
+	for b := 0; b < len(x); b += 32 {
+		amax := 0.0
+		for _, v := range x[b : b+32] {
+			amax = math.Max(amax, math.Abs(v))
+		}
+		d := amax / 127
+		id := 0.0
+		if d != 0 {
+			id = 1 / d
+		}
+		dh := refRoundFP16(d)
+		for j, v := range x[b : b+32] {
+			out[b+j] = dh * math.Round(v*id) // math.Round: half away from zero, as roundf
+		}
+	}
+	return out
+}
+
+// apply computes W x (+bias) with ggml's activation rounding for the weight type.
+func (m *refMatrix) apply(x, bias []float64) []float64 {
+	switch m.typ {
+	case gguf.TypeQ8_0, gguf.TypeQ5_0:
+		x = refQuantQ8(x)
+	case gguf.TypeF16:
+		r := make([]float64, len(x))
+		for i, v := range x {
+			r[i] = refRoundFP16(v)
+		}
+		x = r
+	}
+	y := make([]float64, m.rows)
+	for r := range y {
+		s := 0.0
+		row := m.w[r*m.cols : (r+1)*m.cols]
+		for c, v := range row {
+			s += v * x[c]
+		}
+		if bias != nil {
+			s += bias[r]
+		}
+		y[r] = s
+	}
+	return y
+}
+
+type refLayer struct {
+	attnNorm, ffnNorm []float64
+	q, k, v, o        *refMatrix
+	bq, bk, bv        []float64
+	gate, up, down    *refMatrix
+}
+
+// refModel is a qwen2 model read from a GGUF file in float64.
+type refModel struct {
+	hidden, heads, kvHeads, headDim, vocab int
+	theta, eps                             float64
+	embd                                   []float64
+	layers                                 []refLayer
+	outNorm                                []float64
+	output                                 *refMatrix
+	kvF16                                  bool
+}
+
+func loadRef(t *testing.T, path string) *refModel {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := func(k string) int {
+		v, ok := f.GetUint("qwen2." + k)
+		if !ok {
+			t.Fatalf("reference: no qwen2.%s", k)
+		}
+		return int(v)
+	}
+	fl := func(k string) float64 {
+		v, ok := f.GetFloat("qwen2." + k)
+		if !ok {
+			t.Fatalf("reference: no qwen2.%s", k)
+		}
+		return v
+	}
+	r := &refModel{hidden: u("embedding_length"), heads: u("attention.head_count"), kvHeads: u("attention.head_count_kv"),
+		theta: fl("rope.freq_base"), eps: fl("attention.layer_norm_rms_epsilon")}
+	r.headDim = r.hidden / r.heads
+	mat := func(name string) *refMatrix {
+		w, rows, cols, typ := refTensor(t, f, name)
+		return &refMatrix{w: w, rows: rows, cols: cols, typ: typ}
+	}
+	vec := func(name string) []float64 { w, _, _, _ := refTensor(t, f, name); return w }
+	var rows int
+	r.embd, rows, _, _ = refTensor(t, f, "token_embd.weight")
+	r.vocab = rows
+	for l := 0; l < u("block_count"); l++ {
+		p := fmt.Sprintf("blk.%d.", l)
+		r.layers = append(r.layers, refLayer{
+			attnNorm: vec(p + "attn_norm.weight"), ffnNorm: vec(p + "ffn_norm.weight"),
+			q: mat(p + "attn_q.weight"), k: mat(p + "attn_k.weight"), v: mat(p + "attn_v.weight"), o: mat(p + "attn_output.weight"),
+			bq: vec(p + "attn_q.bias"), bk: vec(p + "attn_k.bias"), bv: vec(p + "attn_v.bias"),
+			gate: mat(p + "ffn_gate.weight"), up: mat(p + "ffn_up.weight"), down: mat(p + "ffn_down.weight"),
+		})
+	}
+	r.outNorm = vec("output_norm.weight")
+	if _, ok := f.Tensor("output.weight"); ok {
+		r.output = mat("output.weight")
+	} else {
+		info, _ := f.Tensor("token_embd.weight")
+		r.output = &refMatrix{w: r.embd, rows: r.vocab, cols: r.hidden, typ: info.Type}
+	}
+	return r
+}
+
+func (r *refModel) rmsNorm(x, w []float64) []float64 {
+	ss := 0.0
+	for _, v := range x {
+		ss += v * v
+	}
+	s := 1 / math.Sqrt(ss/float64(len(x))+r.eps)
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = v * s * w[i]
+	}
+	return out
+}
+
+// rope rotates each head of x (NeoX: element i pairs with i + headDim/2) for position pos.
+func (r *refModel) rope(x []float64, heads, pos int) {
+	hd := r.headDim
+	for h := 0; h < heads; h++ {
+		v := x[h*hd : (h+1)*hd]
+		for i := 0; i < hd/2; i++ {
+			a := float64(pos) * math.Pow(r.theta, -float64(2*i)/float64(hd))
+			s, c := math.Sincos(a)
+			x0, x1 := v[i], v[i+hd/2]
+			v[i], v[i+hd/2] = x0*c-x1*s, x0*s+x1*c
+		}
+	}
+}
+
+// forward returns the logits of every position of ids (one causal pass).
+func (r *refModel) forward(ids []int32) [][]float64 {
+	H, hd := r.hidden, r.headDim
+	T := len(ids)
+	x := make([][]float64, T)
+	for t, id := range ids {
+		x[t] = append([]float64(nil), r.embd[int(id)*H:(int(id)+1)*H]...)
+	}
+	for _, l := range r.layers {
+		q := make([][]float64, T)
+		k := make([][]float64, T)
+		v := make([][]float64, T)
+		for t := range x {
+			xn := r.rmsNorm(x[t], l.attnNorm)
+			q[t] = l.q.apply(xn, l.bq)
+			k[t] = l.k.apply(xn, l.bk)
+			v[t] = l.v.apply(xn, l.bv)
+			r.rope(q[t], r.heads, t)
+			r.rope(k[t], r.kvHeads, t)
+			if r.kvF16 {
+				for i := range k[t] {
+					k[t][i], v[t][i] = refRoundFP16(k[t][i]), refRoundFP16(v[t][i])
+				}
+			}
+		}
+		group := r.heads / r.kvHeads
+		for t := range x {
+			att := make([]float64, r.heads*hd)
+			for h := 0; h < r.heads; h++ {
+				g := h / group
+				qh := q[t][h*hd : (h+1)*hd]
+				s := make([]float64, t+1)
+				mx := math.Inf(-1)
+				for j := 0; j <= t; j++ {
+					d := 0.0
+					for i, qv := range qh {
+						d += qv * k[j][g*hd+i]
+					}
+					s[j] = d / math.Sqrt(float64(hd))
+					mx = math.Max(mx, s[j])
+				}
+				sum := 0.0
+				for j := range s {
+					s[j] = math.Exp(s[j] - mx)
+					sum += s[j]
+				}
+				for j := range s {
+					for i := 0; i < hd; i++ {
+						att[h*hd+i] += s[j] / sum * v[j][g*hd+i]
+					}
+				}
+			}
+			o := l.o.apply(att, nil)
+			for i := range o {
+				x[t][i] += o[i]
+			}
+			xn := r.rmsNorm(x[t], l.ffnNorm)
+			g, u := l.gate.apply(xn, nil), l.up.apply(xn, nil)
+			h := make([]float64, len(g))
+			for i := range g {
+				h[i] = g[i] / (1 + math.Exp(-g[i])) * u[i]
+			}
+			d := l.down.apply(h, nil)
+			for i := range d {
+				x[t][i] += d[i]
+			}
+		}
+	}
+	out := make([][]float64, T)
+	for t := range x {
+		out[t] = r.output.apply(r.rmsNorm(x[t], r.outNorm), nil)
+	}
+	return out
+}
+
+// ---- test models ----
+
+// testShape is a small qwen2 shape.
+type testShape struct {
+	name                                              string
+	hidden, layers, inter, heads, kvHeads, vocab, ctx int
+	theta                                             float64
+}
+
+var testShapes = []testShape{
+	{"h64-gqa2", 64, 2, 96, 4, 2, 100, 64, 1e6},
+	{"h128-hd64-mqa", 128, 1, 64, 2, 1, 37, 32, 1e4},
+	{"h96-mha", 96, 3, 160, 6, 6, 64, 48, 5e5},
+	{"h32-1head", 32, 2, 32, 1, 1, 50, 40, 1e6},
+}
+
+// testTypes is the type of each weight role; output 0xffff = tied (no output tensor).
+type testTypes struct {
+	name                                     string
+	embd, q, k, v, o, gate, up, down, output gguf.GGMLType
+}
+
+const tied = gguf.GGMLType(0xffff)
+
+var (
+	f32, f16, q8, q5 = gguf.TypeF32, gguf.TypeF16, gguf.TypeQ8_0, gguf.TypeQ5_0
+	testTypeSets     = []testTypes{
+		{"f32-untied", f32, f32, f32, f32, f32, f32, f32, f32, f32},
+		{"f32-tied", f32, f32, f32, f32, f32, f32, f32, f32, tied},
+		{"f16-tied", f16, f16, f16, f16, f16, f16, f16, f16, tied},
+		{"q8_0-tied", q8, q8, q8, q8, q8, q8, q8, q8, tied},
+		{"q5_0-untied-q8", q5, q5, q5, q5, q5, q5, q5, q5, q8},
+		{"mixed-f16embd-untied-f32", f16, q5, q5, q8, q5, q8, q5, f16, f32},
+		{"mixed-q5embd-tied", q5, f32, q8, f16, q8, q5, f32, q5, tied},
+	}
+)
+
+// quantized reports whether the types include Q8_0/Q5_0 matmuls (different tolerance).
+func (tt testTypes) quantized() bool {
+	for _, t := range []gguf.GGMLType{tt.embd, tt.q, tt.k, tt.v, tt.o, tt.gate, tt.up, tt.down, tt.output} {
+		if t == q8 || t == q5 {
+			return true
+		}
+	}
+	return false
+}
+
+func (tt testTypes) hasF16() bool {
+	for _, t := range []gguf.GGMLType{tt.embd, tt.q, tt.k, tt.v, tt.o, tt.gate, tt.up, tt.down, tt.output} {
+		if t == f16 {
+			return true
+		}
+	}
+	return false
+}
+
+// encode stores float32 values as typ.
+func encode(t testing.TB, v []float32, typ gguf.GGMLType) []byte {
+	t.Helper()
+	switch typ {
+	case f32:
+		return append([]byte(nil), bytesOf(v)...)
+	case f16:
+		out := make([]byte, 2*len(v))
+		for i, x := range v {
+			binary.LittleEndian.PutUint16(out[2*i:], kernelrt.FP32ToFP16(x))
+		}
+		return out
+	case q8:
+		b := make([]kernelrt.BlockQ8_0, len(v)/32)
+		if err := kernelrt.QuantizeQ8_0(b, v); err != nil {
+			t.Fatal(err)
+		}
+		return append([]byte(nil), bytesOf(b)...)
+	case q5:
+		b := make([]kernelrt.BlockQ5_0, len(v)/32)
+		if err := kernelrt.QuantizeQ5_0(b, v); err != nil {
+			t.Fatal(err)
+		}
+		return append([]byte(nil), bytesOf(b)...)
+	}
+	t.Fatalf("encode: type %s", typ)
+	return nil
+}
+
+// testModel describes a file to write: a shape, types, metadata and tensor overrides.
+type testModel struct {
+	shape testShape
+	types testTypes
+	seed  uint64
+	// edit, when set, changes the builder's inputs before writing (for bad-file tests).
+	editKV     func(kv map[string]gguf.Value, order *[]string)
+	editTensor func(name string, typ *gguf.GGMLType, dims *[]uint64, data *[]byte) bool // false drops it
+	extra      func(b *gguf.Builder) error
+	alignment  int
+}
+
+// write builds the model's GGUF bytes.
+func (tm testModel) bytes(t testing.TB) []byte {
+	t.Helper()
+	s, ty := tm.shape, tm.types
+	rng := rand.New(rand.NewPCG(tm.seed, 0x5eed))
+	uni := func(n int, center, spread float64) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(center + spread*(2*rng.Float64()-1))
+		}
+		return v
+	}
+	b := gguf.NewBuilder()
+	if tm.alignment != 0 {
+		if err := b.SetAlignment(tm.alignment); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kv := map[string]gguf.Value{
+		"general.architecture":                   gguf.String("qwen2"),
+		"qwen2.block_count":                      gguf.Uint32(uint32(s.layers)),
+		"qwen2.context_length":                   gguf.Uint32(uint32(s.ctx)),
+		"qwen2.embedding_length":                 gguf.Uint32(uint32(s.hidden)),
+		"qwen2.feed_forward_length":              gguf.Uint32(uint32(s.inter)),
+		"qwen2.attention.head_count":             gguf.Uint32(uint32(s.heads)),
+		"qwen2.attention.head_count_kv":          gguf.Uint32(uint32(s.kvHeads)),
+		"qwen2.rope.freq_base":                   gguf.Float32(float32(s.theta)),
+		"qwen2.attention.layer_norm_rms_epsilon": gguf.Float32(1e-6),
+	}
+	order := []string{"general.architecture", "qwen2.block_count", "qwen2.context_length", "qwen2.embedding_length",
+		"qwen2.feed_forward_length", "qwen2.attention.head_count", "qwen2.attention.head_count_kv", "qwen2.rope.freq_base",
+		"qwen2.attention.layer_norm_rms_epsilon"}
+	toks := make([]string, s.vocab)
+	for i := range toks {
+		toks[i] = fmt.Sprintf("<t%d>", i)
+	}
+	kv["tokenizer.ggml.tokens"] = gguf.ArrayValue(gguf.NewArray(toks))
+	order = append(order, "tokenizer.ggml.tokens")
+	if tm.editKV != nil {
+		tm.editKV(kv, &order)
+	}
+	for _, k := range order {
+		if v, ok := kv[k]; ok {
+			if err := b.AddKV(k, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	add := func(name string, typ gguf.GGMLType, dims []uint64, v []float32) {
+		data := encode(t, v, typ)
+		if tm.editTensor != nil && !tm.editTensor(name, &typ, &dims, &data) {
+			return
+		}
+		if err := b.AddTensor(name, typ, dims, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	H, I := s.hidden, s.inter
+	hd := H / s.heads
+	qd, kd := H, s.kvHeads*hd
+	mat := func(name string, typ gguf.GGMLType, rows, cols int) {
+		add(name, typ, []uint64{uint64(cols), uint64(rows)}, uni(rows*cols, 0, math.Sqrt(3/float64(cols))))
+	}
+	add("token_embd.weight", ty.embd, []uint64{uint64(H), uint64(s.vocab)}, uni(s.vocab*H, 0, 1))
+	for l := 0; l < s.layers; l++ {
+		p := fmt.Sprintf("blk.%d.", l)
+		add(p+"attn_norm.weight", f32, []uint64{uint64(H)}, uni(H, 1, 0.2))
+		mat(p+"attn_q.weight", ty.q, qd, H)
+		add(p+"attn_q.bias", f32, []uint64{uint64(qd)}, uni(qd, 0, 0.3))
+		mat(p+"attn_k.weight", ty.k, kd, H)
+		add(p+"attn_k.bias", f32, []uint64{uint64(kd)}, uni(kd, 0, 0.3))
+		mat(p+"attn_v.weight", ty.v, kd, H)
+		add(p+"attn_v.bias", f32, []uint64{uint64(kd)}, uni(kd, 0, 0.3))
+		mat(p+"attn_output.weight", ty.o, H, qd)
+		add(p+"ffn_norm.weight", f32, []uint64{uint64(H)}, uni(H, 1, 0.2))
+		mat(p+"ffn_gate.weight", ty.gate, I, H)
+		mat(p+"ffn_up.weight", ty.up, I, H)
+		mat(p+"ffn_down.weight", ty.down, H, I)
+	}
+	add("output_norm.weight", f32, []uint64{uint64(H)}, uni(H, 1, 0.2))
+	if ty.output != tied {
+		mat("output.weight", ty.output, s.vocab, H)
+	}
+	if tm.extra != nil {
+		if err := tm.extra(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var buf bytes.Buffer
+	if _, err := b.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// write writes the model to a file in dir and returns its path.
+func (tm testModel) write(t testing.TB, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, fmt.Sprintf("%s-%s.gguf", tm.shape.name, tm.types.name))
+	if err := os.WriteFile(p, tm.bytes(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// ---- comparison ----
+
+// relErr is max |got-ref| / max |ref| over one position's logits.
+func relErr(got []float32, ref []float64) float64 {
+	num, den := 0.0, 0.0
+	for i, r := range ref {
+		num = math.Max(num, math.Abs(float64(got[i])-r))
+		den = math.Max(den, math.Abs(r))
+	}
+	if den == 0 {
+		return num
+	}
+	return num / den
+}
+
+// Tolerances (relative to the largest logit of a position; see relErr).
+//
+// F32 weights: the 1e-3. Both sides compute the same math, the optimized path in
+// float32 with its own summation orders, so the error is float32 rounding (observed <= 4e-7).
+//
+// F16 weights: 5e-3. Both round activations to fp16 before the matmul (as ggml does), so
+// they agree to float32 rounding except where a float32 activation lands on the other side of
+// an fp16 rounding boundary than the float64 one: that element then differs by one fp16 ulp
+// (2^-10 relative to it). In these small models (hidden 32..128) one element is a sizable part
+// of each dot product, and a flip in a key or value reaches every later position; observed
+// up to 4e-4 (against ~1e-7 where no flip happens).
+//
+// Q8_0/Q5_0 weights: 1e-2. Weights are decoded exactly on both sides, and both quantize the
+// activations to Q8_0 with ggml's rule, so the paths agree to float32 rounding (~1e-7) except
+// where an activation x/d lies within float32 error of a .5 rounding tie: there the two sides
+// pick neighbouring quants and that element differs by one step d = amax/127, up to 0.8% of
+// the block's largest value. A flip is one term of a dot product, so it moves outputs by well
+// under 1%; observed up to 3e-3. Any real error (a wrong scale, a swapped nibble, a wrong RoPE
+// pairing or KV head) gives errors of order 1.
+const (
+	tolFloat     = 1e-3
+	tolF16       = 5e-3
+	tolQuantized = 1e-2
+)
+
+// tolFor is the tolerance of a model with the given weight types.
+func tolFor(ty testTypes) float64 {
+	switch {
+	case ty.quantized():
+		return tolQuantized
+	case ty.hasF16():
+		return tolF16
+	}
+	return tolFloat
+}
+
+// runCompare loads path with opts, prefills prompt (every position's logits), decodes dec
+// one token at a time, and compares every position with the reference. It returns the
+// largest relative error seen.
+func runCompare(t *testing.T, e Exec, path string, opts LoadOptions, prompt, dec []int32, tol float64, kvF16 bool) float64 {
+	t.Helper()
+	opts.AllLogits = true
+	m, err := LoadGGUF(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ref := loadRef(t, path)
+	ref.kvF16 = kvF16
+	want := ref.forward(append(append([]int32(nil), prompt...), dec...))
+	worst := 0.0
+	check := func(pos int, got []float32) {
+		t.Helper()
+		if len(got) != ref.vocab {
+			t.Fatalf("position %d: %d logits, want %d", pos, len(got), ref.vocab)
+		}
+		r := relErr(got, want[pos])
+		if os.Getenv("DBG") != "" {
+			t.Logf("pos %d err %.3g", pos, r)
+		}
+		worst = math.Max(worst, r)
+		if !(r <= tol) {
+			t.Errorf("position %d: relative error %.3g > %g (logit 0: got %v, want %v)", pos, r, tol, got[0], want[pos][0])
+		}
+	}
+	logits, err := m.Prefill(e, prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	V := m.Cfg.Vocab
+	for p := range prompt {
+		check(p, logits[p*V:(p+1)*V])
+	}
+	for i, id := range dec {
+		logits, err := m.Decode(e, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(len(prompt)+i, logits)
+	}
+	return worst
+}
+
+// TestReferenceForward loads models of several shapes and every weight type (tied and
+// untied heads) and compares prefill and decode logits with the float64 reference.
+func TestReferenceForward(t *testing.T) {
+	dir := t.TempDir()
+	for si, s := range testShapes {
+		for ti, ty := range testTypeSets {
+			t.Run(s.name+"/"+ty.name, func(t *testing.T) {
+				tm := testModel{shape: s, types: ty, seed: uint64(100*si + ti + 1)}
+				path := tm.write(t, dir)
+				tol := tolFor(ty)
+				rng := rand.New(rand.NewPCG(uint64(si), uint64(ti)))
+				prompt := make([]int32, 5+rng.IntN(4))
+				for i := range prompt {
+					prompt[i] = int32(rng.IntN(s.vocab))
+				}
+				dec := []int32{int32(rng.IntN(s.vocab)), int32(rng.IntN(s.vocab)), int32(rng.IntN(s.vocab))}
+				worst := runCompare(t, kernelrt.Serial{}, path, LoadOptions{}, prompt, dec, tol, false)
+				t.Logf("max relative error %.3g (tolerance %g)", worst, tol)
+			})
+		}
+	}
+}
+
+// TestReferenceForwardChunked prefills a prompt longer than MaxBatch (several forward calls)
+// through the Runtime's dispatch wrappers, with an F16 KV cache and without.
+func TestReferenceForwardChunked(t *testing.T) {
+	rt, err := kernelrt.New(kernelrt.Options{Threads: 2, NoPin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	defer func(v int) { expandParallelMin = v }(expandParallelMin)
+	expandParallelMin = 0 // expand F16 caches over the pool however small
+	dir := t.TempDir()
+	for _, kv := range []KVType{KVF32, KVF16} {
+		for _, ty := range []testTypes{testTypeSets[0], testTypeSets[3], testTypeSets[5]} {
+			t.Run(kv.String()+"/"+ty.name, func(t *testing.T) {
+				tm := testModel{shape: testShapes[0], types: ty, seed: 7}
+				path := tm.write(t, dir)
+				tol := tolFor(ty)
+				prompt := make([]int32, 11)
+				for i := range prompt {
+					prompt[i] = int32((i*37 + 3) % tm.shape.vocab)
+				}
+				// AllLogits needs the prompt in one batch: compare a one-batch prefill, then
+				// prefill more tokens in chunks of 4 and compare through decode.
+				worst := runCompare(t, rt, path, LoadOptions{KV: kv}, prompt, []int32{5, 9, 1, 0}, tol, kv == KVF16)
+				t.Logf("max relative error %.3g", worst)
+
+				m, err := LoadGGUF(path, LoadOptions{KV: kv, MaxBatch: 4})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer m.Close()
+				ref := loadRef(t, path)
+				ref.kvF16 = kv == KVF16
+				want := ref.forward(prompt)
+				got, err := m.Prefill(rt, prompt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r := relErr(got, want[len(prompt)-1]); !(r <= tol) {
+					t.Errorf("chunked prefill (MaxBatch 4): relative error %.3g > %g", r, tol)
+				}
+			})
+		}
+	}
+}
