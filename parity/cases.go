@@ -1,0 +1,790 @@
+package main
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/kernelrt/kernelrt"
+)
+
+// Qwen2-0.5B shapes.
+const (
+	hidden    = 896
+	inter     = 4864
+	nHeads    = 14
+	nKVHeads  = 2
+	headDim   = 64
+	qkvStride = (nHeads + 2*nKVHeads) * headDim // a fused QKV row: 1152 floats
+	vocabFull = 151936
+	vocabQuik = 8192
+	maxCtx    = 512  // KV cache positions of the op checks; Options.MaxCtx
+	maxCols   = 4864 // widest fused-GEMV input; Options.MaxCols
+	ropeTheta = 1e6
+	epsNorm   = float32(1e-6)
+	floor     = 1e-30 // relative errors divide by max(|ref|, floor)
+)
+
+// shared is input data several cases use (a weight matrix, an embedding table): made by the
+// first case that needs it, dropped after the last one selected.
+type shared struct {
+	users int
+	made  bool
+	gen   func()
+	drop  func()
+}
+
+func (s *shared) plan() { s.users++ }
+
+func (s *shared) acquire() {
+	if !s.made {
+		s.gen()
+		s.made = true
+	}
+}
+
+func (s *shared) release() {
+	s.users--
+	if s.users <= 0 && s.made {
+		s.drop()
+		s.made = false
+	}
+}
+
+// matGroup is one weight matrix with its activations (tmax tokens), bias and the float64
+// reference products, shared by the GEMV and GEMM cases of that matrix.
+type matGroup struct {
+	shared
+	q5         bool
+	rows, cols int
+	tmax       int
+
+	w          weights
+	xf         []float32 // tmax*cols floats
+	xq         []kernelrt.BlockQ8_0
+	bias       []float32
+	ref, scale []float64 // tmax*rows, without bias
+	y          []float32
+	scratch    []kernelrt.BlockQ8_0
+}
+
+func (g *matGroup) name() string {
+	t := "q8_0"
+	if g.q5 {
+		t = "q5_0"
+	}
+	return fmt.Sprintf("mat/%s/%dx%d", t, g.rows, g.cols)
+}
+
+func newMatGroup(q5 bool, rows, cols int) *matGroup {
+	g := &matGroup{q5: q5, rows: rows, cols: cols}
+	g.gen = func() {
+		r := newRng(g.name())
+		g.w = weights{rows: rows, cols: cols}
+		if q5 {
+			g.w.q5 = randQ5(r, rows, cols)
+		} else {
+			g.w.q8 = randQ8(r, rows, cols)
+		}
+		g.xf = make([]float32, g.tmax*cols)
+		r.fillActs(g.xf)
+		g.xq = make([]kernelrt.BlockQ8_0, g.tmax*cols/32)
+		refQuantQ8(g.xq, g.xf)
+		g.bias = make([]float32, rows)
+		r.fill(g.bias, -0.1, 0.1)
+		g.ref = make([]float64, g.tmax*rows)
+		g.scale = make([]float64, g.tmax*rows)
+		gemvRef(g.ref, g.scale, &g.w, g.xq, g.tmax)
+		g.y = make([]float32, g.tmax*rows)
+		g.scratch = make([]kernelrt.BlockQ8_0, cols/32)
+	}
+	g.drop = func() {
+		g.w, g.xf, g.xq, g.bias, g.ref, g.scale, g.y, g.scratch = weights{}, nil, nil, nil, nil, nil, nil, nil
+		g.tmax = 0
+	}
+	return g
+}
+
+// use registers a case needing tokens activations.
+func (g *matGroup) use(tokens int) {
+	g.plan()
+	g.tmax = max(g.tmax, tokens)
+}
+
+// checkY measures y (tokens x rows) against the reference, adding the bias when given.
+func (g *matGroup) checkY(y []float32, tokens int, bias []float32) float64 {
+	worst := 0.0
+	for t := 0; t < tokens; t++ {
+		for r := 0; r < g.rows; r++ {
+			i := t*g.rows + r
+			ref, sc := g.ref[i], g.scale[i]
+			if bias != nil {
+				ref += float64(bias[r])
+				sc += math.Abs(float64(bias[r]))
+			}
+			worst = math.Max(worst, relErr(y[i], ref, sc, floor))
+		}
+	}
+	return worst
+}
+
+func biasName(b bool) string {
+	if b {
+		return "+bias"
+	}
+	return "nil-bias"
+}
+
+// gemvCase is one GEMV call on g: plain (Q8_0 activations) or fused (FP32 activations).
+func gemvCase(g *matGroup, fused, withBias bool) *Case {
+	c := &Case{Shape: fmt.Sprintf("%dx%d %s", g.rows, g.cols, biasName(withBias)),
+		S: kernelrt.Shape{Rows: g.rows, Cols: g.cols, Tokens: 1}, Cost: g.rows * g.cols, Tol: 1e-5,
+		Heavy: g.rows*g.cols >= 9728*896}
+	switch {
+	case !g.q5 && !fused:
+		c.Op, c.Fn, c.Needs = kernelrt.OpGemvQ8_0, "GemvQ8_0", []string{"GemvQ8_0"}
+	case g.q5 && !fused:
+		c.Op, c.Fn, c.Needs = kernelrt.OpGemvQ5_0, "GemvQ5_0", []string{"GemvQ5_0"}
+	case !g.q5 && fused:
+		c.Op, c.Fn, c.Needs = kernelrt.OpGemvQ8_0F32, "GemvQ8_0F32", []string{"GemvQ8_0F32"}
+	default:
+		c.Op, c.Fn, c.Needs = kernelrt.OpGemvQ5_0F32, "GemvQ5_0F32", []string{"GemvQ5_0F32"}
+	}
+	if withBias && !fused {
+		c.Fn += "Bias"
+	}
+	c.plan = func() { g.use(1) }
+	c.setup = g.acquire
+	c.free = g.release
+	rows, cols := g.rows, g.cols
+	c.run = func(e exec) error {
+		y := g.y[:rows]
+		fillNaN(y)
+		var bias []float32
+		if withBias {
+			bias = g.bias
+		}
+		xq, xf := g.xq[:cols/32], g.xf[:cols]
+		switch {
+		case !g.q5 && !fused && withBias:
+			return e.GemvQ8_0Bias(y, g.w.q8, xq, bias, rows, cols)
+		case !g.q5 && !fused:
+			return e.GemvQ8_0(y, g.w.q8, xq, rows, cols)
+		case g.q5 && !fused && withBias:
+			return e.GemvQ5_0Bias(y, g.w.q5, xq, bias, rows, cols)
+		case g.q5 && !fused:
+			return e.GemvQ5_0(y, g.w.q5, xq, rows, cols)
+		case !g.q5:
+			return e.GemvQ8_0F32(y, g.w.q8, xf, bias, g.scratch, rows, cols)
+		default:
+			return e.GemvQ5_0F32(y, g.w.q5, xf, bias, g.scratch, rows, cols)
+		}
+	}
+	c.outF = func() []float32 { return g.y[:rows] }
+	c.check = func() (float64, string) {
+		var bias []float32
+		if withBias {
+			bias = g.bias
+		}
+		return g.checkY(g.y[:rows], 1, bias), ""
+	}
+	return c
+}
+
+// gemmCase is one GEMM call on g with T tokens.
+func gemmCase(g *matGroup, T int, withBias, full bool) *Case {
+	c := &Case{Shape: fmt.Sprintf("%dx%d T=%d %s", g.rows, g.cols, T, biasName(withBias)),
+		S: kernelrt.Shape{Rows: g.rows, Cols: g.cols, Tokens: T}, Cost: g.rows * g.cols * T, Tol: 1e-5, Full: full}
+	c.Op, c.Fn, c.Needs = kernelrt.OpGemmQ8_0, "GemmQ8_0", []string{"GemmQ8_0"}
+	if g.q5 {
+		c.Op, c.Fn, c.Needs = kernelrt.OpGemmQ5_0, "GemmQ5_0", []string{"GemmQ5_0"}
+	}
+	c.plan = func() { g.use(T) }
+	c.setup = g.acquire
+	c.free = g.release
+	rows, cols := g.rows, g.cols
+	c.run = func(e exec) error {
+		y := g.y[:T*rows]
+		fillNaN(y)
+		var bias []float32
+		if withBias {
+			bias = g.bias
+		}
+		x := g.xq[:T*cols/32]
+		if g.q5 {
+			return e.GemmQ5_0(y, g.w.q5, x, bias, rows, cols, T)
+		}
+		return e.GemmQ8_0(y, g.w.q8, x, bias, rows, cols, T)
+	}
+	c.outF = func() []float32 { return g.y[:T*rows] }
+	c.check = func() (float64, string) {
+		var bias []float32
+		if withBias {
+			bias = g.bias
+		}
+		return g.checkY(g.y[:T*rows], T, bias), ""
+	}
+	return c
+}
+
+// quantCase quantizes n floats to Q8_0 or Q5_0. The input starts with hand-made blocks: all
+// zeros, exact .5 ties, the clamped top code of Q5_0, a scale that is subnormal in fp16 and
+// one that underflows it, large values; the rest are random over five decades.
+func quantCase(q5 bool, n int) *Case {
+	c := &Case{Op: kernelrt.OpQuantizeQ8_0, Fn: "QuantizeQ8_0", Shape: fmt.Sprintf("N=%d", n),
+		S: kernelrt.Shape{N: n, Tokens: 1}, Needs: []string{"QuantizeQ8_0"}, Cost: n, Tol: 1}
+	if q5 {
+		c.Fn, c.Needs = "QuantizeQ5_0", []string{"QuantizeQ5_0"}
+	}
+	var src []float32
+	var out8, ref8 []kernelrt.BlockQ8_0
+	var out5, ref5 []kernelrt.BlockQ5_0
+	c.setup = func() {
+		r := newRng(c.Fn + "/" + c.Shape)
+		src = make([]float32, n)
+		for b := 0; b < n; b += 32 {
+			m := math.Pow(10, -3+5*r.unit())
+			for j := b; j < b+32; j++ {
+				src[j] = float32(m * (2*r.unit() - 1))
+			}
+		}
+		special := [][]float32{
+			make([]float32, 32), // all zero
+			{127, 2.5, -2.5, 0.5, -0.5, 1.5, -1.5, 126.5, -126.5, 3.5, -3.5, 63.5, -63.5, 0.25, -0.75}, // Q8_0 ties (d = 1)
+			{-16, 0.5, -0.5, 1.5, -1.5, 15.5, 16, 15.75, 14.5, -15.5, 7.5, -7.5, 0.25, -0.25},          // Q5_0 ties, clamp (d = 1)
+			{16, -16, 15.9, -15.9, 8, -8, 0.5, -0.5},                                                   // Q5_0: +max, -max clamps
+			{1e-5, -3e-6, 2e-6},                                                                        // fp16-subnormal scale
+			{1e-6, -3e-7, 5e-8},                                                                        // scale below half the smallest fp16 subnormal: stored as 0
+			{3e4, -1e4, 2e3, -5},                                                                       // large values
+		}
+		for i, blk := range special {
+			if (i+1)*32 > n {
+				break
+			}
+			copy(src[i*32:(i+1)*32], append(blk, make([]float32, 32-len(blk))...))
+		}
+		if q5 {
+			out5, ref5 = make([]kernelrt.BlockQ5_0, n/32), make([]kernelrt.BlockQ5_0, n/32)
+			refQuantQ5(ref5, src)
+		} else {
+			out8, ref8 = make([]kernelrt.BlockQ8_0, n/32), make([]kernelrt.BlockQ8_0, n/32)
+			refQuantQ8(ref8, src)
+		}
+	}
+	c.free = func() { src, out8, ref8, out5, ref5 = nil, nil, nil, nil, nil }
+	c.run = func(e exec) error {
+		if q5 {
+			fillByte(bytesOf(out5), 0xa5)
+			return e.QuantizeQ5_0(out5, src)
+		}
+		fillByte(bytesOf(out8), 0xa5)
+		return e.QuantizeQ8_0(out8, src)
+	}
+	c.outB = func() []byte {
+		if q5 {
+			return bytesOf(out5)
+		}
+		return bytesOf(out8)
+	}
+	c.check = func() (float64, string) {
+		got, want, bs := bytesOf(out8), bytesOf(ref8), 34
+		if q5 {
+			got, want, bs = bytesOf(out5), bytesOf(ref5), 22
+		}
+		if d := diffB(got, want); d > 0 {
+			first := 0
+			for got[first] == want[first] {
+				first++
+			}
+			return math.Inf(1), fmt.Sprintf("%d bytes differ from the ggml reference quantizer, first in block %d", d, first/bs)
+		}
+		if q5 {
+			return stepCheckQ5(out5, src), ""
+		}
+		return stepCheckQ8(out8, src), ""
+	}
+	return c
+}
+
+// gemvF32Case is the float32 GEMV (any cols: the odd shape exercises the kernels' tails).
+func gemvF32Case(rows, cols int, heavy bool) *Case {
+	c := &Case{Op: kernelrt.OpGemvF32, Fn: "GemvF32", Shape: fmt.Sprintf("%dx%d", rows, cols),
+		S: kernelrt.Shape{Rows: rows, Cols: cols, Tokens: 1}, Needs: []string{"GemvF32"}, Cost: rows * cols,
+		Tol: 1e-5, Heavy: heavy}
+	var w, x, y []float32
+	var ref, scale []float64
+	c.setup = func() {
+		r := newRng("gemv_f32/" + c.Shape)
+		w, x, y = make([]float32, rows*cols), make([]float32, cols), make([]float32, rows)
+		r.fill(w, -1, 1)
+		r.fill(x, -1, 1)
+		ref, scale = make([]float64, rows), make([]float64, rows)
+		for i := 0; i < rows; i++ {
+			var s, a float64
+			for j, wv := range w[i*cols : (i+1)*cols] {
+				p := float64(wv) * float64(x[j])
+				s += p
+				a += math.Abs(p)
+			}
+			ref[i], scale[i] = s, a
+		}
+	}
+	c.free = func() { w, x, y, ref, scale = nil, nil, nil, nil, nil }
+	c.run = func(e exec) error { fillNaN(y); return e.GemvF32(y, w, x, rows, cols) }
+	c.outF = func() []float32 { return y }
+	c.check = func() (float64, string) { return worstVs(y, ref, scale, floor), "" }
+	return c
+}
+
+// rmsCase normalises T tokens of dim floats (magnitudes spread over three decades).
+func rmsCase(T, dim int) *Case {
+	c := &Case{Op: kernelrt.OpRMSNorm, Fn: "RMSNorm", Shape: fmt.Sprintf("T=%d dim=%d", T, dim),
+		S: kernelrt.Shape{Tokens: T, Cols: dim}, Needs: []string{"RMSNorm"}, Cost: T * dim, Tol: 1e-6}
+	var x, w, out []float32
+	var ref []float64
+	c.setup = func() {
+		r := newRng("rmsnorm/" + c.Shape)
+		x, w, out, ref = make([]float32, T*dim), make([]float32, dim), make([]float32, T*dim), make([]float64, T*dim)
+		for t := 0; t < T; t++ {
+			m := math.Pow(10, -2+3*r.unit())
+			for i := 0; i < dim; i++ {
+				x[t*dim+i] = float32(m * (2*r.unit() - 1))
+			}
+		}
+		r.fill(w, -1.5, 1.5)
+		for t := 0; t < T; t++ {
+			ss := 0.0
+			for _, v := range x[t*dim : (t+1)*dim] {
+				ss += float64(v) * float64(v)
+			}
+			inv := 1 / math.Sqrt(ss/float64(dim)+float64(epsNorm))
+			for i := 0; i < dim; i++ {
+				ref[t*dim+i] = float64(x[t*dim+i]) * inv * float64(w[i])
+			}
+		}
+	}
+	c.free = func() { x, w, out, ref = nil, nil, nil, nil }
+	c.run = func(e exec) error { fillNaN(out); return e.RMSNorm(out, x, w, T, dim, epsNorm) }
+	c.outF = func() []float32 { return out }
+	c.check = func() (float64, string) { return worstSelf(out, ref), "" }
+	return c
+}
+
+// worstSelf is the worst |y-ref|/max(|ref|, floor): for ops whose error is relative to each
+// output (products and quotients, no cancellation).
+func worstSelf(y []float32, ref []float64) float64 {
+	worst := 0.0
+	for i, v := range y {
+		worst = math.Max(worst, relErr(v, ref[i], math.Abs(ref[i]), floor))
+	}
+	return worst
+}
+
+// softmaxCase is Softmax on rows x cols scores, or SoftmaxMasked with a causal mask
+// (row r keeps r+1 entries, the rest must come out exactly 0).
+func softmaxCase(rows, cols int, masked bool, lo, hi float64) *Case {
+	c := &Case{Op: kernelrt.OpSoftmax, Fn: "Softmax", Shape: fmt.Sprintf("%dx%d", rows, cols),
+		S: kernelrt.Shape{Rows: rows, Cols: cols, Tokens: rows}, Needs: []string{"Softmax"}, Cost: rows * cols, Tol: 1e-6}
+	if masked {
+		c.Fn, c.Shape = "SoftmaxMasked", c.Shape+" causal"
+	}
+	var x0, x []float32
+	var valid []int32
+	var ref []float64
+	c.setup = func() {
+		r := newRng("softmax/" + c.Fn + c.Shape)
+		x0, x, ref = make([]float32, rows*cols), make([]float32, rows*cols), make([]float64, rows*cols)
+		r.fill(x0, lo, hi)
+		valid = make([]int32, rows)
+		for i := range valid {
+			valid[i] = int32(cols)
+			if masked {
+				valid[i] = int32(i%cols + 1)
+			}
+		}
+		for i := 0; i < rows; i++ {
+			row := x0[i*cols : (i+1)*cols]
+			n := int(valid[i])
+			m := math.Inf(-1)
+			for _, v := range row[:n] {
+				m = math.Max(m, float64(v))
+			}
+			sum := 0.0
+			for j, v := range row[:n] {
+				ref[i*cols+j] = math.Exp(float64(v) - m)
+				sum += ref[i*cols+j]
+			}
+			for j := range row[:n] {
+				ref[i*cols+j] /= sum
+			}
+		}
+	}
+	c.free = func() { x0, x, valid, ref = nil, nil, nil, nil }
+	c.run = func(e exec) error {
+		copy(x, x0)
+		if masked {
+			return e.SoftmaxMasked(x, rows, cols, valid)
+		}
+		return e.Softmax(x, rows, cols)
+	}
+	c.outF = func() []float32 { return x }
+	c.check = func() (float64, string) { return worstSelf(x, ref), "" }
+	return c
+}
+
+// swigluCase is SwiGLU on n elements; a few gates sit at the extremes (exp overflow).
+func swigluCase(n int) *Case {
+	c := &Case{Op: kernelrt.OpSwiGLU, Fn: "SwiGLU", Shape: fmt.Sprintf("N=%d", n),
+		S: kernelrt.Shape{N: n, Tokens: 1}, Needs: []string{"SwiGLU"}, Cost: n, Tol: 1e-6}
+	var g, u, out []float32
+	var ref []float64
+	c.setup = func() {
+		r := newRng("swiglu/" + c.Shape)
+		g, u, out, ref = make([]float32, n), make([]float32, n), make([]float32, n), make([]float64, n)
+		r.fill(g, -8, 8)
+		r.fill(u, -2, 2)
+		for i, v := range []float32{-100, -88.5, -87, -30, 0, 30, 88.5, 100} {
+			if 7*i+3 < n {
+				g[7*i+3] = v
+			}
+		}
+		for i := range g {
+			gv := float64(g[i])
+			ref[i] = gv / (1 + math.Exp(-gv)) * float64(u[i])
+		}
+	}
+	c.free = func() { g, u, out, ref = nil, nil, nil, nil }
+	c.run = func(e exec) error { fillNaN(out); return e.SwiGLU(out, g, u) }
+	c.outF = func() []float32 { return out }
+	c.check = func() (float64, string) { return worstSelf(out, ref), "" }
+	return c
+}
+
+// addCase is the residual add, into a separate output or in place (out == a).
+func addCase(n int, inPlace bool) *Case {
+	c := &Case{Op: kernelrt.OpAdd, Fn: "Add", Shape: fmt.Sprintf("N=%d", n),
+		S: kernelrt.Shape{N: n, Tokens: 1}, Needs: []string{"Add"}, Cost: n, Tol: 1e-6}
+	if inPlace {
+		c.Shape += " in-place"
+	}
+	var a0, a, b, out []float32
+	var ref, scale []float64
+	c.setup = func() {
+		r := newRng("add/" + c.Shape)
+		a0, a, b, ref, scale = make([]float32, n), make([]float32, n), make([]float32, n), make([]float64, n), make([]float64, n)
+		r.fill(a0, -4, 4)
+		r.fill(b, -1, 1)
+		for i := range ref {
+			ref[i] = float64(a0[i]) + float64(b[i])
+			scale[i] = math.Abs(float64(a0[i])) + math.Abs(float64(b[i]))
+		}
+		out = a
+		if !inPlace {
+			out = make([]float32, n)
+		}
+	}
+	c.free = func() { a0, a, b, out, ref, scale = nil, nil, nil, nil, nil, nil }
+	c.run = func(e exec) error {
+		copy(a, a0)
+		if inPlace {
+			return e.Add(a, a, b)
+		}
+		fillNaN(out)
+		return e.Add(out, a, b)
+	}
+	c.outF = func() []float32 { return out }
+	c.check = func() (float64, string) { return worstVs(out, ref, scale, floor), "" }
+	return c
+}
+
+var ropeTab *kernelrt.RopeTable
+
+// ropeCase rotates heads heads of T tokens in a fused-QKV-strided buffer; the floats between
+// the rotated heads and the next token must stay untouched.
+func ropeCase(T, heads, pos0 int) *Case {
+	c := &Case{Op: kernelrt.OpRope, Fn: "RopeNeoX", Shape: fmt.Sprintf("T=%d heads=%d hd=%d pos0=%d", T, heads, headDim, pos0),
+		S: kernelrt.Shape{Tokens: T, Heads: heads, HeadD: headDim}, Needs: []string{"RopeNeox"}, Cost: T * heads * headDim, Tol: 1e-6}
+	n := (T-1)*qkvStride + heads*headDim
+	var x0, x []float32
+	var ref, scale []float64
+	c.setup = func() {
+		if ropeTab == nil {
+			var err error
+			if ropeTab, err = kernelrt.NewRopeTable(headDim, maxCtx, ropeTheta); err != nil {
+				panic(err)
+			}
+		}
+		r := newRng("rope/" + c.Shape)
+		x0, x, ref, scale = make([]float32, n), make([]float32, n), make([]float64, n), make([]float64, n)
+		r.fill(x0, -2, 2)
+		for i, v := range x0 {
+			ref[i] = float64(v) // untouched unless rotated below (scale 0: must be exact)
+		}
+		half := headDim / 2
+		for t := 0; t < T; t++ {
+			for h := 0; h < heads; h++ {
+				base := t*qkvStride + h*headDim
+				for i := 0; i < half; i++ {
+					ang := float64(pos0+t) * math.Pow(ropeTheta, -float64(2*i)/float64(headDim))
+					sn, cs := math.Sincos(ang)
+					a, b := float64(x0[base+i]), float64(x0[base+i+half])
+					ref[base+i] = a*cs - b*sn
+					ref[base+i+half] = a*sn + b*cs
+					scale[base+i] = math.Abs(a*cs) + math.Abs(b*sn)
+					scale[base+i+half] = math.Abs(a*sn) + math.Abs(b*cs)
+				}
+			}
+		}
+	}
+	c.free = func() { x0, x, ref, scale = nil, nil, nil, nil }
+	c.run = func(e exec) error {
+		copy(x, x0)
+		return e.RopeNeoX(x, ropeTab, T, heads, headDim, qkvStride, pos0)
+	}
+	c.outF = func() []float32 { return x }
+	c.check = func() (float64, string) {
+		worst := 0.0
+		for i, v := range x {
+			if scale[i] == 0 { // not rotated: exact
+				worst = math.Max(worst, relErr(v, ref[i], 0, 0))
+				continue
+			}
+			worst = math.Max(worst, relErr(v, ref[i], scale[i], floor))
+		}
+		return worst, ""
+	}
+	return c
+}
+
+// exactCheck is the max |y - ref| (0 required).
+func exactCheck(y []float32, ref []float32) float64 { return maxAbsF(y, ref) }
+
+// kvCase appends T tokens' keys (the K part of fused QKV rows) at pos0; every other cache
+// float must keep its value.
+func kvCase(T, pos0 int) *Case {
+	c := &Case{Op: kernelrt.OpKVAppend, Fn: "KVAppend", Shape: fmt.Sprintf("T=%d kvheads=%d hd=%d pos0=%d ctx=%d", T, nKVHeads, headDim, pos0, maxCtx),
+		S: kernelrt.Shape{Tokens: T, KVHeads: nKVHeads, HeadD: headDim}, Needs: []string{"KVAppend"}, Cost: T * nKVHeads * headDim}
+	row := nKVHeads * headDim
+	var src, cache0, cache, ref []float32
+	c.setup = func() {
+		r := newRng("kv/" + c.Shape)
+		src = make([]float32, (T-1)*qkvStride+row)
+		r.fill(src, -1, 1)
+		n := nKVHeads * maxCtx * headDim
+		cache0, cache, ref = make([]float32, n), make([]float32, n), make([]float32, n)
+		r.fill(cache0, 10, 11)
+		copy(ref, cache0)
+		for t := 0; t < T; t++ {
+			for g := 0; g < nKVHeads; g++ {
+				copy(ref[(g*maxCtx+pos0+t)*headDim:][:headDim], src[t*qkvStride+g*headDim:][:headDim])
+			}
+		}
+	}
+	c.free = func() { src, cache0, cache, ref = nil, nil, nil, nil }
+	c.run = func(e exec) error {
+		copy(cache, cache0)
+		return e.KVAppend(cache, src, T, qkvStride, nKVHeads, headDim, maxCtx, pos0)
+	}
+	c.outF = func() []float32 { return cache }
+	c.check = func() (float64, string) { return exactCheck(cache, ref), "" }
+	return c
+}
+
+// attnCase is grouped-query attention of T tokens at positions pos0.. over caches filled up
+// to pos0+T; positions past that hold NaN, so a read beyond the context shows.
+func attnCase(T, pos0 int) *Case {
+	ctx := pos0 + T
+	c := &Case{Op: kernelrt.OpAttention, Fn: "Attention",
+		Shape: fmt.Sprintf("T=%d ctx=%d heads=%d/%d hd=%d", T, ctx, nHeads, nKVHeads, headDim),
+		S:     kernelrt.Shape{Tokens: T, Heads: nHeads, KVHeads: nKVHeads, HeadD: headDim, Ctx: ctx},
+		Needs: []string{"Attention"}, Cost: T * nHeads * ctx * headDim, Tol: 1e-5}
+	var q, kc, vc, out, scr []float32
+	var ref, scale []float64
+	c.setup = func() {
+		r := newRng("attn/" + c.Shape)
+		q = make([]float32, (T-1)*qkvStride+nHeads*headDim)
+		r.fill(q, -2, 2)
+		n := nKVHeads * maxCtx * headDim
+		kc, vc = make([]float32, n), make([]float32, n)
+		fillNaN(kc)
+		fillNaN(vc)
+		for g := 0; g < nKVHeads; g++ {
+			r.fill(kc[g*maxCtx*headDim:][:ctx*headDim], -1, 1)
+			r.fill(vc[g*maxCtx*headDim:][:ctx*headDim], -1, 1)
+		}
+		out, scr = make([]float32, T*nHeads*headDim), make([]float32, maxCtx)
+		ref, scale = make([]float64, len(out)), make([]float64, len(out))
+		p := make([]float64, ctx)
+		group := nHeads / nKVHeads
+		inv := 1 / math.Sqrt(headDim)
+		for t := 0; t < T; t++ {
+			np := pos0 + t + 1
+			for h := 0; h < nHeads; h++ {
+				g := h / group
+				qv := q[t*qkvStride+h*headDim:][:headDim]
+				m := math.Inf(-1)
+				for j := 0; j < np; j++ {
+					kv := kc[(g*maxCtx+j)*headDim:][:headDim]
+					s := 0.0
+					for d := range qv {
+						s += float64(qv[d]) * float64(kv[d])
+					}
+					p[j] = s * inv
+					m = math.Max(m, p[j])
+				}
+				sum := 0.0
+				for j := 0; j < np; j++ {
+					p[j] = math.Exp(p[j] - m)
+					sum += p[j]
+				}
+				o := (t*nHeads + h) * headDim
+				for j := 0; j < np; j++ {
+					pj := p[j] / sum
+					vv := vc[(g*maxCtx+j)*headDim:][:headDim]
+					for d := range vv {
+						ref[o+d] += pj * float64(vv[d])
+						scale[o+d] += pj * math.Abs(float64(vv[d]))
+					}
+				}
+			}
+		}
+	}
+	c.free = func() { q, kc, vc, out, scr, ref, scale = nil, nil, nil, nil, nil, nil, nil }
+	c.run = func(e exec) error {
+		fillNaN(out)
+		return e.Attention(out, q, kc, vc, scr, T, qkvStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
+	}
+	c.outF = func() []float32 { return out }
+	c.check = func() (float64, string) { return worstVs(out, ref, scale, floor), "" }
+	return c
+}
+
+// embedGroup is the Q8_0 embedding table the embedding cases share.
+type embedGroup struct {
+	shared
+	vocab int
+	table []kernelrt.BlockQ8_0
+}
+
+func newEmbedGroup(vocab int) *embedGroup {
+	g := &embedGroup{vocab: vocab}
+	g.gen = func() { g.table = randQ8(newRng(fmt.Sprintf("embed/%d", vocab)), vocab, hidden) }
+	g.drop = func() { g.table = nil }
+	return g
+}
+
+// embedCase looks up T ids (the first and last vocabulary rows among them).
+func embedCase(g *embedGroup, T int) *Case {
+	c := &Case{Op: kernelrt.OpEmbed, Fn: "EmbedQ8_0", Shape: fmt.Sprintf("vocab=%d dim=%d T=%d", g.vocab, hidden, T),
+		S: kernelrt.Shape{Tokens: T, Cols: hidden}, Needs: []string{"EmbedQ8_0"}, Cost: T * hidden}
+	var ids []int32
+	var out, ref []float32
+	c.plan = g.plan
+	c.setup = func() {
+		g.acquire()
+		r := newRng("embed/" + c.Shape)
+		ids = make([]int32, T)
+		for i := range ids {
+			ids[i] = int32(r.next() % uint64(g.vocab))
+		}
+		ids[0] = int32(g.vocab - 1)
+		if T > 1 {
+			ids[T-1] = 0
+		}
+		out, ref = make([]float32, T*hidden), make([]float32, T*hidden)
+		nb := hidden / 32
+		for t, id := range ids {
+			for b := 0; b < nb; b++ {
+				blk := &g.table[int(id)*nb+b]
+				d := f16(blk.D)
+				for j, qv := range blk.Qs {
+					ref[t*hidden+b*32+j] = float32(d * float64(qv)) // exact: 11 x 8 bits
+				}
+			}
+		}
+	}
+	c.free = func() { ids, out, ref = nil, nil, nil; g.release() }
+	c.run = func(e exec) error { fillNaN(out); return e.EmbedQ8_0(out, g.table, ids, hidden, g.vocab) }
+	c.outF = func() []float32 { return out }
+	c.check = func() (float64, string) { return exactCheck(out, ref), "" }
+	return c
+}
+
+// Cases returns every op check, in table order. quick selects the smaller embedding table;
+// Case.Full marks the cases only the full run makes.
+func Cases(quick bool) []*Case {
+	var cs []*Case
+	for _, q5 := range []bool{false, true} {
+		for _, n := range []int{hidden, inter, 128 * hidden} {
+			cs = append(cs, quantCase(q5, n))
+		}
+	}
+	gemvShapes := [][2]int{{896, 896}, {128, 896}, {9728, 896}, {896, 4864}, {vocabFull, 896}}
+	groups := map[[3]int]*matGroup{}
+	group := func(q5 bool, rows, cols int) *matGroup {
+		k := [3]int{0, rows, cols}
+		if q5 {
+			k[0] = 1
+		}
+		if groups[k] == nil {
+			groups[k] = newMatGroup(q5, rows, cols)
+		}
+		return groups[k]
+	}
+	for _, fused := range []bool{false, true} {
+		for _, q5 := range []bool{false, true} {
+			for _, sh := range gemvShapes {
+				for _, b := range []bool{false, true} {
+					cs = append(cs, gemvCase(group(q5, sh[0], sh[1]), fused, b))
+				}
+			}
+		}
+	}
+	// Table order: gemv_q8_0, gemv_q5_0, gemv_q8_0_f32, gemv_q5_0_f32.
+	sortByOp(cs)
+	for _, sh := range [][2]int{{896, 896}, {128, 896}, {200, 77}} {
+		cs = append(cs, gemvF32Case(sh[0], sh[1], false))
+	}
+	cs = append(cs, gemvF32Case(9728, 896, true))
+	for _, q5 := range []bool{false, true} {
+		for _, sh := range [][2]int{{896, 896}, {128, 896}} {
+			for _, T := range []int{1, 7, 32, 128} {
+				for _, b := range []bool{false, true} {
+					cs = append(cs, gemmCase(group(q5, sh[0], sh[1]), T, b, T == 128))
+				}
+			}
+		}
+		for _, sh := range [][2]int{{9728, 896}, {896, 4864}} {
+			cs = append(cs, gemmCase(group(q5, sh[0], sh[1]), 128, true, true))
+		}
+	}
+	cs = append(cs, rmsCase(1, hidden), rmsCase(128, hidden))
+	cs = append(cs, softmaxCase(nHeads, 512, false, -4, 4), softmaxCase(128, 128, true, -4, 4))
+	cs = append(cs, swigluCase(inter), swigluCase(128*inter))
+	cs = append(cs, addCase(hidden, false), addCase(hidden, true), addCase(128*hidden, true))
+	for _, heads := range []int{nHeads, nKVHeads} {
+		cs = append(cs, ropeCase(1, heads, 300), ropeCase(128, heads, 17))
+	}
+	cs = append(cs, kvCase(1, 16), kvCase(7, 17), kvCase(128, 0))
+	for _, L := range []int{1, 17, 512} {
+		cs = append(cs, attnCase(1, L-1))
+	}
+	cs = append(cs, attnCase(7, 17), attnCase(128, 0))
+	vocab := vocabFull
+	if quick {
+		vocab = vocabQuik
+	}
+	eg := newEmbedGroup(vocab)
+	for _, T := range []int{1, 7, 128} {
+		cs = append(cs, embedCase(eg, T))
+	}
+	return cs
+}
+
+// sortByOp orders cases by table row, keeping the order within a row.
+func sortByOp(cs []*Case) {
+	for i := 1; i < len(cs); i++ {
+		for j := i; j > 0 && cs[j].Op < cs[j-1].Op; j-- {
+			cs[j], cs[j-1] = cs[j-1], cs[j]
+		}
+	}
+}

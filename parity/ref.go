@@ -1,0 +1,267 @@
+package main
+
+// The independent float64 references. Nothing here calls code under test: fp16 is decoded
+// and encoded by hand, blocks are dequantized here, the quantizers follow ggml's reference C
+// (quantize_row_q8_0_ref, quantize_row_q5_0_ref) statement by statement in float32.
+
+import (
+	"math"
+
+	"github.com/kernelrt/kernelrt"
+)
+
+// f16 decodes an IEEE half to float64 (exact).
+func f16(h uint16) float64 {
+	sign := 1.0
+	if h&0x8000 != 0 {
+		sign = -1
+	}
+	e := int(h>>10) & 0x1f
+	m := int(h & 0x3ff)
+	switch e {
+	case 0:
+		return sign * math.Ldexp(float64(m), -24)
+	case 31:
+		if m == 0 {
+			return math.Inf(int(sign))
+		}
+		return math.NaN()
+	}
+	return sign * math.Ldexp(float64(1024+m), e-25)
+}
+
+// toF16 encodes f as the nearest IEEE half, ties to even (F16C's _cvtss_sh(x, 0) and ggml's
+// scalar GGML_FP32_TO_FP16): from 65520 up it is Inf, NaN gives the quiet NaN 0x7e00.
+func toF16(f float32) uint16 {
+	a := math.Abs(float64(f))
+	var sign uint16
+	if math.Signbit(float64(f)) {
+		sign = 0x8000
+	}
+	switch {
+	case a != a:
+		return 0x7e00
+	case a >= 65520:
+		return sign | 0x7c00
+	case a < 0x1p-14: // subnormal half (or zero): units of 2^-24; 1024 carries into exp 1
+		return sign | uint16(math.RoundToEven(a*0x1p24))
+	}
+	_, ex := math.Frexp(a) // a = fr * 2^ex, fr in [0.5, 1)
+	e := ex - 1            // a in [2^e, 2^(e+1))
+	m := math.RoundToEven(math.Ldexp(a, 10-e))
+	return sign | uint16((e+15)<<10+int(m)-1024) // m = 2048 carries into the exponent
+}
+
+func abs32(x float32) float32 { return math.Float32frombits(math.Float32bits(x) &^ (1 << 31)) }
+
+// refQuantQ8 is ggml's quantize_row_q8_0_ref in float32.
+func refQuantQ8(dst []kernelrt.BlockQ8_0, src []float32) {
+	for b := range dst {
+		x := src[b*32 : b*32+32]
+		var amax float32
+		for _, v := range x {
+			if a := abs32(v); a > amax {
+				amax = a
+			}
+		}
+		d := amax / 127
+		var id float32
+		if d != 0 {
+			id = 1 / d
+		}
+		dst[b].D = toF16(d)
+		for j, v := range x {
+			x0 := float32(v * id)
+			dst[b].Qs[j] = int8(math.Round(float64(x0))) // roundf: half away from zero
+		}
+	}
+}
+
+// refQuantQ5 is ggml's quantize_row_q5_0_ref in float32.
+func refQuantQ5(dst []kernelrt.BlockQ5_0, src []float32) {
+	for b := range dst {
+		x := src[b*32 : b*32+32]
+		var amax, mx float32
+		for _, v := range x {
+			if a := abs32(v); amax < a {
+				amax, mx = a, v
+			}
+		}
+		d := mx / -16
+		var id float32
+		if d != 0 {
+			id = 1 / d
+		}
+		dst[b].D = toF16(d)
+		var qh uint32
+		for j := 0; j < 16; j++ {
+			x0 := float32(x[j] * id)
+			x1 := float32(x[16+j] * id)
+			xi0 := min(31, int(int8(float32(x0+16.5)))) // (int8_t) truncates
+			xi1 := min(31, int(int8(float32(x1+16.5))))
+			dst[b].Qs[j] = uint8(xi0&0xf) | uint8(xi1&0xf)<<4
+			qh |= uint32(xi0&0x10) >> 4 << j
+			qh |= uint32(xi1&0x10) >> 4 << (j + 16)
+		}
+		dst[b].Qh = [4]uint8{uint8(qh), uint8(qh >> 8), uint8(qh >> 16), uint8(qh >> 24)}
+	}
+}
+
+// q5 returns quant j (0..31) of a Q5_0 block.
+func q5(b *kernelrt.BlockQ5_0, j int) int {
+	qh := uint32(b.Qh[0]) | uint32(b.Qh[1])<<8 | uint32(b.Qh[2])<<16 | uint32(b.Qh[3])<<24
+	var lo int
+	if j < 16 {
+		lo = int(b.Qs[j] & 0xf)
+	} else {
+		lo = int(b.Qs[j-16] >> 4)
+	}
+	return lo | int(qh>>j&1)<<4
+}
+
+// unpackQ5 writes a Q5_0 block's centred quants q-16 (-16..15) into out.
+func unpackQ5(b *kernelrt.BlockQ5_0, out *[32]int32) {
+	for j := 0; j < 32; j++ {
+		out[j] = int32(q5(b, j) - 16)
+	}
+}
+
+// stepCheckQ8 measures the half-step rule for the Q8_0 blocks q of src: the worst over all
+// elements of |deq - x| / bound, bound = d/2 (a quant is x/d rounded) + |d16 - d|*|q| (d is
+// stored as fp16) + a float32 rounding allowance. <= 1 passes.
+func stepCheckQ8(q []kernelrt.BlockQ8_0, src []float32) float64 {
+	worst := 0.0
+	for b := range q {
+		x := src[b*32 : b*32+32]
+		amax := 0.0
+		for _, v := range x {
+			amax = math.Max(amax, math.Abs(float64(v)))
+		}
+		d := amax / 127
+		d16 := f16(q[b].D)
+		for j, v := range x {
+			qj := float64(q[b].Qs[j])
+			err := math.Abs(d16*qj - float64(v))
+			bound := 0.5*d*(1+1e-6) + math.Abs(d16-d)*math.Abs(qj)
+			worst = math.Max(worst, ratio(err, bound))
+		}
+	}
+	return worst
+}
+
+// stepCheckQ5 is stepCheckQ8 for Q5_0: d = m/-16 with m the signed element of largest
+// magnitude, quant x/d rounded half up and clamped to 15, so an element near -m (x/d above
+// 15.5) is allowed its distance to 15 steps instead of half a step.
+func stepCheckQ5(q []kernelrt.BlockQ5_0, src []float32) float64 {
+	worst := 0.0
+	for b := range q {
+		x := src[b*32 : b*32+32]
+		amax, m := 0.0, 0.0
+		for _, v := range x {
+			if a := math.Abs(float64(v)); amax < a {
+				amax, m = a, float64(v)
+			}
+		}
+		d := m / -16
+		d16 := f16(q[b].D)
+		for j, v := range x {
+			qj := float64(q5(&q[b], j) - 16)
+			err := math.Abs(d16*qj - float64(v))
+			steps := 0.5
+			if d != 0 {
+				if t := float64(v) / d; t > 15.5 {
+					steps = t - 15
+				}
+			}
+			bound := steps*math.Abs(d)*(1+1e-6) + math.Abs(d16-d)*math.Abs(qj)
+			worst = math.Max(worst, ratio(err, bound))
+		}
+	}
+	return worst
+}
+
+// ratio is err/bound, with 0/0 = 0 and x/0 = +Inf.
+func ratio(err, bound float64) float64 {
+	if err != err {
+		return math.Inf(1)
+	}
+	if err == 0 {
+		return 0
+	}
+	if bound == 0 {
+		return math.Inf(1)
+	}
+	return err / bound
+}
+
+// relErr is |y - ref| / max(scale, floor), NaN anywhere giving +Inf.
+func relErr(y float32, ref, scale, floor float64) float64 {
+	if y != y || ref != ref {
+		if y != y && ref != ref {
+			return 0
+		}
+		return math.Inf(1)
+	}
+	return ratio(math.Abs(float64(y)-ref), math.Max(scale, floor))
+}
+
+// ---- GEMV / GEMM ----
+
+// weights is a quantized matrix, Q8_0 or Q5_0 (exactly one of q8, q5 set).
+type weights struct {
+	q8   []kernelrt.BlockQ8_0
+	q5   []kernelrt.BlockQ5_0
+	rows int
+	cols int
+}
+
+// gemvRef computes, for tokens rows of Q8_0 activations x (cols/32 blocks each), the float64
+// ref[t*rows+r] = sum_b d_w*d_x*isum (exact: the integer sums and fp16 products fit in 53
+// bits, so only the sum over blocks rounds, in float64) and scale = sum |w||x|.
+func gemvRef(ref, scale []float64, w *weights, x []kernelrt.BlockQ8_0, tokens int) {
+	nb := w.cols / 32
+	var wq [32]int32
+	for r := 0; r < w.rows; r++ {
+		for t := 0; t < tokens; t++ {
+			ref[t*w.rows+r], scale[t*w.rows+r] = 0, 0
+		}
+		for b := 0; b < nb; b++ {
+			var dw float64
+			if w.q5 != nil {
+				blk := &w.q5[r*nb+b]
+				dw = f16(blk.D)
+				unpackQ5(blk, &wq)
+			} else {
+				blk := &w.q8[r*nb+b]
+				dw = f16(blk.D)
+				for j, v := range blk.Qs {
+					wq[j] = int32(v)
+				}
+			}
+			for t := 0; t < tokens; t++ {
+				xb := &x[t*nb+b]
+				var s, sa int32
+				for j := 0; j < 32; j++ {
+					p := wq[j] * int32(xb.Qs[j])
+					s += p
+					if p < 0 {
+						p = -p
+					}
+					sa += p
+				}
+				dd := dw * f16(xb.D)
+				ref[t*w.rows+r] += dd * float64(s)
+				scale[t*w.rows+r] += math.Abs(dd) * float64(sa)
+			}
+		}
+	}
+}
+
+// worstVs is max_i relErr(y[i], ref[i], scale[i], floor).
+func worstVs(y []float32, ref, scale []float64, floor float64) float64 {
+	worst := 0.0
+	for i, v := range y {
+		worst = math.Max(worst, relErr(v, ref[i], scale[i], floor))
+	}
+	return worst
+}
