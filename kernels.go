@@ -41,10 +41,11 @@ type BlockQ5_0 struct {
 var active atomic.Pointer[kern.Set]
 
 // defaultBackend is the backend chosen when neither KERNELRT_BACKEND nor an option says.
-// Preference order: cgo (C compiled by the system compiler), then generic.
+// Preference order: asm (a Go call, and the goroutine never leaves the scheduler, which
+// matters for pooled calls; see dispatch_table.go), then cgo, then generic.
 func defaultBackend() string {
 	have := kern.Backends()
-	for _, b := range []string{"cgo", "asm", "generic"} {
+	for _, b := range []string{"asm", "cgo", "generic"} {
 		for _, h := range have {
 			if h == b {
 				return b
