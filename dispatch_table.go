@@ -98,10 +98,10 @@ type OpRow struct {
 	// MinElements per mode: a worker must get at least this many elements for waking it to
 	// pay. active = min(threads, units/granule, elements/MinElements).
 	MinElements [numModes]int
-	// Backend is the kernel backend this op prefers when none is forced, where measurement
-	// shows it beats the default (asm): "cgo" where gcc's code is faster and the call is too
-	// short for cgo's scheduler costs to matter. "" or an absent backend = the default set.
-	Backend string
+	// Backend and SerialBackend are the kernel backends this op prefers when none is forced,
+	// for calls split over the pool and for calls the caller runs alone. "" = the default
+	// (asm); an absent backend falls back to the default set.
+	Backend, SerialBackend string
 }
 
 // lineGranule returns how many units of `unitFloats` float32s make a whole number of
@@ -182,13 +182,17 @@ func defaultTable() [numOps]OpRow {
 			Elements: func(s Shape) int { return s.Tokens * s.Cols }, ThreadpoolSafe: true,
 			ScratchBytes: none, MinElements: [numModes]int{16384, 16384}},
 	}
-	// The default backend is asm: a long cgo call parks its goroutine in syscall state, so
-	// the runtime's sysmon retakes Ps and unpinned runtime threads then compete with the
-	// pinned workers (measured: a 9728x896 GEMV's pooled caller share ran 30% slower under
-	// cgo than the same C as asm; decode 66 -> 78 tok/s, prefill 851 -> 1210 tok/s at 2
-	// threads). Quantization is a ~1 us op that never meets sysmon and gcc's code for it is
-	// ~15% faster than clang's, so it stays on cgo.
+	// Pooled calls use asm (the default): a long cgo call parks its goroutine in syscall
+	// state, the scheduler then spins up runtime threads looking for work, and with every
+	// core pinned to a worker they steal time from the kernels (measured: the caller's share
+	// of a pooled 9728x896 GEMV ran 30% slower under cgo than the same C as asm; 2-thread
+	// decode 66 -> 78 tok/s, prefill 851 -> 1210). A call the caller runs alone leaves a
+	// core free for those threads, so there gcc's faster code wins: single-thread Q8_0/Q5_0
+	// GEMV streams 10-15% faster through cgo. Quantization is ~1 us and gcc's is faster.
 	t[OpQuantizeQ8_0].Backend = "cgo"
+	for _, op := range []Op{OpQuantizeQ8_0, OpGemvQ8_0, OpGemvQ5_0, OpGemvQ8_0F32, OpGemvQ5_0F32} {
+		t[op].SerialBackend = "cgo"
+	}
 	for i := range t {
 		t[i].Op = Op(i)
 	}

@@ -74,7 +74,7 @@ type WorkerRange struct {
 type OpReport struct {
 	Op         string
 	Mode       string
-	Kernels    string // backend/variant
+	Kernels    string // backend/variant of the last call
 	Calls      int
 	Serial     int // calls that ran on the caller only
 	Active     int // workers of the last call
@@ -102,9 +102,13 @@ func (rt *Runtime) Report() []OpReport {
 		k := key{r.op, r.mode}
 		o := agg[k]
 		if o == nil {
-			o = &OpReport{Op: r.op.String(), Mode: r.mode.String(), Kernels: rt.sets[r.op].Name(),
-				Split: rt.table[r.op].Split.String()}
+			o = &OpReport{Op: r.op.String(), Mode: r.mode.String(), Split: rt.table[r.op].Split.String()}
 			agg[k] = o
+		}
+		if r.active <= 1 {
+			o.Kernels = rt.serial[r.op].Name()
+		} else {
+			o.Kernels = rt.sets[r.op].Name()
 		}
 		o.Calls++
 		if r.active <= 1 {

@@ -45,7 +45,8 @@ type Runtime struct {
 	scratch [][]byte // per worker, each on its own cache lines
 	scrOff  []int    // arena offset of each worker's scratch, for reports
 	table   [numOps]OpRow
-	sets    [numOps]*kern.Set
+	sets    [numOps]*kern.Set // for calls split over the pool
+	serial  [numOps]*kern.Set // for calls the caller runs alone
 	threads int
 	thrSrc  string // where the thresholds came from
 
@@ -162,15 +163,19 @@ func (rt *Runtime) resolveKernels(backend, variant string) error {
 			return fmt.Errorf("kernelrt.New: %w", err)
 		}
 	}
-	for i := range rt.sets {
-		rt.sets[i] = s
-		// With nothing forced, each op takes the backend its row prefers, in the same
-		// variant, when this binary has it (no cgo: the asm or generic set stays).
-		if backend == "" && rt.table[i].Backend != "" && rt.table[i].Backend != s.Backend {
-			if p, err := kern.Lookup(rt.table[i].Backend, s.Variant); err == nil {
-				rt.sets[i] = p
+	pick := func(pref string) *kern.Set {
+		if backend == "" && pref != "" && pref != s.Backend {
+			if p, err := kern.Lookup(pref, s.Variant); err == nil {
+				return p
 			}
 		}
+		return s
+	}
+	// With nothing forced, each op takes the backends its row prefers, in the same variant,
+	// when this binary has them (no cgo: the asm or generic set stays).
+	for i := range rt.sets {
+		rt.sets[i] = pick(rt.table[i].Backend)
+		rt.serial[i] = pick(rt.table[i].SerialBackend)
 	}
 	return nil
 }
@@ -181,8 +186,11 @@ func (rt *Runtime) Threads() int { return rt.threads }
 // Pool returns the runtime's thread pool (for pinning the caller and reading its stats).
 func (rt *Runtime) Pool() *threadpool.Pool { return rt.pool }
 
-// KernelsFor reports the "backend/variant" the runtime uses for op.
-func (rt *Runtime) KernelsFor(op Op) string { return rt.sets[op].Name() }
+// KernelsFor reports the "backend/variant" the runtime uses for op when the call is split
+// over the pool (pooled) and when the caller runs it alone.
+func (rt *Runtime) KernelsFor(op Op) (pooled, serial string) {
+	return rt.sets[op].Name(), rt.serial[op].Name()
+}
 
 // ThresholdsSource says where the MinElements in use came from.
 func (rt *Runtime) ThresholdsSource() string { return rt.thrSrc }
@@ -248,8 +256,13 @@ func (rt *Runtime) run(op Op, s Shape, j runner) {
 		mode = Prefill
 	}
 	b := j.base()
-	b.rt, b.set = rt, rt.sets[op]
+	b.rt = rt
 	b.p = row.decide(s, mode, rt.threads)
+	if b.p.active <= 1 {
+		b.set = rt.serial[op]
+	} else {
+		b.set = rt.sets[op]
+	}
 	if rt.rec == nil {
 		if b.p.active <= 1 {
 			j.Run(0, 1)

@@ -226,9 +226,9 @@ func (s *Suite) runtime(k kset, threads int) (*rtEntry, error) {
 		e.min0[i] = [2]int{row.MinElements[kernelrt.Decode], row.MinElements[kernelrt.Prefill]}
 	}
 	for op := 0; op < kernelrt.NumOps; op++ {
-		if got := rt.KernelsFor(kernelrt.Op(op)); got != k.name() {
+		if pooled, serial := rt.KernelsFor(kernelrt.Op(op)); pooled != k.name() || serial != k.name() {
 			rt.Close()
-			return nil, fmt.Errorf("parity: runtime for %s runs %s kernels for %s", k.name(), got, kernelrt.Op(op))
+			return nil, fmt.Errorf("parity: runtime for %s runs %s (pooled) / %s (serial) kernels for %s", k.name(), pooled, serial, kernelrt.Op(op))
 		}
 	}
 	s.rts[key] = e

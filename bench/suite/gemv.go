@@ -121,7 +121,7 @@ func (b *bench) gemv() error {
 	s := &b.s
 	g := &b.r.Gemv
 	g.RotateBytes = s.RotateBytes
-	g.Kernels = b.rtN.KernelsFor(kernelrt.OpGemvQ8_0)
+	g.Kernels, _ = b.rtN.KernelsFor(kernelrt.OpGemvQ8_0)
 	g.OMP = omp.Available()
 	g.OMPInfo = omp.Info()
 	variant := g.Kernels[strings.IndexByte(g.Kernels, '/')+1:]

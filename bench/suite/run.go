@@ -244,9 +244,10 @@ func (b *bench) machine() error {
 			feats = append(feats, x.name)
 		}
 	}
+	pooledK, serialK := b.rtN.KernelsFor(kernelrt.OpGemvQ8_0)
 	*m = Machine{
 		CPU: cpu.Model(), Features: strings.Join(feats, " "), Kernels: kernelrt.Kernels(),
-		GemvKernels: b.rtN.KernelsFor(kernelrt.OpGemvQ8_0), Backends: kernelrt.Backends(), Variants: kernelrt.Variants(),
+		GemvKernels: pooledK + " pooled, " + serialK + " serial", Backends: kernelrt.Backends(), Variants: kernelrt.Variants(),
 		Go: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH, GOMAXPROCS: runtime.GOMAXPROCS(0),
 		NumCPU: runtime.NumCPU(), L3Bytes: b.s.l3, Threads: n, Pool: pool.Describe(), Pinned: pool.Pinned(),
 		SpinUs: float64(pool.SpinBudget()) / 1e3, Thresholds: b.rtN.ThresholdsSource(), THP: thpSetting(),
