@@ -13,6 +13,12 @@ import (
 // pays: with 3, two workers finish in at most (w+d)/(2w) <= 2/3 of the serial time.
 const CalibrationSafety = 3
 
+// CalibrationMinShareNs is the least time a worker's share of a memory-bound op must take,
+// whatever the dispatch cost: a second core needs about a microsecond to get its memory stream going, so a tiny
+// memory-bound call does not speed up when split (measured: a 128x896 Q5_0 GEMV ran 2.6 us
+// serial and 4.2 us split over 2 threads, with a 0.11 us dispatch).
+const CalibrationMinShareNs = 2000
+
 // emptyTask is the task whose dispatch cost Calibrate measures.
 type emptyTask struct{}
 
@@ -39,7 +45,8 @@ type calibCase struct {
 
 // Calibrate measures this machine's dispatch cost (an empty dispatch to every worker, back
 // to back) and every op's serial cost per element at decode sizes, sets each row's
-// MinElements to CalibrationSafety dispatch costs of work, and returns the data so it can be
+// MinElements to CalibrationSafety dispatch costs of work (and, for memory-bound rows, at
+// least CalibrationMinShareNs of it), and returns the data so it can be
 // saved (WriteJSON) and loaded by New (Options.Thresholds). It takes about a second.
 func (rt *Runtime) Calibrate() (*Thresholds, error) {
 	if err := rt.checkOpen("Calibrate"); err != nil {
@@ -72,7 +79,11 @@ func (rt *Runtime) Calibrate() (*Thresholds, error) {
 		per := ns / float64(max(el, 1))
 		minEl := 1 << 30
 		if th.DispatchNs > 0 && per > 0 {
-			minEl = max(1024, int(math.Ceil(CalibrationSafety*th.DispatchNs/per)))
+			share := CalibrationSafety * th.DispatchNs
+			if rt.table[c.op].MemoryBound {
+				share = max(share, CalibrationMinShareNs)
+			}
+			minEl = max(1024, int(math.Ceil(share/per)))
 		}
 		th.Ops[c.op.String()] = OpCalibration{NsPerElement: per,
 			MinElements: map[string]int{"decode": minEl, "prefill": minEl}}

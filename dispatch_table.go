@@ -98,6 +98,9 @@ type OpRow struct {
 	// MinElements per mode: a worker must get at least this many elements for waking it to
 	// pay. active = min(threads, units/granule, elements/MinElements).
 	MinElements [numModes]int
+	// MemoryBound says the op's time is streaming weights from DRAM (the GEMVs): a worker's
+	// share must then also take CalibrationMinShareNs before splitting pays.
+	MemoryBound bool
 	// Backend and SerialBackend are the kernel backends this op prefers when none is forced,
 	// for calls split over the pool and for calls the caller runs alone. "" = the default
 	// (asm); an absent backend falls back to the default set.
@@ -190,6 +193,9 @@ func defaultTable() [numOps]OpRow {
 	// core free for those threads, so there gcc's faster code wins: single-thread Q8_0/Q5_0
 	// GEMV streams 10-15% faster through cgo. Quantization is ~1 us and gcc's is faster.
 	t[OpQuantizeQ8_0].Backend = "cgo"
+	for _, op := range []Op{OpGemvQ8_0, OpGemvQ5_0, OpGemvQ8_0F32, OpGemvQ5_0F32, OpGemvF32} {
+		t[op].MemoryBound = true
+	}
 	for _, op := range []Op{OpQuantizeQ8_0, OpGemvQ8_0, OpGemvQ5_0, OpGemvQ8_0F32, OpGemvQ5_0F32} {
 		t[op].SerialBackend = "cgo"
 	}
