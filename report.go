@@ -238,6 +238,3 @@ func (rt *Runtime) ResetReport() {
 		rt.rec.n = 0
 	}
 }
-
-// Since returns the time since the runtime started, on the clock trace stamps use.
-func (rt *Runtime) Since() time.Duration { return time.Since(rt.epoch) }
