@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
-	"time"
 )
 
 // record is one dispatch as the report ring keeps it. Worker stamps are nanoseconds since
