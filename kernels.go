@@ -340,32 +340,10 @@ func checkDequantize[B block](fn string, dst []float32, src []B) error {
 	return checkNoOverlap(fn, "dst", "src", spanOf(dst), spanOf(src))
 }
 
-// checkGemv checks y = W x (+ bias) with quantized w and Q8_0 x; bias may be nil.
+// checkGemv checks y = W x (+ bias) with quantized w and Q8_0 x; bias may be nil. It is
+// checkMatmul for one token, with the formulas a GEMV caller knows.
 func checkGemv[B block](fn string, y []float32, w []B, x []BlockQ8_0, bias []float32, rows, cols int) error {
-	n, err := checkMatrix(fn, rows, cols)
-	if err != nil {
-		return err
-	}
-	if err := checkLenF(fn, "y", y, "rows", rows, "floats"); err != nil {
-		return err
-	}
-	if err := checkLenF(fn, "w", w, "rows*cols/32", n/QK, "blocks"); err != nil {
-		return err
-	}
-	if err := checkLenF(fn, "x", x, "cols/32", cols/QK, "blocks"); err != nil {
-		return err
-	}
-	if err := checkOptLenF(fn, "bias", bias, "rows", rows, "floats"); err != nil {
-		return err
-	}
-	ys := spanOf(y)
-	if err := checkNoOverlap(fn, "y", "w", ys, spanOf(w)); err != nil {
-		return err
-	}
-	if err := checkNoOverlap(fn, "y", "x", ys, spanOf(x)); err != nil {
-		return err
-	}
-	return checkNoOverlap(fn, "y", "bias", ys, spanOf(bias))
+	return checkMatmul(fn, y, w, x, bias, rows, cols, 1, "rows", "cols/32")
 }
 
 // checkGemvFused checks the fused GEMV: FP32 x quantized into scratch, then y = W xq (+ bias).

@@ -40,6 +40,13 @@ func GemmQ5_0(y []float32, w []BlockQ5_0, x []BlockQ8_0, bias []float32, rows, c
 // y not overlapping w, x or bias. The serial functions and the Runtime's dispatch wrappers
 // share it.
 func checkGemm[B block](fn string, y []float32, w []B, x []BlockQ8_0, bias []float32, rows, cols, tokens int) error {
+	return checkMatmul(fn, y, w, x, bias, rows, cols, tokens, "tokens*rows", "tokens*cols/32")
+}
+
+// checkMatmul is the check GEMV (one token) and GEMM share; yLen and xLen are the formulas
+// its messages give for len(y) and len(x). They are constants: building them per call would
+// allocate on the hot path.
+func checkMatmul[B block](fn string, y []float32, w []B, x []BlockQ8_0, bias []float32, rows, cols, tokens int, yLen, xLen string) error {
 	n, err := checkMatrix(fn, rows, cols)
 	if err != nil {
 		return err
@@ -55,13 +62,13 @@ func checkGemm[B block](fn string, y []float32, w []B, x []BlockQ8_0, bias []flo
 	if !ok {
 		return argErr(fn, "tokens", "tokens*cols/32 = %d*%d overflows int", tokens, cols/QK)
 	}
-	if err := checkLenF(fn, "y", y, "tokens*rows", ny, "floats"); err != nil {
+	if err := checkLenF(fn, "y", y, yLen, ny, "floats"); err != nil {
 		return err
 	}
 	if err := checkLenF(fn, "w", w, "rows*cols/32", n/QK, "blocks"); err != nil {
 		return err
 	}
-	if err := checkLenF(fn, "x", x, "tokens*cols/32", nx, "blocks"); err != nil {
+	if err := checkLenF(fn, "x", x, xLen, nx, "blocks"); err != nil {
 		return err
 	}
 	if err := checkOptLenF(fn, "bias", bias, "rows", rows, "floats"); err != nil {
