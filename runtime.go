@@ -80,18 +80,17 @@ func New(opts Options) (*Runtime, error) {
 	if err := rt.resolveKernels(opts.Backend, opts.Variant); err != nil {
 		return nil, err
 	}
-	src, err := rt.loadThresholds(opts.Thresholds)
-	if err != nil {
-		return nil, err
-	}
-	rt.thrSrc = src
-
 	pool, err := threadpool.New(threadpool.Options{Threads: opts.Threads, NoPin: opts.NoPin, SpinBudget: opts.SpinBudget})
 	if err != nil {
 		return nil, fmt.Errorf("kernelrt.New: %w", err)
 	}
 	rt.pool = pool
 	rt.threads = pool.Threads()
+	// Thresholds are measured for a thread count: pick them once the pool says how many.
+	if rt.thrSrc, err = rt.loadThresholds(opts.Thresholds); err != nil {
+		pool.Close()
+		return nil, err
+	}
 
 	// Workspace is declared, never discovered: the largest private scratch any row needs at
 	// the declared maximum shapes, one slice per worker, planned before mapping.

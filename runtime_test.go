@@ -3,6 +3,7 @@ package kernelrt
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/kernelrt/kernelrt/internal/cpu"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -353,5 +354,20 @@ func TestThresholdsRoundTrip(t *testing.T) {
 	os.WriteFile(bad, []byte(`{"ops":{"nope":{"min_elements":{"decode":1}}}}`), 0o644)
 	if _, err := New(Options{Thresholds: bad}); err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Fatalf("unknown op in thresholds: err = %v", err)
+	}
+}
+
+// The built-in calibration is measured for a thread count and only applies to that count.
+func TestBuiltinCalibrationMatchesThreads(t *testing.T) {
+	rt2 := newTestRuntime(t, Options{Threads: 2})
+	rt1 := newTestRuntime(t, Options{Threads: 1})
+	name := CalibrationFile(cpu.Model(), 2)
+	if _, err := builtinCalibration.ReadFile("calibration/" + name); err == nil {
+		if !strings.Contains(rt2.ThresholdsSource(), name) {
+			t.Errorf("2 threads: thresholds from %q, want the built-in %s", rt2.ThresholdsSource(), name)
+		}
+	}
+	if strings.Contains(rt1.ThresholdsSource(), "-2t.json") && !strings.Contains(rt1.ThresholdsSource(), "no built-in") {
+		t.Errorf("1 thread loaded 2-thread thresholds: %s", rt1.ThresholdsSource())
 	}
 }

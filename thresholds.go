@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/kernelrt/kernelrt/internal/cpu"
-	"github.com/kernelrt/kernelrt/threadpool"
 )
 
 // Thresholds is the calibration data Calibrate writes and New loads: this machine's
@@ -50,14 +49,14 @@ func CalibrationFile(model string, threads int) string {
 }
 
 // loadThresholds applies a calibration file to the table and says where they came from.
-// The built-in file is only chosen for the thread count it was measured with, which is not
-// known until the pool exists, so the built-in lookup uses the machine's usable core count.
+// The built-in file is chosen for this CPU and the runtime's thread count: thresholds
+// measured with two workers say nothing about one or four.
 func (rt *Runtime) loadThresholds(file string) (string, error) {
 	switch file {
 	case "default":
 		return "table defaults", nil
 	case "":
-		name := CalibrationFile(cpu.Model(), usableCores())
+		name := CalibrationFile(cpu.Model(), rt.threads)
 		data, err := builtinCalibration.ReadFile(path.Join("calibration", name))
 		if err != nil {
 			return "table defaults (no built-in calibration for " + name + ")", nil
@@ -129,10 +128,4 @@ func (rt *Runtime) applyThresholds(th *Thresholds) error {
 		}
 	}
 	return nil
-}
-
-// usableCores is the default thread count: one per usable physical core.
-func usableCores() int {
-	cores, _ := threadpool.UsableCores()
-	return max(1, len(cores))
 }
