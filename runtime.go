@@ -41,7 +41,6 @@ type Options struct {
 type Runtime struct {
 	pool    *threadpool.Pool
 	arena   *arena.Arena
-	layout  *arena.Layout
 	scratch [][]byte // per worker, each on its own cache lines
 	scrOff  []int    // arena offset of each worker's scratch, for reports
 	table   [numOps]OpRow
@@ -113,7 +112,7 @@ func New(opts Options) (*Runtime, error) {
 		pool.Close()
 		return nil, fmt.Errorf("kernelrt.New: scratch arena: %w", err)
 	}
-	rt.arena, rt.layout = a, layout
+	rt.arena = a
 	if rt.scratch, err = arena.GetPerWorker[byte](a, layout, "scratch"); err != nil {
 		rt.Close()
 		return nil, fmt.Errorf("kernelrt.New: scratch: %w", err)

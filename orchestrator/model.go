@@ -135,11 +135,8 @@ func (m *Model) WeightBytes() int {
 	return n
 }
 
-// Pos is the number of tokens in the KV cache.
-func (m *Model) Pos() int { return m.Pos0() }
-
-// Pos0 is the position the next token gets.
-func (m *Model) Pos0() int { return m.pos }
+// Pos is the number of tokens in the KV cache, which is also the position the next token gets.
+func (m *Model) Pos() int { return m.pos }
 
 // Reset empties the KV cache (the weights stay).
 func (m *Model) Reset() { m.pos = 0 }
