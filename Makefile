@@ -4,21 +4,39 @@ BUILD       ?= build
 BENCHFLAGS  ?=
 MODEL       ?=
 
-.PHONY: all test generate fmt-check vet test-go test-nocgo test-race test-trace test-c \
-	bench parity parity-quick calibrate clean
+.PHONY: all help test generate generate-check fmt-check vet test-go test-nocgo test-tags test-race \
+	test-trace test-c bench parity parity-quick calibrate clean
 
 all: test
 
-## test: what CI runs: gofmt, vet, Go tests with cgo (all backends) and without (asm +
-## generic), the race detector on the concurrent packages, a run under the execution tracer
-## (a clobbered frame pointer in generated assembly crashes it), the C library's own tests
-## through CMake/ctest, and the quick parity table. Fuzz seed corpora run with the Go tests.
-test: generate fmt-check vet test-go test-nocgo test-race test-trace test-c parity-quick
+## help: list the targets with what each does.
+help:
+	@awk '/^## [a-z-]+:/ { sub(/^## /, ""); print "  " $$0 }' $(MAKEFILE_LIST)
 
-## generate: refresh the csrc/ hash the cgo backend carries (the go command does not see
-## edits to C files #included from outside a package directory).
+## test: what CI runs: generated code up to date, gofmt, vet, Go tests with cgo (all
+## backends) and without (asm + generic), the build tags (purego, noasm), the race detector
+## on the concurrent packages, a run under the execution tracer (a clobbered frame pointer
+## in generated assembly crashes it), the C library's own tests through CMake/ctest, and the
+## quick parity table. Fuzz seed corpora run with the Go tests.
+test: generate-check fmt-check vet test-go test-nocgo test-tags test-race test-trace test-c parity-quick
+
+## generate: regenerate the per-op plumbing from the op list (ops.manifest + csrc/kernelrt.h:
+## tools/opgen) and the csrc/ hash the cgo backend carries. `make asm` regenerates asm/.
 generate:
-	$(GO) generate ./internal/ckernels
+	$(GO) generate ./...
+
+## generate-check: fail when `go generate ./...` would change a file (run on a copy of the
+## working tree, so uncommitted edits count as they are).
+generate-check:
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$$tmp" 2>/dev/null; \
+	(cd "$$tmp" && $(GO) generate ./...) || exit 1; \
+	status=0; for f in $$(cd "$$tmp" && git -C "$(CURDIR)" ls-files -co --exclude-standard); do \
+		if ! cmp -s "$$f" "$$tmp/$$f"; then echo "generate-check: $$f is stale: run make generate"; status=1; fi; \
+	done; \
+	for f in $$(cd "$$tmp" && find . -name '*_gen.go' | sed 's|^\./||'); do \
+		[ -e "$$f" ] || { echo "generate-check: $$f is generated but not in the tree: run make generate"; status=1; }; \
+	done; exit $$status
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -34,6 +52,12 @@ test-go:
 test-nocgo:
 	CGO_ENABLED=0 $(GO) test -count=1 ./...
 
+## test-tags: -tags purego links only the pure-Go kernels (every package's tests run on them);
+## -tags noasm (klauspost/cpuid's tag, which hides the CPU's features) is refused loudly.
+test-tags:
+	$(GO) test -count=1 -tags purego . ./orchestrator ./parity
+	$(GO) test -count=1 -tags noasm -run 'TestNoasm|TestBuildTags' .
+
 test-race:
 	$(GO) test -race -short -count=1 ./threadpool/ ./arena/ ./orchestrator/ .
 
@@ -48,10 +72,10 @@ test-c:
 	cd $(BUILD)/c && ctest --output-on-failure
 
 parity:
-	$(GO) run ./parity
+	$(GO) run ./cmd/parity
 
 parity-quick:
-	$(GO) run ./parity -quick
+	$(GO) run ./cmd/parity -quick
 
 ## bench: the main job: Qwen2-0.5B-shaped kernels, dispatch and whole-model numbers.
 ## make bench MODEL=file.gguf benchmarks a GGUF model instead.

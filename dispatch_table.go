@@ -3,34 +3,39 @@ package kernelrt
 import (
 	"fmt"
 	"strings"
+
+	"github.com/kernelrt/kernelrt/internal/kern"
 )
 
-// Op identifies one row of the dispatch table.
+// The op list (ops.manifest + csrc/kernelrt.h) generates ops_gen.go: the Op constants, the
+// argument packers, the Ops interface and every op as a package function, a Serial method
+// and a Runtime method. See docs/ARCHITECTURE.md, "Adding an op".
+//go:generate go run ./tools/opgen
+
+// Op identifies one row of the dispatch table: one C kernel family. The constants (OpGemvQ8_0,
+// ...) are generated from the op list in ops_gen.go.
 type Op int
-
-// The ops of the table, one per kernel family the Runtime dispatches.
-const (
-	OpQuantizeQ8_0 Op = iota
-	OpGemvQ8_0
-	OpGemvQ5_0
-	OpGemvQ8_0F32
-	OpGemvQ5_0F32
-	OpGemvF32
-	OpGemmQ8_0
-	OpGemmQ5_0
-	OpRMSNorm
-	OpSoftmax
-	OpSwiGLU
-	OpAdd
-	OpRope
-	OpKVAppend
-	OpAttention
-	OpEmbed
-	numOps
-)
 
 // NumOps is the number of rows in the dispatch table.
 const NumOps = int(numOps)
+
+// String returns the op's table name ("gemv_q8_0").
+func (o Op) String() string {
+	if o >= 0 && o < numOps {
+		return kern.Names[o]
+	}
+	return fmt.Sprintf("op(%d)", int(o))
+}
+
+// ParseOp maps a table name ("gemv_q8_0", ...) to its Op.
+func ParseOp(name string) (Op, error) {
+	for i, n := range kern.Names {
+		if n == name {
+			return Op(i), nil
+		}
+	}
+	return 0, fmt.Errorf("kernelrt: unknown op %q (have %s)", name, strings.Join(kern.Names[:], ", "))
+}
 
 // Mode is the phase of inference a call belongs to; thresholds differ between them because
 // decode calls are small and back to back while prefill calls are large.
@@ -51,20 +56,44 @@ func (m Mode) String() string {
 	return "decode"
 }
 
-// SplitDim is the dimension an op's work is divided along between workers.
+// modeOf is Prefill for calls of several tokens.
+func modeOf(s Shape) Mode {
+	if s.Tokens > 1 {
+		return Prefill
+	}
+	return Decode
+}
+
+// SplitDim is the dimension an op's work is divided along between workers: a kernel's slice
+// range (its last two C parameters) counts these units.
 type SplitDim int
 
 // Split dimensions.
 const (
-	SplitRows SplitDim = iota
-	SplitTokens
-	SplitHeads
-	SplitElements
-	SplitBlocks
+	SplitRows     SplitDim = iota // Shape.Rows
+	SplitTokens                   // Shape.Tokens
+	SplitHeads                    // Shape.Heads
+	SplitElements                 // Shape.N
+	SplitBlocks                   // Shape.N / 32 (quantized blocks)
 )
 
 func (d SplitDim) String() string {
 	return [...]string{"rows", "tokens", "heads", "elements", "blocks"}[d]
+}
+
+// units is how many units of d a call of shape s has.
+func (d SplitDim) units(s Shape) int {
+	switch d {
+	case SplitRows:
+		return s.Rows
+	case SplitTokens:
+		return s.Tokens
+	case SplitHeads:
+		return s.Heads
+	case SplitBlocks:
+		return s.N / QK
+	}
+	return s.N
 }
 
 // Shape describes one call's sizes; each op reads the fields it needs.
@@ -72,40 +101,42 @@ type Shape struct {
 	Rows, Cols, Tokens    int // GEMV/GEMM: rows x cols weights, Tokens activations
 	Heads, KVHeads, HeadD int // attention and RoPE
 	Ctx                   int // attention: cache positions attended (max over tokens)
-	N                     int // elementwise ops: elements
+	N                     int // elementwise ops and quantization: elements
 }
 
-// OpRow is one row of the dispatch table: everything the Runtime needs to know to decide
-// serial or parallel, how many workers, and what each worker gets.
+// OpRow is one row of the dispatch table: everything the Runtime needs to decide whether a
+// call is split, over how many workers, what each worker gets and which kernels run it.
 type OpRow struct {
-	Op   Op
-	Name string
-	// Split is the dimension divided between workers; Units gives its size for a shape.
+	Op Op
+	// Split is the dimension divided between workers (the kernel's slice range).
 	Split SplitDim
-	Units func(s Shape) int
 	// Granule is the smallest number of split units a worker gets (except the last), chosen
 	// so that worker boundaries fall on whole 64-byte lines of output.
 	Granule func(s Shape) int
 	// Elements is the work measure MinElements is compared with (weights touched, floats
 	// written, multiply-adds...).
 	Elements func(s Shape) int
-	// ThreadpoolSafe is false for ops whose kernel must not run split (none today, but the
-	// Runtime honours it: such a row always runs serially).
+	// ThreadpoolSafe is false for ops whose kernel must not run split (stream_read: its
+	// slice sums into one float); the Runtime runs such a row serially.
 	ThreadpoolSafe bool
-	// NeedsPrivateScratch says every worker needs its own scratch of ScratchBytes(shape).
-	NeedsPrivateScratch bool
-	ScratchBytes        func(s Shape) int
+	// ScratchBytes is the private scratch every worker needs for a shape (nil: none); the
+	// kernel's `scratch` parameter gets the caller's buffer on worker 0 and the Runtime's
+	// per-worker arena buffer on the others.
+	ScratchBytes func(s Shape) int
 	// MinElements per mode: a worker must get at least this many elements for waking it to
 	// pay. active = min(threads, units/granule, elements/MinElements).
 	MinElements [numModes]int
-	// MemoryBound says the op's time is streaming weights from DRAM (the GEMVs): a worker's
-	// share must then also take CalibrationMinShareNs before splitting pays.
-	MemoryBound bool
 	// Backend and SerialBackend are the kernel backends this op prefers when none is forced,
 	// for calls split over the pool and for calls the caller runs alone. "" = the default
 	// (asm); an absent backend falls back to the default set.
 	Backend, SerialBackend string
 }
+
+// Name is the op's table name.
+func (r *OpRow) Name() string { return r.Op.String() }
+
+// Units is how many units of the split dimension a call of shape s has.
+func (r *OpRow) Units(s Shape) int { return r.Split.units(s) }
 
 // lineGranule returns how many units of `unitFloats` float32s make a whole number of
 // 64-byte lines (16 floats): 16/gcd(unitFloats, 16).
@@ -121,69 +152,53 @@ func lineGranule(unitFloats int) int {
 	return g
 }
 
-func one(Shape) int  { return 1 }
-func none(Shape) int { return 0 }
-
 // q8Bytes is the size of n/32 Q8_0 blocks.
 func q8Bytes(n int) int { return n / QK * 34 }
 
 // defaultTable is the built-in table. MinElements defaults come from measurements on a
-// 2-core Zen 5 (see calibration/); Calibrate replaces them with this machine's numbers.
+// 2-core Zen 5 (see calibration/); calibrate.Run replaces them with this machine's numbers.
 func defaultTable() [numOps]OpRow {
-	rows := func(s Shape) int { return s.Rows }
-	tokens := func(s Shape) int { return s.Tokens }
-	heads := func(s Shape) int { return s.Heads }
-	elems := func(s Shape) int { return s.N }
 	weights := func(s Shape) int { return s.Rows * s.Cols }
-	rowGran := func(Shape) int { return 16 } // 16 float outputs = one line
-	gemmGran := func(Shape) int { return 16 }
-	tokGranCols := func(s Shape) int { return lineGranule(s.Cols) }
-	tokGranHeads := func(s Shape) int { return lineGranule(s.Heads * s.HeadD) }
+	gemm := func(s Shape) int { return s.Rows * s.Cols * s.Tokens }
+	elems := func(s Shape) int { return s.N }
+	tokCols := func(s Shape) int { return s.Tokens * s.Cols }
+	c16 := func(Shape) int { return 16 } // 16 float outputs = one line
+	c32 := func(Shape) int { return 32 } // 32 blocks: whole lines of 34- or 22-byte blocks
+	one := func(Shape) int { return 1 }
+	colsLine := func(s Shape) int { return lineGranule(s.Cols) }
+	fusedScratch := func(s Shape) int { return q8Bytes(s.Cols) }
 	t := [numOps]OpRow{
-		OpQuantizeQ8_0: {Name: "quantize_q8_0", Split: SplitBlocks, Units: func(s Shape) int { return s.N / QK },
-			Granule: func(Shape) int { return 32 }, Elements: elems, ThreadpoolSafe: true,
-			ScratchBytes: none, MinElements: [numModes]int{1 << 16, 1 << 16}},
-		OpGemvQ8_0: {Name: "gemv_q8_0", Split: SplitRows, Units: rows, Granule: rowGran, Elements: weights,
-			ThreadpoolSafe: true, ScratchBytes: none, MinElements: [numModes]int{32768, 32768}},
-		OpGemvQ5_0: {Name: "gemv_q5_0", Split: SplitRows, Units: rows, Granule: rowGran, Elements: weights,
-			ThreadpoolSafe: true, ScratchBytes: none, MinElements: [numModes]int{32768, 32768}},
-		OpGemvQ8_0F32: {Name: "gemv_q8_0_f32", Split: SplitRows, Units: rows, Granule: rowGran, Elements: weights,
-			ThreadpoolSafe: true, NeedsPrivateScratch: true, ScratchBytes: func(s Shape) int { return q8Bytes(s.Cols) },
+		OpQuantizeQ8_0:   {Split: SplitBlocks, Granule: c32, Elements: elems, MinElements: [numModes]int{1 << 16, 1 << 16}},
+		OpQuantizeQ5_0:   {Split: SplitBlocks, Granule: c32, Elements: elems, MinElements: [numModes]int{1 << 16, 1 << 16}},
+		OpDequantizeQ8_0: {Split: SplitBlocks, Granule: one, Elements: elems, MinElements: [numModes]int{1 << 16, 1 << 16}},
+		OpDequantizeQ5_0: {Split: SplitBlocks, Granule: one, Elements: elems, MinElements: [numModes]int{1 << 16, 1 << 16}},
+		OpGemvQ8_0:       {Split: SplitRows, Granule: c16, Elements: weights, MinElements: [numModes]int{32768, 32768}},
+		OpGemvQ5_0:       {Split: SplitRows, Granule: c16, Elements: weights, MinElements: [numModes]int{32768, 32768}},
+		OpGemvQ8_0F32: {Split: SplitRows, Granule: c16, Elements: weights, ScratchBytes: fusedScratch,
 			MinElements: [numModes]int{32768, 32768}},
-		OpGemvQ5_0F32: {Name: "gemv_q5_0_f32", Split: SplitRows, Units: rows, Granule: rowGran, Elements: weights,
-			ThreadpoolSafe: true, NeedsPrivateScratch: true, ScratchBytes: func(s Shape) int { return q8Bytes(s.Cols) },
+		OpGemvQ5_0F32: {Split: SplitRows, Granule: c16, Elements: weights, ScratchBytes: fusedScratch,
 			MinElements: [numModes]int{32768, 32768}},
-		OpGemvF32: {Name: "gemv_f32", Split: SplitRows, Units: rows, Granule: rowGran, Elements: weights,
-			ThreadpoolSafe: true, ScratchBytes: none, MinElements: [numModes]int{16384, 16384}},
-		OpGemmQ8_0: {Name: "gemm_q8_0", Split: SplitRows, Units: rows, Granule: gemmGran,
-			Elements: func(s Shape) int { return s.Rows * s.Cols * s.Tokens }, ThreadpoolSafe: true,
-			ScratchBytes: none, MinElements: [numModes]int{65536, 65536}},
-		OpGemmQ5_0: {Name: "gemm_q5_0", Split: SplitRows, Units: rows, Granule: gemmGran,
-			Elements: func(s Shape) int { return s.Rows * s.Cols * s.Tokens }, ThreadpoolSafe: true,
-			ScratchBytes: none, MinElements: [numModes]int{65536, 65536}},
-		OpRMSNorm: {Name: "rmsnorm", Split: SplitTokens, Units: tokens, Granule: tokGranCols,
-			Elements: func(s Shape) int { return s.Tokens * s.Cols }, ThreadpoolSafe: true,
-			ScratchBytes: none, MinElements: [numModes]int{8192, 8192}},
-		OpSoftmax: {Name: "softmax", Split: SplitRows, Units: rows, Granule: tokGranCols,
-			Elements: func(s Shape) int { return s.Rows * s.Cols }, ThreadpoolSafe: true,
-			ScratchBytes: none, MinElements: [numModes]int{8192, 8192}},
-		OpSwiGLU: {Name: "swiglu", Split: SplitElements, Units: elems, Granule: func(Shape) int { return 16 },
-			Elements: elems, ThreadpoolSafe: true, ScratchBytes: none, MinElements: [numModes]int{16384, 16384}},
-		OpAdd: {Name: "add", Split: SplitElements, Units: elems, Granule: func(Shape) int { return 16 },
-			Elements: elems, ThreadpoolSafe: true, ScratchBytes: none, MinElements: [numModes]int{32768, 32768}},
-		OpRope: {Name: "rope", Split: SplitTokens, Units: tokens, Granule: tokGranHeads,
-			Elements: func(s Shape) int { return s.Tokens * s.Heads * s.HeadD }, ThreadpoolSafe: true,
-			ScratchBytes: none, MinElements: [numModes]int{16384, 16384}},
-		OpKVAppend: {Name: "kv_append", Split: SplitTokens, Units: tokens, Granule: one,
-			Elements: func(s Shape) int { return s.Tokens * s.KVHeads * s.HeadD }, ThreadpoolSafe: true,
-			ScratchBytes: none, MinElements: [numModes]int{32768, 32768}},
-		OpAttention: {Name: "attention", Split: SplitHeads, Units: heads, Granule: one,
-			Elements: func(s Shape) int { return s.Tokens * s.Heads * s.Ctx * s.HeadD }, ThreadpoolSafe: true,
-			NeedsPrivateScratch: true, ScratchBytes: func(s Shape) int { return 4 * s.Ctx },
-			MinElements: [numModes]int{16384, 16384}},
-		OpEmbed: {Name: "embed_q8_0", Split: SplitTokens, Units: tokens, Granule: tokGranCols,
-			Elements: func(s Shape) int { return s.Tokens * s.Cols }, ThreadpoolSafe: true,
-			ScratchBytes: none, MinElements: [numModes]int{16384, 16384}},
+		OpGemvF32:  {Split: SplitRows, Granule: c16, Elements: weights, MinElements: [numModes]int{16384, 16384}},
+		OpGemmQ8_0: {Split: SplitRows, Granule: c16, Elements: gemm, MinElements: [numModes]int{65536, 65536}},
+		OpGemmQ5_0: {Split: SplitRows, Granule: c16, Elements: gemm, MinElements: [numModes]int{65536, 65536}},
+		OpRMSNorm:  {Split: SplitTokens, Granule: colsLine, Elements: tokCols, MinElements: [numModes]int{8192, 8192}},
+		OpSoftmax: {Split: SplitRows, Granule: colsLine, Elements: func(s Shape) int { return s.Rows * s.Cols },
+			MinElements: [numModes]int{8192, 8192}},
+		OpSwiGLU: {Split: SplitElements, Granule: c16, Elements: elems, MinElements: [numModes]int{16384, 16384}},
+		OpAdd:    {Split: SplitElements, Granule: c16, Elements: elems, MinElements: [numModes]int{32768, 32768}},
+		OpRopeNeoX: {Split: SplitTokens, Granule: func(s Shape) int { return lineGranule(s.Heads * s.HeadD) },
+			Elements: func(s Shape) int { return s.Tokens * s.Heads * s.HeadD }, MinElements: [numModes]int{16384, 16384}},
+		OpKVAppend: {Split: SplitTokens, Granule: one, Elements: func(s Shape) int { return s.Tokens * s.KVHeads * s.HeadD },
+			MinElements: [numModes]int{32768, 32768}},
+		OpAttention: {Split: SplitHeads, Granule: one, Elements: func(s Shape) int { return s.Tokens * s.Heads * s.Ctx * s.HeadD },
+			ScratchBytes: func(s Shape) int { return 4 * s.Ctx }, MinElements: [numModes]int{16384, 16384}},
+		OpEmbedQ8_0: {Split: SplitTokens, Granule: colsLine, Elements: tokCols, MinElements: [numModes]int{16384, 16384}},
+		// One float of output: never split.
+		OpStreamRead: {Split: SplitElements, Granule: one, Elements: elems},
+	}
+	for i := range t {
+		t[i].Op = Op(i)
+		t[i].ThreadpoolSafe = Op(i) != OpStreamRead
 	}
 	// Pooled calls use asm (the default): a long cgo call parks its goroutine in syscall
 	// state, the scheduler then spins up runtime threads looking for work, and with every
@@ -193,14 +208,8 @@ func defaultTable() [numOps]OpRow {
 	// core free for those threads, so there gcc's faster code wins: single-thread Q8_0/Q5_0
 	// GEMV streams 10-15% faster through cgo. Quantization is ~1 us and gcc's is faster.
 	t[OpQuantizeQ8_0].Backend = "cgo"
-	for _, op := range []Op{OpGemvQ8_0, OpGemvQ5_0, OpGemvQ8_0F32, OpGemvQ5_0F32, OpGemvF32} {
-		t[op].MemoryBound = true
-	}
 	for _, op := range []Op{OpQuantizeQ8_0, OpGemvQ8_0, OpGemvQ5_0, OpGemvQ8_0F32, OpGemvQ5_0F32} {
 		t[op].SerialBackend = "cgo"
-	}
-	for i := range t {
-		t[i].Op = Op(i)
 	}
 	return t
 }
@@ -210,33 +219,6 @@ func (rt *Runtime) Table() []OpRow {
 	out := make([]OpRow, numOps)
 	copy(out, rt.table[:])
 	return out
-}
-
-// String returns the op's table name.
-func (o Op) String() string {
-	if o >= 0 && o < numOps {
-		return opNames[o]
-	}
-	return fmt.Sprintf("op(%d)", int(o))
-}
-
-var opNames = func() [numOps]string {
-	var n [numOps]string
-	t := defaultTable()
-	for i := range t {
-		n[i] = t[i].Name
-	}
-	return n
-}()
-
-// ParseOp maps a table name ("gemv_q8_0", ...) to its Op.
-func ParseOp(name string) (Op, error) {
-	for i, n := range opNames {
-		if n == name {
-			return Op(i), nil
-		}
-	}
-	return 0, fmt.Errorf("kernelrt: unknown op %q (have %s)", name, strings.Join(opNames[:], ", "))
 }
 
 // plan is the decision for one call: how many workers and each one's range.
@@ -249,7 +231,7 @@ type plan struct {
 // decide applies the table: a row that is not ThreadpoolSafe runs serially; otherwise
 // active = min(threads, granules, elements/MinElements[mode]), at least 1.
 func (row *OpRow) decide(s Shape, mode Mode, threads int) plan {
-	units := row.Units(s)
+	units := row.Split.units(s)
 	g := row.Granule(s)
 	if g < 1 {
 		g = 1
@@ -294,13 +276,14 @@ func share(n, granule, ith, nth int) (lo, hi int) {
 
 // SetMinElements overrides one row's thresholds (elements a worker must get for waking it to
 // pay) in decode and prefill mode. Parity tests use it to force every active-worker count;
-// Calibrate sets all rows from measurements.
+// calibration sets all rows from measurements. It must not race with calls on rt.
 func (rt *Runtime) SetMinElements(op Op, decode, prefill int) error {
 	if op < 0 || op >= numOps {
-		return fmt.Errorf("kernelrt.SetMinElements: unknown op %d", int(op))
+		return &OptionError{Option: "op", Value: fmt.Sprint(int(op)), Reason: "unknown op"}
 	}
 	if decode <= 0 || prefill <= 0 {
-		return fmt.Errorf("kernelrt.SetMinElements(%s): thresholds must be positive, got decode=%d prefill=%d", op, decode, prefill)
+		return &OptionError{Option: "MinElements", Value: fmt.Sprintf("decode=%d prefill=%d", decode, prefill),
+			Reason: fmt.Sprintf("thresholds of %s must be positive", op)}
 	}
 	rt.table[op].MinElements = [numModes]int{decode, prefill}
 	return nil

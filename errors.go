@@ -1,6 +1,24 @@
 package kernelrt
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrClosed is wrapped by every error of a call on a closed (or nil) Runtime; test with
+// errors.Is.
+var ErrClosed = errors.New("kernelrt: Runtime is closed")
+
+// OptionError reports a Runtime option (or a table setting) that cannot work.
+type OptionError struct {
+	Option string // e.g. "Threads"
+	Value  string // the value given
+	Reason string // what is wrong
+}
+
+func (e *OptionError) Error() string {
+	return fmt.Sprintf("kernelrt: option %s = %s: %s", e.Option, e.Value, e.Reason)
+}
 
 // ArgError reports an argument that a kernel refused before running.
 type ArgError struct {
@@ -54,4 +72,9 @@ func mulOK(a, b int) (int, bool) {
 		return 0, false
 	}
 	return c, true
+}
+
+// errClosedOp is the error of a Runtime method called on a nil *Runtime.
+func errClosedOp(fn string) error {
+	return fmt.Errorf("kernelrt.Runtime.%s: nil Runtime: %w", fn, ErrClosed)
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
-	"reflect"
 	"strings"
 	"testing"
 	"unsafe"
@@ -50,14 +49,15 @@ func refSet() *kern.Set {
 	return s
 }
 
-// hasOp reports whether s implements the kern.Set field named op (e.g. "GemvQ8_0"). It panics
-// on an unknown name, so a typo cannot silently select no set.
+// hasOp reports whether s implements the kernel whose Go name is op (e.g. "GemvQ8_0"). It
+// panics on an unknown name, so a typo cannot silently select no set.
 func hasOp(s *kern.Set, op string) bool {
-	f := reflect.ValueOf(s).Elem().FieldByName(op)
-	if !f.IsValid() || f.Kind() != reflect.Func {
-		panic("kernelrt tests: kern.Set has no func field " + op)
+	for i, n := range kern.GoNames {
+		if n == op {
+			return s.K[i] != nil
+		}
 	}
-	return !f.IsNil()
+	panic("kernelrt tests: no kernel named " + op)
 }
 
 // hasOps reports whether s implements every op named.
@@ -72,11 +72,7 @@ func hasOps(s *kern.Set, ops ...string) bool {
 
 // useSet makes s the active kernel set and returns the function restoring the previous one.
 // Tests using it must not run in parallel with other kernel tests.
-func useSet(s *kern.Set) (restore func()) {
-	prev := active.Load()
-	active.Store(s)
-	return func() { active.Store(prev) }
-}
+func useSet(s *kern.Set) (restore func()) { return kern.UseSet(s) }
 
 // forEachSet runs fn as a subtest named "backend/variant" (e.g. "cgo/avx512") once per set
 // that implements op, with that set active (so the public functions run it).
@@ -383,4 +379,13 @@ func wantNoAllocs(t *testing.T, name string, fn func()) {
 	if n := testing.AllocsPerRun(20, fn); n != 0 {
 		t.Errorf("%s: %v allocations per call, want 0", name, n)
 	}
+}
+
+// streamSum is StreamRead for inputs that cannot fail.
+func streamSum(x []float32) float32 {
+	v, err := StreamRead(x)
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -1,19 +1,24 @@
 // Package kernelrt runs the hot path of CPU LLM inference from Go: SIMD kernels for
-// ggml-compatible quantized GEMV and the other decoder ops, a pinned thread pool
+// ggml-compatible quantized GEMV/GEMM and the other decoder ops, a pinned thread pool
 // (threadpool/), a GC-free arena (arena/) and a dispatch table that decides per op whether
 // and how to split work across the pool.
 //
-// The functions in this file are the serial kernels. Each checks every argument before any
-// C or assembly runs and returns an error naming the argument and the numbers; none panics
-// on bad input.
+// Every op exists three ways with one signature: as a package function and a Serial method
+// (run in the calling goroutine) and as a Runtime method (split over the Runtime's pinned
+// workers as its dispatch table decides); the Ops interface covers both, so a model written
+// against Ops runs either way. Each call checks every argument before any C or assembly runs
+// and returns an *ArgError naming the argument and the numbers; none panics on bad input.
+//
+// The kernels come from one C source (csrc/) in three variants (scalar, AVX2, AVX-512 with
+// VNNI) picked at run time, reached through Go assembly generated from it (no cgo needed),
+// through cgo, or through a pure-Go port (other architectures, -tags purego). The environment
+// variables KERNELRT_BACKEND (asm, cgo, generic) and KERNELRT_VARIANT (ref, avx2, avx512)
+// force the default kernels; a bad value is reported by the first call.
 package kernelrt
 
 import (
-	"fmt"
 	"math"
-	"os"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/kernelrt/kernelrt/internal/cpu"
@@ -37,57 +42,6 @@ type BlockQ5_0 struct {
 	Qs [16]uint8
 }
 
-// active is the kernel set every serial function and dispatch wrapper calls.
-var active atomic.Pointer[kern.Set]
-
-// defaultBackend is the backend chosen when neither KERNELRT_BACKEND nor an option says.
-// Preference order: asm (a Go call, and the goroutine never leaves the scheduler, which
-// matters for pooled calls; see dispatch_table.go), then cgo, then generic.
-func defaultBackend() string {
-	have := kern.Backends()
-	for _, b := range []string{"asm", "cgo", "generic"} {
-		for _, h := range have {
-			if h == b {
-				return b
-			}
-		}
-	}
-	return "generic"
-}
-
-func init() {
-	backend := os.Getenv("KERNELRT_BACKEND")
-	if backend == "" {
-		backend = defaultBackend()
-	}
-	v := cpu.Best()
-	if s := os.Getenv("KERNELRT_VARIANT"); s != "" {
-		pv, err := cpu.ParseVariant(s)
-		if err != nil {
-			panic(fmt.Sprintf("kernelrt: KERNELRT_VARIANT: %v", err))
-		}
-		v = pv
-	}
-	if err := selectKernels(backend, v); err != nil {
-		panic(fmt.Sprintf("kernelrt: KERNELRT_BACKEND=%q KERNELRT_VARIANT=%q: %v", backend, v, err))
-	}
-}
-
-func selectKernels(backend string, v cpu.Variant) error {
-	if !cpu.Supports(v) {
-		return fmt.Errorf("this CPU cannot run the %s variant", v)
-	}
-	if backend == "generic" {
-		v = cpu.Ref // the pure-Go backend has one variant
-	}
-	s, err := kern.Lookup(backend, v)
-	if err != nil {
-		return err
-	}
-	active.Store(s)
-	return nil
-}
-
 // Backends lists the kernel backends built into this binary ("asm", "cgo", "generic").
 func Backends() []string { return kern.Backends() }
 
@@ -100,31 +54,21 @@ func Variants() []string {
 	return out
 }
 
-// Kernels reports the kernel set in use as "backend/variant", e.g. "cgo/avx512".
-func Kernels() string { return active.Load().Name() }
-
-// UseKernels switches every kernel to the given backend and variant (as listed by Backends and
-// Variants) and returns a function that restores the previous choice. It is meant for tests
-// and benchmarks; it must not race with running kernels.
-func UseKernels(backend, variant string) (restore func(), err error) {
-	v, err := cpu.ParseVariant(variant)
+// DefaultKernels reports the kernel set serial calls use, as "backend/variant"
+// ("asm/avx512"), or the error a bad KERNELRT_BACKEND / KERNELRT_VARIANT causes.
+func DefaultKernels() (string, error) {
+	s, err := kern.Default()
 	if err != nil {
-		return func() {}, err
+		return "", err
 	}
-	prev := active.Load()
-	if err := selectKernels(backend, v); err != nil {
-		return func() {}, fmt.Errorf("kernelrt.UseKernels(%q, %q): %w", backend, variant, err)
-	}
-	return func() { active.Store(prev) }, nil
+	return s.Name(), nil
 }
-
-// ks returns the kernel set in use.
-func ks() *kern.Set { return active.Load() }
 
 // ---- core kernels: quantization, GEMV, RMSNorm, softmax ----
 //
-// Each public function below is a check function (reused by the Runtime's dispatch wrappers)
-// followed by one call into the active kernel set over the whole range.
+// Each binder below (//kernelrt:api Name) checks every argument, then hands the packed
+// kernel arguments to run: tools/opgen makes it the package function, the Serial method and
+// the Runtime method Name, all with its signature and doc.
 
 // QuantizeQ8_0 quantizes src (a positive multiple of 32 floats) into len(src)/32 Q8_0 blocks,
 // byte for byte like ggml's reference quantizer: d = max|x|/127 stored as fp16 (round to
@@ -133,12 +77,13 @@ func ks() *kern.Set { return active.Load() }
 // NaN/Inf rule: a block holding any NaN or ±Inf is poisoned: d = 0x7e00 (fp16 NaN) and every
 // quant 0, so every value it dequantizes to, and every dot product it enters, is NaN, as in
 // float math. (ggml leaves this case undefined.) dst must not overlap src.
-func QuantizeQ8_0(dst []BlockQ8_0, src []float32) error {
+//
+//kernelrt:api QuantizeQ8_0
+func quantizeQ8_0(rt *Runtime, dst []BlockQ8_0, src []float32) error {
 	if err := checkQuantize("QuantizeQ8_0", dst, src); err != nil {
 		return err
 	}
-	ks().QuantizeQ8_0(sliceP(dst), sliceP(src), 0, len(dst))
-	return nil
+	return rt.run(OpQuantizeQ8_0, Shape{N: len(src), Tokens: 1}, argsQuantizeQ8_0(sliceP(dst), sliceP(src)), nil)
 }
 
 // QuantizeQ5_0 quantizes src (a positive multiple of 32 floats) into len(src)/32 Q5_0 blocks,
@@ -148,32 +93,35 @@ func QuantizeQ8_0(dst []BlockQ8_0, src []float32) error {
 // NaN/Inf rule: a block holding any NaN or ±Inf is poisoned: d = 0x7e00 (fp16 NaN) and every
 // quant q = 16 (qs all 0, qh all ones), so every value it dequantizes to, d*(q-16) = NaN*0, and
 // every dot product it enters is NaN, as in float math. dst must not overlap src.
-func QuantizeQ5_0(dst []BlockQ5_0, src []float32) error {
+//
+//kernelrt:api QuantizeQ5_0
+func quantizeQ5_0(rt *Runtime, dst []BlockQ5_0, src []float32) error {
 	if err := checkQuantize("QuantizeQ5_0", dst, src); err != nil {
 		return err
 	}
-	ks().QuantizeQ5_0(sliceP(dst), sliceP(src), 0, len(dst))
-	return nil
+	return rt.run(OpQuantizeQ5_0, Shape{N: len(src), Tokens: 1}, argsQuantizeQ5_0(sliceP(dst), sliceP(src)), nil)
 }
 
 // DequantizeQ8_0 expands src into len(src)*32 floats: dst[32b+j] = fp16(d_b) * qs_b[j].
 // dst must not overlap src.
-func DequantizeQ8_0(dst []float32, src []BlockQ8_0) error {
+//
+//kernelrt:api DequantizeQ8_0
+func dequantizeQ8_0(rt *Runtime, dst []float32, src []BlockQ8_0) error {
 	if err := checkDequantize("DequantizeQ8_0", dst, src); err != nil {
 		return err
 	}
-	ks().DequantizeQ8_0(sliceP(dst), sliceP(src), 0, len(src))
-	return nil
+	return rt.run(OpDequantizeQ8_0, Shape{N: len(dst), Tokens: 1}, argsDequantizeQ8_0(sliceP(dst), sliceP(src)), nil)
 }
 
 // DequantizeQ5_0 expands src into len(src)*32 floats: dst[32b+j] = fp16(d_b) * (q_b[j] - 16).
 // dst must not overlap src.
-func DequantizeQ5_0(dst []float32, src []BlockQ5_0) error {
+//
+//kernelrt:api DequantizeQ5_0
+func dequantizeQ5_0(rt *Runtime, dst []float32, src []BlockQ5_0) error {
 	if err := checkDequantize("DequantizeQ5_0", dst, src); err != nil {
 		return err
 	}
-	ks().DequantizeQ5_0(sliceP(dst), sliceP(src), 0, len(src))
-	return nil
+	return rt.run(OpDequantizeQ5_0, Shape{N: len(dst), Tokens: 1}, argsDequantizeQ5_0(sliceP(dst), sliceP(src)), nil)
 }
 
 // GemvQ8_0 computes y = W x for a rows x cols Q8_0 matrix w (row-major, cols/32 blocks a row)
@@ -186,121 +134,134 @@ func DequantizeQ5_0(dst []float32, src []BlockQ5_0) error {
 // +128, and checking would cost a pass over x per call, so -128 is not refused. A poisoned
 // block (fp16 NaN scale) makes its rows NaN in every variant; a block with an fp16 Inf scale
 // makes them Inf or NaN, which of the two may differ between variants.
-func GemvQ8_0(y []float32, w []BlockQ8_0, x []BlockQ8_0, rows, cols int) error {
-	return gemvQ8_0("GemvQ8_0", y, w, x, nil, rows, cols)
+//
+//kernelrt:api GemvQ8_0
+func gemvQ8_0(rt *Runtime, y []float32, w []BlockQ8_0, x []BlockQ8_0, rows, cols int) error {
+	if err := checkGemv("GemvQ8_0", y, w, x, nil, rows, cols); err != nil {
+		return err
+	}
+	return rt.run(OpGemvQ8_0, Shape{Rows: rows, Cols: cols, Tokens: 1}, argsGemvQ8_0(sliceP(y), sliceP(w), sliceP(x), nil, cols), nil)
 }
 
 // GemvQ8_0Bias is GemvQ8_0 followed by y[r] += bias[r]; a nil bias means none. y must not
 // overlap bias either (not even exactly: a kernel may add the bias in a second pass).
-func GemvQ8_0Bias(y []float32, w []BlockQ8_0, x []BlockQ8_0, bias []float32, rows, cols int) error {
-	return gemvQ8_0("GemvQ8_0Bias", y, w, x, bias, rows, cols)
-}
-
-func gemvQ8_0(fn string, y []float32, w, x []BlockQ8_0, bias []float32, rows, cols int) error {
-	if err := checkGemv(fn, y, w, x, bias, rows, cols); err != nil {
+//
+//kernelrt:api GemvQ8_0Bias
+func gemvQ8_0Bias(rt *Runtime, y []float32, w []BlockQ8_0, x []BlockQ8_0, bias []float32, rows, cols int) error {
+	if err := checkGemv("GemvQ8_0Bias", y, w, x, bias, rows, cols); err != nil {
 		return err
 	}
-	ks().GemvQ8_0(sliceP(y), sliceP(w), sliceP(x), sliceP(bias), cols, 0, rows)
-	return nil
+	return rt.run(OpGemvQ8_0, Shape{Rows: rows, Cols: cols, Tokens: 1}, argsGemvQ8_0(sliceP(y), sliceP(w), sliceP(x), sliceP(bias), cols), nil)
 }
 
 // GemvQ5_0 is GemvQ8_0 with Q5_0 weights, whose quants count as q-16.
-func GemvQ5_0(y []float32, w []BlockQ5_0, x []BlockQ8_0, rows, cols int) error {
-	return gemvQ5_0("GemvQ5_0", y, w, x, nil, rows, cols)
+//
+//kernelrt:api GemvQ5_0
+func gemvQ5_0(rt *Runtime, y []float32, w []BlockQ5_0, x []BlockQ8_0, rows, cols int) error {
+	if err := checkGemv("GemvQ5_0", y, w, x, nil, rows, cols); err != nil {
+		return err
+	}
+	return rt.run(OpGemvQ5_0, Shape{Rows: rows, Cols: cols, Tokens: 1}, argsGemvQ5_0(sliceP(y), sliceP(w), sliceP(x), nil, cols), nil)
 }
 
 // GemvQ5_0Bias is GemvQ5_0 followed by y[r] += bias[r]; a nil bias means none. y must not
 // overlap bias.
-func GemvQ5_0Bias(y []float32, w []BlockQ5_0, x []BlockQ8_0, bias []float32, rows, cols int) error {
-	return gemvQ5_0("GemvQ5_0Bias", y, w, x, bias, rows, cols)
-}
-
-func gemvQ5_0(fn string, y []float32, w []BlockQ5_0, x []BlockQ8_0, bias []float32, rows, cols int) error {
-	if err := checkGemv(fn, y, w, x, bias, rows, cols); err != nil {
+//
+//kernelrt:api GemvQ5_0Bias
+func gemvQ5_0Bias(rt *Runtime, y []float32, w []BlockQ5_0, x []BlockQ8_0, bias []float32, rows, cols int) error {
+	if err := checkGemv("GemvQ5_0Bias", y, w, x, bias, rows, cols); err != nil {
 		return err
 	}
-	ks().GemvQ5_0(sliceP(y), sliceP(w), sliceP(x), sliceP(bias), cols, 0, rows)
-	return nil
+	return rt.run(OpGemvQ5_0, Shape{Rows: rows, Cols: cols, Tokens: 1}, argsGemvQ5_0(sliceP(y), sliceP(w), sliceP(x), sliceP(bias), cols), nil)
 }
 
 // GemvQ8_0F32 is the fused GEMV for FP32 activations: it quantizes x (cols floats) to Q8_0
 // into the caller-owned scratch (at least cols/32 blocks; only the first cols/32 are written),
 // then computes y = W xq (+ bias unless bias is nil). The result is exactly QuantizeQ8_0 then
 // GemvQ8_0Bias. y must not overlap w, x, bias or scratch; scratch must not overlap w, x or bias.
-func GemvQ8_0F32(y []float32, w []BlockQ8_0, x []float32, bias []float32, scratch []BlockQ8_0, rows, cols int) error {
+//
+//kernelrt:api GemvQ8_0F32
+func gemvQ8_0F32(rt *Runtime, y []float32, w []BlockQ8_0, x []float32, bias []float32, scratch []BlockQ8_0, rows, cols int) error {
 	if err := checkGemvFused("GemvQ8_0F32", y, w, x, bias, scratch, rows, cols); err != nil {
 		return err
 	}
-	ks().GemvQ8_0F32(sliceP(y), sliceP(w), sliceP(x), sliceP(scratch), sliceP(bias), cols, 0, rows)
-	return nil
+	return rt.run(OpGemvQ8_0F32, Shape{Rows: rows, Cols: cols, Tokens: 1}, argsGemvQ8_0F32(sliceP(y), sliceP(w), sliceP(x), sliceP(bias), cols), sliceP(scratch))
 }
 
 // GemvQ5_0F32 is GemvQ8_0F32 with Q5_0 weights.
-func GemvQ5_0F32(y []float32, w []BlockQ5_0, x []float32, bias []float32, scratch []BlockQ8_0, rows, cols int) error {
+//
+//kernelrt:api GemvQ5_0F32
+func gemvQ5_0F32(rt *Runtime, y []float32, w []BlockQ5_0, x []float32, bias []float32, scratch []BlockQ8_0, rows, cols int) error {
 	if err := checkGemvFused("GemvQ5_0F32", y, w, x, bias, scratch, rows, cols); err != nil {
 		return err
 	}
-	ks().GemvQ5_0F32(sliceP(y), sliceP(w), sliceP(x), sliceP(scratch), sliceP(bias), cols, 0, rows)
-	return nil
+	return rt.run(OpGemvQ5_0F32, Shape{Rows: rows, Cols: cols, Tokens: 1}, argsGemvQ5_0F32(sliceP(y), sliceP(w), sliceP(x), sliceP(bias), cols), sliceP(scratch))
 }
 
 // GemvF32 computes y = W x in float32 for a row-major rows x cols matrix w: y[r] is the dot of
 // row r with x, for any positive cols. y must not overlap w or x.
-func GemvF32(y, w, x []float32, rows, cols int) error {
+//
+//kernelrt:api GemvF32
+func gemvF32(rt *Runtime, y, w, x []float32, rows, cols int) error {
 	if err := checkGemvF32("GemvF32", y, w, x, rows, cols); err != nil {
 		return err
 	}
-	ks().GemvF32(sliceP(y), sliceP(w), sliceP(x), cols, 0, rows)
-	return nil
+	return rt.run(OpGemvF32, Shape{Rows: rows, Cols: cols, Tokens: 1}, argsGemvF32(sliceP(y), sliceP(w), sliceP(x), cols), nil)
 }
 
 // RMSNorm normalises tokens rows of dim floats: out[t][i] = x[t][i] / sqrt(mean_i(x[t][i]^2) +
 // eps) * weight[i]. eps must be positive and finite. out must not overlap x or weight (the
 // kernels do not promise to work in place).
-func RMSNorm(out, x, weight []float32, tokens, dim int, eps float32) error {
+//
+//kernelrt:api RMSNorm
+func rmsNorm(rt *Runtime, out, x, weight []float32, tokens, dim int, eps float32) error {
 	if err := checkRMSNorm("RMSNorm", out, x, weight, tokens, dim, eps); err != nil {
 		return err
 	}
-	ks().RMSNorm(sliceP(out), sliceP(x), sliceP(weight), eps, dim, 0, tokens)
-	return nil
+	return rt.run(OpRMSNorm, Shape{Tokens: tokens, Cols: dim}, argsRMSNorm(sliceP(out), sliceP(x), sliceP(weight), eps, dim), nil)
 }
 
 // Softmax replaces each of the rows rows of cols floats in x by its softmax, in place:
 // x[i] = exp(x[i]-max) / sum_j exp(x[j]-max), exp being krt_expf (about 2 ulp).
-func Softmax(x []float32, rows, cols int) error {
+//
+//kernelrt:api Softmax
+func softmax(rt *Runtime, x []float32, rows, cols int) error {
 	if err := checkSoftmax("Softmax", x, rows, cols, nil); err != nil {
 		return err
 	}
-	ks().Softmax(sliceP(x), nil, cols, 0, rows)
-	return nil
+	// Softmax rows are independent tokens' scores: prefill thresholds apply when many.
+	return rt.run(OpSoftmax, Shape{Rows: rows, Cols: cols, Tokens: rows}, argsSoftmax(sliceP(x), nil, cols), nil)
 }
 
 // SoftmaxMasked is Softmax where row r uses only its first valid[r] entries (1..cols) and gets
 // zeros in the rest, as causal attention needs. valid must hold rows entries and not overlap x.
-func SoftmaxMasked(x []float32, rows, cols int, valid []int32) error {
+//
+//kernelrt:api SoftmaxMasked
+func softmaxMasked(rt *Runtime, x []float32, rows, cols int, valid []int32) error {
 	if err := checkSoftmax("SoftmaxMasked", x, rows, cols, valid); err != nil {
 		return err
 	}
-	ks().Softmax(sliceP(x), sliceP(valid), cols, 0, rows)
-	return nil
+	return rt.run(OpSoftmax, Shape{Rows: rows, Cols: cols, Tokens: rows}, argsSoftmax(sliceP(x), sliceP(valid), cols), nil)
 }
 
-// streamOut lends StreamRead a heap cell for the kernel's result: a local's address passed
-// through the kern.Set function value would escape and cost an allocation per call.
+// streamOut lends StreamRead a heap cell for the kernel's result: a local's address packed
+// into the kernel arguments would escape and cost an allocation per call.
 var streamOut = sync.Pool{New: func() any { return new(float32) }}
 
 // StreamRead returns the sum of src, read once from start to end with the widest loads the
 // kernel variant has: the memory-bandwidth baseline the GEMV benchmarks are compared with. The
 // summation order is the kernel's own, so only use the value to keep the read alive.
-func StreamRead(src []float32) float32 {
+//
+//kernelrt:api StreamRead
+func streamRead(rt *Runtime, src []float32) (float32, error) {
 	if len(src) == 0 {
-		return 0
+		return 0, nil
 	}
 	out := streamOut.Get().(*float32)
-	ks().StreamRead(unsafe.Pointer(out), sliceP(src), len(src))
+	err := rt.run(OpStreamRead, Shape{N: len(src), Tokens: 1}, argsStreamRead(unsafe.Pointer(out), sliceP(src)), nil)
 	s := *out
 	streamOut.Put(out)
-	return s
+	return s, err
 }
 
 // ---- argument checks (shared with the Runtime's dispatch wrappers) ----

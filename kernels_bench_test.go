@@ -179,7 +179,7 @@ func BenchmarkStreamRead(b *testing.B) {
 		b.ResetTimer()
 		var sink float32
 		for i := 0; i < b.N; i++ {
-			sink += StreamRead(buf)
+			sink += streamSum(buf)
 		}
 		reportGBs(b, streamBytes)
 		if !(sink > 0) {

@@ -17,21 +17,23 @@ package kernelrt
 // Cost: each weight block is repacked once per block of up to 128 tokens, then reused by all of
 // them; at T = 1 that repack makes GemvQ8_0 about twice as fast, at T = 2 they are even, and from
 // T = 3 the GEMM wins (about 5x at T = 128).
-func GemmQ8_0(y []float32, w []BlockQ8_0, x []BlockQ8_0, bias []float32, rows, cols, tokens int) error {
+//
+//kernelrt:api GemmQ8_0
+func gemmQ8_0(rt *Runtime, y []float32, w []BlockQ8_0, x []BlockQ8_0, bias []float32, rows, cols, tokens int) error {
 	if err := checkGemm("GemmQ8_0", y, w, x, bias, rows, cols, tokens); err != nil {
 		return err
 	}
-	ks().GemmQ8_0(sliceP(y), sliceP(w), sliceP(x), sliceP(bias), rows, cols, tokens, 0, rows)
-	return nil
+	return rt.run(OpGemmQ8_0, Shape{Rows: rows, Cols: cols, Tokens: tokens}, argsGemmQ8_0(sliceP(y), sliceP(w), sliceP(x), sliceP(bias), rows, cols, tokens), nil)
 }
 
 // GemmQ5_0 is GemmQ8_0 with Q5_0 weights, whose quants count as q-16.
-func GemmQ5_0(y []float32, w []BlockQ5_0, x []BlockQ8_0, bias []float32, rows, cols, tokens int) error {
+//
+//kernelrt:api GemmQ5_0
+func gemmQ5_0(rt *Runtime, y []float32, w []BlockQ5_0, x []BlockQ8_0, bias []float32, rows, cols, tokens int) error {
 	if err := checkGemm("GemmQ5_0", y, w, x, bias, rows, cols, tokens); err != nil {
 		return err
 	}
-	ks().GemmQ5_0(sliceP(y), sliceP(w), sliceP(x), sliceP(bias), rows, cols, tokens, 0, rows)
-	return nil
+	return rt.run(OpGemmQ5_0, Shape{Rows: rows, Cols: cols, Tokens: tokens}, argsGemmQ5_0(sliceP(y), sliceP(w), sliceP(x), sliceP(bias), rows, cols, tokens), nil)
 }
 
 // checkGemm checks y = W X (+ bias) for tokens tokens: rows, cols (a positive multiple of 32)

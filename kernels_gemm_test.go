@@ -49,9 +49,9 @@ func (c *gemmCase) run(q5 bool, y []float32) error {
 // runSet computes rows r0..r1 of y by calling set s's kernel directly.
 func (c *gemmCase) runSet(s *kern.Set, q5 bool, y []float32, r0, r1 int) {
 	if q5 {
-		s.GemmQ5_0(sliceP(y), sliceP(c.w5), sliceP(c.x), sliceP(c.bias), c.rows, c.cols, c.tokens, r0, r1)
+		s.K[kern.GemmQ5_0](argsGemmQ5_0(sliceP(y), sliceP(c.w5), sliceP(c.x), sliceP(c.bias), c.rows, c.cols, c.tokens), nil, r0, r1)
 	} else {
-		s.GemmQ8_0(sliceP(y), sliceP(c.w8), sliceP(c.x), sliceP(c.bias), c.rows, c.cols, c.tokens, r0, r1)
+		s.K[kern.GemmQ8_0](argsGemmQ8_0(sliceP(y), sliceP(c.w8), sliceP(c.x), sliceP(c.bias), c.rows, c.cols, c.tokens), nil, r0, r1)
 	}
 }
 

@@ -6,9 +6,9 @@ import (
 
 // ---- decoder ops: SwiGLU, residual add, RoPE, KV-cache append, attention, embedding ----
 //
-// Each public function below is a check function (reused by the Runtime's dispatch wrappers)
-// followed by one call into the active kernel set over the whole range. The semantics are
-// those of llama.cpp's qwen2 graph; csrc/elementwise.c, rope.c, attention.c and embed.c hold
+// Each binder below (//kernelrt:api Name) checks every argument, then hands the packed kernel
+// arguments to run; tools/opgen makes it the package function, Serial and Runtime method.
+// The semantics are those of llama.cpp's qwen2 graph; csrc/elementwise.c, rope.c, attention.c and embed.c hold
 // the kernels and document their numerics.
 
 // SwiGLU computes out[i] = silu(gate[i]) * up[i] with silu(g) = g / (1 + e^-g), the gated
@@ -16,23 +16,25 @@ import (
 // length. Extremes never give a spurious NaN: g <= -88.38 (e^-g overflows; |silu| < 4e-37)
 // and g = -Inf give -0, g = +Inf gives +Inf*up; a NaN gate gives NaN. out may be gate or up
 // exactly (in place) but must not partially overlap either.
-func SwiGLU(out, gate, up []float32) error {
+//
+//kernelrt:api SwiGLU
+func swiGLU(rt *Runtime, out, gate, up []float32) error {
 	if err := checkSwiGLU("SwiGLU", out, gate, up); err != nil {
 		return err
 	}
-	ks().SwiGLU(sliceP(out), sliceP(gate), sliceP(up), 0, len(out))
-	return nil
+	return rt.run(OpSwiGLU, Shape{N: len(out), Tokens: 1}, argsSwiGLU(sliceP(out), sliceP(gate), sliceP(up)), nil)
 }
 
 // Add computes out[i] = a[i] + b[i] (the residual add). All three slices have the same
 // positive length; out may be a or b exactly (x = x + y in place) but must not partially
 // overlap either.
-func Add(out, a, b []float32) error {
+//
+//kernelrt:api Add
+func add(rt *Runtime, out, a, b []float32) error {
 	if err := checkAdd("Add", out, a, b); err != nil {
 		return err
 	}
-	ks().Add(sliceP(out), sliceP(a), sliceP(b), 0, len(out))
-	return nil
+	return rt.run(OpAdd, Shape{N: len(out), Tokens: 1}, argsAdd(sliceP(out), sliceP(a), sliceP(b)), nil)
 }
 
 // checkSwiGLU checks SwiGLU's arguments (fn names the caller in errors).
@@ -184,12 +186,13 @@ func (t *RopeTable) Theta() float64 { return t.theta }
 // stride >= nHeads*headDim, pos0+tokens <= tab.MaxPos(), and len(x) must be exactly
 // (tokens-1)*stride + nHeads*headDim (the floats between one token's heads and the next
 // token are left untouched, e.g. the K and V parts of a fused QKV row).
-func RopeNeoX(x []float32, tab *RopeTable, tokens, nHeads, headDim, stride, pos0 int) error {
+//
+//kernelrt:api RopeNeoX
+func ropeNeoX(rt *Runtime, x []float32, tab *RopeTable, tokens, nHeads, headDim, stride, pos0 int) error {
 	if err := checkRopeNeoX("RopeNeoX", x, tab, tokens, nHeads, headDim, stride, pos0); err != nil {
 		return err
 	}
-	ks().RopeNeox(sliceP(x), sliceP(tab.cos), sliceP(tab.sin), stride, nHeads, headDim, pos0, 0, tokens)
-	return nil
+	return rt.run(OpRopeNeoX, Shape{Tokens: tokens, Heads: nHeads, HeadD: headDim}, argsRopeNeoX(sliceP(x), sliceP(tab.cos), sliceP(tab.sin), stride, nHeads, headDim, pos0), nil)
 }
 
 // checkRopeNeoX checks RopeNeoX's arguments (fn names the caller in errors).
@@ -228,12 +231,13 @@ func checkRopeNeoX(fn string, x []float32, tab *RopeTable, tokens, nHeads, headD
 // exactly (tokens-1)*srcStride + nKVHeads*headDim, srcStride >= nKVHeads*headDim, and
 // pos0+tokens <= maxCtx: a full cache is an error, never a write past it. cache must not
 // overlap src.
-func KVAppend(cache, src []float32, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0 int) error {
+//
+//kernelrt:api KVAppend
+func kvAppend(rt *Runtime, cache, src []float32, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0 int) error {
 	if err := checkKVAppend("KVAppend", cache, src, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0); err != nil {
 		return err
 	}
-	ks().KVAppend(sliceP(cache), sliceP(src), srcStride, nKVHeads, headDim, maxCtx, pos0, 0, tokens)
-	return nil
+	return rt.run(OpKVAppend, Shape{Tokens: tokens, KVHeads: nKVHeads, HeadD: headDim}, argsKVAppend(sliceP(cache), sliceP(src), srcStride, nKVHeads, headDim, maxCtx, pos0), nil)
 }
 
 // checkKVCache checks maxCtx > 0 and len(cache) = nKVHeads*maxCtx*headDim, given
@@ -294,13 +298,13 @@ func checkKVAppend(fn string, cache, src []float32, tokens, srcStride, nKVHeads,
 // (tokens-1)*qStride + nHeads*headDim, both caches nKVHeads*maxCtx*headDim floats, and scratch
 // at least maxCtx floats (the scores; a caller running several attentions at once gives each
 // its own). out and scratch must not overlap each other or any input.
-func Attention(out, q, kcache, vcache, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
+//
+//kernelrt:api Attention
+func attention(rt *Runtime, out, q, kcache, vcache, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
 	if err := checkAttention("Attention", out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0); err != nil {
 		return err
 	}
-	ks().Attention(sliceP(out), sliceP(q), sliceP(kcache), sliceP(vcache), sliceP(scratch),
-		nHeads, nKVHeads, headDim, maxCtx, qStride, pos0, tokens, 0, nHeads)
-	return nil
+	return rt.run(OpAttention, Shape{Tokens: tokens, Heads: nHeads, KVHeads: nKVHeads, HeadD: headDim, Ctx: pos0 + tokens}, argsAttention(sliceP(out), sliceP(q), sliceP(kcache), sliceP(vcache), nHeads, nKVHeads, headDim, maxCtx, qStride, pos0, tokens), sliceP(scratch))
 }
 
 // checkAttention checks Attention's arguments (fn names the caller in errors), scratch included.
@@ -389,12 +393,13 @@ func checkAttentionNoScratch(fn string, out, q, kcache, vcache []float32, tokens
 // vocab*dim/32, len(out) len(ids)*dim, ids non-empty; every id is checked against vocab first
 // (an id outside 0..vocab-1 is an error naming its index and value, never a read outside the
 // table). out must not overlap table or ids.
-func EmbedQ8_0(out []float32, table []BlockQ8_0, ids []int32, dim, vocab int) error {
+//
+//kernelrt:api EmbedQ8_0
+func embedQ8_0(rt *Runtime, out []float32, table []BlockQ8_0, ids []int32, dim, vocab int) error {
 	if err := checkEmbedQ8_0("EmbedQ8_0", out, table, ids, dim, vocab); err != nil {
 		return err
 	}
-	ks().EmbedQ8_0(sliceP(out), sliceP(table), sliceP(ids), dim, 0, len(ids))
-	return nil
+	return rt.run(OpEmbedQ8_0, Shape{Tokens: len(ids), Cols: dim}, argsEmbedQ8_0(sliceP(out), sliceP(table), sliceP(ids), dim), nil)
 }
 
 // checkEmbedQ8_0 checks EmbedQ8_0's arguments (fn names the caller in errors).

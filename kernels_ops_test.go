@@ -115,8 +115,8 @@ func (c *attnCase) run(out, scratch []float32) error {
 }
 
 func (c *attnCase) runSet(s *kern.Set, out, scratch []float32, h0, h1 int) {
-	s.Attention(sliceP(out), sliceP(c.q), sliceP(c.kc), sliceP(c.vc), sliceP(scratch),
-		c.nHeads, c.nKVHeads, c.headDim, c.maxCtx, c.qStride, c.pos0, c.tokens, h0, h1)
+	s.K[kern.Attention](argsAttention(sliceP(out), sliceP(c.q), sliceP(c.kc), sliceP(c.vc),
+		c.nHeads, c.nKVHeads, c.headDim, c.maxCtx, c.qStride, c.pos0, c.tokens), sliceP(scratch), h0, h1)
 }
 
 // refF64 is the attention in float64 and, per output element, sum_j w_j*|V[j][d]|.
@@ -354,7 +354,7 @@ func TestRopeNeoX(t *testing.T) {
 			tabs[sh.headDim] = tab
 		}
 	}
-	forEachSet(t, "RopeNeox", func(t *testing.T, s *kern.Set) {
+	forEachSet(t, "RopeNeoX", func(t *testing.T, s *kern.Set) {
 		for _, sh := range ropeShapes() {
 			what := fmt.Sprintf("%+v", sh)
 			x := randF32(rng, (sh.tokens-1)*sh.stride+sh.nHeads*sh.headDim, 3)
@@ -520,7 +520,7 @@ func TestEmbedQ8_0(t *testing.T) {
 // ---- slices: each kernel writes only its range ----
 
 // opsNames are the kern.Set fields of the ops tested here.
-var opsNames = []string{"SwiGLU", "Add", "RopeNeox", "KVAppend", "Attention", "EmbedQ8_0"}
+var opsNames = []string{"SwiGLU", "Add", "RopeNeoX", "KVAppend", "Attention", "EmbedQ8_0"}
 
 // skipUnlessAllOps skips a test that exercises every op on a set lacking one of them.
 func skipUnlessAllOps(t *testing.T, s *kern.Set) {
@@ -551,11 +551,11 @@ func TestOpsSlices(t *testing.T) {
 		for _, r := range [][2]int{{0, n}, {3, 37}, {16, 48}, {17, 18}, {99, 100}, {5, 5}} {
 			i0, i1 := r[0], r[1]
 			out := sentinels(n)
-			s.SwiGLU(sliceP(out), sliceP(gate), sliceP(up), i0, i1)
+			s.K[kern.SwiGLU](argsSwiGLU(sliceP(out), sliceP(gate), sliceP(up)), nil, i0, i1)
 			checkSwiGLUOut(t, fmt.Sprintf("SwiGLU [%d,%d)", i0, i1), out[i0:i1], gate[i0:i1], up[i0:i1])
 			checkSentinels(t, fmt.Sprintf("SwiGLU [%d,%d)", i0, i1), out, i0, i1)
 			out = sentinels(n)
-			s.Add(sliceP(out), sliceP(a), sliceP(b), i0, i1)
+			s.K[kern.Add](argsAdd(sliceP(out), sliceP(a), sliceP(b)), nil, i0, i1)
 			for i := i0; i < i1; i++ {
 				if out[i] != a[i]+b[i] {
 					t.Errorf("Add [%d,%d): out[%d] = %g, want %g", i0, i1, i, out[i], a[i]+b[i])
@@ -571,7 +571,7 @@ func TestOpsSlices(t *testing.T) {
 		for _, r := range [][2]int{{0, 6}, {2, 4}, {5, 6}} {
 			t0, t1 := r[0], r[1]
 			got := append([]float32(nil), x...)
-			s.RopeNeox(sliceP(got), sliceP(tab.cos), sliceP(tab.sin), stride, qwenHeads, qwenHeadDim, pos0, t0, t1)
+			s.K[kern.RopeNeoX](argsRopeNeoX(sliceP(got), sliceP(tab.cos), sliceP(tab.sin), stride, qwenHeads, qwenHeadDim, pos0), nil, t0, t1)
 			ref, mag := ropeF64(x, 1e6, T, qwenHeads, qwenHeadDim, stride, pos0)
 			for i := range ref {
 				if tk := i / stride; tk < t0 || tk >= t1 {
@@ -584,7 +584,7 @@ func TestOpsSlices(t *testing.T) {
 		src := randF32(rng, (T-1)*stride+qwenKVHeads*qwenHeadDim, 1)
 		for _, r := range [][2]int{{0, 6}, {1, 3}, {5, 6}} {
 			cache := sentinels(qwenKVHeads * 32 * qwenHeadDim)
-			s.KVAppend(sliceP(cache), sliceP(src), stride, qwenKVHeads, qwenHeadDim, 32, 20, r[0], r[1])
+			s.K[kern.KVAppend](argsKVAppend(sliceP(cache), sliceP(src), stride, qwenKVHeads, qwenHeadDim, 32, 20), nil, r[0], r[1])
 			checkKV(t, fmt.Sprintf("KVAppend tokens [%d,%d)", r[0], r[1]), cache, src, stride, qwenKVHeads, qwenHeadDim, 32, 20, r[0], r[1])
 		}
 		// Attention over heads [h0, h1), the groups' boundaries included.
@@ -600,7 +600,7 @@ func TestOpsSlices(t *testing.T) {
 		want := e.want()
 		for _, r := range [][2]int{{0, 7}, {2, 5}, {6, 7}} {
 			out := sentinels(len(want))
-			s.EmbedQ8_0(sliceP(out), sliceP(e.table), sliceP(e.ids), e.dim, r[0], r[1])
+			s.K[kern.EmbedQ8_0](argsEmbedQ8_0(sliceP(out), sliceP(e.table), sliceP(e.ids), e.dim), nil, r[0], r[1])
 			lo, hi := r[0]*e.dim, r[1]*e.dim
 			mustSame(t, fmt.Sprintf("EmbedQ8_0 tokens [%d,%d)", r[0], r[1]), out[lo:hi], want[lo:hi])
 			checkSentinels(t, fmt.Sprintf("EmbedQ8_0 tokens [%d,%d)", r[0], r[1]), out, lo, hi)
@@ -711,20 +711,20 @@ func TestOpsGenericMatchesCRef(t *testing.T) {
 	gate, up := swigluInputs(rng, 999)
 	both("SwiGLU", func(s *kern.Set) []float32 {
 		out := make([]float32, len(gate))
-		s.SwiGLU(sliceP(out), sliceP(gate), sliceP(up), 0, len(out))
+		s.K[kern.SwiGLU](argsSwiGLU(sliceP(out), sliceP(gate), sliceP(up)), nil, 0, len(out))
 		return out
 	})
 	both("Add", func(s *kern.Set) []float32 {
 		out := make([]float32, len(gate))
-		s.Add(sliceP(out), sliceP(gate), sliceP(up), 0, len(out))
+		s.K[kern.Add](argsAdd(sliceP(out), sliceP(gate), sliceP(up)), nil, 0, len(out))
 		return out
 	})
 	tab, err := NewRopeTable(qwenHeadDim, 200, 1e6)
 	mustOK(t, err)
 	x := randF32(rng, 9*qwenQKVWidth+qwenHidden, 3)
-	both("RopeNeox", func(s *kern.Set) []float32 {
+	both("RopeNeoX", func(s *kern.Set) []float32 {
 		out := append([]float32(nil), x...)
-		s.RopeNeox(sliceP(out), sliceP(tab.cos), sliceP(tab.sin), qwenQKVWidth, qwenHeads, qwenHeadDim, 150, 0, 10)
+		s.K[kern.RopeNeoX](argsRopeNeoX(sliceP(out), sliceP(tab.cos), sliceP(tab.sin), qwenQKVWidth, qwenHeads, qwenHeadDim, 150), nil, 0, 10)
 		return out
 	})
 	for _, c := range attnShapes(rng) {
@@ -737,7 +737,7 @@ func TestOpsGenericMatchesCRef(t *testing.T) {
 	e := newEmbedCase(rng, qwenHidden, 50, 9)
 	both("EmbedQ8_0", func(s *kern.Set) []float32 {
 		out := make([]float32, len(e.ids)*e.dim)
-		s.EmbedQ8_0(sliceP(out), sliceP(e.table), sliceP(e.ids), e.dim, 0, len(e.ids))
+		s.K[kern.EmbedQ8_0](argsEmbedQ8_0(sliceP(out), sliceP(e.table), sliceP(e.ids), e.dim), nil, 0, len(e.ids))
 		return out
 	})
 }

@@ -992,16 +992,16 @@ func TestStreamRead(t *testing.T) {
 				x[i] = float32(rng.IntN(7) - 3)
 				want += x[i]
 			}
-			if got := StreamRead(x); got != want {
+			if got := streamSum(x); got != want {
 				t.Errorf("n=%d: StreamRead = %g, want %g", n, got, want)
 			}
 			// Non-integers: a ref-variant port must sum in the reference's order.
 			y := randF32(rng, n, 1)
 			var yr float32
-			withSet(refSet(), func() { yr = StreamRead(y) })
-			wantRefBits(t, s, fmt.Sprintf("n=%d", n), []float32{StreamRead(y)}, []float32{yr})
+			withSet(refSet(), func() { yr = streamSum(y) })
+			wantRefBits(t, s, fmt.Sprintf("n=%d", n), []float32{streamSum(y)}, []float32{yr})
 		}
-		if got := StreamRead(nil); got != 0 {
+		if got := streamSum(nil); got != 0 {
 			t.Errorf("StreamRead(nil) = %g, want 0", got)
 		}
 	})
@@ -1154,7 +1154,7 @@ func TestNoAllocs(t *testing.T) {
 			{"RMSNorm", "RMSNorm", func() { RMSNorm(norm, wf, xf, rows, cols, 1e-6) }},
 			{"Softmax", "Softmax", func() { Softmax(sm, rows, cols) }},
 			{"SoftmaxMasked", "Softmax", func() { SoftmaxMasked(sm, rows, cols, valid) }},
-			{"StreamRead", "StreamRead", func() { StreamRead(wf) }},
+			{"StreamRead", "StreamRead", func() { streamSum(wf) }},
 		} {
 			if hasOp(s, c.op) {
 				wantNoAllocs(t, c.name, c.fn)
@@ -1288,7 +1288,7 @@ func TestGuardPages(t *testing.T) {
 					break
 				}
 				x := randF32(rng, n, 1)
-				if got, want := StreamRead(guardedCopy(t, x, p.f32)), StreamRead(x); got != want {
+				if got, want := streamSum(guardedCopy(t, x, p.f32)), streamSum(x); got != want {
 					t.Errorf("%s StreamRead n=%d: %g in guarded memory, %g otherwise", p.name, n, got, want)
 				}
 			}

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/kernelrt/kernelrt/internal/kern"
 )
 
 // record is one dispatch as the report ring keeps it. Worker stamps are nanoseconds since
@@ -23,6 +25,7 @@ type record struct {
 	end     int64
 	wstart  []int64
 	wend    []int64
+	set     *kern.Set // the kernels that ran
 }
 
 // recorder is a fixed-size ring of records, allocated once: recording a dispatch allocates
@@ -91,6 +94,8 @@ func (rt *Runtime) Report() []OpReport {
 	if rt.rec == nil {
 		return nil
 	}
+	rt.dispatch.Lock() // traced calls write the ring under it
+	defer rt.dispatch.Unlock()
 	type key struct {
 		op   Op
 		mode Mode
@@ -104,11 +109,7 @@ func (rt *Runtime) Report() []OpReport {
 			o = &OpReport{Op: r.op.String(), Mode: r.mode.String(), Split: rt.table[r.op].Split.String()}
 			agg[k] = o
 		}
-		if r.active <= 1 {
-			o.Kernels = rt.serial[r.op].Name()
-		} else {
-			o.Kernels = rt.sets[r.op].Name()
-		}
+		o.Kernels = r.set.Name()
 		o.Calls++
 		if r.active <= 1 {
 			o.Serial++
@@ -120,7 +121,7 @@ func (rt *Runtime) Report() []OpReport {
 		for w := 0; w < r.active; w++ {
 			lo, hi := share(r.units, r.granule, w, r.active)
 			wr := WorkerRange{Worker: w, Lo: lo, Hi: hi, ArenaOff: -1}
-			if row.NeedsPrivateScratch {
+			if row.ScratchBytes != nil {
 				wr.Scratch = row.ScratchBytes(r.shape)
 				wr.ArenaOff = rt.scrOff[w]
 			}
@@ -202,6 +203,8 @@ func (rt *Runtime) WriteTrace(w io.Writer) error {
 	if rt.rec == nil {
 		return fmt.Errorf("kernelrt: reporting is off (Options.Trace == 0)")
 	}
+	rt.dispatch.Lock()
+	defer rt.dispatch.Unlock()
 	bw := bufio.NewWriter(w)
 	ev := []traceEvent{}
 	for t := 0; t < rt.threads; t++ {
@@ -234,6 +237,8 @@ func (rt *Runtime) recs() []*record { return rt.rec.records() }
 // ResetReport forgets every recorded dispatch.
 func (rt *Runtime) ResetReport() {
 	if rt.rec != nil {
+		rt.dispatch.Lock()
 		rt.rec.n = 0
+		rt.dispatch.Unlock()
 	}
 }

@@ -1,20 +1,22 @@
 package kernelrt
 
 import (
-	"errors"
 	"fmt"
+	"sort"
+	"strings"
+	"sync"
 	"time"
 	"unsafe"
 
 	"github.com/kernelrt/kernelrt/arena"
-	"github.com/kernelrt/kernelrt/internal/cpu"
 	"github.com/kernelrt/kernelrt/internal/kern"
 	"github.com/kernelrt/kernelrt/threadpool"
 )
 
 // Options configures a Runtime.
 type Options struct {
-	// Threads is the number of workers including the caller; 0 = one per usable physical core.
+	// Threads is the number of workers including the caller; 0 = one per usable physical core
+	// (the affinity mask and the cgroup CPU quota count).
 	Threads int
 	// NoPin leaves worker threads locked but not pinned to cores.
 	NoPin bool
@@ -25,40 +27,61 @@ type Options struct {
 	MaxCols int
 	// MaxCtx is the longest attention context; it sizes each worker's score scratch. 0 = 32768.
 	MaxCtx int
-	// Thresholds is a calibration JSON file written by Calibrate. "" = the built-in file for
-	// this CPU if one matches, else the table defaults; "default" = table defaults only.
+	// Thresholds is a calibration JSON file (see package calibrate). "" = the built-in file
+	// for this CPU and thread count if one matches, else the table defaults; "default" =
+	// table defaults only.
 	Thresholds string
-	// Trace is the capacity of the report ring in dispatch records; 0 = reporting off.
+	// Trace is the capacity of the report ring in dispatch records; 0 = reporting off. At most
+	// MaxTrace.
 	Trace int
 	// Backend and Variant force the kernels ("cgo", "asm", "generic"; "ref", "avx2",
 	// "avx512"). Empty = the per-op default for this machine.
 	Backend, Variant string
 }
 
+// Limits on Options: beyond them New returns an *OptionError instead of exhausting memory.
+const (
+	// MaxTrace bounds Options.Trace (each record holds two stamps per worker).
+	MaxTrace = 1 << 22
+	// MaxScratchBytes bounds the per-worker scratch MaxCols and MaxCtx imply.
+	MaxScratchBytes = 1 << 30
+)
+
 // Runtime owns a thread pool, an arena with per-worker scratch and the dispatch table. Its
-// methods are the dispatch wrappers: the same signatures as the serial kernels, split over
-// the pool as the table decides. A Runtime is used by one goroutine at a time.
+// methods are the ops (the Ops interface) with the signatures of the package functions,
+// split over the pool as the table decides.
+//
+// A Runtime is safe for concurrent use: calls the table runs on the caller alone proceed in
+// parallel, calls split over the pool take turns (the pool has one dispatch slot), and with
+// reporting on (Options.Trace) every call takes its turn. Close waits for running calls; a
+// call after Close returns an error wrapping ErrClosed.
 type Runtime struct {
-	pool    *threadpool.Pool
-	arena   *arena.Arena
-	scratch [][]byte // per worker, each on its own cache lines
-	scrOff  []int    // arena offset of each worker's scratch, for reports
-	table   [numOps]OpRow
-	sets    [numOps]*kern.Set // for calls split over the pool
-	serial  [numOps]*kern.Set // for calls the caller runs alone
-	threads int
-	thrSrc  string // where the thresholds came from
+	life     sync.RWMutex // calls hold it shared, Close exclusively
+	closed   bool
+	dispatch sync.Mutex // one pooled dispatch (or traced call) at a time
+
+	pool     *threadpool.Pool
+	arena    *arena.Arena
+	scratch  []kern.P // per worker, each on its own cache lines
+	scrBytes int      // bytes of each worker's scratch
+	scrOff   []int    // arena offset of each worker's scratch, for reports
+	table    [numOps]OpRow
+	sets     [numOps]*kern.Set // for calls split over the pool
+	serial   [numOps]*kern.Set // for calls the caller runs alone
+	threads  int
+	thrSrc   string // where the thresholds came from
 
 	rec   *recorder
 	epoch time.Time
 
-	jobs jobs
+	job job // the one dispatch adapter, reused (under dispatch) so a call allocates nothing
 }
 
 // New creates a Runtime: it starts the pool, maps the scratch arena and loads thresholds.
+// A bad option is an *OptionError.
 func New(opts Options) (*Runtime, error) {
-	if opts.Threads < 0 {
-		return nil, fmt.Errorf("kernelrt.New: Options.Threads must be >= 0, got %d", opts.Threads)
+	if opts.Threads < 0 || opts.Threads > threadpool.MaxThreads {
+		return nil, optErr("Threads", opts.Threads, fmt.Sprintf("must be 0 (automatic) or 1..%d", threadpool.MaxThreads))
 	}
 	if opts.MaxCols == 0 {
 		opts.MaxCols = 16384
@@ -67,15 +90,32 @@ func New(opts Options) (*Runtime, error) {
 		opts.MaxCtx = 32768
 	}
 	if opts.MaxCols < 0 || opts.MaxCols%QK != 0 {
-		return nil, fmt.Errorf("kernelrt.New: Options.MaxCols must be a positive multiple of %d, got %d", QK, opts.MaxCols)
+		return nil, optErr("MaxCols", opts.MaxCols, fmt.Sprintf("must be a positive multiple of %d", QK))
 	}
 	if opts.MaxCtx < 0 {
-		return nil, fmt.Errorf("kernelrt.New: Options.MaxCtx must be >= 0, got %d", opts.MaxCtx)
+		return nil, optErr("MaxCtx", opts.MaxCtx, "must be >= 0")
 	}
-	if opts.Trace < 0 {
-		return nil, fmt.Errorf("kernelrt.New: Options.Trace must be >= 0, got %d", opts.Trace)
+	if opts.Trace < 0 || opts.Trace > MaxTrace {
+		return nil, optErr("Trace", opts.Trace, fmt.Sprintf("must be 0..%d records", MaxTrace))
+	}
+	if opts.SpinBudget < 0 {
+		return nil, optErr("SpinBudget", opts.SpinBudget, "must be >= 0")
 	}
 	rt := &Runtime{table: defaultTable(), epoch: time.Now()}
+	// Workspace is declared, never discovered: the largest private scratch any row needs at
+	// the declared maximum shapes, one slice per worker, planned before mapping.
+	per := 64
+	maxShape := Shape{Cols: opts.MaxCols, Ctx: opts.MaxCtx}
+	for i := range rt.table {
+		if f := rt.table[i].ScratchBytes; f != nil {
+			if b := f(maxShape); b > MaxScratchBytes || b < 0 || opts.MaxCtx > MaxScratchBytes || opts.MaxCols > MaxScratchBytes {
+				return nil, optErr("MaxCtx", fmt.Sprintf("MaxCtx=%d MaxCols=%d", opts.MaxCtx, opts.MaxCols),
+					fmt.Sprintf("%s would need more than %d bytes of scratch per worker", rt.table[i].Name(), MaxScratchBytes))
+			} else {
+				per = max(per, b)
+			}
+		}
+	}
 	if err := rt.resolveKernels(opts.Backend, opts.Variant); err != nil {
 		return nil, err
 	}
@@ -90,16 +130,6 @@ func New(opts Options) (*Runtime, error) {
 		pool.Close()
 		return nil, err
 	}
-
-	// Workspace is declared, never discovered: the largest private scratch any row needs at
-	// the declared maximum shapes, one slice per worker, planned before mapping.
-	per := 64
-	maxShape := Shape{Cols: opts.MaxCols, Ctx: opts.MaxCtx}
-	for i := range rt.table {
-		if rt.table[i].NeedsPrivateScratch {
-			per = max(per, rt.table[i].ScratchBytes(maxShape))
-		}
-	}
 	var plan arena.Plan
 	plan.AddPerWorker("scratch", 1, per, rt.threads, arena.Scratch)
 	layout, err := plan.Layout()
@@ -113,67 +143,56 @@ func New(opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("kernelrt.New: scratch arena: %w", err)
 	}
 	rt.arena = a
-	if rt.scratch, err = arena.GetPerWorker[byte](a, layout, "scratch"); err != nil {
+	scr, err := arena.GetPerWorker[byte](a, layout, "scratch")
+	if err != nil {
 		rt.Close()
 		return nil, fmt.Errorf("kernelrt.New: scratch: %w", err)
 	}
-	base := uintptr(unsafe.Pointer(unsafe.SliceData(rt.scratch[0])))
-	for _, s := range rt.scratch {
-		rt.scrOff = append(rt.scrOff, scratchOffset(layout)+int(uintptr(unsafe.Pointer(unsafe.SliceData(s)))-base))
+	rt.scrBytes = per
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(scr[0])))
+	off0 := 0
+	if e, ok := layout.Lookup("scratch"); ok {
+		off0 = e.Offset
+	}
+	for _, s := range scr {
+		p := unsafe.Pointer(unsafe.SliceData(s))
+		rt.scratch = append(rt.scratch, p)
+		rt.scrOff = append(rt.scrOff, off0+int(uintptr(p)-base))
 	}
 	if opts.Trace > 0 {
 		rt.rec = newRecorder(opts.Trace, rt.threads)
 	}
+	rt.job.rt = rt
 	return rt, nil
 }
 
-// scratchOffset is the arena offset of the first worker's scratch.
-func scratchOffset(l *arena.Layout) int {
-	if e, ok := l.Lookup("scratch"); ok {
-		return e.Offset
-	}
-	return 0
-}
-
-// resolveKernels picks the kernel set per op: forced by options, else the current default.
+// resolveKernels picks the kernel sets per op: forced by options, else the default set with
+// each row's preferred backends where this binary has them in the same variant.
 func (rt *Runtime) resolveKernels(backend, variant string) error {
-	s := ks()
+	var s *kern.Set
+	var err error
 	if backend != "" || variant != "" {
-		b, v := s.Backend, s.Variant
-		if backend != "" {
-			b = backend
-		}
-		if variant != "" {
-			pv, err := cpu.ParseVariant(variant)
-			if err != nil {
-				return fmt.Errorf("kernelrt.New: %w", err)
-			}
-			v = pv
-		}
-		if !cpu.Supports(v) {
-			return fmt.Errorf("kernelrt.New: this CPU cannot run the %s variant", v)
-		}
-		if b == "generic" {
-			v = cpu.Ref
-		}
-		var err error
-		if s, err = kern.Lookup(b, v); err != nil {
-			return fmt.Errorf("kernelrt.New: %w", err)
-		}
+		s, err = kern.Resolve(backend, variant)
+	} else {
+		s, err = kern.Default()
 	}
-	pick := func(pref string) *kern.Set {
+	if err != nil {
+		return &OptionError{Option: "Backend/Variant", Value: backend + "/" + variant, Reason: err.Error()}
+	}
+	if m := s.Missing(); len(m) > 0 {
+		return &OptionError{Option: "Backend", Value: s.Name(), Reason: fmt.Sprintf("lacks kernels %v (run make asm)", m)}
+	}
+	pick := func(op Op, pref string) *kern.Set {
 		if backend == "" && pref != "" && pref != s.Backend {
-			if p, err := kern.Lookup(pref, s.Variant); err == nil {
+			if p, err := kern.Lookup(pref, s.Variant); err == nil && p.K[op] != nil {
 				return p
 			}
 		}
 		return s
 	}
-	// With nothing forced, each op takes the backends its row prefers, in the same variant,
-	// when this binary has them (no cgo: the asm or generic set stays).
 	for i := range rt.sets {
-		rt.sets[i] = pick(rt.table[i].Backend)
-		rt.serial[i] = pick(rt.table[i].SerialBackend)
+		rt.sets[i] = pick(Op(i), rt.table[i].Backend)
+		rt.serial[i] = pick(Op(i), rt.table[i].SerialBackend)
 	}
 	return nil
 }
@@ -181,26 +200,113 @@ func (rt *Runtime) resolveKernels(backend, variant string) error {
 // Threads is the number of workers, including the caller.
 func (rt *Runtime) Threads() int { return rt.threads }
 
-// Pool returns the runtime's thread pool (for pinning the caller and reading its stats).
-func (rt *Runtime) Pool() *threadpool.Pool { return rt.pool }
-
 // KernelsFor reports the "backend/variant" the runtime uses for op when the call is split
 // over the pool (pooled) and when the caller runs it alone.
 func (rt *Runtime) KernelsFor(op Op) (pooled, serial string) {
 	return rt.sets[op].Name(), rt.serial[op].Name()
 }
 
+// KernelsSummary names the kernels the runtime runs: the set most ops use, then the ops that
+// differ, e.g. "asm/avx512; serial calls of gemv_q8_0, quantize_q8_0: cgo/avx512".
+func (rt *Runtime) KernelsSummary() string {
+	count := map[string]int{}
+	for i := range rt.sets {
+		count[rt.sets[i].Name()]++
+		count[rt.serial[i].Name()]++
+	}
+	main := ""
+	for name, n := range count {
+		if n > count[main] || n == count[main] && name < main {
+			main = name
+		}
+	}
+	pooled, serial := map[string][]string{}, map[string][]string{}
+	for i := range rt.sets {
+		if n := rt.sets[i].Name(); n != main {
+			pooled[n] = append(pooled[n], Op(i).String())
+		}
+		if n := rt.serial[i].Name(); n != main {
+			serial[n] = append(serial[n], Op(i).String())
+		}
+	}
+	out := main
+	for _, g := range []struct {
+		what string
+		m    map[string][]string
+	}{{"split calls", pooled}, {"serial calls", serial}} {
+		names := make([]string, 0, len(g.m))
+		for n := range g.m {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			out += fmt.Sprintf("; %s of %s: %s", g.what, strings.Join(g.m[n], ", "), n)
+		}
+	}
+	return out
+}
+
 // ThresholdsSource says where the MinElements in use came from.
 func (rt *Runtime) ThresholdsSource() string { return rt.thrSrc }
 
-// errClosed is returned by every wrapper after Close.
-var errClosed = errors.New("kernelrt: Runtime is closed")
+// PinCaller pins the calling goroutine's thread to worker 0's core for the duration of a
+// decode loop; call unpin when done. See threadpool.Pool.PinCaller.
+func (rt *Runtime) PinCaller() (unpin func(), err error) {
+	if err := rt.checkOpen(); err != nil {
+		return func() {}, err
+	}
+	return rt.pool.PinCaller()
+}
 
-// Close stops the pool and unmaps the arena. It is idempotent.
-func (rt *Runtime) Close() error {
-	if rt == nil || rt.pool == nil {
+// Describe is a one-paragraph account of the pool (threads, cores, pinning, spin budget).
+func (rt *Runtime) Describe() string {
+	if err := rt.checkOpen(); err != nil {
+		return err.Error()
+	}
+	return rt.pool.Describe()
+}
+
+// Cores returns the logical CPU each worker is pinned to (index 0: the caller).
+func (rt *Runtime) Cores() []int {
+	if rt.checkOpen() != nil {
 		return nil
 	}
+	return rt.pool.Cores()
+}
+
+// PoolStats returns the pool's counters (dispatches, sleeps, wake-ups).
+func (rt *Runtime) PoolStats() threadpool.Stats {
+	if rt.checkOpen() != nil {
+		return threadpool.Stats{}
+	}
+	return rt.pool.Stats()
+}
+
+// checkOpen refuses calls on a nil or closed runtime.
+func (rt *Runtime) checkOpen() error {
+	if rt == nil {
+		return fmt.Errorf("kernelrt: nil Runtime: %w", ErrClosed)
+	}
+	rt.life.RLock()
+	defer rt.life.RUnlock()
+	if rt.closed {
+		return fmt.Errorf("kernelrt: Runtime: %w", ErrClosed)
+	}
+	return nil
+}
+
+// Close stops the pool and unmaps the arena, after the calls running now return. It is
+// idempotent; later calls return an error wrapping ErrClosed.
+func (rt *Runtime) Close() error {
+	if rt == nil {
+		return nil
+	}
+	rt.life.Lock()
+	defer rt.life.Unlock()
+	if rt.closed {
+		return nil
+	}
+	rt.closed = true
 	err := rt.pool.Close()
 	if rt.arena != nil {
 		if e := rt.arena.Close(); err == nil {
@@ -211,81 +317,104 @@ func (rt *Runtime) Close() error {
 	return err
 }
 
-// jobBase is embedded in every worker adapter: the plan of the current call and, when
-// reporting is on, the record workers stamp their start and end times into.
-type jobBase struct {
-	rt  *Runtime
-	set *kern.Set
-	p   plan
-	rec *record
-}
+// builtinTable is the table the serial functions (Serial, package functions) read their
+// split dimension from: they always run the whole range.
+var builtinTable = defaultTable()
 
-// rng is worker ith's share of the current call.
-func (b *jobBase) rng(ith, nth int) (int, int) { return share(b.p.units, b.p.granule, ith, nth) }
-
-// stamp records a worker's start or end when reporting is on.
-func (b *jobBase) begin(ith int) {
-	if b.rec != nil {
-		b.rec.wstart[ith] = b.rt.now()
+// run executes op on shape s with the packed arguments a and the caller's private scratch
+// (nil for kernels without one): serially in this goroutine when rt is nil, else as rt's
+// table row decides. Arguments were checked by the caller (a binder).
+func (rt *Runtime) run(op Op, s Shape, a kern.Args, scratch kern.P) error {
+	if rt == nil {
+		set, err := kern.Default()
+		if err != nil {
+			return fmt.Errorf("kernelrt: %s: %w", op, err)
+		}
+		k := set.K[op]
+		if k == nil {
+			return fmt.Errorf("kernelrt: %s: kernel set %s lacks the kernel (run make asm)", op, set.Name())
+		}
+		k(a, scratch, 0, builtinTable[op].Split.units(s))
+		return nil
 	}
+	rt.life.RLock()
+	defer rt.life.RUnlock()
+	if rt.closed {
+		return fmt.Errorf("kernelrt: %s: %w", op, ErrClosed)
+	}
+	row := &rt.table[op]
+	if row.ScratchBytes != nil {
+		if need := row.ScratchBytes(s); need > rt.scrBytes {
+			return argErr(op.String(), "shape", "needs %d bytes of private scratch per worker, the runtime planned %d (raise Options.MaxCols / MaxCtx)", need, rt.scrBytes)
+		}
+	}
+	mode := modeOf(s)
+	p := row.decide(s, mode, rt.threads)
+	if p.active <= 1 && rt.rec == nil {
+		// The caller runs it alone: nothing shared is touched, so concurrent calls need no turn.
+		rt.serial[op].K[op](a, scratch, 0, p.units)
+		return nil
+	}
+	rt.dispatch.Lock()
+	defer rt.dispatch.Unlock()
+	j := &rt.job
+	set := rt.sets[op]
+	if p.active <= 1 {
+		set = rt.serial[op]
+	}
+	j.k, j.a, j.scr0, j.priv, j.p = set.K[op], a, scratch, row.ScratchBytes != nil, p
+	if rt.rec == nil {
+		rt.pool.DispatchN(p.active, j)
+		return nil
+	}
+	r := rt.rec.next()
+	r.op, r.mode, r.shape, r.active, r.units, r.granule, r.set = op, mode, s, p.active, p.units, p.granule, set
+	j.rec = r
+	r.start = rt.now()
+	if p.active <= 1 {
+		j.Run(0, 1)
+	} else {
+		rt.pool.DispatchN(p.active, j)
+	}
+	r.end = rt.now()
+	j.rec = nil
+	return nil
 }
 
-func (b *jobBase) end(ith int) {
-	if b.rec != nil {
-		b.rec.wend[ith] = b.rt.now()
+// job is the one worker adapter: every op's call is a kernel, its packed arguments and the
+// plan the table made. Run(ith, nth) computes the worker's share (share with the row's
+// granule) and makes one kernel call on it; a kernel with a private scratch gets the caller's
+// on worker 0 and the runtime's arena buffer on the others.
+type job struct {
+	rt   *Runtime
+	k    kern.Kernel
+	a    kern.Args
+	scr0 kern.P
+	priv bool
+	p    plan
+	rec  *record
+}
+
+// Run is worker ith's part of the current call.
+func (j *job) Run(ith, nth int) {
+	if j.rec != nil {
+		j.rec.wstart[ith] = j.rt.now()
+	}
+	if lo, hi := share(j.p.units, j.p.granule, ith, nth); lo < hi {
+		scr := j.scr0
+		if j.priv && (ith > 0 || scr == nil) {
+			scr = j.rt.scratch[ith]
+		}
+		j.k(j.a, scr, lo, hi)
+	}
+	if j.rec != nil {
+		j.rec.wend[ith] = j.rt.now()
 	}
 }
 
 func (rt *Runtime) now() int64 { return int64(time.Since(rt.epoch)) }
 
-// runner is a worker adapter: a typed job struct the pool runs as Run(ith, nth).
-type runner interface {
-	threadpool.Task
-	base() *jobBase
-}
-
-func (b *jobBase) base() *jobBase { return b }
-
-// run applies the table row of op to shape s and executes j serially or on the pool.
-func (rt *Runtime) run(op Op, s Shape, j runner) {
-	row := &rt.table[op]
-	mode := Decode
-	if s.Tokens > 1 {
-		mode = Prefill
-	}
-	b := j.base()
-	b.rt = rt
-	b.p = row.decide(s, mode, rt.threads)
-	if b.p.active <= 1 {
-		b.set = rt.serial[op]
-	} else {
-		b.set = rt.sets[op]
-	}
-	if rt.rec == nil {
-		if b.p.active <= 1 {
-			j.Run(0, 1)
-		} else {
-			rt.pool.DispatchN(b.p.active, j)
-		}
-		return
-	}
-	r := rt.rec.next()
-	r.op, r.mode, r.shape, r.active, r.units, r.granule = op, mode, s, b.p.active, b.p.units, b.p.granule
-	b.rec = r
-	r.start = rt.now()
-	if b.p.active <= 1 {
-		j.Run(0, 1)
-	} else {
-		rt.pool.DispatchN(b.p.active, j)
-	}
-	r.end = rt.now()
-	b.rec = nil
-}
-
-// checkOpen refuses calls on a closed runtime.
-func (rt *Runtime) checkOpen(fn string) error {
-	if rt == nil || rt.pool == nil {
-		return fmt.Errorf("kernelrt.Runtime.%s: %w", fn, errClosed)
-	}
-	return nil
+// optErr builds an *OptionError for option name with value v.
+func optErr(name string, v any, reason string) error {
+	return &OptionError{Option: name, Value: fmt.Sprint(v), Reason: reason}
 }

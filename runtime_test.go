@@ -3,12 +3,15 @@ package kernelrt
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/kernelrt/kernelrt/internal/cpu"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kernelrt/kernelrt/internal/cpu"
+	"github.com/kernelrt/kernelrt/internal/kern"
 )
 
 func newTestRuntime(t *testing.T, opts Options) *Runtime {
@@ -104,17 +107,18 @@ func TestDecideActive(t *testing.T) {
 func TestTableComplete(t *testing.T) {
 	tab := defaultTable()
 	for i, row := range tab {
-		if row.Op != Op(i) || row.Name == "" || row.Units == nil || row.Granule == nil || row.Elements == nil || row.ScratchBytes == nil {
-			t.Errorf("row %d (%q) is incomplete", i, row.Name)
+		if row.Op != Op(i) || row.Name() == "" || row.Granule == nil || row.Elements == nil {
+			t.Errorf("row %d (%q) is incomplete", i, row.Name())
 		}
-		if row.MinElements[Decode] <= 0 || row.MinElements[Prefill] <= 0 {
-			t.Errorf("row %s has non-positive MinElements %v", row.Name, row.MinElements)
+		if row.ThreadpoolSafe && (row.MinElements[Decode] <= 0 || row.MinElements[Prefill] <= 0) {
+			t.Errorf("row %s has non-positive MinElements %v", row.Name(), row.MinElements)
 		}
-		if row.NeedsPrivateScratch != (row.ScratchBytes(Shape{Cols: 896, Ctx: 512}) > 0) {
-			t.Errorf("row %s: NeedsPrivateScratch disagrees with ScratchBytes", row.Name)
+		// The kernel's C signature (a `scratch` parameter) and the row must agree.
+		if kern.HasScratch[i] != (row.ScratchBytes != nil) {
+			t.Errorf("row %s: ScratchBytes set = %v, but the kernel takes a scratch = %v", row.Name(), row.ScratchBytes != nil, kern.HasScratch[i])
 		}
-		if op, err := ParseOp(row.Name); err != nil || op != row.Op {
-			t.Errorf("ParseOp(%q) = %v, %v", row.Name, op, err)
+		if op, err := ParseOp(row.Name()); err != nil || op != row.Op {
+			t.Errorf("ParseOp(%q) = %v, %v", row.Name(), op, err)
 		}
 	}
 }
@@ -233,8 +237,12 @@ func TestRuntimeClosed(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 	err = rt.GemvQ8_0(make([]float32, 1), make([]BlockQ8_0, 1), make([]BlockQ8_0, 1), 1, 32)
-	if err == nil || !strings.Contains(err.Error(), "closed") {
-		t.Fatalf("GemvQ8_0 after Close: %v, want a closed error", err)
+	if !errors.Is(err, ErrClosed) {
+		t.Fatalf("GemvQ8_0 after Close: %v, want an error wrapping ErrClosed", err)
+	}
+	var nilRT *Runtime
+	if err := nilRT.Add(make([]float32, 1), make([]float32, 1), make([]float32, 1)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Add on a nil Runtime: %v, want an error wrapping ErrClosed", err)
 	}
 }
 
@@ -324,18 +332,9 @@ func TestReportAndTrace(t *testing.T) {
 }
 
 func TestThresholdsRoundTrip(t *testing.T) {
-	rt := newTestRuntime(t, Options{Threads: 2, Thresholds: "default"})
-	th, err := rt.Calibrate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(th.Ops) != NumOps {
-		t.Fatalf("calibration covers %d ops, want %d", len(th.Ops), NumOps)
-	}
-	for name, oc := range th.Ops {
-		if !(oc.NsPerElement > 0) || oc.MinElements["decode"] <= 0 {
-			t.Errorf("%s: %+v", name, oc)
-		}
+	th := &Thresholds{CPU: "test", Threads: 2, Ops: map[string]OpCalibration{}}
+	for op := Op(0); op < numOps; op++ {
+		th.Ops[op.String()] = OpCalibration{NsPerElement: 0.5, MinElements: map[string]int{"decode": 1000 + int(op), "prefill": 2000 + int(op)}}
 	}
 	path := filepath.Join(t.TempDir(), "th.json")
 	f, _ := os.Create(path)

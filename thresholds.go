@@ -12,7 +12,7 @@ import (
 	"github.com/kernelrt/kernelrt/internal/cpu"
 )
 
-// Thresholds is the calibration data Calibrate writes and New loads: this machine's
+// Thresholds is the calibration data package calibrate writes and New loads: this machine's
 // dispatch cost and each op's per-element cost, and the MinElements derived from them.
 type Thresholds struct {
 	CPU        string                   `json:"cpu"`
@@ -65,7 +65,7 @@ func (rt *Runtime) loadThresholds(file string) (string, error) {
 		if err := json.Unmarshal(data, &th); err != nil {
 			return "", fmt.Errorf("kernelrt.New: built-in calibration %s: %w", name, err)
 		}
-		if err := rt.applyThresholds(&th); err != nil {
+		if err := rt.ApplyThresholds(&th); err != nil {
 			return "", fmt.Errorf("kernelrt.New: built-in calibration %s: %w", name, err)
 		}
 		return "built-in calibration " + name, nil
@@ -79,7 +79,7 @@ func (rt *Runtime) loadThresholds(file string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("kernelrt.New: thresholds %s: %w", file, err)
 	}
-	if err := rt.applyThresholds(th); err != nil {
+	if err := rt.ApplyThresholds(th); err != nil {
 		return "", fmt.Errorf("kernelrt.New: thresholds %s: %w", file, err)
 	}
 	return "calibration file " + file, nil
@@ -103,9 +103,20 @@ func (th *Thresholds) WriteJSON(w io.Writer) error {
 	return enc.Encode(th)
 }
 
-// applyThresholds copies MinElements from th into the table; unknown ops or modes and
-// non-positive values are errors, ops th does not mention keep their defaults.
-func (rt *Runtime) applyThresholds(th *Thresholds) error {
+// ApplyThresholds copies MinElements from th into rt's table (package calibrate measures
+// them); unknown ops or modes and non-positive values are errors and change nothing, ops th
+// does not mention keep theirs. It must not race with calls on rt.
+func (rt *Runtime) ApplyThresholds(th *Thresholds) error {
+	t := rt.table
+	if err := applyThresholds(&t, th); err != nil {
+		return err
+	}
+	rt.table = t
+	return nil
+}
+
+// applyThresholds copies MinElements from th into the table t.
+func applyThresholds(t *[numOps]OpRow, th *Thresholds) error {
 	for name, oc := range th.Ops {
 		op, err := ParseOp(name)
 		if err != nil {
@@ -124,7 +135,7 @@ func (rt *Runtime) applyThresholds(th *Thresholds) error {
 			if v <= 0 {
 				return fmt.Errorf("op %s %s: min_elements must be positive, got %d", name, mode, v)
 			}
-			rt.table[op].MinElements[m] = v
+			t[op].MinElements[m] = v
 		}
 	}
 	return nil

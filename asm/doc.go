@@ -4,7 +4,7 @@
 //
 // Importing the package registers one kern.Set per variant (ref, avx2, avx512) under the
 // backend name "asm". The code exists for amd64 only; on other architectures, or with the
-// noasm build tag, the package is empty and registers nothing.
+// purego build tag, the package is empty and registers nothing.
 //
 // Everything in *_amd64.s, the *_amd64.go prototype files and register_amd64.go is generated:
 // edit csrc/ or tools/asmgen and run `make asm`; `make asm-check` fails when the committed

@@ -5,7 +5,7 @@
 // Pipeline: clang -S, asmgen pre-pass, c2goasm, asmgen post-pass, asm2plan9s (GNU as),
 // every encoding compared with clang's assembler, asmfmt. Regenerate with `make asm`.
 
-//go:build amd64 && !noasm
+//go:build amd64 && !purego
 
 TEXT ·_krt_gemv_q8_0_ref(SB), $144-56
 
@@ -976,7 +976,7 @@ TEXT ·_krt_gemv_q8_0_f32_ref(SB), $168-64
 	MOVQ y+0(FP), DI
 	MOVQ w+8(FP), SI
 	MOVQ x+16(FP), DX
-	MOVQ xq+24(FP), CX
+	MOVQ scratch+24(FP), CX
 	MOVQ bias+32(FP), R8
 	MOVQ cols+40(FP), R9
 	MOVQ r0+48(FP), R10
@@ -1931,7 +1931,7 @@ TEXT ·_krt_gemv_q5_0_f32_ref(SB), $168-64
 	MOVQ y+0(FP), DI
 	MOVQ w+8(FP), SI
 	MOVQ x+16(FP), DX
-	MOVQ xq+24(FP), CX
+	MOVQ scratch+24(FP), CX
 	MOVQ bias+32(FP), R8
 	MOVQ cols+40(FP), R9
 	MOVQ r0+48(FP), R10
@@ -3614,7 +3614,7 @@ TEXT ·_krt_gemv_q8_0_f32_avx2(SB), $112-64
 	MOVQ y+0(FP), DI
 	MOVQ w+8(FP), SI
 	MOVQ x+16(FP), DX
-	MOVQ xq+24(FP), CX
+	MOVQ scratch+24(FP), CX
 	MOVQ bias+32(FP), R8
 	MOVQ cols+40(FP), R9
 	MOVQ r0+48(FP), R10
@@ -3986,7 +3986,7 @@ TEXT ·_krt_gemv_q5_0_f32_avx2(SB), $128-64
 	MOVQ y+0(FP), DI
 	MOVQ w+8(FP), SI
 	MOVQ x+16(FP), DX
-	MOVQ xq+24(FP), CX
+	MOVQ scratch+24(FP), CX
 	MOVQ bias+32(FP), R8
 	MOVQ cols+40(FP), R9
 	MOVQ r0+48(FP), R10
@@ -5522,7 +5522,7 @@ TEXT ·_krt_gemv_q8_0_f32_avx512(SB), $64-64
 	MOVQ y+0(FP), DI
 	MOVQ w+8(FP), SI
 	MOVQ x+16(FP), DX
-	MOVQ xq+24(FP), CX
+	MOVQ scratch+24(FP), CX
 	MOVQ bias+32(FP), R8
 	MOVQ cols+40(FP), R9
 	MOVQ r0+48(FP), R10
@@ -5907,7 +5907,7 @@ TEXT ·_krt_gemv_q5_0_f32_avx512(SB), $144-64
 	MOVQ y+0(FP), DI
 	MOVQ w+8(FP), SI
 	MOVQ x+16(FP), DX
-	MOVQ xq+24(FP), CX
+	MOVQ scratch+24(FP), CX
 	MOVQ bias+32(FP), R8
 	MOVQ cols+40(FP), R9
 	MOVQ r0+48(FP), R10

@@ -5,7 +5,7 @@
 // Pipeline: clang -S, asmgen pre-pass, c2goasm, asmgen post-pass, asm2plan9s (GNU as),
 // every encoding compared with clang's assembler, asmfmt. Regenerate with `make asm`.
 
-//go:build amd64 && !noasm
+//go:build amd64 && !purego
 
 DATA LCDATA1<>+0x000(SB)/8, $0x7fffffff7fffffff
 DATA LCDATA1<>+0x008(SB)/8, $0x7fffffff7fffffff

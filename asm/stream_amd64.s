@@ -5,71 +5,50 @@
 // Pipeline: clang -S, asmgen pre-pass, c2goasm, asmgen post-pass, asm2plan9s (GNU as),
 // every encoding compared with clang's assembler, asmfmt. Regenerate with `make asm`.
 
-//go:build amd64 && !noasm
+//go:build amd64 && !purego
 
-TEXT ·_krt_stream_read_ref(SB), $0-24
+TEXT ·_krt_stream_read_ref(SB), $0-32
 
 	MOVQ out+0(FP), DI
 	MOVQ src+8(FP), SI
-	MOVQ n+16(FP), DX
+	MOVQ i0+16(FP), DX
+	MOVQ i1+24(FP), CX
 
+	LONG $0x96048d48         // lea rax, [rsi + 4*rdx]
+	WORD $0x2948; BYTE $0xd1 // sub rcx, rdx
 	WORD $0x570f; BYTE $0xc0 // xorps xmm0, xmm0
-	LONG $0x04fa8348         // cmp rdx, 4
-	JGE  LBB0_8
-	WORD $0xc031             // xor eax, eax
-	JMP  LBB0_2
-
-LBB0_8:
-	WORD    $0xc931 // xor ecx, ecx
-	PCALIGN $16
-
-LBB0_9:
-	LONG $0x8e0c100f         // movups xmm1, xmmword ptr [rsi + 4*rcx]
-	WORD $0x580f; BYTE $0xc1 // addps xmm0, xmm1
-	LONG $0x04418d48         // lea rax, [rcx + 4]
-	LONG $0x08c18348         // add rcx, 8
-	WORD $0x3948; BYTE $0xd1 // cmp rcx, rdx
-	WORD $0x8948; BYTE $0xc1 // mov rcx, rax
-	JLE  LBB0_9
-
-LBB0_2:
-	WORD    $0x280f; BYTE $0xc8 // movaps xmm1, xmm0
-	WORD    $0x3948; BYTE $0xd0 // cmp rax, rdx
-	JGE     LBB0_7
-	WORD    $0xd189             // mov ecx, edx
-	WORD    $0xc129             // sub ecx, eax
-	WORD    $0x8949; BYTE $0xc0 // mov r8, rax
-	WORD    $0xf749; BYTE $0xd0 // not r8
-	WORD    $0x0149; BYTE $0xd0 // add r8, rdx
-	LONG    $0x07e18348         // and rcx, 7
-	JE      LBB0_5
-	PCALIGN $16
-
-LBB0_4:
-	LONG $0x0c580ff3; BYTE $0x86 // addss xmm1, dword ptr [rsi + 4*rax]
-	LONG $0x01c08348             // add rax, 1
-	LONG $0xffc18348             // add rcx, -1
-	JNE  LBB0_4
-
-LBB0_5:
-	LONG    $0x07f88349 // cmp r8, 7
-	JB      LBB0_7
-	PCALIGN $16
+	LONG $0x04f98348         // cmp rcx, 4
+	JGE  LBB0_6
+	WORD $0xd231             // xor edx, edx
+	WORD $0x280f; BYTE $0xc8 // movaps xmm1, xmm0
+	WORD $0x3948; BYTE $0xca // cmp rdx, rcx
+	JL   LBB0_3
+	JMP  LBB0_5
 
 LBB0_6:
-	LONG $0x0c580ff3; BYTE $0x86   // addss xmm1, dword ptr [rsi + 4*rax]
-	LONG $0x4c580ff3; WORD $0x0486 // addss xmm1, dword ptr [rsi + 4*rax + 4]
-	LONG $0x4c580ff3; WORD $0x0886 // addss xmm1, dword ptr [rsi + 4*rax + 8]
-	LONG $0x4c580ff3; WORD $0x0c86 // addss xmm1, dword ptr [rsi + 4*rax + 12]
-	LONG $0x4c580ff3; WORD $0x1086 // addss xmm1, dword ptr [rsi + 4*rax + 16]
-	LONG $0x4c580ff3; WORD $0x1486 // addss xmm1, dword ptr [rsi + 4*rax + 20]
-	LONG $0x4c580ff3; WORD $0x1886 // addss xmm1, dword ptr [rsi + 4*rax + 24]
-	LONG $0x4c580ff3; WORD $0x1c86 // addss xmm1, dword ptr [rsi + 4*rax + 28]
-	LONG $0x08c08348               // add rax, 8
-	WORD $0x3948; BYTE $0xc2       // cmp rdx, rax
-	JNE  LBB0_6
+	WORD    $0xf631 // xor esi, esi
+	PCALIGN $16
 
 LBB0_7:
+	LONG    $0xb00c100f         // movups xmm1, xmmword ptr [rax + 4*rsi]
+	WORD    $0x580f; BYTE $0xc1 // addps xmm0, xmm1
+	LONG    $0x04568d48         // lea rdx, [rsi + 4]
+	LONG    $0x08c68348         // add rsi, 8
+	WORD    $0x3948; BYTE $0xce // cmp rsi, rcx
+	WORD    $0x8948; BYTE $0xd6 // mov rsi, rdx
+	JLE     LBB0_7
+	WORD    $0x280f; BYTE $0xc8 // movaps xmm1, xmm0
+	WORD    $0x3948; BYTE $0xca // cmp rdx, rcx
+	JGE     LBB0_5
+	PCALIGN $16
+
+LBB0_3:
+	LONG $0x0c580ff3; BYTE $0x90 // addss xmm1, dword ptr [rax + 4*rdx]
+	LONG $0x01c28348             // add rdx, 1
+	WORD $0x3948; BYTE $0xca     // cmp rdx, rcx
+	JL   LBB0_3
+
+LBB0_5:
 	WORD $0x280f; BYTE $0xd0 // movaps xmm2, xmm0
 	LONG $0x55d0c60f         // shufps xmm2, xmm0, 85
 	LONG $0xd1580ff3         // addss xmm2, xmm1
@@ -81,206 +60,190 @@ LBB0_7:
 	LONG $0x07110ff3         // movss dword ptr [rdi], xmm0
 	RET
 
-TEXT ·_krt_stream_read_avx2(SB), $0-24
+TEXT ·_krt_stream_read_avx2(SB), $0-32
 
 	MOVQ out+0(FP), DI
 	MOVQ src+8(FP), SI
-	MOVQ n+16(FP), DX
+	MOVQ i0+16(FP), DX
+	MOVQ i1+24(FP), CX
 
-	LONG $0x40fa8348 // cmp rdx, 64
+	WORD $0x2948; BYTE $0xd1 // sub rcx, rdx
+	LONG $0x40f98348         // cmp rcx, 64
 	JGE  LBB1_4
-	LONG $0xed57d0c5 // vxorps xmm5, xmm5, xmm5
-	WORD $0xc931     // xor ecx, ecx
-	LONG $0xff57c0c5 // vxorps xmm7, xmm7, xmm7
-	LONG $0xf657c8c5 // vxorps xmm6, xmm6, xmm6
-	LONG $0xe457d8c5 // vxorps xmm4, xmm4, xmm4
-	LONG $0xdb57e0c5 // vxorps xmm3, xmm3, xmm3
-	LONG $0xc957f0c5 // vxorps xmm1, xmm1, xmm1
-	LONG $0xc057f8c5 // vxorps xmm0, xmm0, xmm0
-	LONG $0xd257e8c5 // vxorps xmm2, xmm2, xmm2
+	LONG $0xe457d8c5         // vxorps xmm4, xmm4, xmm4
+	WORD $0x3145; BYTE $0xc9 // xor r9d, r9d
+	LONG $0xff57c0c5         // vxorps xmm7, xmm7, xmm7
+	LONG $0xf657c8c5         // vxorps xmm6, xmm6, xmm6
+	LONG $0xed57d0c5         // vxorps xmm5, xmm5, xmm5
+	LONG $0xdb57e0c5         // vxorps xmm3, xmm3, xmm3
+	LONG $0xd257e8c5         // vxorps xmm2, xmm2, xmm2
+	LONG $0xc957f0c5         // vxorps xmm1, xmm1, xmm1
+	LONG $0xc057f8c5         // vxorps xmm0, xmm0, xmm0
 	JMP  LBB1_2
 
 LBB1_4:
-	LONG    $0xd257e8c5 // vxorps xmm2, xmm2, xmm2
-	WORD    $0xc031     // xor eax, eax
-	LONG    $0xc057f8c5 // vxorps xmm0, xmm0, xmm0
-	LONG    $0xc957f0c5 // vxorps xmm1, xmm1, xmm1
-	LONG    $0xdb57e0c5 // vxorps xmm3, xmm3, xmm3
-	LONG    $0xe457d8c5 // vxorps xmm4, xmm4, xmm4
-	LONG    $0xf657c8c5 // vxorps xmm6, xmm6, xmm6
-	LONG    $0xff57c0c5 // vxorps xmm7, xmm7, xmm7
-	LONG    $0xed57d0c5 // vxorps xmm5, xmm5, xmm5
+	LONG    $0x96048d4c                           // lea r8, [rsi + 4*rdx]
+	LONG    $0xe0c08149; WORD $0x0000; BYTE $0x00 // add r8, 224
+	LONG    $0xc057f8c5                           // vxorps xmm0, xmm0, xmm0
+	WORD    $0xc031                               // xor eax, eax
+	LONG    $0xc957f0c5                           // vxorps xmm1, xmm1, xmm1
+	LONG    $0xd257e8c5                           // vxorps xmm2, xmm2, xmm2
+	LONG    $0xdb57e0c5                           // vxorps xmm3, xmm3, xmm3
+	LONG    $0xed57d0c5                           // vxorps xmm5, xmm5, xmm5
+	LONG    $0xf657c8c5                           // vxorps xmm6, xmm6, xmm6
+	LONG    $0xff57c0c5                           // vxorps xmm7, xmm7, xmm7
+	LONG    $0xe457d8c5                           // vxorps xmm4, xmm4, xmm4
 	PCALIGN $16
 
 LBB1_5:
-	LONG $0x1458ecc5; BYTE $0x86         // vaddps ymm2, ymm2, ymmword ptr [rsi + 4*rax]
-	LONG $0x6c58d4c5; WORD $0x2086       // vaddps ymm5, ymm5, ymmword ptr [rsi + 4*rax + 32]
-	LONG $0x7c58c4c5; WORD $0x4086       // vaddps ymm7, ymm7, ymmword ptr [rsi + 4*rax + 64]
-	LONG $0x7458ccc5; WORD $0x6086       // vaddps ymm6, ymm6, ymmword ptr [rsi + 4*rax + 96]
-	QUAD $0x00008086a458dcc5; BYTE $0x00 // vaddps ymm4, ymm4, ymmword ptr [rsi + 4*rax + 128]
-	QUAD $0x0000a0869c58e4c5; BYTE $0x00 // vaddps ymm3, ymm3, ymmword ptr [rsi + 4*rax + 160]
-	QUAD $0x0000c0868c58f4c5; BYTE $0x00 // vaddps ymm1, ymm1, ymmword ptr [rsi + 4*rax + 192]
-	QUAD $0x0000e0868458fcc5; BYTE $0x00 // vaddps ymm0, ymm0, ymmword ptr [rsi + 4*rax + 224]
-	LONG $0x40488d48                     // lea rcx, [rax + 64]
-	LONG $0x80e88348                     // sub rax, -128
-	WORD $0x3948; BYTE $0xd0             // cmp rax, rdx
-	WORD $0x8948; BYTE $0xc8             // mov rax, rcx
+	QUAD $0xff2080a4585cc1c4; WORD $0xffff     // vaddps ymm4, ymm4, ymmword ptr [r8 + 4*rax - 224]
+	QUAD $0xff4080bc5844c1c4; WORD $0xffff     // vaddps ymm7, ymm7, ymmword ptr [r8 + 4*rax - 192]
+	QUAD $0xff6080b4584cc1c4; WORD $0xffff     // vaddps ymm6, ymm6, ymmword ptr [r8 + 4*rax - 160]
+	LONG $0x5854c1c4; WORD $0x806c; BYTE $0x80 // vaddps ymm5, ymm5, ymmword ptr [r8 + 4*rax - 128]
+	LONG $0x5864c1c4; WORD $0x805c; BYTE $0xa0 // vaddps ymm3, ymm3, ymmword ptr [r8 + 4*rax - 96]
+	LONG $0x586cc1c4; WORD $0x8054; BYTE $0xc0 // vaddps ymm2, ymm2, ymmword ptr [r8 + 4*rax - 64]
+	LONG $0x5874c1c4; WORD $0x804c; BYTE $0xe0 // vaddps ymm1, ymm1, ymmword ptr [r8 + 4*rax - 32]
+	LONG $0x587cc1c4; WORD $0x8004             // vaddps ymm0, ymm0, ymmword ptr [r8 + 4*rax]
+	LONG $0x40488d4c                           // lea r9, [rax + 64]
+	LONG $0x80e88348                           // sub rax, -128
+	WORD $0x3948; BYTE $0xc8                   // cmp rax, rcx
+	WORD $0x894c; BYTE $0xc8                   // mov rax, r9
 	JLE  LBB1_5
 
 LBB1_2:
-	WORD $0x8948; BYTE $0xc8 // mov rax, rcx
+	LONG $0x96148d48         // lea rdx, [rsi + 4*rdx]
+	WORD $0x894c; BYTE $0xc8 // mov rax, r9
 	LONG $0x08c88348         // or rax, 8
-	WORD $0x3948; BYTE $0xd0 // cmp rax, rdx
+	WORD $0x3948; BYTE $0xc8 // cmp rax, rcx
 	JLE  LBB1_6
-	WORD $0x8948; BYTE $0xc8 // mov rax, rcx
+	WORD $0x894c; BYTE $0xce // mov rsi, r9
 	JMP  LBB1_7
 	PCALIGN $16
 
 LBB1_6:
-	LONG $0x1458ecc5; BYTE $0x8e // vaddps ymm2, ymm2, ymmword ptr [rsi + 4*rcx]
-	LONG $0x08418d48             // lea rax, [rcx + 8]
-	LONG $0x10c18348             // add rcx, 16
-	WORD $0x3948; BYTE $0xd1     // cmp rcx, rdx
-	WORD $0x8948; BYTE $0xc1     // mov rcx, rax
+	LONG $0x585ca1c4; WORD $0x8a24 // vaddps ymm4, ymm4, ymmword ptr [rdx + 4*r9]
+	LONG $0x08718d49               // lea rsi, [r9 + 8]
+	LONG $0x10c18349               // add r9, 16
+	WORD $0x3949; BYTE $0xc9       // cmp r9, rcx
+	WORD $0x8949; BYTE $0xf1       // mov r9, rsi
 	JLE  LBB1_6
 
 LBB1_7:
-	LONG    $0xd258d4c5               // vaddps ymm2, ymm5, ymm2
-	LONG    $0xee58c4c5               // vaddps ymm5, ymm7, ymm6
-	LONG    $0xd258d4c5               // vaddps ymm2, ymm5, ymm2
-	LONG    $0xdb58dcc5               // vaddps ymm3, ymm4, ymm3
+	LONG    $0xe458c4c5               // vaddps ymm4, ymm7, ymm4
+	LONG    $0xed58ccc5               // vaddps ymm5, ymm6, ymm5
+	LONG    $0xe458d4c5               // vaddps ymm4, ymm5, ymm4
+	LONG    $0xd258e4c5               // vaddps ymm2, ymm3, ymm2
 	LONG    $0xc058f4c5               // vaddps ymm0, ymm1, ymm0
-	LONG    $0xc058e4c5               // vaddps ymm0, ymm3, ymm0
-	LONG    $0xc258fcc5               // vaddps ymm0, ymm0, ymm2
+	LONG    $0xc058ecc5               // vaddps ymm0, ymm2, ymm0
+	LONG    $0xc458fcc5               // vaddps ymm0, ymm0, ymm4
 	LONG    $0x197de3c4; WORD $0x01c1 // vextractf128 xmm1, ymm0, 1
 	LONG    $0xc158f8c5               // vaddps xmm0, xmm0, xmm1
 	LONG    $0x0579e3c4; WORD $0x01c8 // vpermilpd xmm1, xmm0, 1
 	LONG    $0xc158f8c5               // vaddps xmm0, xmm0, xmm1
 	LONG    $0xc816fac5               // vmovshdup xmm1, xmm0
 	LONG    $0xc158fac5               // vaddss xmm0, xmm0, xmm1
-	WORD    $0x3948; BYTE $0xd0       // cmp rax, rdx
-	JGE     LBB1_12
-	WORD    $0xd189                   // mov ecx, edx
-	WORD    $0xc129                   // sub ecx, eax
-	WORD    $0x8949; BYTE $0xc0       // mov r8, rax
-	WORD    $0xf749; BYTE $0xd0       // not r8
-	WORD    $0x0149; BYTE $0xd0       // add r8, rdx
-	LONG    $0x07e18348               // and rcx, 7
-	JE      LBB1_10
+	WORD    $0x3948; BYTE $0xce       // cmp rsi, rcx
+	JGE     LBB1_10
 	PCALIGN $16
 
-LBB1_9:
-	LONG $0x0458fac5; BYTE $0x86 // vaddss xmm0, xmm0, dword ptr [rsi + 4*rax]
-	LONG $0x01c08348             // add rax, 1
-	LONG $0xffc18348             // add rcx, -1
-	JNE  LBB1_9
+LBB1_8:
+	LONG $0x0458fac5; BYTE $0xb2 // vaddss xmm0, xmm0, dword ptr [rdx + 4*rsi]
+	LONG $0x01c68348             // add rsi, 1
+	WORD $0x3948; BYTE $0xce     // cmp rsi, rcx
+	JL   LBB1_8
 
 LBB1_10:
-	LONG    $0x07f88349 // cmp r8, 7
-	JB      LBB1_12
-	PCALIGN $16
-
-LBB1_11:
-	LONG $0x0458fac5; BYTE $0x86   // vaddss xmm0, xmm0, dword ptr [rsi + 4*rax]
-	LONG $0x4458fac5; WORD $0x0486 // vaddss xmm0, xmm0, dword ptr [rsi + 4*rax + 4]
-	LONG $0x4458fac5; WORD $0x0886 // vaddss xmm0, xmm0, dword ptr [rsi + 4*rax + 8]
-	LONG $0x4458fac5; WORD $0x0c86 // vaddss xmm0, xmm0, dword ptr [rsi + 4*rax + 12]
-	LONG $0x4458fac5; WORD $0x1086 // vaddss xmm0, xmm0, dword ptr [rsi + 4*rax + 16]
-	LONG $0x4458fac5; WORD $0x1486 // vaddss xmm0, xmm0, dword ptr [rsi + 4*rax + 20]
-	LONG $0x4458fac5; WORD $0x1886 // vaddss xmm0, xmm0, dword ptr [rsi + 4*rax + 24]
-	LONG $0x4458fac5; WORD $0x1c86 // vaddss xmm0, xmm0, dword ptr [rsi + 4*rax + 28]
-	LONG $0x08c08348               // add rax, 8
-	WORD $0x3948; BYTE $0xc2       // cmp rdx, rax
-	JNE  LBB1_11
-
-LBB1_12:
 	LONG $0x0711fac5 // vmovss dword ptr [rdi], xmm0
 	VZEROUPPER
 	RET
 
-TEXT ·_krt_stream_read_avx512(SB), $0-24
+TEXT ·_krt_stream_read_avx512(SB), $0-32
 
 	MOVQ out+0(FP), DI
 	MOVQ src+8(FP), SI
-	MOVQ n+16(FP), DX
+	MOVQ i0+16(FP), DX
+	MOVQ i1+24(FP), CX
 
-	LONG $0x80fa8148; WORD $0x0000; BYTE $0x00 // cmp rdx, 128
+	WORD $0x2948; BYTE $0xd1                   // sub rcx, rdx
+	LONG $0x80f98148; WORD $0x0000; BYTE $0x00 // cmp rcx, 128
 	JGE  LBB2_4
-	LONG $0xed57d0c5                           // vxorps xmm5, xmm5, xmm5
-	WORD $0xc031                               // xor eax, eax
+	LONG $0xe457d8c5                           // vxorps xmm4, xmm4, xmm4
+	WORD $0x3145; BYTE $0xc9                   // xor r9d, r9d
 	LONG $0xff57c0c5                           // vxorps xmm7, xmm7, xmm7
 	LONG $0xf657c8c5                           // vxorps xmm6, xmm6, xmm6
-	LONG $0xe457d8c5                           // vxorps xmm4, xmm4, xmm4
+	LONG $0xed57d0c5                           // vxorps xmm5, xmm5, xmm5
 	LONG $0xdb57e0c5                           // vxorps xmm3, xmm3, xmm3
+	LONG $0xd257e8c5                           // vxorps xmm2, xmm2, xmm2
 	LONG $0xc957f0c5                           // vxorps xmm1, xmm1, xmm1
 	LONG $0xc057f8c5                           // vxorps xmm0, xmm0, xmm0
-	LONG $0xd257e8c5                           // vxorps xmm2, xmm2, xmm2
 	JMP  LBB2_2
 
 LBB2_4:
-	LONG    $0xd257e8c5 // vxorps xmm2, xmm2, xmm2
-	WORD    $0xc931     // xor ecx, ecx
-	LONG    $0xc057f8c5 // vxorps xmm0, xmm0, xmm0
-	LONG    $0xc957f0c5 // vxorps xmm1, xmm1, xmm1
-	LONG    $0xdb57e0c5 // vxorps xmm3, xmm3, xmm3
-	LONG    $0xe457d8c5 // vxorps xmm4, xmm4, xmm4
-	LONG    $0xf657c8c5 // vxorps xmm6, xmm6, xmm6
-	LONG    $0xff57c0c5 // vxorps xmm7, xmm7, xmm7
-	LONG    $0xed57d0c5 // vxorps xmm5, xmm5, xmm5
+	LONG    $0x96048d4c                           // lea r8, [rsi + 4*rdx]
+	LONG    $0xc0c08149; WORD $0x0001; BYTE $0x00 // add r8, 448
+	LONG    $0xc057f8c5                           // vxorps xmm0, xmm0, xmm0
+	WORD    $0xc031                               // xor eax, eax
+	LONG    $0xc957f0c5                           // vxorps xmm1, xmm1, xmm1
+	LONG    $0xd257e8c5                           // vxorps xmm2, xmm2, xmm2
+	LONG    $0xdb57e0c5                           // vxorps xmm3, xmm3, xmm3
+	LONG    $0xed57d0c5                           // vxorps xmm5, xmm5, xmm5
+	LONG    $0xf657c8c5                           // vxorps xmm6, xmm6, xmm6
+	LONG    $0xff57c0c5                           // vxorps xmm7, xmm7, xmm7
+	LONG    $0xe457d8c5                           // vxorps xmm4, xmm4, xmm4
 	PCALIGN $16
 
 LBB2_5:
-	LONG $0x486cf162; WORD $0x1458; BYTE $0x8e // vaddps zmm2, zmm2, zmmword ptr [rsi + 4*rcx]
-	QUAD $0x018e6c584854f162                   // vaddps zmm5, zmm5, zmmword ptr [rsi + 4*rcx + 64]
-	QUAD $0x028e7c584844f162                   // vaddps zmm7, zmm7, zmmword ptr [rsi + 4*rcx + 128]
-	QUAD $0x038e7458484cf162                   // vaddps zmm6, zmm6, zmmword ptr [rsi + 4*rcx + 192]
-	QUAD $0x048e6458485cf162                   // vaddps zmm4, zmm4, zmmword ptr [rsi + 4*rcx + 256]
-	QUAD $0x058e5c584864f162                   // vaddps zmm3, zmm3, zmmword ptr [rsi + 4*rcx + 320]
-	QUAD $0x068e4c584874f162                   // vaddps zmm1, zmm1, zmmword ptr [rsi + 4*rcx + 384]
-	QUAD $0x078e4458487cf162                   // vaddps zmm0, zmm0, zmmword ptr [rsi + 4*rcx + 448]
-	LONG $0x80818d48; WORD $0x0000; BYTE $0x00 // lea rax, [rcx + 128]
-	LONG $0x00c18148; WORD $0x0001; BYTE $0x00 // add rcx, 256
-	WORD $0x3948; BYTE $0xd1                   // cmp rcx, rdx
-	WORD $0x8948; BYTE $0xc1                   // mov rcx, rax
+	QUAD $0xf9806458485cd162                   // vaddps zmm4, zmm4, zmmword ptr [r8 + 4*rax - 448]
+	QUAD $0xfa807c584844d162                   // vaddps zmm7, zmm7, zmmword ptr [r8 + 4*rax - 384]
+	QUAD $0xfb807458484cd162                   // vaddps zmm6, zmm6, zmmword ptr [r8 + 4*rax - 320]
+	QUAD $0xfc806c584854d162                   // vaddps zmm5, zmm5, zmmword ptr [r8 + 4*rax - 256]
+	QUAD $0xfd805c584864d162                   // vaddps zmm3, zmm3, zmmword ptr [r8 + 4*rax - 192]
+	QUAD $0xfe805458486cd162                   // vaddps zmm2, zmm2, zmmword ptr [r8 + 4*rax - 128]
+	QUAD $0xff804c584874d162                   // vaddps zmm1, zmm1, zmmword ptr [r8 + 4*rax - 64]
+	LONG $0x487cd162; WORD $0x0458; BYTE $0x80 // vaddps zmm0, zmm0, zmmword ptr [r8 + 4*rax]
+	LONG $0x80888d4c; WORD $0x0000; BYTE $0x00 // lea r9, [rax + 128]
+	LONG $0x01000548; WORD $0x0000             // add rax, 256
+	WORD $0x3948; BYTE $0xc8                   // cmp rax, rcx
+	WORD $0x894c; BYTE $0xc8                   // mov rax, r9
 	JLE  LBB2_5
 
 LBB2_2:
-	WORD $0x8948; BYTE $0xc1 // mov rcx, rax
-	LONG $0x10c98348         // or rcx, 16
-	WORD $0x3948; BYTE $0xd1 // cmp rcx, rdx
+	LONG $0x96148d48         // lea rdx, [rsi + 4*rdx]
+	WORD $0x894c; BYTE $0xc8 // mov rax, r9
+	LONG $0x10c88348         // or rax, 16
+	WORD $0x3948; BYTE $0xc8 // cmp rax, rcx
 	JLE  LBB2_6
-	WORD $0x8949; BYTE $0xc0 // mov r8, rax
+	WORD $0x894c; BYTE $0xc8 // mov rax, r9
 	JMP  LBB2_7
 	PCALIGN $16
 
 LBB2_6:
-	LONG $0x486cf162; WORD $0x1458; BYTE $0x86 // vaddps zmm2, zmm2, zmmword ptr [rsi + 4*rax]
-	LONG $0x10408d4c                           // lea r8, [rax + 16]
-	LONG $0x20c08348                           // add rax, 32
-	WORD $0x3948; BYTE $0xd0                   // cmp rax, rdx
-	WORD $0x894c; BYTE $0xc0                   // mov rax, r8
+	LONG $0x485cb162; WORD $0x2458; BYTE $0x8a // vaddps zmm4, zmm4, zmmword ptr [rdx + 4*r9]
+	LONG $0x10418d49                           // lea rax, [r9 + 16]
+	LONG $0x20c18349                           // add r9, 32
+	WORD $0x3949; BYTE $0xc9                   // cmp r9, rcx
+	WORD $0x8949; BYTE $0xc1                   // mov r9, rax
 	JLE  LBB2_6
 
 LBB2_7:
-	WORD $0x3949; BYTE $0xd0                   // cmp r8, rdx
-	JGE  LBB2_9
-	WORD $0x2944; BYTE $0xc2                   // sub edx, r8d
-	LONG $0xffffffb8; BYTE $0xff               // mov eax, -1
-	WORD $0xd189                               // mov ecx, edx
-	WORD $0xe0d3                               // shl eax, cl
-	WORD $0xd0f7                               // not eax
-	LONG $0xc892fbc5                           // kmovd k1, eax
-	LONG $0xc97c3162; WORD $0x0410; BYTE $0x86 // vmovups zmm8 {k1} {z}, zmmword ptr [rsi + 4*r8]
-	LONG $0x4854d162; WORD $0xe858             // vaddps zmm5, zmm5, zmm8
+	WORD $0x3948; BYTE $0xc1                   // cmp rcx, rax
+	JLE  LBB2_9
+	WORD $0xc129                               // sub ecx, eax
+	LONG $0xffffffbe; BYTE $0xff               // mov esi, -1
+	WORD $0xe6d3                               // shl esi, cl
+	WORD $0xd6f7                               // not esi
+	LONG $0xce92fbc5                           // kmovd k1, esi
+	LONG $0xc97c7162; WORD $0x0410; BYTE $0x82 // vmovups zmm8 {k1} {z}, zmmword ptr [rdx + 4*rax]
+	LONG $0x4844d162; WORD $0xf858             // vaddps zmm7, zmm7, zmm8
 
 LBB2_9:
-	LONG $0x486cf162; WORD $0xd558             // vaddps zmm2, zmm2, zmm5
-	LONG $0x4844f162; WORD $0xee58             // vaddps zmm5, zmm7, zmm6
-	LONG $0x4854f162; WORD $0xd258             // vaddps zmm2, zmm5, zmm2
-	LONG $0x485cf162; WORD $0xdb58             // vaddps zmm3, zmm4, zmm3
+	LONG $0x485cf162; WORD $0xe758             // vaddps zmm4, zmm4, zmm7
+	LONG $0x484cf162; WORD $0xed58             // vaddps zmm5, zmm6, zmm5
+	LONG $0x4854f162; WORD $0xe458             // vaddps zmm4, zmm5, zmm4
+	LONG $0x4864f162; WORD $0xd258             // vaddps zmm2, zmm3, zmm2
 	LONG $0x4874f162; WORD $0xc058             // vaddps zmm0, zmm1, zmm0
-	LONG $0x4864f162; WORD $0xc058             // vaddps zmm0, zmm3, zmm0
-	LONG $0x487cf162; WORD $0xc258             // vaddps zmm0, zmm0, zmm2
+	LONG $0x486cf162; WORD $0xc058             // vaddps zmm0, zmm2, zmm0
+	LONG $0x487cf162; WORD $0xc458             // vaddps zmm0, zmm0, zmm4
 	LONG $0x48fdf362; WORD $0xc11b; BYTE $0x01 // vextractf64x4 ymm1, zmm0, 1
 	LONG $0x487cf162; WORD $0xc158             // vaddps zmm0, zmm0, zmm1
 	LONG $0x197de3c4; WORD $0x01c1             // vextractf128 xmm1, ymm0, 1

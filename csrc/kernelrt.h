@@ -60,11 +60,12 @@ KRT_DECLARE(krt_gemv_q8_0, (float *y, const krt_block_q8_0 *w, const krt_block_q
                             const float *bias, int64_t cols, int64_t r0, int64_t r1))
 KRT_DECLARE(krt_gemv_q5_0, (float *y, const krt_block_q5_0 *w, const krt_block_q8_0 *x,
                             const float *bias, int64_t cols, int64_t r0, int64_t r1))
-/* Fused: quantize all of x (cols floats) into the caller's private scratch xq (cols/32 blocks),
- * then GEMV rows r0..r1, then bias. Each worker owns its xq, so no barrier is needed. */
-KRT_DECLARE(krt_gemv_q8_0_f32, (float *y, const krt_block_q8_0 *w, const float *x, krt_block_q8_0 *xq,
+/* Fused: quantize all of x (cols floats) into the caller's private scratch (cols/32 Q8_0
+ * blocks), then GEMV rows r0..r1, then bias. Each worker owns its scratch, so no barrier is
+ * needed. (A parameter named `scratch` is always a worker's private buffer.) */
+KRT_DECLARE(krt_gemv_q8_0_f32, (float *y, const krt_block_q8_0 *w, const float *x, krt_block_q8_0 *scratch,
                                 const float *bias, int64_t cols, int64_t r0, int64_t r1))
-KRT_DECLARE(krt_gemv_q5_0_f32, (float *y, const krt_block_q5_0 *w, const float *x, krt_block_q8_0 *xq,
+KRT_DECLARE(krt_gemv_q5_0_f32, (float *y, const krt_block_q5_0 *w, const float *x, krt_block_q8_0 *scratch,
                                 const float *bias, int64_t cols, int64_t r0, int64_t r1))
 /* FP32 GEMV: y[r] = dot(w[r*cols..], x) for r in [r0,r1). */
 KRT_DECLARE(krt_gemv_f32, (float *y, const float *w, const float *x, int64_t cols, int64_t r0, int64_t r1))
@@ -114,8 +115,8 @@ KRT_DECLARE(krt_attention, (float *out, const float *q, const float *kcache, con
 KRT_DECLARE(krt_embed_q8_0, (float *out, const krt_block_q8_0 *table, const int32_t *ids, int64_t dim,
                              int64_t t0, int64_t t1))
 
-/* A plain streaming read (sum of n floats into *out): the bandwidth baseline for benchmarks. */
-KRT_DECLARE(krt_stream_read, (float *out, const float *src, int64_t n))
+/* A plain streaming read (*out = sum of src[i0..i1)): the bandwidth baseline for benchmarks. */
+KRT_DECLARE(krt_stream_read, (float *out, const float *src, int64_t i0, int64_t i1))
 
 #ifdef __cplusplus
 }

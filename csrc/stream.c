@@ -1,4 +1,4 @@
-/* csrc/stream.c - krt_stream_read: the memory-bandwidth baseline (sum of n floats into *out).
+/* csrc/stream.c - krt_stream_read: the memory-bandwidth baseline (*out = sum of src[i0..i1)).
  *
  * Rules (see kernelrt.h): C11; no malloc, no threads, no OpenMP, no global mutable state,
  * no libm calls and no calls out of a function (c2goasm-friendly). Three variants:
@@ -10,7 +10,9 @@
  */
 #include "krt_common.h"
 
-void krt_stream_read_ref(float *out, const float *src, int64_t n) {
+void krt_stream_read_ref(float *out, const float *src, int64_t i0, int64_t i1) {
+    src += i0;
+    const int64_t n = i1 - i0;
     float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) {
@@ -25,7 +27,9 @@ void krt_stream_read_ref(float *out, const float *src, int64_t n) {
 
 #ifdef KRT_X86
 
-KRT_TARGET_AVX2 void krt_stream_read_avx2(float *out, const float *src, int64_t n) {
+KRT_TARGET_AVX2 void krt_stream_read_avx2(float *out, const float *src, int64_t i0, int64_t i1) {
+    src += i0;
+    const int64_t n = i1 - i0;
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
     __m256 a4 = _mm256_setzero_ps(), a5 = _mm256_setzero_ps();
@@ -53,7 +57,9 @@ KRT_TARGET_AVX2 void krt_stream_read_avx2(float *out, const float *src, int64_t 
     *out = r;
 }
 
-KRT_TARGET_AVX512 void krt_stream_read_avx512(float *out, const float *src, int64_t n) {
+KRT_TARGET_AVX512 void krt_stream_read_avx512(float *out, const float *src, int64_t i0, int64_t i1) {
+    src += i0;
+    const int64_t n = i1 - i0;
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
     __m512 a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
     __m512 a4 = _mm512_setzero_ps(), a5 = _mm512_setzero_ps();

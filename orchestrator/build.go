@@ -1,14 +1,16 @@
 package orchestrator
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
-	"unsafe"
 
 	"github.com/kernelrt/kernelrt"
 	"github.com/kernelrt/kernelrt/arena"
 )
+
+// One build path for every model: the architecture lists the tensors a config needs (GGUF
+// names), a weight source (synthetic weights, or a GGUF file) says how each is held, and
+// build plans one arena for the copied weights, the activations and the KV cache, maps it,
+// binds every slice and assembles the layers by tensor name.
 
 // BuildOptions control how a model's memory is mapped.
 type BuildOptions struct {
@@ -16,8 +18,149 @@ type BuildOptions struct {
 	Arena arena.Options
 }
 
-// planState adds the activations, KV cache and scratch a config needs to p.
-func planState(p *arena.Plan, c Config) {
+// tensorKind says which types a tensor may have and how it is held.
+type tensorKind int
+
+const (
+	kindMatrix tensorKind = iota // a weight matrix: Q8_0, Q5_0, F16, F32
+	kindVector                   // a norm or bias: F32, F16, held as float32 in the arena
+)
+
+// tensorSpec is one tensor a model needs: its GGUF name and dims in ggml order (row length
+// first), and for synthetic weights its type.
+type tensorSpec struct {
+	name string
+	dims []int
+	kind tensorKind
+	typ  QType
+}
+
+// rows and cols of a matrix spec.
+func (s tensorSpec) rows() int { return s.dims[len(s.dims)-1] }
+func (s tensorSpec) cols() int { return s.dims[0] }
+
+// weightSource provides a model's tensors.
+type weightSource interface {
+	// plan adds the arena buffers the source needs (weights it copies or generates).
+	plan(p *arena.Plan, specs []tensorSpec) error
+	// matrix returns the weights of s: a view of a file, or its arena buffer filled now.
+	matrix(s tensorSpec, a *arena.Arena, l *arena.Layout) (*Matrix, error)
+	// vectors fills dst with the named vector tensors' values, one after the other.
+	vectors(dst []float32, names ...string) error
+	// recipe describes the weight types of the built model.
+	recipe(m *Model) Recipe
+}
+
+// build makes a model of config c (MaxCtx, MaxBatch, AllLogits set) with tensors specs from
+// src and a KV cache of type kv.
+func build(c Config, specs []tensorSpec, src weightSource, kv KVType, opts BuildOptions) (*Model, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	H := c.Hidden
+	qd, kd, vd := c.qkvDims()
+	var p arena.Plan
+	p.Guard = opts.Arena.Guard
+	if err := src.plan(&p, specs); err != nil {
+		return nil, err
+	}
+	vec := func(name string, n int) {
+		p.Add(arena.Buffer{Name: name, ElemSize: 4, Count: n, Region: arena.Weights})
+	}
+	for l := 0; l < c.Layers; l++ {
+		pre := fmt.Sprintf("blk.%d.", l)
+		vec(pre+"attn_norm", H)
+		vec(pre+"ffn_norm", H)
+		vec(pre+"attn_qkv.bias", qd+kd+vd)
+	}
+	vec("output_norm", H)
+	anyF16 := false
+	for _, s := range specs {
+		anyF16 = anyF16 || s.kind == kindMatrix && s.typ == F16
+	}
+	planState(&p, c, anyF16)
+	planKV(&p, c, kv)
+	layout, err := p.Layout()
+	if err != nil {
+		return nil, fmt.Errorf("orchestrator: plan: %w", err)
+	}
+	a, err := arena.NewFromLayout(layout, opts.Arena)
+	if err != nil {
+		return nil, fmt.Errorf("orchestrator: %w", err)
+	}
+	m := &Model{Cfg: c, arena: a, layout: layout, Layers: make([]Layer, c.Layers)}
+	if err := m.bindWeights(specs, src); err != nil {
+		a.Close()
+		return nil, err
+	}
+	if err := m.bindState(anyF16); err != nil {
+		a.Close()
+		return nil, err
+	}
+	if err := m.kv.bind(a, layout, c, kv); err != nil {
+		a.Close()
+		return nil, fmt.Errorf("orchestrator: %w", err)
+	}
+	m.Recipe = src.recipe(m)
+	return m, nil
+}
+
+// bindWeights makes every matrix and fills the norms and biases, assembling the layers by
+// tensor name: fused attn_qkv / ffn_gate_up when the source has them, separate matrices
+// otherwise, and output.weight when present (else the head is tied to token_embd).
+func (m *Model) bindWeights(specs []tensorSpec, src weightSource) error {
+	byName := map[string]*Matrix{}
+	for _, s := range specs {
+		if s.kind != kindMatrix {
+			continue
+		}
+		mat, err := src.matrix(s, m.arena, m.layout)
+		if err != nil {
+			return fmt.Errorf("orchestrator: tensor %q: %w", s.name, err)
+		}
+		byName[s.name] = mat
+	}
+	get := func(name string, srcs ...string) ([]float32, error) {
+		v, err := arena.Get[float32](m.arena, m.layout, name)
+		if err != nil {
+			return nil, fmt.Errorf("orchestrator: %w", err)
+		}
+		if err := src.vectors(v, srcs...); err != nil {
+			return nil, fmt.Errorf("orchestrator: %s: %w", name, err)
+		}
+		return v, nil
+	}
+	var err error
+	for l := range m.Layers {
+		pre := fmt.Sprintf("blk.%d.", l)
+		ly := &m.Layers[l]
+		if ly.AttnNorm, err = get(pre+"attn_norm", pre+"attn_norm.weight"); err != nil {
+			return err
+		}
+		if ly.FFNNorm, err = get(pre+"ffn_norm", pre+"ffn_norm.weight"); err != nil {
+			return err
+		}
+		if ly.QKVBias, err = get(pre+"attn_qkv.bias", pre+"attn_q.bias", pre+"attn_k.bias", pre+"attn_v.bias"); err != nil {
+			return err
+		}
+		ly.QKV, ly.Q, ly.K, ly.V = byName[pre+"attn_qkv.weight"], byName[pre+"attn_q.weight"], byName[pre+"attn_k.weight"], byName[pre+"attn_v.weight"]
+		ly.O = byName[pre+"attn_output.weight"]
+		ly.GateUp, ly.Gate, ly.Up = byName[pre+"ffn_gate_up.weight"], byName[pre+"ffn_gate.weight"], byName[pre+"ffn_up.weight"]
+		ly.Down = byName[pre+"ffn_down.weight"]
+	}
+	if m.OutNorm, err = get("output_norm", "output_norm.weight"); err != nil {
+		return err
+	}
+	m.Embed = byName["token_embd.weight"]
+	m.Output = m.Embed
+	if out, ok := byName["output.weight"]; ok {
+		m.Output = out
+	}
+	return nil
+}
+
+// planState adds the activations and scratch a config needs to p (the KV cache: planKV).
+func planState(p *arena.Plan, c Config, fp16Acts bool) {
 	H, I, B := c.Hidden, c.Intermediate, c.MaxBatch
 	qd, kd, vd := c.qkvDims()
 	f32 := func(name string, n int, r arena.Region) {
@@ -42,17 +185,16 @@ func planState(p *arena.Plan, c Config) {
 	}
 	f32("act.logits", logitRows*c.Vocab, arena.Activations)
 	p.Add(arena.Buffer{Name: "act.ids", ElemSize: 4, Count: B, Region: arena.Activations})
-	for l := 0; l < c.Layers; l++ {
-		f32(fmt.Sprintf("kv.%d.k", l), c.KVHeads*c.MaxCtx*c.HeadDim, arena.KV)
-		f32(fmt.Sprintf("kv.%d.v", l), c.KVHeads*c.MaxCtx*c.HeadDim, arena.KV)
+	if fp16Acts {
+		f32("act.xr", B*max(H, qd, I), arena.Activations)
 	}
 	// The caller's (worker 0's) attention scores; the Runtime's other workers use the
 	// per-worker scratch of the Runtime's own arena.
 	f32("scratch.attn", c.MaxCtx, arena.Scratch)
 }
 
-// bindState points m's activation, KV and scratch slices into the arena.
-func (m *Model) bindState() error {
+// bindState points m's activation and scratch slices into the arena.
+func (m *Model) bindState(fp16Acts bool) error {
 	c := &m.Cfg
 	var err error
 	get := func(name string) []float32 {
@@ -79,14 +221,11 @@ func (m *Model) bindState() error {
 	m.hq = getB("act.hq")
 	m.logits = get("act.logits")
 	m.attScratch = get("scratch.attn")
+	if fp16Acts {
+		m.xr = get("act.xr")
+	}
 	if err == nil {
 		m.ids, err = arena.Get[int32](m.arena, m.layout, "act.ids")
-	}
-	m.kc = make([][]float32, c.Layers)
-	m.vc = make([][]float32, c.Layers)
-	for l := 0; l < c.Layers; l++ {
-		m.kc[l] = get(fmt.Sprintf("kv.%d.k", l))
-		m.vc[l] = get(fmt.Sprintf("kv.%d.v", l))
 	}
 	if err != nil {
 		return fmt.Errorf("orchestrator: %w", err)
@@ -96,157 +235,4 @@ func (m *Model) bindState() error {
 		return fmt.Errorf("orchestrator: %w", err)
 	}
 	return nil
-}
-
-// NewSynthetic builds a model of shape cfg with seeded random weights stored as recipe
-// says, every byte (weights, activations, KV cache, scratch) in one arena laid out first.
-// Weights are random blocks with a per-block scale near 0.02*sqrt(3)/127 (uniform weights of
-// standard deviation ~0.02, like trained checkpoints), norms near 1 and small biases.
-func NewSynthetic(cfg Config, recipe Recipe, seed uint64, opts BuildOptions) (*Model, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	if recipe.Embedded != Q8_0 {
-		return nil, fmt.Errorf("orchestrator: the embedding must be Q8_0 (EmbedQ8_0), recipe %q says %s", recipe.Name, recipe.Embedded)
-	}
-	c := cfg
-	H, I := c.Hidden, c.Intermediate
-	qd, kd, vd := c.qkvDims()
-	var p arena.Plan
-	p.Guard = opts.Arena.Guard
-	type matSpec struct {
-		name       string
-		t          QType
-		rows, cols int
-	}
-	fuseQKV := recipe.Q == recipe.K && recipe.K == recipe.V
-	fuseGU := recipe.Gate == recipe.Up
-	var mats []matSpec
-	for l := 0; l < c.Layers; l++ {
-		pre := fmt.Sprintf("blk.%d.", l)
-		if fuseQKV {
-			mats = append(mats, matSpec{pre + "attn_qkv", recipe.Q, qd + kd + vd, H})
-		} else {
-			mats = append(mats, matSpec{pre + "attn_q", recipe.Q, qd, H}, matSpec{pre + "attn_k", recipe.K, kd, H},
-				matSpec{pre + "attn_v", recipe.V, vd, H})
-		}
-		mats = append(mats, matSpec{pre + "attn_output", recipe.O, H, qd})
-		if fuseGU {
-			mats = append(mats, matSpec{pre + "ffn_gate_up", recipe.Gate, 2 * I, H})
-		} else {
-			mats = append(mats, matSpec{pre + "ffn_gate", recipe.Gate, I, H}, matSpec{pre + "ffn_up", recipe.Up, I, H})
-		}
-		mats = append(mats, matSpec{pre + "ffn_down", recipe.Down, H, I})
-		p.Add(arena.Buffer{Name: pre + "attn_norm", ElemSize: 4, Count: H, Region: arena.Weights})
-		p.Add(arena.Buffer{Name: pre + "ffn_norm", ElemSize: 4, Count: H, Region: arena.Weights})
-		p.Add(arena.Buffer{Name: pre + "attn_qkv.bias", ElemSize: 4, Count: qd + kd + vd, Region: arena.Weights})
-	}
-	mats = append(mats, matSpec{"token_embd", Q8_0, c.Vocab, H})
-	for _, ms := range mats {
-		p.Add(arena.Buffer{Name: ms.name, ElemSize: ms.t.blockBytes(), Count: ms.rows * ms.cols / kernelrt.QK, Region: arena.Weights})
-	}
-	p.Add(arena.Buffer{Name: "output_norm", ElemSize: 4, Count: H, Region: arena.Weights})
-	planState(&p, c)
-	layout, err := p.Layout()
-	if err != nil {
-		return nil, fmt.Errorf("orchestrator: plan: %w", err)
-	}
-	a, err := arena.NewFromLayout(layout, opts.Arena)
-	if err != nil {
-		return nil, fmt.Errorf("orchestrator: %w", err)
-	}
-	m := &Model{Cfg: c, Recipe: recipe, arena: a, layout: layout, Layers: make([]Layer, c.Layers)}
-	fail := func(err error) (*Model, error) {
-		a.Close()
-		return nil, fmt.Errorf("orchestrator: %w", err)
-	}
-	rng := seed*0x9E3779B97F4A7C15 + 1
-	byName := map[string]*Matrix{}
-	for _, ms := range mats {
-		mat := &Matrix{Name: ms.name, Type: ms.t, Rows: ms.rows, Cols: ms.cols}
-		var raw []byte
-		if ms.t == Q5_0 {
-			mat.Q5, err = arena.Get[kernelrt.BlockQ5_0](a, layout, ms.name)
-			raw = bytesOf(mat.Q5)
-		} else {
-			mat.Q8, err = arena.Get[kernelrt.BlockQ8_0](a, layout, ms.name)
-			raw = bytesOf(mat.Q8)
-		}
-		if err != nil {
-			return fail(err)
-		}
-		fillBlocks(raw, ms.t, 0.02*math.Sqrt(3), &rng)
-		byName[ms.name] = mat
-	}
-	floats := func(name string, center, spread float32) ([]float32, error) {
-		s, err := arena.Get[float32](a, layout, name)
-		for i := range s {
-			s[i] = center + spread*(2*uniform(&rng)-1)
-		}
-		return s, err
-	}
-	for l := range m.Layers {
-		pre := fmt.Sprintf("blk.%d.", l)
-		ly := &m.Layers[l]
-		if ly.AttnNorm, err = floats(pre+"attn_norm", 1, 0.1); err != nil {
-			return fail(err)
-		}
-		if ly.FFNNorm, err = floats(pre+"ffn_norm", 1, 0.1); err != nil {
-			return fail(err)
-		}
-		if ly.QKVBias, err = floats(pre+"attn_qkv.bias", 0, 0.02); err != nil {
-			return fail(err)
-		}
-		ly.QKV, ly.Q, ly.K, ly.V = byName[pre+"attn_qkv"], byName[pre+"attn_q"], byName[pre+"attn_k"], byName[pre+"attn_v"]
-		ly.O = byName[pre+"attn_output"]
-		ly.GateUp, ly.Gate, ly.Up = byName[pre+"ffn_gate_up"], byName[pre+"ffn_gate"], byName[pre+"ffn_up"]
-		ly.Down = byName[pre+"ffn_down"]
-	}
-	m.Embed = byName["token_embd"]
-	m.Output = m.Embed
-	if m.OutNorm, err = floats("output_norm", 1, 0.1); err != nil {
-		return fail(err)
-	}
-	if err := m.bindState(); err != nil {
-		a.Close()
-		return nil, err
-	}
-	return m, nil
-}
-
-// uniform returns a float in [0, 1) from a xorshift64 state.
-func uniform(s *uint64) float32 {
-	*s ^= *s << 13
-	*s ^= *s >> 7
-	*s ^= *s << 17
-	return float32(*s>>40) / (1 << 24)
-}
-
-// fillBlocks writes random quants (every bit pattern is a valid quant) and then a scale per
-// block so that values spread over about [-amp, amp].
-func fillBlocks(raw []byte, t QType, amp float64, s *uint64) {
-	// 8 bytes at a time: the weight region of a 0.5B model is half a gigabyte.
-	n8 := len(raw) / 8
-	words := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(raw))), n8)
-	x := *s
-	for i := range words {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		words[i] = x
-	}
-	for i := n8 * 8; i < len(raw); i++ {
-		raw[i] = byte(x >> (i & 7 * 8))
-	}
-	*s = x
-	bb := t.blockBytes()
-	levels := 127.0
-	if t == Q5_0 {
-		levels = 16
-	}
-	for off := 0; off+bb <= len(raw); off += bb {
-		// Vary the scale by block (0.5x..1.5x) from the block's own first quant byte.
-		f := 0.5 + float64(raw[off+2])/255
-		binary.LittleEndian.PutUint16(raw[off:], kernelrt.FP32ToFP16(float32(amp*f/levels)))
-	}
 }

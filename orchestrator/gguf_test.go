@@ -602,7 +602,7 @@ func TestDecodeNoAllocs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, e := range []Exec{kernelrt.Serial{}, rt} {
+			for _, e := range []kernelrt.Ops{kernelrt.Serial{}, rt} {
 				m.Reset()
 				if _, err := m.Decode(e, 1); err != nil {
 					t.Fatal(err)

@@ -1,30 +1,19 @@
 package orchestrator
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"math"
+	"sync"
 	"unsafe"
 
 	"github.com/kernelrt/kernelrt"
 	"github.com/kernelrt/kernelrt/arena"
 )
 
-// Exec is what the decoder needs from kernelrt: the serial kernels (Serial) and the
-// Runtime's dispatch wrappers both provide it, with the same signatures.
-type Exec interface {
-	RMSNorm(out, x, weight []float32, tokens, dim int, eps float32) error
-	QuantizeQ8_0(dst []kernelrt.BlockQ8_0, src []float32) error
-	GemvQ8_0Bias(y []float32, w []kernelrt.BlockQ8_0, x []kernelrt.BlockQ8_0, bias []float32, rows, cols int) error
-	GemvQ5_0Bias(y []float32, w []kernelrt.BlockQ5_0, x []kernelrt.BlockQ8_0, bias []float32, rows, cols int) error
-	GemmQ8_0(y []float32, w []kernelrt.BlockQ8_0, x []kernelrt.BlockQ8_0, bias []float32, rows, cols, tokens int) error
-	GemmQ5_0(y []float32, w []kernelrt.BlockQ5_0, x []kernelrt.BlockQ8_0, bias []float32, rows, cols, tokens int) error
-	RopeNeoX(x []float32, tab *kernelrt.RopeTable, tokens, nHeads, headDim, stride, pos0 int) error
-	KVAppend(cache, src []float32, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0 int) error
-	Attention(out, q, kcache, vcache, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error
-	Add(out, a, b []float32) error
-	SwiGLU(out, gate, up []float32) error
-	EmbedQ8_0(out []float32, table []kernelrt.BlockQ8_0, ids []int32, dim, vocab int) error
-}
+// ErrClosed is returned by a Model's methods after Close (test with errors.Is).
+var ErrClosed = errors.New("orchestrator: model is closed")
 
 // Matrix is a rows x cols weight tensor in one type: row-major blocks in Q8 or Q5, or
 // row-major floats in F32 (for Type F32, and for Type F16 after its conversion at load).
@@ -40,32 +29,6 @@ type Matrix struct {
 // Bytes is the weight memory one full pass reads.
 func (m *Matrix) Bytes() int { return m.Rows * m.Cols / kernelrt.QK * m.Type.blockBytes() }
 
-// matmul computes y = W x (+bias) for T tokens of Q8_0 activations: a GEMV for one token
-// (bandwidth-bound), the tiled GEMM for more (compute-bound).
-func (m *Matrix) matmul(e Exec, y []float32, x []kernelrt.BlockQ8_0, bias []float32, T int) error {
-	y = y[:T*m.Rows]
-	x = x[:T*m.Cols/kernelrt.QK]
-	if T == 1 {
-		if m.Type == Q5_0 {
-			return e.GemvQ5_0Bias(y, m.Q5, x, bias, m.Rows, m.Cols)
-		}
-		return e.GemvQ8_0Bias(y, m.Q8, x, bias, m.Rows, m.Cols)
-	}
-	if m.Type == Q5_0 {
-		return e.GemmQ5_0(y, m.Q5, x, bias, m.Rows, m.Cols, T)
-	}
-	return e.GemmQ8_0(y, m.Q8, x, bias, m.Rows, m.Cols, T)
-}
-
-// mm computes y = W x (+bias) for T tokens: a Q8_0/Q5_0 matrix multiplies the Q8_0
-// activations xq, an F32/F16 one (GGUF models) the float activations xf.
-func (m *Model) mm(e Exec, w *Matrix, y, xf []float32, xq []kernelrt.BlockQ8_0, bias []float32, T int) error {
-	if w.Type.quantized() {
-		return w.matmul(e, y, xq, bias, T)
-	}
-	return m.matmulF32(e, w, y, xf, bias, T)
-}
-
 // Layer is one decoder block's weights. QKV is one fused matrix when q, k and v share a
 // type (one GEMV instead of three); otherwise Q, K and V are separate. GateUp likewise.
 type Layer struct {
@@ -77,18 +40,24 @@ type Layer struct {
 	Down              *Matrix
 }
 
-// Model is a decoder with its weights, activations and KV cache in one arena.
+// Model is a decoder with its weights, activations and KV cache in one arena. Its methods
+// are safe for concurrent use (they take turns: a model holds one sequence's state); every
+// method either succeeds or leaves Pos and the cache's valid positions as they were.
 type Model struct {
 	Cfg     Config
 	Recipe  Recipe
 	Layers  []Layer
-	Embed   *Matrix // vocab x hidden, Q8_0; also the output head when Output == Embed
+	Embed   *Matrix // vocab x hidden; also the output head when Output == Embed
 	Output  *Matrix
 	OutNorm []float32
+
+	mu     sync.Mutex
+	closed bool
 
 	rope   *kernelrt.RopeTable
 	arena  *arena.Arena
 	layout *arena.Layout
+	file   io.Closer // the GGUF mapping the weights are viewed in (LoadGGUF), closed by Close
 
 	// activations, sized for MaxBatch tokens
 	x, xn, tmp []float32
@@ -101,18 +70,10 @@ type Model struct {
 	logits     []float32
 	attScratch []float32
 	ids        []int32
-	kc, vc     [][]float32 // per layer, [kv_head][MaxCtx][head_dim]
+	xr         []float32 // fp16-rounded activations of F16 matmuls (GGUF models with F16 weights)
 
-	pos int // tokens in the KV cache
-
-	// GGUF models (gguf.go): the file whose mapping the weights are viewed in (closed by
-	// Close), the fp16-rounded activations of F16 matmuls, and the F16 KV cache (kc and vc
-	// then hold one layer: the F32 copy attention reads).
-	file       io.Closer
-	xr         []float32
-	kv16       bool
-	kc16, vc16 [][]uint16
-	expand     expandTask
+	kv  kvCache
+	pos int // tokens in the KV cache, which is also the position the next token gets
 }
 
 // qkvDims returns the widths of q, k and v per token.
@@ -136,10 +97,33 @@ func (m *Model) WeightBytes() int {
 }
 
 // Pos is the number of tokens in the KV cache, which is also the position the next token gets.
-func (m *Model) Pos() int { return m.pos }
+func (m *Model) Pos() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.pos
+}
 
 // Reset empties the KV cache (the weights stay).
-func (m *Model) Reset() { m.pos = 0 }
+func (m *Model) Reset() {
+	m.mu.Lock()
+	m.pos = 0
+	m.mu.Unlock()
+}
+
+// Truncate keeps the first n positions of the KV cache and drops the rest, so a new prompt
+// sharing those n tokens continues from there (prefix reuse). n must be 0..Pos().
+func (m *Model) Truncate(n int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	if n < 0 || n > m.pos {
+		return fmt.Errorf("orchestrator: Truncate(%d): the cache holds %d positions", n, m.pos)
+	}
+	m.pos = n
+	return nil
+}
 
 // Layout is the arena plan the model was built from (for reports).
 func (m *Model) Layout() *arena.Layout { return m.layout }
@@ -147,8 +131,15 @@ func (m *Model) Layout() *arena.Layout { return m.layout }
 // Arena is the model's memory.
 func (m *Model) Arena() *arena.Arena { return m.arena }
 
-// Close unmaps the model's memory; the model must not be used afterwards.
+// Close unmaps the model's memory (and its file, for LoadGGUF). Later calls return
+// ErrClosed; Close is idempotent.
 func (m *Model) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
+	m.closed = true
 	var err error
 	if m.arena != nil {
 		err = m.arena.Close()
@@ -163,24 +154,45 @@ func (m *Model) Close() error {
 	return err
 }
 
+// checkTokens refuses ids outside the vocabulary, naming the index in the caller's slice.
+func (m *Model) checkTokens(tokens []int32) error {
+	for i, id := range tokens {
+		if id < 0 || int(id) >= m.Cfg.Vocab {
+			return fmt.Errorf("orchestrator: token %d at index %d is outside the vocabulary (0..%d)", id, i, m.Cfg.Vocab-1)
+		}
+	}
+	return nil
+}
+
 // Prefill runs tokens through the model at the current position (in MaxBatch chunks) and
 // returns the logits of the last token (of every token when Cfg.AllLogits, row-major). The
-// returned slice aliases model memory and is valid until the next call.
-func (m *Model) Prefill(e Exec, tokens []int32) ([]float32, error) {
+// returned slice aliases model memory and is valid until the next call. Every id is checked
+// before any work; a failure leaves Pos where it was.
+func (m *Model) Prefill(e kernelrt.Ops, tokens []int32) ([]float32, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
 	if len(tokens) == 0 {
 		return nil, fmt.Errorf("orchestrator: Prefill of no tokens")
 	}
-	if m.pos+len(tokens) > m.Cfg.MaxCtx {
+	if len(tokens) > m.Cfg.MaxCtx-m.pos {
 		return nil, fmt.Errorf("orchestrator: prefill of %d tokens at position %d would pass MaxCtx = %d", len(tokens), m.pos, m.Cfg.MaxCtx)
 	}
 	if m.Cfg.AllLogits && len(tokens) > m.Cfg.MaxBatch {
 		return nil, fmt.Errorf("orchestrator: AllLogits prefill of %d tokens exceeds MaxBatch = %d", len(tokens), m.Cfg.MaxBatch)
 	}
+	if err := m.checkTokens(tokens); err != nil {
+		return nil, err
+	}
+	start := m.pos
 	var out []float32
 	for len(tokens) > 0 {
 		n := min(len(tokens), m.Cfg.MaxBatch)
 		var err error
 		if out, err = m.forward(e, tokens[:n]); err != nil {
+			m.pos = start
 			return nil, err
 		}
 		tokens = tokens[n:]
@@ -190,162 +202,303 @@ func (m *Model) Prefill(e Exec, tokens []int32) ([]float32, error) {
 
 // Decode runs one token at the current position and returns its logits (valid until the
 // next call). Past MaxCtx it returns an error and leaves the cache untouched.
-func (m *Model) Decode(e Exec, token int32) ([]float32, error) {
+func (m *Model) Decode(e kernelrt.Ops, token int32) ([]float32, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
 	if m.pos+1 > m.Cfg.MaxCtx {
 		return nil, fmt.Errorf("orchestrator: decode at position %d would pass MaxCtx = %d", m.pos, m.Cfg.MaxCtx)
 	}
 	m.ids[0] = token
+	if err := m.checkTokens(m.ids[:1]); err != nil {
+		return nil, err
+	}
 	return m.forward(e, m.ids[:1])
 }
 
-// forward runs T <= MaxBatch tokens at positions pos..pos+T-1 through every layer.
-func (m *Model) forward(e Exec, tokens []int32) ([]float32, error) {
-	c := &m.Cfg
-	T := len(tokens)
-	H, I := c.Hidden, c.Intermediate
-	qd, kd, vd := c.qkvDims()
-	pos0 := m.pos
-	for i, id := range tokens {
-		if id < 0 || int(id) >= c.Vocab {
-			return nil, fmt.Errorf("orchestrator: token %d at index %d is outside the vocabulary (0..%d)", id, i, c.Vocab-1)
+// NonFiniteError reports a forward pass that produced a NaN or an infinity, naming the first
+// step whose output was not finite. The model state is left as before the call.
+type NonFiniteError struct {
+	Step string // e.g. "layer 3 attention", "output head"
+}
+
+func (e *NonFiniteError) Error() string {
+	return fmt.Sprintf("orchestrator: the %s produced a non-finite value (NaN or Inf): the model's weights or inputs hold NaN/Inf", e.Step)
+}
+
+// checkFinite returns a *NonFiniteError naming step when x holds a NaN or an infinity. The
+// sum is one streaming pass (an op, at memory speed); only a sum that overflowed from finite
+// values needs the element scan.
+func checkFinite(e kernelrt.Ops, x []float32, step func() string) error {
+	s, err := e.StreamRead(x)
+	if err != nil {
+		return err
+	}
+	if !math.IsNaN(float64(s)) && !math.IsInf(float64(s), 0) {
+		return nil
+	}
+	for _, v := range x {
+		if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
+			return &NonFiniteError{Step: step()}
 		}
 	}
+	return nil
+}
+
+// forward runs T <= MaxBatch checked tokens at positions pos..pos+T-1 through every layer.
+func (m *Model) forward(e kernelrt.Ops, tokens []int32) ([]float32, error) {
+	T := len(tokens)
 	if &tokens[0] != &m.ids[0] {
 		copy(m.ids, tokens)
 	}
-	x, xn, tmp := m.x[:T*H], m.xn[:T*H], m.tmp[:T*H]
-	xq := m.xq[:T*H/kernelrt.QK]
-	if m.Embed.Type == Q8_0 {
-		if err := e.EmbedQ8_0(x, m.Embed.Q8, m.ids[:T], H, c.Vocab); err != nil {
-			return nil, err
-		}
-	} else if err := m.embedRows(x, m.ids[:T]); err != nil {
+	if err := m.embed(e, T); err != nil {
 		return nil, err
 	}
 	for li := range m.Layers {
-		l := &m.Layers[li]
-		if err := e.RMSNorm(xn, x, l.AttnNorm, T, H, c.Eps); err != nil {
+		if err := m.attention(e, li, T); err != nil {
 			return nil, err
 		}
-		if err := e.QuantizeQ8_0(xq, xn); err != nil {
+		if err := checkFinite(e, m.x[:T*m.Cfg.Hidden], func() string { return fmt.Sprintf("layer %d attention block", li) }); err != nil {
 			return nil, err
 		}
-		// q, k, v views: fused rows give one [T][qd+kd+vd] buffer; separate matrices write
-		// three consecutive [T][d] buffers.
-		var qv, kv, vv []float32
-		var qs, ks, vs int
-		if l.QKV != nil {
-			w := qd + kd + vd
-			buf := m.qkv[:T*w]
-			if err := m.mm(e, l.QKV, buf, xn, xq, l.QKVBias, T); err != nil {
-				return nil, err
-			}
-			qv, kv, vv = buf, buf[qd:], buf[qd+kd:]
-			qs, ks, vs = w, w, w
-		} else {
-			qv, kv, vv = m.qkv[:T*qd], m.qkv[T*qd:T*(qd+kd)], m.qkv[T*(qd+kd):T*(qd+kd+vd)]
-			qs, ks, vs = qd, kd, vd
-			if err := m.mm(e, l.Q, qv, xn, xq, l.QKVBias[:qd], T); err != nil {
-				return nil, err
-			}
-			if err := m.mm(e, l.K, kv, xn, xq, l.QKVBias[qd:qd+kd], T); err != nil {
-				return nil, err
-			}
-			if err := m.mm(e, l.V, vv, xn, xq, l.QKVBias[qd+kd:], T); err != nil {
-				return nil, err
-			}
-		}
-		qv, kv, vv = qv[:(T-1)*qs+qd], kv[:(T-1)*ks+kd], vv[:(T-1)*vs+vd]
-		if err := e.RopeNeoX(qv, m.rope, T, c.Heads, c.HeadDim, qs, pos0); err != nil {
+		if err := m.ffn(e, li, T); err != nil {
 			return nil, err
 		}
-		if err := e.RopeNeoX(kv, m.rope, T, c.KVHeads, c.HeadDim, ks, pos0); err != nil {
-			return nil, err
-		}
-		att := m.att[:T*qd]
-		if m.kv16 {
-			if err := m.attendF16(e, li, att, qv, kv, vv, T, qs, ks, vs, pos0); err != nil {
-				return nil, err
-			}
-		} else {
-			if err := e.KVAppend(m.kc[li], kv, T, ks, c.KVHeads, c.HeadDim, c.MaxCtx, pos0); err != nil {
-				return nil, err
-			}
-			if err := e.KVAppend(m.vc[li], vv, T, vs, c.KVHeads, c.HeadDim, c.MaxCtx, pos0); err != nil {
-				return nil, err
-			}
-			if err := e.Attention(att, qv, m.kc[li], m.vc[li], m.attScratch, T, qs, c.Heads, c.KVHeads, c.HeadDim, c.MaxCtx, pos0); err != nil {
-				return nil, err
-			}
-		}
-		attq := m.attq[:T*qd/kernelrt.QK]
-		if err := e.QuantizeQ8_0(attq, att); err != nil {
-			return nil, err
-		}
-		if err := m.mm(e, l.O, tmp, att, attq, nil, T); err != nil {
-			return nil, err
-		}
-		if err := e.Add(x, x, tmp); err != nil {
-			return nil, err
-		}
-		if err := e.RMSNorm(xn, x, l.FFNNorm, T, H, c.Eps); err != nil {
-			return nil, err
-		}
-		if err := e.QuantizeQ8_0(xq, xn); err != nil {
-			return nil, err
-		}
-		h := m.h[:T*I]
-		if l.GateUp != nil {
-			gu := m.gu[:T*2*I]
-			if err := m.mm(e, l.GateUp, gu, xn, xq, nil, T); err != nil {
-				return nil, err
-			}
-			for t := 0; t < T; t++ { // gate and up interleave per token
-				if err := e.SwiGLU(h[t*I:(t+1)*I], gu[t*2*I:t*2*I+I], gu[t*2*I+I:(t+1)*2*I]); err != nil {
-					return nil, err
-				}
-			}
-		} else {
-			g, u := m.gu[:T*I], m.gu[T*I:2*T*I]
-			if err := m.mm(e, l.Gate, g, xn, xq, nil, T); err != nil {
-				return nil, err
-			}
-			if err := m.mm(e, l.Up, u, xn, xq, nil, T); err != nil {
-				return nil, err
-			}
-			if err := e.SwiGLU(h, g, u); err != nil {
-				return nil, err
-			}
-		}
-		hq := m.hq[:T*I/kernelrt.QK]
-		if err := e.QuantizeQ8_0(hq, h); err != nil {
-			return nil, err
-		}
-		if err := m.mm(e, l.Down, tmp, h, hq, nil, T); err != nil {
-			return nil, err
-		}
-		if err := e.Add(x, x, tmp); err != nil {
+		if err := checkFinite(e, m.x[:T*m.Cfg.Hidden], func() string { return fmt.Sprintf("layer %d feed-forward block", li) }); err != nil {
 			return nil, err
 		}
 	}
+	logits, err := m.head(e, T)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkFinite(e, logits, func() string { return "output head (output_norm, output)" }); err != nil {
+		return nil, err
+	}
 	m.pos += T
-	// The head: every position's logits, or only the last token's.
+	return logits, nil
+}
+
+// embed writes the T tokens' embeddings to x.
+func (m *Model) embed(e kernelrt.Ops, T int) error {
+	H := m.Cfg.Hidden
+	x, ids := m.x[:T*H], m.ids[:T]
+	t := m.Embed
+	if t.Type == Q8_0 {
+		return e.EmbedQ8_0(x, t.Q8, ids, H, m.Cfg.Vocab)
+	}
+	nb := H / kernelrt.QK
+	for i, id := range ids {
+		row := x[i*H : (i+1)*H]
+		switch t.Type {
+		case Q5_0:
+			if err := e.DequantizeQ5_0(row, t.Q5[int(id)*nb:(int(id)+1)*nb]); err != nil {
+				return err
+			}
+		case F32, F16:
+			copy(row, t.F32[int(id)*H:(int(id)+1)*H])
+		default:
+			return fmt.Errorf("orchestrator: embedding %s of type %s has no row lookup", t.Name, t.Type)
+		}
+	}
+	return nil
+}
+
+// attention is one layer's attention block: x += O(attention(rope(QKV(norm(x))))).
+func (m *Model) attention(e kernelrt.Ops, li, T int) error {
+	c := &m.Cfg
+	l := &m.Layers[li]
+	H := c.Hidden
+	qd, kd, vd := c.qkvDims()
+	x, xn, tmp := m.x[:T*H], m.xn[:T*H], m.tmp[:T*H]
+	xq := m.xq[:T*H/kernelrt.QK]
+	if err := e.RMSNorm(xn, x, l.AttnNorm, T, H, c.Eps); err != nil {
+		return err
+	}
+	if err := e.QuantizeQ8_0(xq, xn); err != nil {
+		return err
+	}
+	// q, k, v views: fused rows give one [T][qd+kd+vd] buffer; separate matrices write three
+	// consecutive [T][d] buffers.
+	var qv, kv, vv []float32
+	var qs, ks, vs int
+	if l.QKV != nil {
+		w := qd + kd + vd
+		buf := m.qkv[:T*w]
+		if err := m.mm(e, l.QKV, buf, xn, xq, l.QKVBias, T); err != nil {
+			return err
+		}
+		qv, kv, vv = buf, buf[qd:], buf[qd+kd:]
+		qs, ks, vs = w, w, w
+	} else {
+		qv, kv, vv = m.qkv[:T*qd], m.qkv[T*qd:T*(qd+kd)], m.qkv[T*(qd+kd):T*(qd+kd+vd)]
+		qs, ks, vs = qd, kd, vd
+		if err := m.mm(e, l.Q, qv, xn, xq, l.QKVBias[:qd], T); err != nil {
+			return err
+		}
+		if err := m.mm(e, l.K, kv, xn, xq, l.QKVBias[qd:qd+kd], T); err != nil {
+			return err
+		}
+		if err := m.mm(e, l.V, vv, xn, xq, l.QKVBias[qd+kd:], T); err != nil {
+			return err
+		}
+	}
+	qv, kv, vv = qv[:(T-1)*qs+qd], kv[:(T-1)*ks+kd], vv[:(T-1)*vs+vd]
+	if err := e.RopeNeoX(qv, m.rope, T, c.Heads, c.HeadDim, qs, m.pos); err != nil {
+		return err
+	}
+	if err := e.RopeNeoX(kv, m.rope, T, c.KVHeads, c.HeadDim, ks, m.pos); err != nil {
+		return err
+	}
+	att := m.att[:T*qd]
+	if err := m.kv.attend(e, m, li, att, qv, kv, vv, T, qs, ks, vs); err != nil {
+		return err
+	}
+	attq := m.attq[:T*qd/kernelrt.QK]
+	if err := e.QuantizeQ8_0(attq, att); err != nil {
+		return err
+	}
+	if err := m.mm(e, l.O, tmp, att, attq, nil, T); err != nil {
+		return err
+	}
+	return e.Add(x, x, tmp)
+}
+
+// ffn is one layer's feed-forward block: x += down(swiglu(gate(norm(x)), up(norm(x)))).
+func (m *Model) ffn(e kernelrt.Ops, li, T int) error {
+	c := &m.Cfg
+	l := &m.Layers[li]
+	H, I := c.Hidden, c.Intermediate
+	x, xn, tmp := m.x[:T*H], m.xn[:T*H], m.tmp[:T*H]
+	xq := m.xq[:T*H/kernelrt.QK]
+	if err := e.RMSNorm(xn, x, l.FFNNorm, T, H, c.Eps); err != nil {
+		return err
+	}
+	if err := e.QuantizeQ8_0(xq, xn); err != nil {
+		return err
+	}
+	h := m.h[:T*I]
+	if l.GateUp != nil {
+		gu := m.gu[:T*2*I]
+		if err := m.mm(e, l.GateUp, gu, xn, xq, nil, T); err != nil {
+			return err
+		}
+		for t := 0; t < T; t++ { // gate and up interleave per token
+			if err := e.SwiGLU(h[t*I:(t+1)*I], gu[t*2*I:t*2*I+I], gu[t*2*I+I:(t+1)*2*I]); err != nil {
+				return err
+			}
+		}
+	} else {
+		g, u := m.gu[:T*I], m.gu[T*I:2*T*I]
+		if err := m.mm(e, l.Gate, g, xn, xq, nil, T); err != nil {
+			return err
+		}
+		if err := m.mm(e, l.Up, u, xn, xq, nil, T); err != nil {
+			return err
+		}
+		if err := e.SwiGLU(h, g, u); err != nil {
+			return err
+		}
+	}
+	hq := m.hq[:T*I/kernelrt.QK]
+	if err := e.QuantizeQ8_0(hq, h); err != nil {
+		return err
+	}
+	if err := m.mm(e, l.Down, tmp, h, hq, nil, T); err != nil {
+		return err
+	}
+	return e.Add(x, x, tmp)
+}
+
+// head computes the logits of the last token (of every token when AllLogits).
+func (m *Model) head(e kernelrt.Ops, T int) ([]float32, error) {
+	c := &m.Cfg
+	H := c.Hidden
 	first, n := T-1, 1
 	if c.AllLogits {
 		first, n = 0, T
 	}
-	xs := x[first*H : (first+n)*H]
-	if err := e.RMSNorm(xn[:n*H], xs, m.OutNorm, n, H, c.Eps); err != nil {
+	xs := m.x[first*H : (first+n)*H]
+	xn, xq := m.xn[:n*H], m.xq[:n*H/kernelrt.QK]
+	if err := e.RMSNorm(xn, xs, m.OutNorm, n, H, c.Eps); err != nil {
 		return nil, err
 	}
-	if err := e.QuantizeQ8_0(xq[:n*H/kernelrt.QK], xn[:n*H]); err != nil {
+	if err := e.QuantizeQ8_0(xq, xn); err != nil {
 		return nil, err
 	}
 	logits := m.logits[:n*c.Vocab]
-	if err := m.mm(e, m.Output, logits, xn[:n*H], xq, nil, n); err != nil {
+	if err := m.mm(e, m.Output, logits, xn, xq, nil, n); err != nil {
 		return nil, err
 	}
 	return logits, nil
+}
+
+// mm computes y = W x (+bias) for T tokens: a Q8_0/Q5_0 matrix multiplies the Q8_0
+// activations xq (a GEMV for one token, bandwidth-bound; the tiled GEMM for more,
+// compute-bound), an F32/F16 one (GGUF models) the float activations xf.
+func (m *Model) mm(e kernelrt.Ops, w *Matrix, y, xf []float32, xq []kernelrt.BlockQ8_0, bias []float32, T int) error {
+	y = y[:T*w.Rows]
+	switch w.Type {
+	case Q8_0, Q5_0:
+		x := xq[:T*w.Cols/kernelrt.QK]
+		switch {
+		case T == 1 && w.Type == Q5_0:
+			return e.GemvQ5_0Bias(y, w.Q5, x, bias, w.Rows, w.Cols)
+		case T == 1:
+			return e.GemvQ8_0Bias(y, w.Q8, x, bias, w.Rows, w.Cols)
+		case w.Type == Q5_0:
+			return e.GemmQ5_0(y, w.Q5, x, bias, w.Rows, w.Cols, T)
+		}
+		return e.GemmQ8_0(y, w.Q8, x, bias, w.Rows, w.Cols, T)
+	}
+	return m.matmulF32(e, w, y, xf, bias, T)
+}
+
+// f32RowBlock is the weight bytes a float matmul of several tokens keeps in cache at once.
+const f32RowBlock = 512 << 10
+
+// matmulF32 computes y = W x (+bias) for T tokens of float activations x and an F32 (or
+// converted F16) matrix. For F16 the activations are first rounded to fp16, as ggml converts
+// them to the weights' vec_dot type before the dot products. Several tokens go block of rows
+// by block of rows, each block multiplying every token while it is in cache.
+func (m *Model) matmulF32(e kernelrt.Ops, w *Matrix, y, x, bias []float32, T int) error {
+	R, C := w.Rows, w.Cols
+	y, x = y[:T*R], x[:T*C]
+	if w.Type == F16 {
+		if len(m.xr) < len(x) {
+			return fmt.Errorf("orchestrator: %s: no fp16 activation buffer for %d floats", w.Name, len(x))
+		}
+		r := m.xr[:len(x)]
+		for i, v := range x {
+			r[i] = kernelrt.FP16ToFP32(kernelrt.FP32ToFP16(v))
+		}
+		x = r
+	}
+	if T == 1 {
+		if err := e.GemvF32(y, w.F32, x, R, C); err != nil {
+			return err
+		}
+	} else {
+		rb := max(1, f32RowBlock/(4*C))
+		for r0 := 0; r0 < R; r0 += rb {
+			r1 := min(R, r0+rb)
+			for t := 0; t < T; t++ {
+				if err := e.GemvF32(y[t*R+r0:t*R+r1], w.F32[r0*C:r1*C], x[t*C:(t+1)*C], r1-r0, C); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if bias != nil {
+		for t := 0; t < T; t++ {
+			if err := e.Add(y[t*R:(t+1)*R], y[t*R:(t+1)*R], bias[:R]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // bytesOf views a slice of pointer-free values as its bytes.

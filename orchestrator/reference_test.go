@@ -602,7 +602,7 @@ func tolFor(ty testTypes) float64 {
 // runCompare loads path with opts, prefills prompt (every position's logits), decodes dec
 // one token at a time, and compares every position with the reference. It returns the
 // largest relative error seen.
-func runCompare(t *testing.T, e Exec, path string, opts LoadOptions, prompt, dec []int32, tol float64, kvF16 bool) float64 {
+func runCompare(t *testing.T, e kernelrt.Ops, path string, opts LoadOptions, prompt, dec []int32, tol float64, kvF16 bool) float64 {
 	t.Helper()
 	opts.AllLogits = true
 	m, err := LoadGGUF(path, opts)
@@ -677,8 +677,6 @@ func TestReferenceForwardChunked(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	defer func(v int) { expandParallelMin = v }(expandParallelMin)
-	expandParallelMin = 0 // expand F16 caches over the pool however small
 	dir := t.TempDir()
 	for _, kv := range []KVType{KVF32, KVF16} {
 		for _, ty := range []testTypes{testTypeSets[0], testTypeSets[3], testTypeSets[5]} {

@@ -1,8 +1,9 @@
-package main
+package parity
 
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/kernelrt/kernelrt"
 )
@@ -136,18 +137,18 @@ func biasName(b bool) string {
 
 // gemvCase is one GEMV call on g: plain (Q8_0 activations) or fused (FP32 activations).
 func gemvCase(g *matGroup, fused, withBias bool) *Case {
-	c := &Case{Shape: fmt.Sprintf("%dx%d %s", g.rows, g.cols, biasName(withBias)),
+	c := &Case{Metric: "max |y-ref| / (sum|w||x| + |bias|), w and x dequantized here", Shape: fmt.Sprintf("%dx%d %s", g.rows, g.cols, biasName(withBias)),
 		S: kernelrt.Shape{Rows: g.rows, Cols: g.cols, Tokens: 1}, Cost: g.rows * g.cols, Tol: 1e-5,
 		Heavy: g.rows*g.cols >= 9728*896}
 	switch {
 	case !g.q5 && !fused:
-		c.Op, c.Fn, c.Needs = kernelrt.OpGemvQ8_0, "GemvQ8_0", []string{"GemvQ8_0"}
+		c.Op, c.Fn = kernelrt.OpGemvQ8_0, "GemvQ8_0"
 	case g.q5 && !fused:
-		c.Op, c.Fn, c.Needs = kernelrt.OpGemvQ5_0, "GemvQ5_0", []string{"GemvQ5_0"}
+		c.Op, c.Fn = kernelrt.OpGemvQ5_0, "GemvQ5_0"
 	case !g.q5 && fused:
-		c.Op, c.Fn, c.Needs = kernelrt.OpGemvQ8_0F32, "GemvQ8_0F32", []string{"GemvQ8_0F32"}
+		c.Op, c.Fn = kernelrt.OpGemvQ8_0F32, "GemvQ8_0F32"
 	default:
-		c.Op, c.Fn, c.Needs = kernelrt.OpGemvQ5_0F32, "GemvQ5_0F32", []string{"GemvQ5_0F32"}
+		c.Op, c.Fn = kernelrt.OpGemvQ5_0F32, "GemvQ5_0F32"
 	}
 	if withBias && !fused {
 		c.Fn += "Bias"
@@ -192,11 +193,11 @@ func gemvCase(g *matGroup, fused, withBias bool) *Case {
 
 // gemmCase is one GEMM call on g with T tokens.
 func gemmCase(g *matGroup, T int, withBias, full bool) *Case {
-	c := &Case{Shape: fmt.Sprintf("%dx%d T=%d %s", g.rows, g.cols, T, biasName(withBias)),
+	c := &Case{Metric: "max |y-ref| / (sum|w||x| + |bias|), w and x dequantized here", Shape: fmt.Sprintf("%dx%d T=%d %s", g.rows, g.cols, T, biasName(withBias)),
 		S: kernelrt.Shape{Rows: g.rows, Cols: g.cols, Tokens: T}, Cost: g.rows * g.cols * T, Tol: 1e-5, Full: full}
-	c.Op, c.Fn, c.Needs = kernelrt.OpGemmQ8_0, "GemmQ8_0", []string{"GemmQ8_0"}
+	c.Op, c.Fn = kernelrt.OpGemmQ8_0, "GemmQ8_0"
 	if g.q5 {
-		c.Op, c.Fn, c.Needs = kernelrt.OpGemmQ5_0, "GemmQ5_0", []string{"GemmQ5_0"}
+		c.Op, c.Fn = kernelrt.OpGemmQ5_0, "GemmQ5_0"
 	}
 	c.plan = func() { g.use(T) }
 	c.setup = g.acquire
@@ -230,10 +231,10 @@ func gemmCase(g *matGroup, T int, withBias, full bool) *Case {
 // zeros, exact .5 ties, the clamped top code of Q5_0, a scale that is subnormal in fp16 and
 // one that underflows it, large values; the rest are random over five decades.
 func quantCase(q5 bool, n int) *Case {
-	c := &Case{Op: kernelrt.OpQuantizeQ8_0, Fn: "QuantizeQ8_0", Shape: fmt.Sprintf("N=%d", n),
-		S: kernelrt.Shape{N: n, Tokens: 1}, Needs: []string{"QuantizeQ8_0"}, Cost: n, Tol: 1}
+	c := &Case{Metric: "ggml reference bytes (else inf), then max |deq-x| / (half a step + fp16 rounding of d); ties reach 1", Op: kernelrt.OpQuantizeQ8_0, Fn: "QuantizeQ8_0", Shape: fmt.Sprintf("N=%d", n),
+		S: kernelrt.Shape{N: n, Tokens: 1}, Cost: n, Tol: 1}
 	if q5 {
-		c.Fn, c.Needs = "QuantizeQ5_0", []string{"QuantizeQ5_0"}
+		c.Op, c.Fn = kernelrt.OpQuantizeQ5_0, "QuantizeQ5_0"
 	}
 	var src []float32
 	var out8, ref8 []kernelrt.BlockQ8_0
@@ -307,8 +308,8 @@ func quantCase(q5 bool, n int) *Case {
 
 // gemvF32Case is the float32 GEMV (any cols: the odd shape exercises the kernels' tails).
 func gemvF32Case(rows, cols int, heavy bool) *Case {
-	c := &Case{Op: kernelrt.OpGemvF32, Fn: "GemvF32", Shape: fmt.Sprintf("%dx%d", rows, cols),
-		S: kernelrt.Shape{Rows: rows, Cols: cols, Tokens: 1}, Needs: []string{"GemvF32"}, Cost: rows * cols,
+	c := &Case{Metric: "max |y-ref| / sum|w||x|", Op: kernelrt.OpGemvF32, Fn: "GemvF32", Shape: fmt.Sprintf("%dx%d", rows, cols),
+		S: kernelrt.Shape{Rows: rows, Cols: cols, Tokens: 1}, Cost: rows * cols,
 		Tol: 1e-5, Heavy: heavy}
 	var w, x, y []float32
 	var ref, scale []float64
@@ -337,8 +338,8 @@ func gemvF32Case(rows, cols int, heavy bool) *Case {
 
 // rmsCase normalises T tokens of dim floats (magnitudes spread over three decades).
 func rmsCase(T, dim int) *Case {
-	c := &Case{Op: kernelrt.OpRMSNorm, Fn: "RMSNorm", Shape: fmt.Sprintf("T=%d dim=%d", T, dim),
-		S: kernelrt.Shape{Tokens: T, Cols: dim}, Needs: []string{"RMSNorm"}, Cost: T * dim, Tol: 1e-6}
+	c := &Case{Metric: "max |y-ref| / max(|ref|, 1e-30)", Op: kernelrt.OpRMSNorm, Fn: "RMSNorm", Shape: fmt.Sprintf("T=%d dim=%d", T, dim),
+		S: kernelrt.Shape{Tokens: T, Cols: dim}, Cost: T * dim, Tol: 1e-6}
 	var x, w, out []float32
 	var ref []float64
 	c.setup = func() {
@@ -382,8 +383,8 @@ func worstSelf(y []float32, ref []float64) float64 {
 // softmaxCase is Softmax on rows x cols scores, or SoftmaxMasked with a causal mask
 // (row r keeps r+1 entries, the rest must come out exactly 0).
 func softmaxCase(rows, cols int, masked bool, lo, hi float64) *Case {
-	c := &Case{Op: kernelrt.OpSoftmax, Fn: "Softmax", Shape: fmt.Sprintf("%dx%d", rows, cols),
-		S: kernelrt.Shape{Rows: rows, Cols: cols, Tokens: rows}, Needs: []string{"Softmax"}, Cost: rows * cols, Tol: 1e-6}
+	c := &Case{Metric: "max |y-ref| / max(|ref|, 1e-30)", Op: kernelrt.OpSoftmax, Fn: "Softmax", Shape: fmt.Sprintf("%dx%d", rows, cols),
+		S: kernelrt.Shape{Rows: rows, Cols: cols, Tokens: rows}, Cost: rows * cols, Tol: 1e-6}
 	if masked {
 		c.Fn, c.Shape = "SoftmaxMasked", c.Shape+" causal"
 	}
@@ -433,8 +434,8 @@ func softmaxCase(rows, cols int, masked bool, lo, hi float64) *Case {
 
 // swigluCase is SwiGLU on n elements; a few gates sit at the extremes (exp overflow).
 func swigluCase(n int) *Case {
-	c := &Case{Op: kernelrt.OpSwiGLU, Fn: "SwiGLU", Shape: fmt.Sprintf("N=%d", n),
-		S: kernelrt.Shape{N: n, Tokens: 1}, Needs: []string{"SwiGLU"}, Cost: n, Tol: 1e-6}
+	c := &Case{Metric: "max |y-ref| / max(|ref|, 1e-30) (gates <= -88.38 give -0: |ref| < 1e-36)", Op: kernelrt.OpSwiGLU, Fn: "SwiGLU", Shape: fmt.Sprintf("N=%d", n),
+		S: kernelrt.Shape{N: n, Tokens: 1}, Cost: n, Tol: 1e-6}
 	var g, u, out []float32
 	var ref []float64
 	c.setup = func() {
@@ -461,8 +462,8 @@ func swigluCase(n int) *Case {
 
 // addCase is the residual add, into a separate output or in place (out == a).
 func addCase(n int, inPlace bool) *Case {
-	c := &Case{Op: kernelrt.OpAdd, Fn: "Add", Shape: fmt.Sprintf("N=%d", n),
-		S: kernelrt.Shape{N: n, Tokens: 1}, Needs: []string{"Add"}, Cost: n, Tol: 1e-6}
+	c := &Case{Metric: "max |y-ref| / (|a|+|b|)", Op: kernelrt.OpAdd, Fn: "Add", Shape: fmt.Sprintf("N=%d", n),
+		S: kernelrt.Shape{N: n, Tokens: 1}, Cost: n, Tol: 1e-6}
 	if inPlace {
 		c.Shape += " in-place"
 	}
@@ -501,8 +502,8 @@ var ropeTab *kernelrt.RopeTable
 // ropeCase rotates heads heads of T tokens in a fused-QKV-strided buffer; the floats between
 // the rotated heads and the next token must stay untouched.
 func ropeCase(T, heads, pos0 int) *Case {
-	c := &Case{Op: kernelrt.OpRope, Fn: "RopeNeoX", Shape: fmt.Sprintf("T=%d heads=%d hd=%d pos0=%d", T, heads, headDim, pos0),
-		S: kernelrt.Shape{Tokens: T, Heads: heads, HeadD: headDim}, Needs: []string{"RopeNeox"}, Cost: T * heads * headDim, Tol: 1e-6}
+	c := &Case{Metric: "max |y-ref| / (|x0 cos|+|x1 sin|), angles computed here; unrotated floats exact", Op: kernelrt.OpRopeNeoX, Fn: "RopeNeoX", Shape: fmt.Sprintf("T=%d heads=%d hd=%d pos0=%d", T, heads, headDim, pos0),
+		S: kernelrt.Shape{Tokens: T, Heads: heads, HeadD: headDim}, Cost: T * heads * headDim, Tol: 1e-6}
 	n := (T-1)*qkvStride + heads*headDim
 	var x0, x []float32
 	var ref, scale []float64
@@ -561,8 +562,8 @@ func exactCheck(y []float32, ref []float32) float64 { return maxAbsF(y, ref) }
 // kvCase appends T tokens' keys (the K part of fused QKV rows) at pos0; every other cache
 // float must keep its value.
 func kvCase(T, pos0 int) *Case {
-	c := &Case{Op: kernelrt.OpKVAppend, Fn: "KVAppend", Shape: fmt.Sprintf("T=%d kvheads=%d hd=%d pos0=%d ctx=%d", T, nKVHeads, headDim, pos0, maxCtx),
-		S: kernelrt.Shape{Tokens: T, KVHeads: nKVHeads, HeadD: headDim}, Needs: []string{"KVAppend"}, Cost: T * nKVHeads * headDim}
+	c := &Case{Metric: "max |y-ref| (exact; the rest of the cache unchanged)", Op: kernelrt.OpKVAppend, Fn: "KVAppend", Shape: fmt.Sprintf("T=%d kvheads=%d hd=%d pos0=%d ctx=%d", T, nKVHeads, headDim, pos0, maxCtx),
+		S: kernelrt.Shape{Tokens: T, KVHeads: nKVHeads, HeadD: headDim}, Cost: T * nKVHeads * headDim}
 	row := nKVHeads * headDim
 	var src, cache0, cache, ref []float32
 	c.setup = func() {
@@ -593,10 +594,10 @@ func kvCase(T, pos0 int) *Case {
 // to pos0+T; positions past that hold NaN, so a read beyond the context shows.
 func attnCase(T, pos0 int) *Case {
 	ctx := pos0 + T
-	c := &Case{Op: kernelrt.OpAttention, Fn: "Attention",
+	c := &Case{Metric: "max |out-ref| / sum_j p_j|v_j|", Op: kernelrt.OpAttention, Fn: "Attention",
 		Shape: fmt.Sprintf("T=%d ctx=%d heads=%d/%d hd=%d", T, ctx, nHeads, nKVHeads, headDim),
 		S:     kernelrt.Shape{Tokens: T, Heads: nHeads, KVHeads: nKVHeads, HeadD: headDim, Ctx: ctx},
-		Needs: []string{"Attention"}, Cost: T * nHeads * ctx * headDim, Tol: 1e-5}
+		Cost:  T * nHeads * ctx * headDim, Tol: 1e-5}
 	var q, kc, vc, out, scr []float32
 	var ref, scale []float64
 	c.setup = func() {
@@ -674,8 +675,8 @@ func newEmbedGroup(vocab int) *embedGroup {
 
 // embedCase looks up T ids (the first and last vocabulary rows among them).
 func embedCase(g *embedGroup, T int) *Case {
-	c := &Case{Op: kernelrt.OpEmbed, Fn: "EmbedQ8_0", Shape: fmt.Sprintf("vocab=%d dim=%d T=%d", g.vocab, hidden, T),
-		S: kernelrt.Shape{Tokens: T, Cols: hidden}, Needs: []string{"EmbedQ8_0"}, Cost: T * hidden}
+	c := &Case{Metric: "max |y-ref| (exact)", Op: kernelrt.OpEmbedQ8_0, Fn: "EmbedQ8_0", Shape: fmt.Sprintf("vocab=%d dim=%d T=%d", g.vocab, hidden, T),
+		S: kernelrt.Shape{Tokens: T, Cols: hidden}, Cost: T * hidden}
 	var ids []int32
 	var out, ref []float32
 	c.plan = g.plan
@@ -709,6 +710,125 @@ func embedCase(g *embedGroup, T int) *Case {
 	return c
 }
 
+// dequantCase expands n floats' worth of random Q8_0 or Q5_0 blocks (every quant, scales of
+// either sign): exact, every output is fp16(d) times a small integer.
+func dequantCase(q5 bool, n int) *Case {
+	c := &Case{Metric: "max |y-ref| (exact)", Op: kernelrt.OpDequantizeQ8_0, Fn: "DequantizeQ8_0", Shape: fmt.Sprintf("N=%d", n),
+		S: kernelrt.Shape{N: n, Tokens: 1}, Cost: n}
+	if q5 {
+		c.Op, c.Fn = kernelrt.OpDequantizeQ5_0, "DequantizeQ5_0"
+	}
+	var w8 []kernelrt.BlockQ8_0
+	var w5 []kernelrt.BlockQ5_0
+	var out, ref []float32
+	c.setup = func() {
+		r := newRng(c.Fn + "/" + c.Shape)
+		out, ref = make([]float32, n), make([]float32, n)
+		var q [32]int32
+		if q5 {
+			w5 = randQ5(r, 1, n)
+			for b := range w5 {
+				unpackQ5(&w5[b], &q)
+				for j := range q {
+					ref[b*32+j] = float32(f16(w5[b].D) * float64(q[j]))
+				}
+			}
+		} else {
+			w8 = randQ8(r, 1, n)
+			for b := range w8 {
+				for j, v := range w8[b].Qs {
+					ref[b*32+j] = float32(f16(w8[b].D) * float64(v))
+				}
+			}
+		}
+	}
+	c.free = func() { w8, w5, out, ref = nil, nil, nil, nil }
+	c.run = func(e exec) error {
+		fillNaN(out)
+		if q5 {
+			return e.DequantizeQ5_0(out, w5)
+		}
+		return e.DequantizeQ8_0(out, w8)
+	}
+	c.outF = func() []float32 { return out }
+	c.check = func() (float64, string) { return exactCheck(out, ref), "" }
+	return c
+}
+
+// streamCase is the bandwidth baseline's sum of n floats: any summation order, so it is held
+// to float32 rounding of a sum of n terms relative to sum|x|.
+func streamCase(n int) *Case {
+	c := &Case{Metric: "|sum-ref| / sum|x| (any summation order)", Op: kernelrt.OpStreamRead, Fn: "StreamRead", Shape: fmt.Sprintf("N=%d", n),
+		S: kernelrt.Shape{N: n, Tokens: 1}, Cost: n, Tol: 1e-4}
+	var x, out []float32
+	var ref, scale []float64
+	c.setup = func() {
+		r := newRng("stream/" + c.Shape)
+		x, out = make([]float32, n), make([]float32, 1)
+		r.fill(x, -1, 1)
+		ref, scale = make([]float64, 1), make([]float64, 1)
+		for _, v := range x {
+			ref[0] += float64(v)
+			scale[0] += math.Abs(float64(v))
+		}
+	}
+	c.free = func() { x, out, ref, scale = nil, nil, nil, nil }
+	c.run = func(e exec) error {
+		v, err := e.StreamRead(x)
+		out[0] = v
+		return err
+	}
+	c.outF = func() []float32 { return out }
+	c.check = func() (float64, string) { return worstVs(out, ref, scale, floor), "" }
+	return c
+}
+
+// Prepare makes the case's inputs and float64 reference, for using one case outside a Suite
+// (calibration, benchmarks); Release frees them.
+func (c *Case) Prepare() {
+	if c.plan != nil {
+		c.plan()
+	}
+	c.setup()
+}
+
+// Call makes the case's call on e, overwriting its outputs.
+func (c *Case) Call(e kernelrt.Ops) error { return c.run(e) }
+
+// Check measures the last call's output against the float64 reference: the worst error
+// relative to the case's scale (the case passes when it is at most Tol) and a note.
+func (c *Case) Check() (float64, string) { return c.check() }
+
+// Output is the last call's output as bytes (floats or quantized blocks).
+func (c *Case) Output() []byte {
+	if c.outF != nil {
+		return bytesOf(c.outF())
+	}
+	return c.outB()
+}
+
+// Release frees what Prepare made.
+func (c *Case) Release() { c.free() }
+
+// Legend describes, per op of cases, what max_rel_ref measures and its limit.
+func Legend(cases []*Case) string {
+	var b strings.Builder
+	seen := map[string]bool{}
+	for _, c := range cases {
+		k := fmt.Sprintf("%s\x00%s\x00%g", c.Op, c.Metric, c.Tol)
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		lim := fmt.Sprintf("<= %g", c.Tol)
+		if c.Tol == 0 {
+			lim = "== 0"
+		}
+		fmt.Fprintf(&b, "  %-16s %-96s %s\n", c.Op, c.Metric, lim)
+	}
+	return b.String()
+}
+
 // Cases returns every op check, in table order. quick selects the smaller embedding table;
 // Case.Full marks the cases only the full run makes.
 func Cases(quick bool) []*Case {
@@ -716,6 +836,11 @@ func Cases(quick bool) []*Case {
 	for _, q5 := range []bool{false, true} {
 		for _, n := range []int{hidden, inter, 128 * hidden} {
 			cs = append(cs, quantCase(q5, n))
+		}
+	}
+	for _, q5 := range []bool{false, true} {
+		for _, n := range []int{hidden, inter} {
+			cs = append(cs, dequantCase(q5, n))
 		}
 	}
 	gemvShapes := [][2]int{{896, 896}, {128, 896}, {9728, 896}, {896, 4864}, {vocabFull, 896}}
@@ -777,6 +902,24 @@ func Cases(quick bool) []*Case {
 	for _, T := range []int{1, 7, 128} {
 		cs = append(cs, embedCase(eg, T))
 	}
+	cs = append(cs, streamCase(1000), streamCase(1<<16))
+	// The representative decode-size call of each op (Qwen2-0.5B shapes), which calibration
+	// and the op benchmarks time.
+	calib := map[string]bool{
+		"QuantizeQ8_0 N=4864": true, "QuantizeQ5_0 N=4864": true,
+		"DequantizeQ8_0 N=4864": true, "DequantizeQ5_0 N=4864": true,
+		"GemvQ8_0 896x896 nil-bias": true, "GemvQ5_0 896x896 nil-bias": true,
+		"GemvQ8_0F32 896x896 nil-bias": true, "GemvQ5_0F32 896x896 nil-bias": true,
+		"GemvF32 896x896": true, "GemmQ8_0 896x896 T=32 nil-bias": true, "GemmQ5_0 896x896 T=32 nil-bias": true,
+		"RMSNorm T=1 dim=896": true, "Softmax 14x512": true, "SwiGLU N=4864": true, "Add N=896": true,
+		"RopeNeoX T=1 heads=14 hd=64 pos0=300": true, "KVAppend T=1 kvheads=2 hd=64 pos0=16 ctx=512": true,
+		"Attention T=1 ctx=512 heads=14/2 hd=64": true, "EmbedQ8_0 vocab=8192 dim=896 T=1": true,
+		"EmbedQ8_0 vocab=151936 dim=896 T=1": true, "StreamRead N=65536": true,
+	}
+	for _, c := range cs {
+		c.Calib = calib[c.Fn+" "+c.Shape]
+	}
+	sortByOp(cs)
 	return cs
 }
 

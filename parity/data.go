@@ -1,4 +1,4 @@
-package main
+package parity
 
 import (
 	"hash/fnv"

@@ -1,4 +1,4 @@
-package main
+package parity
 
 import (
 	"fmt"
@@ -6,12 +6,9 @@ import (
 	"strconv"
 
 	"github.com/kernelrt/kernelrt"
+	"github.com/kernelrt/kernelrt/internal/kern"
 	"github.com/kernelrt/kernelrt/orchestrator"
 )
-
-// modelNeeds are the kern.Set fields a forward pass uses.
-var modelNeeds = []string{"EmbedQ8_0", "RMSNorm", "QuantizeQ8_0", "GemvQ8_0", "GemvQ5_0", "GemmQ8_0", "GemmQ5_0",
-	"RopeNeox", "KVAppend", "Attention", "Add", "SwiGLU"}
 
 const (
 	promptLen   = 7
@@ -50,7 +47,7 @@ func modelTokens(vocab int) (prompt, next []int32) {
 
 // forward runs the prompt and the decode steps from position 0, copying every step's logits
 // (prefill's last token, then each decode) into dst.
-func forward(m *orchestrator.Model, e orchestrator.Exec, prompt, next []int32, dst []float32) error {
+func forward(m *orchestrator.Model, e kernelrt.Ops, prompt, next []int32, dst []float32) error {
 	v := m.Cfg.Vocab
 	m.Reset()
 	logits, err := m.Prefill(e, prompt)
@@ -96,7 +93,7 @@ func (s *Suite) runModels() {
 
 func (s *Suite) modelSet(m *orchestrator.Model, k kset, base Row, prompt, next []int32, ser, pool []float32) {
 	base.Kernels = k.name()
-	if why := k.lacks(modelNeeds); why != "" {
+	if why := k.lacksAny(); why != "" {
 		base.Status, base.Note = "SKIP", why
 		s.add(base)
 		return
@@ -105,18 +102,13 @@ func (s *Suite) modelSet(m *orchestrator.Model, k kset, base Row, prompt, next [
 		r.Status, r.Note = "FAIL", fmt.Sprintf(format, a...)
 		s.add(r)
 	}
-	restore, err := kernelrt.UseKernels(k.backend, k.variant)
-	if err != nil {
-		fail(base, "UseKernels: %v", err)
-		return
-	}
-	defer restore()
+	defer kern.UseSet(k.set)()
 	var serial exec = kernelrt.Serial{}
 	if s.cfg.WrapSerial != nil {
 		serial = s.cfg.WrapSerial(serial)
 	}
 	s.beat(fmt.Sprintf("model %s on %s, serial", base.Fn, k.name()))
-	err = call(func() error { return forward(m, serial, prompt, next, ser) })
+	err := call(func() error { return forward(m, serial, prompt, next, ser) })
 	s.idle()
 	if err != nil {
 		fail(base, "serial forward: %v", err)

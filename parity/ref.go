@@ -1,4 +1,4 @@
-package main
+package parity
 
 // The independent float64 references. Nothing here calls code under test: fp16 is decoded
 // and encoded by hand, blocks are dequantized here, the quantizers follow ggml's reference C

@@ -1,10 +1,9 @@
-package main
+package parity
 
 import (
 	"fmt"
 	"io"
 	"math"
-	"reflect"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -16,35 +15,9 @@ import (
 	"github.com/kernelrt/kernelrt/internal/kern"
 )
 
-// exec is what both the serial kernels (kernelrt.Serial) and the dispatch wrappers
-// (*kernelrt.Runtime) offer.
-type exec interface {
-	QuantizeQ8_0(dst []kernelrt.BlockQ8_0, src []float32) error
-	QuantizeQ5_0(dst []kernelrt.BlockQ5_0, src []float32) error
-	GemvQ8_0(y []float32, w []kernelrt.BlockQ8_0, x []kernelrt.BlockQ8_0, rows, cols int) error
-	GemvQ8_0Bias(y []float32, w []kernelrt.BlockQ8_0, x []kernelrt.BlockQ8_0, bias []float32, rows, cols int) error
-	GemvQ5_0(y []float32, w []kernelrt.BlockQ5_0, x []kernelrt.BlockQ8_0, rows, cols int) error
-	GemvQ5_0Bias(y []float32, w []kernelrt.BlockQ5_0, x []kernelrt.BlockQ8_0, bias []float32, rows, cols int) error
-	GemvQ8_0F32(y []float32, w []kernelrt.BlockQ8_0, x []float32, bias []float32, scratch []kernelrt.BlockQ8_0, rows, cols int) error
-	GemvQ5_0F32(y []float32, w []kernelrt.BlockQ5_0, x []float32, bias []float32, scratch []kernelrt.BlockQ8_0, rows, cols int) error
-	GemvF32(y, w, x []float32, rows, cols int) error
-	GemmQ8_0(y []float32, w []kernelrt.BlockQ8_0, x []kernelrt.BlockQ8_0, bias []float32, rows, cols, tokens int) error
-	GemmQ5_0(y []float32, w []kernelrt.BlockQ5_0, x []kernelrt.BlockQ8_0, bias []float32, rows, cols, tokens int) error
-	RMSNorm(out, x, weight []float32, tokens, dim int, eps float32) error
-	Softmax(x []float32, rows, cols int) error
-	SoftmaxMasked(x []float32, rows, cols int, valid []int32) error
-	SwiGLU(out, gate, up []float32) error
-	Add(out, a, b []float32) error
-	RopeNeoX(x []float32, tab *kernelrt.RopeTable, tokens, nHeads, headDim, stride, pos0 int) error
-	KVAppend(cache, src []float32, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0 int) error
-	Attention(out, q, kcache, vcache, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error
-	EmbedQ8_0(out []float32, table []kernelrt.BlockQ8_0, ids []int32, dim, vocab int) error
-}
-
-var (
-	_ exec = kernelrt.Serial{}
-	_ exec = (*kernelrt.Runtime)(nil)
-)
+// exec is what the checks call: kernelrt.Serial or a *kernelrt.Runtime (possibly wrapped by
+// a test that breaks a kernel on purpose).
+type exec = kernelrt.Ops
 
 // Case is one call of one op on one shape with fixed, seeded inputs.
 type Case struct {
@@ -52,11 +25,13 @@ type Case struct {
 	Fn    string         // the function (serial name = Runtime method name)
 	Shape string         // as printed
 	S     kernelrt.Shape // the Shape the dispatch wrapper hands the table
-	Needs []string       // kern.Set fields the call uses
+	Calib bool           // the op's representative decode-size call (calibration, benchmarks)
 	Heavy bool           // quick mode runs it on SIMD variants only
 	Full  bool           // full mode only
 	Cost  int            // rough work, to pick the smallest cases
 	Tol   float64        // max_rel_ref limit (0: exact)
+	// Metric says what max_rel_ref measures for this case (the legend prints it per op).
+	Metric string
 
 	plan  func()                   // register the case with the shared data it uses (before any setup)
 	setup func()                   // allocate and fill inputs, compute the reference
@@ -89,22 +64,35 @@ func (k kset) name() string { return k.backend + "/" + k.variant }
 // slow says the set is scalar (generic Go, or the C/asm ref variant).
 func (k kset) slow() bool { return k.variant == "ref" || k.backend == "generic" }
 
-// lacks says which of fields the set has no kernel for ("" if none): the SKIP reason.
-func (k kset) lacks(fields []string) string {
+// lacks says why the set cannot run op ("" if it can): the SKIP reason.
+func (k kset) lacks(op kernelrt.Op) string {
 	if k.set == nil {
 		return fmt.Sprintf("%s lacks the variant: %v", k.name(), k.err)
 	}
-	v := reflect.ValueOf(k.set).Elem()
-	for _, f := range fields {
-		fv := v.FieldByName(f)
-		if !fv.IsValid() {
-			panic("parity: kern.Set has no field " + f)
-		}
-		if fv.IsNil() {
-			return fmt.Sprintf("%s lacks kern.Set.%s", k.name(), f)
-		}
+	if k.set.K[op] == nil {
+		return fmt.Sprintf("%s lacks the %s kernel (run make asm)", k.name(), op)
 	}
 	return ""
+}
+
+// lacksAny is lacks for every kernel (the model uses most of them).
+func (k kset) lacksAny() string {
+	if k.set == nil {
+		return fmt.Sprintf("%s lacks the variant: %v", k.name(), k.err)
+	}
+	if m := k.set.Missing(); len(m) > 0 {
+		return fmt.Sprintf("%s lacks kernels %v (run make asm)", k.name(), m)
+	}
+	return ""
+}
+
+// SetNames lists the backend/variant sets the suite runs, as "backend/variant".
+func (s *Suite) SetNames() []string {
+	var out []string
+	for _, k := range s.sets {
+		out = append(out, k.name())
+	}
+	return out
 }
 
 // Config selects what a Suite runs.
@@ -385,7 +373,7 @@ func (s *Suite) runCase(c *Case) {
 	for _, k := range s.sets {
 		base := Row{Op: c.Op.String(), Fn: c.Fn, Shape: c.Shape, Threads: "-", Active: "-", Kernels: k.name(),
 			MaxAbs: math.NaN(), MaxRel: math.NaN()}
-		if why := k.lacks(c.Needs); why != "" {
+		if why := k.lacks(c.Op); why != "" {
 			base.Status, base.Note = "SKIP", why
 			s.add(base)
 			continue
@@ -410,14 +398,9 @@ func (s *Suite) runSet(c *Case, k kset, base Row) {
 		r.Status, r.Note = "FAIL", fmt.Sprintf(format, a...)
 		s.add(r)
 	}
-	restore, err := kernelrt.UseKernels(k.backend, k.variant)
-	if err != nil {
-		fail(base, "UseKernels: %v", err)
-		return
-	}
-	defer restore()
-	if got := kernelrt.Kernels(); got != k.name() {
-		fail(base, "UseKernels selected %s", got)
+	defer kern.UseSet(k.set)()
+	if got, err := kernelrt.DefaultKernels(); got != k.name() {
+		fail(base, "kern.UseSet selected %s (%v)", got, err)
 		return
 	}
 	var serial exec = kernelrt.Serial{}
@@ -425,7 +408,7 @@ func (s *Suite) runSet(c *Case, k kset, base Row) {
 		serial = s.cfg.WrapSerial(serial)
 	}
 	s.beat(fmt.Sprintf("%s %s on %s, serial", c.Fn, c.Shape, k.name()))
-	err = call(func() error { return c.run(serial) })
+	err := call(func() error { return c.run(serial) })
 	s.idle()
 	if err != nil {
 		fail(base, "serial: %v", err)

@@ -132,7 +132,7 @@ func (b *bench) gemv() error {
 	}
 	if g.OMP {
 		g.OMPVariant = "krt_gemv_*_" + variant
-		g.OMPInfo += fmt.Sprintf("; team threads pinned like the pool (thread i on core %v[i]), master = the pool's caller", b.rtN.Pool().Cores())
+		g.OMPInfo += fmt.Sprintf("; team threads pinned like the pool (thread i on core %v[i]), master = the pool's caller", b.rtN.Cores())
 	} else {
 		g.OMPVariant = "unavailable"
 	}
@@ -238,7 +238,7 @@ func (b *bench) gemv() error {
 				for _, thr := range b.thr {
 					omp.SetThreads(thr)
 					// Pinned like the pool: thread i on the pool's core i.
-					if err := omp.Pin(b.rtN.Pool().Cores()[:thr]); err != nil {
+					if err := omp.Pin(b.rtN.Cores()[:thr]); err != nil {
 						b.ompPinErr = err
 					}
 					for _, sh := range shapes {
@@ -366,7 +366,7 @@ func (b *bench) gonum(shapes []gemvShape, ours map[shapeThr]float64) error {
 					if thr == 1 {
 						task.Run(0, 1)
 					} else {
-						rt.Pool().Dispatch(task)
+						b.pool.Dispatch(task)
 					}
 					return nil
 				})

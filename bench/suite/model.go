@@ -87,7 +87,7 @@ func (b *bench) tokens(m *orchestrator.Model, n int) []int32 {
 
 // decodeRun decodes n tokens one at a time from an empty cache (llama-bench tg: no prompt)
 // and returns tokens/s.
-func decodeRun(m *orchestrator.Model, e orchestrator.Exec, ids []int32) (float64, error) {
+func decodeRun(m *orchestrator.Model, e kernelrt.Ops, ids []int32) (float64, error) {
 	m.Reset()
 	t0 := time.Now()
 	for _, id := range ids {
@@ -99,7 +99,7 @@ func decodeRun(m *orchestrator.Model, e orchestrator.Exec, ids []int32) (float64
 }
 
 // prefillRun prefills ids from an empty cache (llama-bench pp) and returns tokens/s.
-func prefillRun(m *orchestrator.Model, e orchestrator.Exec, ids []int32) (float64, error) {
+func prefillRun(m *orchestrator.Model, e kernelrt.Ops, ids []int32) (float64, error) {
 	m.Reset()
 	t0 := time.Now()
 	if _, err := m.Prefill(e, ids); err != nil {

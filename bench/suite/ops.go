@@ -4,10 +4,44 @@ import (
 	"fmt"
 
 	"github.com/kernelrt/kernelrt"
+	"github.com/kernelrt/kernelrt/parity"
 )
 
-// ops times RMSNorm, softmax and attention through the Runtime at 1 and all threads.
+// ops times every op of the dispatch table through the Runtime at 1 and all threads, on
+// its representative decode-size call (parity's Calib case, so a new op is measured without
+// a line here), then RMSNorm, softmax and attention at prefill and long-context sizes.
 func (b *bench) ops() error {
+	for _, pc := range parity.Cases(true) {
+		if !pc.Calib {
+			continue
+		}
+		pc.Prepare()
+		for _, thr := range b.thr {
+			rt := b.rt(thr)
+			var t Timing
+			err := pinned(rt, func() (err error) {
+				t, err = b.sample(10, func(int) error { return pc.Call(rt) })
+				return err
+			})
+			if err != nil {
+				pc.Release()
+				return fmt.Errorf("%s %s: %w", pc.Op, pc.Shape, err)
+			}
+			mode := kernelrt.Decode
+			if pc.S.Tokens > 1 {
+				mode = kernelrt.Prefill
+			}
+			active, _ := rt.Decide(pc.Op, pc.S, mode)
+			b.r.Ops = append(b.r.Ops, OpTiming{Op: pc.Op.String(), Shape: pc.Shape, Threads: thr, Active: active, Timing: t})
+			b.logf("%-15s %-40s thr %d (active %d): %9.2f µs", pc.Op, pc.Shape, thr, active, t.MedianUs)
+		}
+		pc.Release()
+	}
+	return b.opSizes()
+}
+
+// opSizes times RMSNorm, softmax and attention at prefill and long-context sizes.
+func (b *bench) opSizes() error {
 	s := &b.s
 	c := s.cfg
 	H, T := c.Hidden, s.PrefillTokens

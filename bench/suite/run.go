@@ -33,6 +33,7 @@ type bench struct {
 	rt1   *kernelrt.Runtime // one thread
 	rtN   *kernelrt.Runtime // all threads
 	rtT   *kernelrt.Runtime // all threads with the report ring on, for the decode breakdown
+	pool  *threadpool.Pool  // the pool measured on its own (dispatch latency, stream and gonum peers)
 	thr   []int             // thread counts measured: 1 and N (once if N == 1)
 	buf   []float64         // sample buffer, reused
 
@@ -121,6 +122,9 @@ func (b *bench) close() {
 			rt.Close()
 		}
 	}
+	if b.pool != nil {
+		b.pool.Close()
+	}
 }
 
 func (b *bench) logf(format string, a ...any) {
@@ -141,7 +145,7 @@ func (b *bench) rt(threads int) *kernelrt.Runtime {
 
 // pinned runs fn with the calling goroutine pinned to the pool's caller core (worker 0).
 func pinned(rt *kernelrt.Runtime, fn func() error) error {
-	unpin, err := rt.Pool().PinCaller()
+	unpin, err := rt.PinCaller()
 	defer unpin()
 	_ = err // pinning is best effort; the pool's Describe says whether it works
 	return fn()
@@ -225,14 +229,19 @@ func (b *bench) machine() error {
 		}
 		if t := b.rtT.Threads(); t != n {
 			b.note("the traced runtime of the decode breakdown got %d threads where the measured one got %d: "+
-				"the thread pool read a pinned main-thread affinity mask (%s)", t, n, b.rtT.Pool().Describe())
+				"the thread pool read a pinned main-thread affinity mask (%s)", t, n, b.rtT.Describe())
 		}
 	}
 	b.thr = []int{1}
 	if n > 1 {
 		b.thr = append(b.thr, n)
 	}
-	pool := b.rtN.Pool()
+	// The pool on its own, with the runtimes' thread count and pinning: what dispatch latency
+	// and the stream and gonum peers run on (a Runtime runs only ops).
+	if b.pool, err = threadpool.New(threadpool.Options{Threads: n}); err != nil {
+		return err
+	}
+	pool := b.pool
 	f := cpu.Detected()
 	var feats []string
 	for _, x := range []struct {
@@ -246,10 +255,10 @@ func (b *bench) machine() error {
 	}
 	pooledK, serialK := b.rtN.KernelsFor(kernelrt.OpGemvQ8_0)
 	*m = Machine{
-		CPU: cpu.Model(), Features: strings.Join(feats, " "), Kernels: kernelrt.Kernels(),
+		CPU: cpu.Model(), Features: strings.Join(feats, " "), Kernels: defaultKernels(),
 		GemvKernels: pooledK + " pooled, " + serialK + " serial", Backends: kernelrt.Backends(), Variants: kernelrt.Variants(),
 		Go: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH, GOMAXPROCS: runtime.GOMAXPROCS(0),
-		NumCPU: runtime.NumCPU(), L3Bytes: b.s.l3, Threads: n, Pool: pool.Describe(), Pinned: pool.Pinned(),
+		NumCPU: runtime.NumCPU(), L3Bytes: b.s.l3, Threads: n, Pool: b.rtN.Describe(), Pinned: pool.Pinned(),
 		SpinUs: float64(pool.SpinBudget()) / 1e3, Thresholds: b.rtN.ThresholdsSource(), THP: thpSetting(),
 		LoadStart: m.LoadStart, OpenMP: omp.Info(),
 	}
@@ -335,17 +344,17 @@ func (t *streamTask) Run(ith, nth int) {
 	}
 	share := t.buf[lo:hi]
 	if !t.multi {
-		t.sink[(ith%64)*16] = kernelrt.StreamRead(share)
+		t.sink[(ith%64)*16] = streamSum(share)
 		return
 	}
 	var sum float32
 	per := len(share) / streamStreams / streamBlock * streamBlock
 	for off := 0; off < per; off += streamBlock {
 		for s := 0; s < streamStreams; s++ {
-			sum += kernelrt.StreamRead(share[s*per+off : s*per+off+streamBlock])
+			sum += streamSum(share[s*per+off : s*per+off+streamBlock])
 		}
 	}
-	sum += kernelrt.StreamRead(share[streamStreams*per:]) // the tail, if any
+	sum += streamSum(share[streamStreams*per:]) // the tail, if any
 	t.sink[(ith%64)*16] = sum
 }
 
@@ -365,7 +374,7 @@ func (b *bench) bandwidth() error {
 	}
 	b.arenaInfo("stream buffer", a)
 	bw := &b.r.Bandwidth
-	*bw = Bandwidth{Bytes: len(buf) * 4, Passes: s.StreamPasses, Kernels: kernelrt.Kernels()}
+	*bw = Bandwidth{Bytes: len(buf) * 4, Passes: s.StreamPasses, Kernels: defaultKernels()}
 	for _, thr := range b.thr {
 		rt := b.rt(thr)
 		var one, multi []float64
@@ -377,7 +386,7 @@ func (b *bench) bandwidth() error {
 					if thr == 1 {
 						task.Run(0, 1)
 					} else {
-						rt.Pool().Dispatch(task)
+						b.pool.Dispatch(task)
 					}
 					gbs := float64(len(buf)*4) / float64(baselines.Now()-t0)
 					if p < 0 {
@@ -433,7 +442,7 @@ func latency(name string, threads int, ns []float64, note string) Latency {
 
 func (b *bench) dispatch() error {
 	s := &b.s
-	pool := b.rtN.Pool()
+	pool := b.pool
 	n := pool.Threads()
 	var task emptyTask
 	var out []Latency
@@ -511,4 +520,20 @@ func (b *bench) dispatch() error {
 	}
 	b.r.Dispatch = out
 	return nil
+}
+
+// streamSum is the StreamRead op's sum (the op fails only for a bad KERNELRT_* setting,
+// which the runtimes' creation already reported).
+func streamSum(x []float32) float32 {
+	v, _ := kernelrt.StreamRead(x)
+	return v
+}
+
+// defaultKernels names the serial calls' kernel set.
+func defaultKernels() string {
+	k, err := kernelrt.DefaultKernels()
+	if err != nil {
+		return err.Error()
+	}
+	return k
 }

@@ -3,6 +3,7 @@ package suite
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/kernelrt/kernelrt"
 	"math"
 	"reflect"
 	"strconv"
@@ -143,7 +144,7 @@ func TestRunTiny(t *testing.T) {
 		positive(t, "gonum "+g.Shape, g.Timing.MedianUs, g.GBs, g.OursQ8Us, g.VsOurs)
 	}
 
-	if got, want := len(r.Ops), (2+2+len(opts.AttnCtx)+1)*len(thr); got != want {
+	if got, want := len(r.Ops), (kernelrt.NumOps+2+2+len(opts.AttnCtx)+1)*len(thr); got != want {
 		t.Errorf("ops: %d rows, want %d", got, want)
 	}
 	for _, o := range r.Ops {

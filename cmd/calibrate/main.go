@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/kernelrt/kernelrt"
+	"github.com/kernelrt/kernelrt/calibrate"
 )
 
 func main() {
@@ -29,19 +30,19 @@ func run(out string, threads int) error {
 		return err
 	}
 	defer rt.Close()
-	unpin, err := rt.Pool().PinCaller()
+	unpin, err := rt.PinCaller()
 	if err == nil {
 		defer unpin()
 	}
-	before, err := rt.TimeCases()
+	before, err := calibrate.Time(rt)
 	if err != nil {
 		return err
 	}
-	th, err := rt.Calibrate()
+	th, err := calibrate.Run(rt)
 	if err != nil {
 		return err
 	}
-	after, err := rt.TimeCases()
+	after, err := calibrate.Time(rt)
 	if err != nil {
 		return err
 	}

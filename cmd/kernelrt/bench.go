@@ -16,6 +16,7 @@ import (
 	"github.com/kernelrt/kernelrt/arena"
 	"github.com/kernelrt/kernelrt/bench/suite"
 	"github.com/kernelrt/kernelrt/orchestrator"
+	"github.com/kernelrt/kernelrt/threadpool"
 )
 
 func cmdBench(args []string, stdout, stderr io.Writer) error {
@@ -166,12 +167,17 @@ func (t *streamTask) Run(ith, nth int) {
 	if ith == nth-1 {
 		hi = n
 	}
-	t.sink[(ith%64)*16] = kernelrt.StreamRead(t.buf[lo:hi])
+	t.sink[(ith%64)*16], _ = kernelrt.StreamRead(t.buf[lo:hi])
 }
 
-// bandwidth is the median streaming-read GB/s of a prefaulted buffer of mb MiB over the
-// runtime's threads (7 passes after a warm-up).
-func bandwidth(rt *kernelrt.Runtime, mb int) (float64, error) {
+// bandwidth is the median streaming-read GB/s of a prefaulted buffer of mb MiB over threads
+// pinned threads (7 passes after a warm-up), on a pool of its own.
+func bandwidth(threads, mb int) (float64, error) {
+	pool, err := threadpool.New(threadpool.Options{Threads: threads})
+	if err != nil {
+		return 0, err
+	}
+	defer pool.Close()
 	a, err := arena.New(mb<<20, arena.Options{Prefault: true})
 	if err != nil {
 		return 0, err
@@ -188,7 +194,7 @@ func bandwidth(rt *kernelrt.Runtime, mb int) (float64, error) {
 	var gbs []float64
 	for p := -1; p < 7; p++ {
 		t0 := time.Now()
-		rt.Pool().Dispatch(task)
+		pool.Dispatch(task)
 		if dt := time.Since(t0); p >= 0 {
 			gbs = append(gbs, float64(len(buf)*4)/float64(dt.Nanoseconds()))
 		}
@@ -234,15 +240,15 @@ func benchModel(o benchOptions, log io.Writer) (*benchResult, error) {
 		return nil, err
 	}
 	defer rt.Close()
-	unpin, _ := rt.Pool().PinCaller() // best effort
+	unpin, _ := rt.PinCaller() // best effort
 	defer unpin()
 	c := m.Cfg
 	res := &benchResult{Model: o.path, FileBytes: st.Size(), Recipe: m.Recipe.Name, WeightBytes: m.WeightBytes(),
-		LoadSeconds: loadTime.Seconds(), Threads: rt.Threads(), Kernels: kernelrt.Kernels(), KV: m.KV().String(),
+		LoadSeconds: loadTime.Seconds(), Threads: rt.Threads(), Kernels: rt.KernelsSummary(), KV: m.KV().String(),
 		Shape:  fmt.Sprintf("qwen2 %d layers, hidden %d, ffn %d, heads %d/%d, vocab %d", c.Layers, c.Hidden, c.Intermediate, c.Heads, c.KVHeads, c.Vocab),
 		Params: params(m)}
 	fmt.Fprintf(log, "loaded %s in %v: %s\n", o.path, loadTime.Round(time.Millisecond), res.Recipe)
-	if res.BandwidthGBs, err = bandwidth(rt, o.streamMB); err != nil {
+	if res.BandwidthGBs, err = bandwidth(rt.Threads(), o.streamMB); err != nil {
 		return nil, err
 	}
 	res.BandwidthNote = fmt.Sprintf("median streaming read of %d MiB over %d threads", o.streamMB, rt.Threads())

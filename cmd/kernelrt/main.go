@@ -203,7 +203,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer rt.Close()
-	unpin, _ := rt.Pool().PinCaller() // best effort
+	unpin, _ := rt.PinCaller() // best effort
 	defer unpin()
 
 	res := runResult{PromptIDs: prompt, DecodeIDs: []int32{}, PrefillLogits: [][]float32{}, DecodeLogits: [][]float32{}}
@@ -246,7 +246,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if steps := max(*n-1, 0); steps > 0 {
 		fmt.Fprintf(stderr, "; %d decode steps in %v (%.1f t/s)", steps, decodeTime.Round(time.Microsecond), float64(steps)/decodeTime.Seconds())
 	}
-	fmt.Fprintf(stderr, "; %d threads, kernels %s, kv %s\n", rt.Threads(), kernelrt.Kernels(), m.KV())
+	fmt.Fprintf(stderr, "; %d threads, kernels %s, kv %s\n", rt.Threads(), rt.KernelsSummary(), m.KV())
 	if keep {
 		if err := writeLogits(*logits, &res); err != nil {
 			return err

@@ -56,7 +56,7 @@ typedef void (*gemv8_fn)(float *, const krt_block_q8_0 *, const krt_block_q8_0 *
 typedef void (*gemv5_fn)(float *, const krt_block_q5_0 *, const krt_block_q8_0 *, const float *, int64_t, int64_t, int64_t);
 typedef void (*gemv8f_fn)(float *, const krt_block_q8_0 *, const float *, krt_block_q8_0 *, const float *, int64_t, int64_t, int64_t);
 typedef void (*gemv5f_fn)(float *, const krt_block_q5_0 *, const float *, krt_block_q8_0 *, const float *, int64_t, int64_t, int64_t);
-typedef void (*stream_fn)(float *, const float *, int64_t);
+typedef void (*stream_fn)(float *, const float *, int64_t, int64_t);
 static const gemv8_fn gemv8[NV] = {krt_gemv_q8_0_ref, krt_gemv_q8_0_avx2, krt_gemv_q8_0_avx512};
 static const gemv5_fn gemv5[NV] = {krt_gemv_q5_0_ref, krt_gemv_q5_0_avx2, krt_gemv_q5_0_avx512};
 static const gemv8f_fn gemv8f[NV] = {krt_gemv_q8_0_f32_ref, krt_gemv_q8_0_f32_avx2, krt_gemv_q8_0_f32_avx512};
@@ -119,7 +119,7 @@ static double stream_bench(const int *have, int quick) {
         float o;
         for (int i = -1; i < reps; i++) {
             double t0 = now();
-            streamr[v](&o, (const float *)arena, (int64_t)(ARENA_BYTES / 4));
+            streamr[v](&o, (const float *)arena, 0, (int64_t)(ARENA_BYTES / 4));
             if (i >= 0) t[i] = now() - t0;
         }
         double gbs = (double)ARENA_BYTES / median(t, reps) / 1e9;
@@ -129,7 +129,7 @@ static double stream_bench(const int *have, int quick) {
         double tl[64];
         for (int i = -2; i < 41; i++) {
             double t0 = now();
-            streamr[v](&o, (const float *)arena, (int64_t)(l3 / 4));
+            streamr[v](&o, (const float *)arena, 0, (int64_t)(l3 / 4));
             if (i >= 0) tl[i] = now() - t0;
         }
         printf("%-8s %-14s %10.2f\n", "8MiB", vname[v], (double)l3 / median(tl, 41) / 1e9);

@@ -100,7 +100,7 @@ typedef void (*gemv5f_fn)(float *, const krt_block_q5_0 *, const float *, krt_bl
 typedef void (*gemvf_fn)(float *, const float *, const float *, int64_t, int64_t, int64_t);
 typedef void (*rms_fn)(float *, const float *, const float *, const float *, int64_t, int64_t, int64_t);
 typedef void (*smax_fn)(float *, const int32_t *, int64_t, int64_t, int64_t);
-typedef void (*stream_fn)(float *, const float *, int64_t);
+typedef void (*stream_fn)(float *, const float *, int64_t, int64_t);
 
 #define VARIANTS(f) {f##_ref, f##_avx2, f##_avx512}
 static const quant8_fn quant8[NV] = VARIANTS(krt_quantize_q8_0);
@@ -700,11 +700,11 @@ static void test_stream(void) {
             float o = -1.0f;
             double sk = 0;
             for (int64_t i = 0; i < k; i++) sk += a[i];
-            streamr[v](&o, a, k);
+            streamr[v](&o, a, 0, k);
             CHECK(o == (float)sk, "stream_read n=%lld", (long long)k);
         }
         float o;
-        streamr[v](&o, a, n);
+        streamr[v](&o, a, 0, n);
         CHECK(o == (float)s, "stream_read n=%lld: %g vs %g", (long long)n, o, s);
         report("stream_read sum", vname[v]);
     }

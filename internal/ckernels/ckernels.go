@@ -1,4 +1,4 @@
-//go:build cgo && amd64
+//go:build cgo && amd64 && !purego
 
 // Package ckernels is the cgo backend: the C kernels of csrc/ called through cgo.
 // It registers one kern.Set per variant (ref, avx2, avx512) under the name "cgo".
@@ -15,7 +15,8 @@ import (
 	"github.com/kernelrt/kernelrt/internal/kern"
 )
 
-// sets[v] is filled field by field by the init functions of this package's files.
+// sets[v] is filled by bindings_gen.go (generated from the op list) and registered by
+// zz_register.go.
 var sets = [3]*kern.Set{
 	{Backend: "cgo", Variant: cpu.Ref},
 	{Backend: "cgo", Variant: cpu.AVX2},

@@ -3,4 +3,4 @@
 package ckernels
 
 // csrcHash is the hash of csrc/ this package was last generated for (see csrchash).
-const csrcHash = "864baa7b033013932d07fe244949454e5e04d9038b207437752301c99a9c1f41"
+const csrcHash = "a1ae3c94e5beb9547b2ee3c9827a9ce80d4cf276c42dccb893d0da928872968c"

@@ -125,5 +125,9 @@ func Force(v Variant) (restore func(), err error) {
 	return func() { forced.Store(old) }, nil
 }
 
+// DetectionOff reports a build with the noasm tag, under which klauspost/cpuid detects no
+// feature: the SIMD kernels can then not be chosen (kernelrt's own tag is purego).
+func DetectionOff() bool { return detectionOff }
+
 // Model is the CPU brand string, for reports.
 func Model() string { return cpuid.CPU.BrandName }

@@ -11,21 +11,6 @@ import (
 // compiler fuse x*y+z into an FMA otherwise, and the C _ref variant (compiled for baseline
 // x86-64) rounds every product: the conversions keep the two bit-identical.
 
-func init() {
-	set.QuantizeQ8_0 = quantizeQ8_0
-	set.QuantizeQ5_0 = quantizeQ5_0
-	set.DequantizeQ8_0 = dequantizeQ8_0
-	set.DequantizeQ5_0 = dequantizeQ5_0
-	set.GemvQ8_0 = gemvQ8_0
-	set.GemvQ5_0 = gemvQ5_0
-	set.GemvQ8_0F32 = gemvQ8_0F32
-	set.GemvQ5_0F32 = gemvQ5_0F32
-	set.GemvF32 = gemvF32
-	set.RMSNorm = rmsnorm
-	set.Softmax = softmax
-	set.StreamRead = streamRead
-}
-
 // fp16NaN is the scale of a poisoned block: a block holding any NaN or Inf gets d = NaN and
 // quants that decode to 0, so every dequantized value and every dot product touching it is NaN.
 const fp16NaN = 0x7e00
@@ -112,21 +97,24 @@ func q5Of(v float32) int32 {
 	return int32(v)
 }
 
-func quantizeQ8_0(dst, src kern.P, b0, b1 int) {
+// QuantizeQ8_0 is krt_quantize_q8_0_ref: blocks [b0, b1) of src into dst.
+func QuantizeQ8_0(dst, src kern.P, b0, b1 int) {
 	d, s := q8s(dst, b1), f32(src, b1*qk)
 	for b := b0; b < b1; b++ {
 		quantizeQ8_0Block(&d[b], s[b*qk:])
 	}
 }
 
-func quantizeQ5_0(dst, src kern.P, b0, b1 int) {
+// QuantizeQ5_0 is krt_quantize_q5_0_ref: blocks [b0, b1) of src into dst.
+func QuantizeQ5_0(dst, src kern.P, b0, b1 int) {
 	d, s := q5s(dst, b1), f32(src, b1*qk)
 	for b := b0; b < b1; b++ {
 		quantizeQ5_0Block(&d[b], s[b*qk:])
 	}
 }
 
-func dequantizeQ8_0(dst, src kern.P, b0, b1 int) {
+// DequantizeQ8_0 is krt_dequantize_q8_0_ref: blocks [b0, b1) of src into dst.
+func DequantizeQ8_0(dst, src kern.P, b0, b1 int) {
 	d, s := f32(dst, b1*qk), q8s(src, b1)
 	for b := b0; b < b1; b++ {
 		scale := FP16ToFP32(s[b].d)
@@ -136,7 +124,8 @@ func dequantizeQ8_0(dst, src kern.P, b0, b1 int) {
 	}
 }
 
-func dequantizeQ5_0(dst, src kern.P, b0, b1 int) {
+// DequantizeQ5_0 is krt_dequantize_q5_0_ref: blocks [b0, b1) of src into dst.
+func DequantizeQ5_0(dst, src kern.P, b0, b1 int) {
 	d, s := f32(dst, b1*qk), q5s(src, b1)
 	for b := b0; b < b1; b++ {
 		scale := FP16ToFP32(s[b].d)
@@ -173,7 +162,8 @@ func dotQ5_0(w []blockQ5_0, x []blockQ8_0) float32 {
 	return sum
 }
 
-func gemvQ8_0(y, w, x, bias kern.P, cols, r0, r1 int) {
+// GemvQ8_0 is krt_gemv_q8_0_ref: rows [r0, r1) of y = W x (+ bias).
+func GemvQ8_0(y, w, x, bias kern.P, cols, r0, r1 int) {
 	nb := cols / qk
 	ys, ws, xs := f32(y, r1), q8s(w, r1*nb), q8s(x, nb)
 	for r := r0; r < r1; r++ {
@@ -182,7 +172,8 @@ func gemvQ8_0(y, w, x, bias kern.P, cols, r0, r1 int) {
 	addBias(ys, bias, r0, r1)
 }
 
-func gemvQ5_0(y, w, x, bias kern.P, cols, r0, r1 int) {
+// GemvQ5_0 is krt_gemv_q5_0_ref: rows [r0, r1) of y = W x (+ bias).
+func GemvQ5_0(y, w, x, bias kern.P, cols, r0, r1 int) {
 	nb := cols / qk
 	ys, ws, xs := f32(y, r1), q5s(w, r1*nb), q8s(x, nb)
 	for r := r0; r < r1; r++ {
@@ -202,17 +193,20 @@ func addBias(y []float32, bias kern.P, r0, r1 int) {
 	}
 }
 
-func gemvQ8_0F32(y, w, x, xq, bias kern.P, cols, r0, r1 int) {
-	quantizeQ8_0(xq, x, 0, cols/qk)
-	gemvQ8_0(y, w, xq, bias, cols, r0, r1)
+// GemvQ8_0F32 is krt_gemv_q8_0_f32_ref: x quantized into scratch, then GemvQ8_0.
+func GemvQ8_0F32(y, w, x, scratch, bias kern.P, cols, r0, r1 int) {
+	QuantizeQ8_0(scratch, x, 0, cols/qk)
+	GemvQ8_0(y, w, scratch, bias, cols, r0, r1)
 }
 
-func gemvQ5_0F32(y, w, x, xq, bias kern.P, cols, r0, r1 int) {
-	quantizeQ8_0(xq, x, 0, cols/qk)
-	gemvQ5_0(y, w, xq, bias, cols, r0, r1)
+// GemvQ5_0F32 is krt_gemv_q5_0_f32_ref: x quantized into scratch, then GemvQ5_0.
+func GemvQ5_0F32(y, w, x, scratch, bias kern.P, cols, r0, r1 int) {
+	QuantizeQ8_0(scratch, x, 0, cols/qk)
+	GemvQ5_0(y, w, scratch, bias, cols, r0, r1)
 }
 
-func gemvF32(y, w, x kern.P, cols, r0, r1 int) {
+// GemvF32 is krt_gemv_f32_ref: rows [r0, r1) of y = W x in float32.
+func GemvF32(y, w, x kern.P, cols, r0, r1 int) {
 	ys, ws, xs := f32(y, r1), f32(w, r1*cols), f32(x, cols)
 	for r := r0; r < r1; r++ {
 		row := ws[r*cols : (r+1)*cols]
@@ -262,9 +256,9 @@ func rsqrt64(s float64) float64 {
 	return y * scale
 }
 
-// rmsnorm is krt_rmsnorm_ref: the sum of squares in float64 (each square exact), the scale
+// RMSNorm is krt_rmsnorm_ref: the sum of squares in float64 (each square exact), the scale
 // rounded once to float32, then out = (x*scale)*weight in float32.
-func rmsnorm(out, x, weight kern.P, eps float32, dim, t0, t1 int) {
+func RMSNorm(out, x, weight kern.P, eps float32, dim, t0, t1 int) {
 	os, xs, ws := f32(out, t1*dim), f32(x, t1*dim), f32(weight, dim)
 	for t := t0; t < t1; t++ {
 		row, o := xs[t*dim:(t+1)*dim], os[t*dim:(t+1)*dim]
@@ -292,9 +286,9 @@ func expDiff(x, m float32) float32 {
 	return e + float32(e*err)
 }
 
-// softmax is krt_softmax_ref: max of the valid part, e = expDiff, the sum in float64, then
+// Softmax is krt_softmax_ref: max of the valid part, e = expDiff, the sum in float64, then
 // e * float32(1/sum); entries past valid[r] become 0.
-func softmax(x, valid kern.P, cols, r0, r1 int) {
+func Softmax(x, valid kern.P, cols, r0, r1 int) {
 	xs := f32(x, r1*cols)
 	var vs []int32
 	if valid != nil {
@@ -326,8 +320,10 @@ func softmax(x, valid kern.P, cols, r0, r1 int) {
 	}
 }
 
-func streamRead(out, src kern.P, n int) {
-	s := f32(src, n)
+// StreamRead is krt_stream_read_ref: *out = the sum of src[i0..i1).
+func StreamRead(out, src kern.P, i0, i1 int) {
+	s := f32(src, i1)[i0:]
+	n := len(s)
 	// Four partial sums in the order of krt_stream_read_ref, so both return the same bits.
 	var s0, s1, s2, s3 float32
 	i := 0

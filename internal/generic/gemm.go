@@ -11,12 +11,8 @@ import (
 //	acc = 0; for each block b in order: acc = acc + float32(fp32(d_w)*fp32(d_x)) * float32(isum_b)
 //	y[t*rows+r] = acc (+ bias[r])
 
-func init() {
-	set.GemmQ8_0 = gemmQ8_0
-	set.GemmQ5_0 = gemmQ5_0
-}
-
-func gemmQ8_0(y, w, x, bias kern.P, rows, cols, T, r0, r1 int) {
+// GemmQ8_0 is krt_gemm_q8_0_ref: rows [r0, r1) of every token.
+func GemmQ8_0(y, w, x, bias kern.P, rows, cols, T, r0, r1 int) {
 	nb := cols / qk
 	ys := f32(y, T*rows)
 	ws := q8s(w, rows*nb)
@@ -48,7 +44,8 @@ func gemmQ8_0(y, w, x, bias kern.P, rows, cols, T, r0, r1 int) {
 	}
 }
 
-func gemmQ5_0(y, w, x, bias kern.P, rows, cols, T, r0, r1 int) {
+// GemmQ5_0 is krt_gemm_q5_0_ref: rows [r0, r1) of every token.
+func GemmQ5_0(y, w, x, bias kern.P, rows, cols, T, r0, r1 int) {
 	nb := cols / qk
 	ys := f32(y, T*rows)
 	ws := q5s(w, rows*nb)

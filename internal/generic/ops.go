@@ -12,15 +12,6 @@ import (
 // conversions (the Go spec may otherwise fuse x*y+z into an FMA, which the C _ref variant,
 // compiled for baseline x86-64 in ISO C mode, never does), so on amd64 the two agree bit for bit.
 
-func init() {
-	set.SwiGLU = swiglu
-	set.Add = addVec
-	set.RopeNeox = ropeNeox
-	set.KVAppend = kvAppend
-	set.Attention = attention
-	set.EmbedQ8_0 = embedQ8_0
-}
-
 // negFltMax is -FLT_MAX: silu clamps a -Inf gate to it so that -Inf/(1+Inf) is -0, not NaN.
 const negFltMax float32 = -math.MaxFloat32
 
@@ -34,25 +25,25 @@ func silu(g float32) float32 {
 	return n / (1 + e)
 }
 
-// swiglu is krt_swiglu_ref: out[i] = silu(gate[i]) * up[i] for i in [i0, i1).
-func swiglu(out, gate, up kern.P, i0, i1 int) {
+// SwiGLU is krt_swiglu_ref: out[i] = silu(gate[i]) * up[i] for i in [i0, i1).
+func SwiGLU(out, gate, up kern.P, i0, i1 int) {
 	o, g, u := f32(out, i1), f32(gate, i1), f32(up, i1)
 	for i := i0; i < i1; i++ {
 		o[i] = silu(g[i]) * u[i]
 	}
 }
 
-// addVec is krt_add_ref: out[i] = a[i] + b[i] for i in [i0, i1) (out may alias a or b).
-func addVec(out, a, b kern.P, i0, i1 int) {
+// Add is krt_add_ref: out[i] = a[i] + b[i] for i in [i0, i1) (out may alias a or b).
+func Add(out, a, b kern.P, i0, i1 int) {
 	o, x, y := f32(out, i1), f32(a, i1), f32(b, i1)
 	for i := i0; i < i1; i++ {
 		o[i] = x[i] + y[i]
 	}
 }
 
-// ropeNeox is krt_rope_neox_ref: in each head of tokens [t0, t1), element i < head_dim/2
+// RopeNeoX is krt_rope_neox_ref: in each head of tokens [t0, t1), element i < head_dim/2
 // rotates with element i + head_dim/2 by the table's angle for position pos0 + t.
-func ropeNeox(x, cosTab, sinTab kern.P, stride, nHeads, headDim, pos0, t0, t1 int) {
+func RopeNeoX(x, cosTab, sinTab kern.P, stride, nHeads, headDim, pos0, t0, t1 int) {
 	half := headDim / 2
 	xs := f32(x, (t1-1)*stride+nHeads*headDim)
 	ct, st := f32(cosTab, (pos0+t1)*half), f32(sinTab, (pos0+t1)*half)
@@ -70,9 +61,9 @@ func ropeNeox(x, cosTab, sinTab kern.P, stride, nHeads, headDim, pos0, t0, t1 in
 	}
 }
 
-// kvAppend is krt_kv_append_ref: token t of [t0, t1) (src + t*srcStride, nKVHeads rows of
+// KVAppend is krt_kv_append_ref: token t of [t0, t1) (src + t*srcStride, nKVHeads rows of
 // headDim floats) goes to position pos0 + t of the [kv_head][max_ctx][head_dim] cache.
-func kvAppend(cache, src kern.P, srcStride, nKVHeads, headDim, maxCtx, pos0, t0, t1 int) {
+func KVAppend(cache, src kern.P, srcStride, nKVHeads, headDim, maxCtx, pos0, t0, t1 int) {
 	cs := f32(cache, nKVHeads*maxCtx*headDim)
 	ss := f32(src, (t1-1)*srcStride+nKVHeads*headDim)
 	for t := t0; t < t1; t++ {
@@ -95,9 +86,9 @@ func attnInvSqrt(n int) float32 {
 	return float32(y)
 }
 
-// attention is krt_attention_ref: grouped-query causal attention for query heads [h0, h1) of
+// Attention is krt_attention_ref: grouped-query causal attention for query heads [h0, h1) of
 // T tokens; token t (position pos0+t) attends cache positions 0..pos0+t.
-func attention(out, q, k, v, scratch kern.P, nHeads, nKVHeads, headDim, maxCtx, qStride, pos0, T, h0, h1 int) {
+func Attention(out, q, k, v, scratch kern.P, nHeads, nKVHeads, headDim, maxCtx, qStride, pos0, T, h0, h1 int) {
 	group := nHeads / nKVHeads
 	scale := attnInvSqrt(headDim)
 	os := f32(out, T*nHeads*headDim)
@@ -150,8 +141,8 @@ func attention(out, q, k, v, scratch kern.P, nHeads, nKVHeads, headDim, maxCtx, 
 	}
 }
 
-// embedQ8_0 is krt_embed_q8_0_ref: out row t = dequantized table row ids[t], t in [t0, t1).
-func embedQ8_0(out, table, ids kern.P, dim, t0, t1 int) {
+// EmbedQ8_0 is krt_embed_q8_0_ref: out row t = dequantized table row ids[t], t in [t0, t1).
+func EmbedQ8_0(out, table, ids kern.P, dim, t0, t1 int) {
 	nb := dim / qk
 	os := f32(out, t1*dim)
 	is := i32s(ids, t1)

@@ -9,7 +9,8 @@ import (
 	"github.com/kernelrt/kernelrt/internal/kern"
 )
 
-// set is filled field by field by the init functions of this package's files.
+// set is filled by register_gen.go (generated from the op list: each kernel calls the Go
+// port of the same name) and registered by zz_register.go.
 var set = &kern.Set{Backend: "generic", Variant: cpu.Ref}
 
 // f32 views n floats at p.

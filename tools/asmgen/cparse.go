@@ -2,9 +2,9 @@ package main
 
 import (
 	"fmt"
-	"go/token"
 	"regexp"
-	"strings"
+
+	"github.com/kernelrt/kernelrt/internal/opspec"
 )
 
 // cparam is one C parameter: every parameter must be a pointer or int64_t, because c2goasm
@@ -21,72 +21,38 @@ type cfunc struct {
 }
 
 var (
-	reComment    = regexp.MustCompile(`(?s)/\*.*?\*/|//[^\n]*`)
-	reKrtDeclare = regexp.MustCompile(`(?s)KRT_DECLARE\(\s*(\w+)\s*,\s*\((.*?)\)\s*\)`)
-	reVoidDecl   = regexp.MustCompile(`(?m)^\s*void\s+(\w+)\s*\(([^)]*)\)\s*;`)
-	reParam      = regexp.MustCompile(`^(.*?)(\w+)$`)
+	reComment  = regexp.MustCompile(`(?s)/\*.*?\*/|//[^\n]*`)
+	reVoidDecl = regexp.MustCompile(`(?m)^\s*void\s+(\w+)\s*\(([^)]*)\)\s*;`)
 )
 
 // parseDeclarations finds KRT_DECLARE(name, (params)) (declaring name_ref, name_avx2 and
-// name_avx512) and plain "void name(params);" prototypes.
+// name_avx512; parsed by internal/opspec, as for the other backends) and plain
+// "void name(params);" prototypes (the extra C files').
 func parseDeclarations(src string) (map[string][]cparam, error) {
-	src = reComment.ReplaceAllString(src, " ")
 	out := map[string][]cparam{}
-	add := func(name, params string) error {
-		ps, err := parseParams(params)
+	fams, err := opspec.ParseDeclarations(src)
+	if err != nil {
+		return nil, err
+	}
+	for name, ps := range fams {
+		for _, v := range opspec.Variants {
+			out[name+"_"+v] = cparams(ps)
+		}
+	}
+	for _, m := range reVoidDecl.FindAllStringSubmatch(reComment.ReplaceAllString(src, " "), -1) {
+		ps, err := opspec.ParseParams(m[2])
 		if err != nil {
-			return fmt.Errorf("%s: %v", name, err)
+			return nil, fmt.Errorf("%s: %v", m[1], err)
 		}
-		out[name] = ps
-		return nil
-	}
-	for _, m := range reKrtDeclare.FindAllStringSubmatch(src, -1) {
-		if m[1] == "name" { // the macro's own definition
-			continue
-		}
-		for _, v := range []string{"_ref", "_avx2", "_avx512"} {
-			if err := add(m[1]+v, m[2]); err != nil {
-				return nil, err
-			}
-		}
-	}
-	for _, m := range reVoidDecl.FindAllStringSubmatch(src, -1) {
-		if err := add(m[1], m[2]); err != nil {
-			return nil, err
-		}
+		out[m[1]] = cparams(ps)
 	}
 	return out, nil
 }
 
-func parseParams(s string) ([]cparam, error) {
-	s = strings.Join(strings.Fields(s), " ")
-	if s == "" || s == "void" {
-		return nil, nil
+func cparams(ps []opspec.Param) []cparam {
+	out := make([]cparam, len(ps))
+	for i, p := range ps {
+		out[i] = cparam{name: p.Name, ptr: p.Kind == opspec.Ptr}
 	}
-	var out []cparam
-	for _, p := range strings.Split(s, ",") {
-		p = strings.TrimSpace(p)
-		m := reParam.FindStringSubmatch(p)
-		if m == nil {
-			return nil, fmt.Errorf("cannot parse parameter %q", p)
-		}
-		typ := strings.TrimSpace(m[1])
-		var ptr bool
-		switch {
-		case strings.HasSuffix(typ, "*"):
-			ptr = true
-		case typ == "int64_t" || typ == "const int64_t":
-		default:
-			return nil, fmt.Errorf("parameter %q: only pointers and int64_t can cross c2goasm", p)
-		}
-		name := m[2]
-		if token.IsKeyword(name) {
-			name += "_"
-		}
-		out = append(out, cparam{name: name, ptr: ptr})
-	}
-	if len(out) > 14 {
-		return nil, fmt.Errorf("%d parameters: c2goasm passes at most 14", len(out))
-	}
-	return out, nil
+	return out
 }

@@ -12,7 +12,7 @@
 //     "zmmword ptr [rbp + 64]" instead of "zmmword 64[rbp]" or "zmmword [..]" (GNU as
 //     silently mis-encodes those), and every resulting encoding is compared with clang's;
 //  3. functions that touch BP get a non-zero frame so the Go assembler saves and restores BP;
-//  4. the build constraint is "//go:build amd64 && !noasm";
+//  4. the build constraint is "//go:build amd64 && !purego";
 //  5. (cgo's -mfma restriction does not apply: clang is run directly, and ISA selection comes
 //     from the per-function target attributes in the C source, not from flags).
 //
@@ -50,6 +50,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/kernelrt/kernelrt/internal/opspec"
 )
 
 // clangFlags are the flags c2goasm expects (shared/c2goasm.md) plus:
@@ -205,7 +207,11 @@ func run(cfg *config) error {
 		units = append(units, u)
 	}
 
-	reg, missing, err := registerFile(cfg, units)
+	spec, err := opspec.Load(filepath.Join(cfg.csrc, ".."))
+	if err != nil {
+		return err
+	}
+	reg, missing, err := registerFile(cfg, units, spec)
 	if err != nil {
 		return err
 	}

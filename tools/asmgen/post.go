@@ -93,8 +93,8 @@ var (
 
 // postprocess fixes c2goasm's output before asm2plan9s encodes it:
 //
-//   - problem 4: c2goasm's "//+build !noasm !appengine" (an OR) is dropped; asmHeader adds
-//     "//go:build amd64 && !noasm";
+//   - problem 4: c2goasm's "//+build !purego !appengine" (an OR) is dropped; asmHeader adds
+//     "//go:build amd64 && !purego";
 //   - problem 2: every instruction is re-spelled for GNU as, which asm2plan9s falls back to for
 //     AVX-512: size keywords get "ptr" back (c2goasm strips it and writes yasm's oword/yword),
 //     "64[rbp]" becomes "[rbp + 64]" (GNU as mis-encodes the former silently), and constant-pool

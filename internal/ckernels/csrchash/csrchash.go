@@ -13,10 +13,10 @@ import (
 	"sort"
 )
 
-// Sum returns the SHA-256 over the names and contents of dir's *.c and *.h files.
+// Sum returns the SHA-256 over the names and contents of dir's *.c, *.h and *.inc files.
 func Sum(dir string) (string, error) {
 	var names []string
-	for _, pat := range []string{"*.c", "*.h"} {
+	for _, pat := range []string{"*.c", "*.h", "*.inc"} {
 		m, err := filepath.Glob(filepath.Join(dir, pat))
 		if err != nil {
 			return "", err

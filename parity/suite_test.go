@@ -1,4 +1,4 @@
-package main
+package parity
 
 import (
 	"math"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kernelrt/kernelrt"
+	"github.com/kernelrt/kernelrt/internal/kern"
 )
 
 // quickThreads is 1..NumCPU, as the quick run uses.
@@ -227,11 +228,11 @@ func TestMissingKernelSkips(t *testing.T) {
 	}
 	defer s.Close()
 	lacking := *s.sets[0].set
-	lacking.GemvF32 = nil
+	lacking.K[kern.GemvF32] = nil
 	s.sets[0].set = &lacking
 	s.Run(Cases(true))
-	if len(s.Rows) != 1 || s.Rows[0].Status != "SKIP" || !strings.Contains(s.Rows[0].Note, "lacks kern.Set.GemvF32") {
-		t.Fatalf("rows %+v, want one SKIP naming kern.Set.GemvF32", s.Rows)
+	if len(s.Rows) != 1 || s.Rows[0].Status != "SKIP" || !strings.Contains(s.Rows[0].Note, "lacks the gemv_f32 kernel") {
+		t.Fatalf("rows %+v, want one SKIP naming the gemv_f32 kernel", s.Rows)
 	}
 }
 
@@ -272,8 +273,20 @@ func TestStallVisible(t *testing.T) {
 	}
 }
 
-func TestSummaryLine(t *testing.T) {
-	if got, want := summary(812, 0, 3), "parity: 812 passed, 0 failed, 3 skipped"; got != want {
-		t.Errorf("summary = %q, want %q", got, want)
+// TestOneCalibCasePerOp: calibration and the op benchmarks time each op's Calib case, so
+// every table row needs exactly one (per vocabulary size for the embedding).
+func TestOneCalibCasePerOp(t *testing.T) {
+	for _, quick := range []bool{true, false} {
+		n := map[kernelrt.Op]int{}
+		for _, c := range Cases(quick) {
+			if c.Calib {
+				n[c.Op]++
+			}
+		}
+		for op := kernelrt.Op(0); int(op) < kernelrt.NumOps; op++ {
+			if n[op] != 1 {
+				t.Errorf("quick=%v: %s has %d Calib cases, want 1", quick, op, n[op])
+			}
+		}
 	}
 }

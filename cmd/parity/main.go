@@ -5,8 +5,10 @@
 // pooled against serial. It prints a table and "parity: N passed, N failed, N skipped", and
 // exits non-zero on any failure.
 //
-//	go run ./parity          # full: Qwen2-0.5B shapes, 151936-row vocab, threads up to 2*NumCPU
-//	go run ./parity -quick   # the subset `make test` runs (well under a minute on 2 cores)
+//	go run ./cmd/parity          # full: Qwen2-0.5B shapes, 151936-row vocab, threads up to 2*NumCPU
+//	go run ./cmd/parity -quick   # the subset `make test` runs (well under a minute on 2 cores)
+//
+// The cases, references and the suite are package parity; adding an op adds its cases there.
 package main
 
 import (
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"github.com/kernelrt/kernelrt"
+	"github.com/kernelrt/kernelrt/parity"
 )
 
 func main() {
@@ -29,7 +32,7 @@ func main() {
 	flag.Parse()
 
 	ncpu := runtime.NumCPU()
-	cfg := Config{Quick: *quick, Model: true, Progress: os.Stderr}
+	cfg := parity.Config{Quick: *quick, Model: true, Progress: os.Stderr}
 	maxT := 2 * ncpu
 	if *quick {
 		maxT = ncpu
@@ -56,30 +59,28 @@ func main() {
 			}
 			want[o] = true
 		}
-		cfg.Filter = func(c *Case) bool { return want[c.Op.String()] }
+		cfg.Filter = func(c *parity.Case) bool { return want[c.Op.String()] }
 		cfg.Model = want["model"]
 	}
-	s, err := NewSuite(cfg)
+	s, err := parity.NewSuite(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
 	go watchdog(s, *hang)
 	t0 := time.Now()
-	s.Run(Cases(*quick))
+	cases := parity.Cases(*quick)
+	s.Run(cases)
 	s.Close()
 
 	mode := "full"
 	if *quick {
 		mode = "quick"
 	}
-	var names []string
-	for _, k := range s.sets {
-		names = append(names, k.name())
-	}
+	names := s.SetNames()
 	fmt.Printf("parity (%s): %d CPUs, threads %v (model %v), kernels %s, %s\n", mode, ncpu, cfg.Threads,
 		cfg.ModelThreads, strings.Join(names, " "), time.Since(t0).Round(time.Millisecond))
-	fmt.Print(legend)
+	fmt.Print(legendHead + parity.Legend(cases) + legendModel)
 	if *quick {
 		fmt.Println("quick mode: GEMV 9728x896 / 151936x896 and GemvF32 9728x896 run on SIMD variants only (SKIP on ref/generic);")
 		fmt.Println("            GEMM T=128 and the 9728x896 / 896x4864 GEMMs, Qwen2-0.5B and the 151936-row embedding run in full mode only")
@@ -104,22 +105,14 @@ func main() {
 	}
 }
 
-const legend = `columns: threads = Options.Threads; active = workers the table picked (forced with SetMinElements, checked with
+const legendHead = `columns: threads = Options.Threads; active = workers the table picked (forced with SetMinElements, checked with
   Decide and the dispatch report); max_abs = wrapper vs serial kernel of the same backend/variant (must be 0: every
   split keeps the arithmetic; quantizers compared byte for byte); max_rel_ref = worst of wrapper and serial vs the
   float64 reference, per op:
-  quantize        ggml reference bytes (else inf), then max |deq-x| / (half a step + fp16 rounding of d)      <= 1
-                  (exact .5 ties reach 1; Q5_0's clamped top code is allowed its distance to 15 steps)
-  gemv/gemm       max |y-ref| / (sum|w||x| + |bias|), w and x dequantized here                             <= 1e-5
-  gemv_f32        max |y-ref| / sum|w||x|                                                                  <= 1e-5
-  rmsnorm/softmax/swiglu  max |y-ref| / max(|ref|, 1e-30)                                                  <= 1e-6
-                  (SwiGLU gates <= -88.38 give -0 by design: |ref| < 1e-36 there, measured against the floor)
-  add             max |y-ref| / (|a|+|b|)                                                                  <= 1e-6
-  rope            max |y-ref| / (|x0 cos|+|x1 sin|), angles computed here; unrotated floats exact           <= 1e-6
-  attention       max |out-ref| / sum_j p_j|v_j|                                                           <= 1e-5
-  kv_append/embed max |y-ref| (exact; the rest of the cache unchanged)                                     == 0
-  model           logits of prefill(7) + 4 decodes, pooled vs serial (active: table thresholds, or all = every
-                  op split as far as it goes); max_abs <= 1e-3
+`
+
+const legendModel = `  model            logits of prefill(7) + 4 decodes, pooled vs serial (active: table thresholds, or all = every
+                   op split as far as it goes); max_abs <= 1e-3
 `
 
 // summary is the last line of the output.
@@ -129,7 +122,7 @@ func summary(pass, fail, skip int) string {
 
 // watchdog turns a hung call (a lost wake-up in the pool, a kernel looping) into a failure
 // with every goroutine's stack instead of a CI job that never ends.
-func watchdog(s *Suite, limit time.Duration) {
+func watchdog(s *parity.Suite, limit time.Duration) {
 	for range time.Tick(time.Second) {
 		if d, what := s.Stalled(); d > limit {
 			fmt.Fprintf(os.Stderr, "\nparity: %s has run for %s (limit -hang=%s): probable hang; goroutines:\n", what, d.Round(time.Millisecond), limit)

@@ -1,0 +1,359 @@
+package orchestrator
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/kernelrt/kernelrt/arena"
+	"github.com/kernelrt/kernelrt/gguf"
+)
+
+// Loading a Qwen2 model from a GGUF file.
+//
+// The config comes from the qwen2.* metadata, the tensors are found by name (never by file
+// order) and checked against it: a missing, unexpected or misshapen tensor, a type the
+// decoder cannot compute with, a missing or ill-typed metadata key are each an error naming
+// the key or tensor and the numbers involved. The model is then built as every model is
+// (build.go), with the file as its weight source (bind.go).
+
+// DefaultMaxCtx is the KV cache length LoadGGUF uses when LoadOptions.MaxCtx is 0 and the
+// model's context_length is longer.
+const DefaultMaxCtx = 4096
+
+// LoadOptions control how a GGUF model is loaded.
+type LoadOptions struct {
+	// MaxCtx is the number of KV cache positions; 0 = min(context_length, DefaultMaxCtx).
+	// More than the model's context_length is an error.
+	MaxCtx int
+	// MaxBatch is the most tokens one forward call takes (longer prompts are prefilled in
+	// chunks); 0 = 128.
+	MaxBatch int
+	// AllLogits makes Prefill return the logits of every prompt position.
+	AllLogits bool
+	// KV is the KV cache type.
+	KV KVType
+	// File is how LoadGGUF maps the file (WillNeed to read ahead, Mlock).
+	File arena.FileOptions
+	// Build controls the arena (activations, KV cache, copied tensors).
+	Build BuildOptions
+}
+
+// Limits on metadata values (a hostile file must not make the loader allocate without bound;
+// every dimension is also checked against tensors whose bytes are in the file).
+const maxMetaDim = 1 << 24
+
+// LoadGGUF maps the GGUF file at path and builds a Qwen2 model on it. The model owns the
+// mapping: Close unmaps it.
+func LoadGGUF(path string, opts LoadOptions) (*Model, error) {
+	f, err := gguf.OpenWith(path, opts.File)
+	if err != nil {
+		return nil, fmt.Errorf("orchestrator: %w", err)
+	}
+	m, err := NewFromGGUF(f, opts)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("orchestrator: %s: %w", path, trimPrefix(err))
+	}
+	m.file = f
+	return m, nil
+}
+
+// trimPrefix drops a leading "orchestrator: " so a wrapped error says it once.
+func trimPrefix(err error) error {
+	if s, ok := strings.CutPrefix(err.Error(), "orchestrator: "); ok {
+		return &prefixed{msg: s, err: err}
+	}
+	return err
+}
+
+type prefixed struct {
+	msg string
+	err error
+}
+
+func (p *prefixed) Error() string { return p.msg }
+func (p *prefixed) Unwrap() error { return p.err }
+
+// ErrModel is wrapped by every error that describes a problem with the model file's content
+// (metadata or tensors), as opposed to an I/O or memory failure.
+var ErrModel = errors.New("bad model")
+
+func modelErr(format string, a ...any) error {
+	return fmt.Errorf("orchestrator: %w: %s", ErrModel, fmt.Sprintf(format, a...))
+}
+
+// ConfigFromGGUF reads a Qwen2 config from f's metadata: general.architecture must be
+// "qwen2"; qwen2.embedding_length, block_count, feed_forward_length, attention.head_count,
+// attention.layer_norm_rms_epsilon and context_length are required; attention.head_count_kv
+// defaults to head_count and rope.freq_base to 10000 (as llama.cpp does); the vocabulary size
+// is qwen2.vocab_size or else the length of tokenizer.ggml.tokens. MaxCtx is context_length
+// (the trained context), MaxBatch 128.
+func ConfigFromGGUF(f *gguf.File) (Config, error) {
+	arch, ok := f.GetString("general.architecture")
+	if !ok {
+		if _, present := f.Get("general.architecture"); present {
+			return Config{}, modelErr("metadata key %q is not a string", "general.architecture")
+		}
+		return Config{}, modelErr("missing metadata key %q", "general.architecture")
+	}
+	if arch != "qwen2" {
+		return Config{}, modelErr("general.architecture is %q; only qwen2 is supported", arch)
+	}
+	var err error
+	u := func(key string, def int) int {
+		if err != nil {
+			return 0
+		}
+		var v int
+		v, err = metaUint(f, "qwen2."+key, def)
+		return v
+	}
+	fl := func(key string, def float64) float64 {
+		if err != nil {
+			return 0
+		}
+		var v float64
+		v, err = metaFloat(f, "qwen2."+key, def)
+		return v
+	}
+	c := Config{MaxBatch: 128}
+	c.Hidden = u("embedding_length", -1)
+	c.Layers = u("block_count", -1)
+	c.Intermediate = u("feed_forward_length", -1)
+	c.Heads = u("attention.head_count", -1)
+	c.KVHeads = u("attention.head_count_kv", 0)
+	c.MaxCtx = u("context_length", -1)
+	c.RopeTheta = fl("rope.freq_base", 10000)
+	eps := fl("attention.layer_norm_rms_epsilon", -1)
+	if err != nil {
+		return Config{}, err
+	}
+	if c.KVHeads == 0 {
+		c.KVHeads = c.Heads
+	}
+	if c.Hidden%c.Heads != 0 {
+		return Config{}, modelErr("qwen2.embedding_length = %d is not a multiple of qwen2.attention.head_count = %d", c.Hidden, c.Heads)
+	}
+	if c.Heads%c.KVHeads != 0 {
+		return Config{}, modelErr("qwen2.attention.head_count = %d is not a multiple of qwen2.attention.head_count_kv = %d", c.Heads, c.KVHeads)
+	}
+	c.HeadDim = c.Hidden / c.Heads
+	for _, key := range []string{"attention.key_length", "attention.value_length"} {
+		if _, present := f.Get("qwen2." + key); !present {
+			continue
+		}
+		v, err := metaUint(f, "qwen2."+key, -1)
+		if err != nil {
+			return Config{}, err
+		}
+		if v != c.HeadDim {
+			return Config{}, modelErr("qwen2.%s = %d differs from embedding_length/head_count = %d; only equal head sizes are supported", key, v, c.HeadDim)
+		}
+	}
+	if !(eps > 0) || eps > 1 {
+		return Config{}, modelErr("qwen2.attention.layer_norm_rms_epsilon = %g is not in (0, 1]", eps)
+	}
+	c.Eps = float32(eps)
+	if !(c.RopeTheta > 1) || math.IsInf(c.RopeTheta, 0) {
+		return Config{}, modelErr("qwen2.rope.freq_base = %g must be finite and > 1", c.RopeTheta)
+	}
+	// The vocabulary: qwen2.vocab_size, else the token list.
+	if _, present := f.Get("qwen2.vocab_size"); present {
+		if c.Vocab, err = metaUint(f, "qwen2.vocab_size", -1); err != nil {
+			return Config{}, err
+		}
+	} else if v, present := f.Get("tokenizer.ggml.tokens"); present {
+		a, ok := v.AsArray()
+		if !ok {
+			return Config{}, modelErr("metadata key %q is %s, want an array of strings", "tokenizer.ggml.tokens", v.Type())
+		}
+		if a.Len() == 0 {
+			return Config{}, modelErr("tokenizer.ggml.tokens is empty")
+		}
+		c.Vocab = a.Len()
+	} else {
+		return Config{}, modelErr("no vocabulary size: neither qwen2.vocab_size nor tokenizer.ggml.tokens is present")
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, modelErr("the metadata describe an unsupported shape: %s", strings.TrimPrefix(err.Error(), "orchestrator: "))
+	}
+	return c, nil
+}
+
+// metaUint reads a positive integer key; def < 0 makes it required, def >= 0 is its default.
+func metaUint(f *gguf.File, key string, def int) (int, error) {
+	v, ok := f.Get(key)
+	if !ok {
+		if def < 0 {
+			return 0, modelErr("missing metadata key %q", key)
+		}
+		return def, nil
+	}
+	if v.Type() == gguf.ValueArray {
+		return 0, modelErr("metadata key %q is an array (per-layer values are not supported), want an integer", key)
+	}
+	n, ok := v.AsUint()
+	if !ok {
+		return 0, modelErr("metadata key %q is %s %v, want a non-negative integer", key, v.Type(), v)
+	}
+	if n == 0 || n > maxMetaDim {
+		return 0, modelErr("metadata key %q = %d is out of range 1..%d", key, n, maxMetaDim)
+	}
+	return int(n), nil
+}
+
+// metaFloat reads a float key (float32 or float64); def < 0 makes it required.
+func metaFloat(f *gguf.File, key string, def float64) (float64, error) {
+	v, ok := f.Get(key)
+	if !ok {
+		if def < 0 {
+			return 0, modelErr("missing metadata key %q", key)
+		}
+		return def, nil
+	}
+	x, ok := v.AsFloat()
+	if !ok {
+		return 0, modelErr("metadata key %q is %s %v, want a float", key, v.Type(), v)
+	}
+	return x, nil
+}
+
+// qwen2Tensors lists every tensor of a Qwen2 model of shape c; the output head is listed
+// only when present in the file (absent = tied to token_embd).
+func qwen2Tensors(c Config, untied bool) []tensorSpec {
+	H, I, V := c.Hidden, c.Intermediate, c.Vocab
+	qd, kd, vd := c.qkvDims()
+	s := []tensorSpec{{"token_embd.weight", []int{H, V}, kindMatrix, 0}}
+	for l := 0; l < c.Layers; l++ {
+		p := fmt.Sprintf("blk.%d.", l)
+		s = append(s,
+			tensorSpec{p + "attn_norm.weight", []int{H}, kindVector, 0},
+			tensorSpec{p + "attn_q.weight", []int{H, qd}, kindMatrix, 0},
+			tensorSpec{p + "attn_q.bias", []int{qd}, kindVector, 0},
+			tensorSpec{p + "attn_k.weight", []int{H, kd}, kindMatrix, 0},
+			tensorSpec{p + "attn_k.bias", []int{kd}, kindVector, 0},
+			tensorSpec{p + "attn_v.weight", []int{H, vd}, kindMatrix, 0},
+			tensorSpec{p + "attn_v.bias", []int{vd}, kindVector, 0},
+			tensorSpec{p + "attn_output.weight", []int{qd, H}, kindMatrix, 0},
+			tensorSpec{p + "ffn_norm.weight", []int{H}, kindVector, 0},
+			tensorSpec{p + "ffn_gate.weight", []int{H, I}, kindMatrix, 0},
+			tensorSpec{p + "ffn_up.weight", []int{H, I}, kindMatrix, 0},
+			tensorSpec{p + "ffn_down.weight", []int{I, H}, kindMatrix, 0},
+		)
+	}
+	s = append(s, tensorSpec{"output_norm.weight", []int{H}, kindVector, 0})
+	if untied {
+		s = append(s, tensorSpec{"output.weight", []int{H, V}, kindMatrix, 0})
+	}
+	return s
+}
+
+// qtypeOf maps a GGUF type to the decoder's, for the types it computes with.
+func qtypeOf(t gguf.GGMLType) (QType, bool) {
+	switch t {
+	case gguf.TypeQ8_0:
+		return Q8_0, true
+	case gguf.TypeQ5_0:
+		return Q5_0, true
+	case gguf.TypeF32:
+		return F32, true
+	case gguf.TypeF16:
+		return F16, true
+	}
+	return 0, false
+}
+
+// effectiveDims drops trailing dims of 1 (a [896] vector may be written as [896, 1]).
+func effectiveDims(d []uint64) []uint64 {
+	for len(d) > 1 && d[len(d)-1] == 1 {
+		d = d[:len(d)-1]
+	}
+	return d
+}
+
+// checkTensor checks a present tensor's dims and type against its spec.
+func checkTensor(t *gguf.TensorInfo, s tensorSpec, c Config) error {
+	got := effectiveDims(t.Dims)
+	want := make([]uint64, len(s.dims))
+	for i, d := range s.dims {
+		want[i] = uint64(d)
+	}
+	want = effectiveDims(want)
+	same := len(got) == len(want)
+	for i := 0; same && i < len(got); i++ {
+		same = got[i] == want[i]
+	}
+	if !same {
+		return modelErr("tensor %q has dims %v, want %v (ggml order, row length first) for embedding_length=%d feed_forward_length=%d head_count=%d head_count_kv=%d vocab=%d",
+			t.Name, t.Dims, s.dims, c.Hidden, c.Intermediate, c.Heads, c.KVHeads, c.Vocab)
+	}
+	if s.kind == kindVector {
+		if t.Type != gguf.TypeF32 && t.Type != gguf.TypeF16 {
+			return modelErr("tensor %q has type %s; norms and biases must be F32 or F16", t.Name, t.Type)
+		}
+		return nil
+	}
+	if _, ok := qtypeOf(t.Type); !ok {
+		return modelErr("tensor %q has type %s; supported weight types are Q8_0, Q5_0, F16 and F32", t.Name, t.Type)
+	}
+	return nil
+}
+
+// NewFromGGUF builds a Qwen2 model on an open GGUF file (from gguf.Open, or gguf.Parse of
+// bytes that stay valid). Quantized and F32 weights are views of the file's bytes: f must
+// stay open while the model is used and is not closed by the model's Close (LoadGGUF's is).
+func NewFromGGUF(f *gguf.File, opts LoadOptions) (*Model, error) {
+	c, err := ConfigFromGGUF(f)
+	if err != nil {
+		return nil, err
+	}
+	trained := c.MaxCtx
+	switch {
+	case opts.MaxCtx < 0:
+		return nil, fmt.Errorf("orchestrator: LoadOptions.MaxCtx = %d is negative", opts.MaxCtx)
+	case opts.MaxCtx == 0:
+		c.MaxCtx = min(trained, DefaultMaxCtx)
+	case opts.MaxCtx > trained:
+		return nil, fmt.Errorf("orchestrator: LoadOptions.MaxCtx = %d exceeds the model's context_length = %d", opts.MaxCtx, trained)
+	default:
+		c.MaxCtx = opts.MaxCtx
+	}
+	switch {
+	case opts.MaxBatch < 0:
+		return nil, fmt.Errorf("orchestrator: LoadOptions.MaxBatch = %d is negative", opts.MaxBatch)
+	case opts.MaxBatch > 0:
+		c.MaxBatch = opts.MaxBatch
+	}
+	c.AllLogits = opts.AllLogits
+	if opts.KV != KVF32 && opts.KV != KVF16 {
+		return nil, fmt.Errorf("orchestrator: LoadOptions.KV = %d is not a KV type", int(opts.KV))
+	}
+	if c.Layers > len(f.Tensors) { // every layer has 12 tensors: bound before allocating
+		return nil, modelErr("qwen2.block_count = %d but the file has only %d tensors", c.Layers, len(f.Tensors))
+	}
+	// Tensors, by name: all present, of the right shape and type, and nothing else.
+	_, untied := f.Tensor("output.weight")
+	specs := qwen2Tensors(c, untied)
+	src := &fileSource{f: f, infos: make(map[string]*gguf.TensorInfo, len(specs))}
+	for i, s := range specs {
+		t, ok := f.Tensor(s.name)
+		if !ok {
+			return nil, modelErr("missing tensor %q (qwen2.block_count = %d)", s.name, c.Layers)
+		}
+		if err := checkTensor(t, s, c); err != nil {
+			return nil, err
+		}
+		src.infos[s.name] = t
+		if s.kind == kindMatrix {
+			specs[i].typ, _ = qtypeOf(t.Type)
+		}
+	}
+	for i := range f.Tensors {
+		if _, ok := src.infos[f.Tensors[i].Name]; !ok {
+			return nil, modelErr("unexpected tensor %q: not part of a qwen2 model with block_count = %d", f.Tensors[i].Name, c.Layers)
+		}
+	}
+	return build(c, specs, src, opts.KV, opts.Build)
+}
