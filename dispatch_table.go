@@ -185,6 +185,7 @@ func defaultTable() [numOps]OpRow {
 		OpSoftmax: {Split: SplitRows, Granule: colsLine, Elements: func(s Shape) int { return s.Rows * s.Cols },
 			MinElements: [numModes]int{8192, 8192}},
 		OpSwiGLU: {Split: SplitElements, Granule: c16, Elements: elems, MinElements: [numModes]int{16384, 16384}},
+		OpGeGLU:  {Split: SplitElements, Granule: c16, Elements: elems, MinElements: [numModes]int{16384, 16384}},
 		OpAdd:    {Split: SplitElements, Granule: c16, Elements: elems, MinElements: [numModes]int{32768, 32768}},
 		OpRopeNeoX: {Split: SplitTokens, Granule: func(s Shape) int { return lineGranule(s.Heads * s.HeadD) },
 			Elements: func(s Shape) int { return s.Tokens * s.Heads * s.HeadD }, MinElements: [numModes]int{16384, 16384}},

@@ -37,6 +37,20 @@ func add(rt *Runtime, out, a, b []float32) error {
 	return rt.run(OpAdd, Shape{N: len(out), Tokens: 1}, argsAdd(sliceP(out), sliceP(a), sliceP(b)), nil)
 }
 
+// GeGLU computes out[i] = gelu(gate[i]) * up[i], the gated activation of the Gemma MLP
+// (ggml_geglu), with GELU in ggml's tanh form: gelu(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g +
+// 0.044715 g^3))), evaluated as g / (1 + e^(-2 sqrt(2/pi) (g + 0.044715 g^3))). Extremes as
+// SwiGLU's: very negative and -Inf gates give -0, +Inf gives +Inf*up, NaN gives NaN. out may
+// be gate or up exactly but must not partially overlap either.
+//
+//kernelrt:api GeGLU
+func geGLU(rt *Runtime, out, gate, up []float32) error {
+	if err := checkElementwise("GeGLU", out, "gate", gate, "up", up); err != nil {
+		return err
+	}
+	return rt.run(OpGeGLU, Shape{N: len(out), Tokens: 1}, argsGeGLU(sliceP(out), sliceP(gate), sliceP(up)), nil)
+}
+
 // checkSwiGLU checks SwiGLU's arguments (fn names the caller in errors).
 func checkSwiGLU(fn string, out, gate, up []float32) error {
 	return checkElementwise(fn, out, "gate", gate, "up", up)

@@ -20,6 +20,7 @@ const (
 	OpRMSNorm        = Op(kern.RMSNorm)        // rmsnorm
 	OpSoftmax        = Op(kern.Softmax)        // softmax
 	OpSwiGLU         = Op(kern.SwiGLU)         // swiglu
+	OpGeGLU          = Op(kern.GeGLU)          // geglu
 	OpAdd            = Op(kern.Add)            // add
 	OpRopeNeoX       = Op(kern.RopeNeoX)       // rope_neox
 	OpKVAppend       = Op(kern.KVAppend)       // kv_append
@@ -156,6 +157,14 @@ func argsSwiGLU(out kern.P, gate kern.P, up kern.P) (ka kern.Args) {
 	return ka
 }
 
+// argsGeGLU packs the parameters of krt_geglu but its slice range and scratch.
+func argsGeGLU(out kern.P, gate kern.P, up kern.P) (ka kern.Args) {
+	ka.P[0] = out
+	ka.P[1] = gate
+	ka.P[2] = up
+	return ka
+}
+
 // argsAdd packs the parameters of krt_add but its slice range and scratch.
 func argsAdd(out kern.P, a kern.P, b kern.P) (ka kern.Args) {
 	ka.P[0] = out
@@ -243,6 +252,7 @@ type Ops interface {
 	GemmQ5_0(y []float32, w []BlockQ5_0, x []BlockQ8_0, bias []float32, rows, cols, tokens int) error
 	SwiGLU(out, gate, up []float32) error
 	Add(out, a, b []float32) error
+	GeGLU(out, gate, up []float32) error
 	RopeNeoX(x []float32, tab *RopeTable, tokens, nHeads, headDim, stride, pos0 int) error
 	KVAppend(cache, src []float32, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0 int) error
 	Attention(out, q, kcache, vcache, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error
@@ -667,6 +677,29 @@ func (rt *Runtime) Add(out, a, b []float32) error {
 		return errClosedOp("Add")
 	}
 	return add(rt, out, a, b)
+}
+
+// GeGLU computes out[i] = gelu(gate[i]) * up[i], the gated activation of the Gemma MLP
+// (ggml_geglu), with GELU in ggml's tanh form: gelu(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g +
+// 0.044715 g^3))), evaluated as g / (1 + e^(-2 sqrt(2/pi) (g + 0.044715 g^3))). Extremes as
+// SwiGLU's: very negative and -Inf gates give -0, +Inf gives +Inf*up, NaN gives NaN. out may
+// be gate or up exactly but must not partially overlap either.
+func GeGLU(out, gate, up []float32) error {
+	return geGLU(nil, out, gate, up)
+}
+
+// GeGLU is the package function GeGLU, run in the calling goroutine.
+func (Serial) GeGLU(out, gate, up []float32) error {
+	return geGLU(nil, out, gate, up)
+}
+
+// GeGLU is the package function GeGLU, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) GeGLU(out, gate, up []float32) error {
+	if rt == nil {
+		return errClosedOp("GeGLU")
+	}
+	return geGLU(rt, out, gate, up)
 }
 
 // RopeNeoX rotates, in place, the nHeads heads of headDim floats of each of tokens tokens of x

@@ -60,6 +60,9 @@ var sets = [3]*kern.Set{
 			kern.SwiGLU: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_swiglu_ref(a.P[0], a.P[1], a.P[2], lo, hi)
 			},
+			kern.GeGLU: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_geglu_ref(a.P[0], a.P[1], a.P[2], lo, hi)
+			},
 			kern.Add: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_add_ref(a.P[0], a.P[1], a.P[2], lo, hi)
 			},
@@ -126,6 +129,9 @@ var sets = [3]*kern.Set{
 			kern.SwiGLU: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_swiglu_avx2(a.P[0], a.P[1], a.P[2], lo, hi)
 			},
+			kern.GeGLU: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_geglu_avx2(a.P[0], a.P[1], a.P[2], lo, hi)
+			},
 			kern.Add: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_add_avx2(a.P[0], a.P[1], a.P[2], lo, hi)
 			},
@@ -191,6 +197,9 @@ var sets = [3]*kern.Set{
 			},
 			kern.SwiGLU: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_swiglu_avx512(a.P[0], a.P[1], a.P[2], lo, hi)
+			},
+			kern.GeGLU: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_geglu_avx512(a.P[0], a.P[1], a.P[2], lo, hi)
 			},
 			kern.Add: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_add_avx512(a.P[0], a.P[1], a.P[2], lo, hi)

@@ -89,6 +89,8 @@ KRT_DECLARE(krt_softmax, (float *x, const int32_t *valid, int64_t cols, int64_t 
 /* ---- elementwise (slice: elements i0..i1) ---- */
 /* out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)). */
 KRT_DECLARE(krt_swiglu, (float *out, const float *gate, const float *up, int64_t i0, int64_t i1))
+/* out[i] = gelu(gate[i]) * up[i], gelu in ggml's tanh form (Gemma's GeGLU; csrc/geglu.c). */
+KRT_DECLARE(krt_geglu, (float *out, const float *gate, const float *up, int64_t i0, int64_t i1))
 /* out[i] = a[i] + b[i] (residual add; out may alias a or b). */
 KRT_DECLARE(krt_add, (float *out, const float *a, const float *b, int64_t i0, int64_t i1))
 

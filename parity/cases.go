@@ -460,6 +460,39 @@ func swigluCase(n int) *Case {
 	return c
 }
 
+// gegluCase is GeGLU on n elements; a few gates sit at the extremes (exp overflow). The
+// exponent -2u is rounded to float32 before exp, and exp amplifies that rounding by |2u|
+// (up to 88): the result is held to 2e-5 relative, not SwiGLU's 1e-6.
+func gegluCase(n int) *Case {
+	c := &Case{Metric: "max |y-ref| / max(|ref|, 1e-30) (exp's argument rounded to float32)", Op: kernelrt.OpGeGLU, Fn: "GeGLU", Shape: fmt.Sprintf("N=%d", n),
+		S: kernelrt.Shape{N: n, Tokens: 1}, Cost: n, Tol: 2e-5}
+	var g, u, out []float32
+	var ref []float64
+	c.setup = func() {
+		r := newRng("geglu/" + c.Shape)
+		g, u, out, ref = make([]float32, n), make([]float32, n), make([]float32, n), make([]float64, n)
+		r.fill(g, -6, 6)
+		r.fill(u, -2, 2)
+		for i, v := range []float32{-100, -12, -9.5, -4, 0, 4, 12, 100} {
+			if 7*i+3 < n {
+				g[7*i+3] = v
+			}
+		}
+		for i := range g {
+			// 0.5 x (1 + tanh(v)) = x / (1 + e^-2v): the second form keeps its relative
+			// accuracy where 1 + tanh(v) cancels to 0 in float64.
+			x := float64(g[i])
+			v := math.Sqrt(2/math.Pi) * (x + 0.044715*x*x*x)
+			ref[i] = x / (1 + math.Exp(-2*v)) * float64(u[i])
+		}
+	}
+	c.free = func() { g, u, out, ref = nil, nil, nil, nil }
+	c.run = func(e exec) error { fillNaN(out); return e.GeGLU(out, g, u) }
+	c.outF = func() []float32 { return out }
+	c.check = func() (float64, string) { return worstSelf(out, ref), "" }
+	return c
+}
+
 // addCase is the residual add, into a separate output or in place (out == a).
 func addCase(n int, inPlace bool) *Case {
 	c := &Case{Metric: "max |y-ref| / (|a|+|b|)", Op: kernelrt.OpAdd, Fn: "Add", Shape: fmt.Sprintf("N=%d", n),
@@ -885,6 +918,7 @@ func Cases(quick bool) []*Case {
 	cs = append(cs, rmsCase(1, hidden), rmsCase(128, hidden))
 	cs = append(cs, softmaxCase(nHeads, 512, false, -4, 4), softmaxCase(128, 128, true, -4, 4))
 	cs = append(cs, swigluCase(inter), swigluCase(128*inter))
+	cs = append(cs, gegluCase(inter), gegluCase(1000))
 	cs = append(cs, addCase(hidden, false), addCase(hidden, true), addCase(128*hidden, true))
 	for _, heads := range []int{nHeads, nKVHeads} {
 		cs = append(cs, ropeCase(1, heads, 300), ropeCase(128, heads, 17))
@@ -911,7 +945,7 @@ func Cases(quick bool) []*Case {
 		"GemvQ8_0 896x896 nil-bias": true, "GemvQ5_0 896x896 nil-bias": true,
 		"GemvQ8_0F32 896x896 nil-bias": true, "GemvQ5_0F32 896x896 nil-bias": true,
 		"GemvF32 896x896": true, "GemmQ8_0 896x896 T=32 nil-bias": true, "GemmQ5_0 896x896 T=32 nil-bias": true,
-		"RMSNorm T=1 dim=896": true, "Softmax 14x512": true, "SwiGLU N=4864": true, "Add N=896": true,
+		"RMSNorm T=1 dim=896": true, "Softmax 14x512": true, "SwiGLU N=4864": true, "GeGLU N=4864": true, "Add N=896": true,
 		"RopeNeoX T=1 heads=14 hd=64 pos0=300": true, "KVAppend T=1 kvheads=2 hd=64 pos0=16 ctx=512": true,
 		"Attention T=1 ctx=512 heads=14/2 hd=64": true, "EmbedQ8_0 vocab=8192 dim=896 T=1": true,
 		"EmbedQ8_0 vocab=151936 dim=896 T=1": true, "StreamRead N=65536": true,

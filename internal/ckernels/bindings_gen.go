@@ -92,6 +92,12 @@ package ckernels
 #cgo nocallback krt_swiglu_avx2
 #cgo noescape krt_swiglu_avx512
 #cgo nocallback krt_swiglu_avx512
+#cgo noescape krt_geglu_ref
+#cgo nocallback krt_geglu_ref
+#cgo noescape krt_geglu_avx2
+#cgo nocallback krt_geglu_avx2
+#cgo noescape krt_geglu_avx512
+#cgo nocallback krt_geglu_avx512
 #cgo noescape krt_add_ref
 #cgo nocallback krt_add_ref
 #cgo noescape krt_add_avx2
@@ -267,6 +273,15 @@ func init() {
 	}
 	sets[cpu.AVX512].K[kern.SwiGLU] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_swiglu_avx512((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.GeGLU] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_geglu_ref((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.GeGLU] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_geglu_avx2((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.GeGLU] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_geglu_avx512((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), C.int64_t(lo), C.int64_t(hi))
 	}
 	sets[cpu.Ref].K[kern.Add] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_add_ref((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), C.int64_t(lo), C.int64_t(hi))

@@ -3,4 +3,4 @@
 package ckernels
 
 // csrcHash is the hash of csrc/ this package was last generated for (see csrchash).
-const csrcHash = "a1ae3c94e5beb9547b2ee3c9827a9ce80d4cf276c42dccb893d0da928872968c"
+const csrcHash = "ab3e7d94f545ecfe3f40f6174afc5a0877e1bb000706167be0f82504721d9fb7"

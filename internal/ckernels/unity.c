@@ -4,6 +4,7 @@
 #include "../../csrc/attention.c"
 #include "../../csrc/elementwise.c"
 #include "../../csrc/embed.c"
+#include "../../csrc/geglu.c"
 #include "../../csrc/gemm.c"
 #include "../../csrc/gemv.c"
 #include "../../csrc/norm.c"

@@ -33,6 +33,31 @@ func SwiGLU(out, gate, up kern.P, i0, i1 int) {
 	}
 }
 
+// gegluC2 is 2 sqrt(2/pi) and gegluA the cubic coefficient of GELU's tanh form.
+const (
+	gegluC2 float32 = 1.5957691216057308
+	gegluA  float32 = 0.044715
+)
+
+// gelu is krt_gg_gelu: x / (1 + e^(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3).
+func gelu(x float32) float32 {
+	m2u := float32(float32(-gegluC2*x) * float32(1+float32(gegluA*x)*x))
+	e := Expf(m2u)
+	n := x
+	if n < negFltMax {
+		n = negFltMax
+	}
+	return n / (1 + e)
+}
+
+// GeGLU is krt_geglu_ref: out[i] = gelu(gate[i]) * up[i] for i in [i0, i1).
+func GeGLU(out, gate, up kern.P, i0, i1 int) {
+	o, g, u := f32(out, i1), f32(gate, i1), f32(up, i1)
+	for i := i0; i < i1; i++ {
+		o[i] = gelu(g[i]) * u[i]
+	}
+}
+
 // Add is krt_add_ref: out[i] = a[i] + b[i] for i in [i0, i1) (out may alias a or b).
 func Add(out, a, b kern.P, i0, i1 int) {
 	o, x, y := f32(out, i1), f32(a, i1), f32(b, i1)

@@ -48,6 +48,9 @@ func init() {
 	set.K[kern.SwiGLU] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		SwiGLU(a.P[0], a.P[1], a.P[2], lo, hi)
 	}
+	set.K[kern.GeGLU] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		GeGLU(a.P[0], a.P[1], a.P[2], lo, hi)
+	}
 	set.K[kern.Add] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		Add(a.P[0], a.P[1], a.P[2], lo, hi)
 	}

@@ -18,6 +18,7 @@ const (
 	RMSNorm               // krt_rmsnorm
 	Softmax               // krt_softmax
 	SwiGLU                // krt_swiglu
+	GeGLU                 // krt_geglu
 	Add                   // krt_add
 	RopeNeoX              // krt_rope_neox
 	KVAppend              // krt_kv_append
@@ -44,6 +45,7 @@ var Names = [NumKernels]string{
 	"rmsnorm",
 	"softmax",
 	"swiglu",
+	"geglu",
 	"add",
 	"rope_neox",
 	"kv_append",
@@ -68,6 +70,7 @@ var GoNames = [NumKernels]string{
 	"RMSNorm",
 	"Softmax",
 	"SwiGLU",
+	"GeGLU",
 	"Add",
 	"RopeNeoX",
 	"KVAppend",
