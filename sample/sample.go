@@ -238,8 +238,11 @@ func (s *Sampler) draw(w []float32, max float32) int32 {
 	return c[len(c)-1].id
 }
 
-// filter returns the candidates top-k, top-p and min-p keep from w (whose maximum is max):
-// sorted best-first after top-k, else in an order nucleusAll or the id order fixes.
+// filter returns the candidates top-k, top-p and min-p keep from w (whose maximum is max),
+// in id order. The draw walks them in that order, not by probability: logits that differ
+// in their last bits (SIMD and scalar kernels round differently) then change a draw only
+// if the random number falls within that difference of a boundary, instead of whenever
+// two nearly equal tokens swap places in a sorted list.
 func (s *Sampler) filter(w []float32, max float32) []cand {
 	o := &s.o
 	var c []cand
@@ -250,10 +253,11 @@ func (s *Sampler) filter(w []float32, max float32) []cand {
 		if topP {
 			c = s.nucleus(c, float64(o.TopP), s.mass(c))
 		}
+		slices.SortFunc(c, func(a, b cand) int { return int(a.id) - int(b.id) })
 	case topP:
 		c = s.nucleusAll(w, float64(max), float64(o.TopP))
 	default:
-		// Nothing needs an order: the candidates stay in id order, without the banned.
+		// Every token but the banned, in id order.
 		c = s.cands[:0]
 		for i, x := range w {
 			if x != negInf {
@@ -263,8 +267,7 @@ func (s *Sampler) filter(w []float32, max float32) []cand {
 	}
 	if o.MinP > 0 {
 		// p / p_max = exp(l - max) >= MinP: llama.cpp's l >= max + ln(MinP) without a log
-		// whose last bits could differ by platform. This keeps a prefix of a sorted list or a
-		// subset of an id-ordered one, and always the most likely token.
+		// whose last bits could differ by platform. It always keeps the most likely token.
 		k := 0
 		for _, x := range c {
 			if exp(float64(x.logit)-float64(max)) >= float64(o.MinP) {
@@ -304,9 +307,9 @@ func (s *Sampler) nucleus(c []cand, p, sum float64) []cand {
 // nucleusAll is top-p over the whole vocabulary without sorting it. One pass computes every
 // token's weight exp(l - max) (the normaliser needs them all) and adds it to one of
 // nBuckets buckets by max - l; walking the buckets from the top finds the one where the
-// cumulative mass crosses p*total. Every token above that bucket is in the nucleus (kept in
-// id order); only the crossing bucket's tokens are sorted, to cut it exactly. The result
-// is the nucleus of the sorted rule, not itself sorted.
+// cumulative mass crosses p*total. Every token above that bucket is in the nucleus; only
+// the crossing bucket's tokens are sorted, to cut it exactly. The result, the nucleus of
+// the sorted rule, is in id order.
 func (s *Sampler) nucleusAll(w []float32, max, p float64) []cand {
 	const scale = nBuckets / 60.0 // exp returns 0 below -60: the last bucket holds the rest
 	bucket := func(x float32) int {
@@ -333,26 +336,30 @@ func (s *Sampler) nucleusAll(w []float32, max, p float64) []cand {
 		}
 		acc += m
 	}
+	// Sort the crossing bucket to find the last token of the nucleus, then collect the
+	// nucleus in id order: the buckets above, and the crossing bucket down to that token.
 	c := s.cands[:0]
-	for i, x := range w {
-		if x != negInf && bucket(x) < cut {
-			c = append(c, cand{x, int32(i)})
-		}
-	}
-	n := len(c)
 	for i, x := range w {
 		if x != negInf && bucket(x) == cut {
 			c = append(c, cand{x, int32(i)})
 		}
 	}
-	sortCands(c[n:])
-	for i := n; i < len(c); i++ {
-		acc += s.probs[c[i].id]
+	sortCands(c)
+	last := c[len(c)-1] // rounding kept acc just below goal: the whole bucket
+	for _, x := range c {
+		acc += s.probs[x.id]
 		if acc >= goal {
-			return c[:i+1]
+			last = x
+			break
 		}
 	}
-	return c // rounding kept acc just below goal: everything up to the cut bucket
+	c = s.cands[:0]
+	for i, x := range w {
+		if b := bucket(x); x != negInf && (b < cut || (b == cut && !better(last, cand{x, int32(i)}))) {
+			c = append(c, cand{x, int32(i)})
+		}
+	}
+	return c
 }
 
 // sortCands sorts by better.
