@@ -351,12 +351,16 @@ func BenchmarkSample(b *testing.B) {
 				s.Accept(i * 17)
 			}
 			b.ReportAllocs()
+			c0 := cpuTime()
 			for b.Loop() {
 				id, err := s.Sample(w)
 				if err != nil {
 					b.Fatal(err)
 				}
 				s.Accept(id)
+			}
+			if c := cpuTime() - c0; c > 0 {
+				b.ReportMetric(float64(c.Nanoseconds())/float64(b.N), "cpu-ns/op")
 			}
 		})
 	}
