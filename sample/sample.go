@@ -6,9 +6,11 @@
 // A Sampler is deterministic: the same logits, history (Accept) and Seed give the same token
 // on every platform, because the random numbers come from the package's own SplitMix64
 // generator and the probabilities from its own exp, written so the compiler cannot fuse its
-// arithmetic. It allocates nothing per token: its work buffers are sized once, and top-k /
-// top-p select the few candidates they need with a bounded heap instead of sorting the
-// vocabulary. A Sampler is not safe for concurrent use.
+// arithmetic; and the draw walks the candidates in id order, so logits that differ in the
+// last bit (SIMD and scalar kernels) give the same tokens unless a random number lands
+// within that difference of a boundary. It allocates nothing per token: its work buffers
+// are sized once, top-k selects with a bounded heap and top-p without top-k with a
+// histogram, neither sorting the vocabulary. A Sampler is not safe for concurrent use.
 package sample
 
 import (
