@@ -9,7 +9,7 @@ import (
 	"github.com/kernelrt/kernelrt/generate"
 )
 
-// scriptModel stands in for a real model (generate.FromOrchestrator(m) for an
+// scriptModel stands in for a real model (an *orchestrator.Model for an
 // orchestrator.Model): after each prompt it predicts the bytes of a fixed reply, then the
 // end-of-sequence token.
 type scriptModel struct {

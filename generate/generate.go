@@ -22,14 +22,13 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/kernelrt/kernelrt"
 	"github.com/kernelrt/kernelrt/chat"
-	"github.com/kernelrt/kernelrt/orchestrator"
 	"github.com/kernelrt/kernelrt/sample"
 )
 
-// Ops runs the model's kernels: the serial kernels (kernelrt.Serial{}) or a Runtime's
-// dispatch wrappers. It stands for the executor interface the model takes.
-type Ops = orchestrator.Exec
+// Ops runs the model's kernels: kernelrt.Serial{} or a *kernelrt.Runtime.
+type Ops = kernelrt.Ops
 
 // Model is what generation needs from a decoder with a KV cache.
 type Model interface {

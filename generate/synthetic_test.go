@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kernelrt/kernelrt"
+	"github.com/kernelrt/kernelrt/internal/kern"
 	"github.com/kernelrt/kernelrt/orchestrator"
 	"github.com/kernelrt/kernelrt/sample"
 )
@@ -28,7 +29,7 @@ func tinyModel(t *testing.T) *orchestrator.Model {
 // the given executor, twice each (the second reuses the cached prompt).
 func generateOn(t *testing.T, ops Ops) string {
 	t.Helper()
-	g, err := New(FromOrchestrator(tinyModel(t)), ops, byteTok{})
+	g, err := New(tinyModel(t), ops, byteTok{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func generateOn(t *testing.T, ops Ops) string {
 // ref, avx2 and avx512 variants differ in the last bit (up to 1.2e-7 here): the text is the
 // same because the sampler's draw does not depend on the order of near-ties.
 func TestSyntheticModel(t *testing.T) {
-	g, err := New(FromOrchestrator(tinyModel(t)), kernelrt.Serial{}, byteTok{})
+	g, err := New(tinyModel(t), kernelrt.Serial{}, byteTok{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func TestSyntheticModel(t *testing.T) {
 	}
 	for _, backend := range kernelrt.Backends() {
 		for _, variant := range kernelrt.Variants() {
-			restore, err := kernelrt.UseKernels(backend, variant)
+			restore, err := kern.Use(backend, variant)
 			if err != nil {
 				t.Logf("%s/%s: %v", backend, variant, err)
 				continue

@@ -125,6 +125,12 @@ func (m *Model) Truncate(n int) error {
 	return nil
 }
 
+// MaxCtx is the number of positions the KV cache holds (Cfg.MaxCtx).
+func (m *Model) MaxCtx() int { return m.Cfg.MaxCtx }
+
+// Vocab is the length of a row of logits (Cfg.Vocab).
+func (m *Model) Vocab() int { return m.Cfg.Vocab }
+
 // Layout is the arena plan the model was built from (for reports).
 func (m *Model) Layout() *arena.Layout { return m.layout }
 
