@@ -39,6 +39,31 @@ func Qwen2_0_5B() Config {
 		Vocab: 151936, RopeTheta: 1e6, Eps: 1e-6, MaxCtx: 2048, MaxBatch: 128}
 }
 
+// Limits of a Config: beyond them the model's memory could not be planned on any machine
+// (and sizes computed from them could overflow int).
+const (
+	// MaxContext bounds MaxCtx (16 Mi positions) and every other dimension.
+	MaxContext = 1 << 24
+	// MaxBatchTokens bounds MaxBatch.
+	MaxBatchTokens = 1 << 16
+	// MaxLayers bounds Layers.
+	MaxLayers = 1 << 12
+	// MaxStateBytes bounds the activations plus the KV cache a config implies (1 TiB).
+	MaxStateBytes = 1 << 40
+)
+
+// mulCap multiplies non-negative factors and reports whether the product stays <= limit.
+func mulCap(limit int, fs ...int) (int, bool) {
+	p := 1
+	for _, f := range fs {
+		if f != 0 && p > limit/f {
+			return 0, false
+		}
+		p *= f
+	}
+	return p, p <= limit
+}
+
 // Validate reports the first field that cannot work.
 func (c Config) Validate() error {
 	pos := func(name string, v int) error {
@@ -66,8 +91,26 @@ func (c Config) Validate() error {
 			return fmt.Errorf("orchestrator: Config.%s = %d is not a multiple of %d (quantized blocks)", f.n, f.v, kernelrt.QK)
 		}
 	}
+	for _, f := range []struct {
+		n      string
+		v, max int
+	}{{"Layers", c.Layers, MaxLayers}, {"Hidden", c.Hidden, MaxContext}, {"Intermediate", c.Intermediate, MaxContext},
+		{"Heads", c.Heads, MaxContext}, {"HeadDim", c.HeadDim, MaxContext}, {"Vocab", c.Vocab, MaxContext},
+		{"MaxCtx", c.MaxCtx, MaxContext}, {"MaxBatch", c.MaxBatch, MaxBatchTokens}} {
+		if f.v > f.max {
+			return fmt.Errorf("orchestrator: Config.%s = %d exceeds the limit %d", f.n, f.v, f.max)
+		}
+	}
 	if c.Heads%c.KVHeads != 0 {
 		return fmt.Errorf("orchestrator: Config.Heads = %d is not a multiple of KVHeads = %d", c.Heads, c.KVHeads)
+	}
+	// The KV cache (float32 keys and values of every layer) and the widest activations.
+	if kv, ok := mulCap(MaxStateBytes, 8, c.Layers, c.KVHeads, c.HeadDim, c.MaxCtx); !ok {
+		return fmt.Errorf("orchestrator: a KV cache of %d layers x %d positions x %d floats needs more than %d bytes (%d)",
+			c.Layers, c.MaxCtx, 2*c.KVHeads*c.HeadDim, MaxStateBytes, kv)
+	}
+	if _, ok := mulCap(MaxStateBytes, 4, c.MaxBatch, max(c.Vocab, 2*c.Intermediate, c.Heads*c.HeadDim)); !ok {
+		return fmt.Errorf("orchestrator: activations of MaxBatch = %d tokens need more than %d bytes", c.MaxBatch, MaxStateBytes)
 	}
 	if c.HeadDim%2 != 0 {
 		return fmt.Errorf("orchestrator: Config.HeadDim = %d must be even (NeoX RoPE rotates halves)", c.HeadDim)

@@ -173,7 +173,7 @@ func TestLoadErrors(t *testing.T) {
 		{name: "block_count too large", edit: func(m *testModel) { m.editKV = setKV("qwen2.block_count", gguf.Uint32(3)) },
 			want: []string{`missing tensor "blk.2.attn_norm.weight"`}, content: true},
 		{name: "block_count absurd", edit: func(m *testModel) { m.editKV = setKV("qwen2.block_count", gguf.Uint32(1<<24)) },
-			want: []string{"qwen2.block_count = 16777216 but the file has only 26 tensors"}, content: true},
+			want: []string{"Config.Layers = 16777216 exceeds the limit 4096"}, content: true},
 		{name: "block_count too small", edit: func(m *testModel) { m.editKV = setKV("qwen2.block_count", gguf.Uint32(1)) },
 			want: []string{`unexpected tensor "blk.1.attn_norm.weight"`}, content: true},
 		{name: "extra tensor", edit: func(m *testModel) {

@@ -196,3 +196,27 @@ func TestWeightBytesQwen2(t *testing.T) {
 		t.Fatalf("Qwen2-0.5B Q8_0 weight bytes = %d, want about 525 MB", total)
 	}
 }
+
+// TestConfigLimits: sizes that cannot be planned (or would overflow) are errors, not a
+// silent overflow or an attempt to map petabytes.
+func TestConfigLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*Config)
+		want string
+	}{
+		{"MaxCtx near MaxInt", func(c *Config) { c.MaxCtx = math.MaxInt - 3 }, "MaxCtx"},
+		{"MaxCtx 2^24+1", func(c *Config) { c.MaxCtx = 1<<24 + 1 }, "MaxCtx"},
+		{"MaxBatch huge", func(c *Config) { c.MaxBatch = 1 << 30 }, "MaxBatch"},
+		{"KV cache over 1 TiB", func(c *Config) { c.Layers, c.MaxCtx = 4096, 1 << 24 }, "KV cache"},
+	} {
+		c := Qwen2_0_5B()
+		tc.mod(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Validate = %v, want an error naming %s", tc.name, err, tc.want)
+		}
+		if _, err := NewSynthetic(c, RecipeQ8_0(), 1, BuildOptions{}); err == nil {
+			t.Errorf("%s: NewSynthetic succeeded", tc.name)
+		}
+	}
+}
