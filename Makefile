@@ -69,3 +69,4 @@ clean:
 	rm -rf $(BUILD)
 
 include asm.mk
+include cross.mk

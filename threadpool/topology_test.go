@@ -111,6 +111,14 @@ func TestChooseCores(t *testing.T) {
 		{"cgroup v1 quota above cores", fakeSys(smt8, v1("800000", "100000")), seq(8), nil, noScan, []int{0, 1, 2, 3}, "not limiting"},
 		{"cgroup v1 tiny quota keeps one", fakeSys(smt8, v1("10000", "100000")), seq(8), nil, noScan, []int{0}, "keeping 1"},
 		{"cgroup v2 parent limit", fakeSys(smt8, v2), seq(8), nil, noScan, []int{0, 1}, "2.50 cores (/sys/fs/cgroup/user.slice)"},
+		// Docker with cgroup v2 and a private cgroup namespace (the default since Docker 20.10):
+		// the container's own cgroup is the mount's root.
+		{"cgroup v2 container root", fakeSys(smt8, map[string]string{
+			"proc/self/cgroup":         "0::/\n",
+			"proc/self/mountinfo":      "1021 1012 0:31 / /sys/fs/cgroup ro,nosuid,nodev,noexec,relatime - cgroup2 cgroup rw,nsdelegate\n",
+			"sys/fs/cgroup/cpu.max":    "300000 100000\n",
+			"sys/fs/cgroup/cpu.weight": "100\n",
+		}), seq(8), nil, noScan, []int{0, 1, 2}, "3.00 cores (/sys/fs/cgroup)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, reason := chooseCores(topoInput{fsys: tc.fsys, allowed: tc.allowed, allowedErr: tc.err, scanEfficiency: tc.scan})
