@@ -129,6 +129,28 @@ func TestChooseCores(t *testing.T) {
 	}
 }
 
+// TestPerfLevels: on Apple silicon (no sysfs, no affinity) the macOS performance levels
+// decide, so the default pool leaves the efficiency cores out.
+func TestPerfLevels(t *testing.T) {
+	for _, tc := range []struct {
+		ncpu, levels, perf0 int
+		want                []int
+		reason              string
+	}{
+		{12, 2, 8, seq(8), "left out efficiency cores [8-11] (sysctl hw.perflevel0)"},
+		{8, 2, 4, seq(4), "left out efficiency cores [4-7]"},
+		{4, 1, 4, seq(4), "no efficiency cores"},
+		{10, 2, 11, seq(10), "core types unknown"},
+	} {
+		got, reason := chooseCores(topoInput{fsys: fstest.MapFS{}, allowed: seq(tc.ncpu),
+			scanEfficiency: func() (map[int]bool, error) { return perfLevelEfficiency(tc.ncpu, tc.levels, tc.perf0) },
+			scanSource:     "sysctl hw.perflevel0"})
+		if !slices.Equal(got, tc.want) || !strings.Contains(reason, tc.reason) {
+			t.Errorf("%+v: got %v, %q; want %v and %q", tc, got, reason, tc.want, tc.reason)
+		}
+	}
+}
+
 // TestCgroupNamespaced covers a v1 mount whose root is the process's own cgroup, as in a
 // container: the path in /proc/self/cgroup lies outside the mount, so the mount point is
 // the cgroup.
