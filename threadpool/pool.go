@@ -13,6 +13,10 @@
 // watches. A worker or caller about to sleep announces it in its futex word and re-checks
 // the condition (a Dekker handshake with the waker), so no wake-up can be missed.
 //
+// Platforms: pinning and the futex are Linux's. Elsewhere the threads are locked but not
+// pinned, and a sleeping thread naps 50 µs at a time and re-checks (time.Sleep granularity
+// on Windows makes that nap about 1 ms), so keep a spin budget there.
+//
 // Errors: New returns an error for bad options. Dispatch, DispatchN, Barrier and Close
 // panic on misuse, which is a programming error: dispatching after Close, two goroutines
 // dispatching at once, a task dispatching on (or closing) its own pool. A panic inside a
