@@ -14,8 +14,8 @@
 // the condition (a Dekker handshake with the waker), so no wake-up can be missed.
 //
 // Platforms: pinning and the futex are Linux's. Elsewhere the threads are locked but not
-// pinned, and a sleeping thread naps 50 µs at a time and re-checks (time.Sleep granularity
-// on Windows makes that nap about 1 ms), so keep a spin budget there.
+// pinned, and a sleeping thread naps (time.Sleep of 50 µs, longer where the OS timer is
+// coarser) and re-checks, so wake-ups are slower than on Linux.
 //
 // Errors: New returns an error for bad options. Dispatch, DispatchN, Barrier and Close
 // panic on misuse, which is a programming error: dispatching after Close, two goroutines
