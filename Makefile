@@ -93,3 +93,4 @@ clean:
 	rm -rf $(BUILD)
 
 include asm.mk
+include cross.mk

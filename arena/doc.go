@@ -14,5 +14,11 @@
 //
 // Arena memory must hold no Go pointers (the GC cannot see it): Alloc and Get refuse such
 // element types. Slices handed out have cap == len, so append never writes past a buffer
-// into its neighbour. Linux only (mmap, madvise, MAP_HUGETLB).
+// into its neighbour.
+//
+// Platforms: on Linux the arena can get huge pages (MAP_HUGETLB, then transparent huge pages
+// via MADV_HUGEPAGE) and reports how much of it they back. Other Unix systems (macOS, BSD)
+// map plain pages with mmap; Windows reserves and commits with VirtualAlloc and maps files
+// with CreateFileMapping and MapViewOfFile. There, Auto gives plain pages and the huge-page
+// policies fail with ErrMap; guard pages, Prefault and Mlock work everywhere.
 package arena

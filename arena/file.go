@@ -5,22 +5,21 @@ import (
 	"os"
 	"sync/atomic"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 // FileOptions control MapFile.
 type FileOptions struct {
 	// Mlock locks the whole file in RAM (reading all of it now); failure is an error.
 	Mlock bool
-	// WillNeed issues MADV_WILLNEED so the kernel starts reading the file ahead
-	// asynchronously; set it when loading weights that are about to be used. The zero value
-	// gives no advice (pages are read on first touch).
+	// WillNeed issues MADV_WILLNEED (PrefetchVirtualMemory on Windows) so the kernel starts
+	// reading the file ahead asynchronously; set it when loading weights that are about to
+	// be used. The zero value gives no advice (pages are read on first touch).
 	WillNeed bool
 }
 
-// FileMapping is a file mapped read-only (MAP_SHARED, PROT_READ): its bytes come from the
-// page cache with no copy, and writing them faults.
+// FileMapping is a file mapped read-only (MAP_SHARED and PROT_READ; a read-only view of a
+// file mapping object on Windows): its bytes come from the page cache with no copy, and
+// writing them faults.
 type FileMapping struct {
 	path   string
 	data   []byte
@@ -28,7 +27,8 @@ type FileMapping struct {
 }
 
 // MapFile maps the file at path read-only. A zero-length file maps to an empty slice.
-// The file must not be truncated while mapped (touching pages past the new end raises SIGBUS).
+// The file must not be truncated while mapped (touching pages past the new end raises SIGBUS);
+// on Windows the file cannot be deleted or truncated until Close.
 func MapFile(path string, opts FileOptions) (*FileMapping, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -49,21 +49,9 @@ func MapFile(path string, opts FileOptions) (*FileMapping, error) {
 	if size > int64(maxInt) {
 		return nil, fmt.Errorf("arena: MapFile(%q): %d bytes do not fit in an int: %w", path, size, ErrBadSize)
 	}
-	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	data, err := mapFile(f, int(size), opts)
 	if err != nil {
-		return nil, fmt.Errorf("arena: MapFile(%q): mmap %d bytes: %w: %w", path, size, err, ErrMap)
-	}
-	if opts.WillNeed {
-		if err := unix.Madvise(data, unix.MADV_WILLNEED); err != nil {
-			unix.Munmap(data)
-			return nil, fmt.Errorf("arena: MapFile(%q): MADV_WILLNEED on %d bytes: %w: %w", path, size, err, ErrMap)
-		}
-	}
-	if opts.Mlock {
-		if err := unix.Mlock(data); err != nil {
-			unix.Munmap(data)
-			return nil, fmt.Errorf("arena: MapFile(%q): mlock %d bytes: %w: %w", path, size, err, ErrMap)
-		}
+		return nil, fmt.Errorf("arena: MapFile(%q): %w: %w", path, err, ErrMap)
 	}
 	return &FileMapping{path: path, data: data}, nil
 }
@@ -88,8 +76,8 @@ func (m *FileMapping) Close() error {
 	if !m.closed.CompareAndSwap(false, true) || len(m.data) == 0 {
 		return nil
 	}
-	if err := unix.Munmap(m.data); err != nil {
-		return fmt.Errorf("arena: FileMapping(%q).Close: munmap: %w: %w", m.path, err, ErrMap)
+	if err := unmapFile(m.data); err != nil {
+		return fmt.Errorf("arena: FileMapping(%q).Close: %w: %w", m.path, err, ErrMap)
 	}
 	return nil
 }

@@ -2,9 +2,7 @@ package arena
 
 import (
 	"errors"
-	"os"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"testing"
 	"unsafe"
@@ -49,26 +47,6 @@ func mustNew(t *testing.T, size int, opts Options) *Arena {
 		}
 	})
 	return a
-}
-
-// procStatusKB reads a "Key:   N kB" line of /proc/self/status.
-func procStatusKB(t *testing.T, key string) int {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, key+":"); ok {
-			n, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
-			if err != nil {
-				t.Fatalf("parse %q: %v", line, err)
-			}
-			return n
-		}
-	}
-	t.Fatalf("no %s in /proc/self/status", key)
-	return 0
 }
 
 // wantErr checks that err wraps target and mentions every fragment.

@@ -107,23 +107,6 @@ func TestLayoutOrderAlignmentNoOverlap(t *testing.T) {
 	}
 }
 
-func TestLayoutMapsNothing(t *testing.T) {
-	before := procStatusKB(t, "VmSize")
-	p := &Plan{}
-	p.Add(Buffer{Name: "huge", ElemSize: 1 << 20, Count: 1 << 20, Region: Weights}) // 1 TiB
-	p.Add(Buffer{Name: "kv", ElemSize: 2, Count: 1 << 30, Region: KV})
-	l, err := p.Layout()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l.Total != 1<<40+2<<30 {
-		t.Fatalf("Total %d, want %d", l.Total, 1<<40+2<<30)
-	}
-	if grew := procStatusKB(t, "VmSize") - before; grew > 1<<20 {
-		t.Fatalf("Layout of a 1 TiB plan grew VmSize by %d kB", grew)
-	}
-}
-
 func TestLayoutErrors(t *testing.T) {
 	cases := []struct {
 		name      string

@@ -9,8 +9,11 @@
 // Input is treated as hostile. Parse returns a *FormatError naming the problem, its file offset
 // and the numbers involved, never panics, and sizes every allocation by bytes actually present
 // (a count is checked against the bytes left times the smallest encoding of one item before
-// anything is allocated), so memory use is at most a small multiple of the file size. Decisions
-// where the specification leaves room:
+// anything is allocated), so memory use is at most a small multiple of the file size, and the
+// metadata and tensor infos together may take at most Limits.MaxMetadataBytes
+// (DefaultMaxMetadataBytes, 256 MiB, unless ParseLimited or OpenLimited says otherwise): the
+// estimate is checked before each allocation, and a file over the cap gets a *FormatError
+// wrapping ErrMetadataLimit. Decisions where the specification leaves room:
 //
 //   - Versions 2 and 3 are read (they are identical for little-endian files); version 1 and
 //     big-endian files are refused with an error saying so.

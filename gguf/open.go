@@ -14,11 +14,16 @@ func Open(path string) (*File, error) {
 
 // OpenWith is Open with mapping options, e.g. WillNeed to start reading weights ahead.
 func OpenWith(path string, opts arena.FileOptions) (*File, error) {
+	return OpenLimited(path, opts, Limits{})
+}
+
+// OpenLimited is OpenWith with parsing limits (see ParseLimited).
+func OpenLimited(path string, opts arena.FileOptions, l Limits) (*File, error) {
 	m, err := arena.MapFile(path, opts)
 	if err != nil {
 		return nil, err
 	}
-	f, err := Parse(m.Bytes())
+	f, err := ParseLimited(m.Bytes(), l)
 	if err != nil {
 		m.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)

@@ -45,17 +45,39 @@ const (
 	minKVSize = 8 + 1 + 4 + 1
 )
 
+// DefaultMaxMetadataBytes is the memory the metadata and tensor infos of one file may take
+// unless Limits says otherwise: 256 MiB, about ten times what the largest real vocabularies
+// need (a 256k-token vocabulary with merges takes ~25 MiB), and far less than a hostile file
+// of a few hundred MB could otherwise make Parse allocate (up to 5.4 times its size).
+const DefaultMaxMetadataBytes = 256 << 20
+
+// Limits bounds what parsing may allocate.
+type Limits struct {
+	// MaxMetadataBytes caps the Go heap memory that the metadata and tensor infos may take,
+	// estimated from the counts and lengths in the file before anything is allocated.
+	// 0 means DefaultMaxMetadataBytes; a negative value means no cap beyond the file size.
+	MaxMetadataBytes int
+}
+
+// ErrMetadataLimit is wrapped by the *FormatError for a file whose metadata would take more
+// memory than Limits.MaxMetadataBytes.
+var ErrMetadataLimit = errors.New("gguf: metadata exceeds the memory limit")
+
 // FormatError reports a malformed or unsupported GGUF file: where, and what is wrong with the
 // numbers involved.
 type FormatError struct {
 	Offset int64  // byte offset in the file at which the problem was found
 	Msg    string // what is wrong
+	Err    error  // a sentinel for errors.Is (ErrMetadataLimit), or nil
 }
 
 // Error formats the problem with its offset.
 func (e *FormatError) Error() string {
 	return fmt.Sprintf("gguf: at offset %d: %s", e.Offset, e.Msg)
 }
+
+// Unwrap returns the sentinel the error carries, if any.
+func (e *FormatError) Unwrap() error { return e.Err }
 
 // ErrClosed is returned by a File's data accessors after Close.
 var ErrClosed = errors.New("gguf: file is closed")
@@ -69,7 +91,7 @@ func errAt(off int, format string, a ...any) error {
 func wrap(err error, format string, a ...any) error {
 	var fe *FormatError
 	if errors.As(err, &fe) {
-		return &FormatError{Offset: fe.Offset, Msg: fmt.Sprintf(format, a...) + ": " + fe.Msg}
+		return &FormatError{Offset: fe.Offset, Msg: fmt.Sprintf(format, a...) + ": " + fe.Msg, Err: fe.Err}
 	}
 	return err
 }
@@ -136,8 +158,38 @@ type File struct {
 
 // reader is a cursor over the file bytes; every read checks the bytes left first.
 type reader struct {
-	b   []byte
-	pos int
+	b    []byte
+	pos  int
+	used int // estimated heap bytes the parsed metadata takes so far
+	max  int // cap on used; <= 0: none
+}
+
+// Estimated heap cost of parsed items beyond their variable-length bytes. mapEntryCost is one
+// slot of a map from string to int (key, value, control byte, load-factor and power-of-two
+// slack), measured at 36-44 bytes for 20k-200k entries.
+const (
+	mapEntryCost = 48
+	kvCost       = int(unsafe.Sizeof(KV{})) + mapEntryCost
+	arrayCost    = int(unsafe.Sizeof(Array{})) + int(unsafe.Sizeof([]byte{})) // the Array and its boxed slice header
+	// tensorCost: the TensorInfo, its index entry, and the offset and overlap-check slots.
+	tensorCost = int(unsafe.Sizeof(TensorInfo{})) + mapEntryCost + 2*int(unsafe.Sizeof(0))
+)
+
+// charge accounts for count items of size bytes about to be allocated for what, and refuses
+// them if the total would pass the cap.
+func (r *reader) charge(count, size int, what func() string) error {
+	hi, n := bits.Mul64(uint64(count), uint64(size))
+	if r.max <= 0 {
+		r.used += int(n) // bounded by a small multiple of the file size
+		return nil
+	}
+	if hi != 0 || n > uint64(r.max-r.used) {
+		return &FormatError{Offset: int64(r.pos), Err: ErrMetadataLimit,
+			Msg: fmt.Sprintf("%s would take the metadata past %d bytes of memory (%d used before it; the cap is Limits.MaxMetadataBytes)",
+				what(), r.max, r.used)}
+	}
+	r.used += int(n)
+	return nil
 }
 
 func (r *reader) left() int { return len(r.b) - r.pos }
@@ -207,6 +259,9 @@ func (r *reader) value(t ValueType, depth int) (Value, error) {
 	case ValueString:
 		s, err := r.strBytes()
 		if err != nil {
+			return Value{}, err
+		}
+		if err := r.charge(len(s), 1, func() string { return "a string" }); err != nil {
 			return Value{}, err
 		}
 		return String(string(s)), nil
@@ -287,6 +342,12 @@ func (r *reader) array(depth int) (*Array, error) {
 			n64, t, r.left(), lim, t.minSize())
 	}
 	n, sz := int(n64), t.fixedSize()
+	if err := r.charge(1, arrayCost, func() string { return "an array" }); err != nil {
+		return nil, err
+	}
+	if err := r.charge(n, goElemSize(t), func() string { return fmt.Sprintf("an array of %d %s", n, t) }); err != nil {
+		return nil, err
+	}
 	switch t {
 	case ValueUint8:
 		return NewArray(fixedArray(r, n, sz, func(b []byte) uint8 { return b[0] })), nil
@@ -332,6 +393,19 @@ func (r *reader) array(depth int) (*Array, error) {
 	return NewArray(s), nil
 }
 
+// goElemSize is the bytes one element of an array of t takes in Go.
+func goElemSize(t ValueType) int {
+	switch t {
+	case ValueString:
+		return int(unsafe.Sizeof(""))
+	case ValueArray:
+		return int(unsafe.Sizeof((*Array)(nil)))
+	case ValueBool:
+		return 1
+	}
+	return t.fixedSize()
+}
+
 // fixedArray decodes n elements of size bytes each; the caller has checked that n*size bytes
 // are left.
 func fixedArray[T any](r *reader, n, size int, dec func([]byte) T) []T {
@@ -355,6 +429,10 @@ func (r *reader) stringArray(n int) (*Array, error) {
 	}
 	total := r.pos - start - 8*n
 	r.pos = start
+	// The bytes, and the lengths (temporary, but alive at the peak).
+	if err := r.charge(1, total+8*n, func() string { return fmt.Sprintf("the %d bytes of %d strings", total, n) }); err != nil {
+		return nil, err
+	}
 	var sb strings.Builder
 	sb.Grow(total)
 	lens := make([]int, n)
@@ -376,9 +454,24 @@ func (r *reader) stringArray(n int) (*Array, error) {
 // Parse parses a GGUF file held in data (typically a read-only file mapping). Tensor data is not
 // copied: TensorData returns sub-slices of data, which must stay valid and unmodified while the
 // File is used. Any malformed input gives a *FormatError naming the problem; Parse does not
-// panic and allocates at most a small multiple of len(data).
-func Parse(data []byte) (*File, error) {
-	r := &reader{b: data}
+// panic and allocates at most a small multiple of len(data), and at most about
+// DefaultMaxMetadataBytes for the metadata and tensor infos (see ParseLimited).
+func Parse(data []byte) (*File, error) { return ParseLimited(data, Limits{}) }
+
+// ParseLimited is Parse with explicit limits: a file whose metadata and tensor infos would
+// take more than l.MaxMetadataBytes of memory is refused, before the allocation, with a
+// *FormatError wrapping ErrMetadataLimit.
+func ParseLimited(data []byte, l Limits) (*File, error) {
+	r := &reader{b: data, max: l.MaxMetadataBytes}
+	if r.max == 0 {
+		r.max = DefaultMaxMetadataBytes
+	}
+	return r.parse()
+}
+
+// parse parses r.b; afterwards r.used is the estimate tests compare with the real allocation.
+func (r *reader) parse() (*File, error) {
+	data := r.b
 	if len(data) < 4 {
 		return nil, errAt(0, "unexpected end of file: need 4 bytes for the magic, have %d", len(data))
 	}
@@ -428,6 +521,9 @@ func Parse(data []byte) (*File, error) {
 }
 
 func (f *File) parseKVs(r *reader, n int) error {
+	if err := r.charge(n, kvCost, func() string { return fmt.Sprintf("%d key-value pairs", n) }); err != nil {
+		return err
+	}
 	f.Metadata = make([]KV, 0, n)
 	f.kvIndex = make(map[string]int, n)
 	for i := range n {
@@ -438,6 +534,9 @@ func (f *File) parseKVs(r *reader, n int) error {
 		}
 		if err := checkKey(kb); err != nil {
 			return errAt(kvOff, "kv %d: %v", i, err)
+		}
+		if err := r.charge(len(kb), 1, func() string { return "a key" }); err != nil {
+			return err
 		}
 		key := string(kb)
 		if j, dup := f.kvIndex[key]; dup {
@@ -568,6 +667,9 @@ func (f *File) parseTensorInfos(r *reader, n64 uint64) error {
 		return errAt(r.pos, "tensor count %d exceeds what the %d bytes left after the metadata can hold (at most %d)", n64, r.left(), lim)
 	}
 	n := int(n64)
+	if err := r.charge(n, tensorCost, func() string { return fmt.Sprintf("%d tensor infos", n) }); err != nil {
+		return err
+	}
 	f.Tensors = make([]TensorInfo, n)
 	f.tensorIdx = make(map[string]int, n)
 	infoOffs := make([]int, n)
@@ -591,6 +693,9 @@ func (f *File) parseTensorInfos(r *reader, n64 uint64) error {
 		}
 		if nd > MaxDims {
 			return errAt(ndOff, "tensor %q: n_dims %d exceeds limit %d", name, nd, MaxDims)
+		}
+		if err := r.charge(len(nb)+8*int(nd), 1, func() string { return "a tensor name and dims" }); err != nil {
+			return err
 		}
 		dims := make([]uint64, nd)
 		for j := range dims {

@@ -13,6 +13,10 @@
 // watches. A worker or caller about to sleep announces it in its futex word and re-checks
 // the condition (a Dekker handshake with the waker), so no wake-up can be missed.
 //
+// Platforms: pinning and the futex are Linux's. Elsewhere the threads are locked but not
+// pinned, and a sleeping thread naps (time.Sleep of 50 µs, longer where the OS timer is
+// coarser) and re-checks, so wake-ups are slower than on Linux.
+//
 // Errors: New returns an error for bad options. Dispatch, DispatchN, Barrier and Close
 // panic on misuse, which is a programming error: dispatching after Close, two goroutines
 // dispatching at once, a task dispatching on (or closing) its own pool. A panic inside a
@@ -21,6 +25,7 @@
 package threadpool
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -38,8 +43,31 @@ import (
 // tenth of a millisecond.
 const DefaultSpinBudget = 100 * time.Microsecond
 
-// MaxThreads bounds Options.Threads: the active count shares a 64-bit word with the epoch.
-const MaxThreads = 1 << 16
+// MaxThreads is the hard cap on Options.Threads. Every thread of a pool is a locked OS
+// thread, and Go ends the whole process (a fatal error, not a panic or an error) once it
+// has more than debug.SetMaxThreads threads, 10,000 by default; 1024 covers the largest
+// machines the pool is meant for (two-socket servers have up to 768 hardware threads) and
+// leaves that limit room for the runtime's own threads. (The dispatch word, which packs
+// the active count with the epoch, would allow 1<<16.)
+const MaxThreads = 1024
+
+// MaxOversubscription bounds Options.Threads at this many threads per CPU the process may
+// run on (its affinity mask). Work is split statically, so every dispatch waits for the
+// last thread to get a CPU: beyond a few threads per CPU, more only adds context switches,
+// and a count far beyond it is a mistake rather than a tuning choice.
+const MaxOversubscription = 4
+
+// ErrThreads is wrapped by the error New returns for a thread count it cannot run.
+var ErrThreads = errors.New("threadpool: unusable thread count")
+
+// threadLimit is the largest Options.Threads New accepts on a process that may run on cpus
+// CPUs.
+func threadLimit(cpus int) int {
+	if cpus > MaxThreads/MaxOversubscription {
+		return MaxThreads
+	}
+	return MaxOversubscription * max(1, cpus)
+}
 
 // Options configures New. The zero value is the recommended configuration.
 type Options struct {
@@ -47,6 +75,8 @@ type Options struct {
 	// physical core (see UsableCores). More threads than usable cores is allowed: the pool
 	// stays correct but reports itself Oversubscribed and, unless SpinBudget is set,
 	// sleeps instead of spinning, since a spinner would steal the core its peer needs.
+	// New refuses more than MaxOversubscription per CPU in the affinity mask, or more
+	// than MaxThreads, with an error wrapping ErrThreads.
 	Threads int
 	// NoPin leaves the worker threads locked to their goroutines but not pinned to cores,
 	// and makes PinCaller lock without pinning. Pinning is on by default because a
@@ -185,10 +215,18 @@ type Pool struct {
 // Options.NoPin); a failure to pin does not fail New but shows in Pinned and Describe.
 func New(o Options) (*Pool, error) {
 	if o.Threads < 0 {
-		return nil, fmt.Errorf("threadpool: Options.Threads = %d: want 0 (one per usable core) or more", o.Threads)
+		return nil, fmt.Errorf("threadpool: Options.Threads = %d: want 0 (one per usable core) or more: %w", o.Threads, ErrThreads)
 	}
 	if o.Threads > MaxThreads {
-		return nil, fmt.Errorf("threadpool: Options.Threads = %d: more than MaxThreads (%d)", o.Threads, MaxThreads)
+		return nil, fmt.Errorf("threadpool: Options.Threads = %d: more than MaxThreads (%d): %w", o.Threads, MaxThreads, ErrThreads)
+	}
+	allowed, err := processAffinity()
+	if err != nil {
+		allowed = make([]int, runtime.NumCPU())
+	}
+	if limit := threadLimit(len(allowed)); o.Threads > limit {
+		return nil, fmt.Errorf("threadpool: Options.Threads = %d: more than %d x the %d CPUs this process may run on (%d): %w",
+			o.Threads, MaxOversubscription, len(allowed), limit, ErrThreads)
 	}
 	usable, reason := UsableCores()
 	n := o.Threads

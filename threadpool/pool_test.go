@@ -3,8 +3,10 @@ package threadpool
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -684,10 +686,21 @@ func TestStats(t *testing.T) {
 
 // TestOptions checks option validation and defaults.
 func TestOptions(t *testing.T) {
-	for _, threads := range []int{-1, MaxThreads + 1} {
-		if p, err := New(Options{Threads: threads}); err == nil {
+	allowed, err := processAffinity()
+	if err != nil {
+		allowed = []int{0}
+	}
+	limit := MaxOversubscription * len(allowed)
+	// 12000 threads used to end the process in Go's fatal "thread exhaustion" error.
+	for _, threads := range []int{-1, MaxThreads + 1, 12000, limit + 1, math.MaxInt} {
+		p, err := New(Options{Threads: threads})
+		if err == nil {
 			_ = p.Close()
 			t.Errorf("New(Threads: %d) succeeded", threads)
+			continue
+		}
+		if !errors.Is(err, ErrThreads) || !strings.Contains(err.Error(), strconv.Itoa(threads)) {
+			t.Errorf("New(Threads: %d): error %q does not wrap ErrThreads or name the count", threads, err)
 		}
 	}
 	cores, reason := UsableCores()
@@ -708,5 +721,17 @@ func TestOptions(t *testing.T) {
 	q := newPool(t, Options{Threads: 2, NoPin: true, SpinBudget: 3 * time.Microsecond})
 	if q.Pinned() || !strings.Contains(q.Describe(), "not pinned") || q.SpinBudget() != 3*time.Microsecond {
 		t.Errorf("NoPin pool: Pinned %v, SpinBudget %v, Describe %q", q.Pinned(), q.SpinBudget(), q.Describe())
+	}
+}
+
+// TestThreadLimit checks the cap on Options.Threads against the CPUs the process may use.
+func TestThreadLimit(t *testing.T) {
+	for _, tc := range []struct{ cpus, want int }{
+		{0, MaxOversubscription}, {1, MaxOversubscription}, {2, 2 * MaxOversubscription},
+		{64, 64 * MaxOversubscription}, {MaxThreads, MaxThreads}, {math.MaxInt, MaxThreads},
+	} {
+		if got := threadLimit(tc.cpus); got != tc.want {
+			t.Errorf("threadLimit(%d) = %d, want %d", tc.cpus, got, tc.want)
+		}
 	}
 }

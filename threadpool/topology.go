@@ -1,6 +1,7 @@
 package threadpool
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -30,7 +31,8 @@ func UsableCores() (cores []int, reason string) {
 		fsys:           os.DirFS("/"),
 		allowed:        allowed,
 		allowedErr:     err,
-		scanEfficiency: cpuidEfficiency,
+		scanEfficiency: platformEfficiency,
+		scanSource:     platformEfficiencySource,
 	})
 }
 
@@ -42,6 +44,7 @@ type topoInput struct {
 	// scanEfficiency returns the logical CPUs that are efficiency cores, when sysfs has no
 	// answer; nil, nil means "not a hybrid CPU".
 	scanEfficiency func() (map[int]bool, error)
+	scanSource     string // names scanEfficiency in the reason; "" is the cpuid scan
 }
 
 // chooseCores applies affinity, SMT, hybrid and quota rules in that order.
@@ -61,7 +64,7 @@ func chooseCores(in topoInput) ([]int, string) {
 	cpus, note := dropSMTSiblings(in.fsys, cpus)
 	notes = append(notes, note)
 
-	cpus, note = dropEfficiencyCores(in.fsys, cpus, in.scanEfficiency)
+	cpus, note = dropEfficiencyCores(in.fsys, cpus, in.scanEfficiency, cmp.Or(in.scanSource, "cpuid topology scan"))
 	notes = append(notes, note)
 
 	limit, where, err := cgroupCPULimit(in.fsys)
@@ -122,7 +125,7 @@ func dropSMTSiblings(fsys fs.FS, cpus []int) ([]int, string) {
 // dropEfficiencyCores removes efficiency cores when at least one performance core remains.
 // Sources, first that answers: the Intel hybrid PMU lists in sysfs (cpu_atom/cpu_core),
 // per-CPU cpu_capacity (arm big.LITTLE and newer x86 kernels), then a cpuid scan.
-func dropEfficiencyCores(fsys fs.FS, cpus []int, scan func() (map[int]bool, error)) ([]int, string) {
+func dropEfficiencyCores(fsys fs.FS, cpus []int, scan func() (map[int]bool, error), scanSource string) ([]int, string) {
 	eff, source := map[int]bool{}, ""
 	if b, err := fs.ReadFile(fsys, "sys/devices/cpu_atom/cpus"); err == nil {
 		if list, err := parseCPUList(string(b)); err == nil {
@@ -162,7 +165,7 @@ func dropEfficiencyCores(fsys fs.FS, cpus []int, scan func() (map[int]bool, erro
 		case err != nil:
 			return cpus, fmt.Sprintf("hybrid CPU but core types unknown (%v): kept all", err)
 		case m != nil:
-			eff, source = m, "cpuid topology scan"
+			eff, source = m, scanSource
 		}
 	}
 	var kept, dropped []int
@@ -180,6 +183,24 @@ func dropEfficiencyCores(fsys fs.FS, cpus []int, scan func() (map[int]bool, erro
 		return cpus, fmt.Sprintf("only efficiency cores allowed (%s): kept them", source)
 	}
 	return kept, fmt.Sprintf("left out efficiency cores %s (%s)", formatCPUList(dropped), source)
+}
+
+// perfLevelEfficiency marks efficiency cores from the per-level core counts macOS reports
+// (hw.nperflevels, hw.perflevel0.physicalcpu: level 0 is the fastest): there is no CPU
+// numbering to go by and no pinning, so only the count matters, and CPUs perf0 and up of
+// the ncpu are called the efficiency ones. One level means not hybrid (nil).
+func perfLevelEfficiency(ncpu, levels, perf0 int) (map[int]bool, error) {
+	if levels <= 1 {
+		return nil, nil
+	}
+	if perf0 < 1 || perf0 > ncpu {
+		return nil, fmt.Errorf("hw.perflevel0.physicalcpu = %d of %d CPUs", perf0, ncpu)
+	}
+	eff := map[int]bool{}
+	for c := perf0; c < ncpu; c++ {
+		eff[c] = true
+	}
+	return eff, nil
 }
 
 // cpuidEfficiency asks cpuid for the core types; it pins the calling thread to each CPU in

@@ -111,6 +111,14 @@ func TestChooseCores(t *testing.T) {
 		{"cgroup v1 quota above cores", fakeSys(smt8, v1("800000", "100000")), seq(8), nil, noScan, []int{0, 1, 2, 3}, "not limiting"},
 		{"cgroup v1 tiny quota keeps one", fakeSys(smt8, v1("10000", "100000")), seq(8), nil, noScan, []int{0}, "keeping 1"},
 		{"cgroup v2 parent limit", fakeSys(smt8, v2), seq(8), nil, noScan, []int{0, 1}, "2.50 cores (/sys/fs/cgroup/user.slice)"},
+		// Docker with cgroup v2 and a private cgroup namespace (the default since Docker 20.10):
+		// the container's own cgroup is the mount's root.
+		{"cgroup v2 container root", fakeSys(smt8, map[string]string{
+			"proc/self/cgroup":         "0::/\n",
+			"proc/self/mountinfo":      "1021 1012 0:31 / /sys/fs/cgroup ro,nosuid,nodev,noexec,relatime - cgroup2 cgroup rw,nsdelegate\n",
+			"sys/fs/cgroup/cpu.max":    "300000 100000\n",
+			"sys/fs/cgroup/cpu.weight": "100\n",
+		}), seq(8), nil, noScan, []int{0, 1, 2}, "3.00 cores (/sys/fs/cgroup)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, reason := chooseCores(topoInput{fsys: tc.fsys, allowed: tc.allowed, allowedErr: tc.err, scanEfficiency: tc.scan})
@@ -118,6 +126,28 @@ func TestChooseCores(t *testing.T) {
 				t.Errorf("got %v, %q; want %v and a reason containing %q", got, reason, tc.want, tc.reason)
 			}
 		})
+	}
+}
+
+// TestPerfLevels: on Apple silicon (no sysfs, no affinity) the macOS performance levels
+// decide, so the default pool leaves the efficiency cores out.
+func TestPerfLevels(t *testing.T) {
+	for _, tc := range []struct {
+		ncpu, levels, perf0 int
+		want                []int
+		reason              string
+	}{
+		{12, 2, 8, seq(8), "left out efficiency cores [8-11] (sysctl hw.perflevel0)"},
+		{8, 2, 4, seq(4), "left out efficiency cores [4-7]"},
+		{4, 1, 4, seq(4), "no efficiency cores"},
+		{10, 2, 11, seq(10), "core types unknown"},
+	} {
+		got, reason := chooseCores(topoInput{fsys: fstest.MapFS{}, allowed: seq(tc.ncpu),
+			scanEfficiency: func() (map[int]bool, error) { return perfLevelEfficiency(tc.ncpu, tc.levels, tc.perf0) },
+			scanSource:     "sysctl hw.perflevel0"})
+		if !slices.Equal(got, tc.want) || !strings.Contains(reason, tc.reason) {
+			t.Errorf("%+v: got %v, %q; want %v and %q", tc, got, reason, tc.want, tc.reason)
+		}
 	}
 }
 

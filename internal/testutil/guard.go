@@ -3,9 +3,8 @@ package testutil
 
 import (
 	"fmt"
+	"os"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 // Guarded is a read-write region with a PROT_NONE page directly before and after it, so a
@@ -15,30 +14,22 @@ type Guarded struct {
 	body []byte // the usable pages
 }
 
-// NewGuarded maps n usable bytes (rounded up to whole pages) between two PROT_NONE pages.
+// NewGuarded maps n usable bytes (rounded up to whole pages) between two inaccessible pages.
 func NewGuarded(n int) (*Guarded, error) {
-	ps := unix.Getpagesize()
+	ps := os.Getpagesize()
 	pages := (n + ps - 1) / ps
 	if pages == 0 {
 		pages = 1
 	}
-	mem, err := unix.Mmap(-1, 0, (pages+2)*ps, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+	mem, err := mapGuarded(pages*ps, ps)
 	if err != nil {
-		return nil, fmt.Errorf("testutil: mmap %d pages: %w", pages+2, err)
-	}
-	if err := unix.Mprotect(mem[:ps], unix.PROT_NONE); err != nil {
-		unix.Munmap(mem)
-		return nil, err
-	}
-	if err := unix.Mprotect(mem[(pages+1)*ps:], unix.PROT_NONE); err != nil {
-		unix.Munmap(mem)
-		return nil, err
+		return nil, fmt.Errorf("testutil: map %d pages: %w", pages+2, err)
 	}
 	return &Guarded{mem: mem, body: mem[ps : (pages+1)*ps]}, nil
 }
 
 // Close unmaps the region.
-func (g *Guarded) Close() error { return unix.Munmap(g.mem) }
+func (g *Guarded) Close() error { return unmapGuarded(g.mem) }
 
 // Tail returns the last `bytes` bytes of the region: the byte after them is a guard page.
 func (g *Guarded) Tail(bytes int) []byte {
