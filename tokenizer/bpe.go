@@ -1,7 +1,5 @@
 package tokenizer
 
-import "sync"
-
 // Byte-level BPE (tokenizer.ggml.model "gpt2"). A word is the UTF-8 of a pre-tokenizer piece;
 // each of its bytes starts as one symbol (its character in GPT-2's byte alphabet), then the
 // adjacent pair with the lowest merge rank is merged, leftmost first on ties, until no pair
@@ -16,7 +14,7 @@ type mergeResult struct {
 	result int32 // interned id of the concatenation
 }
 
-// bpeModel is the merge table and the word cache.
+// bpeModel is the merge table.
 type bpeModel struct {
 	merges   map[uint64]mergeResult
 	byteSym  [256]int32 // interned id of each byte's alphabet character, -1 if none
@@ -24,17 +22,7 @@ type bpeModel struct {
 	extra    []string   // text of interned ids >= nTokens (merge parts that are not tokens)
 	rawToID  map[string]int32
 	ignoreMg bool
-
-	mu    sync.RWMutex
-	cache map[string][]int32
 }
-
-// maxCacheWords bounds the word cache; when full it is cleared, which keeps memory bounded
-// on adversarial input while ordinary text (a few thousand distinct words) stays cached.
-const (
-	maxCacheWords   = 1 << 16
-	maxCacheWordLen = 64
-)
 
 func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
 
@@ -109,26 +97,12 @@ const smallWord = 48
 
 // encodeWord appends the tokens of word (raw bytes of one pre-tokenizer piece).
 func (t *Tokenizer) encodeWord(word string, sc *bpeScratch, out []int32) []int32 {
-	m := t.bpe
-	if len(word) <= maxCacheWordLen {
-		m.mu.RLock()
-		ids, ok := m.cache[word]
-		m.mu.RUnlock()
-		if ok {
-			return append(out, ids...)
-		}
+	if ids, ok := t.cache.get(word); ok {
+		return append(out, ids...)
 	}
 	start := len(out)
 	out = t.encodeWordUncached(word, sc, out)
-	if len(word) <= maxCacheWordLen {
-		ids := append([]int32(nil), out[start:]...)
-		m.mu.Lock()
-		if len(m.cache) >= maxCacheWords {
-			clear(m.cache)
-		}
-		m.cache[word] = ids
-		m.mu.Unlock()
-	}
+	t.cache.put(word, out[start:])
 	return out
 }
 

@@ -98,6 +98,7 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		}
 	} else {
 		t.buildByteFallback()
+		t.buildSPMPairs()
 	}
 	if t.chatTemplate, err = getString(f, keyChatTemplate, false); err != nil {
 		return nil, err
@@ -490,7 +491,6 @@ func (t *Tokenizer) loadMerges(f *gguf.File) error {
 		merges:   make(map[uint64]mergeResult, len(merges)),
 		nTokens:  int32(len(t.tokens)),
 		ignoreMg: t.preInfo.ignoreMerges,
-		cache:    make(map[string][]int32),
 	}
 	extra := map[string]int32{}
 	intern := func(s string) int32 {

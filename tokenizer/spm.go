@@ -65,8 +65,56 @@ func (sc *spmScratch) pop() spmCand {
 	return top
 }
 
+// llama.cpp runs one merge queue over the whole fragment, which for a long text means a
+// queue of a million candidates. A merge joins two adjacent symbols into a token, so it can
+// only cross a character boundary if some token contains the two bytes around it; the text
+// is cut at every boundary no token spans and the pieces are merged separately, with the
+// same result (merges in different pieces never compete for a symbol) at a fraction of the
+// cost.
+
+// buildSPMPairs records every adjacent byte pair found inside a token text.
+func (t *Tokenizer) buildSPMPairs() {
+	t.spmPairs = make([]uint64, 1<<16/64)
+	for _, s := range t.tokens {
+		for j := 0; j+1 < len(s); j++ {
+			k := int(s[j])<<8 | int(s[j+1])
+			t.spmPairs[k/64] |= 1 << (k % 64)
+		}
+	}
+}
+
+func (t *Tokenizer) pairInToken(a, b byte) bool {
+	k := int(a)<<8 | int(b)
+	return t.spmPairs[k/64]&(1<<(k%64)) != 0
+}
+
 // spmEncode appends the tokens of text, which already has its spaces escaped.
 func (t *Tokenizer) spmEncode(text string, sc *spmScratch, out []int32) []int32 {
+	start := 0
+	for off := 0; off < len(text); {
+		n := min(utf8Len(text[off]), len(text)-off)
+		if off > start && !t.pairInToken(text[off-1], text[off]) {
+			out = t.spmEncodeCached(text[start:off], sc, out)
+			start = off
+		}
+		off += n
+	}
+	return t.spmEncodeCached(text[start:], sc, out)
+}
+
+// spmEncodeCached is spmEncodePiece through the word cache.
+func (t *Tokenizer) spmEncodeCached(text string, sc *spmScratch, out []int32) []int32 {
+	if ids, ok := t.cache.get(text); ok {
+		return append(out, ids...)
+	}
+	start := len(out)
+	out = t.spmEncodePiece(text, sc, out)
+	t.cache.put(text, out[start:])
+	return out
+}
+
+// spmEncodePiece runs llama.cpp's merge loop on one piece of the text.
+func (t *Tokenizer) spmEncodePiece(text string, sc *spmScratch, out []int32) []int32 {
 	if len(text) == 0 {
 		return out
 	}

@@ -62,6 +62,9 @@ type Tokenizer struct {
 	bpe     *bpeModel // BPE only
 	// byteToID maps a byte to its byte-fallback token (SPM), -1 if none.
 	byteToID [256]int32
+	spmPairs []uint64 // SPM: bit a<<8|b is set if some token text contains bytes a, b in a row
+
+	cache wordCache
 
 	pieceBuf []byte   // every token's piece (special tokens rendered), back to back
 	pieceOff []uint32 // token i's piece is pieceBuf[pieceOff[i]:pieceOff[i+1]]
