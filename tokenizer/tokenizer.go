@@ -93,6 +93,7 @@ type InvalidUTF8Error struct {
 	Offset int // byte offset of the first invalid sequence
 }
 
+// Error says where the input stops being UTF-8.
 func (e *InvalidUTF8Error) Error() string {
 	return fmt.Sprintf("tokenizer: input is not valid UTF-8 (first bad byte at offset %d)", e.Offset)
 }
