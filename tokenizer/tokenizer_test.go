@@ -571,3 +571,19 @@ func TestSPMPieces(t *testing.T) {
 		}
 	}
 }
+
+// TestClasses pins code point classes where Go's tables alone would differ from llama.cpp's
+// (Unicode 15.1 additions) and a few that matter to the splitters. The whole table was
+// compared once against llama.cpp's src/unicode-data.cpp: equal for all 0x110000 code points.
+func TestClasses(t *testing.T) {
+	cls := classes()
+	for c, want := range map[rune]uint8{
+		'a': fLetter, '7': fNumber, ' ': fSep | fSpace, '\n': fControl | fSpace, '\'': fPunct, '$': fSymbol,
+		0x0085: fControl | fSpace, 0x00A0: fSep | fSpace, 0x0301: fMark, 0x0378: fControl, 0xD800: fControl,
+		0x2FFC: fSymbol, 0x31EF: fSymbol, 0x2EBF0: fLetter, 0x2EE5D: fLetter, 0x2EE5E: fControl, 0x10FFFF: fControl,
+	} {
+		if cls[c] != want {
+			t.Errorf("U+%04X: class %#x, want %#x", c, cls[c], want)
+		}
+	}
+}

@@ -5,10 +5,12 @@ import (
 	"unicode"
 )
 
-// Code point classes as llama.cpp's unicode tables define them (scripts/gen-unicode-data.py
-// there): the Unicode general category of every code point below 0x110000, where C (other)
-// also takes unassigned code points, and the White_Space property. Go's unicode package gives
-// the same partition (Unicode 15.0).
+// Code point classes as llama.cpp's unicode tables define them (src/unicode-data.cpp there,
+// Unicode 15.1): the general category of every code point below 0x110000 and the White_Space
+// property. llama.cpp marks unassigned code points "undefined", which behaves exactly like C
+// (other) in every rule, so they are C here. Go's unicode package (Unicode 15.0) gives the
+// same partition once the 627 code points Unicode 15.1 added are patched in; checked against
+// llama.cpp's table code point by code point.
 const (
 	fLetter  uint8 = 1 << iota // \p{L}
 	fNumber                    // \p{N}
@@ -45,6 +47,14 @@ func classes() []uint8 {
 			setRanges(t, c.tab, c.flag, true)
 		}
 		setRanges(t, unicode.White_Space, fSpace, false)
+		// Unicode 15.1: ideographic description characters (So) and CJK Extension I (Lo).
+		for c := 0x2FFC; c <= 0x2FFF; c++ {
+			t[c] = fSymbol
+		}
+		t[0x31EF] = fSymbol
+		for c := 0x2EBF0; c <= 0x2EE5D; c++ {
+			t[c] = fLetter
+		}
 		classTable = t
 	})
 	return classTable
