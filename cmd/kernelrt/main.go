@@ -3,6 +3,7 @@
 //	kernelrt run -model FILE -tokens 1,17,42 [-n 8] [-threads N] [-kv f32|f16] [-logits OUT.json]
 //	kernelrt bench [-model FILE] [-threads N] [-kv f32|f16] [-pp 128] [-tg 64] [-r 3] [-json OUT.json]
 //	kernelrt synth -out FILE [-recipe q8_0|mixed] [-seed N]
+//	kernelrt tokenize -model FILE (-p TEXT | -f FILE) [-no-special] [-no-bos]
 //
 // run prefills the prompt ids in one batch, then decodes greedily, and prints the generated
 // ids; -logits writes every logit that chose a token as JSON. bench measures prefill (pp) and
@@ -49,6 +50,7 @@ commands:
   run     run a prompt through a GGUF model and decode greedily
   bench   measure prefill and decode tokens/s (of a GGUF model with -model)
   synth   write the synthetic Qwen2-0.5B as a GGUF file
+  tokenize  print the token ids of a text as one JSON array (like llama-tokenize --ids)
 
 "kernelrt <command> -h" describes a command's flags.
 `
@@ -67,6 +69,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = cmdBench(args[1:], stdout, stderr)
 	case "synth":
 		err = cmdSynth(args[1:], stdout, stderr)
+	case "tokenize":
+		err = cmdTokenize(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, topUsage)
 		return 0
