@@ -340,7 +340,7 @@ func TestZeroCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	f := m.file.(*gguf.File)
+	f := m.File()
 	file := f.Mapping().Bytes()
 	lo, hi := uintptr(unsafe.Pointer(&file[0])), uintptr(unsafe.Pointer(&file[0]))+uintptr(len(file))
 	inFile := func(p unsafe.Pointer) bool { return uintptr(p) >= lo && uintptr(p) < hi }

@@ -3,13 +3,13 @@ package orchestrator
 import (
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"sync"
 	"unsafe"
 
 	"github.com/kernelrt/kernelrt"
 	"github.com/kernelrt/kernelrt/arena"
+	"github.com/kernelrt/kernelrt/gguf"
 )
 
 // ErrClosed is returned by a Model's methods after Close (test with errors.Is).
@@ -57,7 +57,7 @@ type Model struct {
 	rope   *kernelrt.RopeTable
 	arena  *arena.Arena
 	layout *arena.Layout
-	file   io.Closer // the GGUF mapping the weights are viewed in (LoadGGUF), closed by Close
+	file   *gguf.File // the GGUF mapping the weights are viewed in (LoadGGUF), closed by Close
 
 	// activations, sized for MaxBatch tokens
 	x, xn, tmp []float32
@@ -130,6 +130,10 @@ func (m *Model) MaxCtx() int { return m.Cfg.MaxCtx }
 
 // Vocab is the length of a row of logits (Cfg.Vocab).
 func (m *Model) Vocab() int { return m.Cfg.Vocab }
+
+// File is the GGUF file the model was loaded from (LoadGGUF; nil for synthetic models), for
+// reading more of its metadata (the tokenizer). It is closed by Close.
+func (m *Model) File() *gguf.File { return m.file }
 
 // Layout is the arena plan the model was built from (for reports).
 func (m *Model) Layout() *arena.Layout { return m.layout }

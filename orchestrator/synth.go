@@ -11,6 +11,7 @@ import (
 	"github.com/kernelrt/kernelrt"
 	"github.com/kernelrt/kernelrt/arena"
 	"github.com/kernelrt/kernelrt/gguf"
+	"github.com/kernelrt/kernelrt/tokenizer"
 )
 
 // Synthetic models: seeded random weights in the arena (NewSynthetic) or streamed into a
@@ -157,7 +158,8 @@ func fillBlocks(raw []byte, t QType, amp float64, s *uint64) {
 // SyntheticGGUF adds to b the metadata and tensors of a Qwen2 model of shape cfg with seeded
 // random weights stored as recipe says (q, k, v and gate, up as separate tensors, as GGUF
 // stores them), streamed while b writes: a 0.5B model is written without being held in
-// memory. Norms are near 1, biases small, quantized blocks random with scales as
+// memory. A vocabulary of at least tokenizer.SyntheticVocabMin tokens also gets a byte-level
+// tokenizer with a ChatML template (tokenizer.AddSynthetic). Norms are near 1, biases small, quantized blocks random with scales as
 // NewSynthetic's. cfg.MaxCtx becomes context_length.
 func SyntheticGGUF(b *gguf.Builder, cfg Config, recipe Recipe, seed uint64) error {
 	if err := cfg.Validate(); err != nil {
@@ -187,6 +189,13 @@ func SyntheticGGUF(b *gguf.Builder, cfg Config, recipe Recipe, seed uint64) erro
 	}
 	for _, kv := range kvs {
 		if err := b.AddKV(kv.k, kv.v); err != nil {
+			return err
+		}
+	}
+	// A byte-level vocabulary, so text goes in and out as with a downloaded model (and
+	// llama.cpp, which refuses a file without tokenizer.ggml.*, loads it too).
+	if c.Vocab >= tokenizer.SyntheticVocabMin {
+		if err := tokenizer.AddSynthetic(b, c.Vocab); err != nil {
 			return err
 		}
 	}
