@@ -144,7 +144,7 @@ type Generator struct {
 	bos   string
 	eos   string
 
-	cache []int32 // the tokens in the model's KV cache, positions 0..len-1
+	cache []int32        // the tokens in the model's KV cache, positions 0..len-1
 	owned []func() error // what Close releases (Open's Runtime and model)
 	busy  atomic.Bool
 	stats Stats

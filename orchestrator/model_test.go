@@ -208,7 +208,7 @@ func TestConfigLimits(t *testing.T) {
 		{"MaxCtx near MaxInt", func(c *Config) { c.MaxCtx = math.MaxInt - 3 }, "MaxCtx"},
 		{"MaxCtx 2^24+1", func(c *Config) { c.MaxCtx = 1<<24 + 1 }, "MaxCtx"},
 		{"MaxBatch huge", func(c *Config) { c.MaxBatch = 1 << 30 }, "MaxBatch"},
-		{"KV cache over 1 TiB", func(c *Config) { c.Layers, c.MaxCtx = 4096, 1 << 24 }, "KV cache"},
+		{"KV cache over 1 TiB", func(c *Config) { c.Layers, c.MaxCtx = 4096, 1<<24 }, "KV cache"},
 	} {
 		c := Qwen2_0_5B()
 		tc.mod(&c)
