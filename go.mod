@@ -3,6 +3,7 @@ module github.com/kernelrt/kernelrt
 go 1.26.8
 
 require (
+	github.com/creack/pty v1.1.24
 	github.com/klauspost/cpuid/v2 v2.4.2
 	github.com/nikolalohinski/gonja/v2 v2.9.1
 	golang.org/x/sys v0.49.0

@@ -30,6 +30,13 @@ type FileMapping struct {
 // The file must not be truncated while mapped (touching pages past the new end raises SIGBUS);
 // on Windows the file cannot be deleted or truncated until Close.
 func MapFile(path string, opts FileOptions) (*FileMapping, error) {
+	// Stat before opening: opening a FIFO for reading blocks until a writer appears, so a
+	// named pipe given as a model file would hang instead of being refused.
+	if st, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("arena: MapFile(%q): %w", path, err)
+	} else if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("arena: MapFile(%q): not a regular file (%s): %w", path, st.Mode().Type(), ErrMap)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("arena: MapFile(%q): %w", path, err)

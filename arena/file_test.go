@@ -3,9 +3,12 @@ package arena
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -109,5 +112,27 @@ func TestMapFileEmptyAndErrors(t *testing.T) {
 	wantErr(t, err, ErrHasPointers, "string")
 	if v, err := FileView[q8Block](m, 2, 1); err != nil || len(v) != 1 {
 		t.Fatalf("a 2-byte-aligned block at offset 2: %v", err)
+	}
+}
+
+// TestMapFileFIFO: a named pipe is refused at once (opening it would block until a writer
+// appears: a FIFO given as -model used to hang forever).
+func TestMapFileFIFO(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "fifo")
+	if err := mkfifo(p); err != nil {
+		t.Skipf("no FIFOs here: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := MapFile(p, FileOptions{})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !errors.Is(err, ErrMap) || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("MapFile(fifo) = %v, want a not-a-regular-file error", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("MapFile(fifo) blocked")
 	}
 }

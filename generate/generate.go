@@ -170,6 +170,12 @@ func New(model Model, ops Ops, tok Tokenizer) (*Generator, error) {
 	return g, nil
 }
 
+// Model is the model the Generator runs.
+func (g *Generator) Model() Model { return g.model }
+
+// Ops is the executor the Generator runs the model on.
+func (g *Generator) Ops() Ops { return g.ops }
+
 // SetTemplate replaces the chat template Chat uses.
 func (g *Generator) SetTemplate(t *chat.Template) { g.tmpl = t }
 

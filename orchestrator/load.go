@@ -36,6 +36,9 @@ type LoadOptions struct {
 	KV KVType
 	// File is how LoadGGUF maps the file (WillNeed to read ahead, Mlock).
 	File arena.FileOptions
+	// Limits bound what parsing the file's metadata may allocate (a hostile file's); the
+	// zero value is gguf's default cap.
+	Limits gguf.Limits
 	// Build controls the arena (activations, KV cache, copied tensors).
 	Build BuildOptions
 }
@@ -47,7 +50,7 @@ const maxMetaDim = 1 << 24
 // LoadGGUF maps the GGUF file at path and builds a Qwen2 model on it. The model owns the
 // mapping: Close unmaps it.
 func LoadGGUF(path string, opts LoadOptions) (*Model, error) {
-	f, err := gguf.OpenWith(path, opts.File)
+	f, err := gguf.OpenLimited(path, opts.File, opts.Limits)
 	if err != nil {
 		return nil, fmt.Errorf("orchestrator: %w", err)
 	}

@@ -38,7 +38,7 @@ func tinyModel(t *testing.T) string {
 
 func run(args ...string) (code int, stdout, stderr string) {
 	var o, e bytes.Buffer
-	code = Main(args, &o, &e)
+	code = Main(args, strings.NewReader(""), &o, &e)
 	return code, o.String(), e.String()
 }
 
@@ -52,12 +52,25 @@ func TestUsageErrors(t *testing.T) {
 		{nil, 2, "usage: kernelrt <command>"},
 		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 		{[]string{"run"}, 2, "-model is required"},
-		{[]string{"run", "-model", model}, 2, "-tokens is required"},
+		{[]string{"run", "-model", model}, 2, "exactly one of -p TEXT and -tokens IDS"},
+		{[]string{"run", "-model", model, "-p", "x", "-tokens", "1"}, 2, "exactly one of -p TEXT and -tokens IDS"},
+		{[]string{"run", "-model", model, "-tokens", ""}, 2, "-tokens is empty"},
+		{[]string{"run", "-model", model, "-p", "x", "-logits", "o.json"}, 2, "-logits needs -tokens"},
+		{[]string{"run", "-model", model, "-tokens", "1", "-chat"}, 2, "-chat needs -p"},
+		{[]string{"run", "-model", model, "-p", "x", "-top-p", "2"}, 2, "TopP"},
+		{[]string{"run", "-model", model, "-p", "x", "-temp", "NaN"}, 2, "Temperature"},
+		{[]string{"run", "-model", model, "-tokens", "1", "-n", "9223372036854775807"}, 2, "-n must be 0 to 16777216"},
+		{[]string{"run", "-model", model, "-tokens", "1", "-threads", "12000"}, 2, "-threads must be 0 (one per usable core) to 1024"},
+		{[]string{"run", "-model", model, "-tokens", "1", "-logits", model}, 2, "refusing to overwrite"},
+		{[]string{"run", "-model", model, "-tokens", "1", "-logits", filepath.Join(t.TempDir(), "no", "dir", "x.json")}, 1, "does not exist"},
+		{[]string{"synth", "-out", filepath.Join(t.TempDir(), "x.gguf"), "-ctx", "5000000000"}, 2, "-ctx must be 1 to 16777216"},
+		{[]string{"synth", "-out", "x.gguf", "-shape", "huge"}, 2, `-shape "huge"`},
+		{[]string{"chat", "-model", model, "-n", "-3"}, 2, "-n must be >= 0"},
 		{[]string{"run", "-model", model, "-tokens", "1,x,3"}, 2, `item 2 ("x") is not a token id`},
 		{[]string{"run", "-model", model, "-tokens", "1,-3"}, 2, `item 2 ("-3")`},
-		{[]string{"run", "-model", model, "-tokens", "1", "-n", "-1"}, 2, "-n must be >= 0"},
+		{[]string{"run", "-model", model, "-tokens", "1", "-n", "-2"}, 2, "-n must be 0 to"},
 		{[]string{"run", "-model", model, "-tokens", "1", "-kv", "q8"}, 2, `-kv "q8": want f32 or f16`},
-		{[]string{"run", "-model", model, "-tokens", "1", "-threads", "-2"}, 2, "-threads must be >= 0"},
+		{[]string{"run", "-model", model, "-tokens", "1", "-threads", "-2"}, 2, "-threads must be 0 (one per usable core) to"},
 		{[]string{"run", "-model", model, "-tokens", "1", "extra"}, 2, "unexpected arguments"},
 		{[]string{"run", "-bogus"}, 2, "flag provided but not defined: -bogus"},
 		{[]string{"run", "-model", filepath.Join(t.TempDir(), "none.gguf"), "-tokens", "1"}, 1, "no such file"},

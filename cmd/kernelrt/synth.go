@@ -1,0 +1,94 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/kernelrt/kernelrt/gguf"
+	"github.com/kernelrt/kernelrt/orchestrator"
+)
+
+// ---- synth ----
+
+// synthShapes are the model shapes synth writes.
+var synthShapes = map[string]func() orchestrator.Config{
+	// tiny: about 1 MB at Q8_0, for tests and a first run in seconds.
+	"tiny": func() orchestrator.Config {
+		return orchestrator.Config{Layers: 2, Hidden: 128, Intermediate: 384, Heads: 4, KVHeads: 2, HeadDim: 32,
+			Vocab: 1024, RopeTheta: 1e6, Eps: 1e-6, MaxCtx: 2048, MaxBatch: 128}
+	},
+	"qwen2-0.5b": func() orchestrator.Config {
+		c := orchestrator.Qwen2_0_5B()
+		c.MaxCtx = 32768
+		return c
+	},
+}
+
+func shapeNames() string {
+	var n []string
+	for k := range synthShapes {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return strings.Join(n, "|")
+}
+
+func cmdSynth(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("synth", "-out FILE [-shape "+shapeNames()+"] [-recipe q8_0|mixed] [-seed N] [-ctx N]", stderr)
+	out := fs.String("out", "", "write the GGUF file to `FILE`")
+	shape := fs.String("shape", "qwen2-0.5b", "model shape: "+shapeNames())
+	recipe := fs.String("recipe", "q8_0", "weight types: q8_0 (all Q8_0) or mixed (llama.cpp's Q5_0 mix)")
+	seed := fs.Uint64("seed", 1, "seed of the random weights")
+	ctx := fs.Int("ctx", 0, "context_length written to the file (0 = the shape's)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return usagef("-out is required")
+	}
+	mk, ok := synthShapes[*shape]
+	if !ok {
+		return usagef("-shape %q: want %s", *shape, shapeNames())
+	}
+	var r orchestrator.Recipe
+	switch *recipe {
+	case "q8_0":
+		r = orchestrator.RecipeQ8_0()
+	case "mixed", "mixed-q5_0":
+		r = orchestrator.RecipeMixed()
+	default:
+		return usagef("-recipe %q: want q8_0 or mixed", *recipe)
+	}
+	cfg := mk()
+	if *ctx != 0 {
+		// context_length is a uint32 in the file and the loader takes at most MaxContext.
+		if *ctx < 0 || *ctx > orchestrator.MaxContext {
+			return usagef("-ctx must be 1 to %d, got %d", orchestrator.MaxContext, *ctx)
+		}
+		cfg.MaxCtx = *ctx
+	}
+	b := gguf.NewBuilder()
+	if err := orchestrator.SyntheticGGUF(b, cfg, r, *seed); err != nil {
+		return err
+	}
+	f, err := createOutput("-out", *out)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	n, err := b.WriteTo(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(*out)
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s: synthetic %s %s (random weights, byte-level tokenizer), %s in %v\n",
+		*out, *shape, r.Name, mib(n), time.Since(t0).Round(time.Millisecond))
+	return nil
+}
