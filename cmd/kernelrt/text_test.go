@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kernelrt/kernelrt/gguf"
 )
 
 // tinyFile writes the tiny shape with synth, as a user would.
@@ -102,4 +104,34 @@ func TestBadEnvironment(t *testing.T) {
 	code, stdout, stderr := run(strings.Split(os.Getenv("KERNELRT_ENV_ARGS"), " ")...)
 	os.Stdout.WriteString(stdout + stderr)
 	os.Exit(code)
+}
+
+// TestNaNScaleFile: a GGUF whose ffn_down holds one NaN fp16 scale makes run fail with an
+// error naming the block (it used to print ids 0,0,0,0 and exit 0).
+func TestNaNScaleFile(t *testing.T) {
+	model := tinyFile(t)
+	raw, err := os.ReadFile(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ti, ok := f.Tensor("blk.1.ffn_down.weight")
+	if !ok || ti.Type != gguf.TypeQ8_0 {
+		t.Fatalf("tensor blk.1.ffn_down.weight: %v %v", ok, ti)
+	}
+	off := f.DataOffset + int(ti.Offset) + 34*3 // the fp16 scale of block 3
+	raw[off], raw[off+1] = 0x00, 0x7e
+	bad := filepath.Join(t.TempDir(), "nan.gguf")
+	if err := os.WriteFile(bad, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"-tokens", "1,2,3"}, {"-p", "hello"}} {
+		code, stdout, stderr := run(append([]string{"run", "-model", bad, "-n", "4"}, args...)...)
+		if code != 1 || !strings.Contains(stderr, "layer 1 feed-forward block produced a non-finite value") {
+			t.Errorf("run %v on a NaN scale: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
+		}
+	}
 }
