@@ -3,7 +3,9 @@ package suite
 import (
 	"bytes"
 	"encoding/json"
+	"encoding/xml"
 	"github.com/kernelrt/kernelrt"
+	"io"
 	"math"
 	"reflect"
 	"strconv"
@@ -211,6 +213,30 @@ func TestRunTiny(t *testing.T) {
 	}
 	if !strings.Contains(progress.String(), "== gemv") {
 		t.Error("no progress output")
+	}
+	// The charts: well-formed XML, one bar per GEMV row, one line per model and phase.
+	var gsvg, msvg bytes.Buffer
+	if err := r.WriteGemvSVG(&gsvg); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WriteModelSVG(&msvg); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{"gemv": gsvg.Bytes(), "model": msvg.Bytes()} {
+		d := xml.NewDecoder(bytes.NewReader(b))
+		for {
+			if _, err := d.Token(); err == io.EOF {
+				break
+			} else if err != nil {
+				t.Fatalf("%s.svg is not well-formed: %v", name, err)
+			}
+		}
+	}
+	if n := strings.Count(gsvg.String(), "<rect x="); n < len(r.Gemv.Rows) {
+		t.Errorf("gemv.svg has %d bars for %d rows", n, len(r.Gemv.Rows))
+	}
+	if n := strings.Count(msvg.String(), "<polyline"); n != 2*len(r.Models) {
+		t.Errorf("model.svg has %d lines for %d models", n, len(r.Models))
 	}
 }
 
