@@ -50,7 +50,7 @@
  * _avx2 widens both sides to int16 (vpmaddwd; weights repacked as int16 pairs, x widened once
  * per token block), which is exact with no saturation, so no correction is needed.
  */
-#include "krt_common.h"
+#include "krt_kdot.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* _ref: the definition. */
@@ -108,6 +108,58 @@ void krt_gemm_q5_0_ref(float *y, const krt_block_q5_0 *w, const krt_block_q8_0 *
         }
     }
 }
+
+/* Q4_0, Q5_1 and the K-quants: krt_kdot.h defines the per-block arithmetic and its order. */
+#define KRT_GEMM_REF(T, XT, QK)                                                                       \
+    void krt_gemm_##T##_ref(float *y, const krt_block_##T *w, const krt_block_##XT *x, const float *bias, \
+                            int64_t rows, int64_t cols, int64_t T_, int64_t r0, int64_t r1) {        \
+        const int64_t nb = cols / (QK);                                                               \
+        for (int64_t t = 0; t < T_; t++) {                                                            \
+            for (int64_t r = r0; r < r1; r++) {                                                       \
+                float acc = krt_kd_##T(w + r * nb, x + t * nb, nb);                                   \
+                if (bias) {                                                                           \
+                    acc = acc + bias[r];                                                              \
+                }                                                                                     \
+                y[t * rows + r] = acc;                                                                \
+            }                                                                                         \
+        }                                                                                             \
+    }
+
+KRT_GEMM_REF(q4_0, q8_0, KRT_QK)
+KRT_GEMM_REF(q5_1, q8_0, KRT_QK)
+KRT_GEMM_REF(q4_K, q8_K, KRT_QK_K)
+KRT_GEMM_REF(q5_K, q8_K, KRT_QK_K)
+KRT_GEMM_REF(q6_K, q8_K, KRT_QK_K)
+#undef KRT_GEMM_REF
+
+#ifdef KRT_X86
+/* Placeholders until the shared SIMD driver covers these types: the definition per ISA. */
+#define KRT_GEMM_PLACEHOLDER(T, XT, QK, V, TARGET)                                                    \
+    TARGET void krt_gemm_##T##_##V(float *y, const krt_block_##T *w, const krt_block_##XT *x, const float *bias, \
+                                   int64_t rows, int64_t cols, int64_t T_, int64_t r0, int64_t r1) { \
+        const int64_t nb = cols / (QK);                                                               \
+        for (int64_t t = 0; t < T_; t++) {                                                            \
+            for (int64_t r = r0; r < r1; r++) {                                                       \
+                float acc = krt_kd_##T(w + r * nb, x + t * nb, nb);                                   \
+                if (bias) {                                                                           \
+                    acc = acc + bias[r];                                                              \
+                }                                                                                     \
+                y[t * rows + r] = acc;                                                                \
+            }                                                                                         \
+        }                                                                                             \
+    }
+KRT_GEMM_PLACEHOLDER(q4_0, q8_0, KRT_QK, avx2, KRT_TARGET_AVX2)
+KRT_GEMM_PLACEHOLDER(q5_1, q8_0, KRT_QK, avx2, KRT_TARGET_AVX2)
+KRT_GEMM_PLACEHOLDER(q4_K, q8_K, KRT_QK_K, avx2, KRT_TARGET_AVX2)
+KRT_GEMM_PLACEHOLDER(q5_K, q8_K, KRT_QK_K, avx2, KRT_TARGET_AVX2)
+KRT_GEMM_PLACEHOLDER(q6_K, q8_K, KRT_QK_K, avx2, KRT_TARGET_AVX2)
+KRT_GEMM_PLACEHOLDER(q4_0, q8_0, KRT_QK, avx512, KRT_TARGET_AVX512)
+KRT_GEMM_PLACEHOLDER(q5_1, q8_0, KRT_QK, avx512, KRT_TARGET_AVX512)
+KRT_GEMM_PLACEHOLDER(q4_K, q8_K, KRT_QK_K, avx512, KRT_TARGET_AVX512)
+KRT_GEMM_PLACEHOLDER(q5_K, q8_K, KRT_QK_K, avx512, KRT_TARGET_AVX512)
+KRT_GEMM_PLACEHOLDER(q6_K, q8_K, KRT_QK_K, avx512, KRT_TARGET_AVX512)
+#undef KRT_GEMM_PLACEHOLDER
+#endif
 
 #ifdef KRT_X86
 

@@ -168,6 +168,30 @@ KRT_DECLARE(krt_gemm_q8_0, (float *y, const krt_block_q8_0 *w, const krt_block_q
 KRT_DECLARE(krt_gemm_q5_0, (float *y, const krt_block_q5_0 *w, const krt_block_q8_0 *x, const float *bias,
                             int64_t rows, int64_t cols, int64_t T, int64_t r0, int64_t r1))
 
+/* ---- GEMV / GEMM of Q4_0, Q5_1 (activations: Q8_0 blocks) and Q4_K, Q5_K, Q6_K (activations: Q8_K
+ * super-blocks; cols a multiple of 256), same slices and layout as above. The per-block arithmetic
+ * (and the exact operation order of _ref and of every GEMM variant) is defined in csrc/krt_kdot.h. */
+KRT_DECLARE(krt_gemv_q4_0, (float *y, const krt_block_q4_0 *w, const krt_block_q8_0 *x,
+                            const float *bias, int64_t cols, int64_t r0, int64_t r1))
+KRT_DECLARE(krt_gemv_q5_1, (float *y, const krt_block_q5_1 *w, const krt_block_q8_0 *x,
+                            const float *bias, int64_t cols, int64_t r0, int64_t r1))
+KRT_DECLARE(krt_gemv_q4_K, (float *y, const krt_block_q4_K *w, const krt_block_q8_K *x,
+                            const float *bias, int64_t cols, int64_t r0, int64_t r1))
+KRT_DECLARE(krt_gemv_q5_K, (float *y, const krt_block_q5_K *w, const krt_block_q8_K *x,
+                            const float *bias, int64_t cols, int64_t r0, int64_t r1))
+KRT_DECLARE(krt_gemv_q6_K, (float *y, const krt_block_q6_K *w, const krt_block_q8_K *x,
+                            const float *bias, int64_t cols, int64_t r0, int64_t r1))
+KRT_DECLARE(krt_gemm_q4_0, (float *y, const krt_block_q4_0 *w, const krt_block_q8_0 *x, const float *bias,
+                            int64_t rows, int64_t cols, int64_t T, int64_t r0, int64_t r1))
+KRT_DECLARE(krt_gemm_q5_1, (float *y, const krt_block_q5_1 *w, const krt_block_q8_0 *x, const float *bias,
+                            int64_t rows, int64_t cols, int64_t T, int64_t r0, int64_t r1))
+KRT_DECLARE(krt_gemm_q4_K, (float *y, const krt_block_q4_K *w, const krt_block_q8_K *x, const float *bias,
+                            int64_t rows, int64_t cols, int64_t T, int64_t r0, int64_t r1))
+KRT_DECLARE(krt_gemm_q5_K, (float *y, const krt_block_q5_K *w, const krt_block_q8_K *x, const float *bias,
+                            int64_t rows, int64_t cols, int64_t T, int64_t r0, int64_t r1))
+KRT_DECLARE(krt_gemm_q6_K, (float *y, const krt_block_q6_K *w, const krt_block_q8_K *x, const float *bias,
+                            int64_t rows, int64_t cols, int64_t T, int64_t r0, int64_t r1))
+
 /* ---- normalisation and softmax ---- */
 /* out[t] = x[t] / sqrt(mean(x[t]^2) + *eps) * weight, rows of dim floats, tokens t0..t1. */
 KRT_DECLARE(krt_rmsnorm, (float *out, const float *x, const float *weight, const float *eps,

@@ -5,7 +5,9 @@
  * kq_fill(x, n, kind, st) writes n floats of one kind from the xorshift state st: random
  * magnitudes over many decades, outliers, signed zeros, exact ties, integer grids, constant,
  * all-positive / all-negative, huge (including overflow to Inf), tiny, float subnormals, sign ties
- * of the largest magnitude, NaN / Inf, and mixed kinds per 16 values.
+ * of the largest magnitude, NaN / Inf, and mixed kinds per 16 values. Every random draw is its
+ * own statement (C leaves the order of operands unsequenced), so any compiler and the Go port
+ * (internal/generic) produce the same floats.
  */
 #ifndef KQ_INPUTS_H
 #define KQ_INPUTS_H
@@ -66,17 +68,27 @@ static void kq_fill(float *x, int n, int kind, uint64_t *s) {
     }
     case KQ_OUTLIER:
         for (int j = 0; j < n; j++) x[j] = kq_norm(s, 0);
-        for (int t = 0; t < 3; t++) x[kq_irand(s, 0, n - 1)] = kq_norm(s, 7);
+        for (int t = 0; t < 3; t++) {
+            int i = kq_irand(s, 0, n - 1);
+            x[i] = kq_norm(s, 7);
+        }
         break;
     case KQ_ZERO: for (int j = 0; j < n; j++) x[j] = 0.0f; break;
     case KQ_NEGZERO: for (int j = 0; j < n; j++) x[j] = kq_rnd(s) & 1 ? -0.0f : 0.0f; break;
     case KQ_SINGLE:
         for (int j = 0; j < n; j++) x[j] = kq_rnd(s) & 1 ? -0.0f : 0.0f;
-        x[kq_irand(s, 0, n - 1)] = kq_norm(s, 0);
+        {
+            int i = kq_irand(s, 0, n - 1);
+            x[i] = kq_norm(s, 0);
+        }
         break;
     case KQ_TIES: {
         int e = kq_irand(s, -20, 20), m = 1 << kq_irand(s, 1, 7);
-        for (int j = 0; j < n; j++) x[j] = kq_ldexp(2 * kq_irand(s, -m, m) + (int)(kq_rnd(s) & 1), e - 1);
+        for (int j = 0; j < n; j++) {
+            int k = kq_irand(s, -m, m);
+            int h = (int)(kq_rnd(s) & 1);
+            x[j] = kq_ldexp(2 * k + h, e - 1);
+        }
         break;
     }
     case KQ_GRID: {
@@ -94,7 +106,10 @@ static void kq_fill(float *x, int n, int kind, uint64_t *s) {
     case KQ_HUGE: {
         int e = kq_irand(s, 50, 126);
         for (int j = 0; j < n; j++) x[j] = kq_norm(s, e);
-        if (kq_rnd(s) & 1) x[kq_irand(s, 0, n - 1)] = kq_rnd(s) & 1 ? 3.4e38f : -3.4e38f;
+        if (kq_rnd(s) & 1) {
+            int i = kq_irand(s, 0, n - 1);
+            x[i] = kq_rnd(s) & 1 ? 3.4e38f : -3.4e38f;
+        }
         break;
     }
     case KQ_TINY: {
@@ -104,22 +119,32 @@ static void kq_fill(float *x, int n, int kind, uint64_t *s) {
     }
     case KQ_SUBN:
         for (int j = 0; j < n; j++) x[j] = kq_bitsf((uint32_t)(kq_rnd(s) & 0x807fffffu));
-        if (kq_rnd(s) & 1) x[kq_irand(s, 0, n - 1)] = kq_rnd(s) & 1 ? 1e-37f : 3e-38f;
+        if (kq_rnd(s) & 1) {
+            int i = kq_irand(s, 0, n - 1);
+            x[i] = kq_rnd(s) & 1 ? 1e-37f : 3e-38f;
+        }
         break;
     case KQ_SIGNTIE: {
         float m = kq_ldexp((int32_t)(kq_rnd(s) & 0xfffff) + 0x100000, -19);
         for (int j = 0; j < n; j++) x[j] = kq_norm(s, -2) * m;
-        for (int t = 0; t < 4; t++) x[kq_irand(s, 0, n - 1)] = kq_rnd(s) & 1 ? m : -m;
+        for (int t = 0; t < 4; t++) {
+            int i = kq_irand(s, 0, n - 1);
+            x[i] = kq_rnd(s) & 1 ? m : -m;
+        }
         break;
     }
     case KQ_MIXED:
-        for (int j = 0; j < n; j += 16) kq_fill(x + j, n - j < 16 ? n - j : 16, kq_irand(s, 0, KQ_SIGNTIE), s);
+        for (int j = 0; j < n; j += 16) {
+            int k = kq_irand(s, 0, KQ_SIGNTIE);
+            kq_fill(x + j, n - j < 16 ? n - j : 16, k, s);
+        }
         break;
     case KQ_NAN:
         for (int j = 0; j < n; j++) x[j] = kq_norm(s, 0);
         {
             uint32_t k = (uint32_t)(kq_rnd(s) % 3);
-            x[kq_irand(s, 0, n - 1)] = kq_bitsf(k == 0 ? 0x7fc00000u : k == 1 ? 0x7f800000u : 0xff800000u);
+            int i = kq_irand(s, 0, n - 1);
+            x[i] = kq_bitsf(k == 0 ? 0x7fc00000u : k == 1 ? 0x7f800000u : 0xff800000u);
         }
         break;
     }

@@ -27,13 +27,13 @@ static const struct {
     uint64_t golden; /* FNV-1a of ggml's bytes on kq_golden(), finite blocks (oracle_kquant.c) */
     void *q[NV], *d[NV];
 } T[NT] = {
-    {"q4_0", 32, 18, 0x8b711b0789920250ull, KQ_VARIANTS(krt_quantize_q4_0), KQ_VARIANTS(krt_dequantize_q4_0)},
-    {"q4_1", 32, 20, 0x0b3ee0f26b16822eull, KQ_VARIANTS(krt_quantize_q4_1), KQ_VARIANTS(krt_dequantize_q4_1)},
-    {"q5_1", 32, 24, 0xfc2ebbe91440d264ull, KQ_VARIANTS(krt_quantize_q5_1), KQ_VARIANTS(krt_dequantize_q5_1)},
-    {"q4_K", 256, 144, 0x8434d2e20d15de37ull, KQ_VARIANTS(krt_quantize_q4_K), KQ_VARIANTS(krt_dequantize_q4_K)},
-    {"q5_K", 256, 176, 0xd5916e1735ca51ceull, KQ_VARIANTS(krt_quantize_q5_K), KQ_VARIANTS(krt_dequantize_q5_K)},
-    {"q6_K", 256, 210, 0x9a6cc47d7ee90097ull, KQ_VARIANTS(krt_quantize_q6_K), KQ_VARIANTS(krt_dequantize_q6_K)},
-    {"q8_K", 256, 292, 0x303f6617f84c91d8ull, KQ_VARIANTS(krt_quantize_q8_K), KQ_VARIANTS(krt_dequantize_q8_K)},
+    {"q4_0", 32, 18, 0x84ee2e39dde60ca0ull, KQ_VARIANTS(krt_quantize_q4_0), KQ_VARIANTS(krt_dequantize_q4_0)},
+    {"q4_1", 32, 20, 0x177d61fc0cdf8d40ull, KQ_VARIANTS(krt_quantize_q4_1), KQ_VARIANTS(krt_dequantize_q4_1)},
+    {"q5_1", 32, 24, 0x565c26a5b8fd4a0aull, KQ_VARIANTS(krt_quantize_q5_1), KQ_VARIANTS(krt_dequantize_q5_1)},
+    {"q4_K", 256, 144, 0xa7831d6dd3a33293ull, KQ_VARIANTS(krt_quantize_q4_K), KQ_VARIANTS(krt_dequantize_q4_K)},
+    {"q5_K", 256, 176, 0x071072e08ad2be68ull, KQ_VARIANTS(krt_quantize_q5_K), KQ_VARIANTS(krt_dequantize_q5_K)},
+    {"q6_K", 256, 210, 0x83755d346ea9a4d2ull, KQ_VARIANTS(krt_quantize_q6_K), KQ_VARIANTS(krt_dequantize_q6_K)},
+    {"q8_K", 256, 292, 0x56d5e275b0bc9f66ull, KQ_VARIANTS(krt_quantize_q8_K), KQ_VARIANTS(krt_dequantize_q8_K)},
 };
 
 static qfn QF(int t, int v) { return (qfn)T[t].q[v]; }
