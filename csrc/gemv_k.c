@@ -7,6 +7,7 @@
  * _avx2 (KRT_TARGET_AVX2), _avx512 (KRT_TARGET_AVX512, VNNI). Helpers are prefixed krt_gk_.
  */
 #include "krt_kdot.h"
+#include "krt_gvpack.h"
 
 /* ======================================================================================== */
 /* scalar                                                                                   */
@@ -46,10 +47,22 @@ KRT_GK_PLACEHOLDER(q5_1, q8_0, KRT_QK, avx2, KRT_TARGET_AVX2)
 KRT_GK_PLACEHOLDER(q4_K, q8_K, KRT_QK_K, avx2, KRT_TARGET_AVX2)
 KRT_GK_PLACEHOLDER(q5_K, q8_K, KRT_QK_K, avx2, KRT_TARGET_AVX2)
 KRT_GK_PLACEHOLDER(q6_K, q8_K, KRT_QK_K, avx2, KRT_TARGET_AVX2)
-KRT_GK_PLACEHOLDER(q4_0, q8_0, KRT_QK, avx512, KRT_TARGET_AVX512)
-KRT_GK_PLACEHOLDER(q5_1, q8_0, KRT_QK, avx512, KRT_TARGET_AVX512)
 KRT_GK_PLACEHOLDER(q4_K, q8_K, KRT_QK_K, avx512, KRT_TARGET_AVX512)
 KRT_GK_PLACEHOLDER(q5_K, q8_K, KRT_QK_K, avx512, KRT_TARGET_AVX512)
 KRT_GK_PLACEHOLDER(q6_K, q8_K, KRT_QK_K, avx512, KRT_TARGET_AVX512)
 #undef KRT_GK_PLACEHOLDER
+
+/* ======================================================================================== */
+/* AVX-512: Q4_0 and Q5_1 through the shared packed-lane driver (csrc/krt_gvpack.h)           */
+/* ======================================================================================== */
+
+KRT_TARGET_AVX512 void krt_gemv_q4_0_avx512(float *y, const krt_block_q4_0 *w, const krt_block_q8_0 *x,
+                                            const float *bias, int64_t cols, int64_t r0, int64_t r1) {
+    krt_gp_gemv_avx512(y, (const uint8_t *)w, x, bias, cols, r0, r1, KRT_GP_Q4_0);
+}
+
+KRT_TARGET_AVX512 void krt_gemv_q5_1_avx512(float *y, const krt_block_q5_1 *w, const krt_block_q8_0 *x,
+                                            const float *bias, int64_t cols, int64_t r0, int64_t r1) {
+    krt_gp_gemv_avx512(y, (const uint8_t *)w, x, bias, cols, r0, r1, KRT_GP_Q5_1);
+}
 #endif

@@ -23,7 +23,7 @@ typedef void (*gemv_fn)(float *, const void *, const void *, const float *, int6
 typedef void (*gemm_fn)(float *, const void *, const void *, const float *, int64_t, int64_t, int64_t, int64_t,
                         int64_t);
 
-enum { T_Q4_0, T_Q5_1, T_Q4_K, T_Q5_K, T_Q6_K, NT };
+enum { T_Q4_0, T_Q5_1, T_Q4_K, T_Q5_K, T_Q6_K, T_Q5_0, T_Q8_0, NT };
 static const struct {
     const char *name;
     int qk, bytes, xk; /* xk: activation type is Q8_K */
@@ -34,6 +34,8 @@ static const struct {
     {"q4_K", 256, 144, 1, KQ_VARIANTS(krt_gemv_q4_K), KQ_VARIANTS(krt_gemm_q4_K)},
     {"q5_K", 256, 176, 1, KQ_VARIANTS(krt_gemv_q5_K), KQ_VARIANTS(krt_gemm_q5_K)},
     {"q6_K", 256, 210, 1, KQ_VARIANTS(krt_gemv_q6_K), KQ_VARIANTS(krt_gemm_q6_K)},
+    {"q5_0", 32, 22, 0, KQ_VARIANTS(krt_gemv_q5_0), KQ_VARIANTS(krt_gemm_q5_0)},
+    {"q8_0", 32, 34, 0, KQ_VARIANTS(krt_gemv_q8_0), KQ_VARIANTS(krt_gemm_q8_0)},
 };
 
 static uint16_t ld16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
@@ -73,6 +75,15 @@ static void wval(int t, const uint8_t *blk, int e, double *a, double *b) {
         *b = (double)krt_fp16_to_fp32(ld16(blk + 2)) * m;
         return;
     }
+    case T_Q5_0: {
+        uint32_t qh = (uint32_t)blk[2] | (uint32_t)blk[3] << 8 | (uint32_t)blk[4] << 16 | (uint32_t)blk[5] << 24;
+        int q = (e < 16 ? blk[6 + e] & 15 : blk[6 + e - 16] >> 4) | (int)((qh >> e) & 1) << 4;
+        *a = (double)krt_fp16_to_fp32(ld16(blk)) * (q - 16);
+        return;
+    }
+    case T_Q8_0:
+        *a = (double)krt_fp16_to_fp32(ld16(blk)) * (int8_t)blk[2 + e];
+        return;
     case T_Q6_K: {
         const int h = e / 128, k = (e % 128) / 32, l = e % 32;
         const uint8_t lb = blk[64 * h + l + 32 * (k & 1)];
@@ -113,7 +124,9 @@ static void fill_w(int t, uint8_t *w, int64_t n, int mode) {
             if (mode == 1)
                 for (int s = 0; s < 16; s++) b[192 + s] = (uint8_t)(s & 1 ? 0x80 : 0x7f); /* -128 / 127 */
             break;
-        case T_Q4_0: memcpy(b, &d, 2); break;
+        case T_Q4_0:
+        case T_Q5_0:
+        case T_Q8_0: memcpy(b, &d, 2); break;
         default:
             memcpy(b, &d, 2);
             memcpy(b + 2, &m, 2);
@@ -266,6 +279,10 @@ static void test_type(int t) {
             n++;
         }
     }
+    /* long rows: several column chunks of the AVX-512 drivers, partial last step */
+    run_case(t, 5, qk == 32 ? 8192 + 32 * 5 : 8192 + 256 * 3, 1, 1, 5, 0, 0, 1, 0);
+    run_case(t, 3, qk == 32 ? 16384 + 32 * 2 : 16384 + 256, 1, 0, 3, 2, 2, 0, 0);
+    n += 2;
     /* GEMM token counts across the SIMD variants' token blocks and register tiles */
     static const int64_t Ts[] = {2, 3, 4, 5, 7, 16, 33, 64, 65, 129, 133};
     for (size_t i = 0; i < sizeof Ts / sizeof Ts[0]; i++) {
