@@ -194,58 +194,10 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_gv_q8_0_avx2(float *y, const krt_block_q8_0 
     }
 }
 
-/* Q5_0: q = nibble | 16*qh_bit is unsigned (0..31), so vpmaddubsw(q, x) needs no sign trick
- * (pairs <= 2*31*128, no saturation); the -16 offset is removed as 16*(x_2i + x_2i+1),
- * computed once per activation block. qh bits become bytes with vpshufb + vpcmpeqb. */
-KRT_TARGET_AVX2 KRT_INLINE __m256i krt_gv_q5row_avx2(const uint8_t *p, __m256i xv, __m256i x16, __m256i ones,
-                                                     __m256i shuf, __m256i bits) {
-    __m128i qs = _mm_loadu_si128((const __m128i *)(p + 6));
-    __m256i nib = _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(qs), _mm_srli_epi16(qs, 4), 1),
-                                   _mm256_set1_epi8(0x0f));
-    __m256i hb = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)krt_gv_ld32(p + 2)), shuf), bits);
-    hb = _mm256_and_si256(_mm256_cmpeq_epi8(hb, bits), _mm256_set1_epi8(0x10));
-    __m256i q = _mm256_or_si256(nib, hb);
-    return _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(q, xv), x16), ones);
-}
-
+/* Q5_0: the shared driver of csrc/krt_gvpack.h (with Q4_0 and Q5_1). */
 KRT_TARGET_AVX2 KRT_INLINE void krt_gv_q5_0_avx2(float *y, const krt_block_q5_0 *w, const krt_block_q8_0 *x,
                                                  const float *bias, int64_t cols, int64_t r0, int64_t r1) {
-    const int64_t nb = cols / KRT_QK;
-    const int64_t rs = nb * KRT_GV_Q5_BYTES;
-    const uint8_t *wb = (const uint8_t *)w;
-    const uint8_t *xb = (const uint8_t *)x;
-    const int64_t pend = r1 * rs;
-    const __m256i ones = _mm256_set1_epi16(1);
-    const __m256i c16 = _mm256_set1_epi8(16);
-    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    for (int64_t r = r0; r < r1; r += 4) {
-        const uint8_t *p0 = KRT_GV_ROWPTR(wb, rs, r, 0, r1);
-        const uint8_t *p1 = KRT_GV_ROWPTR(wb, rs, r, 1, r1);
-        const uint8_t *p2 = KRT_GV_ROWPTR(wb, rs, r, 2, r1);
-        const uint8_t *p3 = KRT_GV_ROWPTR(wb, rs, r, 3, r1);
-        const int64_t pf = (r + 4) * rs + KRT_GV_PF_LEAD; /* byte offsets; stop at the slice end */
-        __m256 acc = _mm256_setzero_ps();
-        const uint8_t *xk = xb;
-        for (int64_t o = 0; o < rs; o += KRT_GV_Q5_BYTES, xk += KRT_GV_Q8_BYTES) {
-            const int64_t q = pf + 4 * o; /* the next group, 4 rows x 22 bytes per step */
-            if (q < pend) {
-                _mm_prefetch((const char *)wb + q, _MM_HINT_T0);
-                _mm_prefetch((const char *)wb + q + 64, _MM_HINT_T0);
-            }
-            __m256i xv = _mm256_loadu_si256((const __m256i *)(xk + 2));
-            __m256i x16 = _mm256_maddubs_epi16(c16, xv);
-            __m256i i0 = krt_gv_q5row_avx2(p0 + o, xv, x16, ones, shuf, bits);
-            __m256i i1 = krt_gv_q5row_avx2(p1 + o, xv, x16, ones, shuf, bits);
-            __m256i i2 = krt_gv_q5row_avx2(p2 + o, xv, x16, ones, shuf, bits);
-            __m256i i3 = krt_gv_q5row_avx2(p3 + o, xv, x16, ones, shuf, bits);
-            __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(i0, i1), _mm256_hadd_epi32(i2, i3));
-            __m256 s = krt_gv_scales4_avx2(p0 + o, p1 + o, p2 + o, p3 + o, xk);
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), s, acc);
-        }
-        krt_gv_store4_avx2(y, bias, acc, r, r1);
-    }
+    krt_gp_gemv_avx2(y, (const uint8_t *)w, x, bias, cols, r0, r1, KRT_GP_Q5_0);
 }
 
 KRT_TARGET_AVX2 void krt_gemv_q8_0_avx2(float *y, const krt_block_q8_0 *w, const krt_block_q8_0 *x,

@@ -227,5 +227,94 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gp_gemv_avx512(float *y, const uint8_t *w,
     }
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* AVX2 (+FMA, F16C): 4 rows per step share one activation block. Per row and block: 32 quants  */
+/* as bytes (nibbles, + 16 where the Q5 high bit is set: vpshufb + vpcmpeqb of the broadcast qh), */
+/* vpmaddubsw with the block's activations (pairs, no saturation: q <= 31, |x| <= 127), minus   */
+/* the offset's pair sums (Q4_0: 8, Q5_0 / Q5_1: 16 times the activation pairs, once per block), */
+/* vpmaddwd by 1 -> 8 int32 lanes; a vphaddd tree folds the 4 rows into [r0..r3 | r0..r3], one    */
+/* cvt and one FMA with [s0..s3 | s0..s3] (s = d_w * d_x, 4 fp16 d_w in one GPR, one vcvtph2ps). */
+/* Q5_1 adds (16 d_w + m_w) * d_x * sum(x) per row. The next 4 rows are prefetched linearly.    */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Row i's block as 32 quant bytes; qh4 holds the 4 rows' qh dwords (Q5: one vpshufb spreads row i's). */
+KRT_TARGET_AVX2 KRT_INLINE __m256i krt_gp_q_avx2(const uint8_t *blk, __m256i qh4, int i, const int T) {
+    const int QS = KRT_GP_QS(T);
+    /* [qs | qs] & [0x0f.. | 0xf0..], then the high lane's dwords >> 4: each high nibble drops into
+     * its own byte's low nibble (no bits cross bytes), so q = [low nibbles | high nibbles] */
+    __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + QS)));
+    __m256i q = _mm256_srlv_epi32(_mm256_and_si256(v, _mm256_setr_epi64x(0x0f0f0f0f0f0f0f0fll, 0x0f0f0f0f0f0f0f0fll,
+                                                                         (long long)0xf0f0f0f0f0f0f0f0ull,
+                                                                         (long long)0xf0f0f0f0f0f0f0f0ull)),
+                                  _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
+    if (T != KRT_GP_Q4_0) {
+        /* byte j of the result <- byte j/8 of row i's qh, then test bit j%8 */
+        const __m256i shuf = _mm256_add_epi8(_mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2,
+                                                              2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3),
+                                             _mm256_set1_epi8((char)(4 * i)));
+        const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+        __m256i hb = _mm256_and_si256(_mm256_shuffle_epi8(qh4, shuf), bits);
+        q = _mm256_or_si256(q, _mm256_and_si256(_mm256_cmpeq_epi8(hb, bits), _mm256_set1_epi8(0x10)));
+    }
+    return q;
+}
+
+KRT_TARGET_AVX2 KRT_INLINE void krt_gp_gemv_avx2(float *y, const uint8_t *w, const krt_block_q8_0 *x,
+                                                 const float *bias, int64_t cols, int64_t r0, int64_t r1, const int T) {
+    const int BS = KRT_GP_BS(T);
+    const int64_t nb = cols / KRT_QK, rs = nb * BS, pend = r1 * rs;
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i off = _mm256_set1_epi8(T == KRT_GP_Q4_0 ? 8 : 16);
+    for (int64_t r = r0; r < r1; r += 4) {
+        const uint8_t *p[4];
+        for (int i = 0; i < 4; i++) p[i] = w + (r + i < r1 ? r + i : r1 - 1) * rs;
+        const int64_t pf = (r + 4) * rs + KRT_GP_PF_LEAD;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const int64_t o = b * BS, q = pf + 4 * o;
+            if (q < pend) {
+                _mm_prefetch((const char *)w + q, _MM_HINT_T0);
+                _mm_prefetch((const char *)w + q + 64, _MM_HINT_T0);
+            }
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
+            const __m256i xo = _mm256_maddubs_epi16(off, xv); /* offset * (x_2i + x_2i+1) */
+            __m256i qh4 = _mm256_setzero_si256();
+            if (T != KRT_GP_Q4_0) { /* the 4 rows' qh dwords in both 128-bit lanes */
+                const int QH = KRT_GP_QH(T);
+                uint32_t h[4];
+                for (int i = 0; i < 4; i++) memcpy(&h[i], p[i] + o + QH, 4);
+                qh4 = _mm256_broadcastsi128_si256(_mm_setr_epi32((int)h[0], (int)h[1], (int)h[2], (int)h[3]));
+            }
+            __m256i is[4];
+            for (int i = 0; i < 4; i++)
+                is[i] = _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(krt_gp_q_avx2(p[i] + o, qh4, i, T), xv), xo),
+                                          ones);
+            /* fold: lane sums fit int16 (|8 products| <= 8128), so vpackssdw + vpmaddwd(1) twice gives
+             * [r0 r1 r2 r3 | r0 r1 r2 r3] (each half: that half's 16 quants) */
+            __m256i m01 = _mm256_madd_epi16(_mm256_packs_epi32(is[0], is[1]), ones);
+            __m256i m23 = _mm256_madd_epi16(_mm256_packs_epi32(is[2], is[3]), ones);
+            __m256i h = _mm256_madd_epi16(_mm256_packs_epi32(m01, m23), ones);
+            uint64_t dw = krt_gp_ld16(p[0] + o) | krt_gp_ld16(p[1] + o) << 16 | krt_gp_ld16(p[2] + o) << 32 |
+                          krt_gp_ld16(p[3] + o) << 48;
+            const __m256 dx = _mm256_cvtph_ps(_mm_set1_epi16((short)x[b].d));
+            const __m256 dwv = _mm256_cvtph_ps(_mm_set1_epi64x((long long)dw));
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_mul_ps(dwv, dx), acc);
+            if (T == KRT_GP_Q5_1) { /* + (16 d + m) * d_x * sum(x), half in each 128-bit lane */
+                uint64_t mw = krt_gp_ld16(p[0] + o + 2) | krt_gp_ld16(p[1] + o + 2) << 16 |
+                              krt_gp_ld16(p[2] + o + 2) << 32 | krt_gp_ld16(p[3] + o + 2) << 48;
+                const __m256i sx = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xv), ones);
+                __m256 xs = _mm256_mul_ps(dx, _mm256_cvtepi32_ps(_mm256_hadd_epi32(_mm256_hadd_epi32(sx, sx), _mm256_hadd_epi32(sx, sx))));
+                /* xs: every lane of a 128-bit half holds the half's sum; the two halves add up */
+                __m256 t = _mm256_fmadd_ps(dwv, _mm256_set1_ps(16.0f), _mm256_cvtph_ps(_mm_set1_epi64x((long long)mw)));
+                acc = _mm256_fmadd_ps(t, xs, acc);
+            }
+        }
+        __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+        float o4[4];
+        _mm_storeu_ps(o4, s4);
+        for (int i = 0; i < 4 && r + i < r1; i++) y[r + i] = bias ? o4[i] + bias[r + i] : o4[i];
+    }
+}
+
 #endif /* KRT_X86 */
 #endif /* KRT_GVPACK_H */
