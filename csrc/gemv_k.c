@@ -32,20 +32,6 @@ KRT_GK_REF(q6_K, q8_K, KRT_QK_K)
 #undef KRT_GK_REF
 
 #ifdef KRT_X86
-/* Placeholders until the SIMD kernels land: the scalar definition compiled for each ISA. */
-#define KRT_GK_PLACEHOLDER(T, XT, QK, V, TARGET)                                                        \
-    TARGET void krt_gemv_##T##_##V(float *y, const krt_block_##T *w, const krt_block_##XT *x, const float *bias, \
-                                   int64_t cols, int64_t r0, int64_t r1) {                           \
-        const int64_t nb = cols / (QK);                                                              \
-        for (int64_t r = r0; r < r1; r++) {                                                          \
-            float acc = krt_kd_##T(w + r * nb, x, nb);                                               \
-            y[r] = bias ? acc + bias[r] : acc;                                                       \
-        }                                                                                            \
-    }
-KRT_GK_PLACEHOLDER(q4_K, q8_K, KRT_QK_K, avx2, KRT_TARGET_AVX2)
-KRT_GK_PLACEHOLDER(q5_K, q8_K, KRT_QK_K, avx2, KRT_TARGET_AVX2)
-KRT_GK_PLACEHOLDER(q6_K, q8_K, KRT_QK_K, avx2, KRT_TARGET_AVX2)
-#undef KRT_GK_PLACEHOLDER
 
 KRT_TARGET_AVX2 void krt_gemv_q4_0_avx2(float *y, const krt_block_q4_0 *w, const krt_block_q8_0 *x, const float *bias,
                                         int64_t cols, int64_t r0, int64_t r1) {
@@ -131,7 +117,7 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gq_prep_avx512(krt_gq_xsb *st, const krt_b
 
 /* Sub-block scale (and min) words of one row's super-block: Q4_K / Q5_K words 0..7 = sc, 8..15 = m;
  * Q6_K words 0..15 = the signed scales. */
-KRT_TARGET_AVX512 KRT_INLINE __m256i krt_gq_scm_avx512(const uint8_t *blk, const int T) {
+KRT_TARGET_AVX2 KRT_INLINE __m256i krt_gq_scm(const uint8_t *blk, const int T) {
     if (T == KRT_GQ_Q6_K) return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
     /* 12 bytes s[0..11] at blk + 4: sc0..3 = s0..3 & 63, m0..3 = s4..7 & 63,
      * sc4..7 = (s8..11 & 15) | (s0..3 >> 6) << 4, m4..7 = (s8..11 >> 4) | (s4..7 >> 6) << 4 */
@@ -190,7 +176,7 @@ KRT_TARGET_AVX512 KRT_INLINE __m512i krt_gq_sb_avx512(const uint8_t *blk, const 
     for (int v = 0; v < 4; v++)
         dp[v] = _mm512_dpbusd_epi32(T == KRT_GQ_Q6_K ? st->cr[v] : _mm512_setzero_si512(), q[v], st->x[v]);
     /* scale words: pair (v0, v1) chunk c = [sc of v0's chunk c x4 | sc of v1's chunk c x4], same for (v2, v3) */
-    const __m256i scm = krt_gq_scm_avx512(blk, T);
+    const __m256i scm = krt_gq_scm(blk, T);
     __m512i i01, i23;
     if (T == KRT_GQ_Q6_K) { /* v0 chunk c = sub-block c, v1: 4+c, v2: 8+c, v3: 12+c */
         i01 = _mm512_setr_epi32(0, 0, 0x40004, 0x40004, 0x10001, 0x10001, 0x50005, 0x50005, 0x20002, 0x20002, 0x60006,
@@ -283,5 +269,142 @@ KRT_TARGET_AVX512 void krt_gemv_q5_K_avx512(float *y, const krt_block_q5_K *w, c
 KRT_TARGET_AVX512 void krt_gemv_q6_K_avx512(float *y, const krt_block_q6_K *w, const krt_block_q8_K *x,
                                             const float *bias, int64_t cols, int64_t r0, int64_t r1) {
     krt_gq_gemv_avx512(y, (const uint8_t *)w, x, bias, cols, r0, r1, KRT_GQ_Q6_K);
+}
+/* ======================================================================================== */
+/* AVX2: the K-quants, one driver. Per row and super-block, 32 quants at a time (one sub-block  */
+/* of Q4_K / Q5_K, two of Q6_K): vpmaddubsw with the activations (pairs fit int16: q <= 63), Q6_K */
+/* minus 32 x the activation pair sums (prepared once per call), vpmaddwd with the sub-block     */
+/* scale words (one vpshufb each) into 8 int32 lanes: exact sum_j sc_j dot_j; then one cvt and   */
+/* one FMA with d * d_x per row and super-block; mins via vpmaddwd with the bsum pairs.          */
+/* ======================================================================================== */
+
+typedef struct {
+    __m256i o32[8]; /* Q6_K: 32 * (x_2i + x_2i+1) of each 32-quant group */
+    __m256i bw;     /* Q4_K / Q5_K: words 8..15 = bsum pairs */
+    float dx;
+} krt_gq_xsb2;
+
+KRT_TARGET_AVX2 KRT_INLINE void krt_gq_prep_avx2(krt_gq_xsb2 *st, const krt_block_q8_K *x, const int T) {
+    if (T == KRT_GQ_Q6_K) {
+        for (int g = 0; g < 8; g++)
+            st->o32[g] = _mm256_maddubs_epi16(_mm256_set1_epi8(32), _mm256_loadu_si256((const __m256i *)(x->qs + 32 * g)));
+        st->bw = _mm256_setzero_si256();
+    } else {
+        __m256i pairs = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), _mm256_set1_epi16(1));
+        __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1));
+        st->bw = _mm256_inserti128_si256(_mm256_setzero_si256(), w, 1);
+    }
+    st->dx = x->d;
+}
+
+/* Word j (0..7) of the 128-bit source broadcast to 8 words, in both lanes (a, b: lane words). */
+#define KRT_GQ_WSEL2(a, b) \
+    _mm256_setr_epi8(2 * (a), 2 * (a) + 1, 2 * (a), 2 * (a) + 1, 2 * (a), 2 * (a) + 1, 2 * (a), 2 * (a) + 1, 2 * (a), \
+                     2 * (a) + 1, 2 * (a), 2 * (a) + 1, 2 * (a), 2 * (a) + 1, 2 * (a), 2 * (a) + 1, 2 * (b), 2 * (b) + 1, \
+                     2 * (b), 2 * (b) + 1, 2 * (b), 2 * (b) + 1, 2 * (b), 2 * (b) + 1, 2 * (b), 2 * (b) + 1, 2 * (b),     \
+                     2 * (b) + 1, 2 * (b), 2 * (b) + 1, 2 * (b), 2 * (b) + 1)
+
+KRT_TARGET_AVX2 KRT_INLINE __m256i krt_gq_sb_avx2(const uint8_t *blk, const krt_block_q8_K *x, const krt_gq_xsb2 *st,
+                                                 __m256i *mins, const int T) {
+    const __m256i c0f = _mm256_set1_epi8(0x0f);
+    const __m256i scm = krt_gq_scm(blk, T);
+    __m256i acc = _mm256_setzero_si256();
+    if (T == KRT_GQ_Q6_K) {
+        const __m256i sl = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(scm));      /* scales 0..7 */
+        const __m256i sh = _mm256_broadcastsi128_si256(_mm256_extracti128_si256(scm, 1)); /* scales 8..15 */
+        const __m256i c30 = _mm256_set1_epi8(0x30);
+        for (int h = 0; h < 2; h++) {
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(blk + 64 * h));
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(blk + 64 * h + 32));
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(l0, c0f), _mm256_and_si256(_mm256_slli_epi16(qh, 4), c30));
+            q[1] = _mm256_or_si256(_mm256_and_si256(l1, c0f), _mm256_and_si256(_mm256_slli_epi16(qh, 2), c30));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), c0f), _mm256_and_si256(qh, c30));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), c0f), _mm256_and_si256(_mm256_srli_epi16(qh, 2), c30));
+            for (int k = 0; k < 4; k++) {
+                const int g = 4 * h + k; /* elements 32g..32g+31: sub-blocks 2g (low lane), 2g+1 */
+                __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[k], _mm256_loadu_si256((const __m256i *)(x->qs + 32 * g))),
+                                             st->o32[g]);
+                const __m256i src = g < 4 ? sl : sh;
+                const int j = (2 * g) & 7;
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_shuffle_epi8(src, KRT_GQ_WSEL2(j, j + 1))));
+            }
+        }
+    } else {
+        const __m256i sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(scm)); /* sc0..7 words */
+        const uint8_t *qs = blk + (T == KRT_GQ_Q4_K ? 16 : 48);
+        const __m256i qh = T == KRT_GQ_Q5_K ? _mm256_loadu_si256((const __m256i *)(blk + 16)) : _mm256_setzero_si256();
+        for (int k = 0; k < 4; k++) {
+            const __m256i r = _mm256_loadu_si256((const __m256i *)(qs + 32 * k));
+            __m256i lo = _mm256_and_si256(r, c0f), hi = _mm256_and_si256(_mm256_srli_epi16(r, 4), c0f);
+            if (T == KRT_GQ_Q5_K) { /* bit 2k (2k+1) of qh[l] is the 5th bit of sub-block 2k (2k+1) */
+                const __m256i h = _mm256_srli_epi16(qh, 2 * k), c10 = _mm256_set1_epi8(0x10);
+                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(h, 4), c10));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(h, 3), c10));
+            }
+            __m256i plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(x->qs + 64 * k)));
+            __m256i phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(x->qs + 64 * k + 32)));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(plo, _mm256_shuffle_epi8(sc, KRT_GQ_WSEL2(2 * k, 2 * k))));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(phi, _mm256_shuffle_epi8(sc, KRT_GQ_WSEL2(2 * k + 1, 2 * k + 1))));
+        }
+        *mins = _mm256_madd_epi16(scm, st->bw);
+    }
+    return acc;
+}
+
+KRT_TARGET_AVX2 KRT_INLINE void krt_gq_gemv_avx2(float *y, const uint8_t *w, const krt_block_q8_K *x, const float *bias,
+                                                int64_t cols, int64_t r0, int64_t r1, const int T) {
+    const int BS = KRT_GQ_BS(T), DOFF = T == KRT_GQ_Q6_K ? 208 : 0;
+    const int64_t nb = cols / KRT_QK_K, rs = nb * BS, pend = r1 * rs;
+    krt_gq_xsb2 xs[KRT_GQ_SB];
+    for (int64_t c0 = 0; c0 < nb; c0 += KRT_GQ_SB) {
+        const int64_t cn = nb - c0 < KRT_GQ_SB ? nb - c0 : KRT_GQ_SB;
+        for (int64_t b = 0; b < cn; b++) krt_gq_prep_avx2(&xs[b], x + c0 + b, T);
+        const int last = c0 + cn == nb;
+        for (int64_t r = r0; r < r1; r++) {
+            const uint8_t *p = w + r * rs + c0 * BS;
+            const int64_t pf = (r + 1) * rs + c0 * BS + KRT_GQ_PF_LEAD;
+            __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+            for (int64_t b = 0; b < cn; b++) {
+                const int64_t q = pf + b * BS;
+                if (q < pend) {
+                    for (int l = 0; l < BS; l += 64) _mm_prefetch((const char *)w + q + l, _MM_HINT_T0);
+                }
+                const uint8_t *blk = p + b * BS;
+                uint32_t dd = 0;
+                memcpy(&dd, blk + DOFF, T == KRT_GQ_Q6_K ? 2 : 4);
+                __m128 f = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(xs[b].dx)); /* d, dmin */
+                __m256i mins = _mm256_setzero_si256();
+                __m256i v = krt_gq_sb_avx2(blk, x + c0 + b, &xs[b], &mins, T);
+                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_broadcastss_ps(f), acc);
+                if (T != KRT_GQ_Q6_K)
+                    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_broadcastss_ps(_mm_movehdup_ps(f)), accm);
+            }
+            acc = _mm256_sub_ps(acc, accm);
+            __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+            s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+            s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
+            float o = _mm_cvtss_f32(s4);
+            if (c0 > 0) o = y[r] + o;
+            if (last && bias) o = o + bias[r];
+            y[r] = o;
+        }
+    }
+}
+
+KRT_TARGET_AVX2 void krt_gemv_q4_K_avx2(float *y, const krt_block_q4_K *w, const krt_block_q8_K *x, const float *bias,
+                                        int64_t cols, int64_t r0, int64_t r1) {
+    krt_gq_gemv_avx2(y, (const uint8_t *)w, x, bias, cols, r0, r1, KRT_GQ_Q4_K);
+}
+
+KRT_TARGET_AVX2 void krt_gemv_q5_K_avx2(float *y, const krt_block_q5_K *w, const krt_block_q8_K *x, const float *bias,
+                                        int64_t cols, int64_t r0, int64_t r1) {
+    krt_gq_gemv_avx2(y, (const uint8_t *)w, x, bias, cols, r0, r1, KRT_GQ_Q5_K);
+}
+
+KRT_TARGET_AVX2 void krt_gemv_q6_K_avx2(float *y, const krt_block_q6_K *w, const krt_block_q8_K *x, const float *bias,
+                                        int64_t cols, int64_t r0, int64_t r1) {
+    krt_gq_gemv_avx2(y, (const uint8_t *)w, x, bias, cols, r0, r1, KRT_GQ_Q6_K);
 }
 #endif
