@@ -77,7 +77,7 @@ KRT_TARGET_AVX512 void krt_gemv_q5_1_avx512(float *y, const krt_block_q5_1 *w, c
 #define KRT_GQ_Q6_K 2
 #define KRT_GQ_BS(T) ((T) == KRT_GQ_Q4_K ? 144 : (T) == KRT_GQ_Q5_K ? 176 : 210)
 #define KRT_GQ_SB 32 /* super-blocks per column chunk (8192 columns) */
-#define KRT_GQ_PF_LEAD 2048
+#define KRT_GQ_PF_LEAD 4096
 
 /* The activation side of one super-block. */
 typedef struct {
@@ -219,7 +219,7 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gq_gemv_avx512(float *y, const uint8_t *w,
                 const int64_t o = b * BS;
                 const int64_t q = pf + 4 * o; /* 4 rows x BS bytes per super-block */
                 if (q < pend) {
-                    for (int l = 0; l < 4 * BS; l += 64) _mm_prefetch((const char *)w + q + l, _MM_HINT_T0);
+                    for (int l = 0; l < 4 * BS; l += 64) _mm_prefetch((const char *)w + q + l, _MM_HINT_T1);
                 }
                 /* d (and dmin) of the 4 rows times d_x */
                 uint32_t dd[4];
@@ -369,7 +369,7 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_gq_gemv_avx2(float *y, const uint8_t *w, con
             for (int64_t b = 0; b < cn; b++) {
                 const int64_t q = pf + b * BS;
                 if (q < pend) {
-                    for (int l = 0; l < BS; l += 64) _mm_prefetch((const char *)w + q + l, _MM_HINT_T0);
+                    for (int l = 0; l < BS; l += 64) _mm_prefetch((const char *)w + q + l, _MM_HINT_T1);
                 }
                 const uint8_t *blk = p + b * BS;
                 uint32_t dd = 0;

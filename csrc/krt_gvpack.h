@@ -43,7 +43,13 @@
 #define KRT_GP_QS(T) ((T) == KRT_GP_Q4_0 ? 2 : (T) == KRT_GP_Q5_0 ? 6 : 8)    /* qs offset */
 #define KRT_GP_QH(T) ((T) == KRT_GP_Q5_0 ? 2 : 4)                              /* qh offset */
 #define KRT_GP_STEPS 64  /* steps (4 blocks) per column chunk */
-#define KRT_GP_PF_LEAD 2048
+#ifndef KRT_GP_PF_LEAD
+#define KRT_GP_PF_LEAD 4096
+#endif
+#define KRT_GP_PF_LEAD_AVX2 2048 /* AVX2: 18-24 bytes per row and step, into L1 */
+#ifndef KRT_GP_PF_HINT
+#define KRT_GP_PF_HINT _MM_HINT_T1
+#endif
 #define KRT_GP_W2(a, b) ((int)((a) | ((b) << 16)))
 
 /* The activation side of one step (4 blocks). */
@@ -201,7 +207,7 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gp_gemv_avx512(float *y, const uint8_t *w,
                 const int64_t o = 4 * BS * s;
                 const int64_t q = pf + 4 * o; /* 4 rows x 4*BS bytes per step */
                 if (q < pend) {
-                    for (int l = 0; l < 4 * BS * 4; l += 64) _mm_prefetch((const char *)w + q + l, _MM_HINT_T0);
+                    for (int l = 0; l < 4 * BS * 4; l += 64) _mm_prefetch((const char *)w + q + l, KRT_GP_PF_HINT);
                 }
                 __m512i ra[4], rb[4], is[4];
                 for (int i = 0; i < 4; i++) is[i] = krt_gp_row_avx512(p[i] + o, &xs[s], &cst, n, &ra[i], &rb[i], T);
@@ -268,7 +274,7 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_gp_gemv_avx2(float *y, const uint8_t *w, con
     for (int64_t r = r0; r < r1; r += 4) {
         const uint8_t *p[4];
         for (int i = 0; i < 4; i++) p[i] = w + (r + i < r1 ? r + i : r1 - 1) * rs;
-        const int64_t pf = (r + 4) * rs + KRT_GP_PF_LEAD;
+        const int64_t pf = (r + 4) * rs + KRT_GP_PF_LEAD_AVX2;
         __m256 acc = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
             const int64_t o = b * BS, q = pf + 4 * o;
