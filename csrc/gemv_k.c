@@ -77,7 +77,9 @@ KRT_TARGET_AVX512 void krt_gemv_q5_1_avx512(float *y, const krt_block_q5_1 *w, c
 #define KRT_GQ_Q6_K 2
 #define KRT_GQ_BS(T) ((T) == KRT_GQ_Q4_K ? 144 : (T) == KRT_GQ_Q5_K ? 176 : 210)
 #define KRT_GQ_SB 32 /* super-blocks per column chunk (8192 columns) */
-#define KRT_GQ_PF_LEAD 4096
+#ifndef KRT_GQ_PF_LEAD
+#define KRT_GQ_PF_LEAD 8192
+#endif
 
 /* The activation side of one super-block. */
 typedef struct {

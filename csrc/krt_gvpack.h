@@ -44,7 +44,7 @@
 #define KRT_GP_QH(T) ((T) == KRT_GP_Q5_0 ? 2 : 4)                              /* qh offset */
 #define KRT_GP_STEPS 64  /* steps (4 blocks) per column chunk */
 #ifndef KRT_GP_PF_LEAD
-#define KRT_GP_PF_LEAD 4096
+#define KRT_GP_PF_LEAD 8192
 #endif
 #define KRT_GP_PF_LEAD_AVX2 2048 /* AVX2: 18-24 bytes per row and step, into L1 */
 #ifndef KRT_GP_PF_HINT
