@@ -7,7 +7,7 @@
  * Three variants per kernel: _ref (scalar), _avx2 (KRT_TARGET_AVX2), _avx512
  * (KRT_TARGET_AVX512, VNNI vpdpbusd / vpdpwssd). A call computes rows r0..r1 for all T tokens and
  * writes only y[t*rows + r] for t in [0,T), r in [r0,r1); it reads only rows r0..r1 of w, all of
- * x, and bias[r0..r1). Scratch lives on the stack: about 98 KiB for _avx512, 54 KiB for _avx2.
+ * x, and bias[r0..r1). Scratch lives on the stack: about 97 KiB for _avx512, 50 KiB for _avx2.
  *
  * Semantics and exact order of the floating-point operations (identical in every variant, so
  * _ref, _avx2, _avx512 and the Go port give bit-identical results):

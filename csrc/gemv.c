@@ -12,10 +12,11 @@
  * krt_gvpack.h), scale them and accumulate lane-wise, so their rounding differs from _ref by a
  * few ulp of the row's magnitude sum_b |d_w d_x isum_b| (tests: within 1e-5 of it against float64).
  *
- * Speed (1 thread, weights streamed from DRAM, this project's Zen 5 VM): the AVX-512 Q8_0 and
- * Q5_0 kernels and the AVX2 Q8_0 kernel run at about the streaming-read bandwidth; AVX2 Q5_0
- * is instruction-bound at about half of it (no byte masks: the 5th bits cost ~6 ops per row
- * and block). Key for DRAM: the software prefetch of the next row group (see AVX-512 notes).
+ * Speed (1 thread, weights streamed from DRAM, 2 vCPU Zen 4; table in csrc/gemv_k.c): AVX-512
+ * Q8_0 at 93-101% of the streaming read, Q5_0 (krt_gvpack.h) at 84-90%; AVX2 Q8_0 at 98-104% on
+ * 896- and 2048-column rows but 58-63% on 4864/8192, AVX2 Q5_0 ~60% (instruction-bound: no byte
+ * masks, the 5th bits cost ~6 ops per row and block). Key for DRAM: the software prefetch of the
+ * next row group (see AVX-512 notes).
  *
  * Activations are expected in [-127, 127] (what the quantizers produce); the AVX2 variant's
  * vpmaddubsw could saturate for activation -128 against weight -128. Weights may use the full

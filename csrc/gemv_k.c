@@ -4,7 +4,42 @@
  * Rules (see kernelrt.h): C11; no malloc, no threads, no OpenMP, no global mutable state, no libm
  * calls and no calls out of a function (helpers are static inline) so that c2goasm can translate
  * the object code. Three variants per kernel: _ref (scalar, the definition in krt_kdot.h),
- * _avx2 (KRT_TARGET_AVX2), _avx512 (KRT_TARGET_AVX512, VNNI). Helpers are prefixed krt_gk_.
+ * _avx2 (KRT_TARGET_AVX2), _avx512 (KRT_TARGET_AVX512, VNNI). Helpers are prefixed krt_gq_ (K) and
+ * krt_gp_ (Q4_0 / Q5_0 / Q5_1: the shared driver of krt_gvpack.h, also used by gemv.c's Q5_0).
+ * The SIMD variants round differently from _ref (lane-wise FMA), within a few ulp of the rounded
+ * terms' magnitude (csrc/tests/test_gemv_k.c).
+ *
+ * Which variant wins on this machine kind (2 vCPU Zen 4, AVX-512 executed as two 256-bit halves):
+ * AVX-512 for every type. One thread, weights streamed from DRAM (csrc/tests/bench_quant, 5
+ * rounds, median of same-run ratios to the better streaming read, 24.6 GB/s), GB/s and %:
+ *            896x896  4864x896  896x4864  151936x896  2048x2048  8192x2048  2048x8192
+ *   Q8_0  512   23.2 93%  23.4 94%  24.5 99%  23.0 93%   24.7 100%  25.2 101%  24.4 101%
+ *         2     25.6 104% 25.1 102% 15.7 63%  24.9 102%  25.4 102%  23.7 98%   14.3 58%
+ *   Q5_0  512   20.8 84%  20.8 84%  21.7 89%  20.7 84%   21.8 88%   22.4 90%   21.5 88%
+ *         2     14.9 61%  15.0 61%  14.1 58%  14.6 58%   15.1 61%   14.8 60%   13.2 53%
+ *   Q4_0  512   23.3 98%  24.6 102% 24.1 100% 23.6 94%   24.3 98%   23.8 99%   23.7 98%
+ *         2     19.4 79%  19.5 79%  18.0 74%  19.2 77%   20.5 83%   20.6 84%   14.9 60%
+ *   Q5_1  512   21.1 87%  21.8 89%  22.4 94%  22.2 90%   22.8 93%   22.3 91%   22.3 91%
+ *         2     12.8 52%  12.9 52%  12.4 50%  12.5 51%   12.9 53%   12.7 51%   11.8 47%
+ *   Q4_K  512                       22.7 91%             22.0 89%   22.2 89%   19.3 81%
+ *         2                         19.0 77%             18.2 73%   18.2 73%   17.7 71%
+ *   Q5_K  512                       23.2 95%             22.0 88%   22.6 90%   21.6 87%
+ *         2                         18.3 73%             17.6 73%   18.0 74%   17.7 71%
+ *   Q6_K  512                       21.5 86%             19.9 80%   20.3 82%   19.9 83%
+ *         2                         21.0 85%             19.8 80%   17.1 71%   19.9 79%
+ * (512 = _avx512, 2 = _avx2; K-quants need cols % 256 == 0.) Why: a zmm op costs two 256-bit
+ * pipe slots here, so AVX-512 wins only by needing fewer of them; it does, because vpdpbusd does
+ * what vpmaddubsw + vpmaddwd + vpaddd do, masks replace byte compares, and vpermt2w gathers.
+ * Instructions in the inner loop (objdump of the gcc -O3 build), per 32 weights:
+ *   Q8_0  avx512  9.3 (4.3 zmm)    avx2 13.0 (7.3 ymm)     Q4_0  avx512 4.3 (3.2 zmm)  avx2 15.3 (9.3 ymm)
+ *   Q5_0  avx512  7.7 (4.7 zmm)    avx2 21.8 (14.5 ymm)    Q5_1  avx512 8.1 (4.9 zmm)  avx2 27.0 (16.8 ymm)
+ *   Q4_K  avx512  5.4 (3.0 zmm)    avx2 10.6 (7.0 ymm)     Q5_K  avx512 6.6 (4.1 zmm)  avx2 13.8 (10.6 ymm)
+ *   Q6_K  avx512  5.8 (4.3 zmm)    avx2 13.0 (10.6 ymm)
+ * Compute-bound (L2-resident, best of 300 calls): AVX-512 Q8_0 41, Q5_0 27, Q4_0 34, Q5_1 29,
+ * Q4_K 34, Q5_K 29, Q6_K 35 GB/s; AVX2 Q8_0 39, Q5_0 15, Q4_0 21, Q5_1 13, Q4_K 21, Q5_K 21,
+ * Q6_K 26. AVX2 Q8_0 streams short rows slightly better (its L1 prefetch) but falls to 58-63% on
+ * 4864- and 8192-column rows, so AVX-512 is the better choice for Q8_0 too. On CPUs with native
+ * 512-bit units the AVX-512 margin only grows.
  */
 #include "krt_kdot.h"
 #include "krt_gvpack.h"

@@ -24,7 +24,8 @@
  *  - The activation side of every step (XL, XH, corr, d_x per lane, and for Q5_1 d_x * sum x) is
  *    prepared once per call into a stack table (column chunks of 256 blocks bound it to 20 KiB)
  *    and shared by all row groups.
- *  - The next row group's bytes (contiguous) are prefetched linearly while a group computes.
+ *  - The next row group's bytes (contiguous) are prefetched linearly into L2 (T1), 8 KiB ahead,
+ *    while a group computes (T0 / 2-4 KiB ahead streamed 10-30% slower from DRAM here).
  * Q5_1 (value d*q + m, q in 0..31) runs as Q5_0 with q - 16 and adds (16 d + m) * d_x * sum x.
  * Rounding: exact integer sums per block; the fp32 order differs from _ref (lane-wise FMA, then a
  * 16-lane sum), within a few ulp of the row's magnitude (csrc/tests/test_gemv_k.c bounds it).
