@@ -425,7 +425,7 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gemm_pack_k_avx512(krt_gemm_scratch_avx512
     const int64_t bs = KRT_GT_BS(TY);
     const int nsub = KRT_GT_NSUB(TY);
     const int64_t halves = (rn + 15) / 16;
-    uint8_t u[16][KRT_QK_K] __attribute__((aligned(64)));
+    uint8_t u[16][KRT_QK_K];
     for (int64_t b = 0; b < bn; b++) {
         for (int64_t h = 0; h < halves; h++) {
             const int64_t rh = r + 16 * h;
@@ -454,8 +454,8 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gemm_pack_k_avx512(krt_gemm_scratch_avx512
             for (int gc = 0; gc < 8; gc++) { /* groups 8gc..8gc+7 (elements 32gc..32gc+31) */
                 __m512i z[8], o[8];
                 for (int i = 0; i < 8; i++)
-                    z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256((const __m256i *)(u[i] + 32 * gc))),
-                                              _mm256_load_si256((const __m256i *)(u[i + 8] + 32 * gc)), 1);
+                    z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(u[i] + 32 * gc))),
+                                              _mm256_loadu_si256((const __m256i *)(u[i + 8] + 32 * gc)), 1);
                 krt_gemm_transpose_avx512(z, o);
                 uint8_t *dst = s->wq + (b * 64 + 8 * gc) * (KRT_G5_RT * 4) + h * 64;
                 for (int k = 0; k < 8; k++) _mm512_store_si512((__m512i *)(dst + k * (KRT_G5_RT * 4)), o[k]);
@@ -776,7 +776,7 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_gemm_pack_avx2(krt_gemm_scratch_avx2 *s, con
                 continue;
             }
             /* K-quants: rows' int16 weights sc * q (Q6_K sc * (q - 32)), element order, as pairs */
-            int32_t pw[8][KRT_QK_K / 2] __attribute__((aligned(32)));
+            int32_t pw[8][KRT_QK_K / 2];
             for (int i = 0; i < 8; i++) {
                 const int row = 8 * (int)h + i;
                 if (i >= n) {
@@ -787,15 +787,15 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_gemm_pack_avx2(krt_gemm_scratch_avx2 *s, con
                     continue;
                 }
                 const uint8_t *blk = w + ((r + 8 * h + i) * nb + b0 + b) * bs;
-                uint8_t u[KRT_QK_K] __attribute__((aligned(32)));
+                uint8_t u[KRT_QK_K];
                 int32_t sc[16], mm[8];
                 krt_gemm_unpack_k(u, blk, TY);
                 krt_gemm_scales_k(sc, mm, blk, TY);
                 for (int e = 0; e < KRT_QK_K; e += 16) {
-                    __m256i q = _mm256_cvtepu8_epi16(_mm_load_si128((const __m128i *)(u + e)));
+                    __m256i q = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(u + e)));
                     if (TY == KRT_GT_Q6_K) q = _mm256_sub_epi16(q, _mm256_set1_epi16(32));
                     const int32_t scale = TY == KRT_GT_Q6_K ? sc[e / 16] : sc[e / 32];
-                    _mm256_store_si256((__m256i *)(pw[i] + e / 2), _mm256_mullo_epi16(q, _mm256_set1_epi16((short)scale)));
+                    _mm256_storeu_si256((__m256i *)(pw[i] + e / 2), _mm256_mullo_epi16(q, _mm256_set1_epi16((short)scale)));
                 }
                 s->wd[b * KRT_G2_RT + row] = krt_fp16_to_fp32(krt_gt_ld16(blk + (TY == KRT_GT_Q6_K ? 208 : 0)));
                 s->wd2[b * KRT_G2_RT + row] = TY == KRT_GT_Q6_K ? 0.0f : krt_fp16_to_fp32(krt_gt_ld16(blk + 2));
@@ -805,7 +805,7 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_gemm_pack_avx2(krt_gemm_scratch_avx2 *s, con
             }
             for (int pc = 0; pc < KRT_QK_K / 2; pc += 8) {
                 __m256i a[8], o[8];
-                for (int i = 0; i < 8; i++) a[i] = _mm256_load_si256((const __m256i *)(pw[i] + pc));
+                for (int i = 0; i < 8; i++) a[i] = _mm256_loadu_si256((const __m256i *)(pw[i] + pc));
                 krt_gemm_transpose_avx2(a, o);
                 for (int k = 0; k < 8; k++) _mm256_store_si256((__m256i *)(s->wq + (b * 128 + pc + k) * KRT_G2_RT + h * 8), o[k]);
             }

@@ -237,7 +237,7 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gq_gemv_avx512(float *y, const uint8_t *w,
     const int BS = KRT_GQ_BS(T), DOFF = T == KRT_GQ_Q6_K ? 208 : 0;
     const int64_t nb = cols / KRT_QK_K, rs = nb * BS, pend = r1 * rs;
     krt_gq_xsb xs[KRT_GQ_SB];
-    float sd[8] __attribute__((aligned(32))); /* per row i: d * d_x at 2i, dmin * d_x at 2i + 1 */
+    float sd[8]; /* per row i: d * d_x at 2i, dmin * d_x at 2i + 1 */
     for (int64_t c0 = 0; c0 < nb; c0 += KRT_GQ_SB) {
         const int64_t cn = nb - c0 < KRT_GQ_SB ? nb - c0 : KRT_GQ_SB;
         for (int64_t b = 0; b < cn; b++) krt_gq_prep_avx512(&xs[b], x + c0 + b, T);
@@ -264,7 +264,7 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gq_gemv_avx512(float *y, const uint8_t *w,
                 if (T == KRT_GQ_Q6_K)
                     for (int i = 0; i < 4; i++) dd[i] &= 0xffffu;
                 __m256 f = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dd));
-                _mm256_store_ps(sd, _mm256_mul_ps(f, _mm256_set1_ps(xs[b].dx)));
+                _mm256_storeu_ps(sd, _mm256_mul_ps(f, _mm256_set1_ps(xs[b].dx)));
                 __asm__ volatile("" ::: "memory"); /* keep sd in memory: the FMAs broadcast from it for free */
                 for (int i = 0; i < 4; i++) {
                     __m256i mins = _mm256_setzero_si256();
