@@ -8,20 +8,22 @@
  *
  * Math: y[r] = sum_b (fp32(d_w) * fp32(d_x)) * isum_b, isum_b the exact integer dot product of
  * the block's quants, accumulated in fp32 (+ bias[r]). The SIMD variants split each isum_b into
- * 2 (AVX2), 8 (AVX-512 Q8_0) or 4 (AVX-512 Q5_0) exact partial sums, scale each partial sum
- * and accumulate lane-wise, so their rounding differs from _ref by a few ulp of the row's
- * magnitude sum_b |d_w d_x isum_b| (tests: within 1e-5 of it against float64).
+ * 2 (AVX2) or 8 (AVX-512 Q8_0) exact partial sums (AVX-512 Q5_0: the exact isum_b, see
+ * krt_gvpack.h), scale them and accumulate lane-wise, so their rounding differs from _ref by a
+ * few ulp of the row's magnitude sum_b |d_w d_x isum_b| (tests: within 1e-5 of it against float64).
  *
- * Speed (1 thread, weights streamed from DRAM, this project's Zen 5 VM): the AVX-512 Q8_0 and
- * Q5_0 kernels and the AVX2 Q8_0 kernel run at about the streaming-read bandwidth; AVX2 Q5_0
- * is instruction-bound at about half of it (no byte masks: the 5th bits cost ~6 ops per row
- * and block). Key for DRAM: the software prefetch of the next row group (see AVX-512 notes).
+ * Speed (1 thread, weights streamed from DRAM, 2 vCPU Zen 4; table in csrc/gemv_k.c): AVX-512
+ * Q8_0 at 93-101% of the streaming read, Q5_0 (krt_gvpack.h) at 84-90%; AVX2 Q8_0 at 98-104% on
+ * 896- and 2048-column rows but 58-63% on 4864/8192, AVX2 Q5_0 ~60% (instruction-bound: no byte
+ * masks, the 5th bits cost ~6 ops per row and block). Key for DRAM: the software prefetch of the
+ * next row group (see AVX-512 notes).
  *
  * Activations are expected in [-127, 127] (what the quantizers produce); the AVX2 variant's
  * vpmaddubsw could saturate for activation -128 against weight -128. Weights may use the full
  * int8 range. See the kernels' comments for the inner-loop designs.
  */
 #include "krt_quant.h"
+#include "krt_gvpack.h"
 
 #define KRT_GV_Q8_BYTES 34
 #define KRT_GV_Q5_BYTES 22
@@ -193,58 +195,10 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_gv_q8_0_avx2(float *y, const krt_block_q8_0 
     }
 }
 
-/* Q5_0: q = nibble | 16*qh_bit is unsigned (0..31), so vpmaddubsw(q, x) needs no sign trick
- * (pairs <= 2*31*128, no saturation); the -16 offset is removed as 16*(x_2i + x_2i+1),
- * computed once per activation block. qh bits become bytes with vpshufb + vpcmpeqb. */
-KRT_TARGET_AVX2 KRT_INLINE __m256i krt_gv_q5row_avx2(const uint8_t *p, __m256i xv, __m256i x16, __m256i ones,
-                                                     __m256i shuf, __m256i bits) {
-    __m128i qs = _mm_loadu_si128((const __m128i *)(p + 6));
-    __m256i nib = _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(qs), _mm_srli_epi16(qs, 4), 1),
-                                   _mm256_set1_epi8(0x0f));
-    __m256i hb = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)krt_gv_ld32(p + 2)), shuf), bits);
-    hb = _mm256_and_si256(_mm256_cmpeq_epi8(hb, bits), _mm256_set1_epi8(0x10));
-    __m256i q = _mm256_or_si256(nib, hb);
-    return _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(q, xv), x16), ones);
-}
-
+/* Q5_0: the shared driver of csrc/krt_gvpack.h (with Q4_0 and Q5_1). */
 KRT_TARGET_AVX2 KRT_INLINE void krt_gv_q5_0_avx2(float *y, const krt_block_q5_0 *w, const krt_block_q8_0 *x,
                                                  const float *bias, int64_t cols, int64_t r0, int64_t r1) {
-    const int64_t nb = cols / KRT_QK;
-    const int64_t rs = nb * KRT_GV_Q5_BYTES;
-    const uint8_t *wb = (const uint8_t *)w;
-    const uint8_t *xb = (const uint8_t *)x;
-    const int64_t pend = r1 * rs;
-    const __m256i ones = _mm256_set1_epi16(1);
-    const __m256i c16 = _mm256_set1_epi8(16);
-    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    for (int64_t r = r0; r < r1; r += 4) {
-        const uint8_t *p0 = KRT_GV_ROWPTR(wb, rs, r, 0, r1);
-        const uint8_t *p1 = KRT_GV_ROWPTR(wb, rs, r, 1, r1);
-        const uint8_t *p2 = KRT_GV_ROWPTR(wb, rs, r, 2, r1);
-        const uint8_t *p3 = KRT_GV_ROWPTR(wb, rs, r, 3, r1);
-        const int64_t pf = (r + 4) * rs + KRT_GV_PF_LEAD; /* byte offsets; stop at the slice end */
-        __m256 acc = _mm256_setzero_ps();
-        const uint8_t *xk = xb;
-        for (int64_t o = 0; o < rs; o += KRT_GV_Q5_BYTES, xk += KRT_GV_Q8_BYTES) {
-            const int64_t q = pf + 4 * o; /* the next group, 4 rows x 22 bytes per step */
-            if (q < pend) {
-                _mm_prefetch((const char *)wb + q, _MM_HINT_T0);
-                _mm_prefetch((const char *)wb + q + 64, _MM_HINT_T0);
-            }
-            __m256i xv = _mm256_loadu_si256((const __m256i *)(xk + 2));
-            __m256i x16 = _mm256_maddubs_epi16(c16, xv);
-            __m256i i0 = krt_gv_q5row_avx2(p0 + o, xv, x16, ones, shuf, bits);
-            __m256i i1 = krt_gv_q5row_avx2(p1 + o, xv, x16, ones, shuf, bits);
-            __m256i i2 = krt_gv_q5row_avx2(p2 + o, xv, x16, ones, shuf, bits);
-            __m256i i3 = krt_gv_q5row_avx2(p3 + o, xv, x16, ones, shuf, bits);
-            __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(i0, i1), _mm256_hadd_epi32(i2, i3));
-            __m256 s = krt_gv_scales4_avx2(p0 + o, p1 + o, p2 + o, p3 + o, xk);
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), s, acc);
-        }
-        krt_gv_store4_avx2(y, bias, acc, r, r1);
-    }
+    krt_gp_gemv_avx2(y, (const uint8_t *)w, x, bias, cols, r0, r1, KRT_GP_Q5_0);
 }
 
 KRT_TARGET_AVX2 void krt_gemv_q8_0_avx2(float *y, const krt_block_q8_0 *w, const krt_block_q8_0 *x,
@@ -342,7 +296,8 @@ KRT_TARGET_AVX2 void krt_gemv_f32_avx2(float *y, const float *w, const float *x,
 /* (contiguous in memory) are prefetched linearly, G bytes per byte of row progress for a    */
 /* group of G rows, KRT_GV_PF_LEAD bytes ahead: this keeps enough lines in flight to stream  */
 /* at DRAM bandwidth (the hardware prefetcher alone gives ~20-30% on 896-column rows, whose  */
-/* per-row streams are only 15 lines long).                                                  */
+/* per-row streams are only 15 lines long). The AVX-512 kernels prefetch into L2 (T1): on    */
+/* Zen 4, T0 (L1) ran 4096- and 8192-column rows at 13 GB/s, T1 at 18-19 (same run).         */
 /* ======================================================================================== */
 
 KRT_TARGET_AVX512 KRT_INLINE __m512 krt_gv_q8pair_avx512(const uint8_t *a, const uint8_t *b, __m512i xv,
@@ -368,12 +323,6 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gv_store4_avx512(float *y, const float *bi
     _mm_mask_storeu_ps(y + r, m, acc);
 }
 
-KRT_TARGET_AVX512 KRT_INLINE void krt_gv_store8_avx512(float *y, const float *bias, __m256 acc, int64_t r, int64_t r1) {
-    __mmask8 m = r + 8 <= r1 ? (__mmask8)0xff : (__mmask8)((1u << (r1 - r)) - 1u);
-    if (bias) acc = _mm256_add_ps(acc, _mm256_maskz_loadu_ps(m, bias + r));
-    _mm256_mask_storeu_ps(y + r, m, acc);
-}
-
 KRT_TARGET_AVX512 KRT_INLINE void krt_gv_q8_0_avx512(float *y, const krt_block_q8_0 *w, const krt_block_q8_0 *x,
                                                      const float *bias, int64_t cols, int64_t r0, int64_t r1) {
     const int64_t nb = cols / KRT_QK;
@@ -394,9 +343,9 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gv_q8_0_avx512(float *y, const krt_block_q
         for (int64_t o = 0; o < rs; o += KRT_GV_Q8_BYTES) {
             const int64_t q = pf + 4 * o; /* the next group, 4 rows x 34 bytes per step */
             if (q < pend) {
-                _mm_prefetch((const char *)wb + q, _MM_HINT_T0);
-                _mm_prefetch((const char *)wb + q + 64, _MM_HINT_T0);
-                _mm_prefetch((const char *)wb + q + 128, _MM_HINT_T0);
+                _mm_prefetch((const char *)wb + q, _MM_HINT_T1);
+                _mm_prefetch((const char *)wb + q + 64, _MM_HINT_T1);
+                _mm_prefetch((const char *)wb + q + 128, _MM_HINT_T1);
             }
             __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xb + o + 2)));
             __m512i corr = _mm512_sub_epi32(_mm512_setzero_si512(),
@@ -415,106 +364,10 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gv_q8_0_avx512(float *y, const krt_block_q
     }
 }
 
-/* Q5_0: a block is 22 bytes (d, qh, 16 nibble bytes), so one 22-byte masked load per row
- * (fault-free past the end of the matrix) brings everything; two rows share a zmm
- * ([row a | row b] in 256-bit halves) and three vpermt2w per 4 rows rearrange two such zmm into
- *   Z = [qs_r0 | qs_r1 | qs_r2 | qs_r3]        (128-bit chunks: 16 nibble bytes per row),
- *   Q = row i's qh in chunk i                    (for the 5th-bit masks),
- *   D = [d_r0 x4, d_r1 x4, d_r2 x4, d_r3 x4]     (16 halves -> the per-lane scales).
- * Low nibbles (elements 0..15) and high nibbles (16..31) give two zmm; the 5th bits become
- * __mmask64s with vpshufb (spread each qh byte over 8 bytes) + vptestmb against 1,2,4,..,128,
- * and a masked vpaddb adds 16: q = 0..31 unsigned for vpdpbusd against x broadcast per chunk.
- * The -16 offset is the accumulator's start value -16*sum4(x), computed once per x block.
- * Result lanes [r0 x4 | r1 x4 | r2 x4 | r3 x4] -> one cvt and one FMA with the scales per
- * 4 rows; no scalar work, no GPR->mask moves. Two quads (8 rows) per step share the x work. */
-#define KRT_GV_W2(a, b) ((int)((a) | ((b) << 16)))
-
-KRT_TARGET_AVX512 KRT_INLINE __m512i krt_gv_q5load2_avx512(const uint8_t *a, const uint8_t *b) {
-    __m512i v = _mm512_maskz_loadu_epi8((__mmask64)0x3fffffull, a);
-    return _mm512_mask_loadu_epi8(v, (__mmask64)0x3fffffull << 32, b - 32);
-}
-
-KRT_TARGET_AVX512 KRT_INLINE __m512 krt_gv_q5quad_avx512(const uint8_t *p0, const uint8_t *p1, const uint8_t *p2,
-                                                         const uint8_t *p3, __m512i xlo, __m512i xhi, __m512i corr,
-                                                         __m512 dxv, __m512 acc) {
-    const __m512i c0f = _mm512_set1_epi8(0x0f);
-    const __m512i c16 = _mm512_set1_epi8(16);
-    const __m512i bits = _mm512_set1_epi64((long long)0x8040201008040201ull);
-    const __m512i sello = _mm512_set_epi64(0x0101010101010101ll, 0, 0x0101010101010101ll, 0,
-                                           0x0101010101010101ll, 0, 0x0101010101010101ll, 0);
-    const __m512i selhi = _mm512_set_epi64(0x0303030303030303ll, 0x0202020202020202ll, 0x0303030303030303ll,
-                                           0x0202020202020202ll, 0x0303030303030303ll, 0x0202020202020202ll,
-                                           0x0303030303030303ll, 0x0202020202020202ll);
-    /* word indices into [P01 (words 0..31) | P23 (32..63)]; row i's block starts at word 16i */
-    const __m512i iz = _mm512_setr_epi32(KRT_GV_W2(3, 4), KRT_GV_W2(5, 6), KRT_GV_W2(7, 8), KRT_GV_W2(9, 10),
-                                         KRT_GV_W2(19, 20), KRT_GV_W2(21, 22), KRT_GV_W2(23, 24), KRT_GV_W2(25, 26),
-                                         KRT_GV_W2(35, 36), KRT_GV_W2(37, 38), KRT_GV_W2(39, 40), KRT_GV_W2(41, 42),
-                                         KRT_GV_W2(51, 52), KRT_GV_W2(53, 54), KRT_GV_W2(55, 56), KRT_GV_W2(57, 58));
-    const __m512i iq = _mm512_setr_epi32(KRT_GV_W2(1, 2), 0, 0, 0, KRT_GV_W2(17, 18), 0, 0, 0,
-                                         KRT_GV_W2(33, 34), 0, 0, 0, KRT_GV_W2(49, 50), 0, 0, 0);
-    const __m512i id = _mm512_setr_epi32(0, 0, KRT_GV_W2(16, 16), KRT_GV_W2(16, 16), KRT_GV_W2(32, 32),
-                                         KRT_GV_W2(32, 32), KRT_GV_W2(48, 48), KRT_GV_W2(48, 48), 0, 0, 0, 0, 0, 0, 0, 0);
-    __m512i p01 = krt_gv_q5load2_avx512(p0, p1);
-    __m512i p23 = krt_gv_q5load2_avx512(p2, p3);
-    __m512i z = _mm512_permutex2var_epi16(p01, iz, p23);
-    __m512i q = _mm512_permutex2var_epi16(p01, iq, p23);
-    __m512i d = _mm512_permutex2var_epi16(p01, id, p23);
-    __mmask64 klo = _mm512_test_epi8_mask(_mm512_shuffle_epi8(q, sello), bits);
-    __mmask64 khi = _mm512_test_epi8_mask(_mm512_shuffle_epi8(q, selhi), bits);
-    __m512i lo = _mm512_and_si512(z, c0f);
-    __m512i hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), c0f);
-    lo = _mm512_mask_add_epi8(lo, klo, lo, c16);
-    hi = _mm512_mask_add_epi8(hi, khi, hi, c16);
-    __m512i isum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(corr, lo, xlo), hi, xhi);
-    __m512 s = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(d)), dxv);
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), s, acc);
-}
-
-/* Sum each 128-bit chunk of v: returns [chunk0, chunk1, chunk2, chunk3]. */
-KRT_TARGET_AVX512 KRT_INLINE __m128 krt_gv_chunksum_avx512(__m512 v) {
-    v = _mm512_add_ps(v, _mm512_permute_ps(v, 0x4e));
-    v = _mm512_add_ps(v, _mm512_permute_ps(v, 0xb1));
-    return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), v));
-}
-
+/* Q5_0: the packed-lane driver of csrc/krt_gvpack.h (shared with Q4_0 and Q5_1). */
 KRT_TARGET_AVX512 KRT_INLINE void krt_gv_q5_0_avx512(float *y, const krt_block_q5_0 *w, const krt_block_q8_0 *x,
                                                      const float *bias, int64_t cols, int64_t r0, int64_t r1) {
-    const int64_t nb = cols / KRT_QK;
-    const int64_t rs = nb * KRT_GV_Q5_BYTES;
-    const uint8_t *wb = (const uint8_t *)w;
-    const uint8_t *xb = (const uint8_t *)x;
-    const int64_t pend = r1 * rs;
-    const __m512i c16 = _mm512_set1_epi8(16);
-    for (int64_t r = r0; r < r1; r += 8) {
-        const uint8_t *p0 = KRT_GV_ROWPTR(wb, rs, r, 0, r1);
-        const uint8_t *p1 = KRT_GV_ROWPTR(wb, rs, r, 1, r1);
-        const uint8_t *p2 = KRT_GV_ROWPTR(wb, rs, r, 2, r1);
-        const uint8_t *p3 = KRT_GV_ROWPTR(wb, rs, r, 3, r1);
-        const uint8_t *p4 = KRT_GV_ROWPTR(wb, rs, r, 4, r1);
-        const uint8_t *p5 = KRT_GV_ROWPTR(wb, rs, r, 5, r1);
-        const uint8_t *p6 = KRT_GV_ROWPTR(wb, rs, r, 6, r1);
-        const uint8_t *p7 = KRT_GV_ROWPTR(wb, rs, r, 7, r1);
-        const int64_t pf = (r + 8) * rs + KRT_GV_PF_LEAD; /* byte offsets; stop at the slice end */
-        __m512 acca = _mm512_setzero_ps(), accb = _mm512_setzero_ps();
-        const uint8_t *xk = xb;
-        for (int64_t o = 0; o < rs; o += KRT_GV_Q5_BYTES, xk += KRT_GV_Q8_BYTES) {
-            const int64_t q = pf + 8 * o; /* the next group, 8 rows x 22 bytes per step */
-            if (q < pend) {
-                _mm_prefetch((const char *)wb + q, _MM_HINT_T0);
-                _mm_prefetch((const char *)wb + q + 64, _MM_HINT_T0);
-                _mm_prefetch((const char *)wb + q + 128, _MM_HINT_T0);
-            }
-            __m512i xlo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(xk + 2)));
-            __m512i xhi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(xk + 18)));
-            __m512i corr = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c16, xlo), c16, xhi);
-            corr = _mm512_sub_epi32(_mm512_setzero_si512(), corr);
-            __m512 dxv = _mm512_cvtph_ps(_mm256_set1_epi16((short)krt_gv_ld16(xk)));
-            acca = krt_gv_q5quad_avx512(p0 + o, p1 + o, p2 + o, p3 + o, xlo, xhi, corr, dxv, acca);
-            accb = krt_gv_q5quad_avx512(p4 + o, p5 + o, p6 + o, p7 + o, xlo, xhi, corr, dxv, accb);
-        }
-        __m256 acc = _mm256_set_m128(krt_gv_chunksum_avx512(accb), krt_gv_chunksum_avx512(acca));
-        krt_gv_store8_avx512(y, bias, acc, r, r1);
-    }
+    krt_gp_gemv_avx512(y, (const uint8_t *)w, x, bias, cols, r0, r1, KRT_GP_Q5_0);
 }
 
 KRT_TARGET_AVX512 void krt_gemv_q8_0_avx512(float *y, const krt_block_q8_0 *w, const krt_block_q8_0 *x,
@@ -573,7 +426,6 @@ KRT_TARGET_AVX512 void krt_gemv_f32_avx512(float *y, const float *w, const float
 }
 
 #undef KRT_GV_ROWPTR
-#undef KRT_GV_W2
 #undef KRT_GV_PF_LEAD
 #endif /* KRT_X86 */
 

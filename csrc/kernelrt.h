@@ -37,8 +37,80 @@ typedef struct {
     uint8_t qs[KRT_QK / 2];
 } krt_block_q5_0;
 
+/* Byte-identical to ggml's block_q4_0: fp16 d, 16 bytes of nibbles (low = elements 0..15,
+ * high = 16..31); value = d * (nibble - 8). 18 bytes. */
+typedef struct {
+    uint16_t d;
+    uint8_t qs[KRT_QK / 2];
+} krt_block_q4_0;
+
+/* Byte-identical to ggml's block_q4_1: fp16 d, fp16 m, nibbles as Q4_0; value = d * q + m. 20 bytes. */
+typedef struct {
+    uint16_t d;
+    uint16_t m;
+    uint8_t qs[KRT_QK / 2];
+} krt_block_q4_1;
+
+/* Byte-identical to ggml's block_q5_1: fp16 d, fp16 m, 32 high bits, nibbles as Q5_0;
+ * value = d * q + m, q in 0..31. 24 bytes. */
+typedef struct {
+    uint16_t d;
+    uint16_t m;
+    uint8_t qh[4];
+    uint8_t qs[KRT_QK / 2];
+} krt_block_q5_1;
+
+#define KRT_QK_K 256 /* weights per K-quant super-block */
+
+/* Byte-identical to ggml's block_q4_K: 8 sub-blocks of 32; 6-bit scale sc_j and min m_j packed in
+ * scales[12] (j < 4: sc = scales[j] & 63, m = scales[j+4] & 63; j >= 4: sc = (scales[j+4] & 15) |
+ * (scales[j-4] >> 6) << 4, m = (scales[j+4] >> 4) | (scales[j] >> 6) << 4); qs[32i..32i+32) holds
+ * sub-block 2i in its low nibbles and 2i+1 in its high nibbles; value = d*sc*q - dmin*m. 144 bytes. */
+typedef struct {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[12];
+    uint8_t qs[KRT_QK_K / 2];
+} krt_block_q4_K;
+
+/* Byte-identical to ggml's block_q5_K: as Q4_K plus the 5th bits: bit 2i (2i+1) of qh[l] is the
+ * 5th bit of element l of sub-block 2i (2i+1); q in 0..31. 176 bytes. */
+typedef struct {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[12];
+    uint8_t qh[KRT_QK_K / 8];
+    uint8_t qs[KRT_QK_K / 2];
+} krt_block_q5_K;
+
+/* Byte-identical to ggml's block_q6_K: 16 sub-blocks of 16, value = d * scales[i] * (q - 32), q 6-bit.
+ * Half h (elements 128h..128h+128) uses ql[64h..64h+64) and qh[32h..32h+32): for l < 32, element
+ * 128h + 32k + l has low 4 bits from ql[64h + l + 32(k & 1)] (low nibble for k < 2, high for k >= 2)
+ * and high 2 bits from qh[32h + l] >> 2k. 210 bytes. */
+typedef struct {
+    uint8_t ql[KRT_QK_K / 2];
+    uint8_t qh[KRT_QK_K / 4];
+    int8_t scales[KRT_QK_K / 16];
+    uint16_t d;
+} krt_block_q6_K;
+
+/* Byte-identical to ggml's block_q8_K, the activation side of the K-quant dot products: fp32 d,
+ * 256 int8 quants in [-127, 127], bsums[i] = sum of qs[16i..16i+16). value = d * qs. 292 bytes. */
+typedef struct {
+    float d;
+    int8_t qs[KRT_QK_K];
+    int16_t bsums[KRT_QK_K / 16];
+} krt_block_q8_K;
+
 _Static_assert(sizeof(krt_block_q8_0) == 34, "block_q8_0 must be 34 bytes");
 _Static_assert(sizeof(krt_block_q5_0) == 22, "block_q5_0 must be 22 bytes");
+_Static_assert(sizeof(krt_block_q4_0) == 18, "block_q4_0 must be 18 bytes");
+_Static_assert(sizeof(krt_block_q4_1) == 20, "block_q4_1 must be 20 bytes");
+_Static_assert(sizeof(krt_block_q5_1) == 24, "block_q5_1 must be 24 bytes");
+_Static_assert(sizeof(krt_block_q4_K) == 144, "block_q4_K must be 144 bytes");
+_Static_assert(sizeof(krt_block_q5_K) == 176, "block_q5_K must be 176 bytes");
+_Static_assert(sizeof(krt_block_q6_K) == 210, "block_q6_K must be 210 bytes");
+_Static_assert(sizeof(krt_block_q8_K) == 292, "block_q8_K must be 292 bytes");
 
 /* Declares f_ref, f_avx2 and f_avx512 with the same parameter list. */
 #define KRT_DECLARE(name, params) \
@@ -52,6 +124,25 @@ KRT_DECLARE(krt_quantize_q8_0, (krt_block_q8_0 *dst, const float *src, int64_t b
 KRT_DECLARE(krt_quantize_q5_0, (krt_block_q5_0 *dst, const float *src, int64_t b0, int64_t b1))
 KRT_DECLARE(krt_dequantize_q8_0, (float *dst, const krt_block_q8_0 *src, int64_t b0, int64_t b1))
 KRT_DECLARE(krt_dequantize_q5_0, (float *dst, const krt_block_q5_0 *src, int64_t b0, int64_t b1))
+
+/* ---- Q4_0, Q4_1, Q5_1 and the K-quants (csrc/kquant.c; slices count blocks of 32, or super-blocks
+ * of 256 for the _K types). Quantizers are ggml's reference algorithms, byte-identical to ggml on
+ * finite input, NaN / Inf poisoning as Q8_0 (rules in krt_kquant.h); Q8_K quantizes the
+ * activations of the K-quant GEMV / GEMM (bsums included). Dequantizers give ggml's floats. ---- */
+KRT_DECLARE(krt_quantize_q4_0, (krt_block_q4_0 *dst, const float *src, int64_t b0, int64_t b1))
+KRT_DECLARE(krt_quantize_q4_1, (krt_block_q4_1 *dst, const float *src, int64_t b0, int64_t b1))
+KRT_DECLARE(krt_quantize_q5_1, (krt_block_q5_1 *dst, const float *src, int64_t b0, int64_t b1))
+KRT_DECLARE(krt_quantize_q4_K, (krt_block_q4_K *dst, const float *src, int64_t b0, int64_t b1))
+KRT_DECLARE(krt_quantize_q5_K, (krt_block_q5_K *dst, const float *src, int64_t b0, int64_t b1))
+KRT_DECLARE(krt_quantize_q6_K, (krt_block_q6_K *dst, const float *src, int64_t b0, int64_t b1))
+KRT_DECLARE(krt_quantize_q8_K, (krt_block_q8_K *dst, const float *src, int64_t b0, int64_t b1))
+KRT_DECLARE(krt_dequantize_q4_0, (float *dst, const krt_block_q4_0 *src, int64_t b0, int64_t b1))
+KRT_DECLARE(krt_dequantize_q4_1, (float *dst, const krt_block_q4_1 *src, int64_t b0, int64_t b1))
+KRT_DECLARE(krt_dequantize_q5_1, (float *dst, const krt_block_q5_1 *src, int64_t b0, int64_t b1))
+KRT_DECLARE(krt_dequantize_q4_K, (float *dst, const krt_block_q4_K *src, int64_t b0, int64_t b1))
+KRT_DECLARE(krt_dequantize_q5_K, (float *dst, const krt_block_q5_K *src, int64_t b0, int64_t b1))
+KRT_DECLARE(krt_dequantize_q6_K, (float *dst, const krt_block_q6_K *src, int64_t b0, int64_t b1))
+KRT_DECLARE(krt_dequantize_q8_K, (float *dst, const krt_block_q8_K *src, int64_t b0, int64_t b1))
 
 /* ---- GEMV (slice: rows r0..r1) ----
  * w is row-major, rows of cols/32 blocks; x holds cols/32 Q8_0 blocks.
@@ -76,6 +167,30 @@ KRT_DECLARE(krt_gemv_f32, (float *y, const float *w, const float *x, int64_t col
 KRT_DECLARE(krt_gemm_q8_0, (float *y, const krt_block_q8_0 *w, const krt_block_q8_0 *x, const float *bias,
                             int64_t rows, int64_t cols, int64_t T, int64_t r0, int64_t r1))
 KRT_DECLARE(krt_gemm_q5_0, (float *y, const krt_block_q5_0 *w, const krt_block_q8_0 *x, const float *bias,
+                            int64_t rows, int64_t cols, int64_t T, int64_t r0, int64_t r1))
+
+/* ---- GEMV / GEMM of Q4_0, Q5_1 (activations: Q8_0 blocks) and Q4_K, Q5_K, Q6_K (activations: Q8_K
+ * super-blocks; cols a multiple of 256), same slices and layout as above. The per-block arithmetic
+ * (and the exact operation order of _ref and of every GEMM variant) is defined in csrc/krt_kdot.h. */
+KRT_DECLARE(krt_gemv_q4_0, (float *y, const krt_block_q4_0 *w, const krt_block_q8_0 *x,
+                            const float *bias, int64_t cols, int64_t r0, int64_t r1))
+KRT_DECLARE(krt_gemv_q5_1, (float *y, const krt_block_q5_1 *w, const krt_block_q8_0 *x,
+                            const float *bias, int64_t cols, int64_t r0, int64_t r1))
+KRT_DECLARE(krt_gemv_q4_K, (float *y, const krt_block_q4_K *w, const krt_block_q8_K *x,
+                            const float *bias, int64_t cols, int64_t r0, int64_t r1))
+KRT_DECLARE(krt_gemv_q5_K, (float *y, const krt_block_q5_K *w, const krt_block_q8_K *x,
+                            const float *bias, int64_t cols, int64_t r0, int64_t r1))
+KRT_DECLARE(krt_gemv_q6_K, (float *y, const krt_block_q6_K *w, const krt_block_q8_K *x,
+                            const float *bias, int64_t cols, int64_t r0, int64_t r1))
+KRT_DECLARE(krt_gemm_q4_0, (float *y, const krt_block_q4_0 *w, const krt_block_q8_0 *x, const float *bias,
+                            int64_t rows, int64_t cols, int64_t T, int64_t r0, int64_t r1))
+KRT_DECLARE(krt_gemm_q5_1, (float *y, const krt_block_q5_1 *w, const krt_block_q8_0 *x, const float *bias,
+                            int64_t rows, int64_t cols, int64_t T, int64_t r0, int64_t r1))
+KRT_DECLARE(krt_gemm_q4_K, (float *y, const krt_block_q4_K *w, const krt_block_q8_K *x, const float *bias,
+                            int64_t rows, int64_t cols, int64_t T, int64_t r0, int64_t r1))
+KRT_DECLARE(krt_gemm_q5_K, (float *y, const krt_block_q5_K *w, const krt_block_q8_K *x, const float *bias,
+                            int64_t rows, int64_t cols, int64_t T, int64_t r0, int64_t r1))
+KRT_DECLARE(krt_gemm_q6_K, (float *y, const krt_block_q6_K *w, const krt_block_q8_K *x, const float *bias,
                             int64_t rows, int64_t cols, int64_t T, int64_t r0, int64_t r1))
 
 /* ---- normalisation and softmax ---- */

@@ -2,7 +2,9 @@
  * shapes, T = 128, 7, 3, 2, 1, against T calls of the GEMV (when gemv.c provides it).
  * Not a ctest test (the name does not start with test_). Build by hand:
  *   gcc -O2 -std=c11 -Icsrc csrc/tests/bench_gemm.c csrc/gemm.c csrc/gemv.c csrc/quant.c -o bench_gemm
- *   ./bench_gemm [variant: avx512|avx2|ref] [min seconds per case, default 0.3]
+ *   ./bench_gemm [variant: avx512|avx2|ref] [min seconds per case, default 0.3] [new]
+ * "new": instead, the GEMMs of Q4_0, Q5_1 (x: Q8_0) and Q4_K, Q5_K, Q6_K (x: Q8_K), plus Q8_0 for
+ * reference, at T = 128 and 7.
  */
 #define _POSIX_C_SOURCE 199309L
 #include <stdint.h>
@@ -45,9 +47,71 @@ static uint32_t rnd(void) {
     return rs >> 8;
 }
 
+typedef void (*gemm_any_fn)(float *, const void *, const void *, const float *, int64_t, int64_t, int64_t, int64_t,
+                            int64_t);
+#define GV3(f) {(gemm_any_fn)f##_ref, (gemm_any_fn)f##_avx2, (gemm_any_fn)f##_avx512}
+
+/* The newer types: one table, random blocks with sane scales, activations quantized from floats. */
+static int bench_new(int v, double mins) {
+    static const struct {
+        const char *name;
+        int qk, bytes, xk, doff[2];
+        gemm_any_fn f[3];
+    } T[] = {
+        {"q8_0", 32, 34, 0, {0, -1}, GV3(krt_gemm_q8_0)}, {"q4_0", 32, 18, 0, {0, -1}, GV3(krt_gemm_q4_0)},
+        {"q5_1", 32, 24, 0, {0, 2}, GV3(krt_gemm_q5_1)},  {"q4_K", 256, 144, 1, {0, 2}, GV3(krt_gemm_q4_K)},
+        {"q5_K", 256, 176, 1, {0, 2}, GV3(krt_gemm_q5_K)}, {"q6_K", 256, 210, 1, {208, -1}, GV3(krt_gemm_q6_K)},
+    };
+    static const int64_t shapes[][2] = {{2048, 2048}, {896, 4864}};
+    static const int64_t Ts[] = {128, 7};
+    printf("%-5s %-11s %4s %10s %9s\n", "type", "rows x cols", "T", "gemm us", "GMAC/s");
+    for (size_t ty = 0; ty < sizeof T / sizeof T[0]; ty++) {
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            const int64_t rows = shapes[si][0], cols = shapes[si][1], nb = cols / T[ty].qk;
+            const size_t wbytes = (size_t)(rows * nb) * (size_t)T[ty].bytes;
+            uint8_t *w = malloc(wbytes);
+            for (size_t i = 0; i < wbytes; i++) w[i] = (uint8_t)rnd();
+            for (int64_t i = 0; i < rows * nb; i++)
+                for (int k = 0; k < 2; k++)
+                    if (T[ty].doff[k] >= 0) {
+                        uint16_t d = krt_fp32_to_fp16(0.01f);
+                        memcpy(w + i * T[ty].bytes + T[ty].doff[k], &d, 2);
+                    }
+            float *xf = malloc(sizeof(float) * 128 * cols);
+            for (int64_t i = 0; i < 128 * cols; i++) xf[i] = (float)((int)(rnd() % 2001) - 1000) * 0.001f;
+            void *x = malloc(sizeof(krt_block_q8_K) * 128 * (cols / 256 + 1) + sizeof(krt_block_q8_0) * 128 * (cols / 32));
+            if (T[ty].xk) krt_quantize_q8_K_ref(x, xf, 0, 128 * cols / 256);
+            else krt_quantize_q8_0_ref(x, xf, 0, 128 * cols / 32);
+            float *y = malloc(sizeof(float) * 128 * rows);
+            for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+                const int64_t Tn = Ts[ti];
+                double best = 1e30, t0 = now();
+                do {
+                    double a = now();
+                    T[ty].f[v](y, w, x, NULL, rows, cols, Tn, 0, rows);
+                    double e = now() - a;
+                    if (e < best) best = e;
+                } while (now() - t0 < mins);
+                char shape[32];
+                snprintf(shape, sizeof shape, "%ldx%ld", (long)rows, (long)cols);
+                printf("%-5s %-11s %4ld %10.1f %9.1f\n", T[ty].name, shape, (long)Tn, best * 1e6,
+                       (double)rows * cols * Tn / best * 1e-9);
+                fflush(stdout);
+            }
+            free(w);
+            free(xf);
+            free(x);
+            free(y);
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *var = argc > 1 ? argv[1] : "avx512";
     double mins = argc > 2 ? atof(argv[2]) : 0.3;
+    if (argc > 3 && !strcmp(argv[3], "new"))
+        return bench_new(!strcmp(var, "ref") ? 0 : !strcmp(var, "avx2") ? 1 : 2, mins);
     gemm_q8_fn g8;
     gemm_q5_fn g5;
     gemv_q8_fn v8;
