@@ -101,8 +101,8 @@ static double stream_once(const int *have) {
         float o;
         for (int i = -1; i < 5; i++) {
             double t0 = now();
-            if (v == V_AVX2) krt_stream_read_avx2(&o, (const float *)arena, (int64_t)(arena_bytes / 4));
-            else krt_stream_read_avx512(&o, (const float *)arena, (int64_t)(arena_bytes / 4));
+            if (v == V_AVX2) krt_stream_read_avx2(&o, (const float *)arena, 0, (int64_t)(arena_bytes / 4));
+            else krt_stream_read_avx512(&o, (const float *)arena, 0, (int64_t)(arena_bytes / 4));
             if (i >= 0) t[i] = now() - t0;
         }
         double g = (double)arena_bytes / median(t, 5) / 1e9;

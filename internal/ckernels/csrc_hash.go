@@ -3,4 +3,4 @@
 package ckernels
 
 // csrcHash is the hash of csrc/ this package was last generated for (see csrchash).
-const csrcHash = "ab3e7d94f545ecfe3f40f6174afc5a0877e1bb000706167be0f82504721d9fb7"
+const csrcHash = "f5a24151f2b5ed2433fa528dcc10e95b887ccbfd17cc31ebfd8398a63237c770"

@@ -9,6 +9,8 @@
 #include "../../csrc/geglu.c"
 #include "../../csrc/gemm.c"
 #include "../../csrc/gemv.c"
+#include "../../csrc/gemv_k.c"
+#include "../../csrc/kquant.c"
 #include "../../csrc/norm.c"
 #include "../../csrc/quant.c"
 #include "../../csrc/rope.c"

@@ -90,7 +90,7 @@ func TestKGemvGemm(t *testing.T) {
 				quantizeQ8K(ptr(x), ptr(xf), 0, T*cols/qkK)
 			} else {
 				x = make([]byte, T*cols/qk*34)
-				quantizeQ8_0(ptr(x), ptr(xf), 0, T*cols/qk)
+				QuantizeQ8_0(ptr(x), ptr(xf), 0, T*cols/qk)
 			}
 			bias := make([]float32, rows)
 			for i := range bias {
