@@ -189,6 +189,8 @@ func defaultTable() [numOps]OpRow {
 		OpAdd:    {Split: SplitElements, Granule: c16, Elements: elems, MinElements: [numModes]int{32768, 32768}},
 		OpRopeNeoX: {Split: SplitTokens, Granule: func(s Shape) int { return lineGranule(s.Heads * s.HeadD) },
 			Elements: func(s Shape) int { return s.Tokens * s.Heads * s.HeadD }, MinElements: [numModes]int{16384, 16384}},
+		OpRopeNorm: {Split: SplitTokens, Granule: func(s Shape) int { return lineGranule(s.Heads * s.HeadD) },
+			Elements: func(s Shape) int { return s.Tokens * s.Heads * s.HeadD }, MinElements: [numModes]int{16384, 16384}},
 		OpKVAppend: {Split: SplitTokens, Granule: one, Elements: func(s Shape) int { return s.Tokens * s.KVHeads * s.HeadD },
 			MinElements: [numModes]int{32768, 32768}},
 		OpAttention: {Split: SplitHeads, Granule: one, Elements: func(s Shape) int { return s.Tokens * s.Heads * s.Ctx * s.HeadD },

@@ -153,6 +153,13 @@ type RopeTable struct {
 // 0..maxPos-1 (maxPos positive) with base theta (positive and finite; Qwen2 uses 1e6). It
 // takes maxPos*headDim floats.
 func NewRopeTable(headDim, maxPos int, theta float64) (*RopeTable, error) {
+	return NewRopeTableFactors(headDim, maxPos, theta, nil)
+}
+
+// NewRopeTableFactors is NewRopeTable with a frequency factor per rotated pair (headDim/2 of
+// them, positive and finite): angle = pos * theta^(-2i/headDim) / factors[i], as llama.cpp
+// applies a model's rope_freqs tensor (Llama 3.1+ long-context scaling). nil factors are 1.
+func NewRopeTableFactors(headDim, maxPos int, theta float64, factors []float32) (*RopeTable, error) {
 	const fn = "NewRopeTable"
 	if headDim <= 0 || headDim%2 != 0 {
 		return nil, argErr(fn, "headDim", "must be positive and even, got %d", headDim)
@@ -164,6 +171,16 @@ func NewRopeTable(headDim, maxPos int, theta float64) (*RopeTable, error) {
 		return nil, argErr(fn, "theta", "must be positive and finite, got %v", theta)
 	}
 	half := headDim / 2
+	if factors != nil {
+		if len(factors) != half {
+			return nil, argErr(fn, "factors", "has length %d, want headDim/2 = %d", len(factors), half)
+		}
+		for i, f := range factors {
+			if !(f > 0) || math.IsInf(float64(f), 0) {
+				return nil, argErr(fn, "factors", "factors[%d] = %g must be positive and finite", i, f)
+			}
+		}
+	}
 	n, ok := mulOK(maxPos, half)
 	if !ok {
 		return nil, argErr(fn, "maxPos", "maxPos*headDim/2 = %d*%d overflows int", maxPos, half)
@@ -172,6 +189,9 @@ func NewRopeTable(headDim, maxPos int, theta float64) (*RopeTable, error) {
 	freq := make([]float64, half)
 	for i := range freq {
 		freq[i] = math.Pow(theta, -float64(2*i)/float64(headDim))
+		if factors != nil {
+			freq[i] /= float64(factors[i])
+		}
 	}
 	for p := 0; p < maxPos; p++ {
 		for i, f := range freq {
@@ -209,7 +229,20 @@ func ropeNeoX(rt *Runtime, x []float32, tab *RopeTable, tokens, nHeads, headDim,
 	return rt.run(OpRopeNeoX, Shape{Tokens: tokens, Heads: nHeads, HeadD: headDim}, argsRopeNeoX(sliceP(x), sliceP(tab.cos), sliceP(tab.sin), stride, nHeads, headDim, pos0), nil)
 }
 
-// checkRopeNeoX checks RopeNeoX's arguments (fn names the caller in errors).
+// RopeNorm is RopeNeoX in the "normal" mode of llama.cpp's llama architecture
+// (GGML_ROPE_TYPE_NORM): within each head, element 2i pairs with element 2i+1, rotated by the
+// same angle (pos0+t) * theta^(-2i/headDim) (divided by the table's frequency factor, if it
+// has them) read from tab. The arguments are RopeNeoX's.
+//
+//kernelrt:api RopeNorm
+func ropeNorm(rt *Runtime, x []float32, tab *RopeTable, tokens, nHeads, headDim, stride, pos0 int) error {
+	if err := checkRopeNeoX("RopeNorm", x, tab, tokens, nHeads, headDim, stride, pos0); err != nil {
+		return err
+	}
+	return rt.run(OpRopeNorm, Shape{Tokens: tokens, Heads: nHeads, HeadD: headDim}, argsRopeNorm(sliceP(x), sliceP(tab.cos), sliceP(tab.sin), stride, nHeads, headDim, pos0), nil)
+}
+
+// checkRopeNeoX checks RopeNeoX's and RopeNorm's arguments (fn names the caller in errors).
 func checkRopeNeoX(fn string, x []float32, tab *RopeTable, tokens, nHeads, headDim, stride, pos0 int) error {
 	if tab == nil {
 		return argErr(fn, "tab", "is nil (build one with NewRopeTable)")

@@ -23,6 +23,7 @@ const (
 	OpGeGLU          = Op(kern.GeGLU)          // geglu
 	OpAdd            = Op(kern.Add)            // add
 	OpRopeNeoX       = Op(kern.RopeNeoX)       // rope_neox
+	OpRopeNorm       = Op(kern.RopeNorm)       // rope_norm
 	OpKVAppend       = Op(kern.KVAppend)       // kv_append
 	OpAttention      = Op(kern.Attention)      // attention
 	OpEmbedQ8_0      = Op(kern.EmbedQ8_0)      // embed_q8_0
@@ -185,6 +186,18 @@ func argsRopeNeoX(x kern.P, cos_tab kern.P, sin_tab kern.P, stride int, n_heads 
 	return ka
 }
 
+// argsRopeNorm packs the parameters of krt_rope_norm but its slice range and scratch.
+func argsRopeNorm(x kern.P, cos_tab kern.P, sin_tab kern.P, stride int, n_heads int, head_dim int, pos0 int) (ka kern.Args) {
+	ka.P[0] = x
+	ka.P[1] = cos_tab
+	ka.P[2] = sin_tab
+	ka.I[0] = stride
+	ka.I[1] = n_heads
+	ka.I[2] = head_dim
+	ka.I[3] = pos0
+	return ka
+}
+
 // argsKVAppend packs the parameters of krt_kv_append but its slice range and scratch.
 func argsKVAppend(cache kern.P, src kern.P, src_stride int, n_kv_heads int, head_dim int, max_ctx int, pos0 int) (ka kern.Args) {
 	ka.P[0] = cache
@@ -254,6 +267,7 @@ type Ops interface {
 	Add(out, a, b []float32) error
 	GeGLU(out, gate, up []float32) error
 	RopeNeoX(x []float32, tab *RopeTable, tokens, nHeads, headDim, stride, pos0 int) error
+	RopeNorm(x []float32, tab *RopeTable, tokens, nHeads, headDim, stride, pos0 int) error
 	KVAppend(cache, src []float32, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0 int) error
 	Attention(out, q, kcache, vcache, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error
 	EmbedQ8_0(out []float32, table []BlockQ8_0, ids []int32, dim, vocab int) error
@@ -726,6 +740,28 @@ func (rt *Runtime) RopeNeoX(x []float32, tab *RopeTable, tokens, nHeads, headDim
 		return errClosedOp("RopeNeoX")
 	}
 	return ropeNeoX(rt, x, tab, tokens, nHeads, headDim, stride, pos0)
+}
+
+// RopeNorm is RopeNeoX in the "normal" mode of llama.cpp's llama architecture
+// (GGML_ROPE_TYPE_NORM): within each head, element 2i pairs with element 2i+1, rotated by the
+// same angle (pos0+t) * theta^(-2i/headDim) (divided by the table's frequency factor, if it
+// has them) read from tab. The arguments are RopeNeoX's.
+func RopeNorm(x []float32, tab *RopeTable, tokens, nHeads, headDim, stride, pos0 int) error {
+	return ropeNorm(nil, x, tab, tokens, nHeads, headDim, stride, pos0)
+}
+
+// RopeNorm is the package function RopeNorm, run in the calling goroutine.
+func (Serial) RopeNorm(x []float32, tab *RopeTable, tokens, nHeads, headDim, stride, pos0 int) error {
+	return ropeNorm(nil, x, tab, tokens, nHeads, headDim, stride, pos0)
+}
+
+// RopeNorm is the package function RopeNorm, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) RopeNorm(x []float32, tab *RopeTable, tokens, nHeads, headDim, stride, pos0 int) error {
+	if rt == nil {
+		return errClosedOp("RopeNorm")
+	}
+	return ropeNorm(rt, x, tab, tokens, nHeads, headDim, stride, pos0)
 }
 
 // KVAppend stores tokens tokens' keys (or values) in an F32 cache laid out

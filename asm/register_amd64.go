@@ -69,6 +69,9 @@ var sets = [3]*kern.Set{
 			kern.RopeNeoX: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_rope_neox_ref(a.P[0], a.P[1], a.P[2], a.I[0], a.I[1], a.I[2], a.I[3], lo, hi)
 			},
+			kern.RopeNorm: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_rope_norm_ref(a.P[0], a.P[1], a.P[2], a.I[0], a.I[1], a.I[2], a.I[3], lo, hi)
+			},
 			kern.KVAppend: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_kv_append_ref(a.P[0], a.P[1], a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], lo, hi)
 			},
@@ -138,6 +141,9 @@ var sets = [3]*kern.Set{
 			kern.RopeNeoX: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_rope_neox_avx2(a.P[0], a.P[1], a.P[2], a.I[0], a.I[1], a.I[2], a.I[3], lo, hi)
 			},
+			kern.RopeNorm: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_rope_norm_avx2(a.P[0], a.P[1], a.P[2], a.I[0], a.I[1], a.I[2], a.I[3], lo, hi)
+			},
 			kern.KVAppend: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_kv_append_avx2(a.P[0], a.P[1], a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], lo, hi)
 			},
@@ -206,6 +212,9 @@ var sets = [3]*kern.Set{
 			},
 			kern.RopeNeoX: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_rope_neox_avx512(a.P[0], a.P[1], a.P[2], a.I[0], a.I[1], a.I[2], a.I[3], lo, hi)
+			},
+			kern.RopeNorm: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_rope_norm_avx512(a.P[0], a.P[1], a.P[2], a.I[0], a.I[1], a.I[2], a.I[3], lo, hi)
 			},
 			kern.KVAppend: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_kv_append_avx512(a.P[0], a.P[1], a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], lo, hi)

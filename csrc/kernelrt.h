@@ -214,6 +214,9 @@ KRT_DECLARE(krt_add, (float *out, const float *a, const float *b, int64_t i0, in
  * cos_tab/sin_tab: [pos][head_dim/2], precomputed once (theta^(-2i/head_dim)). Tokens t0..t1. */
 KRT_DECLARE(krt_rope_neox, (float *x, const float *cos_tab, const float *sin_tab, int64_t stride,
                             int64_t n_heads, int64_t head_dim, int64_t pos0, int64_t t0, int64_t t1))
+/* ---- RoPE, normal mode (llama: element 2i rotates with 2i+1; csrc/rope_norm.c), same tables ---- */
+KRT_DECLARE(krt_rope_norm, (float *x, const float *cos_tab, const float *sin_tab, int64_t stride,
+                            int64_t n_heads, int64_t head_dim, int64_t pos0, int64_t t0, int64_t t1))
 
 /* ---- KV cache (F32), layout [kv_head][max_ctx][head_dim] ----
  * Appends token t (src + t*src_stride, n_kv_heads*head_dim floats) at position pos0 + t. */

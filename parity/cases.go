@@ -532,11 +532,15 @@ func addCase(n int, inPlace bool) *Case {
 
 var ropeTab *kernelrt.RopeTable
 
-// ropeCase rotates heads heads of T tokens in a fused-QKV-strided buffer; the floats between
-// the rotated heads and the next token must stay untouched.
-func ropeCase(T, heads, pos0 int) *Case {
+// ropeCase rotates heads heads of T tokens in a fused-QKV-strided buffer, NeoX style (element
+// i with i+headDim/2) or normal (norm: element 2i with 2i+1); the floats between the rotated
+// heads and the next token must stay untouched.
+func ropeCase(T, heads, pos0 int, norm bool) *Case {
 	c := &Case{Metric: "max |y-ref| / (|x0 cos|+|x1 sin|), angles computed here; unrotated floats exact", Op: kernelrt.OpRopeNeoX, Fn: "RopeNeoX", Shape: fmt.Sprintf("T=%d heads=%d hd=%d pos0=%d", T, heads, headDim, pos0),
 		S: kernelrt.Shape{Tokens: T, Heads: heads, HeadD: headDim}, Cost: T * heads * headDim, Tol: 1e-6}
+	if norm {
+		c.Op, c.Fn = kernelrt.OpRopeNorm, "RopeNorm"
+	}
 	n := (T-1)*qkvStride + heads*headDim
 	var x0, x []float32
 	var ref, scale []float64
@@ -560,11 +564,15 @@ func ropeCase(T, heads, pos0 int) *Case {
 				for i := 0; i < half; i++ {
 					ang := float64(pos0+t) * math.Pow(ropeTheta, -float64(2*i)/float64(headDim))
 					sn, cs := math.Sincos(ang)
-					a, b := float64(x0[base+i]), float64(x0[base+i+half])
-					ref[base+i] = a*cs - b*sn
-					ref[base+i+half] = a*sn + b*cs
-					scale[base+i] = math.Abs(a*cs) + math.Abs(b*sn)
-					scale[base+i+half] = math.Abs(a*sn) + math.Abs(b*cs)
+					i0, i1 := base+i, base+i+half // NeoX: rotate halves
+					if norm {
+						i0, i1 = base+2*i, base+2*i+1 // normal: rotate adjacent pairs
+					}
+					a, b := float64(x0[i0]), float64(x0[i1])
+					ref[i0] = a*cs - b*sn
+					ref[i1] = a*sn + b*cs
+					scale[i0] = math.Abs(a*cs) + math.Abs(b*sn)
+					scale[i1] = math.Abs(a*sn) + math.Abs(b*cs)
 				}
 			}
 		}
@@ -572,6 +580,9 @@ func ropeCase(T, heads, pos0 int) *Case {
 	c.free = func() { x0, x, ref, scale = nil, nil, nil, nil }
 	c.run = func(e exec) error {
 		copy(x, x0)
+		if norm {
+			return e.RopeNorm(x, ropeTab, T, heads, headDim, qkvStride, pos0)
+		}
 		return e.RopeNeoX(x, ropeTab, T, heads, headDim, qkvStride, pos0)
 	}
 	c.outF = func() []float32 { return x }
@@ -920,8 +931,10 @@ func Cases(quick bool) []*Case {
 	cs = append(cs, swigluCase(inter), swigluCase(128*inter))
 	cs = append(cs, gegluCase(inter), gegluCase(1000))
 	cs = append(cs, addCase(hidden, false), addCase(hidden, true), addCase(128*hidden, true))
-	for _, heads := range []int{nHeads, nKVHeads} {
-		cs = append(cs, ropeCase(1, heads, 300), ropeCase(128, heads, 17))
+	for _, norm := range []bool{false, true} {
+		for _, heads := range []int{nHeads, nKVHeads} {
+			cs = append(cs, ropeCase(1, heads, 300, norm), ropeCase(128, heads, 17, norm))
+		}
 	}
 	cs = append(cs, kvCase(1, 16), kvCase(7, 17), kvCase(128, 0))
 	for _, L := range []int{1, 17, 512} {
@@ -946,7 +959,7 @@ func Cases(quick bool) []*Case {
 		"GemvQ8_0F32 896x896 nil-bias": true, "GemvQ5_0F32 896x896 nil-bias": true,
 		"GemvF32 896x896": true, "GemmQ8_0 896x896 T=32 nil-bias": true, "GemmQ5_0 896x896 T=32 nil-bias": true,
 		"RMSNorm T=1 dim=896": true, "Softmax 14x512": true, "SwiGLU N=4864": true, "GeGLU N=4864": true, "Add N=896": true,
-		"RopeNeoX T=1 heads=14 hd=64 pos0=300": true, "KVAppend T=1 kvheads=2 hd=64 pos0=16 ctx=512": true,
+		"RopeNeoX T=1 heads=14 hd=64 pos0=300": true, "RopeNorm T=1 heads=14 hd=64 pos0=300": true, "KVAppend T=1 kvheads=2 hd=64 pos0=16 ctx=512": true,
 		"Attention T=1 ctx=512 heads=14/2 hd=64": true, "EmbedQ8_0 vocab=8192 dim=896 T=1": true,
 		"EmbedQ8_0 vocab=151936 dim=896 T=1": true, "StreamRead N=65536": true,
 	}

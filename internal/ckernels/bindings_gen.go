@@ -110,6 +110,12 @@ package ckernels
 #cgo nocallback krt_rope_neox_avx2
 #cgo noescape krt_rope_neox_avx512
 #cgo nocallback krt_rope_neox_avx512
+#cgo noescape krt_rope_norm_ref
+#cgo nocallback krt_rope_norm_ref
+#cgo noescape krt_rope_norm_avx2
+#cgo nocallback krt_rope_norm_avx2
+#cgo noescape krt_rope_norm_avx512
+#cgo nocallback krt_rope_norm_avx512
 #cgo noescape krt_kv_append_ref
 #cgo nocallback krt_kv_append_ref
 #cgo noescape krt_kv_append_avx2
@@ -300,6 +306,15 @@ func init() {
 	}
 	sets[cpu.AVX512].K[kern.RopeNeoX] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_rope_neox_avx512((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.RopeNorm] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_rope_norm_ref((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.RopeNorm] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_rope_norm_avx2((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.RopeNorm] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_rope_norm_avx512((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(lo), C.int64_t(hi))
 	}
 	sets[cpu.Ref].K[kern.KVAppend] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_kv_append_ref((*C.float)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(lo), C.int64_t(hi))

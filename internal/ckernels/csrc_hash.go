@@ -3,4 +3,4 @@
 package ckernels
 
 // csrcHash is the hash of csrc/ this package was last generated for (see csrchash).
-const csrcHash = "f5a24151f2b5ed2433fa528dcc10e95b887ccbfd17cc31ebfd8398a63237c770"
+const csrcHash = "5c772af1a49df02819bd54b7466373e0af90f4020f0c3ee111f21a602d5e4607"

@@ -14,4 +14,5 @@
 #include "../../csrc/norm.c"
 #include "../../csrc/quant.c"
 #include "../../csrc/rope.c"
+#include "../../csrc/rope_norm.c"
 #include "../../csrc/stream.c"

@@ -86,6 +86,26 @@ func RopeNeoX(x, cosTab, sinTab kern.P, stride, nHeads, headDim, pos0, t0, t1 in
 	}
 }
 
+// RopeNorm is krt_rope_norm_ref: in each head of tokens [t0, t1), element 2i rotates with
+// element 2i+1 by the table's angle for position pos0 + t.
+func RopeNorm(x, cosTab, sinTab kern.P, stride, nHeads, headDim, pos0, t0, t1 int) {
+	half := headDim / 2
+	xs := f32(x, (t1-1)*stride+nHeads*headDim)
+	ct, st := f32(cosTab, (pos0+t1)*half), f32(sinTab, (pos0+t1)*half)
+	for t := t0; t < t1; t++ {
+		c := ct[(pos0+t)*half : (pos0+t+1)*half]
+		s := st[(pos0+t)*half : (pos0+t+1)*half]
+		for h := 0; h < nHeads; h++ {
+			xh := xs[t*stride+h*headDim : t*stride+(h+1)*headDim]
+			for i := 0; i < half; i++ {
+				x0, x1 := xh[2*i], xh[2*i+1]
+				xh[2*i] = float32(x0*c[i]) - float32(x1*s[i])
+				xh[2*i+1] = float32(x0*s[i]) + float32(x1*c[i])
+			}
+		}
+	}
+}
+
 // KVAppend is krt_kv_append_ref: token t of [t0, t1) (src + t*srcStride, nKVHeads rows of
 // headDim floats) goes to position pos0 + t of the [kv_head][max_ctx][head_dim] cache.
 func KVAppend(cache, src kern.P, srcStride, nKVHeads, headDim, maxCtx, pos0, t0, t1 int) {

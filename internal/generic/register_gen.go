@@ -57,6 +57,9 @@ func init() {
 	set.K[kern.RopeNeoX] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		RopeNeoX(a.P[0], a.P[1], a.P[2], a.I[0], a.I[1], a.I[2], a.I[3], lo, hi)
 	}
+	set.K[kern.RopeNorm] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		RopeNorm(a.P[0], a.P[1], a.P[2], a.I[0], a.I[1], a.I[2], a.I[3], lo, hi)
+	}
 	set.K[kern.KVAppend] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		KVAppend(a.P[0], a.P[1], a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], lo, hi)
 	}

@@ -21,6 +21,7 @@ const (
 	GeGLU                 // krt_geglu
 	Add                   // krt_add
 	RopeNeoX              // krt_rope_neox
+	RopeNorm              // krt_rope_norm
 	KVAppend              // krt_kv_append
 	Attention             // krt_attention
 	EmbedQ8_0             // krt_embed_q8_0
@@ -48,6 +49,7 @@ var Names = [NumKernels]string{
 	"geglu",
 	"add",
 	"rope_neox",
+	"rope_norm",
 	"kv_append",
 	"attention",
 	"embed_q8_0",
@@ -73,6 +75,7 @@ var GoNames = [NumKernels]string{
 	"GeGLU",
 	"Add",
 	"RopeNeoX",
+	"RopeNorm",
 	"KVAppend",
 	"Attention",
 	"EmbedQ8_0",

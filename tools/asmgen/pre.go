@@ -182,8 +182,17 @@ func isEpilogue(l string) bool {
 //   - calls, tail calls and rip-relative data other than constant-pool entries are rejected
 //     with an error naming the function, since none of them can run from Go assembly.
 func preprocess(in []string) ([]string, []asmFunc, error) {
-	lines := make([]string, len(in))
+	lines := make([]string, 0, len(in))
 	for i, l := range in {
+		// An empty inline-asm statement (a compiler barrier, asm volatile("" ::: "memory"))
+		// leaves only its #APP / #NO_APP markers, which the Go assembler rejects. A non-empty
+		// one would need translating: refuse it.
+		if t := strings.TrimSpace(l); t == "#APP" || t == "#NO_APP" {
+			if t == "#APP" && i+1 < len(in) && strings.TrimSpace(in[i+1]) != "#NO_APP" {
+				return nil, nil, fmt.Errorf("line %d: inline assembly is not supported (only empty barriers): %q", i+2, in[i+1])
+			}
+			continue
+		}
 		if m := reHexData.FindStringSubmatch(l); m != nil {
 			v, err := strconv.ParseUint(m[3][2:], 16, 64)
 			if err != nil {
@@ -195,7 +204,7 @@ func preprocess(in []string) ([]string, []asmFunc, error) {
 			}
 			l = m[1] + d + m[4]
 		}
-		lines[i] = l
+		lines = append(lines, l)
 	}
 
 	var out []string
