@@ -59,6 +59,7 @@ func build(c Config, specs []tensorSpec, src weightSource, kv KVType, opts Build
 	}
 	H := c.Hidden
 	qd, kd, vd := c.qkvDims()
+	a := c.arch()
 	var p arena.Plan
 	p.Guard = opts.Arena.Guard
 	if err := src.plan(&p, specs); err != nil {
@@ -71,12 +72,18 @@ func build(c Config, specs []tensorSpec, src weightSource, kv KVType, opts Build
 		pre := fmt.Sprintf("blk.%d.", l)
 		vec(pre+"attn_norm", H)
 		vec(pre+"ffn_norm", H)
-		vec(pre+"attn_qkv.bias", qd+kd+vd)
+		if a.qkvBias {
+			vec(pre+"attn_qkv.bias", qd+kd+vd)
+		}
 	}
 	vec("output_norm", H)
-	anyF16 := false
+	anyF16, ropeFreqs := false, false
 	for _, s := range specs {
 		anyF16 = anyF16 || s.kind == kindMatrix && s.typ == F16
+		ropeFreqs = ropeFreqs || s.name == "rope_freqs.weight"
+	}
+	if ropeFreqs {
+		vec("rope_freqs", c.HeadDim/2)
 	}
 	planState(&p, c, anyF16)
 	planKV(&p, c, kv)
@@ -84,21 +91,21 @@ func build(c Config, specs []tensorSpec, src weightSource, kv KVType, opts Build
 	if err != nil {
 		return nil, fmt.Errorf("orchestrator: plan: %w", err)
 	}
-	a, err := arena.NewFromLayout(layout, opts.Arena)
+	ar, err := arena.NewFromLayout(layout, opts.Arena)
 	if err != nil {
 		return nil, fmt.Errorf("orchestrator: %w", err)
 	}
-	m := &Model{Cfg: c, arena: a, layout: layout, Layers: make([]Layer, c.Layers)}
+	m := &Model{Cfg: c, spec: a, arena: ar, layout: layout, Layers: make([]Layer, c.Layers)}
 	if err := m.bindWeights(specs, src); err != nil {
-		a.Close()
+		ar.Close()
 		return nil, err
 	}
 	if err := m.bindState(anyF16); err != nil {
-		a.Close()
+		ar.Close()
 		return nil, err
 	}
-	if err := m.kv.bind(a, layout, c, kv); err != nil {
-		a.Close()
+	if err := m.kv.bind(ar, layout, c, kv); err != nil {
+		ar.Close()
 		return nil, fmt.Errorf("orchestrator: %w", err)
 	}
 	m.Recipe = src.recipe(m)
@@ -140,8 +147,10 @@ func (m *Model) bindWeights(specs []tensorSpec, src weightSource) error {
 		if ly.FFNNorm, err = get(pre+"ffn_norm", pre+"ffn_norm.weight"); err != nil {
 			return err
 		}
-		if ly.QKVBias, err = get(pre+"attn_qkv.bias", pre+"attn_q.bias", pre+"attn_k.bias", pre+"attn_v.bias"); err != nil {
-			return err
+		if m.spec.qkvBias {
+			if ly.QKVBias, err = get(pre+"attn_qkv.bias", pre+"attn_q.bias", pre+"attn_k.bias", pre+"attn_v.bias"); err != nil {
+				return err
+			}
 		}
 		ly.QKV, ly.Q, ly.K, ly.V = byName[pre+"attn_qkv.weight"], byName[pre+"attn_q.weight"], byName[pre+"attn_k.weight"], byName[pre+"attn_v.weight"]
 		ly.O = byName[pre+"attn_output.weight"]
@@ -150,6 +159,13 @@ func (m *Model) bindWeights(specs []tensorSpec, src weightSource) error {
 	}
 	if m.OutNorm, err = get("output_norm", "output_norm.weight"); err != nil {
 		return err
+	}
+	for _, s := range specs {
+		if s.name == "rope_freqs.weight" {
+			if m.ropeFactors, err = get("rope_freqs", "rope_freqs.weight"); err != nil {
+				return err
+			}
+		}
 	}
 	m.Embed = byName["token_embd.weight"]
 	m.Output = m.Embed
@@ -230,7 +246,7 @@ func (m *Model) bindState(fp16Acts bool) error {
 	if err != nil {
 		return fmt.Errorf("orchestrator: %w", err)
 	}
-	m.rope, err = kernelrt.NewRopeTable(c.HeadDim, c.MaxCtx, c.RopeTheta)
+	m.rope, err = kernelrt.NewRopeTableFactors(c.HeadDim, c.MaxCtx, c.RopeTheta, m.ropeFactors)
 	if err != nil {
 		return fmt.Errorf("orchestrator: %w", err)
 	}

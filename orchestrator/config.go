@@ -1,8 +1,8 @@
-// Package orchestrator runs a Qwen2-shaped decoder (prefill and decode) on kernelrt: every op
-// through an Exec (the Runtime's dispatch wrappers, or the serial kernels as the reference),
-// every byte from one arena laid out by a plan before it is mapped. NewSynthetic builds one
-// with random weights; LoadGGUF builds one from a qwen2 GGUF file, whose quantized weights are
-// used in place from the file's read-only mapping (see gguf.go).
+// Package orchestrator runs decoder-only transformers (prefill and decode) of the qwen2 and
+// llama families on kernelrt: every op through a kernelrt.Ops (a Runtime, or the serial
+// kernels), every byte from one arena laid out by a plan before it is mapped. NewSynthetic
+// builds one with random weights; LoadGGUF builds one from a GGUF file, whose quantized
+// weights are used in place from the file's read-only mapping (load.go, bind.go).
 package orchestrator
 
 import (
@@ -11,8 +11,11 @@ import (
 	"github.com/kernelrt/kernelrt"
 )
 
-// Config is the shape of a Qwen2-architecture decoder.
+// Config is the shape of a decoder.
 type Config struct {
+	// Arch is the architecture (general.architecture): "qwen2" (the default when empty) or
+	// "llama"; see Architectures.
+	Arch         string
 	Layers       int
 	Hidden       int
 	Intermediate int
@@ -35,7 +38,7 @@ type Config struct {
 // Qwen2_0_5B is the shape of Qwen2-0.5B (../shared/formats.md) with a 2048-token cache and
 // 128-token prefill batches.
 func Qwen2_0_5B() Config {
-	return Config{Layers: 24, Hidden: 896, Intermediate: 4864, Heads: 14, KVHeads: 2, HeadDim: 64,
+	return Config{Arch: "qwen2", Layers: 24, Hidden: 896, Intermediate: 4864, Heads: 14, KVHeads: 2, HeadDim: 64,
 		Vocab: 151936, RopeTheta: 1e6, Eps: 1e-6, MaxCtx: 2048, MaxBatch: 128}
 }
 
@@ -64,8 +67,20 @@ func mulCap(limit int, fs ...int) (int, bool) {
 	return p, p <= limit
 }
 
+// Llama1B is the shape of Llama 3.2 1B (and of other 2048-wide llama models such as
+// SmolLM2-1.7B's width) with a 2048-token cache and 128-token prefill batches: 16 layers,
+// hidden 2048, FFN 8192, 32 query heads over 8 KV heads of 64, vocabulary 128256, RoPE base
+// 500000.
+func Llama1B() Config {
+	return Config{Arch: "llama", Layers: 16, Hidden: 2048, Intermediate: 8192, Heads: 32, KVHeads: 8, HeadDim: 64,
+		Vocab: 128256, RopeTheta: 500000, Eps: 1e-5, MaxCtx: 2048, MaxBatch: 128}
+}
+
 // Validate reports the first field that cannot work.
 func (c Config) Validate() error {
+	if _, err := archOf(c.Arch); err != nil {
+		return fmt.Errorf("orchestrator: Config.Arch: %w", err)
+	}
 	pos := func(name string, v int) error {
 		if v <= 0 {
 			return fmt.Errorf("orchestrator: Config.%s must be positive, got %d", name, v)
@@ -113,7 +128,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("orchestrator: activations of MaxBatch = %d tokens need more than %d bytes", c.MaxBatch, MaxStateBytes)
 	}
 	if c.HeadDim%2 != 0 {
-		return fmt.Errorf("orchestrator: Config.HeadDim = %d must be even (NeoX RoPE rotates halves)", c.HeadDim)
+		return fmt.Errorf("orchestrator: Config.HeadDim = %d must be even (RoPE rotates pairs)", c.HeadDim)
 	}
 	if !(c.Eps > 0) {
 		return fmt.Errorf("orchestrator: Config.Eps must be positive, got %g", c.Eps)

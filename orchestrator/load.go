@@ -10,9 +10,9 @@ import (
 	"github.com/kernelrt/kernelrt/gguf"
 )
 
-// Loading a Qwen2 model from a GGUF file.
+// Loading a model from a GGUF file.
 //
-// The config comes from the qwen2.* metadata, the tensors are found by name (never by file
+// The config comes from the <arch>.* metadata, the tensors are found by name (never by file
 // order) and checked against it: a missing, unexpected or misshapen tensor, a type the
 // decoder cannot compute with, a missing or ill-typed metadata key are each an error naming
 // the key or tensor and the numbers involved. The model is then built as every model is
@@ -47,7 +47,7 @@ type LoadOptions struct {
 // every dimension is also checked against tensors whose bytes are in the file).
 const maxMetaDim = 1 << 24
 
-// LoadGGUF maps the GGUF file at path and builds a Qwen2 model on it. The model owns the
+// LoadGGUF maps the GGUF file at path and builds the model it holds (qwen2 or llama). The model owns the
 // mapping: Close unmaps it.
 func LoadGGUF(path string, opts LoadOptions) (*Model, error) {
 	f, err := gguf.OpenLimited(path, opts.File, opts.Limits)
@@ -87,12 +87,14 @@ func modelErr(format string, a ...any) error {
 	return fmt.Errorf("orchestrator: %w: %s", ErrModel, fmt.Sprintf(format, a...))
 }
 
-// ConfigFromGGUF reads a Qwen2 config from f's metadata: general.architecture must be
-// "qwen2"; qwen2.embedding_length, block_count, feed_forward_length, attention.head_count,
-// attention.layer_norm_rms_epsilon and context_length are required; attention.head_count_kv
-// defaults to head_count and rope.freq_base to 10000 (as llama.cpp does); the vocabulary size
-// is qwen2.vocab_size or else the length of tokenizer.ggml.tokens. MaxCtx is context_length
-// (the trained context), MaxBatch 128.
+// ConfigFromGGUF reads a config from f's metadata. general.architecture names the family
+// (Architectures) and prefixes every key, as in llama.cpp: <arch>.embedding_length,
+// block_count, feed_forward_length, attention.head_count, attention.layer_norm_rms_epsilon
+// and context_length are required; attention.head_count_kv defaults to head_count and
+// rope.freq_base to 10000; attention.key_length/value_length and rope.dimension_count, when
+// present, must equal the head size; the vocabulary size is <arch>.vocab_size or else the
+// length of tokenizer.ggml.tokens. MaxCtx is context_length (the trained context), MaxBatch
+// 128.
 func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	arch, ok := f.GetString("general.architecture")
 	if !ok {
@@ -101,16 +103,17 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 		}
 		return Config{}, modelErr("missing metadata key %q", "general.architecture")
 	}
-	if arch != "qwen2" {
-		return Config{}, modelErr("general.architecture is %q; only qwen2 is supported", arch)
+	spec, err := archOf(arch)
+	if err != nil {
+		return Config{}, modelErr("general.architecture: %v", err)
 	}
-	var err error
+	pre := arch + "."
 	u := func(key string, def int) int {
 		if err != nil {
 			return 0
 		}
 		var v int
-		v, err = metaUint(f, "qwen2."+key, def)
+		v, err = metaUint(f, pre+key, def)
 		return v
 	}
 	fl := func(key string, def float64) float64 {
@@ -118,17 +121,17 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 			return 0
 		}
 		var v float64
-		v, err = metaFloat(f, "qwen2."+key, def)
+		v, err = metaFloat(f, pre+key, def)
 		return v
 	}
-	c := Config{MaxBatch: 128}
+	c := Config{Arch: arch, MaxBatch: 128}
 	c.Hidden = u("embedding_length", -1)
 	c.Layers = u("block_count", -1)
 	c.Intermediate = u("feed_forward_length", -1)
 	c.Heads = u("attention.head_count", -1)
 	c.KVHeads = u("attention.head_count_kv", 0)
 	c.MaxCtx = u("context_length", -1)
-	c.RopeTheta = fl("rope.freq_base", 10000)
+	c.RopeTheta = fl("rope.freq_base", spec.ropeBase)
 	eps := fl("attention.layer_norm_rms_epsilon", -1)
 	if err != nil {
 		return Config{}, err
@@ -137,34 +140,34 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 		c.KVHeads = c.Heads
 	}
 	if c.Hidden%c.Heads != 0 {
-		return Config{}, modelErr("qwen2.embedding_length = %d is not a multiple of qwen2.attention.head_count = %d", c.Hidden, c.Heads)
+		return Config{}, modelErr("%sembedding_length = %d is not a multiple of %sattention.head_count = %d", pre, c.Hidden, pre, c.Heads)
 	}
 	if c.Heads%c.KVHeads != 0 {
-		return Config{}, modelErr("qwen2.attention.head_count = %d is not a multiple of qwen2.attention.head_count_kv = %d", c.Heads, c.KVHeads)
+		return Config{}, modelErr("%sattention.head_count = %d is not a multiple of %sattention.head_count_kv = %d", pre, c.Heads, pre, c.KVHeads)
 	}
 	c.HeadDim = c.Hidden / c.Heads
-	for _, key := range []string{"attention.key_length", "attention.value_length"} {
-		if _, present := f.Get("qwen2." + key); !present {
+	for _, key := range []string{"attention.key_length", "attention.value_length", "rope.dimension_count"} {
+		if _, present := f.Get(pre + key); !present {
 			continue
 		}
-		v, err := metaUint(f, "qwen2."+key, -1)
+		v, err := metaUint(f, pre+key, -1)
 		if err != nil {
 			return Config{}, err
 		}
 		if v != c.HeadDim {
-			return Config{}, modelErr("qwen2.%s = %d differs from embedding_length/head_count = %d; only equal head sizes are supported", key, v, c.HeadDim)
+			return Config{}, modelErr("%s%s = %d differs from embedding_length/head_count = %d; only equal head sizes (and RoPE over the whole head) are supported", pre, key, v, c.HeadDim)
 		}
 	}
 	if !(eps > 0) || eps > 1 {
-		return Config{}, modelErr("qwen2.attention.layer_norm_rms_epsilon = %g is not in (0, 1]", eps)
+		return Config{}, modelErr("%sattention.layer_norm_rms_epsilon = %g is not in (0, 1]", pre, eps)
 	}
 	c.Eps = float32(eps)
 	if !(c.RopeTheta > 1) || math.IsInf(c.RopeTheta, 0) {
-		return Config{}, modelErr("qwen2.rope.freq_base = %g must be finite and > 1", c.RopeTheta)
+		return Config{}, modelErr("%srope.freq_base = %g must be finite and > 1", pre, c.RopeTheta)
 	}
-	// The vocabulary: qwen2.vocab_size, else the token list.
-	if _, present := f.Get("qwen2.vocab_size"); present {
-		if c.Vocab, err = metaUint(f, "qwen2.vocab_size", -1); err != nil {
+	// The vocabulary: <arch>.vocab_size, else the token list.
+	if _, present := f.Get(pre + "vocab_size"); present {
+		if c.Vocab, err = metaUint(f, pre+"vocab_size", -1); err != nil {
 			return Config{}, err
 		}
 	} else if v, present := f.Get("tokenizer.ggml.tokens"); present {
@@ -177,7 +180,7 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 		}
 		c.Vocab = a.Len()
 	} else {
-		return Config{}, modelErr("no vocabulary size: neither qwen2.vocab_size nor tokenizer.ggml.tokens is present")
+		return Config{}, modelErr("no vocabulary size: neither %svocab_size nor tokenizer.ggml.tokens is present", pre)
 	}
 	if err := c.Validate(); err != nil {
 		return Config{}, modelErr("the metadata describe an unsupported shape: %s", strings.TrimPrefix(err.Error(), "orchestrator: "))
@@ -221,36 +224,6 @@ func metaFloat(f *gguf.File, key string, def float64) (float64, error) {
 		return 0, modelErr("metadata key %q is %s %v, want a float", key, v.Type(), v)
 	}
 	return x, nil
-}
-
-// qwen2Tensors lists every tensor of a Qwen2 model of shape c; the output head is listed
-// only when present in the file (absent = tied to token_embd).
-func qwen2Tensors(c Config, untied bool) []tensorSpec {
-	H, I, V := c.Hidden, c.Intermediate, c.Vocab
-	qd, kd, vd := c.qkvDims()
-	s := []tensorSpec{{"token_embd.weight", []int{H, V}, kindMatrix, 0}}
-	for l := 0; l < c.Layers; l++ {
-		p := fmt.Sprintf("blk.%d.", l)
-		s = append(s,
-			tensorSpec{p + "attn_norm.weight", []int{H}, kindVector, 0},
-			tensorSpec{p + "attn_q.weight", []int{H, qd}, kindMatrix, 0},
-			tensorSpec{p + "attn_q.bias", []int{qd}, kindVector, 0},
-			tensorSpec{p + "attn_k.weight", []int{H, kd}, kindMatrix, 0},
-			tensorSpec{p + "attn_k.bias", []int{kd}, kindVector, 0},
-			tensorSpec{p + "attn_v.weight", []int{H, vd}, kindMatrix, 0},
-			tensorSpec{p + "attn_v.bias", []int{vd}, kindVector, 0},
-			tensorSpec{p + "attn_output.weight", []int{qd, H}, kindMatrix, 0},
-			tensorSpec{p + "ffn_norm.weight", []int{H}, kindVector, 0},
-			tensorSpec{p + "ffn_gate.weight", []int{H, I}, kindMatrix, 0},
-			tensorSpec{p + "ffn_up.weight", []int{H, I}, kindMatrix, 0},
-			tensorSpec{p + "ffn_down.weight", []int{I, H}, kindMatrix, 0},
-		)
-	}
-	s = append(s, tensorSpec{"output_norm.weight", []int{H}, kindVector, 0})
-	if untied {
-		s = append(s, tensorSpec{"output.weight", []int{H, V}, kindMatrix, 0})
-	}
-	return s
 }
 
 // qtypeOf maps a GGUF type to the decoder's, for the types it computes with.
@@ -304,7 +277,7 @@ func checkTensor(t *gguf.TensorInfo, s tensorSpec, c Config) error {
 	return nil
 }
 
-// NewFromGGUF builds a Qwen2 model on an open GGUF file (from gguf.Open, or gguf.Parse of
+// NewFromGGUF builds the model of an open GGUF file (from gguf.Open, or gguf.Parse of
 // bytes that stay valid). Quantized and F32 weights are views of the file's bytes: f must
 // stay open while the model is used and is not closed by the model's Close (LoadGGUF's is).
 func NewFromGGUF(f *gguf.File, opts LoadOptions) (*Model, error) {
@@ -334,16 +307,17 @@ func NewFromGGUF(f *gguf.File, opts LoadOptions) (*Model, error) {
 		return nil, fmt.Errorf("orchestrator: LoadOptions.KV = %d is not a KV type", int(opts.KV))
 	}
 	if c.Layers > len(f.Tensors) { // every layer has 12 tensors: bound before allocating
-		return nil, modelErr("qwen2.block_count = %d but the file has only %d tensors", c.Layers, len(f.Tensors))
+		return nil, modelErr("%s.block_count = %d but the file has only %d tensors", c.Arch, c.Layers, len(f.Tensors))
 	}
 	// Tensors, by name: all present, of the right shape and type, and nothing else.
 	_, untied := f.Tensor("output.weight")
-	specs := qwen2Tensors(c, untied)
+	_, ropeFreqs := f.Tensor("rope_freqs.weight")
+	specs := c.tensorSpecs(untied, ropeFreqs)
 	src := &fileSource{f: f, infos: make(map[string]*gguf.TensorInfo, len(specs))}
 	for i, s := range specs {
 		t, ok := f.Tensor(s.name)
 		if !ok {
-			return nil, modelErr("missing tensor %q (qwen2.block_count = %d)", s.name, c.Layers)
+			return nil, modelErr("missing tensor %q (%s.block_count = %d)", s.name, c.Arch, c.Layers)
 		}
 		if err := checkTensor(t, s, c); err != nil {
 			return nil, err
@@ -355,7 +329,7 @@ func NewFromGGUF(f *gguf.File, opts LoadOptions) (*Model, error) {
 	}
 	for i := range f.Tensors {
 		if _, ok := src.infos[f.Tensors[i].Name]; !ok {
-			return nil, modelErr("unexpected tensor %q: not part of a qwen2 model with block_count = %d", f.Tensors[i].Name, c.Layers)
+			return nil, modelErr("unexpected tensor %q: not part of a %s model with block_count = %d", f.Tensors[i].Name, c.Arch, c.Layers)
 		}
 	}
 	return build(c, specs, src, opts.KV, opts.Build)

@@ -53,11 +53,13 @@ type Model struct {
 
 	mu     sync.Mutex
 	closed bool
+	spec   *archSpec // Cfg.Arch's choices
 
-	rope   *kernelrt.RopeTable
-	arena  *arena.Arena
-	layout *arena.Layout
-	file   *gguf.File // the GGUF mapping the weights are viewed in (LoadGGUF), closed by Close
+	rope        *kernelrt.RopeTable
+	ropeFactors []float32 // rope_freqs (llama 3.1+), nil if the model has none
+	arena       *arena.Arena
+	layout      *arena.Layout
+	file        *gguf.File // the GGUF mapping the weights are viewed in (LoadGGUF), closed by Close
 
 	// activations, sized for MaxBatch tokens
 	x, xn, tmp []float32
@@ -345,21 +347,25 @@ func (m *Model) attention(e kernelrt.Ops, li, T int) error {
 	} else {
 		qv, kv, vv = m.qkv[:T*qd], m.qkv[T*qd:T*(qd+kd)], m.qkv[T*(qd+kd):T*(qd+kd+vd)]
 		qs, ks, vs = qd, kd, vd
-		if err := m.mm(e, l.Q, qv, xn, xq, l.QKVBias[:qd], T); err != nil {
+		var bq, bk, bv []float32 // nil: the architecture has no q/k/v biases
+		if l.QKVBias != nil {
+			bq, bk, bv = l.QKVBias[:qd], l.QKVBias[qd:qd+kd], l.QKVBias[qd+kd:]
+		}
+		if err := m.mm(e, l.Q, qv, xn, xq, bq, T); err != nil {
 			return err
 		}
-		if err := m.mm(e, l.K, kv, xn, xq, l.QKVBias[qd:qd+kd], T); err != nil {
+		if err := m.mm(e, l.K, kv, xn, xq, bk, T); err != nil {
 			return err
 		}
-		if err := m.mm(e, l.V, vv, xn, xq, l.QKVBias[qd+kd:], T); err != nil {
+		if err := m.mm(e, l.V, vv, xn, xq, bv, T); err != nil {
 			return err
 		}
 	}
 	qv, kv, vv = qv[:(T-1)*qs+qd], kv[:(T-1)*ks+kd], vv[:(T-1)*vs+vd]
-	if err := e.RopeNeoX(qv, m.rope, T, c.Heads, c.HeadDim, qs, m.pos); err != nil {
+	if err := m.rotate(e, qv, T, c.Heads, qs); err != nil {
 		return err
 	}
-	if err := e.RopeNeoX(kv, m.rope, T, c.KVHeads, c.HeadDim, ks, m.pos); err != nil {
+	if err := m.rotate(e, kv, T, c.KVHeads, ks); err != nil {
 		return err
 	}
 	att := m.att[:T*qd]
@@ -374,6 +380,14 @@ func (m *Model) attention(e kernelrt.Ops, li, T int) error {
 		return err
 	}
 	return e.Add(x, x, tmp)
+}
+
+// rotate applies the architecture's RoPE to T tokens' heads of x (token t at x[t*stride]).
+func (m *Model) rotate(e kernelrt.Ops, x []float32, T, heads, stride int) error {
+	if m.spec.ropeNorm {
+		return e.RopeNorm(x, m.rope, T, heads, m.Cfg.HeadDim, stride, m.pos)
+	}
+	return e.RopeNeoX(x, m.rope, T, heads, m.Cfg.HeadDim, stride, m.pos)
 }
 
 // ffn is one layer's feed-forward block: x += down(swiglu(gate(norm(x)), up(norm(x)))).

@@ -48,6 +48,35 @@ func maxDiff(a, b []float32) float64 {
 	return d
 }
 
+// TestSyntheticLlama: a synthetic llama model (no biases, RoPE on adjacent pairs) runs
+// pooled exactly as serially, and its GGUF round trip loads as llama.
+func TestSyntheticLlama(t *testing.T) {
+	c := tinyConfig()
+	c.Arch = "llama"
+	ms, err := NewSynthetic(c, RecipeMixed(), 3, BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ms.Close()
+	if ms.Layers[0].QKVBias != nil {
+		t.Fatal("a llama model got q/k/v biases")
+	}
+	mp, _ := NewSynthetic(c, RecipeMixed(), 3, BuildOptions{})
+	defer mp.Close()
+	prompt := []int32{3, 1, 4, 1, 5}
+	ls, err := ms.Prefill(kernelrt.Serial{}, prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lp, err := mp.Prefill(newRT(t), prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := maxDiff(ls, lp); d > 1e-4 {
+		t.Fatalf("llama pooled vs serial: %g", d)
+	}
+}
+
 // The pooled forward pass is the serial one split by rows/tokens/heads: the logits agree.
 func TestPooledMatchesSerial(t *testing.T) {
 	for _, r := range []Recipe{RecipeQ8_0(), RecipeMixed()} {

@@ -179,10 +179,12 @@ type refLayer struct {
 	gate, up, down    *refMatrix
 }
 
-// refModel is a qwen2 model read from a GGUF file in float64.
+// refModel is a qwen2 or llama model read from a GGUF file in float64.
 type refModel struct {
 	hidden, heads, kvHeads, headDim, vocab int
 	theta, eps                             float64
+	ropeNorm                               bool      // llama: rotate adjacent pairs
+	ropeFactors                            []float64 // rope_freqs, nil if absent
 	embd                                   []float64
 	layers                                 []refLayer
 	outNorm                                []float64
@@ -200,28 +202,36 @@ func loadRef(t *testing.T, path string) *refModel {
 	if err != nil {
 		t.Fatal(err)
 	}
+	arch, _ := f.GetString("general.architecture")
 	u := func(k string) int {
-		v, ok := f.GetUint("qwen2." + k)
+		v, ok := f.GetUint(arch + "." + k)
 		if !ok {
-			t.Fatalf("reference: no qwen2.%s", k)
+			t.Fatalf("reference: no %s.%s", arch, k)
 		}
 		return int(v)
 	}
 	fl := func(k string) float64 {
-		v, ok := f.GetFloat("qwen2." + k)
+		v, ok := f.GetFloat(arch + "." + k)
 		if !ok {
-			t.Fatalf("reference: no qwen2.%s", k)
+			t.Fatalf("reference: no %s.%s", arch, k)
 		}
 		return v
 	}
 	r := &refModel{hidden: u("embedding_length"), heads: u("attention.head_count"), kvHeads: u("attention.head_count_kv"),
-		theta: fl("rope.freq_base"), eps: fl("attention.layer_norm_rms_epsilon")}
+		theta: fl("rope.freq_base"), eps: fl("attention.layer_norm_rms_epsilon"), ropeNorm: arch == "llama"}
 	r.headDim = r.hidden / r.heads
 	mat := func(name string) *refMatrix {
 		w, rows, cols, typ := refTensor(t, f, name)
 		return &refMatrix{w: w, rows: rows, cols: cols, typ: typ}
 	}
-	vec := func(name string) []float64 { w, _, _, _ := refTensor(t, f, name); return w }
+	vec := func(name string) []float64 {
+		if _, ok := f.Tensor(name); !ok {
+			return nil // a llama model has no q/k/v biases
+		}
+		w, _, _, _ := refTensor(t, f, name)
+		return w
+	}
+	r.ropeFactors = vec("rope_freqs.weight")
 	var rows int
 	r.embd, rows, _, _ = refTensor(t, f, "token_embd.weight")
 	r.vocab = rows
@@ -257,16 +267,25 @@ func (r *refModel) rmsNorm(x, w []float64) []float64 {
 	return out
 }
 
-// rope rotates each head of x (NeoX: element i pairs with i + headDim/2) for position pos.
+// rope rotates each head of x for position pos: NeoX (qwen2: element i pairs with
+// i + headDim/2) or normal (llama: element 2i with 2i+1), each pair's frequency divided by
+// its rope_freqs factor when the model has them.
 func (r *refModel) rope(x []float64, heads, pos int) {
 	hd := r.headDim
 	for h := 0; h < heads; h++ {
 		v := x[h*hd : (h+1)*hd]
 		for i := 0; i < hd/2; i++ {
 			a := float64(pos) * math.Pow(r.theta, -float64(2*i)/float64(hd))
+			if r.ropeFactors != nil {
+				a /= r.ropeFactors[i]
+			}
 			s, c := math.Sincos(a)
-			x0, x1 := v[i], v[i+hd/2]
-			v[i], v[i+hd/2] = x0*c-x1*s, x0*s+x1*c
+			i0, i1 := i, i+hd/2
+			if r.ropeNorm {
+				i0, i1 = 2*i, 2*i+1
+			}
+			x0, x1 := v[i0], v[i1]
+			v[i0], v[i1] = x0*c-x1*s, x0*s+x1*c
 		}
 	}
 }
@@ -436,6 +455,9 @@ type testModel struct {
 	shape testShape
 	types testTypes
 	seed  uint64
+	arch  string // "" = qwen2
+	// ropeFreqs writes a rope_freqs.weight tensor (llama only).
+	ropeFreqs bool
 	// edit, when set, changes the builder's inputs before writing (for bad-file tests).
 	editKV     func(kv map[string]gguf.Value, order *[]string)
 	editTensor func(name string, typ *gguf.GGMLType, dims *[]uint64, data *[]byte) bool // false drops it
@@ -461,20 +483,25 @@ func (tm testModel) bytes(t testing.TB) []byte {
 			t.Fatal(err)
 		}
 	}
-	kv := map[string]gguf.Value{
-		"general.architecture":                   gguf.String("qwen2"),
-		"qwen2.block_count":                      gguf.Uint32(uint32(s.layers)),
-		"qwen2.context_length":                   gguf.Uint32(uint32(s.ctx)),
-		"qwen2.embedding_length":                 gguf.Uint32(uint32(s.hidden)),
-		"qwen2.feed_forward_length":              gguf.Uint32(uint32(s.inter)),
-		"qwen2.attention.head_count":             gguf.Uint32(uint32(s.heads)),
-		"qwen2.attention.head_count_kv":          gguf.Uint32(uint32(s.kvHeads)),
-		"qwen2.rope.freq_base":                   gguf.Float32(float32(s.theta)),
-		"qwen2.attention.layer_norm_rms_epsilon": gguf.Float32(1e-6),
+	arch := tm.arch
+	if arch == "" {
+		arch = "qwen2"
 	}
-	order := []string{"general.architecture", "qwen2.block_count", "qwen2.context_length", "qwen2.embedding_length",
-		"qwen2.feed_forward_length", "qwen2.attention.head_count", "qwen2.attention.head_count_kv", "qwen2.rope.freq_base",
-		"qwen2.attention.layer_norm_rms_epsilon"}
+	p := arch + "."
+	kv := map[string]gguf.Value{
+		"general.architecture":                 gguf.String(arch),
+		p + "block_count":                      gguf.Uint32(uint32(s.layers)),
+		p + "context_length":                   gguf.Uint32(uint32(s.ctx)),
+		p + "embedding_length":                 gguf.Uint32(uint32(s.hidden)),
+		p + "feed_forward_length":              gguf.Uint32(uint32(s.inter)),
+		p + "attention.head_count":             gguf.Uint32(uint32(s.heads)),
+		p + "attention.head_count_kv":          gguf.Uint32(uint32(s.kvHeads)),
+		p + "rope.freq_base":                   gguf.Float32(float32(s.theta)),
+		p + "attention.layer_norm_rms_epsilon": gguf.Float32(1e-6),
+	}
+	order := []string{"general.architecture", p + "block_count", p + "context_length", p + "embedding_length",
+		p + "feed_forward_length", p + "attention.head_count", p + "attention.head_count_kv", p + "rope.freq_base",
+		p + "attention.layer_norm_rms_epsilon"}
 	toks := make([]string, s.vocab)
 	for i := range toks {
 		toks[i] = fmt.Sprintf("<t%d>", i)
@@ -511,11 +538,17 @@ func (tm testModel) bytes(t testing.TB) []byte {
 		p := fmt.Sprintf("blk.%d.", l)
 		add(p+"attn_norm.weight", f32, []uint64{uint64(H)}, uni(H, 1, 0.2))
 		mat(p+"attn_q.weight", ty.q, qd, H)
-		add(p+"attn_q.bias", f32, []uint64{uint64(qd)}, uni(qd, 0, 0.3))
+		if arch == "qwen2" {
+			add(p+"attn_q.bias", f32, []uint64{uint64(qd)}, uni(qd, 0, 0.3))
+		}
 		mat(p+"attn_k.weight", ty.k, kd, H)
-		add(p+"attn_k.bias", f32, []uint64{uint64(kd)}, uni(kd, 0, 0.3))
+		if arch == "qwen2" {
+			add(p+"attn_k.bias", f32, []uint64{uint64(kd)}, uni(kd, 0, 0.3))
+		}
 		mat(p+"attn_v.weight", ty.v, kd, H)
-		add(p+"attn_v.bias", f32, []uint64{uint64(kd)}, uni(kd, 0, 0.3))
+		if arch == "qwen2" {
+			add(p+"attn_v.bias", f32, []uint64{uint64(kd)}, uni(kd, 0, 0.3))
+		}
 		mat(p+"attn_output.weight", ty.o, H, qd)
 		add(p+"ffn_norm.weight", f32, []uint64{uint64(H)}, uni(H, 1, 0.2))
 		mat(p+"ffn_gate.weight", ty.gate, I, H)
@@ -523,6 +556,9 @@ func (tm testModel) bytes(t testing.TB) []byte {
 		mat(p+"ffn_down.weight", ty.down, H, I)
 	}
 	add("output_norm.weight", f32, []uint64{uint64(H)}, uni(H, 1, 0.2))
+	if tm.ropeFreqs {
+		add("rope_freqs.weight", f32, []uint64{uint64(hd / 2)}, uni(hd/2, 2.5, 1.5)) // factors in [1, 4]
+	}
 	if ty.output != tied {
 		mat("output.weight", ty.output, s.vocab, H)
 	}
@@ -541,7 +577,7 @@ func (tm testModel) bytes(t testing.TB) []byte {
 // write writes the model to a file in dir and returns its path.
 func (tm testModel) write(t testing.TB, dir string) string {
 	t.Helper()
-	p := filepath.Join(dir, fmt.Sprintf("%s-%s.gguf", tm.shape.name, tm.types.name))
+	p := filepath.Join(dir, fmt.Sprintf("%s-%s-%s-%v.gguf", tm.arch, tm.shape.name, tm.types.name, tm.ropeFreqs))
 	if err := os.WriteFile(p, tm.bytes(t), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -665,6 +701,34 @@ func TestReferenceForward(t *testing.T) {
 				worst := runCompare(t, kernelrt.Serial{}, path, LoadOptions{}, prompt, dec, tol, false)
 				t.Logf("max relative error %.3g (tolerance %g)", worst, tol)
 			})
+		}
+	}
+}
+
+// TestReferenceForwardLlama: the llama architecture (no q/k/v biases, RoPE on adjacent
+// pairs, rope_freqs factors, tied and untied heads, GQA, MHA and MQA) against the float64
+// reference, serially and on a Runtime.
+func TestReferenceForwardLlama(t *testing.T) {
+	rt, err := kernelrt.New(kernelrt.Options{Threads: 2, NoPin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	dir := t.TempDir()
+	for si, s := range testShapes {
+		for _, ti := range []int{0, 3, 4, 6} {
+			ty := testTypeSets[ti]
+			for _, freqs := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/%s/freqs=%v", s.name, ty.name, freqs), func(t *testing.T) {
+					tm := testModel{shape: s, types: ty, seed: uint64(1000*si + ti), arch: "llama", ropeFreqs: freqs}
+					path := tm.write(t, dir)
+					prompt := []int32{1, int32(s.vocab - 1), 7, 3, int32(s.vocab / 2)}
+					for _, e := range []kernelrt.Ops{kernelrt.Serial{}, rt} {
+						worst := runCompare(t, e, path, LoadOptions{}, prompt, []int32{2, 5}, tolFor(ty), false)
+						t.Logf("%T: max relative error %.3g", e, worst)
+					}
+				})
+			}
 		}
 	}
 }

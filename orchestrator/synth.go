@@ -155,7 +155,7 @@ func fillBlocks(raw []byte, t QType, amp float64, s *uint64) {
 	}
 }
 
-// SyntheticGGUF adds to b the metadata and tensors of a Qwen2 model of shape cfg with seeded
+// SyntheticGGUF adds to b the metadata and tensors of a model of shape cfg (its Arch) with seeded
 // random weights stored as recipe says (q, k, v and gate, up as separate tensors, as GGUF
 // stores them), streamed while b writes: a 0.5B model is written without being held in
 // memory. A vocabulary of at least tokenizer.SyntheticVocabMin tokens also gets a byte-level
@@ -171,21 +171,23 @@ func SyntheticGGUF(b *gguf.Builder, cfg Config, recipe Recipe, seed uint64) erro
 		}
 	}
 	c := cfg
+	arch := c.arch()
+	p := arch.name + "."
 	kvs := []struct {
 		k string
 		v gguf.Value
 	}{
-		{"general.architecture", gguf.String("qwen2")},
-		{"general.name", gguf.String("kernelrt synthetic " + recipe.Name)},
-		{"qwen2.block_count", gguf.Uint32(uint32(c.Layers))},
-		{"qwen2.context_length", gguf.Uint32(uint32(c.MaxCtx))},
-		{"qwen2.embedding_length", gguf.Uint32(uint32(c.Hidden))},
-		{"qwen2.feed_forward_length", gguf.Uint32(uint32(c.Intermediate))},
-		{"qwen2.attention.head_count", gguf.Uint32(uint32(c.Heads))},
-		{"qwen2.attention.head_count_kv", gguf.Uint32(uint32(c.KVHeads))},
-		{"qwen2.rope.freq_base", gguf.Float32(float32(c.RopeTheta))},
-		{"qwen2.attention.layer_norm_rms_epsilon", gguf.Float32(c.Eps)},
-		{"qwen2.vocab_size", gguf.Uint32(uint32(c.Vocab))},
+		{"general.architecture", gguf.String(arch.name)},
+		{"general.name", gguf.String("kernelrt synthetic " + arch.name + " " + recipe.Name)},
+		{p + "block_count", gguf.Uint32(uint32(c.Layers))},
+		{p + "context_length", gguf.Uint32(uint32(c.MaxCtx))},
+		{p + "embedding_length", gguf.Uint32(uint32(c.Hidden))},
+		{p + "feed_forward_length", gguf.Uint32(uint32(c.Intermediate))},
+		{p + "attention.head_count", gguf.Uint32(uint32(c.Heads))},
+		{p + "attention.head_count_kv", gguf.Uint32(uint32(c.KVHeads))},
+		{p + "rope.freq_base", gguf.Float32(float32(c.RopeTheta))},
+		{p + "attention.layer_norm_rms_epsilon", gguf.Float32(c.Eps)},
+		{p + "vocab_size", gguf.Uint32(uint32(c.Vocab))},
 	}
 	for _, kv := range kvs {
 		if err := b.AddKV(kv.k, kv.v); err != nil {
@@ -228,20 +230,23 @@ func SyntheticGGUF(b *gguf.Builder, cfg Config, recipe Recipe, seed uint64) erro
 	}
 	for l := 0; l < c.Layers; l++ {
 		p := fmt.Sprintf("blk.%d.", l)
-		for _, err := range []error{
+		errs := []error{
 			vector(p+"attn_norm.weight", H, 1, 0.1),
 			matrix(p+"attn_q.weight", recipe.Q, qd, H),
-			vector(p+"attn_q.bias", qd, 0, 0.02),
 			matrix(p+"attn_k.weight", recipe.K, kd, H),
-			vector(p+"attn_k.bias", kd, 0, 0.02),
 			matrix(p+"attn_v.weight", recipe.V, vd, H),
-			vector(p+"attn_v.bias", vd, 0, 0.02),
+		}
+		if arch.qkvBias {
+			errs = append(errs, vector(p+"attn_q.bias", qd, 0, 0.02), vector(p+"attn_k.bias", kd, 0, 0.02),
+				vector(p+"attn_v.bias", vd, 0, 0.02))
+		}
+		errs = append(errs,
 			matrix(p+"attn_output.weight", recipe.O, H, qd),
 			vector(p+"ffn_norm.weight", H, 1, 0.1),
 			matrix(p+"ffn_gate.weight", recipe.Gate, I, H),
 			matrix(p+"ffn_up.weight", recipe.Up, I, H),
-			matrix(p+"ffn_down.weight", recipe.Down, H, I),
-		} {
+			matrix(p+"ffn_down.weight", recipe.Down, H, I))
+		for _, err := range errs {
 			if err != nil {
 				return err
 			}

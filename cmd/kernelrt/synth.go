@@ -15,17 +15,37 @@ import (
 // ---- synth ----
 
 // synthShapes are the model shapes synth writes.
-var synthShapes = map[string]func() orchestrator.Config{
-	// tiny: about 1 MB at Q8_0, for tests and a first run in seconds.
-	"tiny": func() orchestrator.Config {
-		return orchestrator.Config{Layers: 2, Hidden: 128, Intermediate: 384, Heads: 4, KVHeads: 2, HeadDim: 32,
-			Vocab: 1024, RopeTheta: 1e6, Eps: 1e-6, MaxCtx: 2048, MaxBatch: 128}
-	},
-	"qwen2-0.5b": func() orchestrator.Config {
-		c := orchestrator.Qwen2_0_5B()
-		c.MaxCtx = 32768
-		return c
-	},
+var synthShapes map[string]func() orchestrator.Config
+
+func init() { synthShapes = shapes() }
+
+func shapes() map[string]func() orchestrator.Config {
+	var s map[string]func() orchestrator.Config
+	s = map[string]func() orchestrator.Config{
+		// tiny: about 1 MB at Q8_0, for tests and a first run in seconds.
+		"tiny": func() orchestrator.Config {
+			return orchestrator.Config{Layers: 2, Hidden: 128, Intermediate: 384, Heads: 4, KVHeads: 2, HeadDim: 32,
+				Vocab: 1024, RopeTheta: 1e6, Eps: 1e-6, MaxCtx: 2048, MaxBatch: 128}
+		},
+		// tiny-llama: the tiny shape in the llama architecture (RoPE on adjacent pairs, no biases).
+		"tiny-llama": func() orchestrator.Config {
+			c := s["tiny"]()
+			c.Arch = "llama"
+			return c
+		},
+		// llama-1b: Llama 3.2 1B's shape (16 layers, hidden 2048, 32/8 heads, vocab 128256).
+		"llama-1b": func() orchestrator.Config {
+			c := orchestrator.Llama1B()
+			c.MaxCtx = 32768
+			return c
+		},
+		"qwen2-0.5b": func() orchestrator.Config {
+			c := orchestrator.Qwen2_0_5B()
+			c.MaxCtx = 32768
+			return c
+		},
+	}
+	return s
 }
 
 func shapeNames() string {

@@ -1,0 +1,94 @@
+package orchestrator
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// An architecture is what distinguishes one decoder family from another. Every family here
+// is the same pre-norm transformer (RMSNorm; attention with RoPE and grouped-query heads; a
+// SwiGLU feed-forward; a tied or separate output head), and an archSpec holds its choices.
+// The next family is a small addition: its choices here, any extra tensors in tensorSpecs,
+// and a branch in the step that uses them (qwen3's Q/K norm in Model.attention, gemma's
+// GeGLU in Model.ffn).
+type archSpec struct {
+	name string
+	// ropeNorm: RoPE rotates adjacent pairs (llama.cpp's normal mode) instead of halves
+	// (NeoX, qwen2).
+	ropeNorm bool
+	// qkvBias: the attention's q, k and v projections have biases (attn_q.bias, ...).
+	qkvBias bool
+	// ropeFreqs: the model may carry rope_freqs.weight, a frequency factor per rotated pair
+	// (Llama 3.1+ long-context scaling).
+	ropeFreqs bool
+	// ropeBase is rope.freq_base when the file does not say (llama.cpp's default).
+	ropeBase float64
+}
+
+var archs = map[string]*archSpec{
+	"qwen2": {name: "qwen2", qkvBias: true, ropeBase: 10000},
+	"llama": {name: "llama", ropeNorm: true, ropeFreqs: true, ropeBase: 10000},
+}
+
+// Architectures lists the supported general.architecture values.
+func Architectures() []string {
+	var out []string
+	for k := range archs {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// archOf returns the spec of name ("" is qwen2).
+func archOf(name string) (*archSpec, error) {
+	if name == "" {
+		name = "qwen2"
+	}
+	a, ok := archs[name]
+	if !ok {
+		return nil, fmt.Errorf("architecture %q is not supported (supported: %s)", name, strings.Join(Architectures(), ", "))
+	}
+	return a, nil
+}
+
+// arch is the config's architecture (Validate has checked it exists).
+func (c Config) arch() *archSpec {
+	a, err := archOf(c.Arch)
+	if err != nil {
+		panic("orchestrator: unvalidated Config: " + err.Error())
+	}
+	return a
+}
+
+// tensorSpecs lists every tensor of a model of config c in the file's names: the output head
+// only when untied, rope_freqs only when present.
+func (c Config) tensorSpecs(untied, ropeFreqs bool) []tensorSpec {
+	a := c.arch()
+	H, I, V := c.Hidden, c.Intermediate, c.Vocab
+	qd, kd, vd := c.qkvDims()
+	mat := func(name string, cols, rows int) tensorSpec {
+		return tensorSpec{name: name, dims: []int{cols, rows}, kind: kindMatrix}
+	}
+	vec := func(name string, n int) tensorSpec { return tensorSpec{name: name, dims: []int{n}, kind: kindVector} }
+	s := []tensorSpec{mat("token_embd.weight", H, V)}
+	for l := 0; l < c.Layers; l++ {
+		p := fmt.Sprintf("blk.%d.", l)
+		s = append(s, vec(p+"attn_norm.weight", H),
+			mat(p+"attn_q.weight", H, qd), mat(p+"attn_k.weight", H, kd), mat(p+"attn_v.weight", H, vd))
+		if a.qkvBias {
+			s = append(s, vec(p+"attn_q.bias", qd), vec(p+"attn_k.bias", kd), vec(p+"attn_v.bias", vd))
+		}
+		s = append(s, mat(p+"attn_output.weight", qd, H), vec(p+"ffn_norm.weight", H),
+			mat(p+"ffn_gate.weight", H, I), mat(p+"ffn_up.weight", H, I), mat(p+"ffn_down.weight", I, H))
+	}
+	s = append(s, vec("output_norm.weight", H))
+	if untied {
+		s = append(s, mat("output.weight", H, V))
+	}
+	if ropeFreqs && a.ropeFreqs {
+		s = append(s, vec("rope_freqs.weight", c.HeadDim/2))
+	}
+	return s
+}
