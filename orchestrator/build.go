@@ -195,9 +195,9 @@ func planState(p *arena.Plan, c Config, fp16Acts bool) {
 	f32("act.gu", B*2*I, arena.Activations)
 	f32("act.h", B*I, arena.Activations)
 	blk("act.hq", B*I)
-	logitRows := 1
+	logitRows := c.slots() // one per sequence of a batch
 	if c.AllLogits {
-		logitRows = B
+		logitRows = max(logitRows, B)
 	}
 	f32("act.logits", logitRows*c.Vocab, arena.Activations)
 	p.Add(arena.Buffer{Name: "act.ids", ElemSize: 4, Count: B, Region: arena.Activations})

@@ -33,7 +33,13 @@ type Config struct {
 	// AllLogits makes Prefill compute logits for every prompt position (as a GGUF runner
 	// comparing with llama.cpp needs), not only the last one.
 	AllLogits bool
+	// Slots is the number of sequences the KV cache holds at once (ForwardBatch decodes
+	// them together); 0 means 1. Prefill and Decode use slot 0.
+	Slots int
 }
+
+// slots is Slots with 0 meaning 1.
+func (c Config) slots() int { return max(c.Slots, 1) }
 
 // Qwen2_0_5B is the shape of Qwen2-0.5B (../shared/formats.md) with a 2048-token cache and
 // 128-token prefill batches.
@@ -111,7 +117,7 @@ func (c Config) Validate() error {
 		v, max int
 	}{{"Layers", c.Layers, MaxLayers}, {"Hidden", c.Hidden, MaxContext}, {"Intermediate", c.Intermediate, MaxContext},
 		{"Heads", c.Heads, MaxContext}, {"HeadDim", c.HeadDim, MaxContext}, {"Vocab", c.Vocab, MaxContext},
-		{"MaxCtx", c.MaxCtx, MaxContext}, {"MaxBatch", c.MaxBatch, MaxBatchTokens}} {
+		{"MaxCtx", c.MaxCtx, MaxContext}, {"MaxBatch", c.MaxBatch, MaxBatchTokens}, {"Slots", c.slots(), MaxBatchTokens}} {
 		if f.v > f.max {
 			return fmt.Errorf("orchestrator: Config.%s = %d exceeds the limit %d", f.n, f.v, f.max)
 		}
@@ -120,11 +126,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("orchestrator: Config.Heads = %d is not a multiple of KVHeads = %d", c.Heads, c.KVHeads)
 	}
 	// The KV cache (float32 keys and values of every layer) and the widest activations.
-	if kv, ok := mulCap(MaxStateBytes, 8, c.Layers, c.KVHeads, c.HeadDim, c.MaxCtx); !ok {
-		return fmt.Errorf("orchestrator: a KV cache of %d layers x %d positions x %d floats needs more than %d bytes (%d)",
-			c.Layers, c.MaxCtx, 2*c.KVHeads*c.HeadDim, MaxStateBytes, kv)
+	if c.Slots < 0 {
+		return fmt.Errorf("orchestrator: Config.Slots must be >= 0, got %d", c.Slots)
 	}
-	if _, ok := mulCap(MaxStateBytes, 4, c.MaxBatch, max(c.Vocab, 2*c.Intermediate, c.Heads*c.HeadDim)); !ok {
+	if kv, ok := mulCap(MaxStateBytes, 8, c.Layers, c.KVHeads, c.HeadDim, c.MaxCtx, c.slots()); !ok {
+		return fmt.Errorf("orchestrator: a KV cache of %d slots x %d layers x %d positions x %d floats needs more than %d bytes (%d)",
+			c.slots(), c.Layers, c.MaxCtx, 2*c.KVHeads*c.HeadDim, MaxStateBytes, kv)
+	}
+	if _, ok := mulCap(MaxStateBytes, 4, max(c.MaxBatch, c.slots()), max(c.Vocab, 2*c.Intermediate, c.Heads*c.HeadDim)); !ok {
 		return fmt.Errorf("orchestrator: activations of MaxBatch = %d tokens need more than %d bytes", c.MaxBatch, MaxStateBytes)
 	}
 	if c.HeadDim%2 != 0 {

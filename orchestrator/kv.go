@@ -38,18 +38,19 @@ func ParseKVType(s string) (KVType, error) {
 	return 0, fmt.Errorf("orchestrator: KV cache type %q: want f32 or f16", s)
 }
 
-// kvCache is every layer's keys and values, laid out [kv head][MaxCtx][head dim] per layer.
-// An F16 cache keeps fp16 rows and, for attention, expands the layer it attends into one
-// float32 buffer shared by all layers.
+// kvCache is every layer's keys and values for each slot (sequence), laid out
+// [slot][kv head][MaxCtx][head dim] per layer. An F16 cache keeps fp16 rows and, for
+// attention, expands the layer and slot it attends into one float32 buffer shared by all.
 type kvCache struct {
 	typ      KVType
-	k, v     [][]float32 // F32: per layer; F16: one layer's float32 copy in k[0], v[0]
+	per      int         // values of one slot of one layer: KVHeads*MaxCtx*HeadDim
+	k, v     [][]float32 // F32: per layer; F16: one slot's float32 copy in k[0], v[0]
 	k16, v16 [][]uint16  // F16: per layer
 }
 
 // planKV adds the cache of c to p.
 func planKV(p *arena.Plan, c Config, typ KVType) {
-	n := c.KVHeads * c.MaxCtx * c.HeadDim
+	n := c.KVHeads * c.MaxCtx * c.HeadDim * c.slots()
 	f32Layers := c.Layers
 	if typ == KVF16 {
 		f32Layers = 1
@@ -57,6 +58,9 @@ func planKV(p *arena.Plan, c Config, typ KVType) {
 			p.Add(arena.Buffer{Name: fmt.Sprintf("kv16.%d.k", l), ElemSize: 2, Count: n, Region: arena.KV})
 			p.Add(arena.Buffer{Name: fmt.Sprintf("kv16.%d.v", l), ElemSize: 2, Count: n, Region: arena.KV})
 		}
+	}
+	if typ == KVF16 {
+		n = c.KVHeads * c.MaxCtx * c.HeadDim // the expansion holds one slot
 	}
 	for l := 0; l < f32Layers; l++ {
 		p.Add(arena.Buffer{Name: fmt.Sprintf("kv.%d.k", l), ElemSize: 4, Count: n, Region: arena.KV})
@@ -67,6 +71,7 @@ func planKV(p *arena.Plan, c Config, typ KVType) {
 // bind points the cache into the arena.
 func (kv *kvCache) bind(a *arena.Arena, l *arena.Layout, c Config, typ KVType) error {
 	kv.typ = typ
+	kv.per = c.KVHeads * c.MaxCtx * c.HeadDim
 	f32Layers := c.Layers
 	if typ == KVF16 {
 		f32Layers = 1
@@ -94,21 +99,23 @@ func (kv *kvCache) bind(a *arena.Arena, l *arena.Layout, c Config, typ KVType) e
 	return nil
 }
 
-// attend stores the T tokens' keys and values of layer li at positions pos.. and runs
-// attention over positions 0..pos+T-1 into att.
-func (kv *kvCache) attend(e kernelrt.Ops, m *Model, li int, att, qv, kvals, vvals []float32, T, qs, ks, vs int) error {
+// attend stores the T tokens' keys and values of layer li in slot at positions pos0.. and
+// runs attention over the slot's positions 0..pos0+T-1 into att.
+func (kv *kvCache) attend(e kernelrt.Ops, m *Model, li, slot, pos0 int, att, qv, kvals, vvals []float32, T, qs, ks, vs int) error {
 	c := &m.Cfg
-	hd, nkv, ctx, pos0 := c.HeadDim, c.KVHeads, c.MaxCtx, m.pos
+	hd, nkv, ctx := c.HeadDim, c.KVHeads, c.MaxCtx
+	lo, hi := slot*kv.per, (slot+1)*kv.per
 	if kv.typ == KVF32 {
-		if err := e.KVAppend(kv.k[li], kvals, T, ks, nkv, hd, ctx, pos0); err != nil {
+		kc, vc := kv.k[li][lo:hi], kv.v[li][lo:hi]
+		if err := e.KVAppend(kc, kvals, T, ks, nkv, hd, ctx, pos0); err != nil {
 			return err
 		}
-		if err := e.KVAppend(kv.v[li], vvals, T, vs, nkv, hd, ctx, pos0); err != nil {
+		if err := e.KVAppend(vc, vvals, T, vs, nkv, hd, ctx, pos0); err != nil {
 			return err
 		}
-		return e.Attention(att, qv, kv.k[li], kv.v[li], m.attScratch, T, qs, c.Heads, nkv, hd, ctx, pos0)
+		return e.Attention(att, qv, kc, vc, m.attScratch, T, qs, c.Heads, nkv, hd, ctx, pos0)
 	}
-	k16, v16 := kv.k16[li], kv.v16[li]
+	k16, v16 := kv.k16[li][lo:hi], kv.v16[li][lo:hi]
 	for t := 0; t < T; t++ {
 		for g := 0; g < nkv; g++ {
 			dst := (g*ctx + pos0 + t) * hd
@@ -147,7 +154,7 @@ func (m *Model) KV() KVType { return m.kv.typ }
 // cache also uses one layer's float32 buffer, counted in KVScratchBytes.
 func (m *Model) KVBytes() int {
 	c := &m.Cfg
-	per := 2 * c.Layers * c.KVHeads * c.MaxCtx * c.HeadDim
+	per := 2 * c.Layers * c.KVHeads * c.MaxCtx * c.HeadDim * c.slots()
 	if m.kv.typ == KVF16 {
 		return per * 2
 	}

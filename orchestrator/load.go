@@ -32,6 +32,8 @@ type LoadOptions struct {
 	MaxBatch int
 	// AllLogits makes Prefill return the logits of every prompt position.
 	AllLogits bool
+	// Slots is the number of sequences the KV cache holds (Config.Slots); 0 = 1.
+	Slots int
 	// KV is the KV cache type.
 	KV KVType
 	// File is how LoadGGUF maps the file (WillNeed to read ahead, Mlock).
@@ -303,6 +305,7 @@ func NewFromGGUF(f *gguf.File, opts LoadOptions) (*Model, error) {
 		c.MaxBatch = opts.MaxBatch
 	}
 	c.AllLogits = opts.AllLogits
+	c.Slots = opts.Slots
 	if opts.KV != KVF32 && opts.KV != KVF16 {
 		return nil, fmt.Errorf("orchestrator: LoadOptions.KV = %d is not a KV type", int(opts.KV))
 	}

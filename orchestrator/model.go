@@ -74,8 +74,18 @@ type Model struct {
 	ids        []int32
 	xr         []float32 // fp16-rounded activations of F16 matmuls (GGUF models with F16 weights)
 
-	kv  kvCache
-	pos int // tokens in the KV cache, which is also the position the next token gets
+	kv   kvCache
+	pos  int    // tokens in slot 0's cache (Prefill/Decode), the position its next token gets
+	one  [1]Seq // the single sequence of Prefill and Decode, reused
+	outs []int  // rows of x whose logits head computes, reused
+}
+
+// Seq is one sequence's part of a ForwardBatch step: the next N tokens of the batch, to be
+// cached in Slot at positions Pos..Pos+N-1 (Pos is how many tokens the slot holds).
+type Seq struct {
+	Slot, Pos, N int
+	// Logits asks for the logits of the sequence's last token.
+	Logits bool
 }
 
 // qkvDims returns the widths of q, k and v per token.
@@ -202,11 +212,13 @@ func (m *Model) Prefill(e kernelrt.Ops, tokens []int32) ([]float32, error) {
 	var out []float32
 	for len(tokens) > 0 {
 		n := min(len(tokens), m.Cfg.MaxBatch)
+		m.one[0] = Seq{Slot: 0, Pos: m.pos, N: n, Logits: true}
 		var err error
-		if out, err = m.forward(e, tokens[:n]); err != nil {
+		if out, err = m.forward(e, tokens[:n], m.one[:], m.Cfg.AllLogits); err != nil {
 			m.pos = start
 			return nil, err
 		}
+		m.pos += n
 		tokens = tokens[n:]
 	}
 	return out, nil
@@ -227,7 +239,64 @@ func (m *Model) Decode(e kernelrt.Ops, token int32) ([]float32, error) {
 	if err := m.checkTokens(m.ids[:1]); err != nil {
 		return nil, err
 	}
-	return m.forward(e, m.ids[:1])
+	m.one[0] = Seq{Slot: 0, Pos: m.pos, N: 1, Logits: true}
+	out, err := m.forward(e, m.ids[:1], m.one[:], false)
+	if err == nil {
+		m.pos++
+	}
+	return out, err
+}
+
+// ForwardBatch runs one step of several sequences at once: tokens holds each Seq's N tokens
+// one sequence after the other, and every weight matrix is read once for all of them (the
+// GEMM over the batch), which is how decoding B sequences costs little more than one. Each
+// sequence attends only to its own slot's cache, positions 0..Pos+N-1. It returns the logits
+// of the last token of every Seq with Logits, one row of Vocab floats each, in order (valid
+// until the next call). The caller owns the slots' positions; Prefill and Decode use slot 0
+// and track it themselves (Pos), so a caller mixing both keeps slot 0 for them. Everything
+// is checked first; on an error no slot's valid positions change.
+func (m *Model) ForwardBatch(e kernelrt.Ops, tokens []int32, seqs []Seq) ([]float32, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	c := &m.Cfg
+	if len(tokens) == 0 || len(tokens) > c.MaxBatch {
+		return nil, fmt.Errorf("orchestrator: ForwardBatch of %d tokens: want 1..MaxBatch = %d", len(tokens), c.MaxBatch)
+	}
+	total := 0
+	var used [64]uint64 // slots seen, as a bitset for up to 4096 slots; more are checked pairwise
+	for i, s := range seqs {
+		switch {
+		case s.Slot < 0 || s.Slot >= c.slots():
+			return nil, fmt.Errorf("orchestrator: seqs[%d].Slot = %d: the cache has slots 0..%d", i, s.Slot, c.slots()-1)
+		case s.N < 1:
+			return nil, fmt.Errorf("orchestrator: seqs[%d].N = %d: want at least 1 token", i, s.N)
+		case s.Pos < 0 || s.Pos > c.MaxCtx-s.N:
+			return nil, fmt.Errorf("orchestrator: seqs[%d]: %d tokens at position %d would pass MaxCtx = %d", i, s.N, s.Pos, c.MaxCtx)
+		}
+		if s.Slot < 64*64 {
+			if used[s.Slot/64]&(1<<(s.Slot%64)) != 0 {
+				return nil, fmt.Errorf("orchestrator: seqs[%d].Slot = %d appears twice in one batch", i, s.Slot)
+			}
+			used[s.Slot/64] |= 1 << (s.Slot % 64)
+		} else {
+			for _, o := range seqs[:i] {
+				if o.Slot == s.Slot {
+					return nil, fmt.Errorf("orchestrator: seqs[%d].Slot = %d appears twice in one batch", i, s.Slot)
+				}
+			}
+		}
+		total += s.N
+	}
+	if total != len(tokens) {
+		return nil, fmt.Errorf("orchestrator: the seqs hold %d tokens, the batch %d", total, len(tokens))
+	}
+	if err := m.checkTokens(tokens); err != nil {
+		return nil, err
+	}
+	return m.forward(e, tokens, seqs, false)
 }
 
 // NonFiniteError reports a forward pass that produced a NaN or an infinity, naming the first
@@ -259,8 +328,10 @@ func checkFinite(e kernelrt.Ops, x []float32, step func() string) error {
 	return nil
 }
 
-// forward runs T <= MaxBatch checked tokens at positions pos..pos+T-1 through every layer.
-func (m *Model) forward(e kernelrt.Ops, tokens []int32) ([]float32, error) {
+// forward runs the checked batch (T <= MaxBatch tokens, seqs covering them in order)
+// through every layer and returns the logits of the last token of each Seq with Logits, or
+// of every token when all (one Seq, AllLogits).
+func (m *Model) forward(e kernelrt.Ops, tokens []int32, seqs []Seq, all bool) ([]float32, error) {
 	T := len(tokens)
 	if &tokens[0] != &m.ids[0] {
 		copy(m.ids, tokens)
@@ -269,7 +340,7 @@ func (m *Model) forward(e kernelrt.Ops, tokens []int32) ([]float32, error) {
 		return nil, err
 	}
 	for li := range m.Layers {
-		if err := m.attention(e, li, T); err != nil {
+		if err := m.attention(e, li, T, seqs); err != nil {
 			return nil, err
 		}
 		if err := checkFinite(e, m.x[:T*m.Cfg.Hidden], func() string { return fmt.Sprintf("layer %d attention block", li) }); err != nil {
@@ -282,14 +353,28 @@ func (m *Model) forward(e kernelrt.Ops, tokens []int32) ([]float32, error) {
 			return nil, err
 		}
 	}
-	logits, err := m.head(e, T)
+	m.outs = m.outs[:0]
+	off := 0
+	for _, s := range seqs {
+		if all {
+			for t := 0; t < s.N; t++ {
+				m.outs = append(m.outs, off+t)
+			}
+		} else if s.Logits {
+			m.outs = append(m.outs, off+s.N-1)
+		}
+		off += s.N
+	}
+	if len(m.outs) == 0 {
+		return m.logits[:0], nil
+	}
+	logits, err := m.head(e, m.outs)
 	if err != nil {
 		return nil, err
 	}
 	if err := checkFinite(e, logits, func() string { return "output head (output_norm, output)" }); err != nil {
 		return nil, err
 	}
-	m.pos += T
 	return logits, nil
 }
 
@@ -318,8 +403,10 @@ func (m *Model) embed(e kernelrt.Ops, T int) error {
 	return nil
 }
 
-// attention is one layer's attention block: x += O(attention(rope(QKV(norm(x))))).
-func (m *Model) attention(e kernelrt.Ops, li, T int) error {
+// attention is one layer's attention block: x += O(attention(rope(QKV(norm(x))))). The
+// projections run over the whole batch; RoPE and attention run per sequence, each at its
+// own positions in its own cache slot.
+func (m *Model) attention(e kernelrt.Ops, li, T int, seqs []Seq) error {
 	c := &m.Cfg
 	l := &m.Layers[li]
 	H := c.Hidden
@@ -361,16 +448,23 @@ func (m *Model) attention(e kernelrt.Ops, li, T int) error {
 			return err
 		}
 	}
-	qv, kv, vv = qv[:(T-1)*qs+qd], kv[:(T-1)*ks+kd], vv[:(T-1)*vs+vd]
-	if err := m.rotate(e, qv, T, c.Heads, qs); err != nil {
-		return err
-	}
-	if err := m.rotate(e, kv, T, c.KVHeads, ks); err != nil {
-		return err
-	}
 	att := m.att[:T*qd]
-	if err := m.kv.attend(e, m, li, att, qv, kv, vv, T, qs, ks, vs); err != nil {
-		return err
+	off := 0
+	for _, s := range seqs {
+		n := s.N
+		q := qv[off*qs : off*qs+(n-1)*qs+qd]
+		k := kv[off*ks : off*ks+(n-1)*ks+kd]
+		v := vv[off*vs : off*vs+(n-1)*vs+vd]
+		if err := m.rotate(e, q, n, c.Heads, qs, s.Pos); err != nil {
+			return err
+		}
+		if err := m.rotate(e, k, n, c.KVHeads, ks, s.Pos); err != nil {
+			return err
+		}
+		if err := m.kv.attend(e, m, li, s.Slot, s.Pos, att[off*qd:(off+n)*qd], q, k, v, n, qs, ks, vs); err != nil {
+			return err
+		}
+		off += n
 	}
 	attq := m.attq[:T*qd/kernelrt.QK]
 	if err := e.QuantizeQ8_0(attq, att); err != nil {
@@ -382,12 +476,13 @@ func (m *Model) attention(e kernelrt.Ops, li, T int) error {
 	return e.Add(x, x, tmp)
 }
 
-// rotate applies the architecture's RoPE to T tokens' heads of x (token t at x[t*stride]).
-func (m *Model) rotate(e kernelrt.Ops, x []float32, T, heads, stride int) error {
+// rotate applies the architecture's RoPE to T tokens' heads of x (token t at x[t*stride],
+// at position pos+t).
+func (m *Model) rotate(e kernelrt.Ops, x []float32, T, heads, stride, pos int) error {
 	if m.spec.ropeNorm {
-		return e.RopeNorm(x, m.rope, T, heads, m.Cfg.HeadDim, stride, m.pos)
+		return e.RopeNorm(x, m.rope, T, heads, m.Cfg.HeadDim, stride, pos)
 	}
-	return e.RopeNeoX(x, m.rope, T, heads, m.Cfg.HeadDim, stride, m.pos)
+	return e.RopeNeoX(x, m.rope, T, heads, m.Cfg.HeadDim, stride, pos)
 }
 
 // ffn is one layer's feed-forward block: x += down(swiglu(gate(norm(x)), up(norm(x)))).
@@ -436,18 +531,23 @@ func (m *Model) ffn(e kernelrt.Ops, li, T int) error {
 	return e.Add(x, x, tmp)
 }
 
-// head computes the logits of the last token (of every token when AllLogits).
-func (m *Model) head(e kernelrt.Ops, T int) ([]float32, error) {
+// head computes the logits of the rows of x listed in rows: each row normalised into
+// consecutive rows of xn (one RMSNorm when the rows are consecutive), then the output
+// matrix over all of them.
+func (m *Model) head(e kernelrt.Ops, rows []int) ([]float32, error) {
 	c := &m.Cfg
-	H := c.Hidden
-	first, n := T-1, 1
-	if c.AllLogits {
-		first, n = 0, T
-	}
-	xs := m.x[first*H : (first+n)*H]
+	H, n := c.Hidden, len(rows)
 	xn, xq := m.xn[:n*H], m.xq[:n*H/kernelrt.QK]
-	if err := e.RMSNorm(xn, xs, m.OutNorm, n, H, c.Eps); err != nil {
-		return nil, err
+	if rows[n-1]-rows[0] == n-1 {
+		if err := e.RMSNorm(xn, m.x[rows[0]*H:(rows[n-1]+1)*H], m.OutNorm, n, H, c.Eps); err != nil {
+			return nil, err
+		}
+	} else {
+		for i, r := range rows {
+			if err := e.RMSNorm(xn[i*H:(i+1)*H], m.x[r*H:(r+1)*H], m.OutNorm, 1, H, c.Eps); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err := e.QuantizeQ8_0(xq, xn); err != nil {
 		return nil, err
