@@ -137,7 +137,7 @@ func (s *fileSource) recipe(m *Model) Recipe {
 		}
 		return true
 	}
-	for _, want := range []Recipe{RecipeQ8_0(), RecipeMixed()} {
+	for _, want := range []Recipe{RecipeQ8_0(), RecipeMixed(), RecipeF16()} {
 		if tiedAs(want) {
 			return want
 		}

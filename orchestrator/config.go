@@ -199,6 +199,12 @@ func RecipeQ8_0() Recipe {
 	return Recipe{Name: "q8_0"}
 }
 
+// RecipeF16 stores every matrix as F16: the unquantized file llama.cpp's quantizer takes
+// as input (SyntheticGGUF only; NewSynthetic builds quantized models).
+func RecipeF16() Recipe {
+	return Recipe{Name: "f16", Q: F16, K: F16, V: F16, O: F16, Gate: F16, Up: F16, Down: F16, Embedded: F16}
+}
+
 // RecipeMixed is llama.cpp's Q5_0 mix: Q5_0 for q/k/o/gate/up/down, Q8_0 for v and the tied
 // embedding/output.
 func RecipeMixed() Recipe {

@@ -420,7 +420,7 @@ func TestKVF16Memory(t *testing.T) {
 func TestSyntheticGGUF(t *testing.T) {
 	cfg := Config{Layers: 2, Hidden: 64, Intermediate: 128, Heads: 4, KVHeads: 2, HeadDim: 16, Vocab: 300,
 		RopeTheta: 1e6, Eps: 1e-6, MaxCtx: 64, MaxBatch: 16}
-	for _, r := range []Recipe{RecipeQ8_0(), RecipeMixed()} {
+	for _, r := range []Recipe{RecipeQ8_0(), RecipeMixed(), RecipeF16()} {
 		t.Run(r.Name, func(t *testing.T) {
 			b := gguf.NewBuilder()
 			if err := SyntheticGGUF(b, cfg, r, 1); err != nil {
@@ -443,12 +443,19 @@ func TestSyntheticGGUF(t *testing.T) {
 				t.Errorf("loaded recipe %+v, want %+v (a file storing a built-in recipe takes its name)", m.Recipe, r)
 			}
 			m.Close()
-			worst := runCompare(t, kernelrt.Serial{}, p, LoadOptions{}, []int32{7, 100, 299, 0}, []int32{5, 6}, tolQuantized, false)
+			tol := tolQuantized
+			if r.Q == F16 {
+				tol = tolF16
+			}
+			worst := runCompare(t, kernelrt.Serial{}, p, LoadOptions{}, []int32{7, 100, 299, 0}, []int32{5, 6}, tol, false)
 			t.Logf("max relative error %.3g", worst)
 		})
 	}
 	if err := SyntheticGGUF(gguf.NewBuilder(), cfg, Recipe{Name: "f32", Q: F32}, 1); err == nil {
 		t.Error("SyntheticGGUF accepted an F32 recipe")
+	}
+	if _, err := NewSynthetic(cfg, RecipeF16(), 1, BuildOptions{}); err == nil {
+		t.Error("NewSynthetic accepted an F16 recipe (it builds quantized models only)")
 	}
 }
 

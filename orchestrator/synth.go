@@ -166,8 +166,8 @@ func SyntheticGGUF(b *gguf.Builder, cfg Config, recipe Recipe, seed uint64) erro
 		return err
 	}
 	for _, t := range []QType{recipe.Q, recipe.K, recipe.V, recipe.O, recipe.Gate, recipe.Up, recipe.Down, recipe.Embedded} {
-		if !t.quantized() {
-			return fmt.Errorf("orchestrator: SyntheticGGUF writes Q8_0 and Q5_0 weights, recipe %q has %s", recipe.Name, t)
+		if !t.quantized() && t != F16 {
+			return fmt.Errorf("orchestrator: SyntheticGGUF writes Q8_0, Q5_0 and F16 weights, recipe %q has %s", recipe.Name, t)
 		}
 	}
 	c := cfg
@@ -208,10 +208,13 @@ func SyntheticGGUF(b *gguf.Builder, cfg Config, recipe Recipe, seed uint64) erro
 		rng ^= rng << 17
 		return rng | 1
 	}
-	ggml := map[QType]gguf.GGMLType{Q8_0: gguf.TypeQ8_0, Q5_0: gguf.TypeQ5_0}
+	ggml := map[QType]gguf.GGMLType{Q8_0: gguf.TypeQ8_0, Q5_0: gguf.TypeQ5_0, F16: gguf.TypeF16}
 	matrix := func(name string, t QType, rows, cols int) error {
 		s := next()
 		return b.AddTensorFunc(name, ggml[t], []uint64{uint64(cols), uint64(rows)}, func(w io.Writer) error {
+			if t == F16 {
+				return writeF16(w, rows*cols, s)
+			}
 			return writeBlocks(w, t, rows*cols/kernelrt.QK, s)
 		})
 	}
@@ -253,6 +256,25 @@ func SyntheticGGUF(b *gguf.Builder, cfg Config, recipe Recipe, seed uint64) erro
 		}
 	}
 	return vector("output_norm.weight", H, 1, 0.1)
+}
+
+// writeF16 streams n fp16 weights uniform over the synthetic blocks' range (standard
+// deviation ~0.02): the unquantized source llama.cpp's quantizer turns into any file type.
+func writeF16(w io.Writer, n int, seed uint64) error {
+	const per = 128 << 10
+	buf := make([]byte, 2*min(n, per))
+	s, amp := seed, float32(0.02*math.Sqrt(3))
+	for n > 0 {
+		k := min(n, per)
+		for i := range k {
+			binary.LittleEndian.PutUint16(buf[2*i:], kernelrt.FP32ToFP16(amp*(2*uniform(&s)-1)))
+		}
+		if _, err := w.Write(buf[:2*k]); err != nil {
+			return err
+		}
+		n -= k
+	}
+	return nil
 }
 
 // writeBlocks streams n random blocks of type t (as NewSynthetic's fillBlocks makes them).

@@ -58,10 +58,10 @@ func shapeNames() string {
 }
 
 func cmdSynth(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("synth", "-out FILE [-shape "+shapeNames()+"] [-recipe q8_0|mixed] [-seed N] [-ctx N]", stderr)
+	fs := newFlags("synth", "-out FILE [-shape "+shapeNames()+"] [-recipe q8_0|mixed|f16] [-seed N] [-ctx N]", stderr)
 	out := fs.String("out", "", "write the GGUF file to `FILE`")
 	shape := fs.String("shape", "qwen2-0.5b", "model shape: "+shapeNames())
-	recipe := fs.String("recipe", "q8_0", "weight types: q8_0 (all Q8_0) or mixed (llama.cpp's Q5_0 mix)")
+	recipe := fs.String("recipe", "q8_0", "weight types: q8_0 (all Q8_0), mixed (llama.cpp's Q5_0 mix) or f16 (unquantized, for llama-quantize)")
 	seed := fs.Uint64("seed", 1, "seed of the random weights")
 	ctx := fs.Int("ctx", 0, "context_length written to the file (0 = the shape's)")
 	if err := parse(fs, args); err != nil {
@@ -80,8 +80,10 @@ func cmdSynth(args []string, stdout, stderr io.Writer) error {
 		r = orchestrator.RecipeQ8_0()
 	case "mixed", "mixed-q5_0":
 		r = orchestrator.RecipeMixed()
+	case "f16":
+		r = orchestrator.RecipeF16()
 	default:
-		return usagef("-recipe %q: want q8_0 or mixed", *recipe)
+		return usagef("-recipe %q: want q8_0, mixed or f16", *recipe)
 	}
 	cfg := mk()
 	if *ctx != 0 {
