@@ -465,10 +465,12 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_at_stage_kq8_avx512(float *kt, float *dk, 
             for (int64_t i = 0; i < nc; i++) _mm512_storeu_ps((float *)(kt4 + ((b0 * 8 + i) * KB + jg) * 4), r[i]);
         }
     }
-    for (int64_t j = 0; j < KB; j++) {
-        const krt_block_q8_0 *kb = (const krt_block_q8_0 *)K + j * nb;
-        for (int64_t b = 0; b < nb; b++)
-            dk[b * KB + j] = j < nk ? _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(kb[b].d))) : 0.0f;
+    for (int64_t b = 0; b < nb; b++) { /* 16 scales at a time: gather the halves, widen once */
+        for (int64_t jg = 0; jg < KB; jg += 16) {
+            uint16_t h[16];
+            for (int i = 0; i < 16; i++) h[i] = jg + i < nk ? ((const krt_block_q8_0 *)K)[(jg + i) * nb + b].d : 0;
+            _mm512_storeu_ps(dk + b * KB + jg, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h)));
+        }
     }
 }
 
@@ -596,9 +598,20 @@ KRT_TARGET_AVX512 KRT_INLINE float krt_at_softmax_step_avx512(float *s, int64_t 
 
 /* o_r = (first_r ? 0 : o_r * corr_r) + sum_{j < nj} P[r * KB + j] * V_j, R rows, V rows at
  * stride hd (F32 cache rows or the widened tile). */
-KRT_TARGET_AVX512 KRT_INLINE void krt_at_pv_avx512(float *const *orow, const float *P, const int R, const float *V,
-                                                   int64_t nj, int64_t hd, const float *corr, const int *first,
-                                                   krt_at_pf *pf) {
+KRT_TARGET_AVX512 KRT_INLINE __m512 krt_at_ldv_avx512(const int vh, const void *V, int64_t off) {
+    return vh ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)V + off)))
+              : _mm512_loadu_ps((const float *)V + off);
+}
+KRT_TARGET_AVX512 KRT_INLINE __m512 krt_at_ldvm_avx512(const int vh, __mmask16 m, const void *V, int64_t off) {
+    return vh ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)V + off))
+              : _mm512_maskz_loadu_ps(m, (const float *)V + off);
+}
+
+/* vh: V rows are F16 cache rows, widened here (cheaper than staging them: F16 V is read once
+ * per row block, and the conversions run beside the FMAs), else floats. */
+KRT_TARGET_AVX512 KRT_INLINE void krt_at_pv_avx512(float *const *orow, const float *P, const int R, const int vh,
+                                                   const void *V, int64_t nj, int64_t hd, const float *corr,
+                                                   const int *first, krt_at_pf *pf) {
     for (int64_t d0 = 0; d0 < hd; d0 += 64) {
         __mmask16 mk[4];
         for (int v = 0; v < 4; v++) mk[v] = krt_at_mask16(hd - d0 - v * 16);
@@ -611,9 +624,9 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_at_pv_avx512(float *const *orow, const flo
         if (hd - d0 >= 64) {
             for (int64_t j = 0; j < nj; j++) {
                 krt_at_pf_step(pf);
-                const float *vr = V + j * hd + d0;
-                const __m512 v0 = _mm512_loadu_ps(vr), v1 = _mm512_loadu_ps(vr + 16);
-                const __m512 v2 = _mm512_loadu_ps(vr + 32), v3 = _mm512_loadu_ps(vr + 48);
+                const int64_t o = j * hd + d0;
+                const __m512 v0 = krt_at_ldv_avx512(vh, V, o), v1 = krt_at_ldv_avx512(vh, V, o + 16);
+                const __m512 v2 = krt_at_ldv_avx512(vh, V, o + 32), v3 = krt_at_ldv_avx512(vh, V, o + 48);
                 for (int r = 0; r < R; r++) {
                     const __m512 w = _mm512_set1_ps(P[r * KB + j]);
                     acc[r][0] = _mm512_fmadd_ps(w, v0, acc[r][0]);
@@ -625,9 +638,8 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_at_pv_avx512(float *const *orow, const flo
         } else {
             for (int64_t j = 0; j < nj; j++) {
                 krt_at_pf_step(pf);
-                const float *vr = V + j * hd + d0;
                 __m512 vv[4];
-                for (int v = 0; v < 4; v++) vv[v] = _mm512_maskz_loadu_ps(mk[v], vr + v * 16);
+                for (int v = 0; v < 4; v++) vv[v] = krt_at_ldvm_avx512(vh, mk[v], V, j * hd + d0 + v * 16);
                 for (int r = 0; r < R; r++) {
                     const __m512 w = _mm512_set1_ps(P[r * KB + j]);
                     for (int v = 0; v < 4; v++) acc[r][v] = _mm512_fmadd_ps(w, vv[v], acc[r][v]);
@@ -640,12 +652,12 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_at_pv_avx512(float *const *orow, const flo
 }
 
 /* o += sum_{j0 <= j < j1} p[j] * V_j (one row's keys past the block's common prefix). */
-KRT_TARGET_AVX512 KRT_INLINE void krt_at_pv_tail_avx512(float *o, const float *p, const float *V, int64_t j0, int64_t j1,
-                                                        int64_t hd) {
+KRT_TARGET_AVX512 KRT_INLINE void krt_at_pv_tail_avx512(float *o, const float *p, const int vh, const void *V, int64_t j0,
+                                                        int64_t j1, int64_t hd) {
     for (int64_t d = 0; d < hd; d += 16) {
         const __mmask16 mk = krt_at_mask16(hd - d);
         __m512 a = _mm512_maskz_loadu_ps(mk, o + d);
-        for (int64_t j = j0; j < j1; j++) a = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_maskz_loadu_ps(mk, V + j * hd + d), a);
+        for (int64_t j = j0; j < j1; j++) a = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), krt_at_ldvm_avx512(vh, mk, V, j * hd + d), a);
         _mm512_mask_storeu_ps(o + d, mk, a);
     }
 }
@@ -896,9 +908,22 @@ KRT_TARGET_AVX2 KRT_INLINE float krt_at_softmax_step_avx2(float *s, int64_t n, f
 }
 
 /* P * V for R rows (see krt_at_pv_avx512), 16 output dims at a time. */
-KRT_TARGET_AVX2 KRT_INLINE void krt_at_pv_avx2(float *const *orow, const float *P, const int R, const float *V,
-                                               int64_t nj, int64_t hd, const float *corr, const int *first,
-                                               krt_at_pf *pf) {
+/* 8 floats of V at element offset off: F16 rows widened (vh) or floats; masked (m) variant. */
+KRT_TARGET_AVX2 KRT_INLINE __m256 krt_at_ldv_avx2(const int vh, const void *V, int64_t off) {
+    return vh ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)V + off)))
+              : _mm256_loadu_ps((const float *)V + off);
+}
+KRT_TARGET_AVX2 KRT_INLINE __m256 krt_at_ldvm_avx2(const int vh, __m256i m, int64_t left, const void *V, int64_t off) {
+    if (!vh) return _mm256_maskload_ps((const float *)V + off, m);
+    if (left >= 8) return krt_at_ldv_avx2(1, V, off);
+    uint16_t tmp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t i = 0; i < left; i++) tmp[i] = ((const uint16_t *)V)[off + i];
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)tmp));
+}
+
+KRT_TARGET_AVX2 KRT_INLINE void krt_at_pv_avx2(float *const *orow, const float *P, const int R, const int vh,
+                                               const void *V, int64_t nj, int64_t hd, const float *corr,
+                                               const int *first, krt_at_pf *pf) {
     for (int64_t d0 = 0; d0 < hd; d0 += 16) {
         const __m256i m0 = krt_at_mask8(hd - d0), m1 = krt_at_mask8(hd - d0 - 8);
         __m256 acc[KRT_AT_RB_AVX2][2];
@@ -910,7 +935,7 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_at_pv_avx2(float *const *orow, const float *
         if (hd - d0 >= 16) {
             for (int64_t j = 0; j < nj; j++) {
                 krt_at_pf_step(pf);
-                const __m256 v0 = _mm256_loadu_ps(V + j * hd + d0), v1 = _mm256_loadu_ps(V + j * hd + d0 + 8);
+                const __m256 v0 = krt_at_ldv_avx2(vh, V, j * hd + d0), v1 = krt_at_ldv_avx2(vh, V, j * hd + d0 + 8);
                 for (int r = 0; r < R; r++) {
                     const __m256 w = _mm256_broadcast_ss(P + r * KB + j);
                     acc[r][0] = _mm256_fmadd_ps(w, v0, acc[r][0]);
@@ -920,7 +945,8 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_at_pv_avx2(float *const *orow, const float *
         } else {
             for (int64_t j = 0; j < nj; j++) {
                 krt_at_pf_step(pf);
-                const __m256 v0 = _mm256_maskload_ps(V + j * hd + d0, m0), v1 = _mm256_maskload_ps(V + j * hd + d0 + 8, m1);
+                const __m256 v0 = krt_at_ldvm_avx2(vh, m0, hd - d0, V, j * hd + d0);
+                const __m256 v1 = krt_at_ldvm_avx2(vh, m1, hd - d0 - 8, V, j * hd + d0 + 8);
                 for (int r = 0; r < R; r++) {
                     const __m256 w = _mm256_broadcast_ss(P + r * KB + j);
                     acc[r][0] = _mm256_fmadd_ps(w, v0, acc[r][0]);
@@ -935,12 +961,13 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_at_pv_avx2(float *const *orow, const float *
     }
 }
 
-KRT_TARGET_AVX2 KRT_INLINE void krt_at_pv_tail_avx2(float *o, const float *p, const float *V, int64_t j0, int64_t j1,
-                                                    int64_t hd) {
+KRT_TARGET_AVX2 KRT_INLINE void krt_at_pv_tail_avx2(float *o, const float *p, const int vh, const void *V, int64_t j0,
+                                                    int64_t j1, int64_t hd) {
     for (int64_t d = 0; d < hd; d += 8) {
         const __m256i mk = krt_at_mask8(hd - d);
         __m256 a = _mm256_maskload_ps(o + d, mk);
-        for (int64_t j = j0; j < j1; j++) a = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), _mm256_maskload_ps(V + j * hd + d, mk), a);
+        for (int64_t j = j0; j < j1; j++)
+            a = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), krt_at_ldvm_avx2(vh, mk, hd - d, V, j * hd + d), a);
         _mm256_maskstore_ps(o + d, mk, a);
     }
 }
