@@ -324,7 +324,8 @@ KRT_INLINE void krt_at_pf_step(krt_at_pf *c) {
 }
 
 /* ------------------------------------------------------------------ AVX-512 */
-#define KRT_AT_RB_AVX512 6 /* rows per register block: 6 x 4 zmm accumulators */
+#define KRT_AT_RB_AVX512 4 /* rows per register block: 4 x 4 zmm accumulators (Zen 4 is
+                                   * FMA-bound from 4 rows on; more rows only grow the code) */
 
 KRT_TARGET_AVX512 KRT_INLINE __mmask16 krt_at_mask16(int64_t k) {
     return (__mmask16)(k >= 16 ? 0xffffu : k <= 0 ? 0u : (1u << k) - 1u);
@@ -598,10 +599,6 @@ KRT_TARGET_AVX512 KRT_INLINE float krt_at_softmax_step_avx512(float *s, int64_t 
 
 /* o_r = (first_r ? 0 : o_r * corr_r) + sum_{j < nj} P[r * KB + j] * V_j, R rows, V rows at
  * stride hd (F32 cache rows or the widened tile). */
-KRT_TARGET_AVX512 KRT_INLINE __m512 krt_at_ldv_avx512(const int vh, const void *V, int64_t off) {
-    return vh ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)V + off)))
-              : _mm512_loadu_ps((const float *)V + off);
-}
 KRT_TARGET_AVX512 KRT_INLINE __m512 krt_at_ldvm_avx512(const int vh, __mmask16 m, const void *V, int64_t off) {
     return vh ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)V + off))
               : _mm512_maskz_loadu_ps(m, (const float *)V + off);
@@ -621,29 +618,13 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_at_pv_avx512(float *const *orow, const flo
             for (int v = 0; v < 4; v++)
                 acc[r][v] = first[r] ? _mm512_setzero_ps() : _mm512_mul_ps(_mm512_maskz_loadu_ps(mk[v], orow[r] + d0 + v * 16), c);
         }
-        if (hd - d0 >= 64) {
-            for (int64_t j = 0; j < nj; j++) {
-                krt_at_pf_step(pf);
-                const int64_t o = j * hd + d0;
-                const __m512 v0 = krt_at_ldv_avx512(vh, V, o), v1 = krt_at_ldv_avx512(vh, V, o + 16);
-                const __m512 v2 = krt_at_ldv_avx512(vh, V, o + 32), v3 = krt_at_ldv_avx512(vh, V, o + 48);
-                for (int r = 0; r < R; r++) {
-                    const __m512 w = _mm512_set1_ps(P[r * KB + j]);
-                    acc[r][0] = _mm512_fmadd_ps(w, v0, acc[r][0]);
-                    acc[r][1] = _mm512_fmadd_ps(w, v1, acc[r][1]);
-                    acc[r][2] = _mm512_fmadd_ps(w, v2, acc[r][2]);
-                    acc[r][3] = _mm512_fmadd_ps(w, v3, acc[r][3]);
-                }
-            }
-        } else {
-            for (int64_t j = 0; j < nj; j++) {
-                krt_at_pf_step(pf);
-                __m512 vv[4];
-                for (int v = 0; v < 4; v++) vv[v] = krt_at_ldvm_avx512(vh, mk[v], V, j * hd + d0 + v * 16);
-                for (int r = 0; r < R; r++) {
-                    const __m512 w = _mm512_set1_ps(P[r * KB + j]);
-                    for (int v = 0; v < 4; v++) acc[r][v] = _mm512_fmadd_ps(w, vv[v], acc[r][v]);
-                }
+        for (int64_t j = 0; j < nj; j++) { /* masked loads: full masks cost nothing here */
+            krt_at_pf_step(pf);
+            __m512 vv[4];
+            for (int v = 0; v < 4; v++) vv[v] = krt_at_ldvm_avx512(vh, mk[v], V, j * hd + d0 + v * 16);
+            for (int r = 0; r < R; r++) {
+                const __m512 w = _mm512_set1_ps(P[r * KB + j]);
+                for (int v = 0; v < 4; v++) acc[r][v] = _mm512_fmadd_ps(w, vv[v], acc[r][v]);
             }
         }
         for (int r = 0; r < R; r++)
@@ -695,20 +676,18 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_at_scores_avx512(int kv, float *S, const f
 #define KRT_AT_PF_SLOTS_AVX512(kv, hd, nj) (((kv) == KRT_AT_Q8 ? (hd) / 4 : (hd)) + ((hd) + 63) / 64 * (nj))
 
 /* Dispatch on the row count so that every register block has a compile-time R. */
-#define KRT_AT_SWITCH_R6(R, CALL) \
+#define KRT_AT_SWITCH_R4(R, CALL) \
     switch (R) {                  \
     case 1: CALL(1); break;       \
     case 2: CALL(2); break;       \
     case 3: CALL(3); break;       \
-    case 4: CALL(4); break;       \
-    case 5: CALL(5); break;       \
-    default: CALL(6); break;      \
+    default: CALL(4); break;      \
     }
 
 #define KRT_AV(name) name##_avx512
 #define KRT_AV_TARGET KRT_TARGET_AVX512
 #define KRT_AV_RB KRT_AT_RB_AVX512
-#define KRT_AV_SWITCH_R KRT_AT_SWITCH_R6
+#define KRT_AV_SWITCH_R KRT_AT_SWITCH_R4
 #define KRT_AV_PF_SLOTS KRT_AT_PF_SLOTS_AVX512
 #include "attention_driver.inc"
 #undef KRT_AV
@@ -993,14 +972,6 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_at_scores_avx2(int kv, float *S, const float
 
 /* Inner-loop iterations (prefetch slots) of one row block's scores + P*V over nj keys. */
 #define KRT_AT_PF_SLOTS_AVX2(kv, hd, nj) (4 * (hd) + ((hd) + 15) / 16 * (nj))
-
-#define KRT_AT_SWITCH_R4(R, CALL) \
-    switch (R) {                  \
-    case 1: CALL(1); break;       \
-    case 2: CALL(2); break;       \
-    case 3: CALL(3); break;       \
-    default: CALL(4); break;      \
-    }
 
 #define KRT_AV(name) name##_avx2
 #define KRT_AV_TARGET KRT_TARGET_AVX2
