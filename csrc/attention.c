@@ -30,8 +30,9 @@
  * chunk merged by krt_attn_merge; algebraically all of these equal the formula above.
  *
  * Accuracy (csrc/tests/test_attn.c, against float64 on the same stored values, depths 1..16384):
- *   |out - ref| <= 4e-6 * sum_j w_j |V_j| per element for F32 and F16, and for Q8_0 (whose
- *   scores are exact integers times scales); chunked + merged vs unchunked: the same bound.
+ *   |out - ref| <= 4e-6 * sum_j w_j |V_j| per element, every type and variant (measured worst:
+ *   6.5e-7); chunked + merged vs unchunked: the same bound. Q8_0 scores are exact integers
+ *   times scales, so Q8_0 is no less accurate than F32 on the values it stores.
  *
  * NaN / Inf (identical classes in every variant, chunked or not; tested in test_attn.c):
  *   - a NaN score (NaN in q or in an attended key row, Inf*0 or Inf-Inf inside the dot) or a
@@ -56,8 +57,10 @@
  *   part[(h*n_chunks + c) * KRT_ATTN_PART_STRIDE(hd)] = {m, l, 14 unused, acc[hd]} and a second
  *   dispatch of krt_attn_merge (slice: query heads) writes out.
  * Prefill: units n_kv_heads * ceil(T / KRT_ATTN_QTILE), u = g * n_tiles + k, tile zigzag(k).
- * Scratch: KRT_ATTN_SCRATCH_FLOATS(hd) floats per worker (private); krt_attention needs none
- * beyond its legacy argument (it keeps its workspace on the stack).
+ * Scratch: KRT_ATTN_SCRATCH_FLOATS(hd) floats per worker (private; any alignment works, 64 bytes
+ * is best); krt_attention needs none beyond its legacy argument: its SIMD variants keep their
+ * workspace (S and the key tile, 66 KiB) on the stack.
+ * Performance notes (measured, Zen 4): see attention_driver.inc and docs/attention-design.md.
  * Requirements (checked by the Go side): head_dim % 16 == 0 and <= 256 (Q8_0: % 32), n_heads a
  * multiple of n_kv_heads, n_ctx <= max_ctx, pos0 + T <= max_ctx, chunk >= 1. krt_attention
  * takes any head_dim <= 256.

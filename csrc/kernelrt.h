@@ -128,7 +128,7 @@ KRT_DECLARE(krt_stream_read, (float *out, const float *src, int64_t n))
 #define KRT_ATTN_QTILE 16  /* query tokens per prefill work unit */
 /* Floats per partial-softmax record of one (query head, cache chunk): m, l, 14 pad, acc[hd]. */
 #define KRT_ATTN_PART_STRIDE(head_dim) ((head_dim) + 16)
-/* Floats of the per-worker private scratch every attention kernel takes (64-byte aligned). */
+/* Floats of the per-worker private scratch every attention kernel takes (64-byte aligned is best). */
 #define KRT_ATTN_SCRATCH_FLOATS(head_dim) (272 * (((head_dim) + 15) / 16 * 16) + 4096)
 
 /* Append tokens t0..t1 (src + t*src_stride, n_kv_heads*head_dim floats) at position pos0 + t,
