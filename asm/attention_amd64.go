@@ -9,17 +9,122 @@ import "unsafe"
 // Functions of attention_amd64.s, translated from csrc/attention.c. Pointer arguments point at memory
 // holding no Go pointers; int arguments are the C int64_t parameters.
 
+// _krt_attn_decode_f32_ref is krt_attn_decode_f32_ref from csrc/attention.c.
+//
+//go:noescape
+func _krt_attn_decode_f32_ref(out, part, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, n_ctx, chunk, u0, u1 int)
+
+// _krt_attn_decode_f16_ref is krt_attn_decode_f16_ref from csrc/attention.c.
+//
+//go:noescape
+func _krt_attn_decode_f16_ref(out, part, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, n_ctx, chunk, u0, u1 int)
+
+// _krt_attn_decode_q8_0_ref is krt_attn_decode_q8_0_ref from csrc/attention.c.
+//
+//go:noescape
+func _krt_attn_decode_q8_0_ref(out, part, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, n_ctx, chunk, u0, u1 int)
+
+// _krt_attn_prefill_f32_ref is krt_attn_prefill_f32_ref from csrc/attention.c.
+//
+//go:noescape
+func _krt_attn_prefill_f32_ref(out, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, q_stride, pos0, T, u0, u1 int)
+
+// _krt_attn_prefill_f16_ref is krt_attn_prefill_f16_ref from csrc/attention.c.
+//
+//go:noescape
+func _krt_attn_prefill_f16_ref(out, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, q_stride, pos0, T, u0, u1 int)
+
+// _krt_attn_prefill_q8_0_ref is krt_attn_prefill_q8_0_ref from csrc/attention.c.
+//
+//go:noescape
+func _krt_attn_prefill_q8_0_ref(out, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, q_stride, pos0, T, u0, u1 int)
+
+// _krt_attn_merge_ref is krt_attn_merge_ref from csrc/attention.c.
+//
+//go:noescape
+func _krt_attn_merge_ref(out, part unsafe.Pointer, n_heads, head_dim, n_chunks, h0, h1 int)
+
 // _krt_attention_ref is krt_attention_ref from csrc/attention.c.
 //
 //go:noescape
 func _krt_attention_ref(out, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, q_stride, pos0, T, h0, h1 int)
 
-// _krt_attention_avx2 is krt_attention_avx2 from csrc/attention.c.
+// _krt_attn_decode_f32_avx512 is krt_attn_decode_f32_avx512 from csrc/attention.c.
 //
 //go:noescape
-func _krt_attention_avx2(out, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, q_stride, pos0, T, h0, h1 int)
+func _krt_attn_decode_f32_avx512(out, part, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, n_ctx, chunk, u0, u1 int)
+
+// _krt_attn_decode_f16_avx512 is krt_attn_decode_f16_avx512 from csrc/attention.c.
+//
+//go:noescape
+func _krt_attn_decode_f16_avx512(out, part, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, n_ctx, chunk, u0, u1 int)
+
+// _krt_attn_decode_q8_0_avx512 is krt_attn_decode_q8_0_avx512 from csrc/attention.c.
+//
+//go:noescape
+func _krt_attn_decode_q8_0_avx512(out, part, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, n_ctx, chunk, u0, u1 int)
+
+// _krt_attn_merge_avx512 is krt_attn_merge_avx512 from csrc/attention.c.
+//
+//go:noescape
+func _krt_attn_merge_avx512(out, part unsafe.Pointer, n_heads, head_dim, n_chunks, h0, h1 int)
+
+// _krt_attn_prefill_f32_avx512 is krt_attn_prefill_f32_avx512 from csrc/attention.c.
+//
+//go:noescape
+func _krt_attn_prefill_f32_avx512(out, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, q_stride, pos0, T, u0, u1 int)
+
+// _krt_attn_prefill_f16_avx512 is krt_attn_prefill_f16_avx512 from csrc/attention.c.
+//
+//go:noescape
+func _krt_attn_prefill_f16_avx512(out, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, q_stride, pos0, T, u0, u1 int)
+
+// _krt_attn_prefill_q8_0_avx512 is krt_attn_prefill_q8_0_avx512 from csrc/attention.c.
+//
+//go:noescape
+func _krt_attn_prefill_q8_0_avx512(out, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, q_stride, pos0, T, u0, u1 int)
 
 // _krt_attention_avx512 is krt_attention_avx512 from csrc/attention.c.
 //
 //go:noescape
 func _krt_attention_avx512(out, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, q_stride, pos0, T, h0, h1 int)
+
+// _krt_attn_decode_f32_avx2 is krt_attn_decode_f32_avx2 from csrc/attention.c.
+//
+//go:noescape
+func _krt_attn_decode_f32_avx2(out, part, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, n_ctx, chunk, u0, u1 int)
+
+// _krt_attn_decode_f16_avx2 is krt_attn_decode_f16_avx2 from csrc/attention.c.
+//
+//go:noescape
+func _krt_attn_decode_f16_avx2(out, part, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, n_ctx, chunk, u0, u1 int)
+
+// _krt_attn_decode_q8_0_avx2 is krt_attn_decode_q8_0_avx2 from csrc/attention.c.
+//
+//go:noescape
+func _krt_attn_decode_q8_0_avx2(out, part, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, n_ctx, chunk, u0, u1 int)
+
+// _krt_attn_merge_avx2 is krt_attn_merge_avx2 from csrc/attention.c.
+//
+//go:noescape
+func _krt_attn_merge_avx2(out, part unsafe.Pointer, n_heads, head_dim, n_chunks, h0, h1 int)
+
+// _krt_attn_prefill_f32_avx2 is krt_attn_prefill_f32_avx2 from csrc/attention.c.
+//
+//go:noescape
+func _krt_attn_prefill_f32_avx2(out, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, q_stride, pos0, T, u0, u1 int)
+
+// _krt_attn_prefill_f16_avx2 is krt_attn_prefill_f16_avx2 from csrc/attention.c.
+//
+//go:noescape
+func _krt_attn_prefill_f16_avx2(out, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, q_stride, pos0, T, u0, u1 int)
+
+// _krt_attn_prefill_q8_0_avx2 is krt_attn_prefill_q8_0_avx2 from csrc/attention.c.
+//
+//go:noescape
+func _krt_attn_prefill_q8_0_avx2(out, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, q_stride, pos0, T, u0, u1 int)
+
+// _krt_attention_avx2 is krt_attention_avx2 from csrc/attention.c.
+//
+//go:noescape
+func _krt_attention_avx2(out, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, q_stride, pos0, T, h0, h1 int)

@@ -1056,7 +1056,7 @@ DATA LCDATA4<>+0x010(SB)/8, $0x395e8083bf318000
 DATA LCDATA4<>+0x018(SB)/8, $0x395069673ab743ce
 DATA LCDATA4<>+0x020(SB)/8, $0x3d2aa9c13c088908
 DATA LCDATA4<>+0x028(SB)/8, $0x3f8000003e2aaaaa
-DATA LCDATA4<>+0x030(SB)/8, $0x000000003f318000
+DATA LCDATA4<>+0x030(SB)/8, $0x3f3180007f800000
 DATA LCDATA4<>+0x038(SB)/8, $0x3ff0000000000000
 DATA LCDATA4<>+0x040(SB)/8, $0x0000000000000000
 DATA LCDATA4<>+0x048(SB)/8, $0x0000000000000000
@@ -1064,7 +1064,7 @@ DATA LCDATA4<>+0x050(SB)/8, $0x0000000000000000
 DATA LCDATA4<>+0x058(SB)/8, $0x0000000000000000
 GLOBL LCDATA4<>(SB), 8, $96
 
-TEXT ·_krt_softmax_avx2(SB), $168-40
+TEXT ·_krt_softmax_avx2(SB), $232-40
 
 	MOVQ x+0(FP), DI
 	MOVQ valid+8(FP), SI
@@ -1072,16 +1072,16 @@ TEXT ·_krt_softmax_avx2(SB), $168-40
 	MOVQ r0+24(FP), CX
 	MOVQ r1+32(FP), R8
 	MOVQ SP, BP
-	ADDQ $80, SP
-	ANDQ $-16, SP
-	MOVQ BP, 80(SP)
+	ADDQ $96, SP
+	ANDQ $-32, SP
+	MOVQ BP, 128(SP)
 	LEAQ LCDATA4<>(SB), BP
 
 	WORD $0x8948; BYTE $0xc8     // mov rax, rcx
 	LONG $0x244c8948; BYTE $0x18 // mov qword ptr [rsp + 24], rcx
 	WORD $0x2949; BYTE $0xc8     // sub r8, rcx
 	LONG $0x2444894c; BYTE $0x38 // mov qword ptr [rsp + 56], r8
-	JLE  LBB3_34
+	JLE  LBB3_35
 	WORD $0x8949; BYTE $0xf4     // mov r12, rsi
 	LONG $0x01428d48             // lea rax, [rdx + 1]
 	LONG $0x24448948; BYTE $0x20 // mov qword ptr [rsp + 32], rax
@@ -1094,23 +1094,25 @@ TEXT ·_krt_softmax_avx2(SB), $168-40
 	LONG $0x873c8d4c             // lea r15, [rdi + 4*rax]
 	LONG $0x40c78349             // add r15, 64
 	WORD $0x3145; BYTE $0xd2     // xor r10d, r10d
-	LONG $0x45107ac5; BYTE $0x18 // vmovss xmm8, dword ptr [rbp + 24] /* [rip + .LCPI3_6] */
-	LONG $0x4d107ac5; BYTE $0x20 // vmovss xmm9, dword ptr [rbp + 32] /* [rip + .LCPI3_8] */
-	LONG $0x55107ac5; BYTE $0x24 // vmovss xmm10, dword ptr [rbp + 36] /* [rip + .LCPI3_9] */
+	LONG $0x45107ac5; BYTE $0x14 // vmovss xmm8, dword ptr [rbp + 20] /* [rip + .LCPI3_5] */
+	LONG $0x75107ac5; BYTE $0x1c // vmovss xmm14, dword ptr [rbp + 28] /* [rip + .LCPI3_7] */
+	LONG $0x55107ac5; BYTE $0x18 // vmovss xmm10, dword ptr [rbp + 24] /* [rip + .LCPI3_6] */
+	LONG $0x7510fac5; BYTE $0x20 // vmovss xmm6, dword ptr [rbp + 32] /* [rip + .LCPI3_8] */
+	LONG $0x7d107ac5; BYTE $0x24 // vmovss xmm15, dword ptr [rbp + 36] /* [rip + .LCPI3_9] */
 	LONG $0x24548948; BYTE $0x10 // mov qword ptr [rsp + 16], rdx
 	LONG $0x24748948; BYTE $0x08 // mov qword ptr [rsp + 8], rsi
 	LONG $0x243c8948             // mov qword ptr [rsp], rdi
 	JMP  LBB3_2
 	PCALIGN $16
 
-LBB3_33:
+LBB3_34:
 	LONG $0x01c58349             // add r13, 1
 	LONG $0x01c28349             // add r10, 1
 	LONG $0x24448b48; BYTE $0x30 // mov rax, qword ptr [rsp + 48]
 	WORD $0x0149; BYTE $0xc6     // add r14, rax
 	WORD $0x0149; BYTE $0xc7     // add r15, rax
 	LONG $0x24543b4c; BYTE $0x38 // cmp r10, qword ptr [rsp + 56]
-	JE   LBB3_34
+	JE   LBB3_35
 
 LBB3_2:
 	WORD $0x894c; BYTE $0xe9 // mov rcx, r13
@@ -1183,7 +1185,7 @@ LBB3_12:
 	JNE  LBB3_12
 
 LBB3_13:
-	LONG $0x187d62c4; BYTE $0xd8 // vbroadcastss ymm11, xmm0
+	LONG $0x187d62c4; BYTE $0xe8 // vbroadcastss ymm13, xmm0
 	LONG $0x08f88348             // cmp rax, 8
 	JGE  LBB3_15
 	LONG $0xc957f0c5             // vxorps xmm1, xmm1, xmm1
@@ -1193,7 +1195,7 @@ LBB3_13:
 
 LBB3_15:
 	LONG    $0xc057f8c5             // vxorps xmm0, xmm0, xmm0
-	LONG    $0x5c7cc1c4; BYTE $0xd3 // vsubps ymm2, ymm0, ymm11
+	LONG    $0x5c7cc1c4; BYTE $0xd5 // vsubps ymm2, ymm0, ymm13
 	LONG    $0xc957f0c5             // vxorps xmm1, xmm1, xmm1
 	WORD    $0xc931                 // xor ecx, ecx
 	LONG    $0xdb57e1c5             // vxorpd xmm3, xmm3, xmm3
@@ -1201,49 +1203,52 @@ LBB3_15:
 
 LBB3_16:
 	WORD $0x8948; BYTE $0xce       // mov rsi, rcx
-	LONG $0x107cc1c4; WORD $0x8e2c // vmovups ymm5, ymmword ptr [r14 + 4*rcx]
-	LONG $0x5c54c1c4; BYTE $0xf3   // vsubps ymm6, ymm5, ymm11
-	LONG $0xfd5cccc5               // vsubps ymm7, ymm6, ymm5
-	LONG $0xc75c4cc5               // vsubps ymm8, ymm6, ymm7
+	LONG $0x107cc1c4; WORD $0x8e34 // vmovups ymm6, ymmword ptr [r14 + 4*rcx]
+	LONG $0x5c4cc1c4; BYTE $0xfd   // vsubps ymm7, ymm6, ymm13
+	LONG $0xee5cc4c5               // vsubps ymm5, ymm7, ymm6
+	LONG $0xc55c44c5               // vsubps ymm8, ymm7, ymm5
 	LONG $0x187d62c4; WORD $0x004d // vbroadcastss ymm9, dword ptr [rbp + 0] /* [rip + .LCPI3_0] */
-	LONG $0xc24cc1c4; WORD $0x05e1 // vcmpnltps ymm4, ymm6, ymm9
-	LONG $0xff5cecc5               // vsubps ymm7, ymm2, ymm7
-	LONG $0x187d62c4; WORD $0x0455 // vbroadcastss ymm10, dword ptr [rbp + 4] /* [rip + .LCPI3_1] */
-	LONG $0x5d4cc1c4; BYTE $0xf2   // vminps ymm6, ymm6, ymm10
-	LONG $0x5f4cc1c4; BYTE $0xf1   // vmaxps ymm6, ymm6, ymm9
-	LONG $0x5c54c1c4; BYTE $0xe8   // vsubps ymm5, ymm5, ymm8
+	LONG $0xc244c1c4; WORD $0x05e1 // vcmpnltps ymm4, ymm7, ymm9
+	LONG $0xd55c6cc5               // vsubps ymm10, ymm2, ymm5
+	LONG $0x187d62c4; WORD $0x045d // vbroadcastss ymm11, dword ptr [rbp + 4] /* [rip + .LCPI3_1] */
+	LONG $0xefc2a4c5; BYTE $0x01   // vcmpltps ymm5, ymm11, ymm7
+	LONG $0xff5da4c5               // vminps ymm7, ymm11, ymm7
+	LONG $0x5c4cc1c4; BYTE $0xf0   // vsubps ymm6, ymm6, ymm8
+	LONG $0xff5fb4c5               // vmaxps ymm7, ymm9, ymm7
 	LONG $0x187d62c4; WORD $0x0845 // vbroadcastss ymm8, dword ptr [rbp + 8] /* [rip + .LCPI3_2] */
 	LONG $0x187d62c4; WORD $0x0c4d // vbroadcastss ymm9, dword ptr [rbp + 12] /* [rip + .LCPI3_3] */
-	LONG $0xa84d42c4; BYTE $0xc8   // vfmadd213ps ymm9, ymm6, ymm8
+	LONG $0xf658acc5               // vaddps ymm6, ymm10, ymm6
+	LONG $0xa84542c4; BYTE $0xc8   // vfmadd213ps ymm9, ymm7, ymm8
 	LONG $0x087d43c4; WORD $0x01c9 // vroundps ymm9, ymm9, 1
 	LONG $0x187d62c4; WORD $0x1055 // vbroadcastss ymm10, dword ptr [rbp + 16] /* [rip + .LCPI3_4] */
-	LONG $0xa83562c4; BYTE $0xd6   // vfmadd213ps ymm10, ymm9, ymm6
-	LONG $0x187de2c4; WORD $0x1475 // vbroadcastss ymm6, dword ptr [rbp + 20] /* [rip + .LCPI3_5] */
-	LONG $0xed58c4c5               // vaddps ymm5, ymm7, ymm5
-	LONG $0xa835c2c4; BYTE $0xf2   // vfmadd213ps ymm6, ymm9, ymm10
-	LONG $0x187de2c4; WORD $0x187d // vbroadcastss ymm7, dword ptr [rbp + 24] /* [rip + .LCPI3_6] */
+	LONG $0x5dc24cc5; WORD $0x0740 // vcmpordps ymm11, ymm6, ymmword ptr [rbp + 64] /* [rip + .LCPI3_15] */
+	LONG $0xa83562c4; BYTE $0xd7   // vfmadd213ps ymm10, ymm9, ymm7
+	LONG $0x187de2c4; WORD $0x147d // vbroadcastss ymm7, dword ptr [rbp + 20] /* [rip + .LCPI3_5] */
+	LONG $0x187d62c4; WORD $0x1865 // vbroadcastss ymm12, dword ptr [rbp + 24] /* [rip + .LCPI3_6] */
+	LONG $0xa835c2c4; BYTE $0xfa   // vfmadd213ps ymm7, ymm9, ymm10
 	LONG $0x187d62c4; WORD $0x1c55 // vbroadcastss ymm10, dword ptr [rbp + 28] /* [rip + .LCPI3_7] */
-	LONG $0xa84d62c4; BYTE $0xd7   // vfmadd213ps ymm10, ymm6, ymm7
-	LONG $0x187de2c4; WORD $0x207d // vbroadcastss ymm7, dword ptr [rbp + 32] /* [rip + .LCPI3_8] */
-	LONG $0xb84dc2c4; BYTE $0xfa   // vfmadd231ps ymm7, ymm6, ymm10
+	LONG $0xa84542c4; BYTE $0xd4   // vfmadd213ps ymm10, ymm7, ymm12
+	LONG $0x187d62c4; WORD $0x2065 // vbroadcastss ymm12, dword ptr [rbp + 32] /* [rip + .LCPI3_8] */
+	LONG $0xb84542c4; BYTE $0xe2   // vfmadd231ps ymm12, ymm7, ymm10
 	LONG $0x187d62c4; WORD $0x2455 // vbroadcastss ymm10, dword ptr [rbp + 36] /* [rip + .LCPI3_9] */
-	LONG $0xb84d62c4; BYTE $0xd7   // vfmadd231ps ymm10, ymm6, ymm7
-	LONG $0x187de2c4; WORD $0x287d // vbroadcastss ymm7, dword ptr [rbp + 40] /* [rip + .LCPI3_10] */
-	LONG $0xb84dc2c4; BYTE $0xfa   // vfmadd231ps ymm7, ymm6, ymm10
-	LONG $0x55c254c5; WORD $0x0740 // vcmpordps ymm10, ymm5, ymmword ptr [rbp + 64] /* [rip + .LCPI3_14] */
-	LONG $0xa84dc2c4; BYTE $0xf8   // vfmadd213ps ymm7, ymm6, ymm8
-	LONG $0x187d62c4; WORD $0x2c45 // vbroadcastss ymm8, dword ptr [rbp + 44] /* [rip + .LCPI3_11] */
-	LONG $0xc6583cc5               // vaddps ymm8, ymm8, ymm6
-	LONG $0xf659ccc5               // vmulps ymm6, ymm6, ymm6
-	LONG $0xb84562c4; BYTE $0xc6   // vfmadd231ps ymm8, ymm7, ymm6
-	LONG $0x5b7dc1c4; BYTE $0xf1   // vcvtps2dq ymm6, ymm9
-	LONG $0x587de2c4; WORD $0x2c7d // vpbroadcastd ymm7, dword ptr [rbp + 44] /* [rip + .LCPI3_11] */
-	LONG $0xed54acc5               // vandps ymm5, ymm10, ymm5
-	LONG $0xf672cdc5; BYTE $0x17   // vpslld ymm6, ymm6, 23
-	LONG $0xf7fecdc5               // vpaddd ymm6, ymm6, ymm7
-	LONG $0xf659bcc5               // vmulps ymm6, ymm8, ymm6
-	LONG $0xe654dcc5               // vandps ymm4, ymm4, ymm6
-	LONG $0xb855e2c4; BYTE $0xe4   // vfmadd231ps ymm4, ymm5, ymm4
+	LONG $0xb84542c4; BYTE $0xd4   // vfmadd231ps ymm10, ymm7, ymm12
+	LONG $0x187d62c4; WORD $0x2865 // vbroadcastss ymm12, dword ptr [rbp + 40] /* [rip + .LCPI3_10] */
+	LONG $0xb84542c4; BYTE $0xe2   // vfmadd231ps ymm12, ymm7, ymm10
+	LONG $0xa84542c4; BYTE $0xe0   // vfmadd213ps ymm12, ymm7, ymm8
+	LONG $0xc75944c5               // vmulps ymm8, ymm7, ymm7
+	LONG $0x187d62c4; WORD $0x2c55 // vbroadcastss ymm10, dword ptr [rbp + 44] /* [rip + .LCPI3_11] */
+	LONG $0xf654a4c5               // vandps ymm6, ymm11, ymm6
+	LONG $0xff58acc5               // vaddps ymm7, ymm10, ymm7
+	LONG $0x5b7d41c4; BYTE $0xc9   // vcvtps2dq ymm9, ymm9
+	LONG $0x7235c1c4; WORD $0x17f1 // vpslld ymm9, ymm9, 23
+	LONG $0xb81dc2c4; BYTE $0xf8   // vfmadd231ps ymm7, ymm12, ymm8
+	LONG $0x587d62c4; WORD $0x2c45 // vpbroadcastd ymm8, dword ptr [rbp + 44] /* [rip + .LCPI3_11] */
+	LONG $0xfe3541c4; BYTE $0xc0   // vpaddd ymm8, ymm9, ymm8
+	LONG $0xff59bcc5               // vmulps ymm7, ymm8, ymm7
+	LONG $0x187d62c4; WORD $0x3045 // vbroadcastss ymm8, dword ptr [rbp + 48] /* [rip + .LCPI3_12] */
+	LONG $0x4a45c3c4; WORD $0x50e8 // vblendvps ymm5, ymm7, ymm8, ymm5
+	LONG $0xe554dcc5               // vandps ymm4, ymm4, ymm5
+	LONG $0xb84de2c4; BYTE $0xe4   // vfmadd231ps ymm4, ymm6, ymm4
 	LONG $0x117cc1c4; WORD $0x8e24 // vmovups ymmword ptr [r14 + 4*rcx], ymm4
 	LONG $0xec5afcc5               // vcvtps2pd ymm5, xmm4
 	LONG $0x197de3c4; WORD $0x01e4 // vextractf128 xmm4, ymm4, 1
@@ -1255,9 +1260,11 @@ LBB3_16:
 	WORD $0x3948; BYTE $0xc6       // cmp rsi, rax
 	JLE  LBB3_16
 	LONG $0xc958e5c5               // vaddpd ymm1, ymm3, ymm1
-	LONG $0x45107ac5; BYTE $0x18   // vmovss xmm8, dword ptr [rbp + 24] /* [rip + .LCPI3_6] */
-	LONG $0x4d107ac5; BYTE $0x20   // vmovss xmm9, dword ptr [rbp + 32] /* [rip + .LCPI3_8] */
-	LONG $0x55107ac5; BYTE $0x24   // vmovss xmm10, dword ptr [rbp + 36] /* [rip + .LCPI3_9] */
+	LONG $0x45107ac5; BYTE $0x14   // vmovss xmm8, dword ptr [rbp + 20] /* [rip + .LCPI3_5] */
+	LONG $0x75107ac5; BYTE $0x1c   // vmovss xmm14, dword ptr [rbp + 28] /* [rip + .LCPI3_7] */
+	LONG $0x55107ac5; BYTE $0x18   // vmovss xmm10, dword ptr [rbp + 24] /* [rip + .LCPI3_6] */
+	LONG $0x7510fac5; BYTE $0x20   // vmovss xmm6, dword ptr [rbp + 32] /* [rip + .LCPI3_8] */
+	LONG $0x7d107ac5; BYTE $0x24   // vmovss xmm15, dword ptr [rbp + 36] /* [rip + .LCPI3_9] */
 
 LBB3_18:
 	LONG    $0x197de3c4; WORD $0x01ca // vextractf128 xmm2, ymm1, 1
@@ -1265,50 +1272,57 @@ LBB3_18:
 	LONG    $0x0579e3c4; WORD $0x01d1 // vpermilpd xmm2, xmm1, 1
 	LONG    $0xca58f3c5               // vaddsd xmm1, xmm1, xmm2
 	WORD    $0x3948; BYTE $0xc1       // cmp rcx, rax
-	JGE     LBB3_21
+	JGE     LBB3_19
 	LONG    $0xc057f8c5               // vxorps xmm0, xmm0, xmm0
-	LONG    $0x5c7cc1c4; BYTE $0xd3   // vsubps ymm2, ymm0, ymm11
-	LONG    $0x6d107ac5; BYTE $0x28   // vmovss xmm13, dword ptr [rbp + 40] /* [rip + .LCPI3_10] */
-	LONG    $0x75107ac5; BYTE $0x08   // vmovss xmm14, dword ptr [rbp + 8] /* [rip + .LCPI3_2] */
-	LONG    $0x7d107ac5; BYTE $0x2c   // vmovss xmm15, dword ptr [rbp + 44] /* [rip + .LCPI3_11] */
-	LONG    $0x65107ac5; BYTE $0x00   // vmovss xmm12, dword ptr [rbp + 0] /* [rip + .LCPI3_0] */
+	LONG    $0x5c7cc1c4; BYTE $0xc5   // vsubps ymm0, ymm0, ymm13
+	LONG    $0x4429fcc5; WORD $0x4024 // vmovaps ymmword ptr [rsp + 64], ymm0
+	LONG    $0xea297cc5               // vmovaps ymm2, ymm13
+	LONG    $0x287841c4; BYTE $0xe8   // vmovaps xmm13, xmm8
+	LONG    $0x4d107ac5; BYTE $0x04   // vmovss xmm9, dword ptr [rbp + 4] /* [rip + .LCPI3_1] */
+	LONG    $0x287841c4; BYTE $0xc2   // vmovaps xmm8, xmm10
+	LONG    $0x55107ac5; BYTE $0x30   // vmovss xmm10, dword ptr [rbp + 48] /* [rip + .LCPI3_12] */
+	LONG    $0x5d107ac5; BYTE $0x00   // vmovss xmm11, dword ptr [rbp + 0] /* [rip + .LCPI3_0] */
+	LONG    $0xe62878c5               // vmovaps xmm12, xmm6
 	PCALIGN $16
 
-LBB3_20:
+LBB3_21:
 	LONG $0x187dc2c4; WORD $0x8e24 // vbroadcastss ymm4, dword ptr [r14 + 4*rcx]
-	LONG $0x5c5cc1c4; BYTE $0xdb   // vsubps ymm3, ymm4, ymm11
+	LONG $0xda5cdcc5               // vsubps ymm3, ymm4, ymm2
 	LONG $0x187de2c4; WORD $0x006d // vbroadcastss ymm5, dword ptr [rbp + 0] /* [rip + .LCPI3_0] */
 	LONG $0x187de2c4; WORD $0x0475 // vbroadcastss ymm6, dword ptr [rbp + 4] /* [rip + .LCPI3_1] */
-	LONG $0xf65de4c5               // vminps ymm6, ymm3, ymm6
-	LONG $0xed5fccc5               // vmaxps ymm5, ymm6, ymm5
+	LONG $0xf35dccc5               // vminps ymm6, ymm6, ymm3
+	LONG $0xee5fd4c5               // vmaxps ymm5, ymm5, ymm6
 	LONG $0x187de2c4; WORD $0x0875 // vbroadcastss ymm6, dword ptr [rbp + 8] /* [rip + .LCPI3_2] */
 	LONG $0x187de2c4; WORD $0x0c7d // vbroadcastss ymm7, dword ptr [rbp + 12] /* [rip + .LCPI3_3] */
 	LONG $0xa855e2c4; BYTE $0xfe   // vfmadd213ps ymm7, ymm5, ymm6
 	LONG $0x087de3c4; WORD $0x01ff // vroundps ymm7, ymm7, 1
 	LONG $0xf75bfdc5               // vcvtps2dq ymm6, ymm7
-	LONG $0x5879e2c4; WORD $0x2c45 // vpbroadcastd xmm0, dword ptr [rbp + 44] /* [rip + .LCPI3_11] */
 	LONG $0xf672c9c5; BYTE $0x17   // vpslld xmm6, xmm6, 23
+	LONG $0x5879e2c4; WORD $0x2c45 // vpbroadcastd xmm0, dword ptr [rbp + 44] /* [rip + .LCPI3_11] */
 	LONG $0xf0fec9c5               // vpaddd xmm6, xmm6, xmm0
-	LONG $0xbd41e2c4; WORD $0x306d // vfnmadd231ss xmm5, xmm7, dword ptr [rbp + 48] /* [rip + .LCPI3_12] */
-	LONG $0xb941e2c4; WORD $0x146d // vfmadd231ss xmm5, xmm7, dword ptr [rbp + 20] /* [rip + .LCPI3_5] */
-	LONG $0x4510fac5; BYTE $0x1c   // vmovss xmm0, dword ptr [rbp + 28] /* [rip + .LCPI3_7] */
+	LONG $0xbd41e2c4; WORD $0x346d // vfnmadd231ss xmm5, xmm7, dword ptr [rbp + 52] /* [rip + .LCPI3_13] */
+	LONG $0xb941c2c4; BYTE $0xed   // vfmadd231ss xmm5, xmm7, xmm13
+	LONG $0xf02978c5               // vmovaps xmm0, xmm14
 	LONG $0xa951c2c4; BYTE $0xc0   // vfmadd213ss xmm0, xmm5, xmm8
-	LONG $0xa951c2c4; BYTE $0xc1   // vfmadd213ss xmm0, xmm5, xmm9
-	LONG $0xa951c2c4; BYTE $0xc2   // vfmadd213ss xmm0, xmm5, xmm10
-	LONG $0xa951c2c4; BYTE $0xc5   // vfmadd213ss xmm0, xmm5, xmm13
-	LONG $0xa951c2c4; BYTE $0xc6   // vfmadd213ss xmm0, xmm5, xmm14
-	LONG $0xfd5882c5               // vaddss xmm7, xmm15, xmm5
+	LONG $0xa951c2c4; BYTE $0xc4   // vfmadd213ss xmm0, xmm5, xmm12
+	LONG $0xa951c2c4; BYTE $0xc7   // vfmadd213ss xmm0, xmm5, xmm15
+	LONG $0xa951e2c4; WORD $0x2845 // vfmadd213ss xmm0, xmm5, dword ptr [rbp + 40] /* [rip + .LCPI3_10] */
+	LONG $0xa951e2c4; WORD $0x0845 // vfmadd213ss xmm0, xmm5, dword ptr [rbp + 8] /* [rip + .LCPI3_2] */
+	LONG $0x7d58d2c5; BYTE $0x2c   // vaddss xmm7, xmm5, dword ptr [rbp + 44] /* [rip + .LCPI3_11] */
 	LONG $0xed59d2c5               // vmulss xmm5, xmm5, xmm5
 	LONG $0xa979e2c4; BYTE $0xef   // vfmadd213ss xmm5, xmm0, xmm7
 	LONG $0xc45ce2c5               // vsubss xmm0, xmm3, xmm4
 	LONG $0xf85ce2c5               // vsubss xmm7, xmm3, xmm0
 	LONG $0xe75cdac5               // vsubss xmm4, xmm4, xmm7
-	LONG $0xc05ceac5               // vsubss xmm0, xmm2, xmm0
+	LONG $0x7c28fcc5; WORD $0x4024 // vmovaps ymm7, ymmword ptr [rsp + 64]
+	LONG $0xc05cc2c5               // vsubss xmm0, xmm7, xmm0
 	LONG $0xc458fac5               // vaddss xmm0, xmm0, xmm4
 	LONG $0xe0c2fac5; BYTE $0x07   // vcmpordss xmm4, xmm0, xmm0
 	LONG $0xc054d8c5               // vandps xmm0, xmm4, xmm0
 	LONG $0xe659d2c5               // vmulss xmm4, xmm5, xmm6
-	LONG $0xc262c1c4; WORD $0x05dc // vcmpnltss xmm3, xmm3, xmm12
+	LONG $0xebc2b2c5; BYTE $0x01   // vcmpltss xmm5, xmm9, xmm3
+	LONG $0x4a59c3c4; WORD $0x50e2 // vblendvps xmm4, xmm4, xmm10, xmm5
+	LONG $0xc262c1c4; WORD $0x05db // vcmpnltss xmm3, xmm3, xmm11
 	LONG $0xdc54e0c5               // vandps xmm3, xmm3, xmm4
 	LONG $0xb979e2c4; BYTE $0xdb   // vfmadd231ss xmm3, xmm0, xmm3
 	LONG $0x117ac1c4; WORD $0x8e1c // vmovss dword ptr [r14 + 4*rcx], xmm3
@@ -1316,41 +1330,54 @@ LBB3_20:
 	LONG $0xc858f3c5               // vaddsd xmm1, xmm1, xmm0
 	LONG $0x01c18348               // add rcx, 1
 	WORD $0x3948; BYTE $0xc8       // cmp rax, rcx
-	JNE  LBB3_20
+	JNE  LBB3_21
+	JMP  LBB3_22
+	PCALIGN $16
 
-LBB3_21:
-	LONG $0x4510fbc5; BYTE $0x38 // vmovsd xmm0, qword ptr [rbp + 56] /* [rip + .LCPI3_13] */
+LBB3_19:
+	LONG $0xe62878c5             // vmovaps xmm12, xmm6
+	LONG $0x287841c4; BYTE $0xe8 // vmovaps xmm13, xmm8
+	LONG $0x287841c4; BYTE $0xc2 // vmovaps xmm8, xmm10
+
+LBB3_22:
+	LONG $0x4510fbc5; BYTE $0x38 // vmovsd xmm0, qword ptr [rbp + 56] /* [rip + .LCPI3_14] */
 	LONG $0xc15efbc5             // vdivsd xmm0, xmm0, xmm1
 	LONG $0x244c8b48; BYTE $0x18 // mov rcx, qword ptr [rsp + 24]
 	LONG $0x0a048d4d             // lea r8, [r10 + rcx]
 	LONG $0xc05afbc5             // vcvtsd2ss xmm0, xmm0, xmm0
 	LONG $0x187de2c4; BYTE $0xc8 // vbroadcastss ymm1, xmm0
 	LONG $0x08f88348             // cmp rax, 8
-	JGE  LBB3_35
+	JGE  LBB3_36
 	WORD $0xc931                 // xor ecx, ecx
-	JMP  LBB3_23
-	PCALIGN $16
-
-LBB3_35:
-	WORD    $0xf631 // xor esi, esi
+	LONG $0xe62978c5             // vmovaps xmm6, xmm12
+	LONG $0x287841c4; BYTE $0xd0 // vmovaps xmm10, xmm8
+	LONG $0x287841c4; BYTE $0xc5 // vmovaps xmm8, xmm13
+	JMP  LBB3_24
 	PCALIGN $16
 
 LBB3_36:
+	WORD    $0xf631                 // xor esi, esi
+	LONG    $0xe62978c5             // vmovaps xmm6, xmm12
+	LONG    $0x287841c4; BYTE $0xd0 // vmovaps xmm10, xmm8
+	LONG    $0x287841c4; BYTE $0xc5 // vmovaps xmm8, xmm13
+	PCALIGN $16
+
+LBB3_37:
 	LONG $0x5974c1c4; WORD $0xb614 // vmulps ymm2, ymm1, ymmword ptr [r14 + 4*rsi]
 	LONG $0x117cc1c4; WORD $0xb614 // vmovups ymmword ptr [r14 + 4*rsi], ymm2
 	LONG $0x084e8d48               // lea rcx, [rsi + 8]
 	LONG $0x10c68348               // add rsi, 16
 	WORD $0x3948; BYTE $0xc6       // cmp rsi, rax
 	WORD $0x8948; BYTE $0xce       // mov rsi, rcx
-	JLE  LBB3_36
+	JLE  LBB3_37
 
-LBB3_23:
+LBB3_24:
 	LONG    $0xc2af0f4c         // imul r8, rdx
 	WORD    $0x8949; BYTE $0xc1 // mov r9, rax
 	WORD    $0x2949; BYTE $0xc9 // sub r9, rcx
-	JLE     LBB3_29
+	JLE     LBB3_30
 	LONG    $0x20f98349         // cmp r9, 32
-	JB      LBB3_37
+	JB      LBB3_38
 	WORD    $0x894d; BYTE $0xd4 // mov r12, r10
 	WORD    $0x894d; BYTE $0xca // mov r10, r9
 	LONG    $0xe0e28349         // and r10, -32
@@ -1359,7 +1386,7 @@ LBB3_23:
 	WORD    $0xf631             // xor esi, esi
 	PCALIGN $16
 
-LBB3_26:
+LBB3_27:
 	LONG    $0x5459f4c5; WORD $0xc0b3 // vmulps ymm2, ymm1, ymmword ptr [rbx + 4*rsi - 64]
 	LONG    $0x5c59f4c5; WORD $0xe0b3 // vmulps ymm3, ymm1, ymmword ptr [rbx + 4*rsi - 32]
 	LONG    $0x2459f4c5; BYTE $0xb3   // vmulps ymm4, ymm1, ymmword ptr [rbx + 4*rsi]
@@ -1370,28 +1397,28 @@ LBB3_26:
 	LONG    $0x6c11fcc5; WORD $0x20b3 // vmovups ymmword ptr [rbx + 4*rsi + 32], ymm5
 	LONG    $0x20c68348               // add rsi, 32
 	WORD    $0x3949; BYTE $0xf2       // cmp r10, rsi
-	JNE     LBB3_26
+	JNE     LBB3_27
 	WORD    $0x394d; BYTE $0xd1       // cmp r9, r10
 	WORD    $0x894d; BYTE $0xe2       // mov r10, r12
-	JE      LBB3_28
+	JE      LBB3_29
 	PCALIGN $16
 
-LBB3_37:
+LBB3_38:
 	LONG $0x597ac1c4; WORD $0x8e0c // vmulss xmm1, xmm0, dword ptr [r14 + 4*rcx]
 	LONG $0x117ac1c4; WORD $0x8e0c // vmovss dword ptr [r14 + 4*rcx], xmm1
 	LONG $0x01c18348               // add rcx, 1
 	WORD $0x3948; BYTE $0xc8       // cmp rax, rcx
-	JNE  LBB3_37
-
-LBB3_28:
-	WORD $0x8948; BYTE $0xc1 // mov rcx, rax
+	JNE  LBB3_38
 
 LBB3_29:
+	WORD $0x8948; BYTE $0xc1 // mov rcx, rax
+
+LBB3_30:
 	LONG $0x87048d4a             // lea rax, [rdi + 4*r8]
 	LONG $0x08618d4c             // lea r12, [rcx + 8]
 	WORD $0x3949; BYTE $0xd4     // cmp r12, rdx
 	LONG $0x24448948; BYTE $0x40 // mov qword ptr [rsp + 64], rax
-	JG   LBB3_31
+	JG   LBB3_32
 	LONG $0x883c8d48             // lea rdi, [rax + 4*rcx]
 	LONG $0x246c894c; BYTE $0x28 // mov qword ptr [rsp + 40], r13
 	LONG $0x10698d4c             // lea r13, [rcx + 16]
@@ -1406,9 +1433,11 @@ LBB3_29:
 	WORD $0x894c; BYTE $0xd3     // mov rbx, r10
 	WORD $0xf8c5; BYTE $0x77     // vzeroupper
 	CALL ·_krt_memset(SB)
-	LONG $0x55107ac5; BYTE $0x24 // vmovss xmm10, dword ptr [rbp + 36] /* [rip + .LCPI3_9] */
-	LONG $0x4d107ac5; BYTE $0x20 // vmovss xmm9, dword ptr [rbp + 32] /* [rip + .LCPI3_8] */
-	LONG $0x45107ac5; BYTE $0x18 // vmovss xmm8, dword ptr [rbp + 24] /* [rip + .LCPI3_6] */
+	LONG $0x7d107ac5; BYTE $0x24 // vmovss xmm15, dword ptr [rbp + 36] /* [rip + .LCPI3_9] */
+	LONG $0x7510fac5; BYTE $0x20 // vmovss xmm6, dword ptr [rbp + 32] /* [rip + .LCPI3_8] */
+	LONG $0x55107ac5; BYTE $0x18 // vmovss xmm10, dword ptr [rbp + 24] /* [rip + .LCPI3_6] */
+	LONG $0x75107ac5; BYTE $0x1c // vmovss xmm14, dword ptr [rbp + 28] /* [rip + .LCPI3_7] */
+	LONG $0x45107ac5; BYTE $0x14 // vmovss xmm8, dword ptr [rbp + 20] /* [rip + .LCPI3_5] */
 	WORD $0x8949; BYTE $0xda     // mov r10, rbx
 	LONG $0x243c8b48             // mov rdi, qword ptr [rsp]
 	LONG $0x24548b48; BYTE $0x10 // mov rdx, qword ptr [rsp + 16]
@@ -1417,10 +1446,10 @@ LBB3_29:
 	LONG $0x246c8b4c; BYTE $0x28 // mov r13, qword ptr [rsp + 40]
 	WORD $0x894c; BYTE $0xe1     // mov rcx, r12
 
-LBB3_31:
+LBB3_32:
 	LONG $0x24648b4c; BYTE $0x08 // mov r12, qword ptr [rsp + 8]
 	WORD $0x3948; BYTE $0xd1     // cmp rcx, rdx
-	JGE  LBB3_33
+	JGE  LBB3_34
 	LONG $0x24448b48; BYTE $0x40 // mov rax, qword ptr [rsp + 64]
 	LONG $0x883c8d48             // lea rdi, [rax + 4*rcx]
 	WORD $0x2948; BYTE $0xca     // sub rdx, rcx
@@ -1431,18 +1460,20 @@ LBB3_31:
 	WORD $0x894d; BYTE $0xd5     // mov r13, r10
 	WORD $0xf8c5; BYTE $0x77     // vzeroupper
 	CALL ·_krt_memset(SB)
-	LONG $0x55107ac5; BYTE $0x24 // vmovss xmm10, dword ptr [rbp + 36] /* [rip + .LCPI3_9] */
-	LONG $0x4d107ac5; BYTE $0x20 // vmovss xmm9, dword ptr [rbp + 32] /* [rip + .LCPI3_8] */
-	LONG $0x45107ac5; BYTE $0x18 // vmovss xmm8, dword ptr [rbp + 24] /* [rip + .LCPI3_6] */
+	LONG $0x7d107ac5; BYTE $0x24 // vmovss xmm15, dword ptr [rbp + 36] /* [rip + .LCPI3_9] */
+	LONG $0x7510fac5; BYTE $0x20 // vmovss xmm6, dword ptr [rbp + 32] /* [rip + .LCPI3_8] */
+	LONG $0x55107ac5; BYTE $0x18 // vmovss xmm10, dword ptr [rbp + 24] /* [rip + .LCPI3_6] */
+	LONG $0x75107ac5; BYTE $0x1c // vmovss xmm14, dword ptr [rbp + 28] /* [rip + .LCPI3_7] */
+	LONG $0x45107ac5; BYTE $0x14 // vmovss xmm8, dword ptr [rbp + 20] /* [rip + .LCPI3_5] */
 	WORD $0x894d; BYTE $0xea     // mov r10, r13
 	WORD $0x894d; BYTE $0xfd     // mov r13, r15
 	WORD $0x8949; BYTE $0xdf     // mov r15, rbx
 	LONG $0x243c8b48             // mov rdi, qword ptr [rsp]
 	LONG $0x24548b48; BYTE $0x10 // mov rdx, qword ptr [rsp + 16]
-	JMP  LBB3_33
+	JMP  LBB3_34
 
-LBB3_34:
-	MOVQ 80(SP), SP
+LBB3_35:
+	MOVQ 128(SP), SP
 	VZEROUPPER
 	RET
 
@@ -1665,8 +1696,9 @@ DATA LCDATA6<>+0x010(SB)/8, $0x395e8083bf318000
 DATA LCDATA6<>+0x018(SB)/8, $0x3ab743ce39506967
 DATA LCDATA6<>+0x020(SB)/8, $0x3d2aa9c13c088908
 DATA LCDATA6<>+0x028(SB)/8, $0x3f8000003e2aaaaa
-DATA LCDATA6<>+0x030(SB)/8, $0x3ff0000000000000
-GLOBL LCDATA6<>(SB), 8, $56
+DATA LCDATA6<>+0x030(SB)/8, $0x000000007f800000
+DATA LCDATA6<>+0x038(SB)/8, $0x3ff0000000000000
+GLOBL LCDATA6<>(SB), 8, $64
 
 TEXT ·_krt_softmax_avx512(SB), $48-40
 
@@ -1694,9 +1726,9 @@ TEXT ·_krt_softmax_avx512(SB), $48-40
 	WORD $0x3145; BYTE $0xff                   // xor r15d, r15d
 	LONG $0x0064a162; WORD $0xdb57             // vxorps xmm19, xmm19, xmm19
 	LONG $0x487df262; WORD $0x4d18; BYTE $0x00 // vbroadcastss zmm1, dword ptr [rbp + 0] /* [rip + .LCPI5_0] */
-	LONG $0x487de262; WORD $0x6518; BYTE $0x01 // vbroadcastss zmm20, dword ptr [rbp + 4] /* [rip + .LCPI5_1] */
+	LONG $0x487df262; WORD $0x5518; BYTE $0x01 // vbroadcastss zmm2, dword ptr [rbp + 4] /* [rip + .LCPI5_1] */
 	LONG $0x487df262; WORD $0x5d18; BYTE $0x02 // vbroadcastss zmm3, dword ptr [rbp + 8] /* [rip + .LCPI5_2] */
-	LONG $0x487df262; WORD $0x6518; BYTE $0x03 // vbroadcastss zmm4, dword ptr [rbp + 12] /* [rip + .LCPI5_3] */
+	LONG $0x487de262; WORD $0x6518; BYTE $0x03 // vbroadcastss zmm20, dword ptr [rbp + 12] /* [rip + .LCPI5_3] */
 	LONG $0x487df262; WORD $0x6d18; BYTE $0x04 // vbroadcastss zmm5, dword ptr [rbp + 16] /* [rip + .LCPI5_4] */
 	LONG $0x487df262; WORD $0x7518; BYTE $0x05 // vbroadcastss zmm6, dword ptr [rbp + 20] /* [rip + .LCPI5_5] */
 	LONG $0x487df262; WORD $0x7d18; BYTE $0x06 // vbroadcastss zmm7, dword ptr [rbp + 24] /* [rip + .LCPI5_6] */
@@ -1707,7 +1739,7 @@ TEXT ·_krt_softmax_avx512(SB), $48-40
 	LONG $0x487d7262; WORD $0x6518; BYTE $0x0b // vbroadcastss zmm12, dword ptr [rbp + 44] /* [rip + .LCPI5_11] */
 	LONG $0xffffbc41; WORD $0x0000             // mov r12d, 65535
 	LONG $0x487d7262; WORD $0x6d58; BYTE $0x0b // vpbroadcastd zmm13, dword ptr [rbp + 44] /* [rip + .LCPI5_11] */
-	LONG $0x75107bc5; BYTE $0x30               // vmovsd xmm14, qword ptr [rbp + 48] /* [rip + .LCPI5_12] */
+	LONG $0x75107bc5; BYTE $0x38               // vmovsd xmm14, qword ptr [rbp + 56] /* [rip + .LCPI5_13] */
 	LONG $0x24748948; BYTE $0x10               // mov qword ptr [rsp + 16], rsi
 	JMP  LBB5_2
 	PCALIGN $16
@@ -1798,10 +1830,10 @@ LBB5_11:
 	LONG    $0x407c5162; WORD $0xff5f             // vmaxps zmm15, zmm16, zmm15
 	LONG    $0x197d63c4; WORD $0x01f8             // vextractf128 xmm0, ymm15, 1
 	LONG    $0xc05f80c5                           // vmaxps xmm0, xmm15, xmm0
-	LONG    $0x0579e3c4; WORD $0x01d0             // vpermilpd xmm2, xmm0, 1
-	LONG    $0xc25ff8c5                           // vmaxps xmm0, xmm0, xmm2
-	LONG    $0xd016fac5                           // vmovshdup xmm2, xmm0
-	LONG    $0xc25ffac5                           // vmaxss xmm0, xmm0, xmm2
+	LONG    $0x0579e3c4; WORD $0x01e0             // vpermilpd xmm4, xmm0, 1
+	LONG    $0xc45ff8c5                           // vmaxps xmm0, xmm0, xmm4
+	LONG    $0xe016fac5                           // vmovshdup xmm4, xmm0
+	LONG    $0xc45ffac5                           // vmaxss xmm0, xmm0, xmm4
 	LONG    $0x487d7262; WORD $0xf818             // vbroadcastss zmm15, xmm0
 	LONG    $0x4064c162; WORD $0xcf5c             // vsubps zmm17, zmm19, zmm15
 	LONG    $0x007ca162; WORD $0xc057             // vxorps xmm16, xmm16, xmm16
@@ -1818,40 +1850,43 @@ LBB5_13:
 	LONG $0xfc4d0f41                           // cmovge edi, r12d
 	LONG $0xcf92fbc5                           // kmovd k1, edi
 	QUAD $0x00854410c97cd162                   // vmovups zmm0 {k1} {z}, zmmword ptr [r13 + 4*rax]
-	LONG $0x487cd162; WORD $0xd75c             // vsubps zmm2, zmm0, zmm15
-	LONG $0x486ce162; WORD $0xe85c             // vsubps zmm21, zmm2, zmm0
-	LONG $0x486ca162; WORD $0xf55c             // vsubps zmm22, zmm2, zmm21
+	LONG $0x487cd162; WORD $0xe75c             // vsubps zmm4, zmm0, zmm15
+	LONG $0x485ce162; WORD $0xe85c             // vsubps zmm21, zmm4, zmm0
+	LONG $0x485ca162; WORD $0xf55c             // vsubps zmm22, zmm4, zmm21
 	LONG $0x487cb162; WORD $0xc65c             // vsubps zmm0, zmm0, zmm22
 	LONG $0x4074a162; WORD $0xed5c             // vsubps zmm21, zmm17, zmm21
 	LONG $0x4054f162; WORD $0xc058             // vaddps zmm0, zmm21, zmm0
 	LONG $0x487cb162; WORD $0xd3c2; BYTE $0x07 // vcmpordps k2, zmm0, zmm19
 	LONG $0xca7cf162; WORD $0xc028             // vmovaps zmm0 {k2} {z}, zmm0
-	LONG $0x486cf162; WORD $0xd1c2; BYTE $0x05 // vcmpnltps k2, zmm2, zmm1
-	LONG $0x486cb162; WORD $0xd45d             // vminps zmm2, zmm2, zmm20
-	LONG $0x486cf162; WORD $0xd15f             // vmaxps zmm2, zmm2, zmm1
+	LONG $0x485cf162; WORD $0xd1c2; BYTE $0x05 // vcmpnltps k2, zmm4, zmm1
+	LONG $0x486cf162; WORD $0xdcc2; BYTE $0x01 // vcmpltps k3, zmm2, zmm4
+	LONG $0x486cf162; WORD $0xe45d             // vminps zmm4, zmm2, zmm4
+	LONG $0x4874f162; WORD $0xe45f             // vmaxps zmm4, zmm1, zmm4
 	LONG $0x487ce162; WORD $0xeb28             // vmovaps zmm21, zmm3
-	LONG $0x486de262; WORD $0xecb8             // vfmadd231ps zmm21, zmm2, zmm4
+	LONG $0x485da262; WORD $0xecb8             // vfmadd231ps zmm21, zmm4, zmm20
 	LONG $0x487da362; WORD $0xed08; BYTE $0x09 // vrndscaleps zmm21, zmm21, 9
-	LONG $0x4055f262; WORD $0xd5b8             // vfmadd231ps zmm2, zmm21, zmm5
-	LONG $0x4055f262; WORD $0xd6b8             // vfmadd231ps zmm2, zmm21, zmm6
+	LONG $0x4055f262; WORD $0xe5b8             // vfmadd231ps zmm4, zmm21, zmm5
+	LONG $0x4055f262; WORD $0xe6b8             // vfmadd231ps zmm4, zmm21, zmm6
 	LONG $0x487ce162; WORD $0xf728             // vmovaps zmm22, zmm7
-	LONG $0x486dc262; WORD $0xf0a8             // vfmadd213ps zmm22, zmm2, zmm8
-	LONG $0x486dc262; WORD $0xf1a8             // vfmadd213ps zmm22, zmm2, zmm9
-	LONG $0x486dc262; WORD $0xf2a8             // vfmadd213ps zmm22, zmm2, zmm10
-	LONG $0x486dc262; WORD $0xf3a8             // vfmadd213ps zmm22, zmm2, zmm11
-	LONG $0x486de262; WORD $0xf3a8             // vfmadd213ps zmm22, zmm2, zmm3
-	LONG $0x486ce162; WORD $0xfa59             // vmulps zmm23, zmm2, zmm2
-	LONG $0x486cd162; WORD $0xd458             // vaddps zmm2, zmm2, zmm12
-	LONG $0x404db262; WORD $0xd7b8             // vfmadd231ps zmm2, zmm22, zmm23
+	LONG $0x485dc262; WORD $0xf0a8             // vfmadd213ps zmm22, zmm4, zmm8
+	LONG $0x485dc262; WORD $0xf1a8             // vfmadd213ps zmm22, zmm4, zmm9
+	LONG $0x485dc262; WORD $0xf2a8             // vfmadd213ps zmm22, zmm4, zmm10
+	LONG $0x485dc262; WORD $0xf3a8             // vfmadd213ps zmm22, zmm4, zmm11
+	LONG $0x485de262; WORD $0xf3a8             // vfmadd213ps zmm22, zmm4, zmm3
+	LONG $0x485ce162; WORD $0xfc59             // vmulps zmm23, zmm4, zmm4
+	LONG $0x485cd162; WORD $0xe458             // vaddps zmm4, zmm4, zmm12
+	LONG $0x404db262; WORD $0xe7b8             // vfmadd231ps zmm4, zmm22, zmm23
 	LONG $0x487da162; WORD $0xed5b             // vcvtps2dq zmm21, zmm21
 	LONG $0x4055b162; WORD $0xf572; BYTE $0x17 // vpslld zmm21, zmm21, 23
 	LONG $0x4055c162; WORD $0xedfe             // vpaddd zmm21, zmm21, zmm13
-	LONG $0xca6cb162; WORD $0xd559             // vmulps zmm2 {k2} {z}, zmm2, zmm21
-	LONG $0xc97df262; WORD $0xd2b8             // vfmadd231ps zmm2 {k1} {z}, zmm0, zmm2
-	QUAD $0x00855411497cd162                   // vmovups zmmword ptr [r13 + 4*rax] {k1}, zmm2
-	LONG $0x487cf162; WORD $0xc25a             // vcvtps2pd zmm0, ymm2
+	LONG $0x485cb162; WORD $0xe559             // vmulps zmm4, zmm4, zmm21
+	LONG $0x4b7df262; WORD $0x6518; BYTE $0x0c // vbroadcastss zmm4 {k3}, dword ptr [rbp + 48] /* [rip + .LCPI5_12] */
+	LONG $0xca7cf162; WORD $0xe428             // vmovaps zmm4 {k2} {z}, zmm4
+	LONG $0xc97df262; WORD $0xe4b8             // vfmadd231ps zmm4 {k1} {z}, zmm0, zmm4
+	QUAD $0x00856411497cd162                   // vmovups zmmword ptr [r13 + 4*rax] {k1}, zmm4
+	LONG $0x487cf162; WORD $0xc45a             // vcvtps2pd zmm0, ymm4
 	LONG $0x40fde162; WORD $0xc058             // vaddpd zmm16, zmm16, zmm0
-	LONG $0x48fdf362; WORD $0xd01b; BYTE $0x01 // vextractf64x4 ymm0, zmm2, 1
+	LONG $0x48fdf362; WORD $0xe01b; BYTE $0x01 // vextractf64x4 ymm0, zmm4, 1
 	LONG $0x487cf162; WORD $0xc05a             // vcvtps2pd zmm0, ymm0
 	LONG $0x40ede162; WORD $0xd058             // vaddpd zmm18, zmm18, zmm0
 	LONG $0x10c08348                           // add rax, 16
@@ -1865,10 +1900,10 @@ LBB5_15:
 	JLE  LBB5_20
 	LONG $0x48fd7362; WORD $0xf81b; BYTE $0x01 // vextractf64x4 ymm0, zmm15, 1
 	LONG $0x4885f162; WORD $0xc058             // vaddpd zmm0, zmm15, zmm0
-	LONG $0x197de3c4; WORD $0x01c2             // vextractf128 xmm2, ymm0, 1
-	LONG $0xc258f9c5                           // vaddpd xmm0, xmm0, xmm2
-	LONG $0x0579e3c4; WORD $0x01d0             // vpermilpd xmm2, xmm0, 1
-	LONG $0xc258fbc5                           // vaddsd xmm0, xmm0, xmm2
+	LONG $0x197de3c4; WORD $0x01c4             // vextractf128 xmm4, ymm0, 1
+	LONG $0xc458f9c5                           // vaddpd xmm0, xmm0, xmm4
+	LONG $0x0579e3c4; WORD $0x01e0             // vpermilpd xmm4, xmm0, 1
+	LONG $0xc458fbc5                           // vaddsd xmm0, xmm0, xmm4
 	LONG $0xc05e8bc5                           // vdivsd xmm0, xmm14, xmm0
 	LONG $0xc05afbc5                           // vcvtsd2ss xmm0, xmm0, xmm0
 	LONG $0x487d7262; WORD $0xf818             // vbroadcastss zmm15, xmm0
@@ -1880,7 +1915,7 @@ LBB5_15:
 LBB5_19:
 	LONG $0xc992fbc5               // kmovd k1, ecx
 	QUAD $0x00bd4410c97cd162       // vmovups zmm0 {k1} {z}, zmmword ptr [r13 + 4*rdi]
-	LONG $0x4804f162; WORD $0xc059 // vmulps zmm0, zmm15, zmm0
+	LONG $0xc904f162; WORD $0xc059 // vmulps zmm0 {k1} {z}, zmm15, zmm0
 	LONG $0xcb92fbc5               // kmovd k1, ebx
 	QUAD $0x00bd4411497cd162       // vmovups zmmword ptr [r13 + 4*rdi] {k1}, zmm0
 	LONG $0x10c78348               // add rdi, 16

@@ -19,6 +19,16 @@ func _krt_rope_neox_ref(x, cos_tab, sin_tab unsafe.Pointer, stride, n_heads, hea
 //go:noescape
 func _krt_kv_append_ref(cache, src unsafe.Pointer, src_stride, n_kv_heads, head_dim, max_ctx, pos0, t0, t1 int)
 
+// _krt_kv_append_f16_ref is krt_kv_append_f16_ref from csrc/rope.c.
+//
+//go:noescape
+func _krt_kv_append_f16_ref(cache, src unsafe.Pointer, src_stride, n_kv_heads, head_dim, max_ctx, pos0, t0, t1 int)
+
+// _krt_kv_append_q8_0_ref is krt_kv_append_q8_0_ref from csrc/rope.c.
+//
+//go:noescape
+func _krt_kv_append_q8_0_ref(cache, src unsafe.Pointer, src_stride, n_kv_heads, head_dim, max_ctx, pos0, t0, t1 int)
+
 // _krt_rope_neox_avx2 is krt_rope_neox_avx2 from csrc/rope.c.
 //
 //go:noescape
@@ -29,6 +39,16 @@ func _krt_rope_neox_avx2(x, cos_tab, sin_tab unsafe.Pointer, stride, n_heads, he
 //go:noescape
 func _krt_kv_append_avx2(cache, src unsafe.Pointer, src_stride, n_kv_heads, head_dim, max_ctx, pos0, t0, t1 int)
 
+// _krt_kv_append_f16_avx2 is krt_kv_append_f16_avx2 from csrc/rope.c.
+//
+//go:noescape
+func _krt_kv_append_f16_avx2(cache, src unsafe.Pointer, src_stride, n_kv_heads, head_dim, max_ctx, pos0, t0, t1 int)
+
+// _krt_kv_append_q8_0_avx2 is krt_kv_append_q8_0_avx2 from csrc/rope.c.
+//
+//go:noescape
+func _krt_kv_append_q8_0_avx2(cache, src unsafe.Pointer, src_stride, n_kv_heads, head_dim, max_ctx, pos0, t0, t1 int)
+
 // _krt_rope_neox_avx512 is krt_rope_neox_avx512 from csrc/rope.c.
 //
 //go:noescape
@@ -38,3 +58,13 @@ func _krt_rope_neox_avx512(x, cos_tab, sin_tab unsafe.Pointer, stride, n_heads, 
 //
 //go:noescape
 func _krt_kv_append_avx512(cache, src unsafe.Pointer, src_stride, n_kv_heads, head_dim, max_ctx, pos0, t0, t1 int)
+
+// _krt_kv_append_f16_avx512 is krt_kv_append_f16_avx512 from csrc/rope.c.
+//
+//go:noescape
+func _krt_kv_append_f16_avx512(cache, src unsafe.Pointer, src_stride, n_kv_heads, head_dim, max_ctx, pos0, t0, t1 int)
+
+// _krt_kv_append_q8_0_avx512 is krt_kv_append_q8_0_avx512 from csrc/rope.c.
+//
+//go:noescape
+func _krt_kv_append_q8_0_avx512(cache, src unsafe.Pointer, src_stride, n_kv_heads, head_dim, max_ctx, pos0, t0, t1 int)

@@ -514,11 +514,834 @@ LBB1_25:
 	SUBQ $8, SP
 	RET
 
-DATA LCDATA1<>+0x000(SB)/8, $0x0000000100000000
-DATA LCDATA1<>+0x008(SB)/8, $0x0000000300000002
-DATA LCDATA1<>+0x010(SB)/8, $0x0000000500000004
-DATA LCDATA1<>+0x018(SB)/8, $0x0000000700000006
-GLOBL LCDATA1<>(SB), 8, $32
+TEXT ·_krt_kv_append_f16_ref(SB), $88-72
+
+	MOVQ cache+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ src_stride+16(FP), DX
+	MOVQ n_kv_heads+24(FP), CX
+	MOVQ head_dim+32(FP), R8
+	MOVQ max_ctx+40(FP), R9
+	MOVQ pos0+48(FP), R10
+	MOVQ t0+56(FP), R11
+	MOVQ t1+64(FP), R12
+	ADDQ $8, SP
+	MOVQ R12, 72(SP)
+	MOVQ R11, 64(SP)
+	MOVQ R10, 56(SP)
+
+	LONG $0x244c8948; BYTE $0x08   // mov qword ptr [rsp + 8], rcx
+	LONG $0x24548b4c; BYTE $0x40   // mov r10, qword ptr [rsp + 64] /* [rbp + 24] */
+	LONG $0x24543b4c; BYTE $0x48   // cmp r10, qword ptr [rsp + 72] /* [rbp + 32] */
+	JGE  LBB2_21
+	LONG $0x247c8348; WORD $0x0008 // cmp qword ptr [rsp + 8], 0
+	JLE  LBB2_21
+	WORD $0x854d; BYTE $0xc0       // test r8, r8
+	JLE  LBB2_21
+	LONG $0x24448b48; BYTE $0x38   // mov rax, qword ptr [rsp + 56] /* [rbp + 16] */
+	WORD $0x014c; BYTE $0xd0       // add rax, r10
+	LONG $0xc0af0f49               // imul rax, r8
+	LONG $0x470c8d48               // lea rcx, [rdi + 2*rax]
+	LONG $0x00048d4b               // lea rax, [r8 + r8]
+	LONG $0x24448948; BYTE $0x10   // mov qword ptr [rsp + 16], rax
+	LONG $0xc8af0f4d               // imul r9, r8
+	WORD $0x014d; BYTE $0xc9       // add r9, r9
+	WORD $0x894c; BYTE $0xd0       // mov rax, r10
+	LONG $0xc2af0f48               // imul rax, rdx
+	LONG $0x86348d48               // lea rsi, [rsi + 4*rax]
+	LONG $0x02e2c148               // shl rdx, 2
+	LONG $0x24548948; BYTE $0x18   // mov qword ptr [rsp + 24], rdx
+	QUAD $0x00000000851c8d4a       // lea rbx, [4*r8]
+	WORD $0xff31                   // xor edi, edi
+	JMP  LBB2_4
+	PCALIGN $16
+
+LBB2_20:
+	LONG $0x24548b4c; BYTE $0x30 // mov r10, qword ptr [rsp + 48]
+	LONG $0x01c28349             // add r10, 1
+	LONG $0x244c8b48; BYTE $0x28 // mov rcx, qword ptr [rsp + 40]
+	LONG $0x244c0348; BYTE $0x10 // add rcx, qword ptr [rsp + 16]
+	LONG $0x24748b48; BYTE $0x20 // mov rsi, qword ptr [rsp + 32]
+	LONG $0x24740348; BYTE $0x18 // add rsi, qword ptr [rsp + 24]
+	LONG $0x24543b4c; BYTE $0x48 // cmp r10, qword ptr [rsp + 72] /* [rbp + 32] */
+	JE   LBB2_21
+
+LBB2_4:
+	LONG $0x2454894c; BYTE $0x30 // mov qword ptr [rsp + 48], r10
+	LONG $0x24748948; BYTE $0x20 // mov qword ptr [rsp + 32], rsi
+	LONG $0x244c8948; BYTE $0x28 // mov qword ptr [rsp + 40], rcx
+	WORD $0x8948; BYTE $0xc8     // mov rax, rcx
+	WORD $0x3145; BYTE $0xd2     // xor r10d, r10d
+	JMP  LBB2_5
+	PCALIGN $16
+
+LBB2_19:
+	LONG $0x01c28349             // add r10, 1
+	WORD $0x014c; BYTE $0xc8     // add rax, r9
+	WORD $0x0148; BYTE $0xde     // add rsi, rbx
+	LONG $0x24543b4c; BYTE $0x08 // cmp r10, qword ptr [rsp + 8]
+	JE   LBB2_20
+
+LBB2_5:
+	WORD $0x3145; BYTE $0xf6 // xor r14d, r14d
+	JMP  LBB2_6
+	PCALIGN $16
+
+LBB2_16:
+	WORD $0xeac1; BYTE $0x0d                   // shr edx, 13
+	LONG $0x01ffe281; WORD $0x0000             // and edx, 511
+	LONG $0x0200ca81; WORD $0x0000             // or edx, 512
+	LONG $0x00ff8141; WORD $0x8000; BYTE $0x7f // cmp r15d, 2139095040
+	WORD $0x440f; BYTE $0xd7                   // cmove edx, edi
+	WORD $0x0941; BYTE $0xd3                   // or r11d, edx
+
+LBB2_17:
+	LONG $0x00cb8141; WORD $0x007c; BYTE $0x00 // or r11d, 31744
+
+LBB2_18:
+	LONG $0x1c894666; BYTE $0x70 // mov word ptr [rax + 2*r14], r11w
+	LONG $0x01c68349             // add r14, 1
+	WORD $0x394d; BYTE $0xf0     // cmp r8, r14
+	JE   LBB2_19
+
+LBB2_6:
+	LONG $0xb6148b42                           // mov edx, dword ptr [rsi + 4*r14]
+	WORD $0x8941; BYTE $0xd3                   // mov r11d, edx
+	LONG $0x10ebc141                           // shr r11d, 16
+	LONG $0x00e38141; WORD $0x0080; BYTE $0x00 // and r11d, 32768
+	WORD $0x8941; BYTE $0xd7                   // mov r15d, edx
+	LONG $0xffe78141; WORD $0xffff; BYTE $0x7f // and r15d, 2147483647
+	LONG $0xffff8141; WORD $0x7fff; BYTE $0x7f // cmp r15d, 2139095039
+	JA   LBB2_16
+	LONG $0xffff8141; WORD $0x7fef; BYTE $0x47 // cmp r15d, 1199566847
+	JA   LBB2_17
+	LONG $0x00ff8141; WORD $0x8000; BYTE $0x38 // cmp r15d, 947912704
+	JAE  LBB2_9
+	LONG $0x00ff8141; WORD $0x0000; BYTE $0x33 // cmp r15d, 855638016
+	JB   LBB2_18
+	LONG $0x17efc141                           // shr r15d, 23
+	LONG $0xffffe281; WORD $0x007f             // and edx, 8388607
+	LONG $0x0000ca81; WORD $0x0080             // or edx, 8388608
+	WORD $0x7eb1                               // mov cl, 126
+	WORD $0x2844; BYTE $0xf9                   // sub cl, r15b
+	WORD $0x8941; BYTE $0xd4                   // mov r12d, edx
+	WORD $0xd341; BYTE $0xec                   // shr r12d, cl
+	LONG $0xffffbd41; WORD $0xffff             // mov r13d, -1
+	WORD $0xd341; BYTE $0xe5                   // shl r13d, cl
+	WORD $0xf741; BYTE $0xd5                   // not r13d
+	WORD $0x2141; BYTE $0xd5                   // and r13d, edx
+	WORD $0x7db1                               // mov cl, 125
+	WORD $0x2844; BYTE $0xf9                   // sub cl, r15b
+	LONG $0x000001ba; BYTE $0x00               // mov edx, 1
+	WORD $0xe2d3                               // shl edx, cl
+	WORD $0x3941; BYTE $0xd5                   // cmp r13d, edx
+	JA   LBB2_14
+	JNE  LBB2_15
+	WORD $0x8944; BYTE $0xe1                   // mov ecx, r12d
+	WORD $0xe183; BYTE $0x01                   // and ecx, 1
+	JE   LBB2_15
+
+LBB2_14:
+	LONG $0x01c48341 // add r12d, 1
+
+LBB2_15:
+	WORD $0x0945; BYTE $0xe3 // or r11d, r12d
+	JMP  LBB2_18
+
+LBB2_9:
+	WORD $0xeac1; BYTE $0x0d       // shr edx, 13
+	WORD $0xe283; BYTE $0x01       // and edx, 1
+	LONG $0x170c8d41               // lea ecx, [r15 + rdx]
+	LONG $0x0fffc181; WORD $0x0800 // add ecx, 134221823
+	WORD $0xe9c1; BYTE $0x0d       // shr ecx, 13
+	WORD $0x0941; BYTE $0xcb       // or r11d, ecx
+	JMP  LBB2_18
+
+LBB2_21:
+	SUBQ $8, SP
+	RET
+
+DATA LCDATA1<>+0x000(SB)/8, $0x7fffffff7fffffff
+DATA LCDATA1<>+0x008(SB)/8, $0x7fffffff7fffffff
+DATA LCDATA1<>+0x010(SB)/8, $0x8000000080000000
+DATA LCDATA1<>+0x018(SB)/8, $0x8000000080000000
+DATA LCDATA1<>+0x020(SB)/8, $0x3f0000003f000000
+DATA LCDATA1<>+0x028(SB)/8, $0x3f0000003f000000
+DATA LCDATA1<>+0x030(SB)/8, $0x3f8000003f800000
+DATA LCDATA1<>+0x038(SB)/8, $0x3f8000003f800000
+DATA LCDATA1<>+0x040(SB)/8, $0xbf000000bf000000
+DATA LCDATA1<>+0x048(SB)/8, $0xbf000000bf000000
+DATA LCDATA1<>+0x050(SB)/8, $0xbf800000bf800000
+DATA LCDATA1<>+0x058(SB)/8, $0xbf800000bf800000
+DATA LCDATA1<>+0x060(SB)/8, $0x42fe000042fe0000
+DATA LCDATA1<>+0x068(SB)/8, $0x42fe000042fe0000
+DATA LCDATA1<>+0x070(SB)/8, $0xc2fe0000c2fe0000
+DATA LCDATA1<>+0x078(SB)/8, $0xc2fe0000c2fe0000
+DATA LCDATA1<>+0x080(SB)/8, $0x000000ff000000ff
+DATA LCDATA1<>+0x088(SB)/8, $0x000000ff000000ff
+DATA LCDATA1<>+0x090(SB)/8, $0x3f80000042fe0000
+DATA LCDATA1<>+0x098(SB)/8, $0xbf8000003f000000
+DATA LCDATA1<>+0x0a0(SB)/8, $0xc2fe0000bf000000
+GLOBL LCDATA1<>(SB), 8, $168
+
+TEXT ·_krt_kv_append_q8_0_ref(SB), $312-72
+
+	MOVQ cache+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ src_stride+16(FP), DX
+	MOVQ n_kv_heads+24(FP), CX
+	MOVQ head_dim+32(FP), R8
+	MOVQ max_ctx+40(FP), R9
+	MOVQ pos0+48(FP), R10
+	MOVQ t0+56(FP), R11
+	MOVQ t1+64(FP), R12
+	ADDQ $8, SP
+	MOVQ R12, 296(SP)
+	MOVQ R11, 288(SP)
+	MOVQ R10, 280(SP)
+	LEAQ LCDATA1<>(SB), BP
+
+	LONG $0x244c894c; BYTE $0x28         // mov qword ptr [rsp + 40], r9
+	LONG $0x244c8948; BYTE $0x30         // mov qword ptr [rsp + 48], rcx
+	LONG $0x24548948; BYTE $0x20         // mov qword ptr [rsp + 32], rdx
+	QUAD $0x0000012024948b4c             // mov r10, qword ptr [rsp + 288] /* [rbp + 24] */
+	LONG $0x1f708d4d                     // lea r14, [r8 + 31]
+	WORD $0x854d; BYTE $0xc0             // test r8, r8
+	WORD $0x894c; BYTE $0xc0             // mov rax, r8
+	LONG $0x2444894c; BYTE $0x10         // mov qword ptr [rsp + 16], r8
+	LONG $0xf0490f4d                     // cmovns r14, r8
+	QUAD $0x0000012824943b4c             // cmp r10, qword ptr [rsp + 296] /* [rbp + 32] */
+	JGE  LBB3_31
+	LONG $0x247c8348; WORD $0x0030       // cmp qword ptr [rsp + 48], 0
+	JLE  LBB3_31
+	LONG $0x247c8348; WORD $0x2010       // cmp qword ptr [rsp + 16], 32
+	JL   LBB3_31
+	QUAD $0x0000011824848b48             // mov rax, qword ptr [rsp + 280] /* [rbp + 16] */
+	LONG $0x05fec149                     // sar r14, 5
+	LONG $0x021c8d49                     // lea rbx, [r10 + rax]
+	LONG $0xdeaf0f49                     // imul rbx, r14
+	WORD $0x894d; BYTE $0xf1             // mov r9, r14
+	LONG $0x4caf0f4c; WORD $0x2824       // imul r9, qword ptr [rsp + 40]
+	LONG $0x01438d48                     // lea rax, [rbx + 1]
+	LONG $0x24448948; BYTE $0x60         // mov qword ptr [rsp + 96], rax
+	WORD $0x894c; BYTE $0xd1             // mov rcx, r10
+	LONG $0x24448b4c; BYTE $0x20         // mov r8, qword ptr [rsp + 32]
+	LONG $0xc8af0f49                     // imul rcx, r8
+	LONG $0x20418d48                     // lea rax, [rcx + 32]
+	LONG $0x24448948; BYTE $0x50         // mov qword ptr [rsp + 80], rax
+	WORD $0x8948; BYTE $0xd8             // mov rax, rbx
+	LONG $0x05e0c148                     // shl rax, 5
+	LONG $0x245c8948; BYTE $0x68         // mov qword ptr [rsp + 104], rbx
+	LONG $0x58048d48                     // lea rax, [rax + 2*rbx]
+	LONG $0x071c8d4c                     // lea r11, [rdi + rax]
+	LONG $0x02c38349                     // add r11, 2
+	WORD $0x894c; BYTE $0xf0             // mov rax, r14
+	LONG $0x05e0c148                     // shl rax, 5
+	LONG $0x70048d4a                     // lea rax, [rax + 2*r14]
+	LONG $0x24448948; BYTE $0x48         // mov qword ptr [rsp + 72], rax
+	WORD $0x894c; BYTE $0xc8             // mov rax, r9
+	LONG $0x05e0c148                     // shl rax, 5
+	QUAD $0x000000a0248c894c             // mov qword ptr [rsp + 160], r9
+	LONG $0x48048d4a                     // lea rax, [rax + 2*r9]
+	QUAD $0x0000009824848948             // mov qword ptr [rsp + 152], rax
+	LONG $0x244c8948; BYTE $0x58         // mov qword ptr [rsp + 88], rcx
+	LONG $0x8e0c8d48                     // lea rcx, [rsi + 4*rcx]
+	QUAD $0x0000000085048d4a             // lea rax, [4*r8]
+	LONG $0x24448948; BYTE $0x40         // mov qword ptr [rsp + 64], rax
+	LONG $0x24448b48; BYTE $0x10         // mov rax, qword ptr [rsp + 16]
+	QUAD $0x0000000085048d48             // lea rax, [4*rax]
+	QUAD $0x0000009024848948             // mov qword ptr [rsp + 144], rax
+	QUAD $0x00009095100f44f3; BYTE $0x00 // movss xmm10, dword ptr [rbp + 144] /* [rip + .LCPI3_2] */
+	QUAD $0x0000988d100f44f3; BYTE $0x00 // movss xmm9, dword ptr [rbp + 152] /* [rip + .LCPI3_11] */
+	QUAD $0x0000009cad100ff3             // movss xmm5, dword ptr [rbp + 156] /* [rip + .LCPI3_12] */
+	QUAD $0x000000a09d100ff3             // movss xmm3, dword ptr [rbp + 160] /* [rip + .LCPI3_13] */
+	WORD $0xd231                         // xor edx, edx
+	QUAD $0x000000a824b48948             // mov qword ptr [rsp + 168], rsi
+	LONG $0x2474894c; BYTE $0x08         // mov qword ptr [rsp + 8], r14
+	LONG $0x243c8948                     // mov qword ptr [rsp], rdi
+	JMP  LBB3_4
+	PCALIGN $16
+
+LBB3_30:
+	QUAD $0x0000008824948b4c     // mov r10, qword ptr [rsp + 136]
+	LONG $0x01c28349             // add r10, 1
+	LONG $0x24548b48; BYTE $0x70 // mov rdx, qword ptr [rsp + 112]
+	LONG $0x01c28348             // add rdx, 1
+	QUAD $0x00000080249c8b4c     // mov r11, qword ptr [rsp + 128]
+	LONG $0x245c034c; BYTE $0x48 // add r11, qword ptr [rsp + 72]
+	LONG $0x244c8b48; BYTE $0x78 // mov rcx, qword ptr [rsp + 120]
+	LONG $0x244c0348; BYTE $0x40 // add rcx, qword ptr [rsp + 64]
+	QUAD $0x0000012824943b4c     // cmp r10, qword ptr [rsp + 296] /* [rbp + 32] */
+	JE   LBB3_31
+
+LBB3_4:
+	WORD $0x894c; BYTE $0xf3     // mov rbx, r14
+	LONG $0xdaaf0f48             // imul rbx, rdx
+	LONG $0x24448b48; BYTE $0x68 // mov rax, qword ptr [rsp + 104]
+	WORD $0x0148; BYTE $0xd8     // add rax, rbx
+	QUAD $0x000000d024848948     // mov qword ptr [rsp + 208], rax
+	LONG $0x245c0348; BYTE $0x60 // add rbx, qword ptr [rsp + 96]
+	QUAD $0x000000d8249c8948     // mov qword ptr [rsp + 216], rbx
+	LONG $0x24548948; BYTE $0x70 // mov qword ptr [rsp + 112], rdx
+	LONG $0x24448b4c; BYTE $0x20 // mov r8, qword ptr [rsp + 32]
+	LONG $0xd0af0f49             // imul rdx, r8
+	LONG $0x24448b48; BYTE $0x58 // mov rax, qword ptr [rsp + 88]
+	WORD $0x0148; BYTE $0xd0     // add rax, rdx
+	QUAD $0x000000c024848948     // mov qword ptr [rsp + 192], rax
+	LONG $0x24540348; BYTE $0x50 // add rdx, qword ptr [rsp + 80]
+	QUAD $0x000000c824948948     // mov qword ptr [rsp + 200], rdx
+	QUAD $0x0000011824848b48     // mov rax, qword ptr [rsp + 280] /* [rbp + 16] */
+	WORD $0x014c; BYTE $0xd0     // add rax, r10
+	QUAD $0x000000b824848948     // mov qword ptr [rsp + 184], rax
+	QUAD $0x000000882494894c     // mov qword ptr [rsp + 136], r10
+	WORD $0x894c; BYTE $0xd0     // mov rax, r10
+	LONG $0xc0af0f49             // imul rax, r8
+	LONG $0x86048d48             // lea rax, [rsi + 4*rax]
+	QUAD $0x000000b024848948     // mov qword ptr [rsp + 176], rax
+	LONG $0x244c8948; BYTE $0x78 // mov qword ptr [rsp + 120], rcx
+	WORD $0x8949; BYTE $0xc8     // mov r8, rcx
+	QUAD $0x00000080249c894c     // mov qword ptr [rsp + 128], r11
+	WORD $0x894d; BYTE $0xda     // mov r10, r11
+	WORD $0xd231                 // xor edx, edx
+	JMP  LBB3_5
+	PCALIGN $16
+
+LBB3_29:
+	QUAD $0x000000e024948b48     // mov rdx, qword ptr [rsp + 224]
+	LONG $0x01c28348             // add rdx, 1
+	QUAD $0x000000e824948b4c     // mov r10, qword ptr [rsp + 232]
+	QUAD $0x000000982494034c     // add r10, qword ptr [rsp + 152]
+	QUAD $0x000000f024848b4c     // mov r8, qword ptr [rsp + 240]
+	QUAD $0x000000902484034c     // add r8, qword ptr [rsp + 144]
+	LONG $0x24543b48; BYTE $0x30 // cmp rdx, qword ptr [rsp + 48]
+	JE   LBB3_30
+
+LBB3_5:
+	QUAD $0x000000a0248c8b48       // mov rcx, qword ptr [rsp + 160]
+	LONG $0xcaaf0f48               // imul rcx, rdx
+	QUAD $0x000000d024848b48       // mov rax, qword ptr [rsp + 208]
+	WORD $0x0148; BYTE $0xc8       // add rax, rcx
+	QUAD $0x0000011024848948       // mov qword ptr [rsp + 272], rax
+	QUAD $0x000000d8248c0348       // add rcx, qword ptr [rsp + 216]
+	QUAD $0x00000100248c8948       // mov qword ptr [rsp + 256], rcx
+	WORD $0x8948; BYTE $0xd0       // mov rax, rdx
+	LONG $0x44af0f48; WORD $0x1024 // imul rax, qword ptr [rsp + 16]
+	QUAD $0x000000c0248c8b48       // mov rcx, qword ptr [rsp + 192]
+	WORD $0x0148; BYTE $0xc1       // add rcx, rax
+	QUAD $0x000000f8248c8948       // mov qword ptr [rsp + 248], rcx
+	QUAD $0x000000c8248c8b48       // mov rcx, qword ptr [rsp + 200]
+	WORD $0x0148; BYTE $0xc1       // add rcx, rax
+	QUAD $0x00000108248c8948       // mov qword ptr [rsp + 264], rcx
+	QUAD $0x000000e024948948       // mov qword ptr [rsp + 224], rdx
+	WORD $0x8948; BYTE $0xd1       // mov rcx, rdx
+	LONG $0x4caf0f48; WORD $0x2824 // imul rcx, qword ptr [rsp + 40]
+	QUAD $0x000000b8248c0348       // add rcx, qword ptr [rsp + 184]
+	LONG $0xceaf0f49               // imul rcx, r14
+	WORD $0x8948; BYTE $0xca       // mov rdx, rcx
+	LONG $0x05e2c148               // shl rdx, 5
+	LONG $0x4a148d48               // lea rdx, [rdx + 2*rcx]
+	WORD $0x0148; BYTE $0xfa       // add rdx, rdi
+	QUAD $0x000000b0248c8b48       // mov rcx, qword ptr [rsp + 176]
+	LONG $0x811c8d4c               // lea r11, [rcx + 4*rax]
+	QUAD $0x000000f02484894c       // mov qword ptr [rsp + 240], r8
+	QUAD $0x000000e82494894c       // mov qword ptr [rsp + 232], r10
+	WORD $0x3145; BYTE $0xed       // xor r13d, r13d
+	LONG $0x24548948; BYTE $0x38   // mov qword ptr [rsp + 56], rdx
+	JMP  LBB3_6
+	PCALIGN $16
+
+LBB3_27:
+	LONG $0x07c74166; WORD $0x7e00 // mov word ptr [r15], 32256
+	LONG $0xc0ef0f66               // pxor xmm0, xmm0
+	LONG $0x7f0f41f3; WORD $0x0247 // movdqu xmmword ptr [r15 + 2], xmm0
+	LONG $0x7f0f41f3; WORD $0x1247 // movdqu xmmword ptr [r15 + 18], xmm0
+	LONG $0xca280f44               // movaps xmm9, xmm2
+	LONG $0xd0280f45               // movaps xmm10, xmm8
+
+LBB3_28:
+	LONG $0x01c58349         // add r13, 1
+	LONG $0x22c28349         // add r10, 34
+	LONG $0x80e88349         // sub r8, -128
+	WORD $0x394d; BYTE $0xf5 // cmp r13, r14
+	JE   LBB3_29
+
+LBB3_6:
+	LONG $0xc2280f45                           // movaps xmm8, xmm10
+	LONG $0xd1280f41                           // movaps xmm2, xmm9
+	WORD $0x894d; BYTE $0xe9                   // mov r9, r13
+	LONG $0x05e1c149                           // shl r9, 5
+	LONG $0x693c8d4f                           // lea r15, [r9 + 2*r13]
+	WORD $0x0149; BYTE $0xd7                   // add r15, rdx
+	WORD $0x894c; BYTE $0xe8                   // mov rax, r13
+	LONG $0x07e0c148                           // shl rax, 7
+	LONG $0x6f0f41f3; WORD $0x034c; BYTE $0x60 // movdqu xmm1, xmmword ptr [r11 + rax + 96]
+	LONG $0x6f0f45f3; WORD $0x036c; BYTE $0x40 // movdqu xmm13, xmmword ptr [r11 + rax + 64]
+	LONG $0x6f0f45f3; WORD $0x0364; BYTE $0x70 // movdqu xmm12, xmmword ptr [r11 + rax + 112]
+	LONG $0x6f0f45f3; WORD $0x0334             // movdqu xmm14, xmmword ptr [r11 + rax]
+	LONG $0x6f0f41f3; WORD $0x0364; BYTE $0x10 // movdqu xmm4, xmmword ptr [r11 + rax + 16]
+	LONG $0x6f0f41f3; WORD $0x0344; BYTE $0x20 // movdqu xmm0, xmmword ptr [r11 + rax + 32]
+	LONG $0x6f0f45f3; WORD $0x037c; BYTE $0x30 // movdqu xmm15, xmmword ptr [r11 + rax + 48]
+	LONG $0x6f0f45f3; WORD $0x0354; BYTE $0x50 // movdqu xmm10, xmmword ptr [r11 + rax + 80]
+	LONG $0x756f0ff3; BYTE $0x00               // movdqu xmm6, xmmword ptr [rbp + 0] /* [rip + .LCPI3_0] */
+	LONG $0xdb0f4466; BYTE $0xd6               // pand xmm10, xmm6
+	LONG $0xe6db0f66                           // pand xmm4, xmm6
+	LONG $0xdb0f4466; BYTE $0xe6               // pand xmm12, xmm6
+	LONG $0xdb0f4466; BYTE $0xfe               // pand xmm15, xmm6
+	LONG $0xdb0f4466; BYTE $0xee               // pand xmm13, xmm6
+	LONG $0xdb0f4466; BYTE $0xf6               // pand xmm14, xmm6
+	LONG $0xcedb0f66                           // pand xmm1, xmm6
+	LONG $0xc6db0f66                           // pand xmm0, xmm6
+	LONG $0x6f0f4466; BYTE $0xd8               // movdqa xmm11, xmm0
+	LONG $0x660f4466; BYTE $0xd9               // pcmpgtd xmm11, xmm1
+	LONG $0xdb0f4166; BYTE $0xc3               // pand xmm0, xmm11
+	LONG $0xdf0f4466; BYTE $0xd9               // pandn xmm11, xmm1
+	LONG $0xeb0f4466; BYTE $0xd8               // por xmm11, xmm0
+	LONG $0x6f0f4566; BYTE $0xce               // movdqa xmm9, xmm14
+	LONG $0x660f4566; BYTE $0xcd               // pcmpgtd xmm9, xmm13
+	LONG $0xdb0f4566; BYTE $0xf1               // pand xmm14, xmm9
+	LONG $0xdf0f4566; BYTE $0xcd               // pandn xmm9, xmm13
+	LONG $0xeb0f4566; BYTE $0xce               // por xmm9, xmm14
+	LONG $0x6f0f4166; BYTE $0xc7               // movdqa xmm0, xmm15
+	LONG $0x660f4166; BYTE $0xc4               // pcmpgtd xmm0, xmm12
+	LONG $0xdb0f4466; BYTE $0xf8               // pand xmm15, xmm0
+	LONG $0xdf0f4166; BYTE $0xc4               // pandn xmm0, xmm12
+	LONG $0xeb0f4166; BYTE $0xc7               // por xmm0, xmm15
+	LONG $0xcc6f0f66                           // movdqa xmm1, xmm4
+	LONG $0x660f4166; BYTE $0xca               // pcmpgtd xmm1, xmm10
+	LONG $0xe1db0f66                           // pand xmm4, xmm1
+	LONG $0xdf0f4166; BYTE $0xca               // pandn xmm1, xmm10
+	LONG $0xcceb0f66                           // por xmm1, xmm4
+	LONG $0xe16f0f66                           // movdqa xmm4, xmm1
+	LONG $0xe0660f66                           // pcmpgtd xmm4, xmm0
+	LONG $0xccdb0f66                           // pand xmm1, xmm4
+	LONG $0xe0df0f66                           // pandn xmm4, xmm0
+	LONG $0xe1eb0f66                           // por xmm4, xmm1
+	LONG $0x6f0f4166; BYTE $0xc1               // movdqa xmm0, xmm9
+	LONG $0x660f4166; BYTE $0xc3               // pcmpgtd xmm0, xmm11
+	LONG $0xdb0f4466; BYTE $0xc8               // pand xmm9, xmm0
+	LONG $0xdf0f4166; BYTE $0xc3               // pandn xmm0, xmm11
+	LONG $0xeb0f4166; BYTE $0xc1               // por xmm0, xmm9
+	LONG $0xc86f0f66                           // movdqa xmm1, xmm0
+	LONG $0xcc660f66                           // pcmpgtd xmm1, xmm4
+	LONG $0xc1db0f66                           // pand xmm0, xmm1
+	LONG $0xccdf0f66                           // pandn xmm1, xmm4
+	LONG $0xc8eb0f66                           // por xmm1, xmm0
+	LONG $0xf1700f66; BYTE $0xee               // pshufd xmm6, xmm1, 238
+	LONG $0xe16f0f66                           // movdqa xmm4, xmm1
+	LONG $0x7d6f0ff3; BYTE $0x10               // movdqu xmm7, xmmword ptr [rbp + 16] /* [rip + .LCPI3_1] */
+	LONG $0xe7ef0f66                           // pxor xmm4, xmm7
+	LONG $0xc66f0f66                           // movdqa xmm0, xmm6
+	LONG $0xc7ef0f66                           // pxor xmm0, xmm7
+	LONG $0xe0660f66                           // pcmpgtd xmm4, xmm0
+	LONG $0xccdb0f66                           // pand xmm1, xmm4
+	LONG $0xe6df0f66                           // pandn xmm4, xmm6
+	LONG $0xe1eb0f66                           // por xmm4, xmm1
+	LONG $0xc4700f66; BYTE $0x55               // pshufd xmm0, xmm4, 85
+	LONG $0xcc6f0f66                           // movdqa xmm1, xmm4
+	LONG $0xcfef0f66                           // pxor xmm1, xmm7
+	LONG $0xf06f0f66                           // movdqa xmm6, xmm0
+	LONG $0xf7ef0f66                           // pxor xmm6, xmm7
+	LONG $0xce660f66                           // pcmpgtd xmm1, xmm6
+	LONG $0xe1db0f66                           // pand xmm4, xmm1
+	LONG $0xc8df0f66                           // pandn xmm1, xmm0
+	LONG $0xcceb0f66                           // por xmm1, xmm4
+	LONG $0xc87e0f66                           // movd eax, xmm1
+	LONG $0x7fffff3d; BYTE $0x7f               // cmp eax, 2139095039
+	JA   LBB3_27
+	LONG $0xc86e0f66                           // movd xmm1, eax
+	LONG $0xd0280f45                           // movaps xmm10, xmm8
+	LONG $0x5e0f41f3; BYTE $0xc8               // divss xmm1, xmm8
+	LONG $0xc0ef0f66                           // pxor xmm0, xmm0
+	WORD $0x2e0f; BYTE $0xc8                   // ucomiss xmm1, xmm0
+	LONG $0xe4ef0f66                           // pxor xmm4, xmm4
+	QUAD $0x00009485100f44f3; BYTE $0x00       // movss xmm8, dword ptr [rbp + 148] /* [rip + .LCPI3_3] */
+	JNE  LBB3_8
+	JNP  LBB3_9
+
+LBB3_8:
+	LONG $0xe0280f41 // movaps xmm4, xmm8
+	LONG $0xe15e0ff3 // divss xmm4, xmm1
+
+LBB3_9:
+	QUAD $0x0000011024848b48       // mov rax, qword ptr [rsp + 272]
+	WORD $0x014c; BYTE $0xe8       // add rax, r13
+	LONG $0xe17e0f66               // movd ecx, xmm4
+	WORD $0xc901                   // add ecx, ecx
+	LONG $0x0000f981; WORD $0xff00 // cmp ecx, -16777216
+	JB   LBB3_11
+	LONG $0xe4ef0f66               // pxor xmm4, xmm4
+
+LBB3_11:
+	WORD $0x8949; BYTE $0xc4                   // mov r12, rax
+	LONG $0x05e4c149                           // shl r12, 5
+	QUAD $0x00000108248c8b48                   // mov rcx, qword ptr [rsp + 264]
+	LONG $0x09148d4a                           // lea rdx, [rcx + r9]
+	LONG $0xcf7e0f66                           // movd edi, xmm1
+	WORD $0xfb89                               // mov ebx, edi
+	WORD $0xebc1; BYTE $0x10                   // shr ebx, 16
+	LONG $0x8000e381; WORD $0x0000             // and ebx, 32768
+	WORD $0x8941; BYTE $0xfe                   // mov r14d, edi
+	LONG $0xffe68141; WORD $0xffff; BYTE $0x7f // and r14d, 2147483647
+	LONG $0xfffe8141; WORD $0x7fff; BYTE $0x7f // cmp r14d, 2139095039
+	JBE  LBB3_12
+	WORD $0xefc1; BYTE $0x0d                   // shr edi, 13
+	LONG $0x01ffe781; WORD $0x0000             // and edi, 511
+	LONG $0x0200cf81; WORD $0x0000             // or edi, 512
+	LONG $0x00fe8141; WORD $0x8000; BYTE $0x7f // cmp r14d, 2139095040
+	LONG $0x000000b9; BYTE $0x00               // mov ecx, 0
+	WORD $0x440f; BYTE $0xf9                   // cmove edi, ecx
+	WORD $0xfb09                               // or ebx, edi
+	JMP  LBB3_22
+	PCALIGN $16
+
+LBB3_12:
+	LONG $0xfffe8141; WORD $0x7fef; BYTE $0x47 // cmp r14d, 1199566847
+	JBE  LBB3_13
+
+LBB3_22:
+	LONG $0x7c00cb81; WORD $0x0000 // or ebx, 31744
+
+LBB3_23:
+	LONG    $0x243c8b48             // mov rdi, qword ptr [rsp]
+	LONG    $0x24748b4c; BYTE $0x08 // mov r14, qword ptr [rsp + 8]
+	LONG    $0xca280f44             // movaps xmm9, xmm2
+	QUAD    $0x000000a495100ff3     // movss xmm2, dword ptr [rbp + 164] /* [rip + .LCPI3_14] */
+	LONG    $0x44048d49             // lea rax, [r12 + 2*rax]
+	WORD    $0x0148; BYTE $0xf8     // add rax, rdi
+	LONG    $0x02c08348             // add rax, 2
+	LONG    $0x960c8d48             // lea rcx, [rsi + 4*rdx]
+	LONG    $0x1f894166             // mov word ptr [r15], bx
+	WORD    $0x3948; BYTE $0xc8     // cmp rax, rcx
+	JAE     LBB3_32
+	QUAD    $0x0000010024848b48     // mov rax, qword ptr [rsp + 256]
+	WORD    $0x014c; BYTE $0xe8     // add rax, r13
+	WORD    $0x8948; BYTE $0xc1     // mov rcx, rax
+	LONG    $0x05e1c148             // shl rcx, 5
+	QUAD    $0x000000f824948b48     // mov rdx, qword ptr [rsp + 248]
+	WORD    $0x014c; BYTE $0xca     // add rdx, r9
+	LONG    $0x41048d48             // lea rax, [rcx + 2*rax]
+	WORD    $0x0148; BYTE $0xf8     // add rax, rdi
+	LONG    $0x960c8d48             // lea rcx, [rsi + 4*rdx]
+	WORD    $0x3948; BYTE $0xc1     // cmp rcx, rax
+	JAE     LBB3_32
+	WORD    $0xc031                 // xor eax, eax
+	LONG    $0x24548b48; BYTE $0x38 // mov rdx, qword ptr [rsp + 56]
+	PCALIGN $16
+
+LBB3_26:
+	LONG $0x100f41f3; WORD $0x8004 // movss xmm0, dword ptr [r8 + 4*rax]
+	LONG $0xc4590ff3               // mulss xmm0, xmm4
+	LONG $0xc85b0ff3               // cvttps2dq xmm1, xmm0
+	WORD $0x5b0f; BYTE $0xc9       // cvtdq2ps xmm1, xmm1
+	LONG $0xc15c0ff3               // subss xmm0, xmm1
+	WORD $0x280f; BYTE $0xf1       // movaps xmm6, xmm1
+	LONG $0x580f41f3; BYTE $0xf0   // addss xmm6, xmm8
+	LONG $0xf9280f41               // movaps xmm7, xmm9
+	LONG $0xf8c20ff3; BYTE $0x06   // cmpnless xmm7, xmm0
+	WORD $0x540f; BYTE $0xcf       // andps xmm1, xmm7
+	WORD $0x550f; BYTE $0xfe       // andnps xmm7, xmm6
+	WORD $0x560f; BYTE $0xf9       // orps xmm7, xmm1
+	WORD $0x280f; BYTE $0xcf       // movaps xmm1, xmm7
+	LONG $0xcd580ff3               // addss xmm1, xmm5
+	LONG $0xc3c20ff3; BYTE $0x06   // cmpnless xmm0, xmm3
+	WORD $0x540f; BYTE $0xf8       // andps xmm7, xmm0
+	WORD $0x550f; BYTE $0xc1       // andnps xmm0, xmm1
+	WORD $0x560f; BYTE $0xc7       // orps xmm0, xmm7
+	LONG $0xca280f41               // movaps xmm1, xmm10
+	LONG $0xc85d0ff3               // minss xmm1, xmm0
+	WORD $0x280f; BYTE $0xc2       // movaps xmm0, xmm2
+	LONG $0xc15f0ff3               // maxss xmm0, xmm1
+	LONG $0xc82c0ff3               // cvttss2si ecx, xmm0
+	LONG $0x020c8841               // mov byte ptr [r10 + rax], cl
+	LONG $0x01c08348               // add rax, 1
+	LONG $0x20f88348               // cmp rax, 32
+	JNE  LBB3_26
+	JMP  LBB3_28
+	PCALIGN $16
+
+LBB3_32:
+	LONG $0x00e4c60f                     // shufps xmm4, xmm4, 0
+	LONG $0x04100f43; BYTE $0x8b         // movups xmm0, xmmword ptr [r11 + 4*r9]
+	WORD $0x590f; BYTE $0xc4             // mulps xmm0, xmm4
+	LONG $0xc85b0ff3                     // cvttps2dq xmm1, xmm0
+	WORD $0x5b0f; BYTE $0xc9             // cvtdq2ps xmm1, xmm1
+	WORD $0x5c0f; BYTE $0xc1             // subps xmm0, xmm1
+	LONG $0x2055100f                     // movups xmm2, xmmword ptr [rbp + 32] /* [rip + .LCPI3_4] */
+	WORD $0x280f; BYTE $0xf2             // movaps xmm6, xmm2
+	LONG $0x06f0c20f                     // cmpnleps xmm6, xmm0
+	WORD $0x280f; BYTE $0xf9             // movaps xmm7, xmm1
+	LONG $0x45100f44; BYTE $0x30         // movups xmm8, xmmword ptr [rbp + 48] /* [rip + .LCPI3_5] */
+	LONG $0xf8580f41                     // addps xmm7, xmm8
+	WORD $0x540f; BYTE $0xce             // andps xmm1, xmm6
+	WORD $0x550f; BYTE $0xf7             // andnps xmm6, xmm7
+	WORD $0x560f; BYTE $0xf1             // orps xmm6, xmm1
+	LONG $0x5d100f44; BYTE $0x40         // movups xmm11, xmmword ptr [rbp + 64] /* [rip + .LCPI3_6] */
+	LONG $0xc3c20f41; BYTE $0x06         // cmpnleps xmm0, xmm11
+	WORD $0x280f; BYTE $0xce             // movaps xmm1, xmm6
+	LONG $0x65100f44; BYTE $0x50         // movups xmm12, xmmword ptr [rbp + 80] /* [rip + .LCPI3_7] */
+	LONG $0xcc580f41                     // addps xmm1, xmm12
+	WORD $0x540f; BYTE $0xf0             // andps xmm6, xmm0
+	WORD $0x550f; BYTE $0xc1             // andnps xmm0, xmm1
+	WORD $0x560f; BYTE $0xc6             // orps xmm0, xmm6
+	LONG $0x6d100f44; BYTE $0x60         // movups xmm13, xmmword ptr [rbp + 96] /* [rip + .LCPI3_8] */
+	LONG $0xcd280f41                     // movaps xmm1, xmm13
+	WORD $0x5d0f; BYTE $0xc8             // minps xmm1, xmm0
+	LONG $0x75100f44; BYTE $0x70         // movups xmm14, xmmword ptr [rbp + 112] /* [rip + .LCPI3_9] */
+	LONG $0xc6280f41                     // movaps xmm0, xmm14
+	WORD $0x5f0f; BYTE $0xc1             // maxps xmm0, xmm1
+	LONG $0xc05b0ff3                     // cvttps2dq xmm0, xmm0
+	QUAD $0x000080bd6f0f44f3; BYTE $0x00 // movdqu xmm15, xmmword ptr [rbp + 128] /* [rip + .LCPI3_10] */
+	LONG $0xdb0f4166; BYTE $0xc7         // pand xmm0, xmm15
+	LONG $0xc0670f66                     // packuswb xmm0, xmm0
+	LONG $0xc0670f66                     // packuswb xmm0, xmm0
+	LONG $0x7e0f4166; WORD $0x0247       // movd dword ptr [r15 + 2], xmm0
+	LONG $0x44100f43; WORD $0x108b       // movups xmm0, xmmword ptr [r11 + 4*r9 + 16]
+	WORD $0x590f; BYTE $0xc4             // mulps xmm0, xmm4
+	LONG $0xc85b0ff3                     // cvttps2dq xmm1, xmm0
+	WORD $0x5b0f; BYTE $0xc9             // cvtdq2ps xmm1, xmm1
+	WORD $0x5c0f; BYTE $0xc1             // subps xmm0, xmm1
+	WORD $0x280f; BYTE $0xf2             // movaps xmm6, xmm2
+	LONG $0x06f0c20f                     // cmpnleps xmm6, xmm0
+	WORD $0x280f; BYTE $0xf9             // movaps xmm7, xmm1
+	LONG $0xf8580f41                     // addps xmm7, xmm8
+	WORD $0x540f; BYTE $0xce             // andps xmm1, xmm6
+	WORD $0x550f; BYTE $0xf7             // andnps xmm6, xmm7
+	WORD $0x560f; BYTE $0xf1             // orps xmm6, xmm1
+	LONG $0xc3c20f41; BYTE $0x06         // cmpnleps xmm0, xmm11
+	WORD $0x280f; BYTE $0xce             // movaps xmm1, xmm6
+	LONG $0xcc580f41                     // addps xmm1, xmm12
+	WORD $0x540f; BYTE $0xf0             // andps xmm6, xmm0
+	WORD $0x550f; BYTE $0xc1             // andnps xmm0, xmm1
+	WORD $0x560f; BYTE $0xc6             // orps xmm0, xmm6
+	LONG $0xcd280f41                     // movaps xmm1, xmm13
+	WORD $0x5d0f; BYTE $0xc8             // minps xmm1, xmm0
+	LONG $0xc6280f41                     // movaps xmm0, xmm14
+	WORD $0x5f0f; BYTE $0xc1             // maxps xmm0, xmm1
+	LONG $0xc05b0ff3                     // cvttps2dq xmm0, xmm0
+	LONG $0xdb0f4166; BYTE $0xc7         // pand xmm0, xmm15
+	LONG $0xc0670f66                     // packuswb xmm0, xmm0
+	LONG $0xc0670f66                     // packuswb xmm0, xmm0
+	LONG $0x7e0f4166; WORD $0x0647       // movd dword ptr [r15 + 6], xmm0
+	LONG $0x44100f43; WORD $0x208b       // movups xmm0, xmmword ptr [r11 + 4*r9 + 32]
+	WORD $0x590f; BYTE $0xc4             // mulps xmm0, xmm4
+	LONG $0xc85b0ff3                     // cvttps2dq xmm1, xmm0
+	WORD $0x5b0f; BYTE $0xc9             // cvtdq2ps xmm1, xmm1
+	WORD $0x5c0f; BYTE $0xc1             // subps xmm0, xmm1
+	WORD $0x280f; BYTE $0xf2             // movaps xmm6, xmm2
+	LONG $0x06f0c20f                     // cmpnleps xmm6, xmm0
+	WORD $0x280f; BYTE $0xf9             // movaps xmm7, xmm1
+	LONG $0xf8580f41                     // addps xmm7, xmm8
+	WORD $0x540f; BYTE $0xce             // andps xmm1, xmm6
+	WORD $0x550f; BYTE $0xf7             // andnps xmm6, xmm7
+	WORD $0x560f; BYTE $0xf1             // orps xmm6, xmm1
+	LONG $0xc3c20f41; BYTE $0x06         // cmpnleps xmm0, xmm11
+	WORD $0x280f; BYTE $0xce             // movaps xmm1, xmm6
+	LONG $0xcc580f41                     // addps xmm1, xmm12
+	WORD $0x540f; BYTE $0xf0             // andps xmm6, xmm0
+	WORD $0x550f; BYTE $0xc1             // andnps xmm0, xmm1
+	WORD $0x560f; BYTE $0xc6             // orps xmm0, xmm6
+	LONG $0xcd280f41                     // movaps xmm1, xmm13
+	WORD $0x5d0f; BYTE $0xc8             // minps xmm1, xmm0
+	LONG $0xc6280f41                     // movaps xmm0, xmm14
+	WORD $0x5f0f; BYTE $0xc1             // maxps xmm0, xmm1
+	LONG $0xc05b0ff3                     // cvttps2dq xmm0, xmm0
+	LONG $0xdb0f4166; BYTE $0xc7         // pand xmm0, xmm15
+	LONG $0xc0670f66                     // packuswb xmm0, xmm0
+	LONG $0xc0670f66                     // packuswb xmm0, xmm0
+	LONG $0x7e0f4166; WORD $0x0a47       // movd dword ptr [r15 + 10], xmm0
+	LONG $0x44100f43; WORD $0x308b       // movups xmm0, xmmword ptr [r11 + 4*r9 + 48]
+	WORD $0x590f; BYTE $0xc4             // mulps xmm0, xmm4
+	LONG $0xc85b0ff3                     // cvttps2dq xmm1, xmm0
+	WORD $0x5b0f; BYTE $0xc9             // cvtdq2ps xmm1, xmm1
+	WORD $0x5c0f; BYTE $0xc1             // subps xmm0, xmm1
+	WORD $0x280f; BYTE $0xf2             // movaps xmm6, xmm2
+	LONG $0x06f0c20f                     // cmpnleps xmm6, xmm0
+	WORD $0x280f; BYTE $0xf9             // movaps xmm7, xmm1
+	LONG $0xf8580f41                     // addps xmm7, xmm8
+	WORD $0x540f; BYTE $0xce             // andps xmm1, xmm6
+	WORD $0x550f; BYTE $0xf7             // andnps xmm6, xmm7
+	WORD $0x560f; BYTE $0xf1             // orps xmm6, xmm1
+	LONG $0xc3c20f41; BYTE $0x06         // cmpnleps xmm0, xmm11
+	WORD $0x280f; BYTE $0xce             // movaps xmm1, xmm6
+	LONG $0xcc580f41                     // addps xmm1, xmm12
+	WORD $0x540f; BYTE $0xf0             // andps xmm6, xmm0
+	WORD $0x550f; BYTE $0xc1             // andnps xmm0, xmm1
+	WORD $0x560f; BYTE $0xc6             // orps xmm0, xmm6
+	LONG $0xcd280f41                     // movaps xmm1, xmm13
+	WORD $0x5d0f; BYTE $0xc8             // minps xmm1, xmm0
+	LONG $0xc6280f41                     // movaps xmm0, xmm14
+	WORD $0x5f0f; BYTE $0xc1             // maxps xmm0, xmm1
+	LONG $0xc05b0ff3                     // cvttps2dq xmm0, xmm0
+	LONG $0xdb0f4166; BYTE $0xc7         // pand xmm0, xmm15
+	LONG $0xc0670f66                     // packuswb xmm0, xmm0
+	LONG $0xc0670f66                     // packuswb xmm0, xmm0
+	LONG $0x7e0f4166; WORD $0x0e47       // movd dword ptr [r15 + 14], xmm0
+	LONG $0x44100f43; WORD $0x408b       // movups xmm0, xmmword ptr [r11 + 4*r9 + 64]
+	WORD $0x590f; BYTE $0xc4             // mulps xmm0, xmm4
+	LONG $0xc85b0ff3                     // cvttps2dq xmm1, xmm0
+	WORD $0x5b0f; BYTE $0xc9             // cvtdq2ps xmm1, xmm1
+	WORD $0x5c0f; BYTE $0xc1             // subps xmm0, xmm1
+	WORD $0x280f; BYTE $0xf2             // movaps xmm6, xmm2
+	LONG $0x06f0c20f                     // cmpnleps xmm6, xmm0
+	WORD $0x280f; BYTE $0xf9             // movaps xmm7, xmm1
+	LONG $0xf8580f41                     // addps xmm7, xmm8
+	WORD $0x540f; BYTE $0xce             // andps xmm1, xmm6
+	WORD $0x550f; BYTE $0xf7             // andnps xmm6, xmm7
+	WORD $0x560f; BYTE $0xf1             // orps xmm6, xmm1
+	LONG $0xc3c20f41; BYTE $0x06         // cmpnleps xmm0, xmm11
+	WORD $0x280f; BYTE $0xce             // movaps xmm1, xmm6
+	LONG $0xcc580f41                     // addps xmm1, xmm12
+	WORD $0x540f; BYTE $0xf0             // andps xmm6, xmm0
+	WORD $0x550f; BYTE $0xc1             // andnps xmm0, xmm1
+	WORD $0x560f; BYTE $0xc6             // orps xmm0, xmm6
+	LONG $0xcd280f41                     // movaps xmm1, xmm13
+	WORD $0x5d0f; BYTE $0xc8             // minps xmm1, xmm0
+	LONG $0xc6280f41                     // movaps xmm0, xmm14
+	WORD $0x5f0f; BYTE $0xc1             // maxps xmm0, xmm1
+	LONG $0xc05b0ff3                     // cvttps2dq xmm0, xmm0
+	LONG $0xdb0f4166; BYTE $0xc7         // pand xmm0, xmm15
+	LONG $0xc0670f66                     // packuswb xmm0, xmm0
+	LONG $0xc0670f66                     // packuswb xmm0, xmm0
+	LONG $0x7e0f4166; WORD $0x1247       // movd dword ptr [r15 + 18], xmm0
+	LONG $0x44100f43; WORD $0x508b       // movups xmm0, xmmword ptr [r11 + 4*r9 + 80]
+	WORD $0x590f; BYTE $0xc4             // mulps xmm0, xmm4
+	LONG $0xc85b0ff3                     // cvttps2dq xmm1, xmm0
+	WORD $0x5b0f; BYTE $0xc9             // cvtdq2ps xmm1, xmm1
+	WORD $0x5c0f; BYTE $0xc1             // subps xmm0, xmm1
+	WORD $0x280f; BYTE $0xf2             // movaps xmm6, xmm2
+	LONG $0x06f0c20f                     // cmpnleps xmm6, xmm0
+	WORD $0x280f; BYTE $0xf9             // movaps xmm7, xmm1
+	LONG $0xf8580f41                     // addps xmm7, xmm8
+	WORD $0x540f; BYTE $0xce             // andps xmm1, xmm6
+	WORD $0x550f; BYTE $0xf7             // andnps xmm6, xmm7
+	WORD $0x560f; BYTE $0xf1             // orps xmm6, xmm1
+	LONG $0xc3c20f41; BYTE $0x06         // cmpnleps xmm0, xmm11
+	WORD $0x280f; BYTE $0xce             // movaps xmm1, xmm6
+	LONG $0xcc580f41                     // addps xmm1, xmm12
+	WORD $0x540f; BYTE $0xf0             // andps xmm6, xmm0
+	WORD $0x550f; BYTE $0xc1             // andnps xmm0, xmm1
+	WORD $0x560f; BYTE $0xc6             // orps xmm0, xmm6
+	LONG $0xcd280f41                     // movaps xmm1, xmm13
+	WORD $0x5d0f; BYTE $0xc8             // minps xmm1, xmm0
+	LONG $0xc6280f41                     // movaps xmm0, xmm14
+	WORD $0x5f0f; BYTE $0xc1             // maxps xmm0, xmm1
+	LONG $0xc05b0ff3                     // cvttps2dq xmm0, xmm0
+	LONG $0xdb0f4166; BYTE $0xc7         // pand xmm0, xmm15
+	LONG $0xc0670f66                     // packuswb xmm0, xmm0
+	LONG $0xc0670f66                     // packuswb xmm0, xmm0
+	LONG $0x7e0f4166; WORD $0x1647       // movd dword ptr [r15 + 22], xmm0
+	LONG $0x44100f43; WORD $0x608b       // movups xmm0, xmmword ptr [r11 + 4*r9 + 96]
+	WORD $0x590f; BYTE $0xc4             // mulps xmm0, xmm4
+	LONG $0xc85b0ff3                     // cvttps2dq xmm1, xmm0
+	WORD $0x5b0f; BYTE $0xc9             // cvtdq2ps xmm1, xmm1
+	WORD $0x5c0f; BYTE $0xc1             // subps xmm0, xmm1
+	WORD $0x280f; BYTE $0xf2             // movaps xmm6, xmm2
+	LONG $0x06f0c20f                     // cmpnleps xmm6, xmm0
+	WORD $0x280f; BYTE $0xf9             // movaps xmm7, xmm1
+	LONG $0xf8580f41                     // addps xmm7, xmm8
+	WORD $0x540f; BYTE $0xce             // andps xmm1, xmm6
+	WORD $0x550f; BYTE $0xf7             // andnps xmm6, xmm7
+	WORD $0x560f; BYTE $0xf1             // orps xmm6, xmm1
+	LONG $0xc3c20f41; BYTE $0x06         // cmpnleps xmm0, xmm11
+	WORD $0x280f; BYTE $0xce             // movaps xmm1, xmm6
+	LONG $0xcc580f41                     // addps xmm1, xmm12
+	WORD $0x540f; BYTE $0xf0             // andps xmm6, xmm0
+	WORD $0x550f; BYTE $0xc1             // andnps xmm0, xmm1
+	WORD $0x560f; BYTE $0xc6             // orps xmm0, xmm6
+	LONG $0xcd280f41                     // movaps xmm1, xmm13
+	WORD $0x5d0f; BYTE $0xc8             // minps xmm1, xmm0
+	LONG $0xc6280f41                     // movaps xmm0, xmm14
+	WORD $0x5f0f; BYTE $0xc1             // maxps xmm0, xmm1
+	LONG $0xc05b0ff3                     // cvttps2dq xmm0, xmm0
+	LONG $0xdb0f4166; BYTE $0xc7         // pand xmm0, xmm15
+	LONG $0xc0670f66                     // packuswb xmm0, xmm0
+	LONG $0xc0670f66                     // packuswb xmm0, xmm0
+	LONG $0x7e0f4166; WORD $0x1a47       // movd dword ptr [r15 + 26], xmm0
+	LONG $0x44100f43; WORD $0x708b       // movups xmm0, xmmword ptr [r11 + 4*r9 + 112]
+	WORD $0x590f; BYTE $0xc4             // mulps xmm0, xmm4
+	LONG $0xc85b0ff3                     // cvttps2dq xmm1, xmm0
+	WORD $0x5b0f; BYTE $0xc9             // cvtdq2ps xmm1, xmm1
+	WORD $0x5c0f; BYTE $0xc1             // subps xmm0, xmm1
+	WORD $0x280f; BYTE $0xe2             // movaps xmm4, xmm2
+	LONG $0x06e0c20f                     // cmpnleps xmm4, xmm0
+	WORD $0x280f; BYTE $0xf1             // movaps xmm6, xmm1
+	LONG $0xf0580f41                     // addps xmm6, xmm8
+	WORD $0x540f; BYTE $0xcc             // andps xmm1, xmm4
+	WORD $0x550f; BYTE $0xe6             // andnps xmm4, xmm6
+	WORD $0x560f; BYTE $0xe1             // orps xmm4, xmm1
+	LONG $0xc3c20f41; BYTE $0x06         // cmpnleps xmm0, xmm11
+	WORD $0x280f; BYTE $0xcc             // movaps xmm1, xmm4
+	LONG $0xcc580f41                     // addps xmm1, xmm12
+	WORD $0x540f; BYTE $0xe0             // andps xmm4, xmm0
+	WORD $0x550f; BYTE $0xc1             // andnps xmm0, xmm1
+	WORD $0x560f; BYTE $0xc4             // orps xmm0, xmm4
+	LONG $0xcd280f41                     // movaps xmm1, xmm13
+	WORD $0x5d0f; BYTE $0xc8             // minps xmm1, xmm0
+	LONG $0xc6280f41                     // movaps xmm0, xmm14
+	WORD $0x5f0f; BYTE $0xc1             // maxps xmm0, xmm1
+	LONG $0xc05b0ff3                     // cvttps2dq xmm0, xmm0
+	LONG $0xdb0f4166; BYTE $0xc7         // pand xmm0, xmm15
+	LONG $0xc0670f66                     // packuswb xmm0, xmm0
+	LONG $0xc0670f66                     // packuswb xmm0, xmm0
+	LONG $0x7e0f4166; WORD $0x1e47       // movd dword ptr [r15 + 30], xmm0
+	LONG $0x24548b48; BYTE $0x38         // mov rdx, qword ptr [rsp + 56]
+	JMP  LBB3_28
+
+LBB3_13:
+	LONG $0x00fe8141; WORD $0x8000; BYTE $0x38 // cmp r14d, 947912704
+	JAE  LBB3_14
+	LONG $0x00fe8141; WORD $0x0000; BYTE $0x33 // cmp r14d, 855638016
+	JB   LBB3_23
+	LONG $0x17eec141                           // shr r14d, 23
+	LONG $0xffffe781; WORD $0x007f             // and edi, 8388607
+	LONG $0x0000cf81; WORD $0x0080             // or edi, 8388608
+	WORD $0x7eb1                               // mov cl, 126
+	WORD $0x2844; BYTE $0xf1                   // sub cl, r14b
+	WORD $0xfe89                               // mov esi, edi
+	WORD $0xeed3                               // shr esi, cl
+	LONG $0x1c247489                           // mov dword ptr [rsp + 28], esi
+	LONG $0xffffffbe; BYTE $0xff               // mov esi, -1
+	WORD $0xe6d3                               // shl esi, cl
+	WORD $0xd6f7                               // not esi
+	WORD $0xfe21                               // and esi, edi
+	WORD $0x7db1                               // mov cl, 125
+	WORD $0x2844; BYTE $0xf1                   // sub cl, r14b
+	LONG $0x000001bf; BYTE $0x00               // mov edi, 1
+	WORD $0xe7d3                               // shl edi, cl
+	WORD $0xfe39                               // cmp esi, edi
+	LONG $0x1c24748b                           // mov esi, dword ptr [rsp + 28]
+	JA   LBB3_19
+	JNE  LBB3_20
+	WORD $0xf189                               // mov ecx, esi
+	WORD $0xe183; BYTE $0x01                   // and ecx, 1
+	JE   LBB3_20
+
+LBB3_19:
+	WORD $0xc683; BYTE $0x01 // add esi, 1
+
+LBB3_20:
+	WORD $0xf309             // or ebx, esi
+	QUAD $0x000000a824b48b48 // mov rsi, qword ptr [rsp + 168]
+	JMP  LBB3_23
+
+LBB3_14:
+	WORD $0xefc1; BYTE $0x0d       // shr edi, 13
+	WORD $0xe783; BYTE $0x01       // and edi, 1
+	LONG $0x3e0c8d41               // lea ecx, [r14 + rdi]
+	LONG $0x0fffc181; WORD $0x0800 // add ecx, 134221823
+	WORD $0xe9c1; BYTE $0x0d       // shr ecx, 13
+	WORD $0xcb09                   // or ebx, ecx
+	JMP  LBB3_23
+
+LBB3_31:
+	SUBQ $8, SP
+	RET
+
+DATA LCDATA2<>+0x000(SB)/8, $0x0000000100000000
+DATA LCDATA2<>+0x008(SB)/8, $0x0000000300000002
+DATA LCDATA2<>+0x010(SB)/8, $0x0000000500000004
+DATA LCDATA2<>+0x018(SB)/8, $0x0000000700000006
+GLOBL LCDATA2<>(SB), 8, $32
 
 TEXT ·_krt_rope_neox_avx2(SB), $56-72
 
@@ -535,22 +1358,22 @@ TEXT ·_krt_rope_neox_avx2(SB), $56-72
 	MOVQ R12, 40(SP)
 	MOVQ R11, 32(SP)
 	MOVQ R10, 24(SP)
-	LEAQ LCDATA1<>(SB), BP
+	LEAQ LCDATA2<>(SB), BP
 
 	LONG    $0x245c8b4c; BYTE $0x20 // mov r11, qword ptr [rsp + 32] /* [rbp + 24] */
 	LONG    $0x245c3b4c; BYTE $0x28 // cmp r11, qword ptr [rsp + 40] /* [rbp + 32] */
-	JGE     LBB2_16
+	JGE     LBB4_16
 	WORD    $0x854d; BYTE $0xc0     // test r8, r8
-	JLE     LBB2_16
+	JLE     LBB4_16
 	LONG    $0x247c8b4c; BYTE $0x18 // mov r15, qword ptr [rsp + 24] /* [rbp + 16] */
 	WORD    $0x894c; BYTE $0xc8     // mov rax, r9
 	LONG    $0x3fe8c148             // shr rax, 63
 	WORD    $0x014c; BYTE $0xc8     // add rax, r9
 	WORD    $0xd148; BYTE $0xf8     // sar rax, 1
 	LONG    $0x10f98349             // cmp r9, 16
-	JGE     LBB2_3
+	JGE     LBB4_3
 	LONG    $0x02f98349             // cmp r9, 2
-	JL      LBB2_16
+	JL      LBB4_16
 	LONG    $0xc06ef9c5             // vmovd xmm0, eax
 	LONG    $0x587de2c4; BYTE $0xc0 // vpbroadcastd ymm0, xmm0
 	WORD    $0x894c; BYTE $0xdb     // mov rbx, r11
@@ -559,10 +1382,10 @@ TEXT ·_krt_rope_neox_avx2(SB), $56-72
 	LONG    $0x02e1c148             // shl rcx, 2
 	LONG    $0x02e1c149             // shl r9, 2
 	QUAD    $0x00000000852c8d4c     // lea r13, [4*rax]
-	LONG    $0x4566fdc5; BYTE $0x00 // vpcmpgtd ymm0, ymm0, ymmword ptr [rbp + 0] /* [rip + .LCPI2_0] */
+	LONG    $0x4566fdc5; BYTE $0x00 // vpcmpgtd ymm0, ymm0, ymmword ptr [rbp + 0] /* [rip + .LCPI4_0] */
 	PCALIGN $16
 
-LBB2_13:
+LBB4_13:
 	LONG    $0x3b3c8d4b         // lea rdi, [r11 + r15]
 	LONG    $0xf8af0f48         // imul rdi, rax
 	LONG    $0xbe348d4c         // lea r14, [rsi + 4*rdi]
@@ -571,7 +1394,7 @@ LBB2_13:
 	WORD    $0x894c; BYTE $0xc3 // mov rbx, r8
 	PCALIGN $16
 
-LBB2_14:
+LBB4_14:
 	LONG $0x2c7dc2c4; BYTE $0x0e   // vmaskmovps ymm1, ymm0, ymmword ptr [r14]
 	LONG $0x2c7dc2c4; WORD $0x2414 // vmaskmovps ymm2, ymm0, ymmword ptr [r12]
 	LONG $0x2c7de2c4; BYTE $0x1f   // vmaskmovps ymm3, ymm0, ymmword ptr [rdi]
@@ -584,16 +1407,16 @@ LBB2_14:
 	LONG $0x2e7da2c4; WORD $0x2f0c // vmaskmovps ymmword ptr [rdi + r13], ymm0, ymm1
 	WORD $0x014c; BYTE $0xcf       // add rdi, r9
 	LONG $0xffc38348               // add rbx, -1
-	JNE  LBB2_14
+	JNE  LBB4_14
 	LONG $0x01c38349               // add r11, 1
 	WORD $0x0149; BYTE $0xca       // add r10, rcx
 	LONG $0x245c3b4c; BYTE $0x28   // cmp r11, qword ptr [rsp + 40] /* [rbp + 32] */
-	JNE  LBB2_13
+	JNE  LBB4_13
 
-LBB2_16:
-	JMP LBB_krtret2
+LBB4_16:
+	JMP LBB_krtret4
 
-LBB2_3:
+LBB4_3:
 	WORD $0x014d; BYTE $0xdf     // add r15, r11
 	LONG $0xf8af0f4c             // imul r15, rax
 	LONG $0xbe348d4a             // lea rsi, [rsi + 4*r15]
@@ -608,11 +1431,11 @@ LBB2_3:
 	LONG $0x02e1c149             // shl r9, 2
 	WORD $0x0148; BYTE $0xc3     // add rbx, rax
 	LONG $0x9f248d4c             // lea r12, [rdi + 4*rbx]
-	LONG $0x456ffec5; BYTE $0x00 // vmovdqu ymm0, ymmword ptr [rbp + 0] /* [rip + .LCPI2_0] */
-	JMP  LBB2_4
+	LONG $0x456ffec5; BYTE $0x00 // vmovdqu ymm0, ymmword ptr [rbp + 0] /* [rip + .LCPI4_0] */
+	JMP  LBB4_4
 	PCALIGN $16
 
-LBB2_10:
+LBB4_10:
 	LONG $0x01c38349             // add r11, 1
 	LONG $0x244c8b48; BYTE $0x08 // mov rcx, qword ptr [rsp + 8]
 	WORD $0x0148; BYTE $0xce     // add rsi, rcx
@@ -621,27 +1444,27 @@ LBB2_10:
 	WORD $0x0149; BYTE $0xcf     // add r15, rcx
 	WORD $0x0149; BYTE $0xcc     // add r12, rcx
 	LONG $0x245c3b4c; BYTE $0x28 // cmp r11, qword ptr [rsp + 40] /* [rbp + 32] */
-	JE   LBB2_16
+	JE   LBB4_16
 
-LBB2_4:
+LBB4_4:
 	WORD $0x894c; BYTE $0xe7 // mov rdi, r12
 	WORD $0x894c; BYTE $0xfb // mov rbx, r15
 	WORD $0x3145; BYTE $0xed // xor r13d, r13d
-	JMP  LBB2_5
+	JMP  LBB4_5
 	PCALIGN $16
 
-LBB2_9:
+LBB4_9:
 	LONG $0x01c58349         // add r13, 1
 	WORD $0x014c; BYTE $0xcb // add rbx, r9
 	WORD $0x014c; BYTE $0xcf // add rdi, r9
 	WORD $0x394d; BYTE $0xc5 // cmp r13, r8
-	JE   LBB2_10
+	JE   LBB4_10
 
-LBB2_5:
+LBB4_5:
 	WORD    $0x3145; BYTE $0xf6 // xor r14d, r14d
 	PCALIGN $16
 
-LBB2_6:
+LBB4_6:
 	WORD $0x894d; BYTE $0xf2       // mov r10, r14
 	LONG $0x107ca1c4; WORD $0xb60c // vmovups ymm1, ymmword ptr [rsi + 4*r14]
 	LONG $0x107ca1c4; WORD $0xb214 // vmovups ymm2, ymmword ptr [rdx + 4*r14]
@@ -656,9 +1479,9 @@ LBB2_6:
 	LONG $0x08c68349               // add r14, 8
 	LONG $0x10c28349               // add r10, 16
 	WORD $0x3949; BYTE $0xc2       // cmp r10, rax
-	JLE  LBB2_6
+	JLE  LBB4_6
 	WORD $0x394c; BYTE $0xf0       // cmp rax, r14
-	JLE  LBB2_9
+	JLE  LBB4_9
 	WORD $0xc189                   // mov ecx, eax
 	WORD $0x2944; BYTE $0xf1       // sub ecx, r14d
 	LONG $0xc96ef9c5               // vmovd xmm1, ecx
@@ -674,18 +1497,18 @@ LBB2_6:
 	LONG $0xd559ecc5               // vmulps ymm2, ymm2, ymm5
 	LONG $0xb85de2c4; BYTE $0xd3   // vfmadd231ps ymm2, ymm4, ymm3
 	LONG $0x2e75a2c4; WORD $0xb714 // vmaskmovps ymmword ptr [rdi + 4*r14], ymm1, ymm2
-	JMP  LBB2_9
+	JMP  LBB4_9
 
-LBB_krtret2:
+LBB_krtret4:
 	SUBQ $8, SP
 	VZEROUPPER
 	RET
 
-DATA LCDATA2<>+0x000(SB)/8, $0x0000000100000000
-DATA LCDATA2<>+0x008(SB)/8, $0x0000000300000002
-DATA LCDATA2<>+0x010(SB)/8, $0x0000000500000004
-DATA LCDATA2<>+0x018(SB)/8, $0x0000000700000006
-GLOBL LCDATA2<>(SB), 8, $32
+DATA LCDATA3<>+0x000(SB)/8, $0x0000000100000000
+DATA LCDATA3<>+0x008(SB)/8, $0x0000000300000002
+DATA LCDATA3<>+0x010(SB)/8, $0x0000000500000004
+DATA LCDATA3<>+0x018(SB)/8, $0x0000000700000006
+GLOBL LCDATA3<>(SB), 8, $32
 
 TEXT ·_krt_kv_append_avx2(SB), $168-72
 
@@ -702,7 +1525,7 @@ TEXT ·_krt_kv_append_avx2(SB), $168-72
 	MOVQ R12, 152(SP)
 	MOVQ R11, 144(SP)
 	MOVQ R10, 136(SP)
-	LEAQ LCDATA2<>(SB), BP
+	LEAQ LCDATA3<>(SB), BP
 
 	LONG    $0x244c8948; BYTE $0x10   // mov qword ptr [rsp + 16], rcx
 	LONG    $0x24348948               // mov qword ptr [rsp], rsi
@@ -710,16 +1533,16 @@ TEXT ·_krt_kv_append_avx2(SB), $168-72
 	QUAD    $0x0000009824bc8b4c       // mov r15, qword ptr [rsp + 152] /* [rbp + 32] */
 	QUAD    $0x0000009024a48b4c       // mov r12, qword ptr [rsp + 144] /* [rbp + 24] */
 	WORD    $0x394d; BYTE $0xfc       // cmp r12, r15
-	JGE     LBB3_27
+	JGE     LBB5_27
 	LONG    $0x247c8348; WORD $0x0010 // cmp qword ptr [rsp + 16], 0
-	JLE     LBB3_27
+	JLE     LBB5_27
 	QUAD    $0x0000008824bc8b48       // mov rdi, qword ptr [rsp + 136] /* [rbp + 16] */
 	LONG    $0x20f88349               // cmp r8, 32
-	JGE     LBB3_3
+	JGE     LBB5_3
 	LONG    $0x08f88349               // cmp r8, 8
-	JGE     LBB3_14
+	JGE     LBB5_14
 	WORD    $0x854d; BYTE $0xc0       // test r8, r8
-	JLE     LBB3_27
+	JLE     LBB5_27
 	LONG    $0x6e79c1c4; BYTE $0xc0   // vmovd xmm0, r8d
 	LONG    $0x587de2c4; BYTE $0xc0   // vpbroadcastd ymm0, xmm0
 	WORD    $0x894c; BYTE $0xe0       // mov rax, r12
@@ -734,32 +1557,32 @@ TEXT ·_krt_kv_append_avx2(SB), $168-72
 	LONG    $0xb8048d48               // lea rax, [rax + 4*rdi]
 	LONG    $0xc8af0f4d               // imul r9, r8
 	LONG    $0x02e1c149               // shl r9, 2
-	LONG    $0x4566fdc5; BYTE $0x00   // vpcmpgtd ymm0, ymm0, ymmword ptr [rbp + 0] /* [rip + .LCPI3_0] */
+	LONG    $0x4566fdc5; BYTE $0x00   // vpcmpgtd ymm0, ymm0, ymmword ptr [rbp + 0] /* [rip + .LCPI5_0] */
 	PCALIGN $16
 
-LBB3_24:
+LBB5_24:
 	WORD    $0x8948; BYTE $0xc6     // mov rsi, rax
 	WORD    $0x894c; BYTE $0xd7     // mov rdi, r10
 	LONG    $0x245c8b48; BYTE $0x10 // mov rbx, qword ptr [rsp + 16]
 	PCALIGN $16
 
-LBB3_25:
+LBB5_25:
 	LONG $0x2c7de2c4; BYTE $0x0f // vmaskmovps ymm1, ymm0, ymmword ptr [rdi]
 	LONG $0x2e7de2c4; BYTE $0x0e // vmaskmovps ymmword ptr [rsi], ymm0, ymm1
 	WORD $0x0148; BYTE $0xcf     // add rdi, rcx
 	WORD $0x014c; BYTE $0xce     // add rsi, r9
 	LONG $0xffc38348             // add rbx, -1
-	JNE  LBB3_25
+	JNE  LBB5_25
 	LONG $0x01c48349             // add r12, 1
 	WORD $0x0149; BYTE $0xd2     // add r10, rdx
 	WORD $0x0148; BYTE $0xc8     // add rax, rcx
 	WORD $0x394d; BYTE $0xfc     // cmp r12, r15
-	JNE  LBB3_24
+	JNE  LBB5_24
 
-LBB3_27:
-	JMP LBB_krtret3
+LBB5_27:
+	JMP LBB_krtret5
 
-LBB3_3:
+LBB5_3:
 	LONG $0x3c048d49             // lea rax, [r12 + rdi]
 	LONG $0xc0af0f49             // imul rax, r8
 	LONG $0x24548b4c; BYTE $0x08 // mov r10, qword ptr [rsp + 8]
@@ -780,13 +1603,13 @@ LBB3_3:
 	LONG $0x245c8948; BYTE $0x20 // mov qword ptr [rsp + 32], rbx
 	QUAD $0x000000808bb48d49     // lea rsi, [r11 + 4*rcx + 128]
 	QUAD $0x00000080829c8d49     // lea rbx, [r10 + 4*rax + 128]
-	LONG $0x456ffec5; BYTE $0x00 // vmovdqu ymm0, ymmword ptr [rbp + 0] /* [rip + .LCPI3_0] */
+	LONG $0x456ffec5; BYTE $0x00 // vmovdqu ymm0, ymmword ptr [rbp + 0] /* [rip + .LCPI5_0] */
 	LONG $0x244c894c; BYTE $0x60 // mov qword ptr [rsp + 96], r9
 	LONG $0x24548948; BYTE $0x28 // mov qword ptr [rsp + 40], rdx
-	JMP  LBB3_4
+	JMP  LBB5_4
 	PCALIGN $16
 
-LBB3_12:
+LBB5_12:
 	LONG $0x24648b4c; BYTE $0x50 // mov r12, qword ptr [rsp + 80]
 	LONG $0x01c48349             // add r12, 1
 	LONG $0x24748b4c; BYTE $0x48 // mov r14, qword ptr [rsp + 72]
@@ -803,9 +1626,9 @@ LBB3_12:
 	WORD $0x3949; BYTE $0xc4     // cmp r12, rax
 	LONG $0x24548b48; BYTE $0x28 // mov rdx, qword ptr [rsp + 40]
 	QUAD $0x0000008824bc8b48     // mov rdi, qword ptr [rsp + 136] /* [rbp + 16] */
-	JE   LBB3_27
+	JE   LBB5_27
 
-LBB3_4:
+LBB5_4:
 	LONG $0x3c048d49             // lea rax, [r12 + rdi]
 	LONG $0x24448948; BYTE $0x70 // mov qword ptr [rsp + 112], rax
 	LONG $0x2464894c; BYTE $0x50 // mov qword ptr [rsp + 80], r12
@@ -821,10 +1644,10 @@ LBB3_4:
 	WORD $0x894d; BYTE $0xfc     // mov r12, r15
 	LONG $0x2474894c; BYTE $0x48 // mov qword ptr [rsp + 72], r14
 	WORD $0xd231                 // xor edx, edx
-	JMP  LBB3_5
+	JMP  LBB5_5
 	PCALIGN $16
 
-LBB3_11:
+LBB5_11:
 	LONG $0x01c28348             // add rdx, 1
 	LONG $0x244c8b48; BYTE $0x58 // mov rcx, qword ptr [rsp + 88]
 	WORD $0x0149; BYTE $0xce     // add r14, rcx
@@ -833,9 +1656,9 @@ LBB3_11:
 	WORD $0x0149; BYTE $0xc2     // add r10, rax
 	WORD $0x0148; BYTE $0xcb     // add rbx, rcx
 	LONG $0x24543b48; BYTE $0x10 // cmp rdx, qword ptr [rsp + 16]
-	JE   LBB3_12
+	JE   LBB5_12
 
-LBB3_5:
+LBB5_5:
 	WORD    $0x8948; BYTE $0xd0     // mov rax, rdx
 	LONG    $0xc1af0f49             // imul rax, r9
 	LONG    $0x24440348; BYTE $0x70 // add rax, qword ptr [rsp + 112]
@@ -854,7 +1677,7 @@ LBB3_5:
 	WORD    $0x3145; BYTE $0xed     // xor r13d, r13d
 	PCALIGN $16
 
-LBB3_6:
+LBB5_6:
 	WORD    $0x894c; BYTE $0xee                   // mov rsi, r13
 	WORD    $0x8948; BYTE $0xc1                   // mov rcx, rax
 	WORD    $0x8949; BYTE $0xff                   // mov r15, rdi
@@ -873,27 +1696,27 @@ LBB3_6:
 	LONG    $0x80c78148; WORD $0x0000; BYTE $0x00 // add rdi, 128
 	LONG    $0x80c38149; WORD $0x0000; BYTE $0x00 // add r11, 128
 	WORD    $0x394c; BYTE $0xc6                   // cmp rsi, r8
-	JLE     LBB3_6
+	JLE     LBB5_6
 	LONG    $0x08458d49                           // lea rax, [r13 + 8]
 	WORD    $0x394c; BYTE $0xc0                   // cmp rax, r8
-	JG      LBB3_9
+	JG      LBB5_9
 	PCALIGN $16
 
-LBB3_8:
+LBB5_8:
 	LONG $0x107cc1c4; BYTE $0x0f // vmovups ymm1, ymmword ptr [r15]
 	LONG $0x117cc1c4; BYTE $0x09 // vmovups ymmword ptr [r9], ymm1
 	LONG $0x08698d4c             // lea r13, [rcx + 8]
+	LONG $0x10c18348             // add rcx, 16
 	LONG $0x20c78349             // add r15, 32
 	LONG $0x20c18349             // add r9, 32
-	LONG $0x10c18348             // add rcx, 16
 	WORD $0x394c; BYTE $0xc1     // cmp rcx, r8
 	WORD $0x894c; BYTE $0xe9     // mov rcx, r13
-	JLE  LBB3_8
+	JLE  LBB5_8
 
-LBB3_9:
+LBB5_9:
 	WORD $0x394d; BYTE $0xc5       // cmp r13, r8
 	LONG $0x244c8b4c; BYTE $0x60   // mov r9, qword ptr [rsp + 96]
-	JGE  LBB3_11
+	JGE  LBB5_11
 	WORD $0x8944; BYTE $0xc0       // mov eax, r8d
 	WORD $0x2944; BYTE $0xe8       // sub eax, r13d
 	LONG $0xc86ef9c5               // vmovd xmm1, eax
@@ -903,9 +1726,9 @@ LBB3_9:
 	LONG $0x2c75a2c4; WORD $0xa814 // vmaskmovps ymm2, ymm1, ymmword ptr [rax + 4*r13]
 	QUAD $0x0000008024848b48       // mov rax, qword ptr [rsp + 128]
 	LONG $0x2e75a2c4; WORD $0xa814 // vmaskmovps ymmword ptr [rax + 4*r13], ymm1, ymm2
-	JMP  LBB3_11
+	JMP  LBB5_11
 
-LBB3_14:
+LBB5_14:
 	WORD $0x894c; BYTE $0xe0     // mov rax, r12
 	LONG $0xc2af0f48             // imul rax, rdx
 	LONG $0x240c8b48             // mov rcx, qword ptr [rsp]
@@ -918,45 +1741,45 @@ LBB3_14:
 	LONG $0xb8148d4c             // lea r10, [rax + 4*rdi]
 	LONG $0xc8af0f4d             // imul r9, r8
 	LONG $0x02e1c149             // shl r9, 2
-	LONG $0x456ffec5; BYTE $0x00 // vmovdqu ymm0, ymmword ptr [rbp + 0] /* [rip + .LCPI3_0] */
-	JMP  LBB3_15
+	LONG $0x456ffec5; BYTE $0x00 // vmovdqu ymm0, ymmword ptr [rbp + 0] /* [rip + .LCPI5_0] */
+	JMP  LBB5_15
 	PCALIGN $16
 
-LBB3_21:
+LBB5_21:
 	LONG $0x01c48349         // add r12, 1
 	WORD $0x0149; BYTE $0xd3 // add r11, rdx
 	WORD $0x014d; BYTE $0xf2 // add r10, r14
 	WORD $0x394d; BYTE $0xfc // cmp r12, r15
-	JE   LBB3_27
+	JE   LBB5_27
 
-LBB3_15:
+LBB5_15:
 	WORD $0x894c; BYTE $0xd1 // mov rcx, r10
 	WORD $0x894c; BYTE $0xdf // mov rdi, r11
 	WORD $0xdb31             // xor ebx, ebx
-	JMP  LBB3_16
+	JMP  LBB5_16
 	PCALIGN $16
 
-LBB3_20:
+LBB5_20:
 	LONG $0x01c38348             // add rbx, 1
 	WORD $0x014c; BYTE $0xf7     // add rdi, r14
 	WORD $0x014c; BYTE $0xc9     // add rcx, r9
 	LONG $0x245c3b48; BYTE $0x10 // cmp rbx, qword ptr [rsp + 16]
-	JE   LBB3_21
+	JE   LBB5_21
 
-LBB3_16:
+LBB5_16:
 	WORD    $0xf631 // xor esi, esi
 	PCALIGN $16
 
-LBB3_17:
+LBB5_17:
 	WORD $0x8948; BYTE $0xf0       // mov rax, rsi
 	LONG $0x0c10fcc5; BYTE $0xb7   // vmovups ymm1, ymmword ptr [rdi + 4*rsi]
 	LONG $0x0c11fcc5; BYTE $0xb1   // vmovups ymmword ptr [rcx + 4*rsi], ymm1
 	LONG $0x08c68348               // add rsi, 8
 	LONG $0x10c08348               // add rax, 16
 	WORD $0x394c; BYTE $0xc0       // cmp rax, r8
-	JLE  LBB3_17
+	JLE  LBB5_17
 	WORD $0x394c; BYTE $0xc6       // cmp rsi, r8
-	JGE  LBB3_20
+	JGE  LBB5_20
 	WORD $0x8944; BYTE $0xc0       // mov eax, r8d
 	WORD $0xf029                   // sub eax, esi
 	LONG $0xc86ef9c5               // vmovd xmm1, eax
@@ -964,9 +1787,539 @@ LBB3_17:
 	LONG $0xc866f5c5               // vpcmpgtd ymm1, ymm1, ymm0
 	LONG $0x2c75e2c4; WORD $0xb714 // vmaskmovps ymm2, ymm1, ymmword ptr [rdi + 4*rsi]
 	LONG $0x2e75e2c4; WORD $0xb114 // vmaskmovps ymmword ptr [rcx + 4*rsi], ymm1, ymm2
-	JMP  LBB3_20
+	JMP  LBB5_20
 
-LBB_krtret3:
+LBB_krtret5:
+	SUBQ $8, SP
+	VZEROUPPER
+	RET
+
+DATA LCDATA4<>+0x000(SB)/8, $0x7fffffff00008000
+DATA LCDATA4<>+0x008(SB)/8, $0x08000fff00000001
+DATA LCDATA4<>+0x010(SB)/8, $0x007fffff33000000
+DATA LCDATA4<>+0x018(SB)/8, $0x0000007e00800000
+DATA LCDATA4<>+0x020(SB)/8, $0xcd0000000000007d
+DATA LCDATA4<>+0x028(SB)/8, $0x000001ff057fffff
+DATA LCDATA4<>+0x030(SB)/8, $0xc780000000000200
+DATA LCDATA4<>+0x038(SB)/8, $0xb88010000effefff
+DATA LCDATA4<>+0x040(SB)/8, $0x00007c0038001001
+DATA LCDATA4<>+0x048(SB)/8, $0x0000000000000000
+DATA LCDATA4<>+0x050(SB)/8, $0x0000000000000000
+DATA LCDATA4<>+0x058(SB)/8, $0x0000000000000000
+DATA LCDATA4<>+0x060(SB)/8, $0x0d0c090805040100
+DATA LCDATA4<>+0x068(SB)/8, $0x0000000000000000
+DATA LCDATA4<>+0x070(SB)/8, $0x1d1c191815141110
+DATA LCDATA4<>+0x078(SB)/8, $0x0000000000000000
+DATA LCDATA4<>+0x080(SB)/8, $0x0000000000000000
+DATA LCDATA4<>+0x088(SB)/8, $0x0000000000000000
+DATA LCDATA4<>+0x090(SB)/8, $0x0000000000000000
+DATA LCDATA4<>+0x098(SB)/8, $0x0000000000000000
+GLOBL LCDATA4<>(SB), 8, $160
+
+TEXT ·_krt_kv_append_f16_avx2(SB), $320-72
+
+	MOVQ cache+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ src_stride+16(FP), DX
+	MOVQ n_kv_heads+24(FP), CX
+	MOVQ head_dim+32(FP), R8
+	MOVQ max_ctx+40(FP), R9
+	MOVQ pos0+48(FP), R10
+	MOVQ t0+56(FP), R11
+	MOVQ t1+64(FP), R12
+	MOVQ SP, BP
+	ADDQ $32, SP
+	ANDQ $-32, SP
+	MOVQ BP, 280(SP)
+	MOVQ R12, 272(SP)
+	MOVQ R11, 264(SP)
+	MOVQ R10, 256(SP)
+	LEAQ LCDATA4<>(SB), BP
+
+	LONG $0x244c8948; BYTE $0x10         // mov qword ptr [rsp + 16], rcx
+	QUAD $0x00000108248c8b48             // mov rcx, qword ptr [rsp + 264] /* [rbp + 24] */
+	QUAD $0x00000110248c3b48             // cmp rcx, qword ptr [rsp + 272] /* [rbp + 32] */
+	JGE  LBB6_29
+	LONG $0x247c8348; WORD $0x0010       // cmp qword ptr [rsp + 16], 0
+	JLE  LBB6_29
+	WORD $0x8948; BYTE $0xc8             // mov rax, rcx
+	LONG $0xc2af0f48                     // imul rax, rdx
+	LONG $0x86348d48                     // lea rsi, [rsi + 4*rax]
+	LONG $0x02e2c148                     // shl rdx, 2
+	LONG $0x24548948; BYTE $0x20         // mov qword ptr [rsp + 32], rdx
+	QUAD $0x00000000851c8d4e             // lea r11, [4*r8]
+	QUAD $0x0000010024848b48             // mov rax, qword ptr [rsp + 256] /* [rbp + 16] */
+	WORD $0x0148; BYTE $0xc8             // add rax, rcx
+	LONG $0xc0af0f49                     // imul rax, r8
+	LONG $0x473c8d48                     // lea rdi, [rdi + 2*rax]
+	LONG $0x00048d4b                     // lea rax, [r8 + r8]
+	LONG $0x24448948; BYTE $0x18         // mov qword ptr [rsp + 24], rax
+	LONG $0xc8af0f4d                     // imul r9, r8
+	WORD $0x014d; BYTE $0xc9             // add r9, r9
+	LONG $0x587de2c4; WORD $0x0045       // vpbroadcastd ymm0, dword ptr [rbp + 0] /* [rip + .LCPI6_0] */
+	LONG $0x587de2c4; WORD $0x044d       // vpbroadcastd ymm1, dword ptr [rbp + 4] /* [rip + .LCPI6_1] */
+	LONG $0x587de2c4; WORD $0x0855       // vpbroadcastd ymm2, dword ptr [rbp + 8] /* [rip + .LCPI6_2] */
+	LONG $0x587d62c4; WORD $0x0c7d       // vpbroadcastd ymm15, dword ptr [rbp + 12] /* [rip + .LCPI6_3] */
+	LONG $0x587de2c4; WORD $0x1065       // vpbroadcastd ymm4, dword ptr [rbp + 16] /* [rip + .LCPI6_4] */
+	LONG $0x587d62c4; WORD $0x145d       // vpbroadcastd ymm11, dword ptr [rbp + 20] /* [rip + .LCPI6_5] */
+	LONG $0x587de2c4; WORD $0x186d       // vpbroadcastd ymm5, dword ptr [rbp + 24] /* [rip + .LCPI6_6] */
+	WORD $0x3145; BYTE $0xe4             // xor r12d, r12d
+	LONG $0x587d62c4; WORD $0x1c75       // vpbroadcastd ymm14, dword ptr [rbp + 28] /* [rip + .LCPI6_7] */
+	LONG $0x587d62c4; WORD $0x2065       // vpbroadcastd ymm12, dword ptr [rbp + 32] /* [rip + .LCPI6_8] */
+	LONG $0x587d62c4; WORD $0x2445       // vpbroadcastd ymm8, dword ptr [rbp + 36] /* [rip + .LCPI6_9] */
+	LONG $0x587de2c4; WORD $0x2875       // vpbroadcastd ymm6, dword ptr [rbp + 40] /* [rip + .LCPI6_10] */
+	LONG $0x587de2c4; WORD $0x2c7d       // vpbroadcastd ymm7, dword ptr [rbp + 44] /* [rip + .LCPI6_11] */
+	LONG $0x587d62c4; WORD $0x304d       // vpbroadcastd ymm9, dword ptr [rbp + 48] /* [rip + .LCPI6_12] */
+	QUAD $0x0000c024bc7f7dc5; BYTE $0x00 // vmovdqa ymmword ptr [rsp + 192], ymm15
+	QUAD $0x0000a024b47ffdc5; BYTE $0x00 // vmovdqa ymmword ptr [rsp + 160], ymm6
+	QUAD $0x00008024bc7ffdc5; BYTE $0x00 // vmovdqa ymmword ptr [rsp + 128], ymm7
+	LONG $0x4c7f7dc5; WORD $0x6024       // vmovdqa ymmword ptr [rsp + 96], ymm9
+	LONG $0x447ffdc5; WORD $0x4024       // vmovdqa ymmword ptr [rsp + 64], ymm0
+	LONG $0xff76c5c5                     // vpcmpeqd ymm7, ymm7, ymm7
+	JMP  LBB6_3
+	PCALIGN $16
+
+LBB6_28:
+	LONG $0x244c8b48; BYTE $0x38 // mov rcx, qword ptr [rsp + 56]
+	LONG $0x01c18348             // add rcx, 1
+	LONG $0x24748b48; BYTE $0x30 // mov rsi, qword ptr [rsp + 48]
+	LONG $0x24740348; BYTE $0x20 // add rsi, qword ptr [rsp + 32]
+	LONG $0x247c8b48; BYTE $0x28 // mov rdi, qword ptr [rsp + 40]
+	LONG $0x247c0348; BYTE $0x18 // add rdi, qword ptr [rsp + 24]
+	QUAD $0x00000110248c3b48     // cmp rcx, qword ptr [rsp + 272] /* [rbp + 32] */
+	JE   LBB6_29
+
+LBB6_3:
+	LONG $0x244c8948; BYTE $0x38 // mov qword ptr [rsp + 56], rcx
+	LONG $0x247c8948; BYTE $0x28 // mov qword ptr [rsp + 40], rdi
+	LONG $0x24748948; BYTE $0x30 // mov qword ptr [rsp + 48], rsi
+	WORD $0x8948; BYTE $0xf0     // mov rax, rsi
+	WORD $0x3145; BYTE $0xd2     // xor r10d, r10d
+	JMP  LBB6_4
+	PCALIGN $16
+
+LBB6_27:
+	LONG $0x01c28349             // add r10, 1
+	WORD $0x014c; BYTE $0xd8     // add rax, r11
+	WORD $0x014c; BYTE $0xcf     // add rdi, r9
+	LONG $0x24543b4c; BYTE $0x10 // cmp r10, qword ptr [rsp + 16]
+	JE   LBB6_28
+
+LBB6_4:
+	LONG $0x08f88349 // cmp r8, 8
+	JGE  LBB6_6
+	WORD $0xd231     // xor edx, edx
+	JMP  LBB6_8
+	PCALIGN $16
+
+LBB6_6:
+	WORD    $0xc931 // xor ecx, ecx
+	PCALIGN $16
+
+LBB6_7:
+	LONG $0x2c6f7ec5; BYTE $0x88               // vmovdqu ymm13, ymmword ptr [rax + 4*rcx]
+	LONG $0x1d7d63c4; WORD $0x4f2c; BYTE $0x00 // vcvtps2ph xmmword ptr [rdi + 2*rcx], ymm13, 0
+	LONG $0x08518d48                           // lea rdx, [rcx + 8]
+	LONG $0x10c18348                           // add rcx, 16
+	WORD $0x394c; BYTE $0xc1                   // cmp rcx, r8
+	WORD $0x8948; BYTE $0xd1                   // mov rcx, rdx
+	JLE  LBB6_7
+
+LBB6_8:
+	WORD $0x394c; BYTE $0xc2 // cmp rdx, r8
+	JGE  LBB6_27
+	WORD $0x894d; BYTE $0xc7 // mov r15, r8
+	WORD $0x2949; BYTE $0xd7 // sub r15, rdx
+	LONG $0x08ff8349         // cmp r15, 8
+	JAE  LBB6_11
+	WORD $0x8949; BYTE $0xd6 // mov r14, rdx
+	JMP  LBB6_14
+	PCALIGN $16
+
+LBB6_11:
+	WORD    $0x894c; BYTE $0xf9 // mov rcx, r15
+	LONG    $0xf8e18348         // and rcx, -8
+	LONG    $0x0a348d4c         // lea r14, [rdx + rcx]
+	LONG    $0x901c8d48         // lea rbx, [rax + 4*rdx]
+	LONG    $0x57348d48         // lea rsi, [rdi + 2*rdx]
+	WORD    $0xd231             // xor edx, edx
+	PCALIGN $16
+
+LBB6_12:
+	LONG $0x3c6f7ec5; BYTE $0x93           // vmovdqu ymm15, ymmword ptr [rbx + 4*rdx]
+	LONG $0xe9db05c5                       // vpand ymm13, ymm15, ymm1
+	LONG $0x727dc1c4; WORD $0x17d5         // vpsrld ymm0, ymm13, 23
+	LONG $0xc96f7dc5                       // vmovdqa ymm9, ymm1
+	LONG $0xdb05c1c4; BYTE $0xcb           // vpand ymm1, ymm15, ymm11
+	LONG $0xcdebf5c5                       // vpor ymm1, ymm1, ymm5
+	LONG $0xd8fa8dc5                       // vpsubd ymm3, ymm14, ymm0
+	LONG $0xd46f7dc5                       // vmovdqa ymm10, ymm4
+	LONG $0x4575e2c4; BYTE $0xe3           // vpsrlvd ymm4, ymm1, ymm3
+	LONG $0x4745e2c4; BYTE $0xdb           // vpsllvd ymm3, ymm7, ymm3
+	LONG $0xc9dfe5c5                       // vpandn ymm1, ymm3, ymm1
+	LONG $0xc0fa9dc5                       // vpsubd ymm0, ymm12, ymm0
+	LONG $0x476de2c4; BYTE $0xc0           // vpsllvd ymm0, ymm2, ymm0
+	LONG $0x3b75e2c4; BYTE $0xd8           // vpminud ymm3, ymm1, ymm0
+	LONG $0xdb76f5c5                       // vpcmpeqd ymm3, ymm1, ymm3
+	LONG $0xc076f5c5                       // vpcmpeqd ymm0, ymm1, ymm0
+	LONG $0xc7effdc5                       // vpxor ymm0, ymm0, ymm7
+	LONG $0xcadbddc5                       // vpand ymm1, ymm4, ymm2
+	QUAD $0x000000808d76f5c5               // vpcmpeqd ymm1, ymm1, ymmword ptr [rbp + 128] /* [rip + .LCPI6_19] */
+	LONG $0xc1ebfdc5                       // vpor ymm0, ymm0, ymm1
+	LONG $0xfe15c1c4; BYTE $0xc8           // vpaddd ymm1, ymm13, ymm8
+	LONG $0xc67f7dc5                       // vmovdqa ymm6, ymm8
+	LONG $0x6f7d41c4; BYTE $0xc4           // vmovdqa ymm8, ymm12
+	LONG $0xe56f7dc5                       // vmovdqa ymm12, ymm5
+	QUAD $0x00a024ac3b75e2c4; WORD $0x0000 // vpminud ymm5, ymm1, ymmword ptr [rsp + 160]
+	LONG $0xcd76f5c5                       // vpcmpeqd ymm1, ymm1, ymm5
+	LONG $0xebdbf5c5                       // vpand ymm5, ymm1, ymm3
+	LONG $0xc9dfe5c5                       // vpandn ymm1, ymm3, ymm1
+	LONG $0xdddffdc5                       // vpandn ymm3, ymm0, ymm5
+	LONG $0xc9ebe5c5                       // vpor ymm1, ymm3, ymm1
+	LONG $0x7265c1c4; WORD $0x10d7         // vpsrld ymm3, ymm15, 16
+	LONG $0x5cdbe5c5; WORD $0x4024         // vpand ymm3, ymm3, ymmword ptr [rsp + 64]
+	LONG $0x7205c1c4; WORD $0x0dd7         // vpsrld ymm15, ymm15, 13
+	LONG $0xc0dbd5c5                       // vpand ymm0, ymm5, ymm0
+	LONG $0xe0feddc5                       // vpaddd ymm4, ymm4, ymm0
+	LONG $0xc0ebf5c5                       // vpor ymm0, ymm1, ymm0
+	LONG $0x587de2c4; WORD $0x3c4d         // vpbroadcastd ymm1, dword ptr [rbp + 60] /* [rip + .LCPI6_15] */
+	LONG $0x587de2c4; WORD $0x406d         // vpbroadcastd ymm5, dword ptr [rbp + 64] /* [rip + .LCPI6_16] */
+	LONG $0xc9fe95c5                       // vpaddd ymm1, ymm13, ymm1
+	LONG $0x3f75e2c4; BYTE $0xed           // vpmaxud ymm5, ymm1, ymm5
+	LONG $0xcd76f5c5                       // vpcmpeqd ymm1, ymm1, ymm5
+	QUAD $0x00008024acdb85c5; BYTE $0x00   // vpand ymm5, ymm15, ymmword ptr [rsp + 128]
+	LONG $0x6cebd5c5; WORD $0x6024         // vpor ymm5, ymm5, ymmword ptr [rsp + 96]
+	LONG $0xcddbf5c5                       // vpand ymm1, ymm1, ymm5
+	LONG $0x587de2c4; WORD $0x446d         // vpbroadcastd ymm5, dword ptr [rbp + 68] /* [rip + .LCPI6_17] */
+	LONG $0xedebe5c5                       // vpor ymm5, ymm3, ymm5
+	LONG $0xcdebf5c5                       // vpor ymm1, ymm1, ymm5
+	LONG $0xeadb85c5                       // vpand ymm5, ymm15, ymm2
+	QUAD $0x0000c024bc6f7dc5; BYTE $0x00   // vmovdqa ymm15, ymmword ptr [rsp + 192]
+	LONG $0xe7faddc5                       // vpsubd ymm4, ymm4, ymm7
+	LONG $0xe3ebddc5                       // vpor ymm4, ymm4, ymm3
+	LONG $0x4a75e3c4; WORD $0x00c4         // vblendvps ymm0, ymm1, ymm4, ymm0
+	LONG $0xfe15c1c4; BYTE $0xcf           // vpaddd ymm1, ymm13, ymm15
+	LONG $0xc9fed5c5                       // vpaddd ymm1, ymm5, ymm1
+	LONG $0x587de2c4; WORD $0x3465         // vpbroadcastd ymm4, dword ptr [rbp + 52] /* [rip + .LCPI6_13] */
+	LONG $0xe4fe95c5                       // vpaddd ymm4, ymm13, ymm4
+	LONG $0x587de2c4; WORD $0x386d         // vpbroadcastd ymm5, dword ptr [rbp + 56] /* [rip + .LCPI6_14] */
+	LONG $0x3b5de2c4; BYTE $0xed           // vpminud ymm5, ymm4, ymm5
+	LONG $0xe576ddc5                       // vpcmpeqd ymm4, ymm4, ymm5
+	LONG $0xe57f7dc5                       // vmovdqa ymm5, ymm12
+	LONG $0x6f7d41c4; BYTE $0xe0           // vmovdqa ymm12, ymm8
+	LONG $0xc66f7dc5                       // vmovdqa ymm8, ymm6
+	LONG $0xd172f5c5; BYTE $0x0d           // vpsrld ymm1, ymm1, 13
+	LONG $0xcbebf5c5                       // vpor ymm1, ymm1, ymm3
+	LONG $0x4a7de3c4; WORD $0x40c1         // vblendvps ymm0, ymm0, ymm1, ymm4
+	LONG $0xd47f7dc5                       // vmovdqa ymm4, ymm10
+	LONG $0x662dc1c4; BYTE $0xcd           // vpcmpgtd ymm1, ymm10, ymm13
+	LONG $0x4a7de3c4; WORD $0x10c3         // vblendvps ymm0, ymm0, ymm3, ymm1
+	LONG $0x756ffec5; BYTE $0x60           // vmovdqu ymm6, ymmword ptr [rbp + 96] /* [rip + .LCPI6_18] */
+	LONG $0xc97f7dc5                       // vmovdqa ymm1, ymm9
+	LONG $0x007de2c4; BYTE $0xc6           // vpshufb ymm0, ymm0, ymm6
+	LONG $0x00fde3c4; WORD $0xe8c0         // vpermq ymm0, ymm0, 232
+	LONG $0x047ffac5; BYTE $0x56           // vmovdqu xmmword ptr [rsi + 2*rdx], xmm0
+	LONG $0x08c28348                       // add rdx, 8
+	WORD $0x3948; BYTE $0xd1               // cmp rcx, rdx
+	JNE  LBB6_12
+	WORD $0x3949; BYTE $0xcf               // cmp r15, rcx
+	JNE  LBB6_14
+	JMP  LBB6_27
+	PCALIGN $16
+
+LBB6_24:
+	WORD $0xeac1; BYTE $0x0d       // shr edx, 13
+	LONG $0x01ffe281; WORD $0x0000 // and edx, 511
+	LONG $0x0200ca81; WORD $0x0000 // or edx, 512
+	LONG $0x0000fe81; WORD $0x7f80 // cmp esi, 2139095040
+	LONG $0xd4440f41               // cmove edx, r12d
+	WORD $0x0941; BYTE $0xd7       // or r15d, edx
+
+LBB6_25:
+	LONG $0x00cf8141; WORD $0x007c; BYTE $0x00 // or r15d, 31744
+
+LBB6_26:
+	LONG $0x3c894666; BYTE $0x77 // mov word ptr [rdi + 2*r14], r15w
+	LONG $0x01c68349             // add r14, 1
+	WORD $0x394d; BYTE $0xf0     // cmp r8, r14
+	JE   LBB6_27
+
+LBB6_14:
+	LONG $0xb0148b42                           // mov edx, dword ptr [rax + 4*r14]
+	WORD $0x8941; BYTE $0xd7                   // mov r15d, edx
+	LONG $0x10efc141                           // shr r15d, 16
+	LONG $0x00e78141; WORD $0x0080; BYTE $0x00 // and r15d, 32768
+	WORD $0xd689                               // mov esi, edx
+	LONG $0xffffe681; WORD $0x7fff             // and esi, 2147483647
+	LONG $0xfffffe81; WORD $0x7f7f             // cmp esi, 2139095039
+	JA   LBB6_24
+	LONG $0xeffffe81; WORD $0x477f             // cmp esi, 1199566847
+	JA   LBB6_25
+	LONG $0x0000fe81; WORD $0x3880             // cmp esi, 947912704
+	JAE  LBB6_17
+	LONG $0x0000fe81; WORD $0x3300             // cmp esi, 855638016
+	JB   LBB6_26
+	WORD $0xeec1; BYTE $0x17                   // shr esi, 23
+	LONG $0xffffe281; WORD $0x007f             // and edx, 8388607
+	LONG $0x0000ca81; WORD $0x0080             // or edx, 8388608
+	WORD $0x7eb1                               // mov cl, 126
+	WORD $0x2840; BYTE $0xf1                   // sub cl, sil
+	WORD $0xd389                               // mov ebx, edx
+	WORD $0xebd3                               // shr ebx, cl
+	LONG $0xffffbd41; WORD $0xffff             // mov r13d, -1
+	WORD $0xd341; BYTE $0xe5                   // shl r13d, cl
+	WORD $0xf741; BYTE $0xd5                   // not r13d
+	WORD $0x2141; BYTE $0xd5                   // and r13d, edx
+	WORD $0x7db1                               // mov cl, 125
+	WORD $0x2840; BYTE $0xf1                   // sub cl, sil
+	LONG $0x000001ba; BYTE $0x00               // mov edx, 1
+	WORD $0xe2d3                               // shl edx, cl
+	WORD $0x3941; BYTE $0xd5                   // cmp r13d, edx
+	JA   LBB6_22
+	JNE  LBB6_23
+	WORD $0xd989                               // mov ecx, ebx
+	WORD $0xe183; BYTE $0x01                   // and ecx, 1
+	JE   LBB6_23
+
+LBB6_22:
+	WORD $0xc383; BYTE $0x01 // add ebx, 1
+
+LBB6_23:
+	WORD $0x0941; BYTE $0xdf // or r15d, ebx
+	JMP  LBB6_26
+
+LBB6_17:
+	WORD $0xeac1; BYTE $0x0d       // shr edx, 13
+	WORD $0xe283; BYTE $0x01       // and edx, 1
+	WORD $0x0c8d; BYTE $0x16       // lea ecx, [rsi + rdx]
+	LONG $0x0fffc181; WORD $0x0800 // add ecx, 134221823
+	WORD $0xe9c1; BYTE $0x0d       // shr ecx, 13
+	WORD $0x0941; BYTE $0xcf       // or r15d, ecx
+	JMP  LBB6_26
+
+LBB6_29:
+	MOVQ 280(SP), SP
+	VZEROUPPER
+	RET
+
+DATA LCDATA5<>+0x000(SB)/8, $0x42fe00007fffffff
+DATA LCDATA5<>+0x008(SB)/8, $0x3f0000003f800000
+DATA LCDATA5<>+0x010(SB)/8, $0xc2fe000080000000
+DATA LCDATA5<>+0x018(SB)/8, $0x0000000000000000
+DATA LCDATA5<>+0x020(SB)/8, $0x0000000400000000
+DATA LCDATA5<>+0x028(SB)/8, $0x0000000500000001
+DATA LCDATA5<>+0x030(SB)/8, $0x0000000600000002
+DATA LCDATA5<>+0x038(SB)/8, $0x0000000700000003
+DATA LCDATA5<>+0x040(SB)/8, $0x0000000000000000
+DATA LCDATA5<>+0x048(SB)/8, $0x0000000000000000
+DATA LCDATA5<>+0x050(SB)/8, $0x0000000000000000
+DATA LCDATA5<>+0x058(SB)/8, $0x0000000000000000
+GLOBL LCDATA5<>(SB), 8, $96
+
+TEXT ·_krt_kv_append_q8_0_avx2(SB), $56-72
+
+	MOVQ cache+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ src_stride+16(FP), DX
+	MOVQ n_kv_heads+24(FP), CX
+	MOVQ head_dim+32(FP), R8
+	MOVQ max_ctx+40(FP), R9
+	MOVQ pos0+48(FP), R10
+	MOVQ t0+56(FP), R11
+	MOVQ t1+64(FP), R12
+	ADDQ $8, SP
+	MOVQ R12, 40(SP)
+	MOVQ R11, 32(SP)
+	MOVQ R10, 24(SP)
+	LEAQ LCDATA5<>(SB), BP
+
+	LONG $0x245c8b4c; BYTE $0x20   // mov r11, qword ptr [rsp + 32] /* [rbp + 24] */
+	LONG $0x1f708d4d               // lea r14, [r8 + 31]
+	WORD $0x854d; BYTE $0xc0       // test r8, r8
+	LONG $0xf0490f4d               // cmovns r14, r8
+	LONG $0x245c3b4c; BYTE $0x28   // cmp r11, qword ptr [rsp + 40] /* [rbp + 32] */
+	JGE  LBB7_16
+	WORD $0x8548; BYTE $0xc9       // test rcx, rcx
+	JLE  LBB7_16
+	LONG $0x20f88349               // cmp r8, 32
+	JL   LBB7_16
+	LONG $0x05fec149               // sar r14, 5
+	LONG $0x245c8b48; BYTE $0x18   // mov rbx, qword ptr [rsp + 24] /* [rbp + 16] */
+	WORD $0x014c; BYTE $0xdb       // add rbx, r11
+	LONG $0xdeaf0f49               // imul rbx, r14
+	WORD $0x8948; BYTE $0xd8       // mov rax, rbx
+	LONG $0x05e0c148               // shl rax, 5
+	LONG $0x58048d48               // lea rax, [rax + 2*rbx]
+	LONG $0x07148d4c               // lea r10, [rdi + rax]
+	LONG $0x02c28349               // add r10, 2
+	WORD $0x894c; BYTE $0xf0       // mov rax, r14
+	LONG $0x05e0c148               // shl rax, 5
+	LONG $0x70048d4a               // lea rax, [rax + 2*r14]
+	LONG $0x24448948; BYTE $0x08   // mov qword ptr [rsp + 8], rax
+	LONG $0xceaf0f4d               // imul r9, r14
+	WORD $0x894c; BYTE $0xc8       // mov rax, r9
+	LONG $0x05e0c148               // shl rax, 5
+	LONG $0x482c8d4e               // lea r13, [rax + 2*r9]
+	WORD $0x894c; BYTE $0xd8       // mov rax, r11
+	LONG $0xc2af0f48               // imul rax, rdx
+	LONG $0x860c8d4c               // lea r9, [rsi + 4*rax]
+	LONG $0x60c18349               // add r9, 96
+	LONG $0x02e2c148               // shl rdx, 2
+	LONG $0x24548948; BYTE $0x10   // mov qword ptr [rsp + 16], rdx
+	LONG $0x02e0c149               // shl r8, 2
+	LONG $0x587de2c4; WORD $0x0045 // vpbroadcastd ymm0, dword ptr [rbp + 0] /* [rip + .LCPI7_0] */
+	LONG $0x5510fac5; BYTE $0x04   // vmovss xmm2, dword ptr [rbp + 4] /* [rip + .LCPI7_1] */
+	LONG $0xe457d8c5               // vxorps xmm4, xmm4, xmm4
+	LONG $0x187de2c4; WORD $0x0c6d // vbroadcastss ymm5, dword ptr [rbp + 12] /* [rip + .LCPI7_3] */
+	LONG $0x187de2c4; WORD $0x1075 // vbroadcastss ymm6, dword ptr [rbp + 16] /* [rip + .LCPI7_4] */
+	LONG $0x7d6ffec5; BYTE $0x20   // vmovdqu ymm7, ymmword ptr [rbp + 32] /* [rip + .LCPI7_6] */
+	LONG $0x187d62c4; WORD $0x0475 // vbroadcastss ymm14, dword ptr [rbp + 4] /* [rip + .LCPI7_1] */
+	JMP  LBB7_4
+	PCALIGN $16
+
+LBB7_15:
+	LONG $0x01c38349             // add r11, 1
+	LONG $0x2454034c; BYTE $0x08 // add r10, qword ptr [rsp + 8]
+	LONG $0x244c034c; BYTE $0x10 // add r9, qword ptr [rsp + 16]
+	LONG $0x245c3b4c; BYTE $0x28 // cmp r11, qword ptr [rsp + 40] /* [rbp + 32] */
+	JE   LBB7_16
+
+LBB7_4:
+	WORD $0x894c; BYTE $0xcb // mov rbx, r9
+	WORD $0x894d; BYTE $0xd7 // mov r15, r10
+	WORD $0xc031             // xor eax, eax
+	JMP  LBB7_5
+	PCALIGN $16
+
+LBB7_14:
+	LONG $0x01c08348         // add rax, 1
+	WORD $0x014d; BYTE $0xef // add r15, r13
+	WORD $0x014c; BYTE $0xc3 // add rbx, r8
+	WORD $0x3948; BYTE $0xc8 // cmp rax, rcx
+	JE   LBB7_15
+
+LBB7_5:
+	WORD $0x8948; BYTE $0xde // mov rsi, rbx
+	WORD $0x894c; BYTE $0xff // mov rdi, r15
+	WORD $0x894d; BYTE $0xf4 // mov r12, r14
+	JMP  LBB7_6
+	PCALIGN $16
+
+LBB7_12:
+	LONG $0xc9eff1c5 // vpxor xmm1, xmm1, xmm1
+	LONG $0x0f7ffec5 // vmovdqu ymmword ptr [rdi], ymm1
+	LONG $0x7e00ba66 // mov dx, 32256
+
+LBB7_13:
+	LONG $0xfe578966 // mov word ptr [rdi - 2], dx
+	LONG $0x22c78348 // add rdi, 34
+	LONG $0x80ee8348 // sub rsi, -128
+	LONG $0xffc48349 // add r12, -1
+	JE   LBB7_14
+
+LBB7_6:
+	LONG $0x5e6f7ec5; BYTE $0xa0   // vmovdqu ymm11, ymmword ptr [rsi - 96]
+	LONG $0x566f7ec5; BYTE $0xc0   // vmovdqu ymm10, ymmword ptr [rsi - 64]
+	LONG $0x4e6f7ec5; BYTE $0xe0   // vmovdqu ymm9, ymmword ptr [rsi - 32]
+	LONG $0x066f7ec5               // vmovdqu ymm8, ymmword ptr [rsi]
+	LONG $0xc8dba5c5               // vpand ymm1, ymm11, ymm0
+	LONG $0xd8dbadc5               // vpand ymm3, ymm10, ymm0
+	LONG $0x3f75e2c4; BYTE $0xcb   // vpmaxud ymm1, ymm1, ymm3
+	LONG $0xd8dbb5c5               // vpand ymm3, ymm9, ymm0
+	LONG $0xe0db3dc5               // vpand ymm12, ymm8, ymm0
+	LONG $0x3f65c2c4; BYTE $0xdc   // vpmaxud ymm3, ymm3, ymm12
+	LONG $0x3f75e2c4; BYTE $0xcb   // vpmaxud ymm1, ymm1, ymm3
+	LONG $0x397de3c4; WORD $0x01cb // vextracti128 xmm3, ymm1, 1
+	LONG $0x3f71e2c4; BYTE $0xcb   // vpmaxud xmm1, xmm1, xmm3
+	LONG $0xd970f9c5; BYTE $0x4e   // vpshufd xmm3, xmm1, 78
+	LONG $0x3f71e2c4; BYTE $0xcb   // vpmaxud xmm1, xmm1, xmm3
+	LONG $0xd970f9c5; BYTE $0xb1   // vpshufd xmm3, xmm1, 177
+	LONG $0x3f71e2c4; BYTE $0xcb   // vpmaxud xmm1, xmm1, xmm3
+	LONG $0xca7ef9c5               // vmovd edx, xmm1
+	LONG $0xfffffa81; WORD $0x7f7f // cmp edx, 2139095039
+	JA   LBB7_12
+	LONG $0xca6ef9c5               // vmovd xmm1, edx
+	LONG $0xda5ef2c5               // vdivss xmm3, xmm1, xmm2
+	LONG $0xc957f0c5               // vxorps xmm1, xmm1, xmm1
+	LONG $0xd92ef8c5               // vucomiss xmm3, xmm1
+	LONG $0xc957f0c5               // vxorps xmm1, xmm1, xmm1
+	JNE  LBB7_8
+	JNP  LBB7_9
+
+LBB7_8:
+	LONG $0x4d10fac5; BYTE $0x08 // vmovss xmm1, dword ptr [rbp + 8] /* [rip + .LCPI7_2] */
+	LONG $0xcb5ef2c5             // vdivss xmm1, xmm1, xmm3
+
+LBB7_9:
+	LONG $0xca7ef9c5               // vmovd edx, xmm1
+	WORD $0xd201                   // add edx, edx
+	LONG $0x0000fa81; WORD $0xff00 // cmp edx, -16777216
+	JB   LBB7_11
+	LONG $0xc957f0c5               // vxorps xmm1, xmm1, xmm1
+
+LBB7_11:
+	LONG $0x0c59e3c4; WORD $0x01db // vblendps xmm3, xmm4, xmm3, 1
+	LONG $0x1d79e3c4; WORD $0x00db // vcvtps2ph xmm3, xmm3, 0
+	LONG $0xda7ef9c5               // vmovd edx, xmm3
+	LONG $0x187d62c4; BYTE $0xe1   // vbroadcastss ymm12, xmm1
+	LONG $0x5924c1c4; BYTE $0xcc   // vmulps ymm1, ymm11, ymm12
+	LONG $0x087de3c4; WORD $0x0bd9 // vroundps ymm3, ymm1, 11
+	LONG $0xdb5c74c5               // vsubps ymm11, ymm1, ymm3
+	LONG $0xd85424c5               // vandps ymm11, ymm11, ymm0
+	LONG $0xc25441c4; WORD $0x02eb // vcmpleps ymm13, ymm5, ymm11
+	LONG $0xce54f4c5               // vandps ymm1, ymm1, ymm6
+	LONG $0x187d62c4; WORD $0x085d // vbroadcastss ymm11, dword ptr [rbp + 8] /* [rip + .LCPI7_2] */
+	LONG $0xc956a4c5               // vorps ymm1, ymm11, ymm1
+	LONG $0xc95494c5               // vandps ymm1, ymm13, ymm1
+	LONG $0xc958e4c5               // vaddps ymm1, ymm3, ymm1
+	LONG $0x187d62c4; WORD $0x146d // vbroadcastss ymm13, dword ptr [rbp + 20] /* [rip + .LCPI7_5] */
+	LONG $0x5f74c1c4; BYTE $0xcd   // vmaxps ymm1, ymm1, ymm13
+	LONG $0x5d74c1c4; BYTE $0xce   // vminps ymm1, ymm1, ymm14
+	LONG $0xc95bfec5               // vcvttps2dq ymm1, ymm1
+	LONG $0x592cc1c4; BYTE $0xdc   // vmulps ymm3, ymm10, ymm12
+	LONG $0x087d63c4; WORD $0x0bd3 // vroundps ymm10, ymm3, 11
+	LONG $0x5c6441c4; BYTE $0xfa   // vsubps ymm15, ymm3, ymm10
+	LONG $0xf85404c5               // vandps ymm15, ymm15, ymm0
+	LONG $0xc25441c4; WORD $0x02ff // vcmpleps ymm15, ymm5, ymm15
+	LONG $0xde54e4c5               // vandps ymm3, ymm3, ymm6
+	LONG $0xdb56a4c5               // vorps ymm3, ymm11, ymm3
+	LONG $0xdb5484c5               // vandps ymm3, ymm15, ymm3
+	LONG $0xdb58acc5               // vaddps ymm3, ymm10, ymm3
+	LONG $0x5f64c1c4; BYTE $0xdd   // vmaxps ymm3, ymm3, ymm13
+	LONG $0x5d64c1c4; BYTE $0xde   // vminps ymm3, ymm3, ymm14
+	LONG $0xdb5bfec5               // vcvttps2dq ymm3, ymm3
+	LONG $0xcb6bf5c5               // vpackssdw ymm1, ymm1, ymm3
+	LONG $0x5934c1c4; BYTE $0xdc   // vmulps ymm3, ymm9, ymm12
+	LONG $0x087d63c4; WORD $0x0bcb // vroundps ymm9, ymm3, 11
+	LONG $0x5c6441c4; BYTE $0xd1   // vsubps ymm10, ymm3, ymm9
+	LONG $0xd0542cc5               // vandps ymm10, ymm10, ymm0
+	LONG $0xc25441c4; WORD $0x02d2 // vcmpleps ymm10, ymm5, ymm10
+	LONG $0xde54e4c5               // vandps ymm3, ymm3, ymm6
+	LONG $0xdb56a4c5               // vorps ymm3, ymm11, ymm3
+	LONG $0xdb54acc5               // vandps ymm3, ymm10, ymm3
+	LONG $0xdb58b4c5               // vaddps ymm3, ymm9, ymm3
+	LONG $0x5f64c1c4; BYTE $0xdd   // vmaxps ymm3, ymm3, ymm13
+	LONG $0x5d64c1c4; BYTE $0xde   // vminps ymm3, ymm3, ymm14
+	LONG $0xdb5bfec5               // vcvttps2dq ymm3, ymm3
+	LONG $0x593c41c4; BYTE $0xc4   // vmulps ymm8, ymm8, ymm12
+	LONG $0x087d43c4; WORD $0x0bc8 // vroundps ymm9, ymm8, 11
+	LONG $0x5c3c41c4; BYTE $0xd1   // vsubps ymm10, ymm8, ymm9
+	LONG $0xd0542cc5               // vandps ymm10, ymm10, ymm0
+	LONG $0xc25441c4; WORD $0x02d2 // vcmpleps ymm10, ymm5, ymm10
+	LONG $0xc6543cc5               // vandps ymm8, ymm8, ymm6
+	LONG $0x563c41c4; BYTE $0xc3   // vorps ymm8, ymm8, ymm11
+	LONG $0x542c41c4; BYTE $0xc0   // vandps ymm8, ymm10, ymm8
+	LONG $0x583441c4; BYTE $0xc0   // vaddps ymm8, ymm9, ymm8
+	LONG $0x5f3c41c4; BYTE $0xc5   // vmaxps ymm8, ymm8, ymm13
+	LONG $0x5d3c41c4; BYTE $0xc6   // vminps ymm8, ymm8, ymm14
+	LONG $0x5b7e41c4; BYTE $0xc0   // vcvttps2dq ymm8, ymm8
+	LONG $0x6b65c1c4; BYTE $0xd8   // vpackssdw ymm3, ymm3, ymm8
+	LONG $0xcb63f5c5               // vpacksswb ymm1, ymm1, ymm3
+	LONG $0x3645e2c4; BYTE $0xc9   // vpermd ymm1, ymm7, ymm1
+	LONG $0x0f7ffec5               // vmovdqu ymmword ptr [rdi], ymm1
+	JMP  LBB7_13
+
+LBB7_16:
 	SUBQ $8, SP
 	VZEROUPPER
 	RET
@@ -987,40 +2340,40 @@ TEXT ·_krt_rope_neox_avx512(SB), $56-72
 	MOVQ R11, 32(SP)
 	MOVQ R10, 24(SP)
 
-	LONG    $0x24748b4c; BYTE $0x28   // mov r14, qword ptr [rsp + 40] /* [rbp + 32] */
-	LONG    $0x246c8b4c; BYTE $0x20   // mov r13, qword ptr [rsp + 32] /* [rbp + 24] */
-	WORD    $0x394d; BYTE $0xf5       // cmp r13, r14
-	JGE     LBB4_15
-	WORD    $0x894d; BYTE $0xcb       // mov r11, r9
-	LONG    $0x24548b4c; BYTE $0x18   // mov r10, qword ptr [rsp + 24] /* [rbp + 16] */
-	LONG    $0x3fe9c149               // shr r9, 63
-	WORD    $0x014d; BYTE $0xd9       // add r9, r11
-	WORD    $0xd149; BYTE $0xf9       // sar r9, 1
-	WORD    $0x894c; BYTE $0xd8       // mov rax, r11
-	LONG    $0xfee08348               // and rax, -2
-	LONG    $0x40f88348               // cmp rax, 64
-	JNE     LBB4_7
-	WORD    $0x854d; BYTE $0xc0       // test r8, r8
-	JLE     LBB4_15
-	WORD    $0x894c; BYTE $0xe8       // mov rax, r13
-	LONG    $0xc1af0f48               // imul rax, rcx
-	LONG    $0x87048d48               // lea rax, [rdi + 4*rax]
-	LONG    $0x00c00548; WORD $0x0000 // add rax, 192
-	LONG    $0x02e1c148               // shl rcx, 2
+	LONG    $0x24548b4c; BYTE $0x28               // mov r10, qword ptr [rsp + 40] /* [rbp + 32] */
+	LONG    $0x246c8b4c; BYTE $0x20               // mov r13, qword ptr [rsp + 32] /* [rbp + 24] */
+	WORD    $0x394d; BYTE $0xd5                   // cmp r13, r10
+	JGE     LBB8_15
+	LONG    $0x245c8b4c; BYTE $0x18               // mov r11, qword ptr [rsp + 24] /* [rbp + 16] */
+	WORD    $0x894c; BYTE $0xcb                   // mov rbx, r9
+	LONG    $0x3febc148                           // shr rbx, 63
+	WORD    $0x014c; BYTE $0xcb                   // add rbx, r9
+	WORD    $0xd148; BYTE $0xfb                   // sar rbx, 1
+	WORD    $0x894c; BYTE $0xc8                   // mov rax, r9
+	LONG    $0xfee08348                           // and rax, -2
+	LONG    $0x40f88348                           // cmp rax, 64
+	JNE     LBB8_7
+	WORD    $0x854d; BYTE $0xc0                   // test r8, r8
+	JLE     LBB8_15
+	WORD    $0x894c; BYTE $0xe8                   // mov rax, r13
+	LONG    $0xc1af0f48                           // imul rax, rcx
+	LONG    $0x870c8d4c                           // lea r9, [rdi + 4*rax]
+	LONG    $0xc0c18149; WORD $0x0000; BYTE $0x00 // add r9, 192
+	LONG    $0x02e1c148                           // shl rcx, 2
 	PCALIGN $16
 
-LBB4_4:
-	LONG    $0x2a3c8d4b                           // lea rdi, [r10 + r13]
-	LONG    $0xf9af0f49                           // imul rdi, r9
-	LONG    $0x487cf162; WORD $0x0410; BYTE $0xbe // vmovups zmm0, zmmword ptr [rsi + 4*rdi]
-	QUAD    $0x01be4c10487cf162                   // vmovups zmm1, zmmword ptr [rsi + 4*rdi + 64]
-	LONG    $0x487cf162; WORD $0x1410; BYTE $0xba // vmovups zmm2, zmmword ptr [rdx + 4*rdi]
-	QUAD    $0x01ba5c10487cf162                   // vmovups zmm3, zmmword ptr [rdx + 4*rdi + 64]
-	WORD    $0x8948; BYTE $0xc7                   // mov rdi, rax
-	WORD    $0x894c; BYTE $0xc3                   // mov rbx, r8
+LBB8_4:
+	LONG    $0x2b048d4b                           // lea rax, [r11 + r13]
+	LONG    $0xc3af0f48                           // imul rax, rbx
+	LONG    $0x487cf162; WORD $0x0410; BYTE $0x86 // vmovups zmm0, zmmword ptr [rsi + 4*rax]
+	QUAD    $0x01864c10487cf162                   // vmovups zmm1, zmmword ptr [rsi + 4*rax + 64]
+	LONG    $0x487cf162; WORD $0x1410; BYTE $0x82 // vmovups zmm2, zmmword ptr [rdx + 4*rax]
+	QUAD    $0x01825c10487cf162                   // vmovups zmm3, zmmword ptr [rdx + 4*rax + 64]
+	WORD    $0x894c; BYTE $0xcf                   // mov rdi, r9
+	WORD    $0x894c; BYTE $0xc0                   // mov rax, r8
 	PCALIGN $16
 
-LBB4_5:
+LBB8_5:
 	LONG $0x487cf162; WORD $0x6710; BYTE $0xfd // vmovups zmm4, zmmword ptr [rdi - 192]
 	LONG $0x487cf162; WORD $0x6f10; BYTE $0xfe // vmovups zmm5, zmmword ptr [rdi - 128]
 	LONG $0x487cf162; WORD $0x7710; BYTE $0xff // vmovups zmm6, zmmword ptr [rdi - 64]
@@ -1038,87 +2391,86 @@ LBB4_5:
 	LONG $0x4865f262; WORD $0xe5b8             // vfmadd231ps zmm4, zmm3, zmm5
 	LONG $0x487cf162; WORD $0x2711             // vmovups zmmword ptr [rdi], zmm4
 	LONG $0x00c78148; WORD $0x0001; BYTE $0x00 // add rdi, 256
-	LONG $0xffc38348                           // add rbx, -1
-	JNE  LBB4_5
+	LONG $0xffc08348                           // add rax, -1
+	JNE  LBB8_5
 	LONG $0x01c58349                           // add r13, 1
-	WORD $0x0148; BYTE $0xc8                   // add rax, rcx
-	WORD $0x394d; BYTE $0xf5                   // cmp r13, r14
-	JNE  LBB4_4
-	JMP  LBB4_15
+	WORD $0x0149; BYTE $0xc9                   // add r9, rcx
+	WORD $0x394d; BYTE $0xd5                   // cmp r13, r10
+	JNE  LBB8_4
+	JMP  LBB8_15
 
-LBB4_7:
+LBB8_7:
 	WORD    $0x854d; BYTE $0xc0     // test r8, r8
-	JLE     LBB4_15
-	LONG    $0x02fb8349             // cmp r11, 2
-	JL      LBB4_15
-	WORD    $0x894c; BYTE $0xe8     // mov rax, r13
-	LONG    $0xc1af0f48             // imul rax, rcx
-	LONG    $0x011c8d49             // lea rbx, [r9 + rax]
-	LONG    $0x9f1c8d48             // lea rbx, [rdi + 4*rbx]
+	JLE     LBB8_15
+	LONG    $0x02f98349             // cmp r9, 2
+	JL      LBB8_15
+	WORD    $0x894d; BYTE $0xea     // mov r10, r13
+	LONG    $0xd1af0f4c             // imul r10, rcx
+	LONG    $0x13048d4a             // lea rax, [rbx + r10]
+	LONG    $0x87348d4c             // lea r14, [rdi + 4*rax]
 	LONG    $0x02e1c148             // shl rcx, 2
-	LONG    $0x02e3c149             // shl r11, 2
-	LONG    $0x87248d4c             // lea r12, [rdi + 4*rax]
-	WORD    $0x014d; BYTE $0xea     // add r10, r13
-	LONG    $0xd1af0f4d             // imul r10, r9
-	LONG    $0x92148d4a             // lea rdx, [rdx + 4*r10]
-	QUAD    $0x000000008d048d4a     // lea rax, [4*r9]
+	LONG    $0x02e1c149             // shl r9, 2
+	LONG    $0x97248d4e             // lea r12, [rdi + 4*r10]
+	WORD    $0x014d; BYTE $0xeb     // add r11, r13
+	LONG    $0xdbaf0f4c             // imul r11, rbx
+	LONG    $0x9a148d4a             // lea rdx, [rdx + 4*r11]
+	QUAD    $0x000000009d048d48     // lea rax, [4*rbx]
 	LONG    $0x24048948             // mov qword ptr [rsp], rax
-	LONG    $0x96348d4a             // lea rsi, [rsi + 4*r10]
+	LONG    $0x9e348d4a             // lea rsi, [rsi + 4*r11]
+	LONG    $0x00ffffbf; BYTE $0x00 // mov edi, 65535
 	LONG    $0x244c8948; BYTE $0x08 // mov qword ptr [rsp + 8], rcx
 	PCALIGN $16
 
-LBB4_10:
-	WORD    $0x894c; BYTE $0xe7     // mov rdi, r12
-	LONG    $0x245c8948; BYTE $0x10 // mov qword ptr [rsp + 16], rbx
-	WORD    $0x8948; BYTE $0xd8     // mov rax, rbx
-	WORD    $0x3145; BYTE $0xd2     // xor r10d, r10d
+LBB8_10:
+	WORD    $0x894c; BYTE $0xe0     // mov rax, r12
+	LONG    $0x2474894c; BYTE $0x10 // mov qword ptr [rsp + 16], r14
+	WORD    $0x3145; BYTE $0xdb     // xor r11d, r11d
 	PCALIGN $16
 
-LBB4_11:
-	WORD    $0x894c; BYTE $0xcb // mov rbx, r9
+LBB8_11:
+	WORD    $0x8948; BYTE $0xd9 // mov rcx, rbx
 	WORD    $0x3145; BYTE $0xff // xor r15d, r15d
 	PCALIGN $16
 
-LBB4_12:
-	LONG $0x10fb8348                           // cmp rbx, 16
-	LONG $0x000010b9; BYTE $0x00               // mov ecx, 16
-	WORD $0x4c0f; BYTE $0xcb                   // cmovl ecx, ebx
-	LONG $0xffffbe41; WORD $0xffff             // mov r14d, -1
-	WORD $0xd341; BYTE $0xe6                   // shl r14d, cl
-	WORD $0xf741; BYTE $0xd6                   // not r14d
-	LONG $0x927bc1c4; BYTE $0xce               // kmovd k1, r14d
+LBB8_12:
+	LONG $0xffffba41; WORD $0xffff             // mov r10d, -1
+	WORD $0xd341; BYTE $0xe2                   // shl r10d, cl
+	LONG $0x10f98348                           // cmp rcx, 16
+	WORD $0xf741; BYTE $0xd2                   // not r10d
+	LONG $0xd74d0f44                           // cmovge r10d, edi
+	LONG $0x927bc1c4; BYTE $0xca               // kmovd k1, r10d
 	LONG $0xc97cb162; WORD $0x0410; BYTE $0xbe // vmovups zmm0 {k1} {z}, zmmword ptr [rsi + 4*r15]
 	LONG $0xc97cb162; WORD $0x0c10; BYTE $0xba // vmovups zmm1 {k1} {z}, zmmword ptr [rdx + 4*r15]
-	LONG $0xc97cb162; WORD $0x1410; BYTE $0xbf // vmovups zmm2 {k1} {z}, zmmword ptr [rdi + 4*r15]
-	LONG $0xc97cb162; WORD $0x1c10; BYTE $0xb8 // vmovups zmm3 {k1} {z}, zmmword ptr [rax + 4*r15]
+	LONG $0xc97cb162; WORD $0x1410; BYTE $0xb8 // vmovups zmm2 {k1} {z}, zmmword ptr [rax + 4*r15]
+	LONG $0xc97c9162; WORD $0x1c10; BYTE $0xbe // vmovups zmm3 {k1} {z}, zmmword ptr [r14 + 4*r15]
 	LONG $0x4874f162; WORD $0xe359             // vmulps zmm4, zmm1, zmm3
 	LONG $0x486df262; WORD $0xe0ba             // vfmsub231ps zmm4, zmm2, zmm0
-	LONG $0x497cb162; WORD $0x2411; BYTE $0xbf // vmovups zmmword ptr [rdi + 4*r15] {k1}, zmm4
+	LONG $0x497cb162; WORD $0x2411; BYTE $0xb8 // vmovups zmmword ptr [rax + 4*r15] {k1}, zmm4
 	LONG $0x487cf162; WORD $0xc359             // vmulps zmm0, zmm0, zmm3
 	LONG $0x486df262; WORD $0xc1b8             // vfmadd231ps zmm0, zmm2, zmm1
-	LONG $0x497cb162; WORD $0x0411; BYTE $0xb8 // vmovups zmmword ptr [rax + 4*r15] {k1}, zmm0
+	LONG $0x497c9162; WORD $0x0411; BYTE $0xbe // vmovups zmmword ptr [r14 + 4*r15] {k1}, zmm0
 	LONG $0x10c78349                           // add r15, 16
-	LONG $0xf0c38348                           // add rbx, -16
-	WORD $0x394d; BYTE $0xf9                   // cmp r9, r15
-	JG   LBB4_12
-	LONG $0x01c28349                           // add r10, 1
-	WORD $0x014c; BYTE $0xd8                   // add rax, r11
-	WORD $0x014c; BYTE $0xdf                   // add rdi, r11
-	WORD $0x394d; BYTE $0xc2                   // cmp r10, r8
-	JNE  LBB4_11
+	LONG $0xf0c18348                           // add rcx, -16
+	WORD $0x394c; BYTE $0xfb                   // cmp rbx, r15
+	JG   LBB8_12
+	LONG $0x01c38349                           // add r11, 1
+	WORD $0x014d; BYTE $0xce                   // add r14, r9
+	WORD $0x014c; BYTE $0xc8                   // add rax, r9
+	WORD $0x394d; BYTE $0xc3                   // cmp r11, r8
+	JNE  LBB8_11
 	LONG $0x01c58349                           // add r13, 1
 	LONG $0x244c8b48; BYTE $0x08               // mov rcx, qword ptr [rsp + 8]
-	LONG $0x245c8b48; BYTE $0x10               // mov rbx, qword ptr [rsp + 16]
-	WORD $0x0148; BYTE $0xcb                   // add rbx, rcx
+	LONG $0x24748b4c; BYTE $0x10               // mov r14, qword ptr [rsp + 16]
+	WORD $0x0149; BYTE $0xce                   // add r14, rcx
 	WORD $0x0149; BYTE $0xcc                   // add r12, rcx
 	LONG $0x24048b48                           // mov rax, qword ptr [rsp]
 	WORD $0x0148; BYTE $0xc2                   // add rdx, rax
 	WORD $0x0148; BYTE $0xc6                   // add rsi, rax
 	LONG $0x24448b48; BYTE $0x28               // mov rax, qword ptr [rsp + 40] /* [rbp + 32] */
 	WORD $0x3949; BYTE $0xc5                   // cmp r13, rax
-	JNE  LBB4_10
+	JNE  LBB8_10
 
-LBB4_15:
+LBB8_15:
 	SUBQ $8, SP
 	VZEROUPPER
 	RET
@@ -1144,256 +2496,597 @@ TEXT ·_krt_kv_append_avx512(SB), $136-72
 	LONG $0x24148948               // mov qword ptr [rsp], rdx
 	LONG $0x24748948; BYTE $0x20   // mov qword ptr [rsp + 32], rsi
 	LONG $0x247c8948; BYTE $0x08   // mov qword ptr [rsp + 8], rdi
-	LONG $0x24548b48; BYTE $0x70   // mov rdx, qword ptr [rsp + 112] /* [rbp + 24] */
-	LONG $0x24543b48; BYTE $0x78   // cmp rdx, qword ptr [rsp + 120] /* [rbp + 32] */
-	JGE  LBB5_23
+	LONG $0x24748b48; BYTE $0x70   // mov rsi, qword ptr [rsp + 112] /* [rbp + 24] */
+	LONG $0x24743b48; BYTE $0x78   // cmp rsi, qword ptr [rsp + 120] /* [rbp + 32] */
+	JGE  LBB9_23
 	LONG $0x247c8348; WORD $0x0050 // cmp qword ptr [rsp + 80], 0
-	JLE  LBB5_23
-	WORD $0x894d; BYTE $0xc7       // mov r15, r8
+	JLE  LBB9_23
 	LONG $0x245c8b48; BYTE $0x68   // mov rbx, qword ptr [rsp + 104] /* [rbp + 16] */
 	LONG $0x40f88349               // cmp r8, 64
-	JGE  LBB5_3
-	WORD $0x854d; BYTE $0xff       // test r15, r15
-	JLE  LBB5_23
-	LONG $0xff478d49               // lea rax, [r15 - 1]
-	LONG $0x24448948; BYTE $0x18   // mov qword ptr [rsp + 24], rax
-	LONG $0x04e8c148               // shr rax, 4
-	LONG $0x01c08348               // add rax, 1
-	WORD $0x8949; BYTE $0xc1       // mov r9, rax
+	JGE  LBB9_3
+	WORD $0x854d; BYTE $0xc0       // test r8, r8
+	JLE  LBB9_23
+	LONG $0xff488d4d               // lea r9, [r8 - 1]
+	LONG $0x244c894c; BYTE $0x58   // mov qword ptr [rsp + 88], r9
+	LONG $0x04e9c149               // shr r9, 4
+	LONG $0x01c18349               // add r9, 1
+	WORD $0x894c; BYTE $0xc8       // mov rax, r9
 	LONG $0xfee08348               // and rax, -2
-	LONG $0x24448948; BYTE $0x38   // mov qword ptr [rsp + 56], rax
-	LONG $0x1a0c8d48               // lea rcx, [rdx + rbx]
-	LONG $0xcfaf0f49               // imul rcx, r15
-	LONG $0x24448b48; BYTE $0x08   // mov rax, qword ptr [rsp + 8]
-	LONG $0x88248d4c               // lea r12, [rax + 4*rcx]
-	LONG $0x40c48349               // add r12, 64
-	QUAD $0x00000000bd148d4e       // lea r10, [4*r15]
-	LONG $0x24748b4c; BYTE $0x10   // mov r14, qword ptr [rsp + 16]
-	LONG $0xf7af0f4d               // imul r14, r15
-	LONG $0x02e6c149               // shl r14, 2
-	WORD $0x8948; BYTE $0xd1       // mov rcx, rdx
-	LONG $0x24048b48               // mov rax, qword ptr [rsp]
-	LONG $0xc8af0f48               // imul rcx, rax
-	LONG $0x24748b48; BYTE $0x20   // mov rsi, qword ptr [rsp + 32]
-	LONG $0x8e1c8d4c               // lea r11, [rsi + 4*rcx]
-	LONG $0x40c38349               // add r11, 64
-	QUAD $0x0000000085048d48       // lea rax, [4*rax]
-	LONG $0x24448948; BYTE $0x58   // mov qword ptr [rsp + 88], rax
-	LONG $0x0010bd41; WORD $0x0000 // mov r13d, 16
-	JMP  LBB5_14
+	LONG $0x24448948; BYTE $0x40   // mov qword ptr [rsp + 64], rax
+	LONG $0x1e048d48               // lea rax, [rsi + rbx]
+	LONG $0xc0af0f49               // imul rax, r8
+	LONG $0x244c8b48; BYTE $0x08   // mov rcx, qword ptr [rsp + 8]
+	LONG $0x813c8d48               // lea rdi, [rcx + 4*rax]
+	LONG $0x40c78348               // add rdi, 64
+	QUAD $0x0000000085348d4e       // lea r14, [4*r8]
+	LONG $0x24548b4c; BYTE $0x10   // mov r10, qword ptr [rsp + 16]
+	LONG $0xd0af0f4d               // imul r10, r8
+	LONG $0x02e2c149               // shl r10, 2
+	WORD $0x8948; BYTE $0xf0       // mov rax, rsi
+	LONG $0x240c8b48               // mov rcx, qword ptr [rsp]
+	LONG $0xc1af0f48               // imul rax, rcx
+	LONG $0x24548b48; BYTE $0x20   // mov rdx, qword ptr [rsp + 32]
+	LONG $0x822c8d4c               // lea r13, [rdx + 4*rax]
+	LONG $0x40c58349               // add r13, 64
+	QUAD $0x000000008d048d48       // lea rax, [4*rcx]
+	LONG $0x24448948; BYTE $0x60   // mov qword ptr [rsp + 96], rax
+	LONG $0x00ffffba; BYTE $0x00   // mov edx, 65535
+	JMP  LBB9_14
 	PCALIGN $16
 
-LBB5_22:
-	LONG $0x24548b48; BYTE $0x30 // mov rdx, qword ptr [rsp + 48]
-	LONG $0x01c28348             // add rdx, 1
-	LONG $0x24648b4c; BYTE $0x28 // mov r12, qword ptr [rsp + 40]
-	WORD $0x014d; BYTE $0xd4     // add r12, r10
-	LONG $0x245c8b4c; BYTE $0x60 // mov r11, qword ptr [rsp + 96]
-	LONG $0x245c034c; BYTE $0x58 // add r11, qword ptr [rsp + 88]
-	LONG $0x24543b48; BYTE $0x78 // cmp rdx, qword ptr [rsp + 120] /* [rbp + 32] */
+LBB9_22:
+	LONG $0x24748b48; BYTE $0x38 // mov rsi, qword ptr [rsp + 56]
+	LONG $0x01c68348             // add rsi, 1
+	LONG $0x247c8b48; BYTE $0x30 // mov rdi, qword ptr [rsp + 48]
+	WORD $0x014c; BYTE $0xf7     // add rdi, r14
+	LONG $0x246c8b4c; BYTE $0x28 // mov r13, qword ptr [rsp + 40]
+	LONG $0x246c034c; BYTE $0x60 // add r13, qword ptr [rsp + 96]
+	LONG $0x24743b48; BYTE $0x78 // cmp rsi, qword ptr [rsp + 120] /* [rbp + 32] */
 	LONG $0x245c8b48; BYTE $0x68 // mov rbx, qword ptr [rsp + 104] /* [rbp + 16] */
-	JE   LBB5_23
+	JE   LBB9_23
 
-LBB5_14:
-	LONG $0x1a048d48             // lea rax, [rdx + rbx]
+LBB9_14:
+	LONG $0x1e048d48             // lea rax, [rsi + rbx]
+	LONG $0x24448948; BYTE $0x18 // mov qword ptr [rsp + 24], rax
+	LONG $0x24748948; BYTE $0x38 // mov qword ptr [rsp + 56], rsi
+	WORD $0x8948; BYTE $0xf0     // mov rax, rsi
+	LONG $0x04af0f48; BYTE $0x24 // imul rax, qword ptr [rsp]
+	LONG $0x244c8b48; BYTE $0x20 // mov rcx, qword ptr [rsp + 32]
+	LONG $0x81048d48             // lea rax, [rcx + 4*rax]
 	LONG $0x24448948; BYTE $0x48 // mov qword ptr [rsp + 72], rax
-	LONG $0x24548948; BYTE $0x30 // mov qword ptr [rsp + 48], rdx
-	WORD $0x8948; BYTE $0xd1     // mov rcx, rdx
-	LONG $0x0caf0f48; BYTE $0x24 // imul rcx, qword ptr [rsp]
-	LONG $0x24448b48; BYTE $0x20 // mov rax, qword ptr [rsp + 32]
-	LONG $0x88048d48             // lea rax, [rax + 4*rcx]
-	LONG $0x24448948; BYTE $0x40 // mov qword ptr [rsp + 64], rax
-	LONG $0x245c894c; BYTE $0x60 // mov qword ptr [rsp + 96], r11
-	LONG $0x2464894c; BYTE $0x28 // mov qword ptr [rsp + 40], r12
-	WORD $0xff31                 // xor edi, edi
-	JMP  LBB5_15
+	LONG $0x246c894c; BYTE $0x28 // mov qword ptr [rsp + 40], r13
+	LONG $0x247c8948; BYTE $0x30 // mov qword ptr [rsp + 48], rdi
+	WORD $0x3145; BYTE $0xdb     // xor r11d, r11d
+	JMP  LBB9_15
 	PCALIGN $16
 
-LBB5_21:
-	LONG $0x01c78348             // add rdi, 1
-	WORD $0x014d; BYTE $0xf4     // add r12, r14
-	WORD $0x014d; BYTE $0xd3     // add r11, r10
-	LONG $0x247c3b48; BYTE $0x50 // cmp rdi, qword ptr [rsp + 80]
-	JE   LBB5_22
+LBB9_21:
+	LONG $0x01c38349             // add r11, 1
+	WORD $0x014c; BYTE $0xd7     // add rdi, r10
+	WORD $0x014d; BYTE $0xf5     // add r13, r14
+	LONG $0x245c3b4c; BYTE $0x50 // cmp r11, qword ptr [rsp + 80]
+	JE   LBB9_22
 
-LBB5_15:
-	LONG $0x247c8348; WORD $0x1018 // cmp qword ptr [rsp + 24], 16
-	JAE  LBB5_17
-	WORD $0xd231                   // xor edx, edx
-	JMP  LBB5_19
+LBB9_15:
+	LONG $0x247c8348; WORD $0x1058 // cmp qword ptr [rsp + 88], 16
+	JAE  LBB9_17
+	WORD $0x3145; BYTE $0xff       // xor r15d, r15d
+	JMP  LBB9_19
 	PCALIGN $16
 
-LBB5_17:
-	LONG    $0x24748b48; BYTE $0x38 // mov rsi, qword ptr [rsp + 56]
-	WORD    $0x894d; BYTE $0xf8     // mov r8, r15
-	WORD    $0xd231                 // xor edx, edx
+LBB9_17:
+	LONG    $0x24648b4c; BYTE $0x40 // mov r12, qword ptr [rsp + 64]
+	WORD    $0x894c; BYTE $0xc0     // mov rax, r8
+	WORD    $0x3145; BYTE $0xff     // xor r15d, r15d
 	PCALIGN $16
 
-LBB5_18:
-	LONG $0x10f88349                           // cmp r8, 16
-	LONG $0x000010b9; BYTE $0x00               // mov ecx, 16
-	LONG $0xc84c0f41                           // cmovl ecx, r8d
-	LONG $0xffffffb8; BYTE $0xff               // mov eax, -1
-	WORD $0xe0d3                               // shl eax, cl
-	WORD $0xd0f7                               // not eax
-	LONG $0xc892fbc5                           // kmovd k1, eax
-	LONG $0xf0488d49                           // lea rcx, [r8 - 16]
-	LONG $0x10f98348                           // cmp rcx, 16
-	LONG $0xcd4d0f41                           // cmovge ecx, r13d
-	LONG $0xffffffb8; BYTE $0xff               // mov eax, -1
-	WORD $0xe0d3                               // shl eax, cl
-	QUAD $0xff934410c97cd162                   // vmovups zmm0 {k1} {z}, zmmword ptr [r11 + 4*rdx - 64]
-	QUAD $0xff944411497cd162                   // vmovups zmmword ptr [r12 + 4*rdx - 64] {k1}, zmm0
-	WORD $0xd0f7                               // not eax
-	LONG $0xc892fbc5                           // kmovd k1, eax
-	LONG $0xc97cd162; WORD $0x0410; BYTE $0x93 // vmovups zmm0 {k1} {z}, zmmword ptr [r11 + 4*rdx]
-	LONG $0x497cd162; WORD $0x0411; BYTE $0x94 // vmovups zmmword ptr [r12 + 4*rdx] {k1}, zmm0
-	LONG $0x20c28348                           // add rdx, 32
-	LONG $0xe0c08349                           // add r8, -32
-	LONG $0xfec68348                           // add rsi, -2
-	JNE  LBB5_18
-
-LBB5_19:
-	LONG $0x01c1f641                           // test r9b, 1
-	JE   LBB5_21
-	WORD $0x8948; BYTE $0xf8                   // mov rax, rdi
-	LONG $0x44af0f48; WORD $0x1024             // imul rax, qword ptr [rsp + 16]
-	LONG $0x24440348; BYTE $0x48               // add rax, qword ptr [rsp + 72]
-	LONG $0xc7af0f49                           // imul rax, r15
-	WORD $0x8948; BYTE $0xfe                   // mov rsi, rdi
-	LONG $0xf7af0f49                           // imul rsi, r15
-	LONG $0x244c8b48; BYTE $0x08               // mov rcx, qword ptr [rsp + 8]
-	LONG $0x81048d48                           // lea rax, [rcx + 4*rax]
-	WORD $0x894c; BYTE $0xf9                   // mov rcx, r15
-	WORD $0x2948; BYTE $0xd1                   // sub rcx, rdx
-	LONG $0x10f98348                           // cmp rcx, 16
-	LONG $0xcd4d0f41                           // cmovge ecx, r13d
+LBB9_18:
+	LONG $0xffffffbb; BYTE $0xff               // mov ebx, -1
+	WORD $0xc189                               // mov ecx, eax
+	WORD $0xe3d3                               // shl ebx, cl
+	LONG $0x10f88348                           // cmp rax, 16
+	WORD $0xd3f7                               // not ebx
+	WORD $0x4d0f; BYTE $0xda                   // cmovge ebx, edx
+	LONG $0xcb92fbc5                           // kmovd k1, ebx
+	QUAD $0xffbd4410c97c9162                   // vmovups zmm0 {k1} {z}, zmmword ptr [r13 + 4*r15 - 64]
+	QUAD $0xffbf4411497cb162                   // vmovups zmmword ptr [rdi + 4*r15 - 64] {k1}, zmm0
+	LONG $0xf0488d48                           // lea rcx, [rax - 16]
 	LONG $0xffffffbb; BYTE $0xff               // mov ebx, -1
 	WORD $0xe3d3                               // shl ebx, cl
-	LONG $0x244c8b48; BYTE $0x40               // mov rcx, qword ptr [rsp + 64]
-	LONG $0xb10c8d48                           // lea rcx, [rcx + 4*rsi]
+	LONG $0x10f98348                           // cmp rcx, 16
 	WORD $0xd3f7                               // not ebx
+	WORD $0x4d0f; BYTE $0xda                   // cmovge ebx, edx
 	LONG $0xcb92fbc5                           // kmovd k1, ebx
-	LONG $0xc97cf162; WORD $0x0410; BYTE $0x91 // vmovups zmm0 {k1} {z}, zmmword ptr [rcx + 4*rdx]
-	LONG $0x497cf162; WORD $0x0411; BYTE $0x90 // vmovups zmmword ptr [rax + 4*rdx] {k1}, zmm0
-	JMP  LBB5_21
+	QUAD $0x00bd4410c97c9162                   // vmovups zmm0 {k1} {z}, zmmword ptr [r13 + 4*r15]
+	LONG $0x497cb162; WORD $0x0411; BYTE $0xbf // vmovups zmmword ptr [rdi + 4*r15] {k1}, zmm0
+	LONG $0x20c78349                           // add r15, 32
+	LONG $0xe0c08348                           // add rax, -32
+	LONG $0xfec48349                           // add r12, -2
+	JNE  LBB9_18
 
-LBB5_3:
-	WORD $0x0148; BYTE $0xd3                   // add rbx, rdx
-	LONG $0xdfaf0f49                           // imul rbx, r15
-	LONG $0x24448b4c; BYTE $0x08               // mov r8, qword ptr [rsp + 8]
-	LONG $0x98048d49                           // lea rax, [r8 + 4*rbx]
-	LONG $0x00c00548; WORD $0x0000             // add rax, 192
-	QUAD $0x00000000bd0c8d4a                   // lea rcx, [4*r15]
-	LONG $0x244c8948; BYTE $0x18               // mov qword ptr [rsp + 24], rcx
-	LONG $0x244c8b4c; BYTE $0x10               // mov r9, qword ptr [rsp + 16]
-	LONG $0xcfaf0f4d                           // imul r9, r15
-	LONG $0x02e1c149                           // shl r9, 2
-	LONG $0x244c894c; BYTE $0x10               // mov qword ptr [rsp + 16], r9
-	WORD $0x8948; BYTE $0xd7                   // mov rdi, rdx
+LBB9_19:
+	LONG $0x01c1f641                           // test r9b, 1
+	JE   LBB9_21
+	WORD $0x894c; BYTE $0xd8                   // mov rax, r11
+	LONG $0x44af0f48; WORD $0x1024             // imul rax, qword ptr [rsp + 16]
+	LONG $0x24440348; BYTE $0x18               // add rax, qword ptr [rsp + 24]
+	LONG $0xc0af0f49                           // imul rax, r8
+	WORD $0x894d; BYTE $0xdc                   // mov r12, r11
+	LONG $0xe0af0f4d                           // imul r12, r8
+	WORD $0x894c; BYTE $0xc1                   // mov rcx, r8
+	WORD $0x294c; BYTE $0xf9                   // sub rcx, r15
+	LONG $0xffffffbe; BYTE $0xff               // mov esi, -1
+	WORD $0xe6d3                               // shl esi, cl
+	LONG $0x245c8b48; BYTE $0x08               // mov rbx, qword ptr [rsp + 8]
+	LONG $0x83048d48                           // lea rax, [rbx + 4*rax]
+	LONG $0x245c8b48; BYTE $0x48               // mov rbx, qword ptr [rsp + 72]
+	LONG $0xa31c8d4a                           // lea rbx, [rbx + 4*r12]
+	LONG $0x10f98348                           // cmp rcx, 16
+	WORD $0xd6f7                               // not esi
+	WORD $0x4d0f; BYTE $0xf2                   // cmovge esi, edx
+	LONG $0xce92fbc5                           // kmovd k1, esi
+	LONG $0xc97cb162; WORD $0x0410; BYTE $0xbb // vmovups zmm0 {k1} {z}, zmmword ptr [rbx + 4*r15]
+	LONG $0x497cb162; WORD $0x0411; BYTE $0xb8 // vmovups zmmword ptr [rax + 4*r15] {k1}, zmm0
+	JMP  LBB9_21
+
+LBB9_3:
+	WORD $0x0148; BYTE $0xf3                   // add rbx, rsi
+	LONG $0xd8af0f49                           // imul rbx, r8
+	LONG $0x244c8b4c; BYTE $0x08               // mov r9, qword ptr [rsp + 8]
+	LONG $0x991c8d4d                           // lea r11, [r9 + 4*rbx]
+	LONG $0xc0c38149; WORD $0x0000; BYTE $0x00 // add r11, 192
+	QUAD $0x0000000085048d4a                   // lea rax, [4*r8]
+	LONG $0x24448948; BYTE $0x18               // mov qword ptr [rsp + 24], rax
+	LONG $0x24448b48; BYTE $0x10               // mov rax, qword ptr [rsp + 16]
+	LONG $0xc0af0f49                           // imul rax, r8
+	LONG $0x02e0c148                           // shl rax, 2
+	LONG $0x24448948; BYTE $0x10               // mov qword ptr [rsp + 16], rax
+	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
 	LONG $0x240c8b48                           // mov rcx, qword ptr [rsp]
-	LONG $0xf9af0f48                           // imul rdi, rcx
-	LONG $0x244c8b4c; BYTE $0x20               // mov r9, qword ptr [rsp + 32]
-	LONG $0xb9348d49                           // lea rsi, [r9 + 4*rdi]
-	LONG $0xc0c68148; WORD $0x0000; BYTE $0x00 // add rsi, 192
+	LONG $0xc1af0f48                           // imul rax, rcx
+	LONG $0x24548b48; BYTE $0x20               // mov rdx, qword ptr [rsp + 32]
+	LONG $0x823c8d48                           // lea rdi, [rdx + 4*rax]
+	LONG $0xc0c78148; WORD $0x0000; BYTE $0x00 // add rdi, 192
 	LONG $0x02e1c148                           // shl rcx, 2
 	LONG $0x240c8948                           // mov qword ptr [rsp], rcx
-	LONG $0xb90c8d49                           // lea rcx, [r9 + 4*rdi]
-	LONG $0x00c18148; WORD $0x0001; BYTE $0x00 // add rcx, 256
-	LONG $0x980c8d4d                           // lea r9, [r8 + 4*rbx]
-	LONG $0x00c18149; WORD $0x0001; BYTE $0x00 // add r9, 256
-	LONG $0xc07f8d49                           // lea rdi, [r15 - 64]
-	LONG $0x247c8948; BYTE $0x48               // mov qword ptr [rsp + 72], rdi
-	JMP  LBB5_4
+	LONG $0x82048d48                           // lea rax, [rdx + 4*rax]
+	LONG $0x01000548; WORD $0x0000             // add rax, 256
+	LONG $0x99148d49                           // lea rdx, [r9 + 4*rbx]
+	LONG $0x00c28148; WORD $0x0001; BYTE $0x00 // add rdx, 256
+	LONG $0xc0488d49                           // lea rcx, [r8 - 64]
+	LONG $0x244c8948; BYTE $0x48               // mov qword ptr [rsp + 72], rcx
+	JMP  LBB9_4
 	PCALIGN $16
 
-LBB5_11:
+LBB9_11:
+	LONG $0x24748b48; BYTE $0x38 // mov rsi, qword ptr [rsp + 56]
+	LONG $0x01c68348             // add rsi, 1
+	LONG $0x245c8b4c; BYTE $0x08 // mov r11, qword ptr [rsp + 8]
+	LONG $0x244c8b48; BYTE $0x18 // mov rcx, qword ptr [rsp + 24]
+	WORD $0x0149; BYTE $0xcb     // add r11, rcx
+	LONG $0x24048b48             // mov rax, qword ptr [rsp]
+	LONG $0x247c8b48; BYTE $0x40 // mov rdi, qword ptr [rsp + 64]
+	WORD $0x0148; BYTE $0xc7     // add rdi, rax
 	LONG $0x24548b48; BYTE $0x30 // mov rdx, qword ptr [rsp + 48]
-	LONG $0x01c28348             // add rdx, 1
-	LONG $0x24448b48; BYTE $0x40 // mov rax, qword ptr [rsp + 64]
-	LONG $0x247c8b48; BYTE $0x18 // mov rdi, qword ptr [rsp + 24]
-	WORD $0x0148; BYTE $0xf8     // add rax, rdi
-	LONG $0x241c8b48             // mov rbx, qword ptr [rsp]
-	LONG $0x24748b48; BYTE $0x08 // mov rsi, qword ptr [rsp + 8]
-	WORD $0x0148; BYTE $0xde     // add rsi, rbx
-	LONG $0x244c8b48; BYTE $0x38 // mov rcx, qword ptr [rsp + 56]
-	WORD $0x0148; BYTE $0xd9     // add rcx, rbx
-	LONG $0x244c8b4c; BYTE $0x28 // mov r9, qword ptr [rsp + 40]
-	WORD $0x0149; BYTE $0xf9     // add r9, rdi
-	LONG $0x24543b48; BYTE $0x78 // cmp rdx, qword ptr [rsp + 120] /* [rbp + 32] */
-	JE   LBB5_23
+	WORD $0x0148; BYTE $0xc2     // add rdx, rax
+	WORD $0x8948; BYTE $0xd0     // mov rax, rdx
+	LONG $0x24548b48; BYTE $0x28 // mov rdx, qword ptr [rsp + 40]
+	WORD $0x0148; BYTE $0xca     // add rdx, rcx
+	LONG $0x24743b48; BYTE $0x78 // cmp rsi, qword ptr [rsp + 120] /* [rbp + 32] */
+	JE   LBB9_23
 
-LBB5_4:
-	LONG $0x24548948; BYTE $0x30 // mov qword ptr [rsp + 48], rdx
-	LONG $0x244c894c; BYTE $0x28 // mov qword ptr [rsp + 40], r9
-	LONG $0x244c8948; BYTE $0x38 // mov qword ptr [rsp + 56], rcx
-	WORD $0x8948; BYTE $0xcf     // mov rdi, rcx
-	LONG $0x24748948; BYTE $0x08 // mov qword ptr [rsp + 8], rsi
-	LONG $0x24448948; BYTE $0x40 // mov qword ptr [rsp + 64], rax
-	WORD $0x3145; BYTE $0xed     // xor r13d, r13d
-	JMP  LBB5_5
+LBB9_4:
+	LONG $0x24748948; BYTE $0x38 // mov qword ptr [rsp + 56], rsi
+	LONG $0x24548948; BYTE $0x28 // mov qword ptr [rsp + 40], rdx
+	WORD $0x8948; BYTE $0xd1     // mov rcx, rdx
+	LONG $0x24448948; BYTE $0x30 // mov qword ptr [rsp + 48], rax
+	LONG $0x247c8948; BYTE $0x40 // mov qword ptr [rsp + 64], rdi
+	LONG $0x245c894c; BYTE $0x08 // mov qword ptr [rsp + 8], r11
+	WORD $0x3145; BYTE $0xf6     // xor r14d, r14d
+	JMP  LBB9_5
 	PCALIGN $16
 
-LBB5_10:
-	LONG $0x01c58349             // add r13, 1
+LBB9_10:
+	LONG $0x01c68349             // add r14, 1
 	LONG $0x244c8b48; BYTE $0x10 // mov rcx, qword ptr [rsp + 16]
-	WORD $0x0148; BYTE $0xc8     // add rax, rcx
-	LONG $0x24548b48; BYTE $0x18 // mov rdx, qword ptr [rsp + 24]
-	WORD $0x0148; BYTE $0xd6     // add rsi, rdx
-	WORD $0x0148; BYTE $0xd7     // add rdi, rdx
-	WORD $0x0149; BYTE $0xc9     // add r9, rcx
-	LONG $0x246c3b4c; BYTE $0x50 // cmp r13, qword ptr [rsp + 80]
-	JE   LBB5_11
+	WORD $0x0149; BYTE $0xcb     // add r11, rcx
+	LONG $0x24748b48; BYTE $0x18 // mov rsi, qword ptr [rsp + 24]
+	WORD $0x0148; BYTE $0xf7     // add rdi, rsi
+	WORD $0x0148; BYTE $0xf0     // add rax, rsi
+	LONG $0x24548b48; BYTE $0x58 // mov rdx, qword ptr [rsp + 88]
+	WORD $0x0148; BYTE $0xca     // add rdx, rcx
+	WORD $0x8948; BYTE $0xd1     // mov rcx, rdx
+	LONG $0x24743b4c; BYTE $0x50 // cmp r14, qword ptr [rsp + 80]
+	JE   LBB9_11
 
-LBB5_5:
-	WORD    $0x894c; BYTE $0xcb // mov rbx, r9
-	WORD    $0x8949; BYTE $0xfa // mov r10, rdi
-	WORD    $0x3145; BYTE $0xdb // xor r11d, r11d
+LBB9_5:
+	LONG    $0x244c8948; BYTE $0x58 // mov qword ptr [rsp + 88], rcx
+	WORD    $0x8949; BYTE $0xc7     // mov r15, rax
+	WORD    $0x3145; BYTE $0xd2     // xor r10d, r10d
 	PCALIGN $16
 
-LBB5_6:
-	WORD    $0x894c; BYTE $0xd9                   // mov rcx, r11
-	WORD    $0x894d; BYTE $0xd4                   // mov r12, r10
-	WORD    $0x8949; BYTE $0xde                   // mov r14, rbx
-	QUAD    $0xfd9e4410487cb162                   // vmovups zmm0, zmmword ptr [rsi + 4*r11 - 192]
-	QUAD    $0xfe9e4c10487cb162                   // vmovups zmm1, zmmword ptr [rsi + 4*r11 - 128]
-	QUAD    $0xff9e5410487cb162                   // vmovups zmm2, zmmword ptr [rsi + 4*r11 - 64]
-	LONG    $0x487cb162; WORD $0x1c10; BYTE $0x9e // vmovups zmm3, zmmword ptr [rsi + 4*r11]
-	QUAD    $0xfd984411487cb162                   // vmovups zmmword ptr [rax + 4*r11 - 192], zmm0
-	QUAD    $0xfe984c11487cb162                   // vmovups zmmword ptr [rax + 4*r11 - 128], zmm1
-	QUAD    $0xff985411487cb162                   // vmovups zmmword ptr [rax + 4*r11 - 64], zmm2
-	LONG    $0x487cb162; WORD $0x1c11; BYTE $0x98 // vmovups zmmword ptr [rax + 4*r11], zmm3
-	LONG    $0x40c38349                           // add r11, 64
-	LONG    $0x80818d4c; WORD $0x0000; BYTE $0x00 // lea r8, [rcx + 128]
-	LONG    $0x00c28149; WORD $0x0001; BYTE $0x00 // add r10, 256
-	LONG    $0x00c38148; WORD $0x0001; BYTE $0x00 // add rbx, 256
-	WORD    $0x394d; BYTE $0xf8                   // cmp r8, r15
-	JLE     LBB5_6
-	WORD    $0x394d; BYTE $0xfb                   // cmp r11, r15
-	JGE     LBB5_10
-	LONG    $0x245c8b48; BYTE $0x48               // mov rbx, qword ptr [rsp + 72]
-	WORD    $0x2948; BYTE $0xcb                   // sub rbx, rcx
+LBB9_6:
+	WORD    $0x894d; BYTE $0xd5                   // mov r13, r10
+	WORD    $0x894c; BYTE $0xfb                   // mov rbx, r15
+	WORD    $0x8949; BYTE $0xcc                   // mov r12, rcx
+	QUAD    $0xfd974410487cb162                   // vmovups zmm0, zmmword ptr [rdi + 4*r10 - 192]
+	QUAD    $0xfe974c10487cb162                   // vmovups zmm1, zmmword ptr [rdi + 4*r10 - 128]
+	QUAD    $0xff975410487cb162                   // vmovups zmm2, zmmword ptr [rdi + 4*r10 - 64]
+	LONG    $0x487cb162; WORD $0x1c10; BYTE $0x97 // vmovups zmm3, zmmword ptr [rdi + 4*r10]
+	QUAD    $0xfd934411487c9162                   // vmovups zmmword ptr [r11 + 4*r10 - 192], zmm0
+	QUAD    $0xfe934c11487c9162                   // vmovups zmmword ptr [r11 + 4*r10 - 128], zmm1
+	QUAD    $0xff935411487c9162                   // vmovups zmmword ptr [r11 + 4*r10 - 64], zmm2
+	LONG    $0x487c9162; WORD $0x1c11; BYTE $0x93 // vmovups zmmword ptr [r11 + 4*r10], zmm3
+	LONG    $0x40c28349                           // add r10, 64
+	LONG    $0x808d8d4d; WORD $0x0000; BYTE $0x00 // lea r9, [r13 + 128]
+	LONG    $0x00c78149; WORD $0x0001; BYTE $0x00 // add r15, 256
+	LONG    $0x00c18148; WORD $0x0001; BYTE $0x00 // add rcx, 256
+	WORD    $0x394d; BYTE $0xc1                   // cmp r9, r8
+	JLE     LBB9_6
+	WORD    $0x394d; BYTE $0xc2                   // cmp r10, r8
+	LONG    $0x00ffffba; BYTE $0x00               // mov edx, 65535
+	JGE     LBB9_10
+	LONG    $0x244c8b48; BYTE $0x48               // mov rcx, qword ptr [rsp + 72]
+	WORD    $0x294c; BYTE $0xe9                   // sub rcx, r13
 	PCALIGN $16
 
-LBB5_9:
-	LONG $0x10fb8348                           // cmp rbx, 16
-	LONG $0x000010b9; BYTE $0x00               // mov ecx, 16
-	WORD $0x4c0f; BYTE $0xcb                   // cmovl ecx, ebx
-	LONG $0xffffffba; BYTE $0xff               // mov edx, -1
-	WORD $0xe2d3                               // shl edx, cl
-	WORD $0xd2f7                               // not edx
-	LONG $0xca92fbc5                           // kmovd k1, edx
-	LONG $0xc97cd162; WORD $0x0410; BYTE $0x24 // vmovups zmm0 {k1} {z}, zmmword ptr [r12]
-	LONG $0x497cd162; WORD $0x0611             // vmovups zmmword ptr [r14] {k1}, zmm0
-	LONG $0x10c38349                           // add r11, 16
+LBB9_9:
+	LONG $0xffffffbe; BYTE $0xff               // mov esi, -1
+	WORD $0xe6d3                               // shl esi, cl
+	LONG $0x10f98348                           // cmp rcx, 16
+	WORD $0xd6f7                               // not esi
+	WORD $0x4d0f; BYTE $0xf2                   // cmovge esi, edx
+	LONG $0xce92fbc5                           // kmovd k1, esi
+	LONG $0xc97cf162; WORD $0x0310             // vmovups zmm0 {k1} {z}, zmmword ptr [rbx]
+	LONG $0x497cd162; WORD $0x0411; BYTE $0x24 // vmovups zmmword ptr [r12] {k1}, zmm0
+	LONG $0x10c28349                           // add r10, 16
+	LONG $0x40c38348                           // add rbx, 64
 	LONG $0x40c48349                           // add r12, 64
-	LONG $0x40c68349                           // add r14, 64
-	LONG $0xf0c38348                           // add rbx, -16
-	WORD $0x394d; BYTE $0xfb                   // cmp r11, r15
-	JL   LBB5_9
-	JMP  LBB5_10
+	LONG $0xf0c18348                           // add rcx, -16
+	WORD $0x394d; BYTE $0xc2                   // cmp r10, r8
+	JL   LBB9_9
+	JMP  LBB9_10
 
-LBB5_23:
+LBB9_23:
+	SUBQ $8, SP
+	VZEROUPPER
+	RET
+
+TEXT ·_krt_kv_append_f16_avx512(SB), $152-72
+
+	MOVQ cache+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ src_stride+16(FP), DX
+	MOVQ n_kv_heads+24(FP), CX
+	MOVQ head_dim+32(FP), R8
+	MOVQ max_ctx+40(FP), R9
+	MOVQ pos0+48(FP), R10
+	MOVQ t0+56(FP), R11
+	MOVQ t1+64(FP), R12
+	ADDQ $8, SP
+	MOVQ R12, 136(SP)
+	MOVQ R11, 128(SP)
+	MOVQ R10, 120(SP)
+
+	LONG $0x244c894c; BYTE $0x20   // mov qword ptr [rsp + 32], r9
+	LONG $0x244c8948; BYTE $0x28   // mov qword ptr [rsp + 40], rcx
+	LONG $0x24548948; BYTE $0x10   // mov qword ptr [rsp + 16], rdx
+	LONG $0x24748948; BYTE $0x08   // mov qword ptr [rsp + 8], rsi
+	LONG $0x247c8948; BYTE $0x18   // mov qword ptr [rsp + 24], rdi
+	QUAD $0x0000008024b48b48       // mov rsi, qword ptr [rsp + 128] /* [rbp + 24] */
+	QUAD $0x0000008824b43b48       // cmp rsi, qword ptr [rsp + 136] /* [rbp + 32] */
+	JGE  LBB10_13
+	LONG $0x247c8348; WORD $0x0028 // cmp qword ptr [rsp + 40], 0
+	JLE  LBB10_13
+	WORD $0x854d; BYTE $0xc0       // test r8, r8
+	JLE  LBB10_13
+	LONG $0x247c8b48; BYTE $0x78   // mov rdi, qword ptr [rsp + 120] /* [rbp + 16] */
+	LONG $0xff608d4d               // lea r12, [r8 - 1]
+	LONG $0x2464894c; BYTE $0x70   // mov qword ptr [rsp + 112], r12
+	LONG $0x04ecc149               // shr r12, 4
+	LONG $0x01c48349               // add r12, 1
+	WORD $0x894c; BYTE $0xe0       // mov rax, r12
+	LONG $0xfee08348               // and rax, -2
+	LONG $0x24448948; BYTE $0x58   // mov qword ptr [rsp + 88], rax
+	WORD $0x8948; BYTE $0xf0       // mov rax, rsi
+	LONG $0x244c8b48; BYTE $0x10   // mov rcx, qword ptr [rsp + 16]
+	LONG $0xc1af0f48               // imul rax, rcx
+	LONG $0x24548b48; BYTE $0x08   // mov rdx, qword ptr [rsp + 8]
+	LONG $0x822c8d4c               // lea r13, [rdx + 4*rax]
+	LONG $0x40c58349               // add r13, 64
+	QUAD $0x000000008d048d48       // lea rax, [4*rcx]
+	LONG $0x24448948; BYTE $0x38   // mov qword ptr [rsp + 56], rax
+	QUAD $0x0000000085348d4e       // lea r14, [4*r8]
+	LONG $0x3e048d48               // lea rax, [rsi + rdi]
+	LONG $0xc0af0f49               // imul rax, r8
+	LONG $0x244c8b48; BYTE $0x18   // mov rcx, qword ptr [rsp + 24]
+	LONG $0x411c8d4c               // lea r11, [rcx + 2*rax]
+	LONG $0x20c38349               // add r11, 32
+	LONG $0x00048d4b               // lea rax, [r8 + r8]
+	LONG $0x24448948; BYTE $0x30   // mov qword ptr [rsp + 48], rax
+	LONG $0x244c8b4c; BYTE $0x20   // mov r9, qword ptr [rsp + 32]
+	LONG $0xc8af0f4d               // imul r9, r8
+	WORD $0x014d; BYTE $0xc9       // add r9, r9
+	LONG $0x00ffffba; BYTE $0x00   // mov edx, 65535
+	JMP  LBB10_4
+	PCALIGN $16
+
+LBB10_12:
+	LONG $0x24748b48; BYTE $0x50 // mov rsi, qword ptr [rsp + 80]
+	LONG $0x01c68348             // add rsi, 1
+	LONG $0x246c8b4c; BYTE $0x48 // mov r13, qword ptr [rsp + 72]
+	LONG $0x246c034c; BYTE $0x38 // add r13, qword ptr [rsp + 56]
+	LONG $0x245c8b4c; BYTE $0x40 // mov r11, qword ptr [rsp + 64]
+	LONG $0x245c034c; BYTE $0x30 // add r11, qword ptr [rsp + 48]
+	QUAD $0x0000008824b43b48     // cmp rsi, qword ptr [rsp + 136] /* [rbp + 32] */
+	JE   LBB10_13
+
+LBB10_4:
+	LONG $0x24448b48; BYTE $0x78   // mov rax, qword ptr [rsp + 120] /* [rbp + 16] */
+	WORD $0x0148; BYTE $0xf0       // add rax, rsi
+	LONG $0x24448948; BYTE $0x68   // mov qword ptr [rsp + 104], rax
+	LONG $0x24748948; BYTE $0x50   // mov qword ptr [rsp + 80], rsi
+	WORD $0x8948; BYTE $0xf0       // mov rax, rsi
+	LONG $0x44af0f48; WORD $0x1024 // imul rax, qword ptr [rsp + 16]
+	LONG $0x244c8b48; BYTE $0x08   // mov rcx, qword ptr [rsp + 8]
+	LONG $0x81048d48               // lea rax, [rcx + 4*rax]
+	LONG $0x24448948; BYTE $0x60   // mov qword ptr [rsp + 96], rax
+	LONG $0x245c894c; BYTE $0x40   // mov qword ptr [rsp + 64], r11
+	LONG $0x246c894c; BYTE $0x48   // mov qword ptr [rsp + 72], r13
+	WORD $0xff31                   // xor edi, edi
+	JMP  LBB10_5
+	PCALIGN $16
+
+LBB10_11:
+	LONG $0x01c78348             // add rdi, 1
+	WORD $0x014d; BYTE $0xf5     // add r13, r14
+	WORD $0x014d; BYTE $0xcb     // add r11, r9
+	LONG $0x247c3b48; BYTE $0x28 // cmp rdi, qword ptr [rsp + 40]
+	JE   LBB10_12
+
+LBB10_5:
+	LONG $0x247c8348; WORD $0x1070 // cmp qword ptr [rsp + 112], 16
+	JAE  LBB10_7
+	WORD $0xf631                   // xor esi, esi
+	JMP  LBB10_9
+	PCALIGN $16
+
+LBB10_7:
+	LONG    $0x247c8b4c; BYTE $0x58 // mov r15, qword ptr [rsp + 88]
+	WORD    $0x894c; BYTE $0xc0     // mov rax, r8
+	WORD    $0xf631                 // xor esi, esi
+	PCALIGN $16
+
+LBB10_8:
+	LONG $0xffffba41; WORD $0xffff             // mov r10d, -1
+	WORD $0xc189                               // mov ecx, eax
+	WORD $0xd341; BYTE $0xe2                   // shl r10d, cl
+	LONG $0x10f88348                           // cmp rax, 16
+	WORD $0xf741; BYTE $0xd2                   // not r10d
+	LONG $0xd24d0f44                           // cmovge r10d, edx
+	LONG $0x927bc1c4; BYTE $0xca               // kmovd k1, r10d
+	QUAD $0xffb54410c97cd162                   // vmovups zmm0 {k1} {z}, zmmword ptr [r13 + 4*rsi - 64]
+	LONG $0xf0488d48                           // lea rcx, [rax - 16]
+	LONG $0xffffffbb; BYTE $0xff               // mov ebx, -1
+	WORD $0xe3d3                               // shl ebx, cl
+	LONG $0x487df362; WORD $0xc01d; BYTE $0x00 // vcvtps2ph ymm0, zmm0, 0
+	QUAD $0xff73447f29ffd162                   // vmovdqu16 ymmword ptr [r11 + 2*rsi - 32] {k1}, ymm0
+	LONG $0x10f98348                           // cmp rcx, 16
+	WORD $0xd3f7                               // not ebx
+	WORD $0x4d0f; BYTE $0xda                   // cmovge ebx, edx
+	LONG $0xcb92fbc5                           // kmovd k1, ebx
+	QUAD $0x00b54410c97cd162                   // vmovups zmm0 {k1} {z}, zmmword ptr [r13 + 4*rsi]
+	LONG $0x487df362; WORD $0xc01d; BYTE $0x00 // vcvtps2ph ymm0, zmm0, 0
+	LONG $0x29ffd162; WORD $0x047f; BYTE $0x73 // vmovdqu16 ymmword ptr [r11 + 2*rsi] {k1}, ymm0
+	LONG $0x20c68348                           // add rsi, 32
+	LONG $0xe0c08348                           // add rax, -32
+	LONG $0xfec78349                           // add r15, -2
+	JNE  LBB10_8
+
+LBB10_9:
+	LONG $0x01c4f641                           // test r12b, 1
+	JE   LBB10_11
+	WORD $0x8948; BYTE $0xf8                   // mov rax, rdi
+	LONG $0x44af0f48; WORD $0x2024             // imul rax, qword ptr [rsp + 32]
+	LONG $0x24440348; BYTE $0x68               // add rax, qword ptr [rsp + 104]
+	LONG $0xc0af0f49                           // imul rax, r8
+	WORD $0x8948; BYTE $0xfb                   // mov rbx, rdi
+	LONG $0xd8af0f49                           // imul rbx, r8
+	LONG $0x244c8b48; BYTE $0x18               // mov rcx, qword ptr [rsp + 24]
+	LONG $0x41148d4c                           // lea r10, [rcx + 2*rax]
+	WORD $0x894c; BYTE $0xc1                   // mov rcx, r8
+	WORD $0x2948; BYTE $0xf1                   // sub rcx, rsi
+	LONG $0xffffffb8; BYTE $0xff               // mov eax, -1
+	WORD $0xe0d3                               // shl eax, cl
+	LONG $0x10f98348                           // cmp rcx, 16
+	WORD $0xd0f7                               // not eax
+	WORD $0x4d0f; BYTE $0xc2                   // cmovge eax, edx
+	LONG $0x244c8b48; BYTE $0x60               // mov rcx, qword ptr [rsp + 96]
+	LONG $0x990c8d48                           // lea rcx, [rcx + 4*rbx]
+	LONG $0xc892fbc5                           // kmovd k1, eax
+	LONG $0xc97cf162; WORD $0x0410; BYTE $0xb1 // vmovups zmm0 {k1} {z}, zmmword ptr [rcx + 4*rsi]
+	LONG $0x487df362; WORD $0xc01d; BYTE $0x00 // vcvtps2ph ymm0, zmm0, 0
+	LONG $0x29ffd162; WORD $0x047f; BYTE $0x72 // vmovdqu16 ymmword ptr [r10 + 2*rsi] {k1}, ymm0
+	JMP  LBB10_11
+
+LBB10_13:
+	SUBQ $8, SP
+	VZEROUPPER
+	RET
+
+DATA LCDATA6<>+0x000(SB)/8, $0x42fe00007fffffff
+DATA LCDATA6<>+0x008(SB)/8, $0x3f0000003f800000
+DATA LCDATA6<>+0x010(SB)/8, $0xc2fe000080000000
+DATA LCDATA6<>+0x018(SB)/8, $0x7fffffff7fffffff
+GLOBL LCDATA6<>(SB), 8, $32
+
+TEXT ·_krt_kv_append_q8_0_avx512(SB), $56-72
+
+	MOVQ cache+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ src_stride+16(FP), DX
+	MOVQ n_kv_heads+24(FP), CX
+	MOVQ head_dim+32(FP), R8
+	MOVQ max_ctx+40(FP), R9
+	MOVQ pos0+48(FP), R10
+	MOVQ t0+56(FP), R11
+	MOVQ t1+64(FP), R12
+	ADDQ $8, SP
+	MOVQ R12, 40(SP)
+	MOVQ R11, 32(SP)
+	MOVQ R10, 24(SP)
+	LEAQ LCDATA6<>(SB), BP
+
+	LONG $0x245c8b4c; BYTE $0x20               // mov r11, qword ptr [rsp + 32] /* [rbp + 24] */
+	LONG $0x1f708d4d                           // lea r14, [r8 + 31]
+	WORD $0x854d; BYTE $0xc0                   // test r8, r8
+	LONG $0xf0490f4d                           // cmovns r14, r8
+	LONG $0x245c3b4c; BYTE $0x28               // cmp r11, qword ptr [rsp + 40] /* [rbp + 32] */
+	JGE  LBB11_14
+	WORD $0x8548; BYTE $0xc9                   // test rcx, rcx
+	JLE  LBB11_14
+	LONG $0x20f88349                           // cmp r8, 32
+	JL   LBB11_14
+	WORD $0x8949; BYTE $0xfa                   // mov r10, rdi
+	LONG $0x05fec149                           // sar r14, 5
+	LONG $0x24448b48; BYTE $0x18               // mov rax, qword ptr [rsp + 24] /* [rbp + 16] */
+	WORD $0x014c; BYTE $0xd8                   // add rax, r11
+	LONG $0xc6af0f49                           // imul rax, r14
+	WORD $0x8948; BYTE $0xc7                   // mov rdi, rax
+	LONG $0x05e7c148                           // shl rdi, 5
+	LONG $0x47048d48                           // lea rax, [rdi + 2*rax]
+	WORD $0x0149; BYTE $0xc2                   // add r10, rax
+	WORD $0x894c; BYTE $0xf0                   // mov rax, r14
+	LONG $0x05e0c148                           // shl rax, 5
+	LONG $0x70048d4a                           // lea rax, [rax + 2*r14]
+	LONG $0x24448948; BYTE $0x08               // mov qword ptr [rsp + 8], rax
+	LONG $0xceaf0f4d                           // imul r9, r14
+	WORD $0x894c; BYTE $0xc8                   // mov rax, r9
+	LONG $0x05e0c148                           // shl rax, 5
+	LONG $0x48248d4e                           // lea r12, [rax + 2*r9]
+	WORD $0x894c; BYTE $0xd8                   // mov rax, r11
+	LONG $0xc2af0f48                           // imul rax, rdx
+	LONG $0x860c8d4c                           // lea r9, [rsi + 4*rax]
+	LONG $0x40c18349                           // add r9, 64
+	LONG $0x02e2c148                           // shl rdx, 2
+	LONG $0x24548948; BYTE $0x10               // mov qword ptr [rsp + 16], rdx
+	LONG $0x02e0c149                           // shl r8, 2
+	LONG $0x487df262; WORD $0x4558; BYTE $0x00 // vpbroadcastd zmm0, dword ptr [rbp + 0] /* [rip + .LCPI11_0] */
+	LONG $0x570841c4; BYTE $0xf6               // vxorps xmm14, xmm14, xmm14
+	LONG $0x5510fac5; BYTE $0x04               // vmovss xmm2, dword ptr [rbp + 4] /* [rip + .LCPI11_1] */
+	LONG $0x6d107ac5; BYTE $0x08               // vmovss xmm13, dword ptr [rbp + 8] /* [rip + .LCPI11_2] */
+	LONG $0xe457d8c5                           // vxorps xmm4, xmm4, xmm4
+	LONG $0x48fdf262; WORD $0x6d19; BYTE $0x03 // vbroadcastsd zmm5, qword ptr [rbp + 24] /* [rip + .LCPI11_3] */
+	LONG $0x487df262; WORD $0x7518; BYTE $0x03 // vbroadcastss zmm6, dword ptr [rbp + 12] /* [rip + .LCPI11_4] */
+	LONG $0x487df262; WORD $0x7d58; BYTE $0x02 // vpbroadcastd zmm7, dword ptr [rbp + 8] /* [rip + .LCPI11_2] */
+	LONG $0x487d7262; WORD $0x4558; BYTE $0x04 // vpbroadcastd zmm8, dword ptr [rbp + 16] /* [rip + .LCPI11_5] */
+	LONG $0x487d7262; WORD $0x4d18; BYTE $0x05 // vbroadcastss zmm9, dword ptr [rbp + 20] /* [rip + .LCPI11_6] */
+	LONG $0x487d7262; WORD $0x5518; BYTE $0x01 // vbroadcastss zmm10, dword ptr [rbp + 4] /* [rip + .LCPI11_1] */
+	JMP  LBB11_4
+	PCALIGN $16
+
+LBB11_13:
+	LONG $0x01c38349             // add r11, 1
+	LONG $0x2454034c; BYTE $0x08 // add r10, qword ptr [rsp + 8]
+	LONG $0x244c034c; BYTE $0x10 // add r9, qword ptr [rsp + 16]
+	LONG $0x245c3b4c; BYTE $0x28 // cmp r11, qword ptr [rsp + 40] /* [rbp + 32] */
+	JE   LBB11_14
+
+LBB11_4:
+	WORD $0x894d; BYTE $0xcd // mov r13, r9
+	WORD $0x894c; BYTE $0xd7 // mov rdi, r10
+	WORD $0xdb31             // xor ebx, ebx
+	JMP  LBB11_5
+	PCALIGN $16
+
+LBB11_12:
+	LONG $0x01c38348         // add rbx, 1
+	WORD $0x014c; BYTE $0xe7 // add rdi, r12
+	WORD $0x014d; BYTE $0xc5 // add r13, r8
+	WORD $0x3948; BYTE $0xcb // cmp rbx, rcx
+	JE   LBB11_13
+
+LBB11_5:
+	WORD $0x894c; BYTE $0xee // mov rsi, r13
+	WORD $0x8948; BYTE $0xf8 // mov rax, rdi
+	WORD $0x894d; BYTE $0xf7 // mov r15, r14
+	JMP  LBB11_6
+	PCALIGN $16
+
+LBB11_10:
+	LONG $0x70117cc5; BYTE $0x02 // vmovups ymmword ptr [rax + 2], ymm14
+	LONG $0x7e00ba66             // mov dx, 32256
+
+LBB11_11:
+	WORD $0x8966; BYTE $0x10 // mov word ptr [rax], dx
+	LONG $0x22c08348         // add rax, 34
+	LONG $0x80ee8348         // sub rsi, -128
+	LONG $0xffc78349         // add r15, -1
+	JE   LBB11_12
+
+LBB11_6:
+	LONG $0x48fe7162; WORD $0x666f; BYTE $0xff // vmovdqu64 zmm12, zmmword ptr [rsi - 64]
+	LONG $0x48fe7162; WORD $0x1e6f             // vmovdqu64 zmm11, zmmword ptr [rsi]
+	LONG $0x481df162; WORD $0xc8db             // vpandd zmm1, zmm12, zmm0
+	LONG $0x4825f162; WORD $0xd8db             // vpandd zmm3, zmm11, zmm0
+	LONG $0x4875f262; WORD $0xcb3f             // vpmaxud zmm1, zmm1, zmm3
+	LONG $0x48fdf362; WORD $0xcb3b; BYTE $0x01 // vextracti64x4 ymm3, zmm1, 1
+	LONG $0x4875f262; WORD $0xcb3f             // vpmaxud zmm1, zmm1, zmm3
+	LONG $0x397de3c4; WORD $0x01cb             // vextracti128 xmm3, ymm1, 1
+	LONG $0x3f71e2c4; BYTE $0xcb               // vpmaxud xmm1, xmm1, xmm3
+	LONG $0xd970f9c5; BYTE $0xee               // vpshufd xmm3, xmm1, 238
+	LONG $0x3f71e2c4; BYTE $0xcb               // vpmaxud xmm1, xmm1, xmm3
+	LONG $0xd970f9c5; BYTE $0x55               // vpshufd xmm3, xmm1, 85
+	LONG $0x3f71e2c4; BYTE $0xcb               // vpmaxud xmm1, xmm1, xmm3
+	LONG $0xca7ef9c5                           // vmovd edx, xmm1
+	LONG $0xfffffa81; WORD $0x7f7f             // cmp edx, 2139095039
+	JA   LBB11_10
+	LONG $0xca6ef9c5                           // vmovd xmm1, edx
+	LONG $0xda5ef2c5                           // vdivss xmm3, xmm1, xmm2
+	LONG $0xc957f0c5                           // vxorps xmm1, xmm1, xmm1
+	LONG $0xd92ef8c5                           // vucomiss xmm3, xmm1
+	JNE  LBB11_8
+	JNP  LBB11_9
+
+LBB11_8:
+	LONG $0xcb5e92c5 // vdivss xmm1, xmm13, xmm3
+
+LBB11_9:
+	LONG $0xca7ef9c5                           // vmovd edx, xmm1
+	WORD $0xd201                               // add edx, edx
+	LONG $0x0000fa81; WORD $0xff00             // cmp edx, -16777216
+	WORD $0x920f; BYTE $0xc2                   // setb dl
+	LONG $0xca92fbc5                           // kmovd k1, edx
+	LONG $0x8976f162; WORD $0xc910             // vmovss xmm1 {k1} {z}, xmm1, xmm1
+	LONG $0x0c59e3c4; WORD $0x01db             // vblendps xmm3, xmm4, xmm3, 1
+	LONG $0x1d79e3c4; WORD $0x00db             // vcvtps2ph xmm3, xmm3, 0
+	LONG $0xda7ef9c5                           // vmovd edx, xmm3
+	LONG $0x487df262; WORD $0xc918             // vbroadcastss zmm1, xmm1
+	LONG $0x481cf162; WORD $0xd959             // vmulps zmm3, zmm12, zmm1
+	LONG $0x487d7362; WORD $0xe308; BYTE $0x0b // vrndscaleps zmm12, zmm3, 11
+	LONG $0x48645162; WORD $0xfc5c             // vsubps zmm15, zmm3, zmm12
+	LONG $0x48047162; WORD $0xfd54             // vandps zmm15, zmm15, zmm5
+	LONG $0x484cd162; WORD $0xcfc2; BYTE $0x02 // vcmpleps k1, zmm6, zmm15
+	LONG $0x483df362; WORD $0xdf25; BYTE $0xea // vpternlogd zmm3, zmm8, zmm7, 234
+	LONG $0x491c7162; WORD $0xe358             // vaddps zmm12 {k1}, zmm12, zmm3
+	LONG $0x481cd162; WORD $0xd95f             // vmaxps zmm3, zmm12, zmm9
+	LONG $0x4864d162; WORD $0xda5d             // vminps zmm3, zmm3, zmm10
+	LONG $0x487ef162; WORD $0xdb5b             // vcvttps2dq zmm3, zmm3
+	LONG $0x4824f162; WORD $0xc959             // vmulps zmm1, zmm11, zmm1
+	LONG $0x487d7362; WORD $0xd908; BYTE $0x0b // vrndscaleps zmm11, zmm1, 11
+	LONG $0x48745162; WORD $0xe35c             // vsubps zmm12, zmm1, zmm11
+	LONG $0x481c7162; WORD $0xe554             // vandps zmm12, zmm12, zmm5
+	LONG $0x484cd162; WORD $0xccc2; BYTE $0x02 // vcmpleps k1, zmm6, zmm12
+	LONG $0x483df362; WORD $0xcf25; BYTE $0xea // vpternlogd zmm1, zmm8, zmm7, 234
+	LONG $0x49247162; WORD $0xd958             // vaddps zmm11 {k1}, zmm11, zmm1
+	LONG $0x4824d162; WORD $0xc95f             // vmaxps zmm1, zmm11, zmm9
+	LONG $0x4874d162; WORD $0xca5d             // vminps zmm1, zmm1, zmm10
+	LONG $0x487ef162; WORD $0xc95b             // vcvttps2dq zmm1, zmm1
+	QUAD $0x00029831487ef262; WORD $0x0000     // vpmovdb xmmword ptr [rax + 2], zmm3
+	QUAD $0x00128831487ef262; WORD $0x0000     // vpmovdb xmmword ptr [rax + 18], zmm1
+	JMP  LBB11_11
+
+LBB11_14:
 	SUBQ $8, SP
 	VZEROUPPER
 	RET

@@ -12,6 +12,11 @@
  * (the true value is below 4e-37); the SIMD variants force -0 there explicitly because the
  * vector exp saturates at a finite 2^127.5. g = -Inf also gives -0 (ggml gives NaN: the
  * numerator is clamped to -FLT_MAX first); g = +Inf gives +Inf * up; NaN in gives NaN out.
+ *
+ * NaN / Inf (the same in every variant, element by element; csrc/tests/test_nan.c checks every
+ * lane position of both operands): SwiGLU as above, then * up in IEEE (so up = NaN gives NaN,
+ * up = +-Inf gives +-Inf, or NaN where silu(g) is +-0); add is the IEEE sum (NaN + x = NaN,
+ * Inf + -Inf = NaN). Elements outside [i0, i1) are never read.
  */
 #include "krt_common.h"
 

@@ -8,6 +8,8 @@
  *
  * out[t*dim + 32b + j] = fp32(table[ids[t]*dim/32 + b].d) * qs[j]: exactly ggml's
  * dequantize_row_q8_0 (one float multiply per element, so the variants are bit-identical for every non-NaN scale).
+ * NaN / Inf (every variant): a NaN scale gives 32 NaNs (NaN * 0 included); an infinite scale
+ * gives +-Inf, and NaN where the quant is 0 (Inf * 0), as IEEE does (csrc/tests/test_nan.c).
  */
 #include "krt_common.h"
 

@@ -238,6 +238,65 @@ KRT_DECLARE(krt_embed_q8_0, (float *out, const krt_block_q8_0 *table, const int3
 /* A plain streaming read (*out = sum of src[i0..i1)): the bandwidth baseline for benchmarks. */
 KRT_DECLARE(krt_stream_read, (float *out, const float *src, int64_t i0, int64_t i1))
 
+/* ==== KV caches in F16 / Q8_0 and attention that reads them in their stored type ====
+ * (csrc/attention.c holds the design, the unit/scratch rules and the NaN/Inf semantics; the
+ * appends live in csrc/rope.c next to krt_kv_append.) Layouts, one per KV head g:
+ *   F32  float          [n_kv_heads][max_ctx][head_dim]
+ *   F16  uint16_t (IEEE half, round to nearest even)  [n_kv_heads][max_ctx][head_dim]
+ *   Q8_0 krt_block_q8_0 [n_kv_heads][max_ctx][head_dim/32]   (head_dim % 32 == 0)
+ * The attention kernels need head_dim % 16 == 0 and head_dim <= 256 (Q8_0: % 32). */
+#define KRT_ATTN_KB 64     /* keys per cache block (the streaming-softmax step) */
+#define KRT_ATTN_QTILE 16  /* query tokens per prefill work unit */
+/* Floats per partial-softmax record of one (query head, cache chunk): m, l, 14 pad, acc[hd]. */
+#define KRT_ATTN_PART_STRIDE(head_dim) ((head_dim) + 16)
+/* Floats of the per-worker private scratch every attention kernel takes (64-byte aligned is best). */
+#define KRT_ATTN_SCRATCH_FLOATS(head_dim) (272 * (((head_dim) + 15) / 16 * 16) + 4096)
+
+/* Append tokens t0..t1 (src + t*src_stride, n_kv_heads*head_dim floats) at position pos0 + t,
+ * converted to the cache's type (F16: RNE; Q8_0: the krt_quantize_q8_0 rule per 32 values). */
+KRT_DECLARE(krt_kv_append_f16, (uint16_t *cache, const float *src, int64_t src_stride, int64_t n_kv_heads,
+                                int64_t head_dim, int64_t max_ctx, int64_t pos0, int64_t t0, int64_t t1))
+KRT_DECLARE(krt_kv_append_q8_0, (krt_block_q8_0 *cache, const float *src, int64_t src_stride, int64_t n_kv_heads,
+                                 int64_t head_dim, int64_t max_ctx, int64_t pos0, int64_t t0, int64_t t1))
+
+/* Decode attention (one query token, which sees cache positions 0..n_ctx-1), slice: units u0..u1.
+ * Units: n_kv_heads * n_chunks, n_chunks = ceil(n_ctx / chunk); unit u = g*n_chunks + c covers
+ * KV head g (its n_heads/n_kv_heads query heads together) and positions [c*chunk, (c+1)*chunk).
+ * q: n_heads*head_dim floats. n_chunks == 1: writes out[h*head_dim ..] (normalised), part unused
+ * (may be NULL). n_chunks > 1: writes the partial record of (h, c) at
+ * part + (h*n_chunks + c)*KRT_ATTN_PART_STRIDE(head_dim); krt_attn_merge then writes out. */
+KRT_DECLARE(krt_attn_decode_f32, (float *out, float *part, const float *q, const float *kcache, const float *vcache,
+                                  float *scratch, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                                  int64_t max_ctx, int64_t n_ctx, int64_t chunk, int64_t u0, int64_t u1))
+KRT_DECLARE(krt_attn_decode_f16, (float *out, float *part, const float *q, const uint16_t *kcache,
+                                  const uint16_t *vcache, float *scratch, int64_t n_heads, int64_t n_kv_heads,
+                                  int64_t head_dim, int64_t max_ctx, int64_t n_ctx, int64_t chunk, int64_t u0,
+                                  int64_t u1))
+KRT_DECLARE(krt_attn_decode_q8_0, (float *out, float *part, const float *q, const krt_block_q8_0 *kcache,
+                                   const krt_block_q8_0 *vcache, float *scratch, int64_t n_heads, int64_t n_kv_heads,
+                                   int64_t head_dim, int64_t max_ctx, int64_t n_ctx, int64_t chunk, int64_t u0,
+                                   int64_t u1))
+/* Merge the n_chunks partial records of query heads h0..h1 into out[h*head_dim ..]. */
+KRT_DECLARE(krt_attn_merge, (float *out, const float *part, int64_t n_heads, int64_t head_dim, int64_t n_chunks,
+                             int64_t h0, int64_t h1))
+
+/* Prefill attention (causal, flash-style: no T x T scores), slice: units u0..u1.
+ * T query tokens at q + t*q_stride (n_heads*head_dim floats each); token t is position pos0 + t
+ * and sees cache positions 0..pos0+t (the cache already holds them). out: token t at
+ * out + t*n_heads*head_dim. Units: n_kv_heads * ceil(T / KRT_ATTN_QTILE); unit u covers KV
+ * head g = u / n_tiles and query tile k = u % n_tiles, in zigzag order (k even: tile k/2,
+ * k odd: tile n_tiles-1-k/2) so that an even split of the units balances the causal work. */
+KRT_DECLARE(krt_attn_prefill_f32, (float *out, const float *q, const float *kcache, const float *vcache,
+                                   float *scratch, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                                   int64_t max_ctx, int64_t q_stride, int64_t pos0, int64_t T, int64_t u0, int64_t u1))
+KRT_DECLARE(krt_attn_prefill_f16, (float *out, const float *q, const uint16_t *kcache, const uint16_t *vcache,
+                                   float *scratch, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                                   int64_t max_ctx, int64_t q_stride, int64_t pos0, int64_t T, int64_t u0, int64_t u1))
+KRT_DECLARE(krt_attn_prefill_q8_0, (float *out, const float *q, const krt_block_q8_0 *kcache,
+                                    const krt_block_q8_0 *vcache, float *scratch, int64_t n_heads,
+                                    int64_t n_kv_heads, int64_t head_dim, int64_t max_ctx, int64_t q_stride,
+                                    int64_t pos0, int64_t T, int64_t u0, int64_t u1))
+
 #ifdef __cplusplus
 }
 #endif

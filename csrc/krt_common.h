@@ -160,6 +160,56 @@ KRT_TARGET_AVX512 KRT_INLINE __m512 krt_expf_avx512(__m512 x) {
     __m512 res = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
     return _mm512_maskz_mov_ps((__mmask16)~lo_mask, res);
 }
+/* ---- exp with the scalar krt_expf's IEEE behaviour, 8 / 16 lanes ----
+ * krt_expf_avx2/avx512 above saturate: a NaN input comes out as a huge finite value (MINPS/MAXPS
+ * return their second operand on NaN) and x > KRT_EXP_HI as ~2^127.5, not Inf. These versions
+ * agree with krt_expf on every special value: NaN -> NaN (the clamps are written so that the NaN
+ * operand wins), +Inf and x > KRT_EXP_HI -> +Inf, -Inf and x < KRT_EXP_LO -> +0; finite inputs
+ * give the same result as krt_expf_avx2/avx512. New kernels use these. */
+KRT_TARGET_AVX2 KRT_INLINE __m256 krt_expf_ieee_avx2(__m256 x) {
+    const __m256 lo = _mm256_set1_ps(KRT_EXP_LO), hi = _mm256_set1_ps(KRT_EXP_HI);
+    __m256 lo_mask = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    __m256 hi_mask = _mm256_cmp_ps(x, hi, _CMP_GT_OQ);
+    __m256 xc = _mm256_max_ps(lo, _mm256_min_ps(hi, x)); /* NaN x passes through both */
+    __m256 fx = _mm256_fmadd_ps(xc, _mm256_set1_ps(KRT_LOG2E), _mm256_set1_ps(0.5f));
+    __m256 n = _mm256_floor_ps(fx);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(KRT_LN2_HI), xc);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(KRT_LN2_LO), r);
+    __m256 p = _mm256_set1_ps(KRT_EXP_P0);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KRT_EXP_P1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KRT_EXP_P2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KRT_EXP_P3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KRT_EXP_P4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KRT_EXP_P5));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    __m256 res = _mm256_mul_ps(p, _mm256_castsi256_ps(e)); /* NaN stays NaN through p */
+    res = _mm256_blendv_ps(res, _mm256_castsi256_ps(_mm256_set1_epi32(0x7f800000)), hi_mask);
+    return _mm256_andnot_ps(lo_mask, res);
+}
+
+KRT_TARGET_AVX512 KRT_INLINE __m512 krt_expf_ieee_avx512(__m512 x) {
+    const __m512 lo = _mm512_set1_ps(KRT_EXP_LO), hi = _mm512_set1_ps(KRT_EXP_HI);
+    __mmask16 lo_mask = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+    __mmask16 hi_mask = _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ);
+    __m512 xc = _mm512_max_ps(lo, _mm512_min_ps(hi, x)); /* NaN x passes through both */
+    __m512 fx = _mm512_fmadd_ps(xc, _mm512_set1_ps(KRT_LOG2E), _mm512_set1_ps(0.5f));
+    __m512 n = _mm512_roundscale_ps(fx, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(KRT_LN2_HI), xc);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(KRT_LN2_LO), r);
+    __m512 p = _mm512_set1_ps(KRT_EXP_P0);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KRT_EXP_P1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KRT_EXP_P2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KRT_EXP_P3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KRT_EXP_P4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KRT_EXP_P5));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    __m512 res = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+    res = _mm512_mask_mov_ps(res, hi_mask, _mm512_castsi512_ps(_mm512_set1_epi32(0x7f800000)));
+    return _mm512_maskz_mov_ps((__mmask16)~lo_mask, res);
+}
+
 #endif /* KRT_X86 */
 
 #endif /* KRT_COMMON_H */

@@ -15,8 +15,19 @@
  *    float subtraction x - m recovered exactly (TwoSum) and applied as e*(1 + err), so tiny
  *    probabilities keep their relative accuracy; the sum of e is accumulated in double;
  *    out = e * float(1/sum). Each output is within ~6e-7 relative of float64 softmax (outputs
- *    below float's normal range, < 1.2e-38, only absolutely). A row with NaN gives NaN; a row
- *    whose valid entries are all -Inf gives NaN (as float64 softmax does).
+ *    below float's normal range, < 1.2e-38, only absolutely).
+ *
+ * NaN / Inf (the same in every variant; csrc/tests/test_nan.c checks every position, including
+ * the first element, SIMD tail lanes and the last valid element):
+ *  - softmax: IEEE evaluation of exp(x - max) / sum over the row's valid part. A NaN anywhere
+ *    in the valid part makes every valid output NaN (its exp and so the sum are NaN); +Inf makes
+ *    the row NaN (Inf - Inf); -Inf entries get exactly 0 while any entry is finite; a row whose
+ *    valid entries are all -Inf is NaN (float64 softmax gives the same). Entries past valid[r]
+ *    are never read: they become 0 whatever they held. (The SIMD variants used to saturate
+ *    NaN inside exp and returned [~0, 1, ~0, ~0] for [1, NaN, 2, 3].)
+ *  - rmsnorm: NaN anywhere in the row (or in *eps) gives a NaN row; +-Inf (no NaN) gives
+ *    scale 1/sqrt(Inf) = 0, so the infinite elements become NaN and the others +-0 * weight;
+ *    weight elements act elementwise (NaN -> NaN, Inf -> +-Inf or NaN for x*scale = 0).
  */
 #include "krt_common.h"
 
@@ -141,7 +152,7 @@ KRT_TARGET_AVX2 KRT_INLINE __m256 krt_nm_exp_diff_avx2(__m256 x, __m256 m) {
     __m256 bb = _mm256_sub_ps(s, x);
     __m256 err = _mm256_add_ps(_mm256_sub_ps(x, _mm256_sub_ps(s, bb)), _mm256_sub_ps(nm, bb));
     err = _mm256_and_ps(err, _mm256_cmp_ps(err, err, _CMP_ORD_Q));
-    __m256 e = krt_expf_avx2(s);
+    __m256 e = krt_expf_ieee_avx2(s); /* NaN stays NaN (krt_expf_avx2 turned it into a huge value) */
     return _mm256_fmadd_ps(e, err, e);
 }
 
@@ -229,7 +240,7 @@ KRT_TARGET_AVX512 KRT_INLINE __m512 krt_nm_exp_diff_avx512(__m512 x, __m512 m) {
     __m512 bb = _mm512_sub_ps(s, x);
     __m512 err = _mm512_add_ps(_mm512_sub_ps(x, _mm512_sub_ps(s, bb)), _mm512_sub_ps(nm, bb));
     err = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(err, err, _CMP_ORD_Q), err);
-    __m512 e = krt_expf_avx512(s);
+    __m512 e = krt_expf_ieee_avx512(s); /* NaN stays NaN */
     return _mm512_fmadd_ps(e, err, e);
 }
 
@@ -265,7 +276,8 @@ KRT_TARGET_AVX512 void krt_softmax_avx512(float *x, const int32_t *valid, int64_
             int64_t lv = n - i;
             __mmask16 mv16 = lv >= 16 ? (__mmask16)0xffff : (lv <= 0 ? (__mmask16)0 : (__mmask16)((1u << lv) - 1u));
             __m512 v = _mm512_maskz_loadu_ps(mv16, row + i);
-            _mm512_mask_storeu_ps(row + i, mk, _mm512_mul_ps(v, iv));
+            /* maskz: past valid[r] store 0, not 0 * inv (NaN when the sum is NaN) */
+            _mm512_mask_storeu_ps(row + i, mk, _mm512_maskz_mul_ps(mv16, v, iv));
         }
     }
 }

@@ -3,4 +3,4 @@
 package ckernels
 
 // csrcHash is the hash of csrc/ this package was last generated for (see csrchash).
-const csrcHash = "5c772af1a49df02819bd54b7466373e0af90f4020f0c3ee111f21a602d5e4607"
+const csrcHash = "358ba39bb1316133d4f366002b8e56e96d5c64ccb1e5d3fac4e0c3d70393cf1d"

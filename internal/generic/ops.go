@@ -132,56 +132,20 @@ func attnInvSqrt(n int) float32 {
 }
 
 // Attention is krt_attention_ref: grouped-query causal attention for query heads [h0, h1) of
-// T tokens; token t (position pos0+t) attends cache positions 0..pos0+t.
+// T tokens; token t (position pos0+t) attends cache positions 0..pos0+t. Each row is
+// attnRow's two passes (max, then exp-weighted sum with the scores recomputed), as in C.
 func Attention(out, q, k, v, scratch kern.P, nHeads, nKVHeads, headDim, maxCtx, qStride, pos0, T, h0, h1 int) {
 	group := nHeads / nKVHeads
 	scale := attnInvSqrt(headDim)
 	os := f32(out, T*nHeads*headDim)
 	qs := f32(q, (T-1)*qStride+nHeads*headDim)
-	kc, vc := f32(k, nKVHeads*maxCtx*headDim), f32(v, nKVHeads*maxCtx*headDim)
-	sc := f32(scratch, pos0+T)
+	kc, vc := newKV(kvF32, k, nKVHeads*maxCtx, headDim), newKV(kvF32, v, nKVHeads*maxCtx, headDim)
 	for h := h0; h < h1; h++ {
 		g := h / group
-		K := kc[g*maxCtx*headDim : (g+1)*maxCtx*headDim]
-		V := vc[g*maxCtx*headDim : (g+1)*maxCtx*headDim]
 		for t := 0; t < T; t++ {
-			qv := qs[t*qStride+h*headDim : t*qStride+(h+1)*headDim]
 			o := os[(t*nHeads+h)*headDim : (t*nHeads+h+1)*headDim]
-			n := pos0 + t + 1
-			mx := negFltMax
-			for j := 0; j < n; j++ {
-				kj := K[j*headDim : (j+1)*headDim]
-				var s float32
-				for d, qd := range qv {
-					s += float32(qd * kj[d])
-				}
-				s *= scale
-				sc[j] = s
-				if s > mx {
-					mx = s
-				}
-			}
-			var sum float32
-			for j := 0; j < n; j++ {
-				e := Expf(sc[j] - mx)
-				sc[j] = e
-				sum += e
-			}
-			inv := 1 / sum
-			w0 := sc[0]
-			for d := range o {
-				o[d] = w0 * V[d]
-			}
-			for j := 1; j < n; j++ {
-				w := sc[j]
-				vj := V[j*headDim : (j+1)*headDim]
-				for d := range o {
-					o[d] += float32(w * vj[d])
-				}
-			}
-			for d := range o {
-				o[d] *= inv
-			}
+			_, l := attnRow(kc, vc, o, qs[t*qStride+h*headDim:t*qStride+(h+1)*headDim], nil, g*maxCtx, 0, pos0+t+1, scale)
+			scaleRow(o, l)
 		}
 	}
 }
