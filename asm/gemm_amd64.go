@@ -19,6 +19,31 @@ func _krt_gemm_q8_0_ref(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 int)
 //go:noescape
 func _krt_gemm_q5_0_ref(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 int)
 
+// _krt_gemm_q4_0_ref is krt_gemm_q4_0_ref from csrc/gemm.c.
+//
+//go:noescape
+func _krt_gemm_q4_0_ref(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 int)
+
+// _krt_gemm_q5_1_ref is krt_gemm_q5_1_ref from csrc/gemm.c.
+//
+//go:noescape
+func _krt_gemm_q5_1_ref(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 int)
+
+// _krt_gemm_q4_K_ref is krt_gemm_q4_K_ref from csrc/gemm.c.
+//
+//go:noescape
+func _krt_gemm_q4_K_ref(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 int)
+
+// _krt_gemm_q5_K_ref is krt_gemm_q5_K_ref from csrc/gemm.c.
+//
+//go:noescape
+func _krt_gemm_q5_K_ref(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 int)
+
+// _krt_gemm_q6_K_ref is krt_gemm_q6_K_ref from csrc/gemm.c.
+//
+//go:noescape
+func _krt_gemm_q6_K_ref(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 int)
+
 // _krt_gemm_q8_0_avx512 is krt_gemm_q8_0_avx512 from csrc/gemm.c.
 //
 //go:noescape
@@ -29,6 +54,31 @@ func _krt_gemm_q8_0_avx512(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 i
 //go:noescape
 func _krt_gemm_q5_0_avx512(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 int)
 
+// _krt_gemm_q4_0_avx512 is krt_gemm_q4_0_avx512 from csrc/gemm.c.
+//
+//go:noescape
+func _krt_gemm_q4_0_avx512(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 int)
+
+// _krt_gemm_q5_1_avx512 is krt_gemm_q5_1_avx512 from csrc/gemm.c.
+//
+//go:noescape
+func _krt_gemm_q5_1_avx512(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 int)
+
+// _krt_gemm_q4_K_avx512 is krt_gemm_q4_K_avx512 from csrc/gemm.c.
+//
+//go:noescape
+func _krt_gemm_q4_K_avx512(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 int)
+
+// _krt_gemm_q5_K_avx512 is krt_gemm_q5_K_avx512 from csrc/gemm.c.
+//
+//go:noescape
+func _krt_gemm_q5_K_avx512(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 int)
+
+// _krt_gemm_q6_K_avx512 is krt_gemm_q6_K_avx512 from csrc/gemm.c.
+//
+//go:noescape
+func _krt_gemm_q6_K_avx512(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 int)
+
 // _krt_gemm_q8_0_avx2 is krt_gemm_q8_0_avx2 from csrc/gemm.c.
 //
 //go:noescape
@@ -38,3 +88,28 @@ func _krt_gemm_q8_0_avx2(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 int
 //
 //go:noescape
 func _krt_gemm_q5_0_avx2(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 int)
+
+// _krt_gemm_q4_0_avx2 is krt_gemm_q4_0_avx2 from csrc/gemm.c.
+//
+//go:noescape
+func _krt_gemm_q4_0_avx2(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 int)
+
+// _krt_gemm_q5_1_avx2 is krt_gemm_q5_1_avx2 from csrc/gemm.c.
+//
+//go:noescape
+func _krt_gemm_q5_1_avx2(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 int)
+
+// _krt_gemm_q4_K_avx2 is krt_gemm_q4_K_avx2 from csrc/gemm.c.
+//
+//go:noescape
+func _krt_gemm_q4_K_avx2(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 int)
+
+// _krt_gemm_q5_K_avx2 is krt_gemm_q5_K_avx2 from csrc/gemm.c.
+//
+//go:noescape
+func _krt_gemm_q5_K_avx2(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 int)
+
+// _krt_gemm_q6_K_avx2 is krt_gemm_q6_K_avx2 from csrc/gemm.c.
+//
+//go:noescape
+func _krt_gemm_q6_K_avx2(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 int)

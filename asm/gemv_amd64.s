@@ -3318,18 +3318,37 @@ DATA LCDATA5<>+0x000(SB)/8, $0x1010101010101010
 DATA LCDATA5<>+0x008(SB)/8, $0x1010101010101010
 DATA LCDATA5<>+0x010(SB)/8, $0x1010101010101010
 DATA LCDATA5<>+0x018(SB)/8, $0x1010101010101010
-DATA LCDATA5<>+0x020(SB)/8, $0x0000000000000000
-DATA LCDATA5<>+0x028(SB)/8, $0x0101010101010101
-DATA LCDATA5<>+0x030(SB)/8, $0x0202020202020202
-DATA LCDATA5<>+0x038(SB)/8, $0x0303030303030303
-DATA LCDATA5<>+0x040(SB)/8, $0x0001000100010001
-DATA LCDATA5<>+0x048(SB)/8, $0x0001000100010001
-DATA LCDATA5<>+0x050(SB)/8, $0x0001000100010001
-DATA LCDATA5<>+0x058(SB)/8, $0x0001000100010001
-DATA LCDATA5<>+0x060(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA LCDATA5<>+0x068(SB)/8, $0x8040201008040201
-DATA LCDATA5<>+0x070(SB)/8, $0x1010101010101010
-GLOBL LCDATA5<>(SB), 8, $120
+DATA LCDATA5<>+0x020(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA LCDATA5<>+0x028(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA LCDATA5<>+0x030(SB)/8, $0xf0f0f0f0f0f0f0f0
+DATA LCDATA5<>+0x038(SB)/8, $0xf0f0f0f0f0f0f0f0
+DATA LCDATA5<>+0x040(SB)/8, $0x0000000000000000
+DATA LCDATA5<>+0x048(SB)/8, $0x0000000000000000
+DATA LCDATA5<>+0x050(SB)/8, $0x0000000400000004
+DATA LCDATA5<>+0x058(SB)/8, $0x0000000400000004
+DATA LCDATA5<>+0x060(SB)/8, $0x0000000000000000
+DATA LCDATA5<>+0x068(SB)/8, $0x0101010101010101
+DATA LCDATA5<>+0x070(SB)/8, $0x0202020202020202
+DATA LCDATA5<>+0x078(SB)/8, $0x0303030303030303
+DATA LCDATA5<>+0x080(SB)/8, $0x0001000100010001
+DATA LCDATA5<>+0x088(SB)/8, $0x0001000100010001
+DATA LCDATA5<>+0x090(SB)/8, $0x0001000100010001
+DATA LCDATA5<>+0x098(SB)/8, $0x0001000100010001
+DATA LCDATA5<>+0x0a0(SB)/8, $0x0404040404040404
+DATA LCDATA5<>+0x0a8(SB)/8, $0x0505050505050505
+DATA LCDATA5<>+0x0b0(SB)/8, $0x0606060606060606
+DATA LCDATA5<>+0x0b8(SB)/8, $0x0707070707070707
+DATA LCDATA5<>+0x0c0(SB)/8, $0x0808080808080808
+DATA LCDATA5<>+0x0c8(SB)/8, $0x0909090909090909
+DATA LCDATA5<>+0x0d0(SB)/8, $0x0a0a0a0a0a0a0a0a
+DATA LCDATA5<>+0x0d8(SB)/8, $0x0b0b0b0b0b0b0b0b
+DATA LCDATA5<>+0x0e0(SB)/8, $0x0c0c0c0c0c0c0c0c
+DATA LCDATA5<>+0x0e8(SB)/8, $0x0d0d0d0d0d0d0d0d
+DATA LCDATA5<>+0x0f0(SB)/8, $0x0e0e0e0e0e0e0e0e
+DATA LCDATA5<>+0x0f8(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA LCDATA5<>+0x100(SB)/8, $0x8040201008040201
+DATA LCDATA5<>+0x108(SB)/8, $0x1010101010101010
+GLOBL LCDATA5<>(SB), 8, $272
 
 TEXT ·_krt_gemv_q5_0_avx2(SB), $120-56
 
@@ -3344,249 +3363,293 @@ TEXT ·_krt_gemv_q5_0_avx2(SB), $120-56
 	MOVQ R10, 104(SP)
 	LEAQ LCDATA5<>(SB), BP
 
-	LONG $0x24548948; BYTE $0x10               // mov qword ptr [rsp + 16], rdx
-	LONG $0x24748948; BYTE $0x08               // mov qword ptr [rsp + 8], rsi
+	LONG $0x24548948; BYTE $0x08               // mov qword ptr [rsp + 8], rdx
 	LONG $0x245c8b48; BYTE $0x68               // mov rbx, qword ptr [rsp + 104] /* [rbp + 16] */
-	LONG $0x1f708d49                           // lea rsi, [r8 + 31]
+	LONG $0x1f508d4d                           // lea r10, [r8 + 31]
 	WORD $0x854d; BYTE $0xc0                   // test r8, r8
-	LONG $0x2444894c; BYTE $0x60               // mov qword ptr [rsp + 96], r8
-	LONG $0xf0490f49                           // cmovns rsi, r8
+	LONG $0xd0490f4d                           // cmovns r10, r8
 	WORD $0x3949; BYTE $0xd9                   // cmp r9, rbx
-	JGE  LBB6_18
-	WORD $0x894d; BYTE $0xcb                   // mov r11, r9
-	LONG $0x05fec148                           // sar rsi, 5
-	LONG $0xb6048d48                           // lea rax, [rsi + 4*rsi]
-	LONG $0x863c8d4c                           // lea r15, [rsi + 4*rax]
-	WORD $0x0149; BYTE $0xf7                   // add r15, rsi
-	WORD $0x894d; BYTE $0xfd                   // mov r13, r15
-	LONG $0xebaf0f4c                           // imul r13, rbx
+	JGE  LBB6_26
+	LONG $0x20f88349                           // cmp r8, 32
+	JL   LBB6_18
+	LONG $0x05fac149                           // sar r10, 5
+	LONG $0x92048d4b                           // lea rax, [r10 + 4*r10]
+	LONG $0x82048d4d                           // lea r8, [r10 + 4*rax]
+	WORD $0x014d; BYTE $0xd0                   // add r8, r10
+	LONG $0x2444894c; BYTE $0x50               // mov qword ptr [rsp + 80], r8
+	LONG $0xc3af0f4c                           // imul r8, rbx
 	LONG $0xff438d48                           // lea rax, [rbx - 1]
-	LONG $0x24448948; BYTE $0x50               // mov qword ptr [rsp + 80], rax
-	LONG $0x24448348; WORD $0x0210             // add qword ptr [rsp + 16], 2
-	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
+	LONG $0x24448948; BYTE $0x48               // mov qword ptr [rsp + 72], rax
+	LONG $0x24448348; WORD $0x0208             // add qword ptr [rsp + 8], 2
+	LONG $0x04418d49                           // lea rax, [r9 + 4]
+	LONG $0xc2af0f49                           // imul rax, r10
+	LONG $0x80148d48                           // lea rdx, [rax + 4*rax]
+	LONG $0x90148d48                           // lea rdx, [rax + 4*rdx]
+	LONG $0x10248d4c                           // lea r12, [rax + rdx]
+	LONG $0x00c48149; WORD $0x0008; BYTE $0x00 // add r12, 2048
+	LONG $0x58c26b49                           // imul rax, r10, 88
+	LONG $0x24448948; BYTE $0x40               // mov qword ptr [rsp + 64], rax
+	LONG $0x2454894c; BYTE $0x58               // mov qword ptr [rsp + 88], r10
+	WORD $0x894c; BYTE $0xd0                   // mov rax, r10
 	LONG $0xc1af0f49                           // imul rax, r9
 	LONG $0x80148d48                           // lea rdx, [rax + 4*rax]
-	LONG $0x90348d4c                           // lea r14, [rax + 4*rdx]
-	WORD $0x0149; BYTE $0xc6                   // add r14, rax
-	LONG $0x24448b4c; BYTE $0x08               // mov r8, qword ptr [rsp + 8]
-	WORD $0x014d; BYTE $0xc6                   // add r14, r8
-	LONG $0x58c66b48                           // imul rax, rsi, 88
-	LONG $0x24448948; BYTE $0x48               // mov qword ptr [rsp + 72], rax
-	LONG $0x04418d49                           // lea rax, [r9 + 4]
-	LONG $0x24748948; BYTE $0x40               // mov qword ptr [rsp + 64], rsi
-	LONG $0xc6af0f48                           // imul rax, rsi
-	LONG $0x80148d48                           // lea rdx, [rax + 4*rax]
-	LONG $0x90348d48                           // lea rsi, [rax + 4*rdx]
-	LONG $0x30148d48                           // lea rdx, [rax + rsi]
-	WORD $0x0149; BYTE $0xd0                   // add r8, rdx
-	LONG $0x40c08149; WORD $0x000c; BYTE $0x00 // add r8, 3136
-	QUAD $0x00000c0030848d48                   // lea rax, [rax + rsi + 3072]
-	LONG $0x24448948; BYTE $0x30               // mov qword ptr [rsp + 48], rax
-	LONG $0x556f7ec5; BYTE $0x00               // vmovdqu ymm10, ymmword ptr [rbp + 0] /* [rip + .LCPI6_0] */
-	LONG $0x597de2c4; WORD $0x604d             // vpbroadcastq ymm1, qword ptr [rbp + 96] /* [rip + .LCPI6_1] */
-	LONG $0x597de2c4; WORD $0x6855             // vpbroadcastq ymm2, qword ptr [rbp + 104] /* [rip + .LCPI6_3] */
-	LONG $0x5d6f7ec5; BYTE $0x20               // vmovdqu ymm11, ymmword ptr [rbp + 32] /* [rip + .LCPI6_2] */
-	LONG $0x597de2c4; WORD $0x7065             // vpbroadcastq ymm4, qword ptr [rbp + 112] /* [rip + .LCPI6_4] */
-	LONG $0x656f7ec5; BYTE $0x40               // vmovdqu ymm12, ymmword ptr [rbp + 64] /* [rip + .LCPI6_5] */
-	LONG $0x244c8948; BYTE $0x58               // mov qword ptr [rsp + 88], rcx
-	LONG $0x247c8948; BYTE $0x18               // mov qword ptr [rsp + 24], rdi
-	JMP  LBB6_2
+	LONG $0x902c8d4c                           // lea r13, [rax + 4*rdx]
+	WORD $0x0149; BYTE $0xc5                   // add r13, rax
+	LONG $0x4d6ffec5; BYTE $0x20               // vmovdqu ymm1, ymmword ptr [rbp + 32] /* [rip + .LCPI6_1] */
+	LONG $0x556ffec5; BYTE $0x40               // vmovdqu ymm2, ymmword ptr [rbp + 64] /* [rip + .LCPI6_2] */
+	QUAD $0x000100a5597de2c4; BYTE $0x00       // vpbroadcastq ymm4, qword ptr [rbp + 256] /* [rip + .LCPI6_4] */
+	QUAD $0x000108ad597de2c4; BYTE $0x00       // vpbroadcastq ymm5, qword ptr [rbp + 264] /* [rip + .LCPI6_5] */
+	QUAD $0x00000080b56ffec5                   // vmovdqu ymm6, ymmword ptr [rbp + 128] /* [rip + .LCPI6_6] */
+	QUAD $0x000000c0856f7ec5                   // vmovdqu ymm8, ymmword ptr [rbp + 192] /* [rip + .LCPI6_8] */
+	QUAD $0x000000e08d6f7ec5                   // vmovdqu ymm9, ymmword ptr [rbp + 224] /* [rip + .LCPI6_9] */
+	LONG $0x243c8948                           // mov qword ptr [rsp], rdi
+	LONG $0x244c8948; BYTE $0x60               // mov qword ptr [rsp + 96], rcx
+	JMP  LBB6_3
 
-LBB6_16:
-	LONG    $0x117aa1c4; WORD $0x8f74; BYTE $0x0c // vmovss dword ptr [rdi + 4*r9 + 12], xmm6
+LBB6_12:
+	LONG    $0x54117ac5; WORD $0x0c87 // vmovss dword ptr [rdi + 4*rax + 12], xmm10
 	PCALIGN $16
 
-LBB6_17:
-	LONG $0x24448b48; BYTE $0x48 // mov rax, qword ptr [rsp + 72]
-	WORD $0x0149; BYTE $0xc6     // add r14, rax
-	WORD $0x0149; BYTE $0xc0     // add r8, rax
-	LONG $0x24440148; BYTE $0x30 // add qword ptr [rsp + 48], rax
-	WORD $0x3949; BYTE $0xdb     // cmp r11, rbx
-	JGE  LBB6_18
+LBB6_13:
+	LONG $0x24448b48; BYTE $0x40 // mov rax, qword ptr [rsp + 64]
+	WORD $0x0149; BYTE $0xc4     // add r12, rax
+	WORD $0x0149; BYTE $0xc5     // add r13, rax
+	WORD $0x3949; BYTE $0xd9     // cmp r9, rbx
+	JGE  LBB6_26
 
-LBB6_2:
-	WORD $0x894d; BYTE $0xd9       // mov r9, r11
-	LONG $0x01538d49               // lea rdx, [r11 + 1]
-	WORD $0x3948; BYTE $0xda       // cmp rdx, rbx
-	LONG $0x244c8b48; BYTE $0x50   // mov rcx, qword ptr [rsp + 80]
-	WORD $0x8948; BYTE $0xc8       // mov rax, rcx
-	LONG $0x24548948; BYTE $0x38   // mov qword ptr [rsp + 56], rdx
-	LONG $0xc24c0f48               // cmovl rax, rdx
-	LONG $0x02538d49               // lea rdx, [r11 + 2]
-	WORD $0x3948; BYTE $0xda       // cmp rdx, rbx
-	WORD $0x8948; BYTE $0xce       // mov rsi, rcx
-	LONG $0x24548948; BYTE $0x28   // mov qword ptr [rsp + 40], rdx
-	LONG $0xf24c0f48               // cmovl rsi, rdx
-	LONG $0x03538d49               // lea rdx, [r11 + 3]
-	WORD $0x3948; BYTE $0xda       // cmp rdx, rbx
-	LONG $0x24548948; BYTE $0x20   // mov qword ptr [rsp + 32], rdx
-	LONG $0xca4c0f48               // cmovl rcx, rdx
-	LONG $0xff57c0c5               // vxorps xmm7, xmm7, xmm7
-	LONG $0x247c8348; WORD $0x2060 // cmp qword ptr [rsp + 96], 32
-	JL   LBB6_7
-	LONG $0x247c8b48; BYTE $0x40   // mov rdi, qword ptr [rsp + 64]
-	LONG $0xcfaf0f48               // imul rcx, rdi
-	LONG $0x89148d48               // lea rdx, [rcx + 4*rcx]
-	LONG $0x911c8d4c               // lea r11, [rcx + 4*rdx]
-	WORD $0x0149; BYTE $0xcb       // add r11, rcx
-	LONG $0x24548b48; BYTE $0x08   // mov rdx, qword ptr [rsp + 8]
-	WORD $0x0149; BYTE $0xd3       // add r11, rdx
-	LONG $0xf7af0f48               // imul rsi, rdi
-	LONG $0xb60c8d48               // lea rcx, [rsi + 4*rsi]
-	LONG $0x8e148d4c               // lea r10, [rsi + 4*rcx]
-	WORD $0x0149; BYTE $0xf2       // add r10, rsi
-	WORD $0x0149; BYTE $0xd2       // add r10, rdx
-	LONG $0xc7af0f48               // imul rax, rdi
-	LONG $0x80348d48               // lea rsi, [rax + 4*rax]
-	LONG $0xb0348d48               // lea rsi, [rax + 4*rsi]
-	WORD $0x0148; BYTE $0xc6       // add rsi, rax
-	WORD $0x0148; BYTE $0xd6       // add rsi, rdx
-	LONG $0xf657c8c5               // vxorps xmm6, xmm6, xmm6
-	LONG $0x247c8b48; BYTE $0x30   // mov rdi, qword ptr [rsp + 48]
-	LONG $0x245c8b48; BYTE $0x10   // mov rbx, qword ptr [rsp + 16]
-	WORD $0xc031                   // xor eax, eax
+LBB6_3:
+	LONG $0x01418d49             // lea rax, [r9 + 1]
+	WORD $0x3948; BYTE $0xd8     // cmp rax, rbx
+	LONG $0x247c8b48; BYTE $0x48 // mov rdi, qword ptr [rsp + 72]
+	WORD $0x8949; BYTE $0xfe     // mov r14, rdi
+	LONG $0x24448948; BYTE $0x20 // mov qword ptr [rsp + 32], rax
+	LONG $0xf04c0f4c             // cmovl r14, rax
+	LONG $0x24448b48; BYTE $0x50 // mov rax, qword ptr [rsp + 80]
+	LONG $0xf0af0f4c             // imul r14, rax
+	LONG $0x02518d49             // lea rdx, [r9 + 2]
+	WORD $0x3948; BYTE $0xda     // cmp rdx, rbx
+	WORD $0x8948; BYTE $0xf9     // mov rcx, rdi
+	LONG $0x24548948; BYTE $0x18 // mov qword ptr [rsp + 24], rdx
+	LONG $0xca4c0f48             // cmovl rcx, rdx
+	LONG $0xc8af0f48             // imul rcx, rax
+	LONG $0x03518d49             // lea rdx, [r9 + 3]
+	WORD $0x3948; BYTE $0xda     // cmp rdx, rbx
+	LONG $0x24548948; BYTE $0x10 // mov qword ptr [rsp + 16], rdx
+	LONG $0xfa4c0f48             // cmovl rdi, rdx
+	LONG $0xf8af0f48             // imul rdi, rax
+	LONG $0x244c894c; BYTE $0x28 // mov qword ptr [rsp + 40], r9
+	LONG $0x04c18349             // add r9, 4
+	LONG $0x572841c4; BYTE $0xd2 // vxorps xmm10, xmm10, xmm10
+	LONG $0x246c894c; BYTE $0x30 // mov qword ptr [rsp + 48], r13
+	LONG $0x2464894c; BYTE $0x38 // mov qword ptr [rsp + 56], r12
+	LONG $0x24548b4c; BYTE $0x08 // mov r10, qword ptr [rsp + 8]
+	LONG $0x24548b48; BYTE $0x58 // mov rdx, qword ptr [rsp + 88]
 	JMP  LBB6_4
 	PCALIGN $16
 
 LBB6_6:
-	LONG $0x3b6ffec5                           // vmovdqu ymm7, ymmword ptr [rbx]
-	LONG $0x042d62c4; BYTE $0xc7               // vpmaddubsw ymm8, ymm10, ymm7
-	LONG $0x6f7a41c4; WORD $0x064c; BYTE $0x06 // vmovdqu xmm9, xmmword ptr [r14 + rax + 6]
-	LONG $0x7179c1c4; WORD $0x04d1             // vpsrlw xmm0, xmm9, 4
-	LONG $0x3835e3c4; WORD $0x01c0             // vinserti128 ymm0, ymm9, xmm0, 1
+	LONG $0x6f7e41c4; BYTE $0x1a               // vmovdqu ymm11, ymmword ptr [r10]
+	LONG $0x6e79a1c4; WORD $0x2e44; BYTE $0x02 // vmovd xmm0, dword ptr [rsi + r13 + 2]
+	QUAD $0x010236442279a3c4                   // vpinsrd xmm0, xmm0, dword ptr [rsi + r14 + 2], 1
+	QUAD $0x02020e442279e3c4                   // vpinsrd xmm0, xmm0, dword ptr [rsi + rcx + 2], 2
+	LONG $0x5d6ffec5; BYTE $0x00               // vmovdqu ymm3, ymmword ptr [rbp + 0] /* [rip + .LCPI6_0] */
+	LONG $0x046542c4; BYTE $0xe3               // vpmaddubsw ymm12, ymm3, ymm11
+	QUAD $0x03023e442279e3c4                   // vpinsrd xmm0, xmm0, dword ptr [rsi + rdi + 2], 3
+	LONG $0x387d63c4; WORD $0x01e8             // vinserti128 ymm13, ymm0, xmm0, 1
+	LONG $0x5a7da2c4; WORD $0x2e44; BYTE $0x06 // vbroadcasti128 ymm0, xmmword ptr [rsi + r13 + 6]
 	LONG $0xc1dbfdc5                           // vpand ymm0, ymm0, ymm1
-	LONG $0x6e7941c4; WORD $0x064c; BYTE $0x02 // vmovd xmm9, dword ptr [r14 + rax + 2]
-	LONG $0x00fd43c4; WORD $0x44c9             // vpermq ymm9, ymm9, 68
-	LONG $0x003542c4; BYTE $0xcb               // vpshufb ymm9, ymm9, ymm11
-	LONG $0xcadb35c5                           // vpand ymm9, ymm9, ymm2
-	LONG $0xca7435c5                           // vpcmpeqb ymm9, ymm9, ymm2
-	LONG $0xccdb35c5                           // vpand ymm9, ymm9, ymm4
-	LONG $0xc0ebb5c5                           // vpor ymm0, ymm9, ymm0
-	LONG $0x047de2c4; BYTE $0xc7               // vpmaddubsw ymm0, ymm0, ymm7
-	LONG $0xf97dc1c4; BYTE $0xc0               // vpsubw ymm0, ymm0, ymm8
-	LONG $0xc0f59dc5                           // vpmaddwd ymm0, ymm12, ymm0
-	LONG $0x4c6f7ac5; WORD $0x0606             // vmovdqu xmm9, xmmword ptr [rsi + rax + 6]
-	LONG $0x7161c1c4; WORD $0x04d1             // vpsrlw xmm3, xmm9, 4
-	LONG $0x3835e3c4; WORD $0x01db             // vinserti128 ymm3, ymm9, xmm3, 1
-	LONG $0xd9dbe5c5                           // vpand ymm3, ymm3, ymm1
-	LONG $0x4c6e79c5; WORD $0x0206             // vmovd xmm9, dword ptr [rsi + rax + 2]
-	LONG $0x00fd43c4; WORD $0x44c9             // vpermq ymm9, ymm9, 68
-	LONG $0x003542c4; BYTE $0xcb               // vpshufb ymm9, ymm9, ymm11
-	LONG $0xcadb35c5                           // vpand ymm9, ymm9, ymm2
-	LONG $0xca7435c5                           // vpcmpeqb ymm9, ymm9, ymm2
-	LONG $0xccdb35c5                           // vpand ymm9, ymm9, ymm4
-	LONG $0xdbebb5c5                           // vpor ymm3, ymm9, ymm3
-	LONG $0x0465e2c4; BYTE $0xdf               // vpmaddubsw ymm3, ymm3, ymm7
-	LONG $0xf965c1c4; BYTE $0xd8               // vpsubw ymm3, ymm3, ymm8
-	LONG $0xdbf59dc5                           // vpmaddwd ymm3, ymm12, ymm3
-	LONG $0x027d62c4; BYTE $0xcb               // vphaddd ymm9, ymm0, ymm3
-	LONG $0x6f7ac1c4; WORD $0x0244; BYTE $0x06 // vmovdqu xmm0, xmmword ptr [r10 + rax + 6]
-	LONG $0xd071e1c5; BYTE $0x04               // vpsrlw xmm3, xmm0, 4
-	LONG $0x387de3c4; WORD $0x01c3             // vinserti128 ymm0, ymm0, xmm3, 1
-	LONG $0xc1dbfdc5                           // vpand ymm0, ymm0, ymm1
-	LONG $0x6e79c1c4; WORD $0x025c; BYTE $0x02 // vmovd xmm3, dword ptr [r10 + rax + 2]
-	LONG $0x00fde3c4; WORD $0x44db             // vpermq ymm3, ymm3, 68
-	LONG $0x0065c2c4; BYTE $0xdb               // vpshufb ymm3, ymm3, ymm11
-	LONG $0xdadbe5c5                           // vpand ymm3, ymm3, ymm2
-	LONG $0xda74e5c5                           // vpcmpeqb ymm3, ymm3, ymm2
-	LONG $0xdcdbe5c5                           // vpand ymm3, ymm3, ymm4
-	LONG $0xc0ebe5c5                           // vpor ymm0, ymm3, ymm0
-	LONG $0x047de2c4; BYTE $0xc7               // vpmaddubsw ymm0, ymm0, ymm7
-	LONG $0xf97dc1c4; BYTE $0xc0               // vpsubw ymm0, ymm0, ymm8
-	LONG $0xc0f59dc5                           // vpmaddwd ymm0, ymm12, ymm0
-	LONG $0x6f7ac1c4; WORD $0x035c; BYTE $0x06 // vmovdqu xmm3, xmmword ptr [r11 + rax + 6]
-	LONG $0xd371d1c5; BYTE $0x04               // vpsrlw xmm5, xmm3, 4
-	LONG $0x3865e3c4; WORD $0x01dd             // vinserti128 ymm3, ymm3, xmm5, 1
-	LONG $0xd9dbe5c5                           // vpand ymm3, ymm3, ymm1
-	LONG $0x6e79c1c4; WORD $0x036c; BYTE $0x02 // vmovd xmm5, dword ptr [r11 + rax + 2]
-	LONG $0x00fde3c4; WORD $0x44ed             // vpermq ymm5, ymm5, 68
-	LONG $0x0055c2c4; BYTE $0xeb               // vpshufb ymm5, ymm5, ymm11
-	LONG $0xeadbd5c5                           // vpand ymm5, ymm5, ymm2
-	LONG $0xea74d5c5                           // vpcmpeqb ymm5, ymm5, ymm2
-	LONG $0xecdbd5c5                           // vpand ymm5, ymm5, ymm4
-	LONG $0xdbebd5c5                           // vpor ymm3, ymm5, ymm3
-	LONG $0x0465e2c4; BYTE $0xdf               // vpmaddubsw ymm3, ymm3, ymm7
-	LONG $0xf965c1c4; BYTE $0xd8               // vpsubw ymm3, ymm3, ymm8
-	LONG $0xdbf59dc5                           // vpmaddwd ymm3, ymm12, ymm3
-	LONG $0x027de2c4; BYTE $0xc3               // vphaddd ymm0, ymm0, ymm3
-	LONG $0x0235e2c4; BYTE $0xc0               // vphaddd ymm0, ymm9, ymm0
-	LONG $0x14b70f41; BYTE $0x06               // movzx edx, word ptr [r14 + rax]
-	LONG $0x24b70f44; BYTE $0x06               // movzx r12d, word ptr [rsi + rax]
-	LONG $0x10e4c149                           // shl r12, 16
-	WORD $0x0949; BYTE $0xd4                   // or r12, rdx
-	LONG $0x14b70f41; BYTE $0x02               // movzx edx, word ptr [r10 + rax]
-	LONG $0x20e2c148                           // shl rdx, 32
-	WORD $0x094c; BYTE $0xe2                   // or rdx, r12
-	LONG $0x0cb70f41; BYTE $0x03               // movzx ecx, word ptr [r11 + rax]
-	LONG $0x30e1c148                           // shl rcx, 48
-	WORD $0x0948; BYTE $0xd1                   // or rcx, rdx
-	LONG $0x6ef9e1c4; BYTE $0xd9               // vmovq xmm3, rcx
-	LONG $0x5979e2c4; BYTE $0xdb               // vpbroadcastq xmm3, xmm3
+	LONG $0x457de2c4; BYTE $0xc2               // vpsrlvd ymm0, ymm0, ymm2
+	LONG $0x001562c4; WORD $0x607d             // vpshufb ymm15, ymm13, ymmword ptr [rbp + 96] /* [rip + .LCPI6_3] */
+	LONG $0xfcdb05c5                           // vpand ymm15, ymm15, ymm4
+	LONG $0xfc7405c5                           // vpcmpeqb ymm15, ymm15, ymm4
+	LONG $0xfddb05c5                           // vpand ymm15, ymm15, ymm5
+	LONG $0xc0eb85c5                           // vpor ymm0, ymm15, ymm0
+	LONG $0x047dc2c4; BYTE $0xc3               // vpmaddubsw ymm0, ymm0, ymm11
+	LONG $0xf97dc1c4; BYTE $0xc4               // vpsubw ymm0, ymm0, ymm12
+	LONG $0xc6f5fdc5                           // vpmaddwd ymm0, ymm0, ymm6
+	LONG $0x5a7d22c4; WORD $0x367c; BYTE $0x06 // vbroadcasti128 ymm15, xmmword ptr [rsi + r14 + 6]
+	LONG $0xf9db05c5                           // vpand ymm15, ymm15, ymm1
+	LONG $0x450562c4; BYTE $0xfa               // vpsrlvd ymm15, ymm15, ymm2
+	QUAD $0x0000a0b5001562c4; BYTE $0x00       // vpshufb ymm14, ymm13, ymmword ptr [rbp + 160] /* [rip + .LCPI6_7] */
+	LONG $0xf4db0dc5                           // vpand ymm14, ymm14, ymm4
+	LONG $0xf4740dc5                           // vpcmpeqb ymm14, ymm14, ymm4
+	LONG $0xf5db0dc5                           // vpand ymm14, ymm14, ymm5
+	LONG $0xeb0d41c4; BYTE $0xf7               // vpor ymm14, ymm14, ymm15
+	LONG $0x040d42c4; BYTE $0xf3               // vpmaddubsw ymm14, ymm14, ymm11
+	LONG $0xf90d41c4; BYTE $0xf4               // vpsubw ymm14, ymm14, ymm12
+	LONG $0xf6f50dc5                           // vpmaddwd ymm14, ymm14, ymm6
+	LONG $0x6b7dc1c4; BYTE $0xc6               // vpackssdw ymm0, ymm0, ymm14
+	LONG $0x5a7d62c4; WORD $0x0e74; BYTE $0x06 // vbroadcasti128 ymm14, xmmword ptr [rsi + rcx + 6]
+	LONG $0xf1db0dc5                           // vpand ymm14, ymm14, ymm1
+	LONG $0x450d62c4; BYTE $0xf2               // vpsrlvd ymm14, ymm14, ymm2
+	LONG $0x001542c4; BYTE $0xf8               // vpshufb ymm15, ymm13, ymm8
+	LONG $0xfcdb05c5                           // vpand ymm15, ymm15, ymm4
+	LONG $0xfc7405c5                           // vpcmpeqb ymm15, ymm15, ymm4
+	LONG $0xfddb05c5                           // vpand ymm15, ymm15, ymm5
+	LONG $0xeb0541c4; BYTE $0xf6               // vpor ymm14, ymm15, ymm14
+	LONG $0x5a7d62c4; WORD $0x3e7c; BYTE $0x06 // vbroadcasti128 ymm15, xmmword ptr [rsi + rdi + 6]
+	LONG $0xf9db05c5                           // vpand ymm15, ymm15, ymm1
+	LONG $0x450562c4; BYTE $0xfa               // vpsrlvd ymm15, ymm15, ymm2
+	LONG $0x001542c4; BYTE $0xe9               // vpshufb ymm13, ymm13, ymm9
+	LONG $0xecdb15c5                           // vpand ymm13, ymm13, ymm4
+	LONG $0xec7415c5                           // vpcmpeqb ymm13, ymm13, ymm4
+	LONG $0xeddb15c5                           // vpand ymm13, ymm13, ymm5
+	LONG $0xeb1541c4; BYTE $0xef               // vpor ymm13, ymm13, ymm15
+	LONG $0x040d42c4; BYTE $0xf3               // vpmaddubsw ymm14, ymm14, ymm11
+	LONG $0x041542c4; BYTE $0xdb               // vpmaddubsw ymm11, ymm13, ymm11
+	LONG $0xf90d41c4; BYTE $0xec               // vpsubw ymm13, ymm14, ymm12
+	LONG $0xf92541c4; BYTE $0xdc               // vpsubw ymm11, ymm11, ymm12
+	LONG $0xe6f515c5                           // vpmaddwd ymm12, ymm13, ymm6
+	LONG $0xdef525c5                           // vpmaddwd ymm11, ymm11, ymm6
+	LONG $0x6b1d41c4; BYTE $0xdb               // vpackssdw ymm11, ymm12, ymm11
+	LONG $0xc6f5fdc5                           // vpmaddwd ymm0, ymm0, ymm6
+	LONG $0xdef525c5                           // vpmaddwd ymm11, ymm11, ymm6
+	LONG $0x6b7dc1c4; BYTE $0xc3               // vpackssdw ymm0, ymm0, ymm11
+	LONG $0x3cb70f46; BYTE $0x2e               // movzx r15d, word ptr [rsi + r13]
+	LONG $0x1cb70f46; BYTE $0x36               // movzx r11d, word ptr [rsi + r14]
+	LONG $0x10e3c149                           // shl r11, 16
+	WORD $0x094d; BYTE $0xfb                   // or r11, r15
+	LONG $0x0e1cb70f                           // movzx ebx, word ptr [rsi + rcx]
+	LONG $0x20e3c148                           // shl rbx, 32
+	WORD $0x094c; BYTE $0xdb                   // or rbx, r11
+	LONG $0x3e04b70f                           // movzx eax, word ptr [rsi + rdi]
+	LONG $0x30e0c148                           // shl rax, 48
+	LONG $0x7979c2c4; WORD $0xfe5a             // vpbroadcastw xmm3, word ptr [r10 - 2]
+	WORD $0x0948; BYTE $0xd8                   // or rax, rbx
 	LONG $0x137de2c4; BYTE $0xdb               // vcvtph2ps ymm3, xmm3
-	LONG $0x7979e2c4; WORD $0xfe6b             // vpbroadcastw xmm5, word ptr [rbx - 2]
-	LONG $0x137de2c4; BYTE $0xed               // vcvtph2ps ymm5, xmm5
-	LONG $0xdb59d4c5                           // vmulps ymm3, ymm5, ymm3
-	LONG $0xf85bfcc5                           // vcvtdq2ps ymm7, ymm0
-	LONG $0xa865e2c4; BYTE $0xfe               // vfmadd213ps ymm7, ymm3, ymm6
-	LONG $0x16c08348                           // add rax, 22
-	LONG $0x22c38348                           // add rbx, 34
-	LONG $0x58c78348                           // add rdi, 88
-	LONG $0xf728fcc5                           // vmovaps ymm6, ymm7
-	WORD $0x394c; BYTE $0xf8                   // cmp rax, r15
-	JGE  LBB6_7
+	LONG $0x6ef9e1c4; BYTE $0xf8               // vmovq xmm7, rax
+	LONG $0x5979e2c4; BYTE $0xff               // vpbroadcastq xmm7, xmm7
+	LONG $0x137de2c4; BYTE $0xff               // vcvtph2ps ymm7, xmm7
+	LONG $0xdf59e4c5                           // vmulps ymm3, ymm3, ymm7
+	LONG $0xc6f5fdc5                           // vpmaddwd ymm0, ymm0, ymm6
+	LONG $0xc05bfcc5                           // vcvtdq2ps ymm0, ymm0
+	LONG $0xb86562c4; BYTE $0xd0               // vfmadd231ps ymm10, ymm3, ymm0
+	LONG $0x22c28349                           // add r10, 34
+	LONG $0x58c48349                           // add r12, 88
+	LONG $0x16c78348                           // add rdi, 22
+	LONG $0x16c18348                           // add rcx, 22
+	LONG $0x16c68349                           // add r14, 22
+	LONG $0x16c58349                           // add r13, 22
+	LONG $0xffc28348                           // add rdx, -1
+	JE   LBB6_7
 
 LBB6_4:
-	WORD $0x394c; BYTE $0xef       // cmp rdi, r13
+	WORD $0x394d; BYTE $0xc4       // cmp r12, r8
 	JGE  LBB6_6
-	LONG $0x4c180f41; WORD $0xc080 // prefetcht0 byte ptr [r8 + 4*rax - 64]
-	LONG $0x0c180f41; BYTE $0x80   // prefetcht0 byte ptr [r8 + 4*rax]
+	LONG $0x0c180f42; BYTE $0x26   // prefetcht0 byte ptr [rsi + r12]
+	LONG $0x4c180f42; WORD $0x4026 // prefetcht0 byte ptr [rsi + r12 + 64]
 	JMP  LBB6_6
 	PCALIGN $16
 
 LBB6_7:
-	LONG $0x04598d4d                           // lea r11, [r9 + 4]
-	LONG $0x197de3c4; WORD $0x01fe             // vextractf128 xmm6, ymm7, 1
-	LONG $0xf658c0c5                           // vaddps xmm6, xmm7, xmm6
-	LONG $0x244c8b48; BYTE $0x58               // mov rcx, qword ptr [rsp + 88]
-	WORD $0x8548; BYTE $0xc9                   // test rcx, rcx
-	JE   LBB6_8
-	LONG $0x584aa1c4; WORD $0x893c             // vaddss xmm7, xmm6, dword ptr [rcx + 4*r9]
-	LONG $0x247c8b48; BYTE $0x18               // mov rdi, qword ptr [rsp + 24]
-	LONG $0x117aa1c4; WORD $0x8f3c             // vmovss dword ptr [rdi + 4*r9], xmm7
-	LONG $0x245c8b48; BYTE $0x68               // mov rbx, qword ptr [rsp + 104] /* [rbp + 16] */
-	LONG $0x245c3948; BYTE $0x38               // cmp qword ptr [rsp + 56], rbx
-	JGE  LBB6_17
-	LONG $0xfe16fac5                           // vmovshdup xmm7, xmm6
-	LONG $0x5842a1c4; WORD $0x897c; BYTE $0x04 // vaddss xmm7, xmm7, dword ptr [rcx + 4*r9 + 4]
-	LONG $0x117aa1c4; WORD $0x8f7c; BYTE $0x04 // vmovss dword ptr [rdi + 4*r9 + 4], xmm7
-	LONG $0x245c3948; BYTE $0x28               // cmp qword ptr [rsp + 40], rbx
-	JGE  LBB6_17
-	LONG $0x0579e3c4; WORD $0x01fe             // vpermilpd xmm7, xmm6, 1
-	LONG $0x5842a1c4; WORD $0x897c; BYTE $0x08 // vaddss xmm7, xmm7, dword ptr [rcx + 4*r9 + 8]
-	LONG $0x117aa1c4; WORD $0x8f7c; BYTE $0x08 // vmovss dword ptr [rdi + 4*r9 + 8], xmm7
-	LONG $0x245c3948; BYTE $0x20               // cmp qword ptr [rsp + 32], rbx
-	JGE  LBB6_17
-	LONG $0x0479e3c4; WORD $0xfff6             // vpermilps xmm6, xmm6, 255
-	LONG $0x584aa1c4; WORD $0x8974; BYTE $0x0c // vaddss xmm6, xmm6, dword ptr [rcx + 4*r9 + 12]
-	JMP  LBB6_16
+	LONG $0x197d63c4; WORD $0x01d0 // vextractf128 xmm0, ymm10, 1
+	LONG $0xd05828c5               // vaddps xmm10, xmm10, xmm0
+	LONG $0x244c8b48; BYTE $0x60   // mov rcx, qword ptr [rsp + 96]
+	WORD $0x8548; BYTE $0xc9       // test rcx, rcx
+	JE   LBB6_14
+	LONG $0x24448b48; BYTE $0x28   // mov rax, qword ptr [rsp + 40]
+	LONG $0x0458aac5; BYTE $0x81   // vaddss xmm0, xmm10, dword ptr [rcx + 4*rax]
+	LONG $0x243c8b48               // mov rdi, qword ptr [rsp]
+	LONG $0x0411fac5; BYTE $0x87   // vmovss dword ptr [rdi + 4*rax], xmm0
+	LONG $0x245c8b48; BYTE $0x68   // mov rbx, qword ptr [rsp + 104] /* [rbp + 16] */
+	LONG $0x245c3948; BYTE $0x20   // cmp qword ptr [rsp + 32], rbx
+	LONG $0x24648b4c; BYTE $0x38   // mov r12, qword ptr [rsp + 56]
+	LONG $0x246c8b4c; BYTE $0x30   // mov r13, qword ptr [rsp + 48]
+	JGE  LBB6_13
+	LONG $0x167ac1c4; BYTE $0xc2   // vmovshdup xmm0, xmm10
+	LONG $0x4458fac5; WORD $0x0481 // vaddss xmm0, xmm0, dword ptr [rcx + 4*rax + 4]
+	LONG $0x4411fac5; WORD $0x0487 // vmovss dword ptr [rdi + 4*rax + 4], xmm0
+	LONG $0x245c3948; BYTE $0x18   // cmp qword ptr [rsp + 24], rbx
+	JGE  LBB6_13
+	LONG $0x0579c3c4; WORD $0x01c2 // vpermilpd xmm0, xmm10, 1
+	LONG $0x4458fac5; WORD $0x0881 // vaddss xmm0, xmm0, dword ptr [rcx + 4*rax + 8]
+	LONG $0x4411fac5; WORD $0x0887 // vmovss dword ptr [rdi + 4*rax + 8], xmm0
+	LONG $0x245c3948; BYTE $0x10   // cmp qword ptr [rsp + 16], rbx
+	JGE  LBB6_13
+	LONG $0x0479c3c4; WORD $0xffc2 // vpermilps xmm0, xmm10, 255
+	LONG $0x54587ac5; WORD $0x0c81 // vaddss xmm10, xmm0, dword ptr [rcx + 4*rax + 12]
+	JMP  LBB6_12
 	PCALIGN $16
 
-LBB6_8:
-	LONG $0x247c8b48; BYTE $0x18   // mov rdi, qword ptr [rsp + 24]
-	LONG $0x117aa1c4; WORD $0x8f34 // vmovss dword ptr [rdi + 4*r9], xmm6
+LBB6_14:
+	LONG $0x243c8b48               // mov rdi, qword ptr [rsp]
+	LONG $0x24448b48; BYTE $0x28   // mov rax, qword ptr [rsp + 40]
+	LONG $0x14117ac5; BYTE $0x87   // vmovss dword ptr [rdi + 4*rax], xmm10
 	LONG $0x245c8b48; BYTE $0x68   // mov rbx, qword ptr [rsp + 104] /* [rbp + 16] */
-	LONG $0x245c3948; BYTE $0x38   // cmp qword ptr [rsp + 56], rbx
-	JGE  LBB6_17
-	QUAD $0x01048f741779a3c4       // vextractps dword ptr [rdi + 4*r9 + 4], xmm6, 1
-	LONG $0x245c3948; BYTE $0x28   // cmp qword ptr [rsp + 40], rbx
-	JGE  LBB6_17
-	QUAD $0x02088f741779a3c4       // vextractps dword ptr [rdi + 4*r9 + 8], xmm6, 2
 	LONG $0x245c3948; BYTE $0x20   // cmp qword ptr [rsp + 32], rbx
-	JGE  LBB6_17
-	LONG $0x0479e3c4; WORD $0xfff6 // vpermilps xmm6, xmm6, 255
-	JMP  LBB6_16
+	LONG $0x24648b4c; BYTE $0x38   // mov r12, qword ptr [rsp + 56]
+	LONG $0x246c8b4c; BYTE $0x30   // mov r13, qword ptr [rsp + 48]
+	JGE  LBB6_13
+	QUAD $0x01048754177963c4       // vextractps dword ptr [rdi + 4*rax + 4], xmm10, 1
+	LONG $0x245c3948; BYTE $0x18   // cmp qword ptr [rsp + 24], rbx
+	JGE  LBB6_13
+	QUAD $0x02088754177963c4       // vextractps dword ptr [rdi + 4*rax + 8], xmm10, 2
+	LONG $0x245c3948; BYTE $0x10   // cmp qword ptr [rsp + 16], rbx
+	JGE  LBB6_13
+	LONG $0x047943c4; WORD $0xffd2 // vpermilps xmm10, xmm10, 255
+	JMP  LBB6_12
 
 LBB6_18:
+	WORD $0x8548; BYTE $0xc9 // test rcx, rcx
+	JE   LBB6_20
+	LONG $0xc057f8c5         // vxorps xmm0, xmm0, xmm0
+	JMP  LBB6_28
+	PCALIGN $16
+
+LBB6_27:
+	WORD $0x3949; BYTE $0xd9 // cmp r9, rbx
+	JGE  LBB6_26
+
+LBB6_28:
+	WORD $0x894c; BYTE $0xc8       // mov rax, r9
+	LONG $0x01518d49               // lea rdx, [r9 + 1]
+	LONG $0x04c18349               // add r9, 4
+	LONG $0x0c58fac5; BYTE $0x81   // vaddss xmm1, xmm0, dword ptr [rcx + 4*rax]
+	LONG $0x0c11fac5; BYTE $0x87   // vmovss dword ptr [rdi + 4*rax], xmm1
+	WORD $0x3948; BYTE $0xda       // cmp rdx, rbx
+	JGE  LBB6_27
+	LONG $0x02508d48               // lea rdx, [rax + 2]
+	LONG $0x4c58fac5; WORD $0x0481 // vaddss xmm1, xmm0, dword ptr [rcx + 4*rax + 4]
+	LONG $0x4c11fac5; WORD $0x0487 // vmovss dword ptr [rdi + 4*rax + 4], xmm1
+	WORD $0x3948; BYTE $0xda       // cmp rdx, rbx
+	JGE  LBB6_27
+	LONG $0x03508d48               // lea rdx, [rax + 3]
+	LONG $0x4c58fac5; WORD $0x0881 // vaddss xmm1, xmm0, dword ptr [rcx + 4*rax + 8]
+	LONG $0x4c11fac5; WORD $0x0887 // vmovss dword ptr [rdi + 4*rax + 8], xmm1
+	WORD $0x3948; BYTE $0xda       // cmp rdx, rbx
+	JGE  LBB6_27
+	LONG $0x4c58fac5; WORD $0x0c81 // vaddss xmm1, xmm0, dword ptr [rcx + 4*rax + 12]
+	LONG $0x4c11fac5; WORD $0x0c87 // vmovss dword ptr [rdi + 4*rax + 12], xmm1
+	JMP  LBB6_27
+
+LBB6_20:
+	LONG $0x01c18349 // add r9, 1
+	JMP  LBB6_21
+	PCALIGN $16
+
+LBB6_25:
+	LONG $0x04418d49         // lea rax, [r9 + 4]
+	LONG $0x03c18349         // add r9, 3
+	WORD $0x3949; BYTE $0xd9 // cmp r9, rbx
+	WORD $0x8949; BYTE $0xc1 // mov r9, rax
+	JGE  LBB6_26
+
+LBB6_21:
+	QUAD $0x000000fc8f44c742; BYTE $0x00 // mov dword ptr [rdi + 4*r9 - 4], 0
+	WORD $0x3949; BYTE $0xd9             // cmp r9, rbx
+	JGE  LBB6_25
+	LONG $0x01418d49                     // lea rax, [r9 + 1]
+	QUAD $0x000000008f04c742             // mov dword ptr [rdi + 4*r9], 0
+	WORD $0x3948; BYTE $0xd8             // cmp rax, rbx
+	JGE  LBB6_25
+	LONG $0x02418d49                     // lea rax, [r9 + 2]
+	QUAD $0x000000048f44c742; BYTE $0x00 // mov dword ptr [rdi + 4*r9 + 4], 0
+	WORD $0x3948; BYTE $0xd8             // cmp rax, rbx
+	JGE  LBB6_25
+	QUAD $0x000000088f44c742; BYTE $0x00 // mov dword ptr [rdi + 4*r9 + 8], 0
+	JMP  LBB6_25
+
+LBB6_26:
 	SUBQ $8, SP
 	VZEROUPPER
 	RET
@@ -3964,22 +4027,41 @@ DATA LCDATA7<>+0x040(SB)/8, $0x1010101010101010
 DATA LCDATA7<>+0x048(SB)/8, $0x1010101010101010
 DATA LCDATA7<>+0x050(SB)/8, $0x1010101010101010
 DATA LCDATA7<>+0x058(SB)/8, $0x1010101010101010
-DATA LCDATA7<>+0x060(SB)/8, $0x0000000000000000
-DATA LCDATA7<>+0x068(SB)/8, $0x0101010101010101
-DATA LCDATA7<>+0x070(SB)/8, $0x0202020202020202
-DATA LCDATA7<>+0x078(SB)/8, $0x0303030303030303
-DATA LCDATA7<>+0x080(SB)/8, $0x0001000100010001
-DATA LCDATA7<>+0x088(SB)/8, $0x0001000100010001
-DATA LCDATA7<>+0x090(SB)/8, $0x0001000100010001
-DATA LCDATA7<>+0x098(SB)/8, $0x0001000100010001
+DATA LCDATA7<>+0x060(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA LCDATA7<>+0x068(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA LCDATA7<>+0x070(SB)/8, $0xf0f0f0f0f0f0f0f0
+DATA LCDATA7<>+0x078(SB)/8, $0xf0f0f0f0f0f0f0f0
+DATA LCDATA7<>+0x080(SB)/8, $0x0000000000000000
+DATA LCDATA7<>+0x088(SB)/8, $0x0000000000000000
+DATA LCDATA7<>+0x090(SB)/8, $0x0000000400000004
+DATA LCDATA7<>+0x098(SB)/8, $0x0000000400000004
 DATA LCDATA7<>+0x0a0(SB)/8, $0x0000000000000000
-DATA LCDATA7<>+0x0a8(SB)/8, $0x0000000000000000
-DATA LCDATA7<>+0x0b0(SB)/8, $0x0000000000000000
-DATA LCDATA7<>+0x0b8(SB)/8, $0x0000000000000000
-DATA LCDATA7<>+0x0c0(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA LCDATA7<>+0x0c8(SB)/8, $0x8040201008040201
-DATA LCDATA7<>+0x0d0(SB)/8, $0x1010101010101010
-GLOBL LCDATA7<>(SB), 8, $216
+DATA LCDATA7<>+0x0a8(SB)/8, $0x0101010101010101
+DATA LCDATA7<>+0x0b0(SB)/8, $0x0202020202020202
+DATA LCDATA7<>+0x0b8(SB)/8, $0x0303030303030303
+DATA LCDATA7<>+0x0c0(SB)/8, $0x0001000100010001
+DATA LCDATA7<>+0x0c8(SB)/8, $0x0001000100010001
+DATA LCDATA7<>+0x0d0(SB)/8, $0x0001000100010001
+DATA LCDATA7<>+0x0d8(SB)/8, $0x0001000100010001
+DATA LCDATA7<>+0x0e0(SB)/8, $0x0404040404040404
+DATA LCDATA7<>+0x0e8(SB)/8, $0x0505050505050505
+DATA LCDATA7<>+0x0f0(SB)/8, $0x0606060606060606
+DATA LCDATA7<>+0x0f8(SB)/8, $0x0707070707070707
+DATA LCDATA7<>+0x100(SB)/8, $0x0808080808080808
+DATA LCDATA7<>+0x108(SB)/8, $0x0909090909090909
+DATA LCDATA7<>+0x110(SB)/8, $0x0a0a0a0a0a0a0a0a
+DATA LCDATA7<>+0x118(SB)/8, $0x0b0b0b0b0b0b0b0b
+DATA LCDATA7<>+0x120(SB)/8, $0x0c0c0c0c0c0c0c0c
+DATA LCDATA7<>+0x128(SB)/8, $0x0d0d0d0d0d0d0d0d
+DATA LCDATA7<>+0x130(SB)/8, $0x0e0e0e0e0e0e0e0e
+DATA LCDATA7<>+0x138(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA LCDATA7<>+0x140(SB)/8, $0x0000000000000000
+DATA LCDATA7<>+0x148(SB)/8, $0x0000000000000000
+DATA LCDATA7<>+0x150(SB)/8, $0x0000000000000000
+DATA LCDATA7<>+0x158(SB)/8, $0x0000000000000000
+DATA LCDATA7<>+0x160(SB)/8, $0x8040201008040201
+DATA LCDATA7<>+0x168(SB)/8, $0x1010101010101010
+GLOBL LCDATA7<>(SB), 8, $368
 
 TEXT ·_krt_gemv_q5_0_f32_avx2(SB), $128-64
 
@@ -3996,36 +4078,31 @@ TEXT ·_krt_gemv_q5_0_f32_avx2(SB), $128-64
 	MOVQ R10, 104(SP)
 	LEAQ LCDATA7<>(SB), BP
 
-	LONG $0x244c8948; BYTE $0x10   // mov qword ptr [rsp + 16], rcx
-	LONG $0x24748948; BYTE $0x18   // mov qword ptr [rsp + 24], rsi
-	LONG $0x245c8b4c; BYTE $0x70   // mov r11, qword ptr [rsp + 112] /* [rbp + 24] */
-	LONG $0x24548b4c; BYTE $0x68   // mov r10, qword ptr [rsp + 104] /* [rbp + 16] */
-	LONG $0x1f418d49               // lea rax, [r9 + 31]
+	LONG $0x24548b4c; BYTE $0x70   // mov r10, qword ptr [rsp + 112] /* [rbp + 24] */
+	LONG $0x245c8b4c; BYTE $0x68   // mov r11, qword ptr [rsp + 104] /* [rbp + 16] */
+	LONG $0x1f798d4d               // lea r15, [r9 + 31]
 	WORD $0x854d; BYTE $0xc9       // test r9, r9
-	LONG $0xc1490f49               // cmovns rax, r9
-	LONG $0x05f8c148               // sar rax, 5
-	LONG $0x24448948; BYTE $0x08   // mov qword ptr [rsp + 8], rax
-	LONG $0x244c894c; BYTE $0x60   // mov qword ptr [rsp + 96], r9
+	LONG $0xf9490f4d               // cmovns r15, r9
 	LONG $0x20f98349               // cmp r9, 32
 	JL   LBB8_4
+	LONG $0x05ffc149               // sar r15, 5
 	LONG $0x60c28348               // add rdx, 96
-	LONG $0x24448b48; BYTE $0x10   // mov rax, qword ptr [rsp + 16]
-	LONG $0x02c08348               // add rax, 2
+	LONG $0x02598d48               // lea rbx, [rcx + 2]
 	LONG $0x587de2c4; WORD $0x0045 // vpbroadcastd ymm0, dword ptr [rbp + 0] /* [rip + .LCPI8_0] */
 	LONG $0x5510fac5; BYTE $0x04   // vmovss xmm2, dword ptr [rbp + 4] /* [rip + .LCPI8_1] */
 	LONG $0xe457d8c5               // vxorps xmm4, xmm4, xmm4
 	LONG $0x187de2c4; WORD $0x0c6d // vbroadcastss ymm5, dword ptr [rbp + 12] /* [rip + .LCPI8_3] */
 	LONG $0x187de2c4; WORD $0x1075 // vbroadcastss ymm6, dword ptr [rbp + 16] /* [rip + .LCPI8_4] */
 	LONG $0x7d6ffec5; BYTE $0x20   // vmovdqu ymm7, ymmword ptr [rbp + 32] /* [rip + .LCPI8_6] */
-	LONG $0x24748b48; BYTE $0x08   // mov rsi, qword ptr [rsp + 8]
+	WORD $0x894d; BYTE $0xfe       // mov r14, r15
 	LONG $0x187d62c4; WORD $0x0475 // vbroadcastss ymm14, dword ptr [rbp + 4] /* [rip + .LCPI8_1] */
 	JMP  LBB8_2
 	PCALIGN $16
 
-LBB8_27:
+LBB8_28:
 	LONG $0x0c59e3c4; WORD $0x01db // vblendps xmm3, xmm4, xmm3, 1
 	LONG $0x1d79e3c4; WORD $0x00db // vcvtps2ph xmm3, xmm3, 0
-	LONG $0xdb7ef9c5               // vmovd ebx, xmm3
+	LONG $0xd87ef9c5               // vmovd eax, xmm3
 	LONG $0x187d62c4; BYTE $0xe1   // vbroadcastss ymm12, xmm1
 	LONG $0x5924c1c4; BYTE $0xcc   // vmulps ymm1, ymm11, ymm12
 	LONG $0x087de3c4; WORD $0x0bd9 // vroundps ymm3, ymm1, 11
@@ -4081,14 +4158,14 @@ LBB8_27:
 	LONG $0x6b65c1c4; BYTE $0xd8   // vpackssdw ymm3, ymm3, ymm8
 	LONG $0xcb63f5c5               // vpacksswb ymm1, ymm1, ymm3
 	LONG $0x3645e2c4; BYTE $0xc9   // vpermd ymm1, ymm7, ymm1
-	LONG $0x087ffec5               // vmovdqu ymmword ptr [rax], ymm1
+	LONG $0x0b7ffec5               // vmovdqu ymmword ptr [rbx], ymm1
 
-LBB8_28:
-	LONG $0xfe588966 // mov word ptr [rax - 2], bx
+LBB8_29:
+	LONG $0xfe438966 // mov word ptr [rbx - 2], ax
 	LONG $0x80ea8348 // sub rdx, -128
-	LONG $0x22c08348 // add rax, 34
-	LONG $0xffc68348 // add rsi, -1
-	JE   LBB8_4
+	LONG $0x22c38348 // add rbx, 34
+	LONG $0xffc68349 // add r14, -1
+	JE   LBB8_30
 
 LBB8_2:
 	LONG $0x5a6f7ec5; BYTE $0xa0   // vmovdqu ymm11, ymmword ptr [rdx - 96]
@@ -4108,271 +4185,328 @@ LBB8_2:
 	LONG $0x3f71e2c4; BYTE $0xcb   // vpmaxud xmm1, xmm1, xmm3
 	LONG $0xd970f9c5; BYTE $0xb1   // vpshufd xmm3, xmm1, 177
 	LONG $0x3f71e2c4; BYTE $0xcb   // vpmaxud xmm1, xmm1, xmm3
-	LONG $0xcb7ef9c5               // vmovd ebx, xmm1
-	LONG $0x0000fb81; WORD $0x7f80 // cmp ebx, 2139095040
-	JB   LBB8_23
+	LONG $0xc87ef9c5               // vmovd eax, xmm1
+	LONG $0x8000003d; BYTE $0x7f   // cmp eax, 2139095040
+	JB   LBB8_24
 	LONG $0xc9eff1c5               // vpxor xmm1, xmm1, xmm1
-	LONG $0x087ffec5               // vmovdqu ymmword ptr [rax], ymm1
-	LONG $0x7e00bb66               // mov bx, 32256
-	JMP  LBB8_28
+	LONG $0x0b7ffec5               // vmovdqu ymmword ptr [rbx], ymm1
+	LONG $0x7e00b866               // mov ax, 32256
+	JMP  LBB8_29
 	PCALIGN $16
 
-LBB8_23:
-	LONG $0xcb6ef9c5 // vmovd xmm1, ebx
+LBB8_24:
+	LONG $0xc86ef9c5 // vmovd xmm1, eax
 	LONG $0xda5ef2c5 // vdivss xmm3, xmm1, xmm2
 	LONG $0xc957f0c5 // vxorps xmm1, xmm1, xmm1
 	LONG $0xd92ef8c5 // vucomiss xmm3, xmm1
 	LONG $0xc957f0c5 // vxorps xmm1, xmm1, xmm1
-	JNE  LBB8_24
-	JNP  LBB8_25
+	JNE  LBB8_25
+	JNP  LBB8_26
 
-LBB8_24:
+LBB8_25:
 	LONG $0x4d10fac5; BYTE $0x08 // vmovss xmm1, dword ptr [rbp + 8] /* [rip + .LCPI8_2] */
 	LONG $0xcb5ef2c5             // vdivss xmm1, xmm1, xmm3
 
-LBB8_25:
-	LONG $0xcb7ef9c5               // vmovd ebx, xmm1
-	WORD $0xdb01                   // add ebx, ebx
-	LONG $0x0000fb81; WORD $0xff00 // cmp ebx, -16777216
-	JB   LBB8_27
-	LONG $0xc957f0c5               // vxorps xmm1, xmm1, xmm1
-	JMP  LBB8_27
+LBB8_26:
+	LONG $0xc87ef9c5             // vmovd eax, xmm1
+	WORD $0xc001                 // add eax, eax
+	LONG $0x0000003d; BYTE $0xff // cmp eax, -16777216
+	JB   LBB8_28
+	LONG $0xc957f0c5             // vxorps xmm1, xmm1, xmm1
+	JMP  LBB8_28
 
 LBB8_4:
-	WORD $0x394d; BYTE $0xda             // cmp r10, r11
-	JGE  LBB8_22
-	LONG $0x24748b48; BYTE $0x08         // mov rsi, qword ptr [rsp + 8]
-	LONG $0xb6048d48                     // lea rax, [rsi + 4*rsi]
-	LONG $0x86348d4c                     // lea r14, [rsi + 4*rax]
-	WORD $0x0149; BYTE $0xf6             // add r14, rsi
-	WORD $0x894d; BYTE $0xf5             // mov r13, r14
-	LONG $0xebaf0f4d                     // imul r13, r11
-	LONG $0xff438d49                     // lea rax, [r11 - 1]
-	LONG $0x24448948; BYTE $0x50         // mov qword ptr [rsp + 80], rax
-	LONG $0x24448348; WORD $0x0210       // add qword ptr [rsp + 16], 2
-	WORD $0x8948; BYTE $0xf0             // mov rax, rsi
-	LONG $0xc2af0f49                     // imul rax, r10
-	LONG $0x80148d48                     // lea rdx, [rax + 4*rax]
-	LONG $0x901c8d48                     // lea rbx, [rax + 4*rdx]
-	WORD $0x0148; BYTE $0xc3             // add rbx, rax
-	LONG $0x244c8b4c; BYTE $0x18         // mov r9, qword ptr [rsp + 24]
-	WORD $0x014c; BYTE $0xcb             // add rbx, r9
-	LONG $0x58c66b48                     // imul rax, rsi, 88
-	LONG $0x24448948; BYTE $0x48         // mov qword ptr [rsp + 72], rax
-	LONG $0x04528d49                     // lea rdx, [r10 + 4]
-	LONG $0xd6af0f48                     // imul rdx, rsi
-	LONG $0x92048d48                     // lea rax, [rdx + 4*rdx]
-	LONG $0x82348d48                     // lea rsi, [rdx + 4*rax]
-	LONG $0x32048d48                     // lea rax, [rdx + rsi]
-	WORD $0x014c; BYTE $0xc8             // add rax, r9
-	LONG $0x0c400548; WORD $0x0000       // add rax, 3136
-	QUAD $0x00000c0032948d48             // lea rdx, [rdx + rsi + 3072]
-	LONG $0x24548948; BYTE $0x38         // mov qword ptr [rsp + 56], rdx
-	LONG $0x556f7ec5; BYTE $0x40         // vmovdqu ymm10, ymmword ptr [rbp + 64] /* [rip + .LCPI8_7] */
-	QUAD $0x0000c08d597de2c4; BYTE $0x00 // vpbroadcastq ymm1, qword ptr [rbp + 192] /* [rip + .LCPI8_8] */
-	QUAD $0x0000c895597de2c4; BYTE $0x00 // vpbroadcastq ymm2, qword ptr [rbp + 200] /* [rip + .LCPI8_10] */
-	LONG $0x5d6f7ec5; BYTE $0x60         // vmovdqu ymm11, ymmword ptr [rbp + 96] /* [rip + .LCPI8_9] */
-	QUAD $0x0000d0a5597de2c4; BYTE $0x00 // vpbroadcastq ymm4, qword ptr [rbp + 208] /* [rip + .LCPI8_11] */
-	QUAD $0x00000080a56f7ec5             // vmovdqu ymm12, ymmword ptr [rbp + 128] /* [rip + .LCPI8_12] */
-	LONG $0x2444894c; BYTE $0x58         // mov qword ptr [rsp + 88], r8
-	LONG $0x247c8948; BYTE $0x20         // mov qword ptr [rsp + 32], rdi
-	JMP  LBB8_6
+	WORD $0x394d; BYTE $0xd3 // cmp r11, r10
+	JL   LBB8_5
+	JMP  LBB8_18
+
+LBB8_30:
+	WORD $0x394d; BYTE $0xd3                   // cmp r11, r10
+	JGE  LBB8_18
+	LONG $0x20f98349                           // cmp r9, 32
+	JL   LBB8_5
+	LONG $0xbf048d4b                           // lea rax, [r15 + 4*r15]
+	LONG $0x87148d49                           // lea rdx, [r15 + 4*rax]
+	WORD $0x014c; BYTE $0xfa                   // add rdx, r15
+	LONG $0x24548948; BYTE $0x60               // mov qword ptr [rsp + 96], rdx
+	LONG $0xd2af0f49                           // imul rdx, r10
+	LONG $0xff428d49                           // lea rax, [r10 - 1]
+	LONG $0x24448948; BYTE $0x58               // mov qword ptr [rsp + 88], rax
+	LONG $0x02c18348                           // add rcx, 2
+	LONG $0x045b8d49                           // lea rbx, [r11 + 4]
+	LONG $0xdfaf0f49                           // imul rbx, r15
+	LONG $0x9b048d48                           // lea rax, [rbx + 4*rbx]
+	LONG $0x83048d48                           // lea rax, [rbx + 4*rax]
+	LONG $0x03248d4c                           // lea r12, [rbx + rax]
+	LONG $0x00c48149; WORD $0x0008; BYTE $0x00 // add r12, 2048
+	LONG $0x58c76b49                           // imul rax, r15, 88
+	LONG $0x24448948; BYTE $0x50               // mov qword ptr [rsp + 80], rax
+	WORD $0x894c; BYTE $0xfb                   // mov rbx, r15
+	LONG $0xdbaf0f49                           // imul rbx, r11
+	LONG $0x9b048d48                           // lea rax, [rbx + 4*rbx]
+	LONG $0x832c8d4c                           // lea r13, [rbx + 4*rax]
+	WORD $0x0149; BYTE $0xdd                   // add r13, rbx
+	LONG $0x4d6ffec5; BYTE $0x60               // vmovdqu ymm1, ymmword ptr [rbp + 96] /* [rip + .LCPI8_8] */
+	QUAD $0x00000080956ffec5                   // vmovdqu ymm2, ymmword ptr [rbp + 128] /* [rip + .LCPI8_9] */
+	QUAD $0x000160a5597de2c4; BYTE $0x00       // vpbroadcastq ymm4, qword ptr [rbp + 352] /* [rip + .LCPI8_11] */
+	QUAD $0x000168ad597de2c4; BYTE $0x00       // vpbroadcastq ymm5, qword ptr [rbp + 360] /* [rip + .LCPI8_12] */
+	QUAD $0x000000c0b56ffec5                   // vmovdqu ymm6, ymmword ptr [rbp + 192] /* [rip + .LCPI8_13] */
+	QUAD $0x00000100856f7ec5                   // vmovdqu ymm8, ymmword ptr [rbp + 256] /* [rip + .LCPI8_15] */
+	QUAD $0x000001208d6f7ec5                   // vmovdqu ymm9, ymmword ptr [rbp + 288] /* [rip + .LCPI8_16] */
+	LONG $0x247c8948; BYTE $0x10               // mov qword ptr [rsp + 16], rdi
+	LONG $0x244c8948; BYTE $0x08               // mov qword ptr [rsp + 8], rcx
+	LONG $0x243c894c                           // mov qword ptr [rsp], r15
+	JMP  LBB8_33
+
+LBB8_16:
+	LONG    $0x54117ac5; WORD $0x0c87 // vmovss dword ptr [rdi + 4*rax + 12], xmm10
+	PCALIGN $16
+
+LBB8_17:
+	LONG $0x24448b48; BYTE $0x50 // mov rax, qword ptr [rsp + 80]
+	WORD $0x0149; BYTE $0xc4     // add r12, rax
+	WORD $0x0149; BYTE $0xc5     // add r13, rax
+	WORD $0x394d; BYTE $0xd3     // cmp r11, r10
+	JGE  LBB8_18
+
+LBB8_33:
+	LONG $0x01438d49             // lea rax, [r11 + 1]
+	WORD $0x394c; BYTE $0xd0     // cmp rax, r10
+	LONG $0x247c8b48; BYTE $0x58 // mov rdi, qword ptr [rsp + 88]
+	WORD $0x8949; BYTE $0xfe     // mov r14, rdi
+	LONG $0x24448948; BYTE $0x28 // mov qword ptr [rsp + 40], rax
+	LONG $0xf04c0f4c             // cmovl r14, rax
+	LONG $0x24448b48; BYTE $0x60 // mov rax, qword ptr [rsp + 96]
+	LONG $0xf0af0f4c             // imul r14, rax
+	LONG $0x025b8d49             // lea rbx, [r11 + 2]
+	WORD $0x394c; BYTE $0xd3     // cmp rbx, r10
+	WORD $0x8949; BYTE $0xf9     // mov r9, rdi
+	LONG $0x245c8948; BYTE $0x20 // mov qword ptr [rsp + 32], rbx
+	LONG $0xcb4c0f4c             // cmovl r9, rbx
+	LONG $0xc8af0f4c             // imul r9, rax
+	LONG $0x035b8d49             // lea rbx, [r11 + 3]
+	WORD $0x394c; BYTE $0xd3     // cmp rbx, r10
+	WORD $0x8949; BYTE $0xfa     // mov r10, rdi
+	LONG $0x245c8948; BYTE $0x18 // mov qword ptr [rsp + 24], rbx
+	LONG $0xd34c0f4c             // cmovl r10, rbx
+	LONG $0xd0af0f4c             // imul r10, rax
+	LONG $0x245c894c; BYTE $0x30 // mov qword ptr [rsp + 48], r11
+	LONG $0x04438d49             // lea rax, [r11 + 4]
+	LONG $0x24448948; BYTE $0x48 // mov qword ptr [rsp + 72], rax
+	LONG $0x572841c4; BYTE $0xd2 // vxorps xmm10, xmm10, xmm10
+	LONG $0x246c894c; BYTE $0x38 // mov qword ptr [rsp + 56], r13
+	LONG $0x2464894c; BYTE $0x40 // mov qword ptr [rsp + 64], r12
+	WORD $0x8948; BYTE $0xcf     // mov rdi, rcx
+	WORD $0x894c; BYTE $0xf9     // mov rcx, r15
+	JMP  LBB8_34
+	PCALIGN $16
+
+LBB8_36:
+	LONG $0x1f6f7ec5                           // vmovdqu ymm11, ymmword ptr [rdi]
+	LONG $0x6e79a1c4; WORD $0x2e44; BYTE $0x02 // vmovd xmm0, dword ptr [rsi + r13 + 2]
+	QUAD $0x010236442279a3c4                   // vpinsrd xmm0, xmm0, dword ptr [rsi + r14 + 2], 1
+	QUAD $0x02020e442279a3c4                   // vpinsrd xmm0, xmm0, dword ptr [rsi + r9 + 2], 2
+	LONG $0x5d6ffec5; BYTE $0x40               // vmovdqu ymm3, ymmword ptr [rbp + 64] /* [rip + .LCPI8_7] */
+	LONG $0x046542c4; BYTE $0xe3               // vpmaddubsw ymm12, ymm3, ymm11
+	QUAD $0x030216442279a3c4                   // vpinsrd xmm0, xmm0, dword ptr [rsi + r10 + 2], 3
+	LONG $0x387d63c4; WORD $0x01e8             // vinserti128 ymm13, ymm0, xmm0, 1
+	LONG $0x5a7da2c4; WORD $0x2e44; BYTE $0x06 // vbroadcasti128 ymm0, xmmword ptr [rsi + r13 + 6]
+	LONG $0xc1dbfdc5                           // vpand ymm0, ymm0, ymm1
+	LONG $0x457de2c4; BYTE $0xc2               // vpsrlvd ymm0, ymm0, ymm2
+	QUAD $0x0000a0bd001562c4; BYTE $0x00       // vpshufb ymm15, ymm13, ymmword ptr [rbp + 160] /* [rip + .LCPI8_10] */
+	LONG $0xfcdb05c5                           // vpand ymm15, ymm15, ymm4
+	LONG $0xfc7405c5                           // vpcmpeqb ymm15, ymm15, ymm4
+	LONG $0xfddb05c5                           // vpand ymm15, ymm15, ymm5
+	LONG $0xc0eb85c5                           // vpor ymm0, ymm15, ymm0
+	LONG $0x047dc2c4; BYTE $0xc3               // vpmaddubsw ymm0, ymm0, ymm11
+	LONG $0xf97dc1c4; BYTE $0xc4               // vpsubw ymm0, ymm0, ymm12
+	LONG $0xc6f5fdc5                           // vpmaddwd ymm0, ymm0, ymm6
+	LONG $0x5a7d22c4; WORD $0x367c; BYTE $0x06 // vbroadcasti128 ymm15, xmmword ptr [rsi + r14 + 6]
+	LONG $0xf9db05c5                           // vpand ymm15, ymm15, ymm1
+	LONG $0x450562c4; BYTE $0xfa               // vpsrlvd ymm15, ymm15, ymm2
+	QUAD $0x0000e0b5001562c4; BYTE $0x00       // vpshufb ymm14, ymm13, ymmword ptr [rbp + 224] /* [rip + .LCPI8_14] */
+	LONG $0xf4db0dc5                           // vpand ymm14, ymm14, ymm4
+	LONG $0xf4740dc5                           // vpcmpeqb ymm14, ymm14, ymm4
+	LONG $0xf5db0dc5                           // vpand ymm14, ymm14, ymm5
+	LONG $0xeb0d41c4; BYTE $0xf7               // vpor ymm14, ymm14, ymm15
+	LONG $0x040d42c4; BYTE $0xf3               // vpmaddubsw ymm14, ymm14, ymm11
+	LONG $0xf90d41c4; BYTE $0xf4               // vpsubw ymm14, ymm14, ymm12
+	LONG $0xf6f50dc5                           // vpmaddwd ymm14, ymm14, ymm6
+	LONG $0x6b7dc1c4; BYTE $0xc6               // vpackssdw ymm0, ymm0, ymm14
+	LONG $0x5a7d22c4; WORD $0x0e74; BYTE $0x06 // vbroadcasti128 ymm14, xmmword ptr [rsi + r9 + 6]
+	LONG $0xf1db0dc5                           // vpand ymm14, ymm14, ymm1
+	LONG $0x450d62c4; BYTE $0xf2               // vpsrlvd ymm14, ymm14, ymm2
+	LONG $0x001542c4; BYTE $0xf8               // vpshufb ymm15, ymm13, ymm8
+	LONG $0xfcdb05c5                           // vpand ymm15, ymm15, ymm4
+	LONG $0xfc7405c5                           // vpcmpeqb ymm15, ymm15, ymm4
+	LONG $0xfddb05c5                           // vpand ymm15, ymm15, ymm5
+	LONG $0xeb0541c4; BYTE $0xf6               // vpor ymm14, ymm15, ymm14
+	LONG $0x5a7d22c4; WORD $0x167c; BYTE $0x06 // vbroadcasti128 ymm15, xmmword ptr [rsi + r10 + 6]
+	LONG $0xf9db05c5                           // vpand ymm15, ymm15, ymm1
+	LONG $0x450562c4; BYTE $0xfa               // vpsrlvd ymm15, ymm15, ymm2
+	LONG $0x001542c4; BYTE $0xe9               // vpshufb ymm13, ymm13, ymm9
+	LONG $0xecdb15c5                           // vpand ymm13, ymm13, ymm4
+	LONG $0xec7415c5                           // vpcmpeqb ymm13, ymm13, ymm4
+	LONG $0xeddb15c5                           // vpand ymm13, ymm13, ymm5
+	LONG $0xeb1541c4; BYTE $0xef               // vpor ymm13, ymm13, ymm15
+	LONG $0x040d42c4; BYTE $0xf3               // vpmaddubsw ymm14, ymm14, ymm11
+	LONG $0x041542c4; BYTE $0xdb               // vpmaddubsw ymm11, ymm13, ymm11
+	LONG $0xf90d41c4; BYTE $0xec               // vpsubw ymm13, ymm14, ymm12
+	LONG $0xf92541c4; BYTE $0xdc               // vpsubw ymm11, ymm11, ymm12
+	LONG $0xe6f515c5                           // vpmaddwd ymm12, ymm13, ymm6
+	LONG $0xdef525c5                           // vpmaddwd ymm11, ymm11, ymm6
+	LONG $0x6b1d41c4; BYTE $0xdb               // vpackssdw ymm11, ymm12, ymm11
+	LONG $0xc6f5fdc5                           // vpmaddwd ymm0, ymm0, ymm6
+	LONG $0xdef525c5                           // vpmaddwd ymm11, ymm11, ymm6
+	LONG $0x6b7dc1c4; BYTE $0xc3               // vpackssdw ymm0, ymm0, ymm11
+	LONG $0x3cb70f46; BYTE $0x2e               // movzx r15d, word ptr [rsi + r13]
+	LONG $0x1cb70f46; BYTE $0x36               // movzx r11d, word ptr [rsi + r14]
+	LONG $0x10e3c149                           // shl r11, 16
+	WORD $0x094d; BYTE $0xfb                   // or r11, r15
+	LONG $0x1cb70f42; BYTE $0x0e               // movzx ebx, word ptr [rsi + r9]
+	LONG $0x20e3c148                           // shl rbx, 32
+	WORD $0x094c; BYTE $0xdb                   // or rbx, r11
+	LONG $0x04b70f42; BYTE $0x16               // movzx eax, word ptr [rsi + r10]
+	LONG $0x30e0c148                           // shl rax, 48
+	LONG $0x7979e2c4; WORD $0xfe5f             // vpbroadcastw xmm3, word ptr [rdi - 2]
+	WORD $0x0948; BYTE $0xd8                   // or rax, rbx
+	LONG $0x137de2c4; BYTE $0xdb               // vcvtph2ps ymm3, xmm3
+	LONG $0x6ef9e1c4; BYTE $0xf8               // vmovq xmm7, rax
+	LONG $0x5979e2c4; BYTE $0xff               // vpbroadcastq xmm7, xmm7
+	LONG $0x137de2c4; BYTE $0xff               // vcvtph2ps ymm7, xmm7
+	LONG $0xdf59e4c5                           // vmulps ymm3, ymm3, ymm7
+	LONG $0xc6f5fdc5                           // vpmaddwd ymm0, ymm0, ymm6
+	LONG $0xc05bfcc5                           // vcvtdq2ps ymm0, ymm0
+	LONG $0xb86562c4; BYTE $0xd0               // vfmadd231ps ymm10, ymm3, ymm0
+	LONG $0x22c78348                           // add rdi, 34
+	LONG $0x58c48349                           // add r12, 88
+	LONG $0x16c28349                           // add r10, 22
+	LONG $0x16c18349                           // add r9, 22
+	LONG $0x16c68349                           // add r14, 22
+	LONG $0x16c58349                           // add r13, 22
+	LONG $0xffc18348                           // add rcx, -1
+	JE   LBB8_37
+
+LBB8_34:
+	WORD $0x3949; BYTE $0xd4       // cmp r12, rdx
+	JGE  LBB8_36
+	LONG $0x0c180f42; BYTE $0x26   // prefetcht0 byte ptr [rsi + r12]
+	LONG $0x4c180f42; WORD $0x4026 // prefetcht0 byte ptr [rsi + r12 + 64]
+	JMP  LBB8_36
+	PCALIGN $16
+
+LBB8_37:
+	LONG $0x197d63c4; WORD $0x01d0             // vextractf128 xmm0, ymm10, 1
+	LONG $0xd05828c5                           // vaddps xmm10, xmm10, xmm0
+	WORD $0x854d; BYTE $0xc0                   // test r8, r8
+	JE   LBB8_38
+	LONG $0x24448b48; BYTE $0x30               // mov rax, qword ptr [rsp + 48]
+	LONG $0x582ac1c4; WORD $0x8004             // vaddss xmm0, xmm10, dword ptr [r8 + 4*rax]
+	LONG $0x247c8b48; BYTE $0x10               // mov rdi, qword ptr [rsp + 16]
+	LONG $0x0411fac5; BYTE $0x87               // vmovss dword ptr [rdi + 4*rax], xmm0
+	LONG $0x24548b4c; BYTE $0x70               // mov r10, qword ptr [rsp + 112] /* [rbp + 24] */
+	LONG $0x2454394c; BYTE $0x28               // cmp qword ptr [rsp + 40], r10
+	LONG $0x245c8b4c; BYTE $0x48               // mov r11, qword ptr [rsp + 72]
+	LONG $0x244c8b48; BYTE $0x08               // mov rcx, qword ptr [rsp + 8]
+	LONG $0x243c8b4c                           // mov r15, qword ptr [rsp]
+	LONG $0x24648b4c; BYTE $0x40               // mov r12, qword ptr [rsp + 64]
+	LONG $0x246c8b4c; BYTE $0x38               // mov r13, qword ptr [rsp + 56]
+	JGE  LBB8_17
+	LONG $0x167ac1c4; BYTE $0xc2               // vmovshdup xmm0, xmm10
+	LONG $0x587ac1c4; WORD $0x8044; BYTE $0x04 // vaddss xmm0, xmm0, dword ptr [r8 + 4*rax + 4]
+	LONG $0x4411fac5; WORD $0x0487             // vmovss dword ptr [rdi + 4*rax + 4], xmm0
+	LONG $0x2454394c; BYTE $0x20               // cmp qword ptr [rsp + 32], r10
+	JGE  LBB8_17
+	LONG $0x0579c3c4; WORD $0x01c2             // vpermilpd xmm0, xmm10, 1
+	LONG $0x587ac1c4; WORD $0x8044; BYTE $0x08 // vaddss xmm0, xmm0, dword ptr [r8 + 4*rax + 8]
+	LONG $0x4411fac5; WORD $0x0887             // vmovss dword ptr [rdi + 4*rax + 8], xmm0
+	LONG $0x2454394c; BYTE $0x18               // cmp qword ptr [rsp + 24], r10
+	JGE  LBB8_17
+	LONG $0x0479c3c4; WORD $0xffc2             // vpermilps xmm0, xmm10, 255
+	LONG $0x587a41c4; WORD $0x8054; BYTE $0x0c // vaddss xmm10, xmm0, dword ptr [r8 + 4*rax + 12]
+	JMP  LBB8_16
+	PCALIGN $16
+
+LBB8_38:
+	LONG $0x247c8b48; BYTE $0x10   // mov rdi, qword ptr [rsp + 16]
+	LONG $0x24448b48; BYTE $0x30   // mov rax, qword ptr [rsp + 48]
+	LONG $0x14117ac5; BYTE $0x87   // vmovss dword ptr [rdi + 4*rax], xmm10
+	LONG $0x24548b4c; BYTE $0x70   // mov r10, qword ptr [rsp + 112] /* [rbp + 24] */
+	LONG $0x2454394c; BYTE $0x28   // cmp qword ptr [rsp + 40], r10
+	LONG $0x245c8b4c; BYTE $0x48   // mov r11, qword ptr [rsp + 72]
+	LONG $0x244c8b48; BYTE $0x08   // mov rcx, qword ptr [rsp + 8]
+	LONG $0x243c8b4c               // mov r15, qword ptr [rsp]
+	LONG $0x24648b4c; BYTE $0x40   // mov r12, qword ptr [rsp + 64]
+	LONG $0x246c8b4c; BYTE $0x38   // mov r13, qword ptr [rsp + 56]
+	JGE  LBB8_17
+	QUAD $0x01048754177963c4       // vextractps dword ptr [rdi + 4*rax + 4], xmm10, 1
+	LONG $0x2454394c; BYTE $0x20   // cmp qword ptr [rsp + 32], r10
+	JGE  LBB8_17
+	QUAD $0x02088754177963c4       // vextractps dword ptr [rdi + 4*rax + 8], xmm10, 2
+	LONG $0x2454394c; BYTE $0x18   // cmp qword ptr [rsp + 24], r10
+	JGE  LBB8_17
+	LONG $0x047943c4; WORD $0xffd2 // vpermilps xmm10, xmm10, 255
+	JMP  LBB8_16
+
+LBB8_5:
+	WORD $0x854d; BYTE $0xc0 // test r8, r8
+	JNE  LBB8_20
+	LONG $0x01c38349         // add r11, 1
+	JMP  LBB8_7
+	PCALIGN $16
+
+LBB8_19:
+	WORD $0x394d; BYTE $0xd3 // cmp r11, r10
+	JGE  LBB8_18
 
 LBB8_20:
-	LONG    $0x117aa1c4; WORD $0xa774; BYTE $0x0c // vmovss dword ptr [rdi + 4*r12 + 12], xmm6
-	PCALIGN $16
-
-LBB8_21:
-	LONG $0x24548b48; BYTE $0x48 // mov rdx, qword ptr [rsp + 72]
-	WORD $0x0148; BYTE $0xd3     // add rbx, rdx
-	WORD $0x0148; BYTE $0xd0     // add rax, rdx
-	LONG $0x24540148; BYTE $0x38 // add qword ptr [rsp + 56], rdx
-	WORD $0x394d; BYTE $0xda     // cmp r10, r11
-	JGE  LBB8_22
-
-LBB8_6:
-	WORD $0x894d; BYTE $0xd4       // mov r12, r10
-	LONG $0x014a8d49               // lea rcx, [r10 + 1]
-	WORD $0x394c; BYTE $0xd9       // cmp rcx, r11
-	LONG $0x24548b48; BYTE $0x50   // mov rdx, qword ptr [rsp + 80]
-	WORD $0x8948; BYTE $0xd6       // mov rsi, rdx
-	LONG $0x244c8948; BYTE $0x40   // mov qword ptr [rsp + 64], rcx
-	LONG $0xf14c0f48               // cmovl rsi, rcx
-	LONG $0x024a8d49               // lea rcx, [r10 + 2]
-	WORD $0x394c; BYTE $0xd9       // cmp rcx, r11
-	WORD $0x8948; BYTE $0xd7       // mov rdi, rdx
-	LONG $0x244c8948; BYTE $0x30   // mov qword ptr [rsp + 48], rcx
-	LONG $0xf94c0f48               // cmovl rdi, rcx
-	LONG $0x034a8d49               // lea rcx, [r10 + 3]
-	WORD $0x394c; BYTE $0xd9       // cmp rcx, r11
-	LONG $0x244c8948; BYTE $0x28   // mov qword ptr [rsp + 40], rcx
-	LONG $0xd14c0f48               // cmovl rdx, rcx
-	LONG $0xffefc1c5               // vpxor xmm7, xmm7, xmm7
-	LONG $0x247c8348; WORD $0x2060 // cmp qword ptr [rsp + 96], 32
-	JL   LBB8_11
-	LONG $0x24448b4c; BYTE $0x08   // mov r8, qword ptr [rsp + 8]
-	LONG $0xd0af0f49               // imul rdx, r8
-	LONG $0x920c8d48               // lea rcx, [rdx + 4*rdx]
-	LONG $0x8a0c8d48               // lea rcx, [rdx + 4*rcx]
-	WORD $0x0148; BYTE $0xd1       // add rcx, rdx
-	LONG $0x244c8b4c; BYTE $0x18   // mov r9, qword ptr [rsp + 24]
-	WORD $0x014c; BYTE $0xc9       // add rcx, r9
-	LONG $0xf8af0f49               // imul rdi, r8
-	LONG $0xbf148d48               // lea rdx, [rdi + 4*rdi]
-	LONG $0x971c8d4c               // lea r11, [rdi + 4*rdx]
-	WORD $0x0149; BYTE $0xfb       // add r11, rdi
-	WORD $0x014d; BYTE $0xcb       // add r11, r9
-	LONG $0xf0af0f49               // imul rsi, r8
-	LONG $0xb6148d48               // lea rdx, [rsi + 4*rsi]
-	LONG $0x96048d4c               // lea r8, [rsi + 4*rdx]
-	WORD $0x0149; BYTE $0xf0       // add r8, rsi
-	WORD $0x014d; BYTE $0xc8       // add r8, r9
-	LONG $0xf657c8c5               // vxorps xmm6, xmm6, xmm6
-	LONG $0x24548b4c; BYTE $0x38   // mov r10, qword ptr [rsp + 56]
-	LONG $0x247c8b4c; BYTE $0x10   // mov r15, qword ptr [rsp + 16]
-	WORD $0x3145; BYTE $0xc9       // xor r9d, r9d
-	JMP  LBB8_8
-	PCALIGN $16
-
-LBB8_10:
-	LONG $0x6f7ec1c4; BYTE $0x3f               // vmovdqu ymm7, ymmword ptr [r15]
-	LONG $0x042d62c4; BYTE $0xc7               // vpmaddubsw ymm8, ymm10, ymm7
-	LONG $0x6f7a21c4; WORD $0x0b4c; BYTE $0x06 // vmovdqu xmm9, xmmword ptr [rbx + r9 + 6]
-	LONG $0x7179c1c4; WORD $0x04d1             // vpsrlw xmm0, xmm9, 4
-	LONG $0x3835e3c4; WORD $0x01c0             // vinserti128 ymm0, ymm9, xmm0, 1
-	LONG $0xc1dbfdc5                           // vpand ymm0, ymm0, ymm1
-	LONG $0x6e7921c4; WORD $0x0b4c; BYTE $0x02 // vmovd xmm9, dword ptr [rbx + r9 + 2]
-	LONG $0x00fd43c4; WORD $0x44c9             // vpermq ymm9, ymm9, 68
-	LONG $0x003542c4; BYTE $0xcb               // vpshufb ymm9, ymm9, ymm11
-	LONG $0xcadb35c5                           // vpand ymm9, ymm9, ymm2
-	LONG $0xca7435c5                           // vpcmpeqb ymm9, ymm9, ymm2
-	LONG $0xccdb35c5                           // vpand ymm9, ymm9, ymm4
-	LONG $0xc0ebb5c5                           // vpor ymm0, ymm9, ymm0
-	LONG $0x047de2c4; BYTE $0xc7               // vpmaddubsw ymm0, ymm0, ymm7
-	LONG $0xf97dc1c4; BYTE $0xc0               // vpsubw ymm0, ymm0, ymm8
-	LONG $0xc0f59dc5                           // vpmaddwd ymm0, ymm12, ymm0
-	LONG $0x6f7a01c4; WORD $0x084c; BYTE $0x06 // vmovdqu xmm9, xmmword ptr [r8 + r9 + 6]
-	LONG $0x7161c1c4; WORD $0x04d1             // vpsrlw xmm3, xmm9, 4
-	LONG $0x3835e3c4; WORD $0x01db             // vinserti128 ymm3, ymm9, xmm3, 1
-	LONG $0xd9dbe5c5                           // vpand ymm3, ymm3, ymm1
-	LONG $0x6e7901c4; WORD $0x084c; BYTE $0x02 // vmovd xmm9, dword ptr [r8 + r9 + 2]
-	LONG $0x00fd43c4; WORD $0x44c9             // vpermq ymm9, ymm9, 68
-	LONG $0x003542c4; BYTE $0xcb               // vpshufb ymm9, ymm9, ymm11
-	LONG $0xcadb35c5                           // vpand ymm9, ymm9, ymm2
-	LONG $0xca7435c5                           // vpcmpeqb ymm9, ymm9, ymm2
-	LONG $0xccdb35c5                           // vpand ymm9, ymm9, ymm4
-	LONG $0xdbebb5c5                           // vpor ymm3, ymm9, ymm3
-	LONG $0x0465e2c4; BYTE $0xdf               // vpmaddubsw ymm3, ymm3, ymm7
-	LONG $0xf965c1c4; BYTE $0xd8               // vpsubw ymm3, ymm3, ymm8
-	LONG $0xdbf59dc5                           // vpmaddwd ymm3, ymm12, ymm3
-	LONG $0x027d62c4; BYTE $0xcb               // vphaddd ymm9, ymm0, ymm3
-	LONG $0x6f7a81c4; WORD $0x0b44; BYTE $0x06 // vmovdqu xmm0, xmmword ptr [r11 + r9 + 6]
-	LONG $0xd071e1c5; BYTE $0x04               // vpsrlw xmm3, xmm0, 4
-	LONG $0x387de3c4; WORD $0x01c3             // vinserti128 ymm0, ymm0, xmm3, 1
-	LONG $0xc1dbfdc5                           // vpand ymm0, ymm0, ymm1
-	LONG $0x6e7981c4; WORD $0x0b5c; BYTE $0x02 // vmovd xmm3, dword ptr [r11 + r9 + 2]
-	LONG $0x00fde3c4; WORD $0x44db             // vpermq ymm3, ymm3, 68
-	LONG $0x0065c2c4; BYTE $0xdb               // vpshufb ymm3, ymm3, ymm11
-	LONG $0xdadbe5c5                           // vpand ymm3, ymm3, ymm2
-	LONG $0xda74e5c5                           // vpcmpeqb ymm3, ymm3, ymm2
-	LONG $0xdcdbe5c5                           // vpand ymm3, ymm3, ymm4
-	LONG $0xc0ebe5c5                           // vpor ymm0, ymm3, ymm0
-	LONG $0x047de2c4; BYTE $0xc7               // vpmaddubsw ymm0, ymm0, ymm7
-	LONG $0xf97dc1c4; BYTE $0xc0               // vpsubw ymm0, ymm0, ymm8
-	LONG $0xc0f59dc5                           // vpmaddwd ymm0, ymm12, ymm0
-	LONG $0x6f7aa1c4; WORD $0x095c; BYTE $0x06 // vmovdqu xmm3, xmmword ptr [rcx + r9 + 6]
-	LONG $0xd371d1c5; BYTE $0x04               // vpsrlw xmm5, xmm3, 4
-	LONG $0x3865e3c4; WORD $0x01dd             // vinserti128 ymm3, ymm3, xmm5, 1
-	LONG $0xd9dbe5c5                           // vpand ymm3, ymm3, ymm1
-	LONG $0x6e79a1c4; WORD $0x096c; BYTE $0x02 // vmovd xmm5, dword ptr [rcx + r9 + 2]
-	LONG $0x00fde3c4; WORD $0x44ed             // vpermq ymm5, ymm5, 68
-	LONG $0x0055c2c4; BYTE $0xeb               // vpshufb ymm5, ymm5, ymm11
-	LONG $0xeadbd5c5                           // vpand ymm5, ymm5, ymm2
-	LONG $0xea74d5c5                           // vpcmpeqb ymm5, ymm5, ymm2
-	LONG $0xecdbd5c5                           // vpand ymm5, ymm5, ymm4
-	LONG $0xdbebd5c5                           // vpor ymm3, ymm5, ymm3
-	LONG $0x0465e2c4; BYTE $0xdf               // vpmaddubsw ymm3, ymm3, ymm7
-	LONG $0xf965c1c4; BYTE $0xd8               // vpsubw ymm3, ymm3, ymm8
-	LONG $0xdbf59dc5                           // vpmaddwd ymm3, ymm12, ymm3
-	LONG $0x027de2c4; BYTE $0xc3               // vphaddd ymm0, ymm0, ymm3
-	LONG $0x0235e2c4; BYTE $0xc0               // vphaddd ymm0, ymm9, ymm0
-	LONG $0x14b70f42; BYTE $0x0b               // movzx edx, word ptr [rbx + r9]
-	LONG $0x34b70f43; BYTE $0x08               // movzx esi, word ptr [r8 + r9]
-	LONG $0x10e6c148                           // shl rsi, 16
-	WORD $0x0948; BYTE $0xd6                   // or rsi, rdx
-	LONG $0x14b70f43; BYTE $0x0b               // movzx edx, word ptr [r11 + r9]
-	LONG $0x20e2c148                           // shl rdx, 32
-	WORD $0x0948; BYTE $0xf2                   // or rdx, rsi
-	LONG $0x34b70f42; BYTE $0x09               // movzx esi, word ptr [rcx + r9]
-	LONG $0x30e6c148                           // shl rsi, 48
-	WORD $0x0948; BYTE $0xd6                   // or rsi, rdx
-	LONG $0x6ef9e1c4; BYTE $0xde               // vmovq xmm3, rsi
-	LONG $0x5979e2c4; BYTE $0xdb               // vpbroadcastq xmm3, xmm3
-	LONG $0x137de2c4; BYTE $0xdb               // vcvtph2ps ymm3, xmm3
-	LONG $0x7979c2c4; WORD $0xfe6f             // vpbroadcastw xmm5, word ptr [r15 - 2]
-	LONG $0x137de2c4; BYTE $0xed               // vcvtph2ps ymm5, xmm5
-	LONG $0xdb59d4c5                           // vmulps ymm3, ymm5, ymm3
-	LONG $0xf85bfcc5                           // vcvtdq2ps ymm7, ymm0
-	LONG $0xa865e2c4; BYTE $0xfe               // vfmadd213ps ymm7, ymm3, ymm6
-	LONG $0x16c18349                           // add r9, 22
-	LONG $0x22c78349                           // add r15, 34
-	LONG $0x58c28349                           // add r10, 88
-	LONG $0xf728fcc5                           // vmovaps ymm6, ymm7
-	WORD $0x394d; BYTE $0xf1                   // cmp r9, r14
-	JGE  LBB8_11
-
-LBB8_8:
-	WORD $0x394d; BYTE $0xea       // cmp r10, r13
-	JGE  LBB8_10
-	LONG $0x4c180f42; WORD $0xc088 // prefetcht0 byte ptr [rax + 4*r9 - 64]
-	LONG $0x0c180f42; BYTE $0x88   // prefetcht0 byte ptr [rax + 4*r9]
-	JMP  LBB8_10
+	WORD $0x894c; BYTE $0xd9                   // mov rcx, r11
+	LONG $0x01438d49                           // lea rax, [r11 + 1]
+	LONG $0x04c38349                           // add r11, 4
+	LONG $0xc0eff9c5                           // vpxor xmm0, xmm0, xmm0
+	LONG $0x587ac1c4; WORD $0x880c             // vaddss xmm1, xmm0, dword ptr [r8 + 4*rcx]
+	LONG $0x0c11fac5; BYTE $0x8f               // vmovss dword ptr [rdi + 4*rcx], xmm1
+	WORD $0x394c; BYTE $0xd0                   // cmp rax, r10
+	JGE  LBB8_19
+	LONG $0x02418d48                           // lea rax, [rcx + 2]
+	LONG $0x587ac1c4; WORD $0x8844; BYTE $0x04 // vaddss xmm0, xmm0, dword ptr [r8 + 4*rcx + 4]
+	LONG $0x4411fac5; WORD $0x048f             // vmovss dword ptr [rdi + 4*rcx + 4], xmm0
+	WORD $0x394c; BYTE $0xd0                   // cmp rax, r10
+	JGE  LBB8_19
+	LONG $0x03418d48                           // lea rax, [rcx + 3]
+	LONG $0xc057f8c5                           // vxorps xmm0, xmm0, xmm0
+	LONG $0x587ac1c4; WORD $0x884c; BYTE $0x08 // vaddss xmm1, xmm0, dword ptr [r8 + 4*rcx + 8]
+	LONG $0x4c11fac5; WORD $0x088f             // vmovss dword ptr [rdi + 4*rcx + 8], xmm1
+	WORD $0x394c; BYTE $0xd0                   // cmp rax, r10
+	JGE  LBB8_19
+	LONG $0x587ac1c4; WORD $0x8844; BYTE $0x0c // vaddss xmm0, xmm0, dword ptr [r8 + 4*rcx + 12]
+	LONG $0x4411fac5; WORD $0x0c8f             // vmovss dword ptr [rdi + 4*rcx + 12], xmm0
+	JMP  LBB8_19
 	PCALIGN $16
 
 LBB8_11:
-	LONG $0x24548d4d; BYTE $0x04               // lea r10, [r12 + 4]
-	LONG $0x397de3c4; WORD $0x01fe             // vextracti128 xmm6, ymm7, 1
-	LONG $0xf658c0c5                           // vaddps xmm6, xmm7, xmm6
-	LONG $0x24448b4c; BYTE $0x58               // mov r8, qword ptr [rsp + 88]
-	WORD $0x854d; BYTE $0xc0                   // test r8, r8
-	JE   LBB8_12
-	LONG $0x584a81c4; WORD $0xa03c             // vaddss xmm7, xmm6, dword ptr [r8 + 4*r12]
-	LONG $0x247c8b48; BYTE $0x20               // mov rdi, qword ptr [rsp + 32]
-	LONG $0x117aa1c4; WORD $0xa73c             // vmovss dword ptr [rdi + 4*r12], xmm7
-	LONG $0x245c8b4c; BYTE $0x70               // mov r11, qword ptr [rsp + 112] /* [rbp + 24] */
-	LONG $0x245c394c; BYTE $0x40               // cmp qword ptr [rsp + 64], r11
-	JGE  LBB8_21
-	LONG $0xfe16fac5                           // vmovshdup xmm7, xmm6
-	LONG $0x584281c4; WORD $0xa07c; BYTE $0x04 // vaddss xmm7, xmm7, dword ptr [r8 + 4*r12 + 4]
-	LONG $0x117aa1c4; WORD $0xa77c; BYTE $0x04 // vmovss dword ptr [rdi + 4*r12 + 4], xmm7
-	LONG $0x245c394c; BYTE $0x30               // cmp qword ptr [rsp + 48], r11
-	JGE  LBB8_21
-	LONG $0x0579e3c4; WORD $0x01fe             // vpermilpd xmm7, xmm6, 1
-	LONG $0x584281c4; WORD $0xa07c; BYTE $0x08 // vaddss xmm7, xmm7, dword ptr [r8 + 4*r12 + 8]
-	LONG $0x117aa1c4; WORD $0xa77c; BYTE $0x08 // vmovss dword ptr [rdi + 4*r12 + 8], xmm7
-	LONG $0x245c394c; BYTE $0x28               // cmp qword ptr [rsp + 40], r11
-	JGE  LBB8_21
-	LONG $0x0479e3c4; WORD $0xfff6             // vpermilps xmm6, xmm6, 255
-	LONG $0x584a81c4; WORD $0xa074; BYTE $0x0c // vaddss xmm6, xmm6, dword ptr [r8 + 4*r12 + 12]
-	JMP  LBB8_20
-	PCALIGN $16
+	LONG $0x04438d49         // lea rax, [r11 + 4]
+	LONG $0x03c38349         // add r11, 3
+	WORD $0x394d; BYTE $0xd3 // cmp r11, r10
+	WORD $0x8949; BYTE $0xc3 // mov r11, rax
+	JGE  LBB8_18
 
-LBB8_12:
-	LONG $0x247c8b48; BYTE $0x20   // mov rdi, qword ptr [rsp + 32]
-	LONG $0x117aa1c4; WORD $0xa734 // vmovss dword ptr [rdi + 4*r12], xmm6
-	LONG $0x245c8b4c; BYTE $0x70   // mov r11, qword ptr [rsp + 112] /* [rbp + 24] */
-	LONG $0x245c394c; BYTE $0x40   // cmp qword ptr [rsp + 64], r11
-	JGE  LBB8_21
-	QUAD $0x0104a7741779a3c4       // vextractps dword ptr [rdi + 4*r12 + 4], xmm6, 1
-	LONG $0x245c394c; BYTE $0x30   // cmp qword ptr [rsp + 48], r11
-	JGE  LBB8_21
-	QUAD $0x0208a7741779a3c4       // vextractps dword ptr [rdi + 4*r12 + 8], xmm6, 2
-	LONG $0x245c394c; BYTE $0x28   // cmp qword ptr [rsp + 40], r11
-	JGE  LBB8_21
-	LONG $0x0479e3c4; WORD $0xfff6 // vpermilps xmm6, xmm6, 255
-	JMP  LBB8_20
+LBB8_7:
+	QUAD $0x000000fc9f44c742; BYTE $0x00 // mov dword ptr [rdi + 4*r11 - 4], 0
+	WORD $0x394d; BYTE $0xd3             // cmp r11, r10
+	JGE  LBB8_11
+	LONG $0x01438d49                     // lea rax, [r11 + 1]
+	QUAD $0x000000009f04c742             // mov dword ptr [rdi + 4*r11], 0
+	WORD $0x394c; BYTE $0xd0             // cmp rax, r10
+	JGE  LBB8_11
+	LONG $0x02438d49                     // lea rax, [r11 + 2]
+	QUAD $0x000000049f44c742; BYTE $0x00 // mov dword ptr [rdi + 4*r11 + 4], 0
+	WORD $0x394c; BYTE $0xd0             // cmp rax, r10
+	JGE  LBB8_11
+	QUAD $0x000000089f44c742; BYTE $0x00 // mov dword ptr [rdi + 4*r11 + 8], 0
+	JMP  LBB8_11
 
-LBB8_22:
+LBB8_18:
 	SUBQ $8, SP
 	VZEROUPPER
 	RET
@@ -5032,9 +5166,9 @@ LBB10_6:
 LBB10_4:
 	WORD $0x394d; BYTE $0xc5       // cmp r13, r8
 	JGE  LBB10_6
-	LONG $0x4c180f42; WORD $0x80be // prefetcht0 byte ptr [rsi + 4*r15 - 128]
-	LONG $0x4c180f42; WORD $0xc0be // prefetcht0 byte ptr [rsi + 4*r15 - 64]
-	LONG $0x0c180f42; BYTE $0xbe   // prefetcht0 byte ptr [rsi + 4*r15]
+	LONG $0x54180f42; WORD $0x80be // prefetcht1 byte ptr [rsi + 4*r15 - 128]
+	LONG $0x54180f42; WORD $0xc0be // prefetcht1 byte ptr [rsi + 4*r15 - 64]
+	LONG $0x14180f42; BYTE $0xbe   // prefetcht1 byte ptr [rsi + 4*r15]
 	JMP  LBB10_6
 	PCALIGN $16
 
@@ -5120,70 +5254,49 @@ DATA LCDATA9<>+0x020(SB)/8, $0x0000000000000000
 DATA LCDATA9<>+0x028(SB)/8, $0x0000000000000000
 DATA LCDATA9<>+0x030(SB)/8, $0x0000000000000000
 DATA LCDATA9<>+0x038(SB)/8, $0x0000000000000000
-DATA LCDATA9<>+0x040(SB)/8, $0x0006000500040003
-DATA LCDATA9<>+0x048(SB)/8, $0x000a000900080007
-DATA LCDATA9<>+0x050(SB)/8, $0x0016001500140013
-DATA LCDATA9<>+0x058(SB)/8, $0x001a001900180017
-DATA LCDATA9<>+0x060(SB)/8, $0x0026002500240023
-DATA LCDATA9<>+0x068(SB)/8, $0x002a002900280027
-DATA LCDATA9<>+0x070(SB)/8, $0x0036003500340033
-DATA LCDATA9<>+0x078(SB)/8, $0x003a003900380037
-DATA LCDATA9<>+0x080(SB)/8, $0x0000000000020001
-DATA LCDATA9<>+0x088(SB)/8, $0x0000000000000000
-DATA LCDATA9<>+0x090(SB)/8, $0x0000000000120011
-DATA LCDATA9<>+0x098(SB)/8, $0x0000000000000000
-DATA LCDATA9<>+0x0a0(SB)/8, $0x0000000000220021
-DATA LCDATA9<>+0x0a8(SB)/8, $0x0000000000000000
-DATA LCDATA9<>+0x0b0(SB)/8, $0x0000000000320031
-DATA LCDATA9<>+0x0b8(SB)/8, $0x0000000000000000
-DATA LCDATA9<>+0x0c0(SB)/8, $0x0000000000000000
-DATA LCDATA9<>+0x0c8(SB)/8, $0x0101010101010101
-DATA LCDATA9<>+0x0d0(SB)/8, $0x0000000000000000
-DATA LCDATA9<>+0x0d8(SB)/8, $0x0101010101010101
-DATA LCDATA9<>+0x0e0(SB)/8, $0x0000000000000000
-DATA LCDATA9<>+0x0e8(SB)/8, $0x0101010101010101
-DATA LCDATA9<>+0x0f0(SB)/8, $0x0000000000000000
-DATA LCDATA9<>+0x0f8(SB)/8, $0x0101010101010101
-DATA LCDATA9<>+0x100(SB)/8, $0x0202020202020202
-DATA LCDATA9<>+0x108(SB)/8, $0x0303030303030303
-DATA LCDATA9<>+0x110(SB)/8, $0x0202020202020202
-DATA LCDATA9<>+0x118(SB)/8, $0x0303030303030303
-DATA LCDATA9<>+0x120(SB)/8, $0x0202020202020202
-DATA LCDATA9<>+0x128(SB)/8, $0x0303030303030303
-DATA LCDATA9<>+0x130(SB)/8, $0x0202020202020202
-DATA LCDATA9<>+0x138(SB)/8, $0x0303030303030303
-DATA LCDATA9<>+0x140(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA LCDATA9<>+0x148(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA LCDATA9<>+0x150(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA LCDATA9<>+0x158(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA LCDATA9<>+0x160(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA LCDATA9<>+0x168(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA LCDATA9<>+0x170(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA LCDATA9<>+0x178(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA LCDATA9<>+0x180(SB)/8, $0x1010101010101010
-DATA LCDATA9<>+0x188(SB)/8, $0x1010101010101010
-DATA LCDATA9<>+0x190(SB)/8, $0x1010101010101010
-DATA LCDATA9<>+0x198(SB)/8, $0x1010101010101010
-DATA LCDATA9<>+0x1a0(SB)/8, $0x1010101010101010
-DATA LCDATA9<>+0x1a8(SB)/8, $0x1010101010101010
-DATA LCDATA9<>+0x1b0(SB)/8, $0x1010101010101010
-DATA LCDATA9<>+0x1b8(SB)/8, $0x1010101010101010
-DATA LCDATA9<>+0x1c0(SB)/8, $0x0000000000000000
-DATA LCDATA9<>+0x1c8(SB)/8, $0x0010001000100010
-DATA LCDATA9<>+0x1d0(SB)/8, $0x0020002000200020
-DATA LCDATA9<>+0x1d8(SB)/8, $0x0030003000300030
-DATA LCDATA9<>+0x1e0(SB)/8, $0x0000000500000001
-DATA LCDATA9<>+0x1e8(SB)/8, $0x0000000d00000009
-DATA LCDATA9<>+0x1f0(SB)/8, $0x0000001500000011
-DATA LCDATA9<>+0x1f8(SB)/8, $0x0000001d00000019
-DATA LCDATA9<>+0x200(SB)/8, $0x0000000400000000
-DATA LCDATA9<>+0x208(SB)/8, $0x0000000c00000008
-DATA LCDATA9<>+0x210(SB)/8, $0x0000001400000010
-DATA LCDATA9<>+0x218(SB)/8, $0x0000001c00000018
-DATA LCDATA9<>+0x220(SB)/8, $0x8040201008040201
-GLOBL LCDATA9<>(SB), 8, $552
+DATA LCDATA9<>+0x040(SB)/8, $0x0000000000000000
+DATA LCDATA9<>+0x048(SB)/8, $0x0000000000000000
+DATA LCDATA9<>+0x050(SB)/8, $0x0000000100000001
+DATA LCDATA9<>+0x058(SB)/8, $0x0000000100000001
+DATA LCDATA9<>+0x060(SB)/8, $0x0000000200000002
+DATA LCDATA9<>+0x068(SB)/8, $0x0000000200000002
+DATA LCDATA9<>+0x070(SB)/8, $0x0000000300000003
+DATA LCDATA9<>+0x078(SB)/8, $0x0000000300000003
+DATA LCDATA9<>+0x080(SB)/8, $0x0006000500040003
+DATA LCDATA9<>+0x088(SB)/8, $0x000a000900080007
+DATA LCDATA9<>+0x090(SB)/8, $0x00110010000f000e
+DATA LCDATA9<>+0x098(SB)/8, $0x0015001400130012
+DATA LCDATA9<>+0x0a0(SB)/8, $0x001c001b001a0019
+DATA LCDATA9<>+0x0a8(SB)/8, $0x0020001f001e001d
+DATA LCDATA9<>+0x0b0(SB)/8, $0x0027002600250024
+DATA LCDATA9<>+0x0b8(SB)/8, $0x002b002a00290028
+DATA LCDATA9<>+0x0c0(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA LCDATA9<>+0x0c8(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA LCDATA9<>+0x0d0(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA LCDATA9<>+0x0d8(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA LCDATA9<>+0x0e0(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA LCDATA9<>+0x0e8(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA LCDATA9<>+0x0f0(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA LCDATA9<>+0x0f8(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA LCDATA9<>+0x100(SB)/8, $0x1010101010101010
+DATA LCDATA9<>+0x108(SB)/8, $0x1010101010101010
+DATA LCDATA9<>+0x110(SB)/8, $0x1010101010101010
+DATA LCDATA9<>+0x118(SB)/8, $0x1010101010101010
+DATA LCDATA9<>+0x120(SB)/8, $0x1010101010101010
+DATA LCDATA9<>+0x128(SB)/8, $0x1010101010101010
+DATA LCDATA9<>+0x130(SB)/8, $0x1010101010101010
+DATA LCDATA9<>+0x138(SB)/8, $0x1010101010101010
+DATA LCDATA9<>+0x140(SB)/8, $0x0001000100010001
+DATA LCDATA9<>+0x148(SB)/8, $0x0001000100010001
+DATA LCDATA9<>+0x150(SB)/8, $0x0001000100010001
+DATA LCDATA9<>+0x158(SB)/8, $0x0001000100010001
+DATA LCDATA9<>+0x160(SB)/8, $0x0001000100010001
+DATA LCDATA9<>+0x168(SB)/8, $0x0001000100010001
+DATA LCDATA9<>+0x170(SB)/8, $0x0001000100010001
+DATA LCDATA9<>+0x178(SB)/8, $0x0001000100010001
+GLOBL LCDATA9<>(SB), 8, $384
 
-TEXT ·_krt_gemv_q5_0_avx512(SB), $136-56
+TEXT ·_krt_gemv_q5_0_avx512(SB), $20880-56
 
 	MOVQ y+0(FP), DI
 	MOVQ w+8(FP), SI
@@ -5192,302 +5305,636 @@ TEXT ·_krt_gemv_q5_0_avx512(SB), $136-56
 	MOVQ cols+32(FP), R8
 	MOVQ r0+40(FP), R9
 	MOVQ r1+48(FP), R10
-	ADDQ $8, SP
-	MOVQ R10, 120(SP)
+	MOVQ SP, BP
+	ADDQ $64, SP
+	ANDQ $-64, SP
+	MOVQ BP, 20808(SP)
+	MOVQ R10, 20800(SP)
 	LEAQ LCDATA9<>(SB), BP
 
-	LONG $0x24548948; BYTE $0x58               // mov qword ptr [rsp + 88], rdx
-	LONG $0x24748948; BYTE $0x18               // mov qword ptr [rsp + 24], rsi
-	LONG $0x24748b4c; BYTE $0x78               // mov r14, qword ptr [rsp + 120] /* [rbp + 16] */
-	LONG $0x1f708d49                           // lea rsi, [r8 + 31]
-	WORD $0x854d; BYTE $0xc0                   // test r8, r8
-	LONG $0xf0490f49                           // cmovns rsi, r8
-	WORD $0x394d; BYTE $0xf1                   // cmp r9, r14
-	JGE  LBB11_15
-	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
-	LONG $0x20f88349                           // cmp r8, 32
-	JL   LBB11_10
-	LONG $0x05fec148                           // sar rsi, 5
-	LONG $0xb60c8d48                           // lea rcx, [rsi + 4*rsi]
-	LONG $0x8e2c8d4c                           // lea r13, [rsi + 4*rcx]
-	WORD $0x0149; BYTE $0xf5                   // add r13, rsi
-	LONG $0x246c894c; BYTE $0x48               // mov qword ptr [rsp + 72], r13
-	LONG $0xeeaf0f4d                           // imul r13, r14
-	LONG $0x246c894c; BYTE $0x70               // mov qword ptr [rsp + 112], r13
-	LONG $0xff568d49                           // lea rdx, [r14 - 1]
-	LONG $0x24548948; BYTE $0x40               // mov qword ptr [rsp + 64], rdx
-	LONG $0x24448b4c; BYTE $0x18               // mov r8, qword ptr [rsp + 24]
-	LONG $0xe0508d49                           // lea rdx, [r8 - 32]
-	LONG $0x24548948; BYTE $0x38               // mov qword ptr [rsp + 56], rdx
-	LONG $0x4e0c8d48                           // lea rcx, [rsi + 2*rcx]
-	LONG $0x244c8948; BYTE $0x30               // mov qword ptr [rsp + 48], rcx
-	WORD $0x8948; BYTE $0xf1                   // mov rcx, rsi
-	LONG $0xc9af0f49                           // imul rcx, r9
-	LONG $0x89148d48                           // lea rdx, [rcx + 4*rcx]
-	LONG $0x912c8d4c                           // lea r13, [rcx + 4*rdx]
-	WORD $0x0149; BYTE $0xcd                   // add r13, rcx
-	WORD $0x014d; BYTE $0xc5                   // add r13, r8
-	LONG $0xb0ce6948; WORD $0x0000; BYTE $0x00 // imul rcx, rsi, 176
-	LONG $0x244c8948; BYTE $0x28               // mov qword ptr [rsp + 40], rcx
-	LONG $0x08498d49                           // lea rcx, [r9 + 8]
-	LONG $0x24748948; BYTE $0x20               // mov qword ptr [rsp + 32], rsi
-	LONG $0xceaf0f48                           // imul rcx, rsi
-	LONG $0x89148d48                           // lea rdx, [rcx + 4*rcx]
-	LONG $0x91148d48                           // lea rdx, [rcx + 4*rdx]
-	LONG $0x11348d48                           // lea rsi, [rcx + rdx]
-	LONG $0x30148d4d                           // lea r10, [r8 + rsi]
-	LONG $0x80c28149; WORD $0x000c; BYTE $0x00 // add r10, 3200
-	LONG $0x487df262; WORD $0x4558; BYTE $0x00 // vpbroadcastd zmm0, dword ptr [rbp + 0] /* [rip + .LCPI11_0] */
-	QUAD $0x00000c0011948d48                   // lea rdx, [rcx + rdx + 3072]
-	LONG $0xc9eff1c5                           // vpxor xmm1, xmm1, xmm1
-	LONG $0x48fef162; WORD $0x556f; BYTE $0x01 // vmovdqu64 zmm2, zmmword ptr [rbp + 64] /* [rip + .LCPI11_1] */
-	LONG $0x48fef162; WORD $0x5d6f; BYTE $0x02 // vmovdqu64 zmm3, zmmword ptr [rbp + 128] /* [rip + .LCPI11_2] */
-	QUAD $0x000001c0a56ffec5                   // vmovdqu ymm4, ymmword ptr [rbp + 448] /* [rip + .LCPI11_3] */
-	LONG $0x48fef162; WORD $0x6d6f; BYTE $0x03 // vmovdqu64 zmm5, zmmword ptr [rbp + 192] /* [rip + .LCPI11_4] */
-	LONG $0x48fdf262; WORD $0x7559; BYTE $0x44 // vpbroadcastq zmm6, qword ptr [rbp + 544] /* [rip + .LCPI11_5] */
-	LONG $0x48fef162; WORD $0x7d6f; BYTE $0x04 // vmovdqu64 zmm7, zmmword ptr [rbp + 256] /* [rip + .LCPI11_6] */
-	LONG $0x48fe7162; WORD $0x456f; BYTE $0x05 // vmovdqu64 zmm8, zmmword ptr [rbp + 320] /* [rip + .LCPI11_7] */
-	LONG $0x48fe7162; WORD $0x4d6f; BYTE $0x06 // vmovdqu64 zmm9, zmmword ptr [rbp + 384] /* [rip + .LCPI11_8] */
-	QUAD $0x000001e095107cc5                   // vmovups ymm10, ymmword ptr [rbp + 480] /* [rip + .LCPI11_9] */
-	QUAD $0x000002009d107cc5                   // vmovups ymm11, ymmword ptr [rbp + 512] /* [rip + .LCPI11_10] */
-	LONG $0x247c8948; BYTE $0x10               // mov qword ptr [rsp + 16], rdi
-	LONG $0x24448948; BYTE $0x50               // mov qword ptr [rsp + 80], rax
-	JMP  LBB11_3
+	LONG $0x244c894c; BYTE $0x08                       // mov qword ptr [rsp + 8], r9
+	LONG $0x244c8948; BYTE $0x40                       // mov qword ptr [rsp + 64], rcx
+	LONG $0x24548948; BYTE $0x38                       // mov qword ptr [rsp + 56], rdx
+	LONG $0x247c8948; BYTE $0x58                       // mov qword ptr [rsp + 88], rdi
+	LONG $0x1f788d49                                   // lea rdi, [r8 + 31]
+	WORD $0x854d; BYTE $0xc0                           // test r8, r8
+	LONG $0xf8490f49                                   // cmovns rdi, r8
+	LONG $0x0075a162; WORD $0xc9ef                     // vpxord xmm17, xmm17, xmm17
+	QUAD $0x03244c7f48fee162                           // vmovdqu64 zmmword ptr [rsp + 192], zmm17
+	QUAD $0x04244c7f48fee162                           // vmovdqu64 zmmword ptr [rsp + 256], zmm17
+	QUAD $0x000001022484c766; WORD $0x0020             // mov word ptr [rsp + 258], 32
+	QUAD $0x00000000c42484c7; WORD $0x2000; BYTE $0x00 // mov dword ptr [rsp + 196], 2097152
+	QUAD $0x0b000001082484c7; WORD $0x2b00; BYTE $0x00 // mov dword ptr [rsp + 264], 2818059
+	QUAD $0x0b000000cc2484c7; WORD $0x2b00; BYTE $0x00 // mov dword ptr [rsp + 204], 2818059
+	QUAD $0x16000001102484c7; WORD $0x3600; BYTE $0x00 // mov dword ptr [rsp + 272], 3538966
+	QUAD $0x16000000d42484c7; WORD $0x3600; BYTE $0x00 // mov dword ptr [rsp + 212], 3538966
+	QUAD $0x01000001182484c7; WORD $0x2100; BYTE $0x00 // mov dword ptr [rsp + 280], 2162689
+	QUAD $0x01000000dc2484c7; WORD $0x2100; BYTE $0x00 // mov dword ptr [rsp + 220], 2162689
+	LONG $0x20f88349                                   // cmp r8, 32
+	JL   LBB11_67
+	QUAD $0x0000514024ac8b4c                           // mov r13, qword ptr [rsp + 20800] /* [rbp + 16] */
+	LONG $0x05ffc148                                   // sar rdi, 5
+	LONG $0xbf048d48                                   // lea rax, [rdi + 4*rdi]
+	LONG $0x87048d48                                   // lea rax, [rdi + 4*rax]
+	WORD $0x0148; BYTE $0xf8                           // add rax, rdi
+	LONG $0x24448948; BYTE $0x50                       // mov qword ptr [rsp + 80], rax
+	LONG $0xc5af0f49                                   // imul rax, r13
+	QUAD $0x000000b024848948                           // mov qword ptr [rsp + 176], rax
+	QUAD $0x04244c6f48fe6162                           // vmovdqu64 zmm25, zmmword ptr [rsp + 256]
+	QUAD $0x0324546f48fe6162                           // vmovdqu64 zmm26, zmmword ptr [rsp + 192]
+	LONG $0xff458d49                                   // lea rax, [r13 - 1]
+	QUAD $0x0000009024848948                           // mov qword ptr [rsp + 144], rax
+	LONG $0x245c8b48; BYTE $0x08                       // mov rbx, qword ptr [rsp + 8]
+	LONG $0x044b8d48                                   // lea rcx, [rbx + 4]
+	LONG $0xcfaf0f48                                   // imul rcx, rdi
+	LONG $0x89048d48                                   // lea rax, [rcx + 4*rcx]
+	LONG $0x81148d48                                   // lea rdx, [rcx + 4*rax]
+	LONG $0x11048d48                                   // lea rax, [rcx + rdx]
+	WORD $0x0148; BYTE $0xf0                           // add rax, rsi
+	LONG $0x21400548; WORD $0x0000                     // add rax, 8512
+	QUAD $0x000000a824848948                           // mov qword ptr [rsp + 168], rax
+	LONG $0x11048d48                                   // lea rax, [rcx + rdx]
+	LONG $0x20000548; WORD $0x0000                     // add rax, 8192
+	LONG $0x24448948; BYTE $0x28                       // mov qword ptr [rsp + 40], rax
+	LONG $0x58c76b48                                   // imul rax, rdi, 88
+	QUAD $0x0000008824848948                           // mov qword ptr [rsp + 136], rax
+	WORD $0x8948; BYTE $0xf9                           // mov rcx, rdi
+	LONG $0xcbaf0f48                                   // imul rcx, rbx
+	LONG $0x89148d48                                   // lea rdx, [rcx + 4*rcx]
+	LONG $0x910c8d4c                                   // lea r9, [rcx + 4*rdx]
+	WORD $0x0149; BYTE $0xc9                           // add r9, rcx
+	WORD $0x0149; BYTE $0xf1                           // add r9, rsi
+	LONG $0x487de262; WORD $0x7558; BYTE $0x00         // vpbroadcastd zmm22, dword ptr [rbp + 0] /* [rip + .LCPI11_0] */
+	LONG $0x487ce162; WORD $0x5510; BYTE $0x01         // vmovups zmm18, zmmword ptr [rbp + 64] /* [rip + .LCPI11_1] */
+	LONG $0x007ca162; WORD $0xc057                     // vxorps xmm16, xmm16, xmm16
+	LONG $0x48fef162; WORD $0x756f; BYTE $0x02         // vmovdqu64 zmm6, zmmword ptr [rbp + 128] /* [rip + .LCPI11_2] */
+	LONG $0x48fef162; WORD $0x7d6f; BYTE $0x03         // vmovdqu64 zmm7, zmmword ptr [rbp + 192] /* [rip + .LCPI11_3] */
+	LONG $0x48fe7162; WORD $0x456f; BYTE $0x04         // vmovdqu64 zmm8, zmmword ptr [rbp + 256] /* [rip + .LCPI11_4] */
+	LONG $0x48fe7162; WORD $0x4d6f; BYTE $0x05         // vmovdqu64 zmm9, zmmword ptr [rbp + 320] /* [rip + .LCPI11_5] */
+	WORD $0xc031                                       // xor eax, eax
+	LONG $0x24448948; BYTE $0x10                       // mov qword ptr [rsp + 16], rax
+	WORD $0xc031                                       // xor eax, eax
+	LONG $0x24448948; BYTE $0x20                       // mov qword ptr [rsp + 32], rax
+	WORD $0x8948; BYTE $0xf8                           // mov rax, rdi
+	WORD $0x3145; BYTE $0xd2                           // xor r10d, r10d
+	LONG $0x247c8948; BYTE $0x30                       // mov qword ptr [rsp + 48], rdi
+	JMP  LBB11_2
 	PCALIGN $16
 
-LBB11_8:
-	LONG $0x247c8b48; BYTE $0x10               // mov rdi, qword ptr [rsp + 16]
-	LONG $0x24548b48; BYTE $0x08               // mov rdx, qword ptr [rsp + 8]
-	LONG $0x297c7162; WORD $0x2411; BYTE $0xb7 // vmovups ymmword ptr [rdi + 4*rsi] {k1}, ymm12
-	LONG $0x244c8b48; BYTE $0x28               // mov rcx, qword ptr [rsp + 40]
-	WORD $0x0149; BYTE $0xcd                   // add r13, rcx
-	WORD $0x0149; BYTE $0xca                   // add r10, rcx
-	WORD $0x0148; BYTE $0xca                   // add rdx, rcx
-	WORD $0x394d; BYTE $0xf1                   // cmp r9, r14
-	JGE  LBB11_15
+LBB11_66:
+	LONG $0x00c28149; WORD $0x0001; BYTE $0x00 // add r10, 256
+	QUAD $0x0000008024848b48                   // mov rax, qword ptr [rsp + 128]
+	LONG $0xff000548; WORD $0xffff             // add rax, -256
+	QUAD $0x0022003824448148; BYTE $0x00       // add qword ptr [rsp + 56], 8704
+	QUAD $0x0005802024448148; BYTE $0x00       // add qword ptr [rsp + 32], 1408
+	QUAD $0x0016002824448148; BYTE $0x00       // add qword ptr [rsp + 40], 5632
+	QUAD $0x0016001024448148; BYTE $0x00       // add qword ptr [rsp + 16], 5632
+	LONG $0x247c8b48; BYTE $0x30               // mov rdi, qword ptr [rsp + 48]
+	WORD $0x394c; BYTE $0xd7                   // cmp rdi, r10
+	JLE  LBB11_67
 
-LBB11_3:
-	LONG $0x24548948; BYTE $0x08   // mov qword ptr [rsp + 8], rdx
-	WORD $0x894c; BYTE $0xce       // mov rsi, r9
-	LONG $0x01598d4d               // lea r11, [r9 + 1]
-	LONG $0x02c18349               // add r9, 2
-	WORD $0x394d; BYTE $0xf1       // cmp r9, r14
-	LONG $0x245c8b48; BYTE $0x40   // mov rbx, qword ptr [rsp + 64]
-	LONG $0xcb4d0f4c               // cmovge r9, rbx
-	LONG $0x03468d4c               // lea r8, [rsi + 3]
-	LONG $0x04568d48               // lea rdx, [rsi + 4]
-	WORD $0x394c; BYTE $0xf2       // cmp rdx, r14
-	LONG $0xd34d0f48               // cmovge rdx, rbx
-	LONG $0x05468d48               // lea rax, [rsi + 5]
-	LONG $0x067e8d48               // lea rdi, [rsi + 6]
-	WORD $0x394c; BYTE $0xf7       // cmp rdi, r14
-	LONG $0xfb4d0f48               // cmovge rdi, rbx
-	LONG $0x074e8d48               // lea rcx, [rsi + 7]
-	WORD $0x394c; BYTE $0xf1       // cmp rcx, r14
-	LONG $0xcb4d0f48               // cmovge rcx, rbx
-	LONG $0x24748948; BYTE $0x60   // mov qword ptr [rsp + 96], rsi
-	LONG $0x08c68348               // add rsi, 8
-	LONG $0x24748948; BYTE $0x68   // mov qword ptr [rsp + 104], rsi
-	WORD $0x394c; BYTE $0xf0       // cmp rax, r14
-	LONG $0xc34d0f48               // cmovge rax, rbx
-	WORD $0x394d; BYTE $0xf0       // cmp r8, r14
-	LONG $0xc34d0f4c               // cmovge r8, rbx
-	WORD $0x394d; BYTE $0xf3       // cmp r11, r14
-	LONG $0xdb4d0f4c               // cmovge r11, rbx
-	WORD $0x894c; BYTE $0xdb       // mov rbx, r11
-	LONG $0x24748b48; BYTE $0x30   // mov rsi, qword ptr [rsp + 48]
-	LONG $0xceaf0f48               // imul rcx, rsi
-	LONG $0x245c8b4c; BYTE $0x38   // mov r11, qword ptr [rsp + 56]
-	LONG $0x4b0c8d49               // lea rcx, [r11 + 2*rcx]
-	LONG $0xc6af0f48               // imul rax, rsi
-	LONG $0x433c8d4d               // lea r15, [r11 + 2*rax]
-	LONG $0x24748b4c; BYTE $0x20   // mov r14, qword ptr [rsp + 32]
-	LONG $0xfeaf0f49               // imul rdi, r14
-	LONG $0xbf048d48               // lea rax, [rdi + 4*rdi]
-	LONG $0x87248d4c               // lea r12, [rdi + 4*rax]
-	WORD $0x0149; BYTE $0xfc       // add r12, rdi
-	LONG $0x247c8b48; BYTE $0x18   // mov rdi, qword ptr [rsp + 24]
-	WORD $0x0149; BYTE $0xfc       // add r12, rdi
-	LONG $0xd6af0f49               // imul rdx, r14
-	LONG $0x92048d48               // lea rax, [rdx + 4*rdx]
-	LONG $0x82348d4c               // lea r14, [rdx + 4*rax]
-	WORD $0x0149; BYTE $0xd6       // add r14, rdx
-	WORD $0x0149; BYTE $0xfe       // add r14, rdi
-	LONG $0xc6af0f4c               // imul r8, rsi
-	LONG $0x43048d4f               // lea r8, [r11 + 2*r8]
-	LONG $0xdeaf0f48               // imul rbx, rsi
-	LONG $0x5b148d49               // lea rdx, [r11 + 2*rbx]
-	LONG $0x4caf0f4c; WORD $0x2024 // imul r9, qword ptr [rsp + 32]
-	LONG $0x89048d4b               // lea rax, [r9 + 4*r9]
-	LONG $0x811c8d4d               // lea r11, [r9 + 4*rax]
-	WORD $0x014d; BYTE $0xcb       // add r11, r9
-	WORD $0x0149; BYTE $0xfb       // add r11, rdi
-	LONG $0x244c8b4c; BYTE $0x08   // mov r9, qword ptr [rsp + 8]
-	LONG $0x571841c4; BYTE $0xe4   // vxorps xmm12, xmm12, xmm12
-	LONG $0x571041c4; BYTE $0xed   // vxorps xmm13, xmm13, xmm13
-	LONG $0x247c8b48; BYTE $0x58   // mov rdi, qword ptr [rsp + 88]
-	WORD $0xf631                   // xor esi, esi
-	LONG $0x24448b48; BYTE $0x48   // mov rax, qword ptr [rsp + 72]
+LBB11_2:
+	LONG $0x01003d48; WORD $0x0000             // cmp rax, 256
+	LONG $0x000100ba; BYTE $0x00               // mov edx, 256
+	QUAD $0x0000008024848948                   // mov qword ptr [rsp + 128], rax
+	LONG $0xd04c0f48                           // cmovl rdx, rax
+	LONG $0x2454894c; BYTE $0x48               // mov qword ptr [rsp + 72], r10
+	WORD $0x294c; BYTE $0xd7                   // sub rdi, r10
+	LONG $0x00ff8148; WORD $0x0001; BYTE $0x00 // cmp rdi, 256
+	LONG $0x0100b841; WORD $0x0000             // mov r8d, 256
+	LONG $0xc74c0f4c                           // cmovl r8, rdi
+	LONG $0x03488d49                           // lea rcx, [r8 + 3]
+	WORD $0x854d; BYTE $0xc0                   // test r8, r8
+	WORD $0x894c; BYTE $0xc0                   // mov rax, r8
+	LONG $0xc1480f48                           // cmovs rax, rcx
+	LONG $0x24448948; BYTE $0x18               // mov qword ptr [rsp + 24], rax
+	WORD $0x8548; BYTE $0xff                   // test rdi, rdi
+	JLE  LBB11_6
+	LONG $0x06608d4d                           // lea r12, [r8 + 6]
+	WORD $0x8548; BYTE $0xc9                   // test rcx, rcx
+	LONG $0xe1490f4c                           // cmovns r12, rcx
+	LONG $0x02fcc149                           // sar r12, 2
+	LONG $0x02fc8349                           // cmp r12, 2
+	LONG $0x000001b8; BYTE $0x00               // mov eax, 1
+	LONG $0xe04c0f4c                           // cmovl r12, rax
+	LONG $0x245c8b48; BYTE $0x38               // mov rbx, qword ptr [rsp + 56]
+	QUAD $0x00000200248c8d48                   // lea rcx, [rsp + 512]
 	JMP  LBB11_4
 	PCALIGN $16
 
-LBB11_6:
-	QUAD $0x0002bf5a487d7262; WORD $0x0000     // vbroadcasti32x4 zmm15, xmmword ptr [rdi + 2]
-	QUAD $0x0012b75a487d7262; WORD $0x0000     // vbroadcasti32x4 zmm14, xmmword ptr [rdi + 18]
-	LONG $0x007da162; WORD $0xc0ef             // vpxord xmm16, xmm16, xmm16
-	LONG $0x487dc262; WORD $0xc750             // vpdpbusd zmm16, zmm0, zmm15
-	LONG $0x487dc262; WORD $0xc650             // vpdpbusd zmm16, zmm0, zmm14
-	LONG $0x4875a162; WORD $0xc0fa             // vpsubd zmm16, zmm1, zmm16
-	LONG $0x287de262; WORD $0x0f79             // vpbroadcastw ymm17, word ptr [rdi]
-	LONG $0x487da262; WORD $0xc913             // vcvtph2ps zmm17, ymm17
-	LONG $0x3fffffbb; BYTE $0x00               // mov ebx, 4194303
-	LONG $0x92fbe1c4; BYTE $0xcb               // kmovq k1, rbx
-	QUAD $0x0035546fc97fc162                   // vmovdqu8 zmm18 {k1} {z}, zmmword ptr [r13 + rsi]
-	QUAD $0xffff00000000bb48; WORD $0x003f     // mov rbx, 18014394214514688
-	LONG $0x92fbe1c4; BYTE $0xd3               // kmovq k2, rbx
-	LONG $0x4a7fe162; WORD $0x146f; BYTE $0x32 // vmovdqu8 zmm18 {k2}, zmmword ptr [rdx + rsi]
-	LONG $0xc97fc162; WORD $0x1c6f; BYTE $0x33 // vmovdqu8 zmm19 {k1} {z}, zmmword ptr [r11 + rsi]
-	LONG $0x4a7fc162; WORD $0x1c6f; BYTE $0x30 // vmovdqu8 zmm19 {k2}, zmmword ptr [r8 + rsi]
-	LONG $0x48fda162; WORD $0xe26f             // vmovdqa64 zmm20, zmm18
-	LONG $0x48eda262; WORD $0xe37d             // vpermt2w zmm20, zmm2, zmm19
-	LONG $0x48fda162; WORD $0xea6f             // vmovdqa64 zmm21, zmm18
-	LONG $0x48e5a262; WORD $0xeb7d             // vpermt2w zmm21, zmm3, zmm19
-	LONG $0x48dda262; WORD $0xd37d             // vpermt2w zmm18, zmm4, zmm19
-	LONG $0x4055e262; WORD $0xdd00             // vpshufb zmm19, zmm21, zmm5
-	LONG $0x4066f262; WORD $0xde26             // vptestnmb k3, zmm19, zmm6
-	LONG $0x4055e262; WORD $0xdf00             // vpshufb zmm19, zmm21, zmm7
-	LONG $0x4066f262; WORD $0xe626             // vptestnmb k4, zmm19, zmm6
-	LONG $0x4065b162; WORD $0xd471; BYTE $0x04 // vpsrlw zmm19, zmm20, 4
-	LONG $0x40ddc162; WORD $0xe0db             // vpandq zmm20, zmm20, zmm8
-	LONG $0x40ddc162; WORD $0xe9eb             // vporq zmm21, zmm20, zmm9
-	LONG $0x4b7fa162; WORD $0xec6f             // vmovdqu8 zmm21 {k3}, zmm20
-	LONG $0x40e5c162; WORD $0xd8db             // vpandq zmm19, zmm19, zmm8
-	LONG $0x40e5c162; WORD $0xe1eb             // vporq zmm20, zmm19, zmm9
-	LONG $0x4c7fa162; WORD $0xe36f             // vmovdqu8 zmm20 {k4}, zmm19
-	LONG $0x48fda162; WORD $0xd86f             // vmovdqa64 zmm19, zmm16
-	LONG $0x4055c262; WORD $0xdf50             // vpdpbusd zmm19, zmm21, zmm15
-	LONG $0x405dc262; WORD $0xde50             // vpdpbusd zmm19, zmm20, zmm14
-	LONG $0x487da262; WORD $0xd213             // vcvtph2ps zmm18, ymm18
-	LONG $0x4074a162; WORD $0xd259             // vmulps zmm18, zmm17, zmm18
-	LONG $0x487ca162; WORD $0xdb5b             // vcvtdq2ps zmm19, zmm19
-	LONG $0x406d3262; WORD $0xe3b8             // vfmadd231ps zmm12, zmm18, zmm19
-	LONG $0xc97fc162; WORD $0x146f; BYTE $0x36 // vmovdqu8 zmm18 {k1} {z}, zmmword ptr [r14 + rsi]
-	LONG $0x4a7fc162; WORD $0x146f; BYTE $0x37 // vmovdqu8 zmm18 {k2}, zmmword ptr [r15 + rsi]
-	LONG $0xc97fc162; WORD $0x1c6f; BYTE $0x34 // vmovdqu8 zmm19 {k1} {z}, zmmword ptr [r12 + rsi]
-	LONG $0x4a7fe162; WORD $0x1c6f; BYTE $0x31 // vmovdqu8 zmm19 {k2}, zmmword ptr [rcx + rsi]
-	LONG $0x48fda162; WORD $0xe26f             // vmovdqa64 zmm20, zmm18
-	LONG $0x48eda262; WORD $0xe37d             // vpermt2w zmm20, zmm2, zmm19
-	LONG $0x48fda162; WORD $0xea6f             // vmovdqa64 zmm21, zmm18
-	LONG $0x48e5a262; WORD $0xeb7d             // vpermt2w zmm21, zmm3, zmm19
-	LONG $0x48dda262; WORD $0xd37d             // vpermt2w zmm18, zmm4, zmm19
-	LONG $0x4055e262; WORD $0xdd00             // vpshufb zmm19, zmm21, zmm5
-	LONG $0x4066f262; WORD $0xce26             // vptestnmb k1, zmm19, zmm6
-	LONG $0x4055e262; WORD $0xdf00             // vpshufb zmm19, zmm21, zmm7
-	LONG $0x4066f262; WORD $0xd626             // vptestnmb k2, zmm19, zmm6
-	LONG $0x4065b162; WORD $0xd471; BYTE $0x04 // vpsrlw zmm19, zmm20, 4
-	LONG $0x40ddc162; WORD $0xe0db             // vpandq zmm20, zmm20, zmm8
-	LONG $0x40ddc162; WORD $0xe9eb             // vporq zmm21, zmm20, zmm9
-	LONG $0x497fa162; WORD $0xec6f             // vmovdqu8 zmm21 {k1}, zmm20
-	LONG $0x40e5c162; WORD $0xd8db             // vpandq zmm19, zmm19, zmm8
-	LONG $0x40e5c162; WORD $0xe1eb             // vporq zmm20, zmm19, zmm9
-	LONG $0x4a7fa162; WORD $0xe36f             // vmovdqu8 zmm20 {k2}, zmm19
-	LONG $0x4055c262; WORD $0xc750             // vpdpbusd zmm16, zmm21, zmm15
-	LONG $0x405dc262; WORD $0xc650             // vpdpbusd zmm16, zmm20, zmm14
-	LONG $0x487d3262; WORD $0xf213             // vcvtph2ps zmm14, ymm18
-	LONG $0x40745162; WORD $0xf659             // vmulps zmm14, zmm17, zmm14
-	LONG $0x487c3162; WORD $0xf85b             // vcvtdq2ps zmm15, zmm16
-	LONG $0x480d5262; WORD $0xefb8             // vfmadd231ps zmm13, zmm14, zmm15
-	LONG $0x16c68348                           // add rsi, 22
-	LONG $0x22c78348                           // add rdi, 34
-	LONG $0xb0c18149; WORD $0x0000; BYTE $0x00 // add r9, 176
-	WORD $0x3948; BYTE $0xc6                   // cmp rsi, rax
-	JGE  LBB11_7
+LBB11_5:
+	LONG $0xef2941c4; BYTE $0xd2 // vpxor xmm10, xmm10, xmm10
+	WORD $0x3145; BYTE $0xdb     // xor r11d, r11d
+	LONG $0xe4efd9c5             // vpxor xmm4, xmm4, xmm4
+	LONG $0xc0eff9c5             // vpxor xmm0, xmm0, xmm0
+	WORD $0x3145; BYTE $0xd2     // xor r10d, r10d
+	LONG $0xef1941c4; BYTE $0xe4 // vpxor xmm12, xmm12, xmm12
+
+LBB11_16:
+	LONG $0xc9eff1c5         // vpxor xmm1, xmm1, xmm1
+	LONG $0xedefd1c5         // vpxor xmm5, xmm5, xmm5
+	WORD $0x3145; BYTE $0xf6 // xor r14d, r14d
+
+LBB11_17:
+	LONG $0xdbefe1c5         // vpxor xmm3, xmm3, xmm3
+	WORD $0x3145; BYTE $0xff // xor r15d, r15d
+
+LBB11_23:
+	LONG $0x481df362; WORD $0xc938; BYTE $0x01 // vinserti32x4 zmm1, zmm12, xmm1, 1
+	LONG $0x4875f362; WORD $0xc038; BYTE $0x02 // vinserti32x4 zmm0, zmm1, xmm0, 2
+	LONG $0x487dd362; WORD $0xc338; BYTE $0x03 // vinserti32x4 zmm0, zmm0, xmm11, 3
+	LONG $0x48fdf162; WORD $0x417f; BYTE $0xfc // vmovdqa64 zmmword ptr [rcx - 256], zmm0
+	LONG $0x482df362; WORD $0xcd38; BYTE $0x01 // vinserti32x4 zmm1, zmm10, xmm5, 1
+	LONG $0x4875f362; WORD $0xcc38; BYTE $0x02 // vinserti32x4 zmm1, zmm1, xmm4, 2
+	LONG $0x4875f362; WORD $0xcb38; BYTE $0x03 // vinserti32x4 zmm1, zmm1, xmm3, 3
+	LONG $0x48fdf162; WORD $0x497f; BYTE $0xfd // vmovdqa64 zmmword ptr [rcx - 192], zmm1
+	LONG $0xd2efe9c5                           // vpxor xmm2, xmm2, xmm2
+	LONG $0x404df262; WORD $0xd050             // vpdpbusd zmm2, zmm22, zmm0
+	LONG $0x404df262; WORD $0xd150             // vpdpbusd zmm2, zmm22, zmm1
+	LONG $0x4075f162; WORD $0xc2fa             // vpsubd zmm0, zmm17, zmm2
+	LONG $0x48fdf162; WORD $0x417f; BYTE $0xfe // vmovdqa64 zmmword ptr [rcx - 128], zmm0
+	LONG $0x6e79c1c4; BYTE $0xc2               // vmovd xmm0, r10d
+	LONG $0xc479c1c4; WORD $0x01c6             // vpinsrw xmm0, xmm0, r14d, 1
+	LONG $0xc479c1c4; WORD $0x02c3             // vpinsrw xmm0, xmm0, r11d, 2
+	LONG $0xc479c1c4; WORD $0x03c7             // vpinsrw xmm0, xmm0, r15d, 3
+	LONG $0x1379e2c4; BYTE $0xc0               // vcvtph2ps xmm0, xmm0
+	LONG $0x406df262; WORD $0xc816             // vpermps zmm1, zmm18, zmm0
+	LONG $0x487cf162; WORD $0x4929; BYTE $0xff // vmovaps zmmword ptr [rcx - 64], zmm1
+	LONG $0x087cb162; WORD $0xc059             // vmulps xmm0, xmm0, xmm16
+	LONG $0x406df262; WORD $0xc016             // vpermps zmm0, zmm18, zmm0
+	LONG $0x487cf162; WORD $0x0129             // vmovaps zmmword ptr [rcx], zmm0
+	LONG $0x40c18148; WORD $0x0001; BYTE $0x00 // add rcx, 320
+	LONG $0xfcc28348                           // add rdx, -4
+	LONG $0x88c38148; WORD $0x0000; BYTE $0x00 // add rbx, 136
+	LONG $0xffc48349                           // add r12, -1
+	JE   LBB11_6
 
 LBB11_4:
-	LONG $0x244c3b4c; BYTE $0x70   // cmp r9, qword ptr [rsp + 112]
-	JGE  LBB11_6
-	LONG $0x4c180f41; WORD $0x80f2 // prefetcht0 byte ptr [r10 + 8*rsi - 128]
-	LONG $0x4c180f41; WORD $0xc0f2 // prefetcht0 byte ptr [r10 + 8*rsi - 64]
-	LONG $0x0c180f41; BYTE $0xf2   // prefetcht0 byte ptr [r10 + 8*rsi]
-	JMP  LBB11_6
+	LONG $0x04fa8348             // cmp rdx, 4
+	LONG $0x000004bf; BYTE $0x00 // mov edi, 4
+	WORD $0x4c0f; BYTE $0xfa     // cmovl edi, edx
+	LONG $0xef2141c4; BYTE $0xdb // vpxor xmm11, xmm11, xmm11
+	WORD $0xff85                 // test edi, edi
+	JLE  LBB11_5
+	LONG $0x636f7ac5; BYTE $0x02 // vmovdqu xmm12, xmmword ptr [rbx + 2]
+	LONG $0x536f7ac5; BYTE $0x12 // vmovdqu xmm10, xmmword ptr [rbx + 18]
+	LONG $0x13b70f44             // movzx r10d, word ptr [rbx]
+	WORD $0xff83; BYTE $0x01     // cmp edi, 1
+	JNE  LBB11_18
+	WORD $0x3145; BYTE $0xdb     // xor r11d, r11d
+	LONG $0xe4efd9c5             // vpxor xmm4, xmm4, xmm4
+	LONG $0xc0eff9c5             // vpxor xmm0, xmm0, xmm0
+	JMP  LBB11_16
 	PCALIGN $16
 
-LBB11_7:
-	LONG $0x24748b4c; BYTE $0x78               // mov r14, qword ptr [rsp + 120] /* [rbp + 16] */
-	WORD $0x8944; BYTE $0xf1                   // mov ecx, r14d
-	LONG $0x24748b48; BYTE $0x60               // mov rsi, qword ptr [rsp + 96]
-	WORD $0xf129                               // sub ecx, esi
-	LONG $0xffffffb8; BYTE $0xff               // mov eax, -1
-	WORD $0xe0d3                               // shl eax, cl
-	LONG $0x244c8b4c; BYTE $0x68               // mov r9, qword ptr [rsp + 104]
-	WORD $0x394d; BYTE $0xf1                   // cmp r9, r14
-	WORD $0xd0f6                               // not al
-	WORD $0xb60f; BYTE $0xc8                   // movzx ecx, al
-	LONG $0x0000ffb8; BYTE $0x00               // mov eax, 255
-	WORD $0x4e0f; BYTE $0xc8                   // cmovle ecx, eax
-	LONG $0x48fd5362; WORD $0xf505; BYTE $0x55 // vpermilpd zmm14, zmm13, 85
-	LONG $0x48145162; WORD $0xee58             // vaddps zmm13, zmm13, zmm14
-	LONG $0x48fd5362; WORD $0xf405; BYTE $0x55 // vpermilpd zmm14, zmm12, 85
-	LONG $0x481c5162; WORD $0xe658             // vaddps zmm12, zmm12, zmm14
-	LONG $0x487c5162; WORD $0xf428             // vmovaps zmm14, zmm12
-	LONG $0x482d5262; WORD $0xf57f             // vpermt2ps zmm14, zmm10, zmm13
-	LONG $0x48255262; WORD $0xe57f             // vpermt2ps zmm12, zmm11, zmm13
-	LONG $0x581c41c4; BYTE $0xe6               // vaddps ymm12, ymm12, ymm14
-	LONG $0x24448b48; BYTE $0x50               // mov rax, qword ptr [rsp + 80]
-	LONG $0xc992fbc5                           // kmovd k1, ecx
-	WORD $0x8548; BYTE $0xc0                   // test rax, rax
-	JE   LBB11_8
-	LONG $0xa97c7162; WORD $0x2c10; BYTE $0xb0 // vmovups ymm13 {k1} {z}, ymmword ptr [rax + 4*rsi]
-	LONG $0x581c41c4; BYTE $0xe5               // vaddps ymm12, ymm12, ymm13
+LBB11_18:
+	LONG $0x4b6ffac5; BYTE $0x24 // vmovdqu xmm1, xmmword ptr [rbx + 36]
+	LONG $0x6b6ffac5; BYTE $0x34 // vmovdqu xmm5, xmmword ptr [rbx + 52]
+	LONG $0x73b70f44; BYTE $0x22 // movzx r14d, word ptr [rbx + 34]
+	WORD $0xff83; BYTE $0x03     // cmp edi, 3
+	JB   LBB11_19
+	LONG $0x436ffac5; BYTE $0x46 // vmovdqu xmm0, xmmword ptr [rbx + 70]
+	LONG $0x636ffac5; BYTE $0x56 // vmovdqu xmm4, xmmword ptr [rbx + 86]
+	LONG $0x5bb70f44; BYTE $0x44 // movzx r11d, word ptr [rbx + 68]
+	JNE  LBB11_22
+	WORD $0x3145; BYTE $0xff     // xor r15d, r15d
+	LONG $0xdbefe1c5             // vpxor xmm3, xmm3, xmm3
+	JMP  LBB11_23
+
+LBB11_19:
+	WORD $0x3145; BYTE $0xdb // xor r11d, r11d
+	LONG $0xe4efd9c5         // vpxor xmm4, xmm4, xmm4
+	LONG $0xc0eff9c5         // vpxor xmm0, xmm0, xmm0
+	JMP  LBB11_17
+
+LBB11_22:
+	LONG $0x5b6f7ac5; BYTE $0x68 // vmovdqu xmm11, xmmword ptr [rbx + 104]
+	LONG $0x5b6ffac5; BYTE $0x78 // vmovdqu xmm3, xmmword ptr [rbx + 120]
+	LONG $0x7bb70f44; BYTE $0x66 // movzx r15d, word ptr [rbx + 102]
+	JMP  LBB11_23
+	PCALIGN $16
+
+LBB11_6:
+	LONG $0x246c394c; BYTE $0x08   // cmp qword ptr [rsp + 8], r13
+	LONG $0x24548b4c; BYTE $0x48   // mov r10, qword ptr [rsp + 72]
+	JGE  LBB11_66
+	LONG $0x24448b48; BYTE $0x18   // mov rax, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xc1       // mov rcx, rax
+	LONG $0xfce18348               // and rcx, -4
+	LONG $0x02f8c148               // sar rax, 2
+	WORD $0x894c; BYTE $0xc2       // mov rdx, r8
+	WORD $0x2948; BYTE $0xca       // sub rdx, rcx
+	LONG $0x247c8348; WORD $0x0040 // cmp qword ptr [rsp + 64], 0
+	WORD $0x950f; BYTE $0xc1       // setne cl
+	WORD $0x014d; BYTE $0xd0       // add r8, r10
+	LONG $0x24443b4c; BYTE $0x30   // cmp r8, qword ptr [rsp + 48]
+	WORD $0x940f; BYTE $0xc3       // sete bl
+	QUAD $0x000000b824948948       // mov qword ptr [rsp + 184], rdx
+	LONG $0x01fa8348               // cmp rdx, 1
+	LONG $0x24448948; BYTE $0x18   // mov qword ptr [rsp + 24], rax
+	LONG $0xffd88348               // sbb rax, -1
+	LONG $0x24448948; BYTE $0x78   // mov qword ptr [rsp + 120], rax
+	WORD $0xcb20                   // and bl, cl
+	LONG $0x07245c88               // mov byte ptr [rsp + 7], bl
+	LONG $0x24548b48; BYTE $0x10   // mov rdx, qword ptr [rsp + 16]
+	LONG $0x247c8b48; BYTE $0x28   // mov rdi, qword ptr [rsp + 40]
+	LONG $0x245c8b48; BYTE $0x20   // mov rbx, qword ptr [rsp + 32]
+	LONG $0x244c8b48; BYTE $0x08   // mov rcx, qword ptr [rsp + 8]
 	JMP  LBB11_8
+	PCALIGN $16
+
+LBB11_64:
+	LONG $0xc992fbc5                           // kmovd k1, ecx
+	LONG $0x24448b48; BYTE $0x40               // mov rax, qword ptr [rsp + 64]
+	LONG $0x897cb162; WORD $0x0c10; BYTE $0x80 // vmovups xmm1 {k1} {z}, xmmword ptr [rax + 4*r8]
+	LONG $0xc158f8c5                           // vaddps xmm0, xmm0, xmm1
+
+LBB11_65:
+	LONG $0x24448b48; BYTE $0x58               // mov rax, qword ptr [rsp + 88]
+	LONG $0x097cb162; WORD $0x0411; BYTE $0x80 // vmovups xmmword ptr [rax + 4*r8] {k1}, xmm0
+	LONG $0x245c0348; BYTE $0x50               // add rbx, qword ptr [rsp + 80]
+	QUAD $0x0000008824848b48                   // mov rax, qword ptr [rsp + 136]
+	WORD $0x0148; BYTE $0xc7                   // add rdi, rax
+	WORD $0x0148; BYTE $0xc2                   // add rdx, rax
+	WORD $0x894c; BYTE $0xd9                   // mov rcx, r11
+	WORD $0x394d; BYTE $0xeb                   // cmp r11, r13
+	JGE  LBB11_66
+
+LBB11_8:
+	LONG $0x01718d4c               // lea r14, [rcx + 1]
+	WORD $0x394d; BYTE $0xee       // cmp r14, r13
+	QUAD $0x0000009024848b48       // mov rax, qword ptr [rsp + 144]
+	LONG $0xf04d0f4c               // cmovge r14, rax
+	LONG $0x02618d4c               // lea r12, [rcx + 2]
+	WORD $0x394d; BYTE $0xec       // cmp r12, r13
+	LONG $0xe04d0f4c               // cmovge r12, rax
+	LONG $0x03798d4c               // lea r15, [rcx + 3]
+	WORD $0x394d; BYTE $0xef       // cmp r15, r13
+	LONG $0xf84d0f4c               // cmovge r15, rax
+	LONG $0x04418d48               // lea rax, [rcx + 4]
+	LONG $0x247c8348; WORD $0x0078 // cmp qword ptr [rsp + 120], 0
+	LONG $0x24548948; BYTE $0x70   // mov qword ptr [rsp + 112], rdx
+	LONG $0x247c8948; BYTE $0x68   // mov qword ptr [rsp + 104], rdi
+	LONG $0x245c8948; BYTE $0x60   // mov qword ptr [rsp + 96], rbx
+	QUAD $0x000000a0248c8948       // mov qword ptr [rsp + 160], rcx
+	QUAD $0x0000009824848948       // mov qword ptr [rsp + 152], rax
+	JLE  LBB11_9
+	LONG $0x24448b48; BYTE $0x50   // mov rax, qword ptr [rsp + 80]
+	LONG $0xf0af0f4c               // imul r14, rax
+	LONG $0xe0af0f4c               // imul r12, rax
+	LONG $0xf8af0f4c               // imul r15, rax
+	LONG $0x24448b48; BYTE $0x10   // mov rax, qword ptr [rsp + 16]
+	WORD $0x0149; BYTE $0xc7       // add r15, rax
+	WORD $0x0149; BYTE $0xc6       // add r14, rax
+	WORD $0x0149; BYTE $0xc4       // add r12, rax
+	LONG $0xef2941c4; BYTE $0xd2   // vpxor xmm10, xmm10, xmm10
+	WORD $0x8949; BYTE $0xfd       // mov r13, rdi
+	QUAD $0x000001c0249c8d4c       // lea r11, [rsp + 448]
+	WORD $0x3145; BYTE $0xc0       // xor r8d, r8d
+	JMP  LBB11_25
+
+LBB11_56:
+	LONG    $0xc9eff1c5 // vpxor xmm1, xmm1, xmm1
+	PCALIGN $16
+
+LBB11_63:
+	LONG $0x48fdd162; WORD $0xd36f             // vmovdqa64 zmm2, zmm11
+	LONG $0x48cdd262; WORD $0xd47d             // vpermt2w zmm2, zmm6, zmm12
+	LONG $0x4025f162; WORD $0xd271; BYTE $0x04 // vpsrlw zmm27, zmm2, 4
+	LONG $0x48edf162; WORD $0xd7db             // vpandq zmm2, zmm2, zmm7
+	LONG $0x48ed4162; WORD $0xe0eb             // vporq zmm28, zmm2, zmm8
+	LONG $0x7ef9e1c4; BYTE $0xc0               // vmovq rax, xmm0
+	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
+	LONG $0x497f9162; WORD $0xd46f             // vmovdqu8 zmm2 {k1}, zmm28
+	LONG $0x40a56162; WORD $0xdfdb             // vpandq zmm27, zmm27, zmm7
+	LONG $0x40a54162; WORD $0xe0eb             // vporq zmm28, zmm27, zmm8
+	LONG $0x16f9e3c4; WORD $0x01c0             // vpextrq rax, xmm0, 1
+	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
+	LONG $0x497f0162; WORD $0xdc6f             // vmovdqu8 zmm27 {k1}, zmm28
+	LONG $0x48fdb162; WORD $0xc46f             // vmovdqa64 zmm0, zmm20
+	LONG $0x486db262; WORD $0xc550             // vpdpbusd zmm0, zmm2, zmm21
+	LONG $0x4025b262; WORD $0xc350             // vpdpbusd zmm0, zmm27, zmm19
+	LONG $0x48fdd162; WORD $0xd66f             // vmovdqa64 zmm2, zmm14
+	LONG $0x48cdd262; WORD $0xd77d             // vpermt2w zmm2, zmm6, zmm15
+	LONG $0x4025f162; WORD $0xd271; BYTE $0x04 // vpsrlw zmm27, zmm2, 4
+	LONG $0x48edf162; WORD $0xd7db             // vpandq zmm2, zmm2, zmm7
+	LONG $0x48ed4162; WORD $0xe0eb             // vporq zmm28, zmm2, zmm8
+	LONG $0x7ef9e1c4; BYTE $0xe8               // vmovq rax, xmm5
+	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
+	LONG $0x497f9162; WORD $0xd46f             // vmovdqu8 zmm2 {k1}, zmm28
+	LONG $0x40a56162; WORD $0xdfdb             // vpandq zmm27, zmm27, zmm7
+	LONG $0x40a54162; WORD $0xe0eb             // vporq zmm28, zmm27, zmm8
+	LONG $0x16f9e3c4; WORD $0x01e8             // vpextrq rax, xmm5, 1
+	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
+	LONG $0x497f0162; WORD $0xdc6f             // vmovdqu8 zmm27 {k1}, zmm28
+	LONG $0x48fdb162; WORD $0xec6f             // vmovdqa64 zmm5, zmm20
+	LONG $0x486db262; WORD $0xed50             // vpdpbusd zmm5, zmm2, zmm21
+	LONG $0x4025b262; WORD $0xeb50             // vpdpbusd zmm5, zmm27, zmm19
+	LONG $0x487df162; WORD $0xc56b             // vpackssdw zmm0, zmm0, zmm5
+	LONG $0x48fdd162; WORD $0xd56f             // vmovdqa64 zmm2, zmm13
+	LONG $0x48cdf262; WORD $0xd47d             // vpermt2w zmm2, zmm6, zmm4
+	LONG $0x4855f162; WORD $0xd271; BYTE $0x04 // vpsrlw zmm5, zmm2, 4
+	LONG $0x48edf162; WORD $0xd7db             // vpandq zmm2, zmm2, zmm7
+	LONG $0x48ed4162; WORD $0xd8eb             // vporq zmm27, zmm2, zmm8
+	LONG $0x7ef9e1c4; BYTE $0xd8               // vmovq rax, xmm3
+	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
+	LONG $0x497f9162; WORD $0xd36f             // vmovdqu8 zmm2 {k1}, zmm27
+	LONG $0x48d5f162; WORD $0xefdb             // vpandq zmm5, zmm5, zmm7
+	LONG $0x48d54162; WORD $0xd8eb             // vporq zmm27, zmm5, zmm8
+	LONG $0x16f9e3c4; WORD $0x01d8             // vpextrq rax, xmm3, 1
+	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
+	LONG $0x497f9162; WORD $0xeb6f             // vmovdqu8 zmm5 {k1}, zmm27
+	LONG $0x48fdb162; WORD $0xdc6f             // vmovdqa64 zmm3, zmm20
+	LONG $0x486db262; WORD $0xdd50             // vpdpbusd zmm3, zmm2, zmm21
+	LONG $0x4855b262; WORD $0xdb50             // vpdpbusd zmm3, zmm5, zmm19
+	LONG $0x48fdb162; WORD $0xd76f             // vmovdqa64 zmm2, zmm23
+	LONG $0x48cd9262; WORD $0xd07d             // vpermt2w zmm2, zmm6, zmm24
+	LONG $0x4855f162; WORD $0xd271; BYTE $0x04 // vpsrlw zmm5, zmm2, 4
+	LONG $0x48edf162; WORD $0xd7db             // vpandq zmm2, zmm2, zmm7
+	LONG $0x48ed4162; WORD $0xd8eb             // vporq zmm27, zmm2, zmm8
+	LONG $0x7ef9e1c4; BYTE $0xc8               // vmovq rax, xmm1
+	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
+	LONG $0x497f9162; WORD $0xd36f             // vmovdqu8 zmm2 {k1}, zmm27
+	LONG $0x48d5f162; WORD $0xefdb             // vpandq zmm5, zmm5, zmm7
+	LONG $0x48d54162; WORD $0xd8eb             // vporq zmm27, zmm5, zmm8
+	LONG $0x16f9e3c4; WORD $0x01c8             // vpextrq rax, xmm1, 1
+	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
+	LONG $0x497f9162; WORD $0xeb6f             // vmovdqu8 zmm5 {k1}, zmm27
+	LONG $0x486da262; WORD $0xe550             // vpdpbusd zmm20, zmm2, zmm21
+	LONG $0x4855a262; WORD $0xe350             // vpdpbusd zmm20, zmm5, zmm19
+	LONG $0x4865b162; WORD $0xcc6b             // vpackssdw zmm1, zmm3, zmm20
+	LONG $0x487dd162; WORD $0xc1f5             // vpmaddwd zmm0, zmm0, zmm9
+	LONG $0x4875d162; WORD $0xc9f5             // vpmaddwd zmm1, zmm1, zmm9
+	LONG $0x487df162; WORD $0xc16b             // vpackssdw zmm0, zmm0, zmm1
+	LONG $0x487dd162; WORD $0xc1f5             // vpmaddwd zmm0, zmm0, zmm9
+	LONG $0x487cf162; WORD $0xc85b             // vcvtdq2ps zmm1, zmm0
+	LONG $0x40b55262; WORD $0xde7d             // vpermt2w zmm11, zmm25, zmm14
+	LONG $0x40ad3262; WORD $0xef7d             // vpermt2w zmm13, zmm26, zmm23
+	LONG $0x40b55262; WORD $0xe77d             // vpermt2w zmm12, zmm25, zmm15
+	LONG $0x40ad9262; WORD $0xe07d             // vpermt2w zmm4, zmm26, zmm24
+	LONG $0x0215e3c4; WORD $0xc0c4             // vpblendd ymm0, ymm13, ymm4, 192
+	LONG $0x0225c3c4; WORD $0xc0d4             // vpblendd ymm2, ymm11, ymm12, 192
+	LONG $0x026de3c4; WORD $0xaac0             // vpblendd ymm0, ymm2, ymm0, 170
+	LONG $0x487df262; WORD $0xc013             // vcvtph2ps zmm0, ymm0
+	LONG $0x487cd162; WORD $0x0359             // vmulps zmm0, zmm0, zmmword ptr [r11]
+	LONG $0x4875d262; WORD $0xc2a8             // vfmadd213ps zmm0, zmm1, zmm10
+	LONG $0x01c08349                           // add r8, 1
+	LONG $0x40c38149; WORD $0x0001; BYTE $0x00 // add r11, 320
+	LONG $0x58c38348                           // add rbx, 88
+	LONG $0x60c58149; WORD $0x0001; BYTE $0x00 // add r13, 352
+	LONG $0x58c78349                           // add r15, 88
+	LONG $0x58c28348                           // add rdx, 88
+	LONG $0x58c68349                           // add r14, 88
+	LONG $0x58c48349                           // add r12, 88
+	LONG $0x487c7162; WORD $0xd028             // vmovaps zmm10, zmm0
+	LONG $0x2444394c; BYTE $0x78               // cmp qword ptr [rsp + 120], r8
+	JE   LBB11_10
+
+LBB11_25:
+	LONG $0x24443b4c; BYTE $0x18 // cmp r8, qword ptr [rsp + 24]
+	QUAD $0x000000b824948b4c     // mov r10, qword ptr [rsp + 184]
+	LONG $0x000004b8; BYTE $0x00 // mov eax, 4
+	LONG $0xd04c0f44             // cmovl r10d, eax
+	QUAD $0x000000b024ac3b4c     // cmp r13, qword ptr [rsp + 176]
+	JGE  LBB11_27
+	QUAD $0x000000a824848b48     // mov rax, qword ptr [rsp + 168]
+	QUAD $0xfffffec09894180f     // prefetcht1 byte ptr [rax + 4*rbx - 320]
+	QUAD $0xffffff009894180f     // prefetcht1 byte ptr [rax + 4*rbx - 256]
+	QUAD $0xffffff409894180f     // prefetcht1 byte ptr [rax + 4*rbx - 192]
+	LONG $0x9854180f; BYTE $0x80 // prefetcht1 byte ptr [rax + 4*rbx - 128]
+	LONG $0x9854180f; BYTE $0xc0 // prefetcht1 byte ptr [rax + 4*rbx - 64]
+	LONG $0x9814180f             // prefetcht1 byte ptr [rax + 4*rbx]
+
+LBB11_27:
+	LONG $0x920c8d43                           // lea ecx, [r10 + 4*r10]
+	LONG $0x8a0c8d41                           // lea ecx, [r10 + 4*rcx]
+	WORD $0x0144; BYTE $0xd1                   // add ecx, r10d
+	LONG $0xffc7c748; WORD $0xffff; BYTE $0xff // mov rdi, -1
+	WORD $0xd348; BYTE $0xe7                   // shl rdi, cl
+	WORD $0xf983; BYTE $0x40                   // cmp ecx, 64
+	WORD $0xf748; BYTE $0xd7                   // not rdi
+	LONG $0xffc0c748; WORD $0xffff; BYTE $0xff // mov rax, -1
+	LONG $0xf84d0f48                           // cmovge rdi, rax
+	LONG $0xffc0c748; WORD $0xffff; BYTE $0xff // mov rax, -1
+	WORD $0xd348; BYTE $0xe0                   // shl rax, cl
+	WORD $0xf983; BYTE $0x41                   // cmp ecx, 65
+	WORD $0xf748; BYTE $0xd0                   // not rax
+	LONG $0x000000b9; BYTE $0x00               // mov ecx, 0
+	LONG $0xc14c0f48                           // cmovl rax, rcx
+	LONG $0x92fbe1c4; BYTE $0xcf               // kmovq k1, rdi
+	LONG $0x92fbe1c4; BYTE $0xd0               // kmovq k2, rax
+	LONG $0x04fa8341                           // cmp r10d, 4
+	JNE  LBB11_29
+	LONG $0x48fe5162; WORD $0x1c6f; BYTE $0x11 // vmovdqu64 zmm11, zmmword ptr [r9 + rdx]
+	LONG $0xffffffb8; BYTE $0x00               // mov eax, 16777215
+	LONG $0x92fbe1c4; BYTE $0xd8               // kmovq k3, rax
+	LONG $0x707bc1c4; WORD $0x1104; BYTE $0xe9 // vpshuflw xmm0, xmmword ptr [r9 + rdx], 233
+	QUAD $0x0111646fcb7f5162                   // vmovdqu8 zmm12 {k3} {z}, zmmword ptr [r9 + rdx + 64]
+	LONG $0x3479e2c4; BYTE $0xc0               // vpmovzxwq xmm0, xmm0
+	QUAD $0xee10114c7079c1c4                   // vpshufd xmm1, xmmword ptr [r9 + rdx + 16], 238
+	JMP  LBB11_33
+	PCALIGN $16
+
+LBB11_29:
+	LONG $0xc97f5162; WORD $0x1c6f; BYTE $0x11 // vmovdqu8 zmm11 {k1} {z}, zmmword ptr [r9 + rdx]
+	QUAD $0x0111646fca7f5162                   // vmovdqu8 zmm12 {k2} {z}, zmmword ptr [r9 + rdx + 64]
+	WORD $0x8545; BYTE $0xd2                   // test r10d, r10d
+	JLE  LBB11_30
+	LONG $0x3479c2c4; WORD $0x1144; BYTE $0x02 // vpmovzxwq xmm0, dword ptr [r9 + rdx + 2]
+	LONG $0x01fa8341                           // cmp r10d, 1
+	JE   LBB11_36
+	LONG $0x6e79c1c4; WORD $0x114c; BYTE $0x18 // vmovd xmm1, dword ptr [r9 + rdx + 24]
+
+LBB11_33:
+	LONG    $0x3479e2c4; BYTE $0xc9               // vpmovzxwq xmm1, xmm1
+	LONG    $0xf173f1c5; BYTE $0x10               // vpsllq xmm1, xmm1, 16
+	LONG    $0xc1ebf9c5                           // vpor xmm0, xmm0, xmm1
+	LONG    $0x03fa8341                           // cmp r10d, 3
+	JB      LBB11_36
+	LONG    $0x3479c2c4; WORD $0x114c; BYTE $0x2e // vpmovzxwq xmm1, dword ptr [r9 + rdx + 46]
+	LONG    $0xf173f1c5; BYTE $0x20               // vpsllq xmm1, xmm1, 32
+	LONG    $0xc0ebf1c5                           // vpor xmm0, xmm1, xmm0
+	JE      LBB11_36
+	LONG    $0x3479c2c4; WORD $0x114c; BYTE $0x44 // vpmovzxwq xmm1, dword ptr [r9 + rdx + 68]
+	LONG    $0xf173f1c5; BYTE $0x30               // vpsllq xmm1, xmm1, 48
+	LONG    $0xc0ebf1c5                           // vpor xmm0, xmm1, xmm0
+	PCALIGN $16
+
+LBB11_36:
+	LONG $0x04fa8341 // cmp r10d, 4
+	JNE  LBB11_37
+
+LBB11_41:
+	LONG $0x48fe3162; WORD $0x346f; BYTE $0x36 // vmovdqu64 zmm14, zmmword ptr [rsi + r14]
+	LONG $0xffffffb8; BYTE $0x00               // mov eax, 16777215
+	LONG $0x92fbe1c4; BYTE $0xd8               // kmovq k3, rax
+	LONG $0x707ba1c4; WORD $0x360c; BYTE $0xe9 // vpshuflw xmm1, xmmword ptr [rsi + r14], 233
+	QUAD $0x01367c6fcb7f3162                   // vmovdqu8 zmm15 {k3} {z}, zmmword ptr [rsi + r14 + 64]
+	LONG $0x3479e2c4; BYTE $0xe9               // vpmovzxwq xmm5, xmm1
+	QUAD $0xee10364c7079a1c4                   // vpshufd xmm1, xmmword ptr [rsi + r14 + 16], 238
+	JMP  LBB11_42
+
+LBB11_30:
+	LONG    $0xc057f8c5 // vxorps xmm0, xmm0, xmm0
+	LONG    $0x04fa8341 // cmp r10d, 4
+	JE      LBB11_41
+	PCALIGN $16
+
+LBB11_37:
+	LONG $0xc97f3162; WORD $0x346f; BYTE $0x36 // vmovdqu8 zmm14 {k1} {z}, zmmword ptr [rsi + r14]
+	QUAD $0x01367c6fca7f3162                   // vmovdqu8 zmm15 {k2} {z}, zmmword ptr [rsi + r14 + 64]
+	WORD $0x8545; BYTE $0xd2                   // test r10d, r10d
+	JLE  LBB11_38
+	LONG $0x3479a2c4; WORD $0x366c; BYTE $0x02 // vpmovzxwq xmm5, dword ptr [rsi + r14 + 2]
+	LONG $0x01fa8341                           // cmp r10d, 1
+	JE   LBB11_45
+	LONG $0x6e79a1c4; WORD $0x364c; BYTE $0x18 // vmovd xmm1, dword ptr [rsi + r14 + 24]
+
+LBB11_42:
+	LONG $0x3479e2c4; BYTE $0xc9               // vpmovzxwq xmm1, xmm1
+	LONG $0xf173f1c5; BYTE $0x10               // vpsllq xmm1, xmm1, 16
+	LONG $0xe9ebd1c5                           // vpor xmm5, xmm5, xmm1
+	LONG $0x03fa8341                           // cmp r10d, 3
+	JB   LBB11_45
+	LONG $0x3479a2c4; WORD $0x364c; BYTE $0x2e // vpmovzxwq xmm1, dword ptr [rsi + r14 + 46]
+	LONG $0xf173f1c5; BYTE $0x20               // vpsllq xmm1, xmm1, 32
+	LONG $0xedebf1c5                           // vpor xmm5, xmm1, xmm5
+	JE   LBB11_45
+	LONG $0x3479a2c4; WORD $0x364c; BYTE $0x44 // vpmovzxwq xmm1, dword ptr [rsi + r14 + 68]
+	LONG $0xf173f1c5; BYTE $0x30               // vpsllq xmm1, xmm1, 48
+	LONG $0xedebf1c5                           // vpor xmm5, xmm1, xmm5
+	JMP  LBB11_45
+
+LBB11_38:
+	LONG    $0xedefd1c5 // vpxor xmm5, xmm5, xmm5
+	PCALIGN $16
+
+LBB11_45:
+	LONG $0x48fdc162; WORD $0x6b6f; BYTE $0xfd // vmovdqa64 zmm21, zmmword ptr [r11 - 192]
+	LONG $0x48fdc162; WORD $0x5b6f; BYTE $0xfe // vmovdqa64 zmm19, zmmword ptr [r11 - 128]
+	LONG $0x48fdc162; WORD $0x636f; BYTE $0xff // vmovdqa64 zmm20, zmmword ptr [r11 - 64]
+	LONG $0x04fa8341                           // cmp r10d, 4
+	JNE  LBB11_46
+	LONG $0x48fe3162; WORD $0x2c6f; BYTE $0x26 // vmovdqu64 zmm13, zmmword ptr [rsi + r12]
+	LONG $0xffffffb8; BYTE $0x00               // mov eax, 16777215
+	LONG $0x92fbe1c4; BYTE $0xd8               // kmovq k3, rax
+	LONG $0x707ba1c4; WORD $0x260c; BYTE $0xe9 // vpshuflw xmm1, xmmword ptr [rsi + r12], 233
+	QUAD $0x0126646fcb7fb162                   // vmovdqu8 zmm4 {k3} {z}, zmmword ptr [rsi + r12 + 64]
+	LONG $0x3479e2c4; BYTE $0xd9               // vpmovzxwq xmm3, xmm1
+	QUAD $0xee10264c7079a1c4                   // vpshufd xmm1, xmmword ptr [rsi + r12 + 16], 238
+	JMP  LBB11_51
+	PCALIGN $16
+
+LBB11_46:
+	LONG $0xc97f3162; WORD $0x2c6f; BYTE $0x26 // vmovdqu8 zmm13 {k1} {z}, zmmword ptr [rsi + r12]
+	QUAD $0x0126646fca7fb162                   // vmovdqu8 zmm4 {k2} {z}, zmmword ptr [rsi + r12 + 64]
+	WORD $0x8545; BYTE $0xd2                   // test r10d, r10d
+	JLE  LBB11_47
+	LONG $0x3479a2c4; WORD $0x265c; BYTE $0x02 // vpmovzxwq xmm3, dword ptr [rsi + r12 + 2]
+	LONG $0x01fa8341                           // cmp r10d, 1
+	JE   LBB11_54
+	LONG $0x6e79a1c4; WORD $0x264c; BYTE $0x18 // vmovd xmm1, dword ptr [rsi + r12 + 24]
+
+LBB11_51:
+	LONG    $0x3479e2c4; BYTE $0xc9               // vpmovzxwq xmm1, xmm1
+	LONG    $0xf173f1c5; BYTE $0x10               // vpsllq xmm1, xmm1, 16
+	LONG    $0xd9ebe1c5                           // vpor xmm3, xmm3, xmm1
+	LONG    $0x03fa8341                           // cmp r10d, 3
+	JB      LBB11_54
+	LONG    $0x3479a2c4; WORD $0x264c; BYTE $0x2e // vpmovzxwq xmm1, dword ptr [rsi + r12 + 46]
+	LONG    $0xf173f1c5; BYTE $0x20               // vpsllq xmm1, xmm1, 32
+	LONG    $0xdbebf1c5                           // vpor xmm3, xmm1, xmm3
+	JE      LBB11_54
+	LONG    $0x3479a2c4; WORD $0x264c; BYTE $0x44 // vpmovzxwq xmm1, dword ptr [rsi + r12 + 68]
+	LONG    $0xf173f1c5; BYTE $0x30               // vpsllq xmm1, xmm1, 48
+	LONG    $0xdbebf1c5                           // vpor xmm3, xmm1, xmm3
+	PCALIGN $16
+
+LBB11_54:
+	LONG $0x04fa8341 // cmp r10d, 4
+	JNE  LBB11_55
+
+LBB11_59:
+	LONG $0x48fea162; WORD $0x3c6f; BYTE $0x3e // vmovdqu64 zmm23, zmmword ptr [rsi + r15]
+	LONG $0xffffffb8; BYTE $0x00               // mov eax, 16777215
+	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
+	LONG $0x707ba1c4; WORD $0x3e0c; BYTE $0xe9 // vpshuflw xmm1, xmmword ptr [rsi + r15], 233
+	QUAD $0x013e446fc97f2162                   // vmovdqu8 zmm24 {k1} {z}, zmmword ptr [rsi + r15 + 64]
+	LONG $0x3479e2c4; BYTE $0xc9               // vpmovzxwq xmm1, xmm1
+	QUAD $0xee103e547079a1c4                   // vpshufd xmm2, xmmword ptr [rsi + r15 + 16], 238
+	JMP  LBB11_60
+
+LBB11_47:
+	LONG    $0xdbefe1c5 // vpxor xmm3, xmm3, xmm3
+	LONG    $0x04fa8341 // cmp r10d, 4
+	JE      LBB11_59
+	PCALIGN $16
+
+LBB11_55:
+	LONG $0xc97fa162; WORD $0x3c6f; BYTE $0x3e // vmovdqu8 zmm23 {k1} {z}, zmmword ptr [rsi + r15]
+	QUAD $0x013e446fca7f2162                   // vmovdqu8 zmm24 {k2} {z}, zmmword ptr [rsi + r15 + 64]
+	WORD $0x8545; BYTE $0xd2                   // test r10d, r10d
+	JLE  LBB11_56
+	LONG $0x3479a2c4; WORD $0x3e4c; BYTE $0x02 // vpmovzxwq xmm1, dword ptr [rsi + r15 + 2]
+	LONG $0x01fa8341                           // cmp r10d, 1
+	JE   LBB11_63
+	LONG $0x6e79a1c4; WORD $0x3e54; BYTE $0x18 // vmovd xmm2, dword ptr [rsi + r15 + 24]
+
+LBB11_60:
+	LONG $0x3479e2c4; BYTE $0xd2               // vpmovzxwq xmm2, xmm2
+	LONG $0xf273e9c5; BYTE $0x10               // vpsllq xmm2, xmm2, 16
+	LONG $0xcaebf1c5                           // vpor xmm1, xmm1, xmm2
+	LONG $0x03fa8341                           // cmp r10d, 3
+	JB   LBB11_63
+	LONG $0x3479a2c4; WORD $0x3e54; BYTE $0x2e // vpmovzxwq xmm2, dword ptr [rsi + r15 + 46]
+	LONG $0xf273e9c5; BYTE $0x20               // vpsllq xmm2, xmm2, 32
+	LONG $0xc9ebe9c5                           // vpor xmm1, xmm2, xmm1
+	JE   LBB11_63
+	LONG $0x3479a2c4; WORD $0x3e54; BYTE $0x44 // vpmovzxwq xmm2, dword ptr [rsi + r15 + 68]
+	LONG $0xf273e9c5; BYTE $0x30               // vpsllq xmm2, xmm2, 48
+	LONG $0xc9ebe9c5                           // vpor xmm1, xmm2, xmm1
+	JMP  LBB11_63
+	PCALIGN $16
+
+LBB11_9:
+	LONG $0xc057f8c5 // vxorps xmm0, xmm0, xmm0
 
 LBB11_10:
-	WORD    $0x8944; BYTE $0xf1     // mov ecx, r14d
-	WORD    $0x2944; BYTE $0xc9     // sub ecx, r9d
-	WORD    $0x8548; BYTE $0xc0     // test rax, rax
-	JE      LBB11_13
-	LONG    $0x0000ffbb; BYTE $0x00 // mov ebx, 255
-	LONG    $0xc057f8c5             // vxorps xmm0, xmm0, xmm0
-	PCALIGN $16
+	QUAD $0x0000514024ac8b4c                   // mov r13, qword ptr [rsp + 20800] /* [rbp + 16] */
+	WORD $0x8944; BYTE $0xe9                   // mov ecx, r13d
+	QUAD $0x000000a024848b4c                   // mov r8, qword ptr [rsp + 160]
+	WORD $0x2944; BYTE $0xc1                   // sub ecx, r8d
+	LONG $0xffffffba; BYTE $0xff               // mov edx, -1
+	WORD $0xe2d3                               // shl edx, cl
+	QUAD $0x00000098249c8b4c                   // mov r11, qword ptr [rsp + 152]
+	WORD $0x394d; BYTE $0xeb                   // cmp r11, r13
+	WORD $0xd2f6                               // not dl
+	WORD $0xb60f; BYTE $0xca                   // movzx ecx, dl
+	LONG $0x00000fb8; BYTE $0x00               // mov eax, 15
+	WORD $0x4e0f; BYTE $0xc8                   // cmovle ecx, eax
+	LONG $0x48fdf362; WORD $0xc11b; BYTE $0x01 // vextractf64x4 ymm1, zmm0, 1
+	LONG $0xc158fcc5                           // vaddps ymm0, ymm0, ymm1
+	LONG $0x197de3c4; WORD $0x01c1             // vextractf128 xmm1, ymm0, 1
+	LONG $0xc158f8c5                           // vaddps xmm0, xmm0, xmm1
+	LONG $0x24548b4c; BYTE $0x48               // mov r10, qword ptr [rsp + 72]
+	WORD $0x854d; BYTE $0xd2                   // test r10, r10
+	JE   LBB11_12
+	LONG $0xc992fbc5                           // kmovd k1, ecx
+	LONG $0x24448b48; BYTE $0x58               // mov rax, qword ptr [rsp + 88]
+	LONG $0x897cb162; WORD $0x0c10; BYTE $0x80 // vmovups xmm1 {k1} {z}, xmmword ptr [rax + 4*r8]
+	LONG $0xc158f8c5                           // vaddps xmm0, xmm0, xmm1
 
 LBB11_12:
-	LONG $0xffffffba; BYTE $0xff               // mov edx, -1
-	WORD $0xe2d3                               // shl edx, cl
-	LONG $0x08718d49                           // lea rsi, [r9 + 8]
-	WORD $0xd2f6                               // not dl
-	WORD $0xb60f; BYTE $0xd2                   // movzx edx, dl
-	WORD $0xc183; BYTE $0xf8                   // add ecx, -8
-	WORD $0x394c; BYTE $0xf6                   // cmp rsi, r14
-	WORD $0x4e0f; BYTE $0xd3                   // cmovle edx, ebx
-	LONG $0xca92fbc5                           // kmovd k1, edx
-	LONG $0xa97cb162; WORD $0x0c10; BYTE $0x88 // vmovups ymm1 {k1} {z}, ymmword ptr [rax + 4*r9]
-	LONG $0xc858f4c5                           // vaddps ymm1, ymm1, ymm0
-	LONG $0x297cb162; WORD $0x0c11; BYTE $0x8f // vmovups ymmword ptr [rdi + 4*r9] {k1}, ymm1
-	WORD $0x8949; BYTE $0xf1                   // mov r9, rsi
-	JL   LBB11_12
-	JMP  LBB11_15
+	LONG $0x24548b48; BYTE $0x70 // mov rdx, qword ptr [rsp + 112]
+	LONG $0x247c8b48; BYTE $0x68 // mov rdi, qword ptr [rsp + 104]
+	LONG $0x245c8b48; BYTE $0x60 // mov rbx, qword ptr [rsp + 96]
+	LONG $0x07247c80; BYTE $0x00 // cmp byte ptr [rsp + 7], 0
+	JNE  LBB11_64
+	LONG $0xc992fbc5             // kmovd k1, ecx
+	JMP  LBB11_65
 
-LBB11_13:
-	LONG    $0x0000ffb8; BYTE $0x00 // mov eax, 255
-	LONG    $0xc057f8c5             // vxorps xmm0, xmm0, xmm0
-	PCALIGN $16
-
-LBB11_14:
-	LONG $0xffffffba; BYTE $0xff               // mov edx, -1
-	WORD $0xe2d3                               // shl edx, cl
-	LONG $0x08718d49                           // lea rsi, [r9 + 8]
-	WORD $0xd2f6                               // not dl
-	WORD $0xb60f; BYTE $0xd2                   // movzx edx, dl
-	WORD $0xc183; BYTE $0xf8                   // add ecx, -8
-	WORD $0x394c; BYTE $0xf6                   // cmp rsi, r14
-	WORD $0x4e0f; BYTE $0xd0                   // cmovle edx, eax
-	LONG $0xca92fbc5                           // kmovd k1, edx
-	LONG $0x297cb162; WORD $0x0411; BYTE $0x8f // vmovups ymmword ptr [rdi + 4*r9] {k1}, ymm0
-	WORD $0x8949; BYTE $0xf1                   // mov r9, rsi
-	JL   LBB11_14
-
-LBB11_15:
-	SUBQ $8, SP
+LBB11_67:
+	MOVQ 20808(SP), SP
 	VZEROUPPER
 	RET
 
@@ -5752,9 +6199,9 @@ LBB12_19:
 LBB12_17:
 	WORD $0x394d; BYTE $0xcd       // cmp r13, r9
 	JGE  LBB12_19
-	LONG $0x4c180f42; WORD $0x80be // prefetcht0 byte ptr [rsi + 4*r15 - 128]
-	LONG $0x4c180f42; WORD $0xc0be // prefetcht0 byte ptr [rsi + 4*r15 - 64]
-	LONG $0x0c180f42; BYTE $0xbe   // prefetcht0 byte ptr [rsi + 4*r15]
+	LONG $0x54180f42; WORD $0x80be // prefetcht1 byte ptr [rsi + 4*r15 - 128]
+	LONG $0x54180f42; WORD $0xc0be // prefetcht1 byte ptr [rsi + 4*r15 - 64]
+	LONG $0x14180f42; BYTE $0xbe   // prefetcht1 byte ptr [rsi + 4*r15]
 	JMP  LBB12_19
 	PCALIGN $16
 
@@ -5837,72 +6284,52 @@ DATA LCDATA11<>+0x008(SB)/8, $0x3f0000003f800000
 DATA LCDATA11<>+0x010(SB)/8, $0xc2fe000080000000
 DATA LCDATA11<>+0x018(SB)/8, $0x0000000010101010
 DATA LCDATA11<>+0x020(SB)/8, $0x7fffffff7fffffff
-DATA LCDATA11<>+0x028(SB)/8, $0x8040201008040201
+DATA LCDATA11<>+0x028(SB)/8, $0x0000000000000000
 DATA LCDATA11<>+0x030(SB)/8, $0x0000000000000000
 DATA LCDATA11<>+0x038(SB)/8, $0x0000000000000000
-DATA LCDATA11<>+0x040(SB)/8, $0x0006000500040003
-DATA LCDATA11<>+0x048(SB)/8, $0x000a000900080007
-DATA LCDATA11<>+0x050(SB)/8, $0x0016001500140013
-DATA LCDATA11<>+0x058(SB)/8, $0x001a001900180017
-DATA LCDATA11<>+0x060(SB)/8, $0x0026002500240023
-DATA LCDATA11<>+0x068(SB)/8, $0x002a002900280027
-DATA LCDATA11<>+0x070(SB)/8, $0x0036003500340033
-DATA LCDATA11<>+0x078(SB)/8, $0x003a003900380037
-DATA LCDATA11<>+0x080(SB)/8, $0x0000000000020001
-DATA LCDATA11<>+0x088(SB)/8, $0x0000000000000000
-DATA LCDATA11<>+0x090(SB)/8, $0x0000000000120011
-DATA LCDATA11<>+0x098(SB)/8, $0x0000000000000000
-DATA LCDATA11<>+0x0a0(SB)/8, $0x0000000000220021
-DATA LCDATA11<>+0x0a8(SB)/8, $0x0000000000000000
-DATA LCDATA11<>+0x0b0(SB)/8, $0x0000000000320031
-DATA LCDATA11<>+0x0b8(SB)/8, $0x0000000000000000
-DATA LCDATA11<>+0x0c0(SB)/8, $0x0000000000000000
-DATA LCDATA11<>+0x0c8(SB)/8, $0x0101010101010101
-DATA LCDATA11<>+0x0d0(SB)/8, $0x0000000000000000
-DATA LCDATA11<>+0x0d8(SB)/8, $0x0101010101010101
-DATA LCDATA11<>+0x0e0(SB)/8, $0x0000000000000000
-DATA LCDATA11<>+0x0e8(SB)/8, $0x0101010101010101
-DATA LCDATA11<>+0x0f0(SB)/8, $0x0000000000000000
-DATA LCDATA11<>+0x0f8(SB)/8, $0x0101010101010101
-DATA LCDATA11<>+0x100(SB)/8, $0x0202020202020202
-DATA LCDATA11<>+0x108(SB)/8, $0x0303030303030303
-DATA LCDATA11<>+0x110(SB)/8, $0x0202020202020202
-DATA LCDATA11<>+0x118(SB)/8, $0x0303030303030303
-DATA LCDATA11<>+0x120(SB)/8, $0x0202020202020202
-DATA LCDATA11<>+0x128(SB)/8, $0x0303030303030303
-DATA LCDATA11<>+0x130(SB)/8, $0x0202020202020202
-DATA LCDATA11<>+0x138(SB)/8, $0x0303030303030303
-DATA LCDATA11<>+0x140(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA LCDATA11<>+0x148(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA LCDATA11<>+0x150(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA LCDATA11<>+0x158(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA LCDATA11<>+0x160(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA LCDATA11<>+0x168(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA LCDATA11<>+0x170(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA LCDATA11<>+0x178(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA LCDATA11<>+0x180(SB)/8, $0x1010101010101010
-DATA LCDATA11<>+0x188(SB)/8, $0x1010101010101010
-DATA LCDATA11<>+0x190(SB)/8, $0x1010101010101010
-DATA LCDATA11<>+0x198(SB)/8, $0x1010101010101010
-DATA LCDATA11<>+0x1a0(SB)/8, $0x1010101010101010
-DATA LCDATA11<>+0x1a8(SB)/8, $0x1010101010101010
-DATA LCDATA11<>+0x1b0(SB)/8, $0x1010101010101010
-DATA LCDATA11<>+0x1b8(SB)/8, $0x1010101010101010
-DATA LCDATA11<>+0x1c0(SB)/8, $0x0000000000000000
-DATA LCDATA11<>+0x1c8(SB)/8, $0x0010001000100010
-DATA LCDATA11<>+0x1d0(SB)/8, $0x0020002000200020
-DATA LCDATA11<>+0x1d8(SB)/8, $0x0030003000300030
-DATA LCDATA11<>+0x1e0(SB)/8, $0x0000000500000001
-DATA LCDATA11<>+0x1e8(SB)/8, $0x0000000d00000009
-DATA LCDATA11<>+0x1f0(SB)/8, $0x0000001500000011
-DATA LCDATA11<>+0x1f8(SB)/8, $0x0000001d00000019
-DATA LCDATA11<>+0x200(SB)/8, $0x0000000400000000
-DATA LCDATA11<>+0x208(SB)/8, $0x0000000c00000008
-DATA LCDATA11<>+0x210(SB)/8, $0x0000001400000010
-DATA LCDATA11<>+0x218(SB)/8, $0x0000001c00000018
-GLOBL LCDATA11<>(SB), 8, $544
+DATA LCDATA11<>+0x040(SB)/8, $0x0000000000000000
+DATA LCDATA11<>+0x048(SB)/8, $0x0000000000000000
+DATA LCDATA11<>+0x050(SB)/8, $0x0000000100000001
+DATA LCDATA11<>+0x058(SB)/8, $0x0000000100000001
+DATA LCDATA11<>+0x060(SB)/8, $0x0000000200000002
+DATA LCDATA11<>+0x068(SB)/8, $0x0000000200000002
+DATA LCDATA11<>+0x070(SB)/8, $0x0000000300000003
+DATA LCDATA11<>+0x078(SB)/8, $0x0000000300000003
+DATA LCDATA11<>+0x080(SB)/8, $0x0006000500040003
+DATA LCDATA11<>+0x088(SB)/8, $0x000a000900080007
+DATA LCDATA11<>+0x090(SB)/8, $0x00110010000f000e
+DATA LCDATA11<>+0x098(SB)/8, $0x0015001400130012
+DATA LCDATA11<>+0x0a0(SB)/8, $0x001c001b001a0019
+DATA LCDATA11<>+0x0a8(SB)/8, $0x0020001f001e001d
+DATA LCDATA11<>+0x0b0(SB)/8, $0x0027002600250024
+DATA LCDATA11<>+0x0b8(SB)/8, $0x002b002a00290028
+DATA LCDATA11<>+0x0c0(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA LCDATA11<>+0x0c8(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA LCDATA11<>+0x0d0(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA LCDATA11<>+0x0d8(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA LCDATA11<>+0x0e0(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA LCDATA11<>+0x0e8(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA LCDATA11<>+0x0f0(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA LCDATA11<>+0x0f8(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA LCDATA11<>+0x100(SB)/8, $0x1010101010101010
+DATA LCDATA11<>+0x108(SB)/8, $0x1010101010101010
+DATA LCDATA11<>+0x110(SB)/8, $0x1010101010101010
+DATA LCDATA11<>+0x118(SB)/8, $0x1010101010101010
+DATA LCDATA11<>+0x120(SB)/8, $0x1010101010101010
+DATA LCDATA11<>+0x128(SB)/8, $0x1010101010101010
+DATA LCDATA11<>+0x130(SB)/8, $0x1010101010101010
+DATA LCDATA11<>+0x138(SB)/8, $0x1010101010101010
+DATA LCDATA11<>+0x140(SB)/8, $0x0001000100010001
+DATA LCDATA11<>+0x148(SB)/8, $0x0001000100010001
+DATA LCDATA11<>+0x150(SB)/8, $0x0001000100010001
+DATA LCDATA11<>+0x158(SB)/8, $0x0001000100010001
+DATA LCDATA11<>+0x160(SB)/8, $0x0001000100010001
+DATA LCDATA11<>+0x168(SB)/8, $0x0001000100010001
+DATA LCDATA11<>+0x170(SB)/8, $0x0001000100010001
+DATA LCDATA11<>+0x178(SB)/8, $0x0001000100010001
+GLOBL LCDATA11<>(SB), 8, $384
 
-TEXT ·_krt_gemv_q5_0_f32_avx512(SB), $144-64
+TEXT ·_krt_gemv_q5_0_f32_avx512(SB), $20888-64
 
 	MOVQ y+0(FP), DI
 	MOVQ w+8(FP), SI
@@ -5912,23 +6339,26 @@ TEXT ·_krt_gemv_q5_0_f32_avx512(SB), $144-64
 	MOVQ cols+40(FP), R9
 	MOVQ r0+48(FP), R10
 	MOVQ r1+56(FP), R11
-	ADDQ $8, SP
-	MOVQ R11, 128(SP)
-	MOVQ R10, 120(SP)
+	MOVQ SP, BP
+	ADDQ $64, SP
+	ANDQ $-64, SP
+	MOVQ BP, 20816(SP)
+	MOVQ R11, 20808(SP)
+	MOVQ R10, 20800(SP)
 	LEAQ LCDATA11<>(SB), BP
 
-	QUAD $0x0000008024948b4c                   // mov r10, qword ptr [rsp + 128] /* [rbp + 24] */
-	LONG $0x245c8b48; BYTE $0x78               // mov rbx, qword ptr [rsp + 120] /* [rbp + 16] */
-	LONG $0x1f598d4d                           // lea r11, [r9 + 31]
+	LONG $0x2444894c; BYTE $0x40               // mov qword ptr [rsp + 64], r8
+	LONG $0x244c8948; BYTE $0x10               // mov qword ptr [rsp + 16], rcx
+	LONG $0x247c8948; BYTE $0x50               // mov qword ptr [rsp + 80], rdi
+	LONG $0x1f598d49                           // lea rbx, [r9 + 31]
 	WORD $0x854d; BYTE $0xc9                   // test r9, r9
-	LONG $0xd9490f4d                           // cmovns r11, r9
+	LONG $0xd9490f49                           // cmovns rbx, r9
+	LONG $0x05fbc148                           // sar rbx, 5
 	LONG $0x20f98349                           // cmp r9, 32
 	JL   LBB13_4
-	LONG $0x24748948; BYTE $0x18               // mov qword ptr [rsp + 24], rsi
-	LONG $0x05fbc149                           // sar r11, 5
 	LONG $0x40c28348                           // add rdx, 64
 	LONG $0x487df262; WORD $0x4558; BYTE $0x00 // vpbroadcastd zmm0, dword ptr [rbp + 0] /* [rip + .LCPI13_0] */
-	LONG $0x570841c4; BYTE $0xf6               // vxorps xmm14, xmm14, xmm14
+	LONG $0xef0941c4; BYTE $0xf6               // vpxor xmm14, xmm14, xmm14
 	LONG $0x5510fac5; BYTE $0x04               // vmovss xmm2, dword ptr [rbp + 4] /* [rip + .LCPI13_1] */
 	LONG $0x6d107ac5; BYTE $0x08               // vmovss xmm13, dword ptr [rbp + 8] /* [rip + .LCPI13_2] */
 	LONG $0xe457d8c5                           // vxorps xmm4, xmm4, xmm4
@@ -5938,22 +6368,21 @@ TEXT ·_krt_gemv_q5_0_f32_avx512(SB), $144-64
 	LONG $0x487d7262; WORD $0x4558; BYTE $0x04 // vpbroadcastd zmm8, dword ptr [rbp + 16] /* [rip + .LCPI13_5] */
 	LONG $0x487d7262; WORD $0x4d18; BYTE $0x05 // vbroadcastss zmm9, dword ptr [rbp + 20] /* [rip + .LCPI13_6] */
 	LONG $0x487d7262; WORD $0x5518; BYTE $0x01 // vbroadcastss zmm10, dword ptr [rbp + 4] /* [rip + .LCPI13_1] */
-	LONG $0x244c8948; BYTE $0x60               // mov qword ptr [rsp + 96], rcx
-	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
-	WORD $0x894c; BYTE $0xd9                   // mov rcx, r11
+	LONG $0x24448b48; BYTE $0x10               // mov rax, qword ptr [rsp + 16]
+	WORD $0x8948; BYTE $0xd9                   // mov rcx, rbx
 	JMP  LBB13_2
 	PCALIGN $16
 
 LBB13_3:
-	LONG $0x70117cc5; BYTE $0x02 // vmovups ymmword ptr [rax + 2], ymm14
-	LONG $0x7e00be66             // mov si, 32256
+	LONG $0x707f7ec5; BYTE $0x02 // vmovdqu ymmword ptr [rax + 2], ymm14
+	LONG $0x7e00bf66             // mov di, 32256
 
-LBB13_12:
-	WORD $0x8966; BYTE $0x30 // mov word ptr [rax], si
+LBB13_75:
+	WORD $0x8966; BYTE $0x38 // mov word ptr [rax], di
 	LONG $0x80ea8348         // sub rdx, -128
 	LONG $0x22c08348         // add rax, 34
 	LONG $0xffc18348         // add rcx, -1
-	JE   LBB13_13
+	JE   LBB13_4
 
 LBB13_2:
 	LONG $0x48fe7162; WORD $0x626f; BYTE $0xff // vmovdqu64 zmm12, zmmword ptr [rdx - 64]
@@ -5969,29 +6398,29 @@ LBB13_2:
 	LONG $0x3f71e2c4; BYTE $0xcb               // vpmaxud xmm1, xmm1, xmm3
 	LONG $0xd970f9c5; BYTE $0x55               // vpshufd xmm3, xmm1, 85
 	LONG $0x3f71e2c4; BYTE $0xcb               // vpmaxud xmm1, xmm1, xmm3
-	LONG $0xce7ef9c5                           // vmovd esi, xmm1
-	LONG $0x0000fe81; WORD $0x7f80             // cmp esi, 2139095040
+	LONG $0xcf7ef9c5                           // vmovd edi, xmm1
+	LONG $0x0000ff81; WORD $0x7f80             // cmp edi, 2139095040
 	JAE  LBB13_3
-	LONG $0xce6ef9c5                           // vmovd xmm1, esi
+	LONG $0xcf6ef9c5                           // vmovd xmm1, edi
 	LONG $0xda5ef2c5                           // vdivss xmm3, xmm1, xmm2
 	LONG $0xc957f0c5                           // vxorps xmm1, xmm1, xmm1
 	LONG $0xd92ef8c5                           // vucomiss xmm3, xmm1
-	JNE  LBB13_10
-	JNP  LBB13_11
+	JNE  LBB13_73
+	JNP  LBB13_74
 
-LBB13_10:
+LBB13_73:
 	LONG $0xcb5e92c5 // vdivss xmm1, xmm13, xmm3
 
-LBB13_11:
-	LONG $0xce7ef9c5                           // vmovd esi, xmm1
-	WORD $0xf601                               // add esi, esi
-	LONG $0x0000fe81; WORD $0xff00             // cmp esi, -16777216
-	LONG $0xc6920f40                           // setb sil
-	LONG $0xce92fbc5                           // kmovd k1, esi
+LBB13_74:
+	LONG $0xcf7ef9c5                           // vmovd edi, xmm1
+	WORD $0xff01                               // add edi, edi
+	LONG $0x0000ff81; WORD $0xff00             // cmp edi, -16777216
+	LONG $0xc7920f40                           // setb dil
+	LONG $0xcf92fbc5                           // kmovd k1, edi
 	LONG $0x8976f162; WORD $0xc910             // vmovss xmm1 {k1} {z}, xmm1, xmm1
 	LONG $0x0c59e3c4; WORD $0x01db             // vblendps xmm3, xmm4, xmm3, 1
 	LONG $0x1d79e3c4; WORD $0x00db             // vcvtps2ph xmm3, xmm3, 0
-	LONG $0xde7ef9c5                           // vmovd esi, xmm3
+	LONG $0xdf7ef9c5                           // vmovd edi, xmm3
 	LONG $0x487df262; WORD $0xc918             // vbroadcastss zmm1, xmm1
 	LONG $0x481cf162; WORD $0xd959             // vmulps zmm3, zmm12, zmm1
 	LONG $0x487d7362; WORD $0xe308; BYTE $0x0b // vrndscaleps zmm12, zmm3, 11
@@ -6015,299 +6444,624 @@ LBB13_11:
 	LONG $0x487ef162; WORD $0xc95b             // vcvttps2dq zmm1, zmm1
 	QUAD $0x00029831487ef262; WORD $0x0000     // vpmovdb xmmword ptr [rax + 2], zmm3
 	QUAD $0x00128831487ef262; WORD $0x0000     // vpmovdb xmmword ptr [rax + 18], zmm1
-	JMP  LBB13_12
+	JMP  LBB13_75
 
 LBB13_4:
-	WORD $0x394c; BYTE $0xd3 // cmp rbx, r10
-	JL   LBB13_5
-	JMP  LBB13_8
+	LONG $0x0075a162; WORD $0xc9ef                     // vpxord xmm17, xmm17, xmm17
+	QUAD $0x03244c7f48fee162                           // vmovdqu64 zmmword ptr [rsp + 192], zmm17
+	QUAD $0x04244c7f48fee162                           // vmovdqu64 zmmword ptr [rsp + 256], zmm17
+	QUAD $0x000001022484c766; WORD $0x0020             // mov word ptr [rsp + 258], 32
+	QUAD $0x00000000c42484c7; WORD $0x2000; BYTE $0x00 // mov dword ptr [rsp + 196], 2097152
+	QUAD $0x0b000001082484c7; WORD $0x2b00; BYTE $0x00 // mov dword ptr [rsp + 264], 2818059
+	QUAD $0x0b000000cc2484c7; WORD $0x2b00; BYTE $0x00 // mov dword ptr [rsp + 204], 2818059
+	QUAD $0x16000001102484c7; WORD $0x3600; BYTE $0x00 // mov dword ptr [rsp + 272], 3538966
+	QUAD $0x16000000d42484c7; WORD $0x3600; BYTE $0x00 // mov dword ptr [rsp + 212], 3538966
+	QUAD $0x01000001182484c7; WORD $0x2100; BYTE $0x00 // mov dword ptr [rsp + 280], 2162689
+	QUAD $0x01000000dc2484c7; WORD $0x2100; BYTE $0x00 // mov dword ptr [rsp + 220], 2162689
+	LONG $0x20f98349                                   // cmp r9, 32
+	JL   LBB13_71
+	QUAD $0x00005148248c8b48                           // mov rcx, qword ptr [rsp + 20808] /* [rbp + 24] */
+	QUAD $0x0000514024bc8b48                           // mov rdi, qword ptr [rsp + 20800] /* [rbp + 16] */
+	LONG $0x9b048d48                                   // lea rax, [rbx + 4*rbx]
+	LONG $0x83048d48                                   // lea rax, [rbx + 4*rax]
+	WORD $0x0148; BYTE $0xd8                           // add rax, rbx
+	LONG $0x24448948; BYTE $0x48                       // mov qword ptr [rsp + 72], rax
+	LONG $0xc1af0f48                                   // imul rax, rcx
+	QUAD $0x000000b024848948                           // mov qword ptr [rsp + 176], rax
+	QUAD $0x04244c6f48fe6162                           // vmovdqu64 zmm25, zmmword ptr [rsp + 256]
+	QUAD $0x0324546f48fe6162                           // vmovdqu64 zmm26, zmmword ptr [rsp + 192]
+	LONG $0xff418d48                                   // lea rax, [rcx - 1]
+	QUAD $0x0000008824848948                           // mov qword ptr [rsp + 136], rax
+	LONG $0x044f8d48                                   // lea rcx, [rdi + 4]
+	LONG $0xcbaf0f48                                   // imul rcx, rbx
+	LONG $0x89048d48                                   // lea rax, [rcx + 4*rcx]
+	LONG $0x81148d48                                   // lea rdx, [rcx + 4*rax]
+	LONG $0x11048d48                                   // lea rax, [rcx + rdx]
+	WORD $0x0148; BYTE $0xf0                           // add rax, rsi
+	LONG $0x21400548; WORD $0x0000                     // add rax, 8512
+	QUAD $0x000000a824848948                           // mov qword ptr [rsp + 168], rax
+	LONG $0x11048d48                                   // lea rax, [rcx + rdx]
+	LONG $0x20000548; WORD $0x0000                     // add rax, 8192
+	LONG $0x24448948; BYTE $0x30                       // mov qword ptr [rsp + 48], rax
+	LONG $0x58c36b48                                   // imul rax, rbx, 88
+	QUAD $0x0000008024848948                           // mov qword ptr [rsp + 128], rax
+	WORD $0x8948; BYTE $0xd9                           // mov rcx, rbx
+	LONG $0xcfaf0f48                                   // imul rcx, rdi
+	LONG $0x89148d48                                   // lea rdx, [rcx + 4*rcx]
+	LONG $0x91148d4c                                   // lea r10, [rcx + 4*rdx]
+	WORD $0x0149; BYTE $0xca                           // add r10, rcx
+	WORD $0x0149; BYTE $0xf2                           // add r10, rsi
+	LONG $0x487de262; WORD $0x7558; BYTE $0x06         // vpbroadcastd zmm22, dword ptr [rbp + 24] /* [rip + .LCPI13_7] */
+	LONG $0x487ce162; WORD $0x5510; BYTE $0x01         // vmovups zmm18, zmmword ptr [rbp + 64] /* [rip + .LCPI13_8] */
+	LONG $0x007ca162; WORD $0xc057                     // vxorps xmm16, xmm16, xmm16
+	LONG $0x48fef162; WORD $0x756f; BYTE $0x02         // vmovdqu64 zmm6, zmmword ptr [rbp + 128] /* [rip + .LCPI13_9] */
+	LONG $0x48fef162; WORD $0x7d6f; BYTE $0x03         // vmovdqu64 zmm7, zmmword ptr [rbp + 192] /* [rip + .LCPI13_10] */
+	LONG $0x48fe7162; WORD $0x456f; BYTE $0x04         // vmovdqu64 zmm8, zmmword ptr [rbp + 256] /* [rip + .LCPI13_11] */
+	LONG $0x48fe7162; WORD $0x4d6f; BYTE $0x05         // vmovdqu64 zmm9, zmmword ptr [rbp + 320] /* [rip + .LCPI13_12] */
+	WORD $0xc031                                       // xor eax, eax
+	LONG $0x24448948; BYTE $0x18                       // mov qword ptr [rsp + 24], rax
+	WORD $0xc031                                       // xor eax, eax
+	LONG $0x24448948; BYTE $0x28                       // mov qword ptr [rsp + 40], rax
+	WORD $0x8948; BYTE $0xd8                           // mov rax, rbx
+	WORD $0x3145; BYTE $0xed                           // xor r13d, r13d
+	LONG $0x245c8948; BYTE $0x38                       // mov qword ptr [rsp + 56], rbx
+	JMP  LBB13_6
+	PCALIGN $16
 
-LBB13_13:
-	LONG $0x245c894c; BYTE $0x10               // mov qword ptr [rsp + 16], r11
-	WORD $0x394c; BYTE $0xd3                   // cmp rbx, r10
-	JGE  LBB13_8
-	LONG $0x20f98349                           // cmp r9, 32
-	JL   LBB13_5
-	LONG $0x24548b48; BYTE $0x10               // mov rdx, qword ptr [rsp + 16]
-	LONG $0x92048d48                           // lea rax, [rdx + 4*rdx]
-	LONG $0x820c8d48                           // lea rcx, [rdx + 4*rax]
-	WORD $0x0148; BYTE $0xd1                   // add rcx, rdx
-	LONG $0x244c8948; BYTE $0x50               // mov qword ptr [rsp + 80], rcx
-	LONG $0xcaaf0f49                           // imul rcx, r10
-	LONG $0x244c8948; BYTE $0x48               // mov qword ptr [rsp + 72], rcx
-	LONG $0xff4a8d49                           // lea rcx, [r10 - 1]
-	LONG $0x244c8948; BYTE $0x40               // mov qword ptr [rsp + 64], rcx
-	LONG $0x244c8b4c; BYTE $0x18               // mov r9, qword ptr [rsp + 24]
-	LONG $0xe0498d49                           // lea rcx, [r9 - 32]
-	LONG $0x244c8948; BYTE $0x38               // mov qword ptr [rsp + 56], rcx
-	LONG $0x42048d48                           // lea rax, [rdx + 2*rax]
-	LONG $0x24448948; BYTE $0x30               // mov qword ptr [rsp + 48], rax
-	WORD $0x8948; BYTE $0xd1                   // mov rcx, rdx
-	LONG $0xcbaf0f48                           // imul rcx, rbx
-	LONG $0x89048d48                           // lea rax, [rcx + 4*rcx]
-	LONG $0x81048d48                           // lea rax, [rcx + 4*rax]
-	WORD $0x0148; BYTE $0xc8                   // add rax, rcx
-	WORD $0x014c; BYTE $0xc8                   // add rax, r9
+LBB13_70:
+	LONG $0x00c58149; WORD $0x0001; BYTE $0x00 // add r13, 256
+	LONG $0x24448b48; BYTE $0x78               // mov rax, qword ptr [rsp + 120]
+	LONG $0xff000548; WORD $0xffff             // add rax, -256
+	QUAD $0x0022001024448148; BYTE $0x00       // add qword ptr [rsp + 16], 8704
+	QUAD $0x0005802824448148; BYTE $0x00       // add qword ptr [rsp + 40], 1408
+	QUAD $0x0016003024448148; BYTE $0x00       // add qword ptr [rsp + 48], 5632
+	QUAD $0x0016001824448148; BYTE $0x00       // add qword ptr [rsp + 24], 5632
+	LONG $0x245c8b48; BYTE $0x38               // mov rbx, qword ptr [rsp + 56]
+	WORD $0x394c; BYTE $0xeb                   // cmp rbx, r13
+	JLE  LBB13_71
+
+LBB13_6:
+	LONG $0x01003d48; WORD $0x0000             // cmp rax, 256
+	LONG $0x000100ba; BYTE $0x00               // mov edx, 256
+	LONG $0x24448948; BYTE $0x78               // mov qword ptr [rsp + 120], rax
+	LONG $0xd04c0f48                           // cmovl rdx, rax
+	WORD $0x8948; BYTE $0xdf                   // mov rdi, rbx
+	WORD $0x294c; BYTE $0xef                   // sub rdi, r13
+	LONG $0x00ff8148; WORD $0x0001; BYTE $0x00 // cmp rdi, 256
+	LONG $0x0100b841; WORD $0x0000             // mov r8d, 256
+	LONG $0xc74c0f4c                           // cmovl r8, rdi
+	LONG $0x03488d49                           // lea rcx, [r8 + 3]
+	WORD $0x854d; BYTE $0xc0                   // test r8, r8
+	WORD $0x894c; BYTE $0xc0                   // mov rax, r8
+	LONG $0xc1480f48                           // cmovs rax, rcx
 	LONG $0x24448948; BYTE $0x20               // mov qword ptr [rsp + 32], rax
-	LONG $0xb0ca6948; WORD $0x0000; BYTE $0x00 // imul rcx, rdx, 176
-	LONG $0x244c8948; BYTE $0x28               // mov qword ptr [rsp + 40], rcx
-	LONG $0x084b8d48                           // lea rcx, [rbx + 8]
-	LONG $0xcaaf0f48                           // imul rcx, rdx
-	LONG $0x89348d48                           // lea rsi, [rcx + 4*rcx]
-	LONG $0xb1348d48                           // lea rsi, [rcx + 4*rsi]
-	LONG $0x31148d48                           // lea rdx, [rcx + rsi]
-	LONG $0x11348d4d                           // lea r14, [r9 + rdx]
-	LONG $0x80c68149; WORD $0x000c; BYTE $0x00 // add r14, 3200
-	LONG $0x487df262; WORD $0x4558; BYTE $0x06 // vpbroadcastd zmm0, dword ptr [rbp + 24] /* [rip + .LCPI13_7] */
-	QUAD $0x00000c0031848d48                   // lea rax, [rcx + rsi + 3072]
-	LONG $0xc9eff1c5                           // vpxor xmm1, xmm1, xmm1
-	LONG $0x48fef162; WORD $0x556f; BYTE $0x01 // vmovdqu64 zmm2, zmmword ptr [rbp + 64] /* [rip + .LCPI13_8] */
-	LONG $0x48fef162; WORD $0x5d6f; BYTE $0x02 // vmovdqu64 zmm3, zmmword ptr [rbp + 128] /* [rip + .LCPI13_9] */
-	QUAD $0x000001c0a56ffec5                   // vmovdqu ymm4, ymmword ptr [rbp + 448] /* [rip + .LCPI13_10] */
-	LONG $0x48fef162; WORD $0x6d6f; BYTE $0x03 // vmovdqu64 zmm5, zmmword ptr [rbp + 192] /* [rip + .LCPI13_11] */
-	LONG $0x48fdf262; WORD $0x7559; BYTE $0x05 // vpbroadcastq zmm6, qword ptr [rbp + 40] /* [rip + .LCPI13_12] */
-	LONG $0x48fef162; WORD $0x7d6f; BYTE $0x04 // vmovdqu64 zmm7, zmmword ptr [rbp + 256] /* [rip + .LCPI13_13] */
-	LONG $0x48fe7162; WORD $0x456f; BYTE $0x05 // vmovdqu64 zmm8, zmmword ptr [rbp + 320] /* [rip + .LCPI13_14] */
-	LONG $0x48fe7162; WORD $0x4d6f; BYTE $0x06 // vmovdqu64 zmm9, zmmword ptr [rbp + 384] /* [rip + .LCPI13_15] */
-	QUAD $0x000001e095107cc5                   // vmovups ymm10, ymmword ptr [rbp + 480] /* [rip + .LCPI13_16] */
-	QUAD $0x000002009d107cc5                   // vmovups ymm11, ymmword ptr [rbp + 512] /* [rip + .LCPI13_17] */
-	LONG $0x247c8948; BYTE $0x08               // mov qword ptr [rsp + 8], rdi
-	LONG $0x2444894c; BYTE $0x58               // mov qword ptr [rsp + 88], r8
-	JMP  LBB13_16
+	WORD $0x8548; BYTE $0xff                   // test rdi, rdi
+	JLE  LBB13_10
+	LONG $0x06608d4d                           // lea r12, [r8 + 6]
+	WORD $0x8548; BYTE $0xc9                   // test rcx, rcx
+	LONG $0xe1490f4c                           // cmovns r12, rcx
+	LONG $0x02fcc149                           // sar r12, 2
+	LONG $0x02fc8349                           // cmp r12, 2
+	LONG $0x000001b8; BYTE $0x00               // mov eax, 1
+	LONG $0xe04c0f4c                           // cmovl r12, rax
+	LONG $0x245c8b48; BYTE $0x10               // mov rbx, qword ptr [rsp + 16]
+	QUAD $0x00000200248c8d48                   // lea rcx, [rsp + 512]
+	JMP  LBB13_8
+	PCALIGN $16
+
+LBB13_9:
+	LONG $0x572841c4; BYTE $0xd2 // vxorps xmm10, xmm10, xmm10
+	WORD $0x3145; BYTE $0xdb     // xor r11d, r11d
+	LONG $0xe457d8c5             // vxorps xmm4, xmm4, xmm4
+	LONG $0xc0eff9c5             // vpxor xmm0, xmm0, xmm0
+	WORD $0x3145; BYTE $0xc9     // xor r9d, r9d
+	LONG $0x571841c4; BYTE $0xe4 // vxorps xmm12, xmm12, xmm12
+
+LBB13_20:
+	LONG $0xc9eff1c5         // vpxor xmm1, xmm1, xmm1
+	LONG $0xed57d0c5         // vxorps xmm5, xmm5, xmm5
+	WORD $0x3145; BYTE $0xf6 // xor r14d, r14d
+
+LBB13_21:
+	LONG $0xdbefe1c5         // vpxor xmm3, xmm3, xmm3
+	WORD $0x3145; BYTE $0xff // xor r15d, r15d
+
+LBB13_27:
+	LONG $0x481df362; WORD $0xc918; BYTE $0x01 // vinsertf32x4 zmm1, zmm12, xmm1, 1
+	LONG $0x4875f362; WORD $0xc018; BYTE $0x02 // vinsertf32x4 zmm0, zmm1, xmm0, 2
+	LONG $0x487dd362; WORD $0xc318; BYTE $0x03 // vinsertf32x4 zmm0, zmm0, xmm11, 3
+	LONG $0x487cf162; WORD $0x4129; BYTE $0xfc // vmovaps zmmword ptr [rcx - 256], zmm0
+	LONG $0x482df362; WORD $0xcd18; BYTE $0x01 // vinsertf32x4 zmm1, zmm10, xmm5, 1
+	LONG $0x4875f362; WORD $0xcc18; BYTE $0x02 // vinsertf32x4 zmm1, zmm1, xmm4, 2
+	LONG $0x4875f362; WORD $0xcb18; BYTE $0x03 // vinsertf32x4 zmm1, zmm1, xmm3, 3
+	LONG $0x487cf162; WORD $0x4929; BYTE $0xfd // vmovaps zmmword ptr [rcx - 192], zmm1
+	LONG $0xd257e8c5                           // vxorps xmm2, xmm2, xmm2
+	LONG $0x404df262; WORD $0xd050             // vpdpbusd zmm2, zmm22, zmm0
+	LONG $0x404df262; WORD $0xd150             // vpdpbusd zmm2, zmm22, zmm1
+	LONG $0x4075f162; WORD $0xc2fa             // vpsubd zmm0, zmm17, zmm2
+	LONG $0x48fdf162; WORD $0x417f; BYTE $0xfe // vmovdqa64 zmmword ptr [rcx - 128], zmm0
+	LONG $0x6e79c1c4; BYTE $0xc1               // vmovd xmm0, r9d
+	LONG $0xc479c1c4; WORD $0x01c6             // vpinsrw xmm0, xmm0, r14d, 1
+	LONG $0xc479c1c4; WORD $0x02c3             // vpinsrw xmm0, xmm0, r11d, 2
+	LONG $0xc479c1c4; WORD $0x03c7             // vpinsrw xmm0, xmm0, r15d, 3
+	LONG $0x1379e2c4; BYTE $0xc0               // vcvtph2ps xmm0, xmm0
+	LONG $0x406df262; WORD $0xc816             // vpermps zmm1, zmm18, zmm0
+	LONG $0x487cf162; WORD $0x4929; BYTE $0xff // vmovaps zmmword ptr [rcx - 64], zmm1
+	LONG $0x087cb162; WORD $0xc059             // vmulps xmm0, xmm0, xmm16
+	LONG $0x406df262; WORD $0xc016             // vpermps zmm0, zmm18, zmm0
+	LONG $0x487cf162; WORD $0x0129             // vmovaps zmmword ptr [rcx], zmm0
+	LONG $0x40c18148; WORD $0x0001; BYTE $0x00 // add rcx, 320
+	LONG $0xfcc28348                           // add rdx, -4
+	LONG $0x88c38148; WORD $0x0000; BYTE $0x00 // add rbx, 136
+	LONG $0xffc48349                           // add r12, -1
+	JE   LBB13_10
+
+LBB13_8:
+	LONG $0x04fa8348             // cmp rdx, 4
+	LONG $0x000004bf; BYTE $0x00 // mov edi, 4
+	WORD $0x4c0f; BYTE $0xfa     // cmovl edi, edx
+	LONG $0x572041c4; BYTE $0xdb // vxorps xmm11, xmm11, xmm11
+	WORD $0xff85                 // test edi, edi
+	JLE  LBB13_9
+	LONG $0x631078c5; BYTE $0x02 // vmovups xmm12, xmmword ptr [rbx + 2]
+	LONG $0x531078c5; BYTE $0x12 // vmovups xmm10, xmmword ptr [rbx + 18]
+	LONG $0x0bb70f44             // movzx r9d, word ptr [rbx]
+	WORD $0xff83; BYTE $0x01     // cmp edi, 1
+	JNE  LBB13_22
+	WORD $0x3145; BYTE $0xdb     // xor r11d, r11d
+	LONG $0xe457d8c5             // vxorps xmm4, xmm4, xmm4
+	LONG $0xc0eff9c5             // vpxor xmm0, xmm0, xmm0
+	JMP  LBB13_20
 	PCALIGN $16
 
 LBB13_22:
-	LONG $0x247c8b48; BYTE $0x08               // mov rdi, qword ptr [rsp + 8]
-	LONG $0x24048b48                           // mov rax, qword ptr [rsp]
-	LONG $0x297c7162; WORD $0x2411; BYTE $0xb7 // vmovups ymmword ptr [rdi + 4*rsi] {k1}, ymm12
-	LONG $0x244c8b48; BYTE $0x28               // mov rcx, qword ptr [rsp + 40]
-	LONG $0x244c0148; BYTE $0x20               // add qword ptr [rsp + 32], rcx
-	WORD $0x0149; BYTE $0xce                   // add r14, rcx
-	WORD $0x0148; BYTE $0xc8                   // add rax, rcx
-	WORD $0x394c; BYTE $0xd3                   // cmp rbx, r10
-	JGE  LBB13_8
+	LONG $0x4b6ffac5; BYTE $0x24 // vmovdqu xmm1, xmmword ptr [rbx + 36]
+	LONG $0x6b10f8c5; BYTE $0x34 // vmovups xmm5, xmmword ptr [rbx + 52]
+	LONG $0x73b70f44; BYTE $0x22 // movzx r14d, word ptr [rbx + 34]
+	WORD $0xff83; BYTE $0x03     // cmp edi, 3
+	JB   LBB13_23
+	LONG $0x436ffac5; BYTE $0x46 // vmovdqu xmm0, xmmword ptr [rbx + 70]
+	LONG $0x6310f8c5; BYTE $0x56 // vmovups xmm4, xmmword ptr [rbx + 86]
+	LONG $0x5bb70f44; BYTE $0x44 // movzx r11d, word ptr [rbx + 68]
+	JNE  LBB13_26
+	WORD $0x3145; BYTE $0xff     // xor r15d, r15d
+	LONG $0xdbefe1c5             // vpxor xmm3, xmm3, xmm3
+	JMP  LBB13_27
 
-LBB13_16:
-	LONG $0x24048948             // mov qword ptr [rsp], rax
-	WORD $0x8948; BYTE $0xdf     // mov rdi, rbx
-	LONG $0x01438d4c             // lea r8, [rbx + 1]
-	LONG $0x026b8d4c             // lea r13, [rbx + 2]
-	WORD $0x394d; BYTE $0xd5     // cmp r13, r10
-	LONG $0x24448b48; BYTE $0x40 // mov rax, qword ptr [rsp + 64]
-	LONG $0xe84d0f4c             // cmovge r13, rax
-	LONG $0x034b8d4c             // lea r9, [rbx + 3]
-	LONG $0x04738d48             // lea rsi, [rbx + 4]
-	WORD $0x394c; BYTE $0xd6     // cmp rsi, r10
-	LONG $0xf04d0f48             // cmovge rsi, rax
-	LONG $0x05538d48             // lea rdx, [rbx + 5]
-	LONG $0x06c38348             // add rbx, 6
-	WORD $0x394c; BYTE $0xd3     // cmp rbx, r10
-	LONG $0xd84d0f48             // cmovge rbx, rax
-	LONG $0x074f8d48             // lea rcx, [rdi + 7]
-	WORD $0x394c; BYTE $0xd1     // cmp rcx, r10
-	LONG $0xc84d0f48             // cmovge rcx, rax
-	LONG $0x247c8948; BYTE $0x68 // mov qword ptr [rsp + 104], rdi
-	LONG $0x08c78348             // add rdi, 8
-	LONG $0x247c8948; BYTE $0x70 // mov qword ptr [rsp + 112], rdi
-	WORD $0x394c; BYTE $0xd2     // cmp rdx, r10
-	LONG $0xd04d0f48             // cmovge rdx, rax
-	WORD $0x394d; BYTE $0xd1     // cmp r9, r10
-	LONG $0xc84d0f4c             // cmovge r9, rax
-	WORD $0x394d; BYTE $0xd0     // cmp r8, r10
-	LONG $0xc04d0f4c             // cmovge r8, rax
-	LONG $0x247c8b48; BYTE $0x30 // mov rdi, qword ptr [rsp + 48]
-	LONG $0xcfaf0f48             // imul rcx, rdi
-	LONG $0x24448b48; BYTE $0x38 // mov rax, qword ptr [rsp + 56]
-	LONG $0x480c8d48             // lea rcx, [rax + 2*rcx]
-	LONG $0xd7af0f48             // imul rdx, rdi
-	LONG $0x501c8d4c             // lea r11, [rax + 2*rdx]
-	LONG $0x24548b4c; BYTE $0x10 // mov r10, qword ptr [rsp + 16]
-	LONG $0xdaaf0f49             // imul rbx, r10
-	LONG $0x9b148d48             // lea rdx, [rbx + 4*rbx]
-	LONG $0x933c8d4c             // lea r15, [rbx + 4*rdx]
-	WORD $0x0149; BYTE $0xdf     // add r15, rbx
-	LONG $0x245c8b48; BYTE $0x18 // mov rbx, qword ptr [rsp + 24]
-	WORD $0x0149; BYTE $0xdf     // add r15, rbx
-	LONG $0xf2af0f49             // imul rsi, r10
-	LONG $0xb6148d48             // lea rdx, [rsi + 4*rsi]
-	LONG $0x96248d4c             // lea r12, [rsi + 4*rdx]
-	WORD $0x0149; BYTE $0xf4     // add r12, rsi
-	WORD $0x0149; BYTE $0xdc     // add r12, rbx
-	LONG $0xcfaf0f4c             // imul r9, rdi
-	LONG $0x480c8d4e             // lea r9, [rax + 2*r9]
-	LONG $0xc7af0f4c             // imul r8, rdi
-	LONG $0x40348d4a             // lea rsi, [rax + 2*r8]
-	LONG $0xeaaf0f4d             // imul r13, r10
-	QUAD $0x00000000ad148d4a     // lea rdx, [4*r13]
-	WORD $0x014c; BYTE $0xea     // add rdx, r13
-	QUAD $0x0000000095148d4c     // lea r10, [4*rdx]
-	WORD $0x014d; BYTE $0xea     // add r10, r13
-	WORD $0x014d; BYTE $0xea     // add r10, r13
-	WORD $0x0149; BYTE $0xda     // add r10, rbx
-	LONG $0x242c8b4c             // mov r13, qword ptr [rsp]
-	LONG $0x571841c4; BYTE $0xe4 // vxorps xmm12, xmm12, xmm12
-	LONG $0x571041c4; BYTE $0xed // vxorps xmm13, xmm13, xmm13
-	LONG $0x24448b4c; BYTE $0x60 // mov r8, qword ptr [rsp + 96]
-	WORD $0xff31                 // xor edi, edi
-	LONG $0x24548b48; BYTE $0x50 // mov rdx, qword ptr [rsp + 80]
-	LONG $0x245c8b48; BYTE $0x48 // mov rbx, qword ptr [rsp + 72]
-	JMP  LBB13_17
+LBB13_23:
+	WORD $0x3145; BYTE $0xdb // xor r11d, r11d
+	LONG $0xe457d8c5         // vxorps xmm4, xmm4, xmm4
+	LONG $0xc0eff9c5         // vpxor xmm0, xmm0, xmm0
+	JMP  LBB13_21
+
+LBB13_26:
+	LONG $0x5b1078c5; BYTE $0x68 // vmovups xmm11, xmmword ptr [rbx + 104]
+	LONG $0x5b6ffac5; BYTE $0x78 // vmovdqu xmm3, xmmword ptr [rbx + 120]
+	LONG $0x7bb70f44; BYTE $0x66 // movzx r15d, word ptr [rbx + 102]
+	JMP  LBB13_27
 	PCALIGN $16
 
-LBB13_19:
-	QUAD $0x0002b85a487d5262; WORD $0x0000     // vbroadcasti32x4 zmm15, xmmword ptr [r8 + 2]
-	QUAD $0x0012b05a487d5262; WORD $0x0000     // vbroadcasti32x4 zmm14, xmmword ptr [r8 + 18]
-	LONG $0x007da162; WORD $0xc0ef             // vpxord xmm16, xmm16, xmm16
-	LONG $0x487dc262; WORD $0xc750             // vpdpbusd zmm16, zmm0, zmm15
-	LONG $0x487dc262; WORD $0xc650             // vpdpbusd zmm16, zmm0, zmm14
-	LONG $0x4875a162; WORD $0xc0fa             // vpsubd zmm16, zmm1, zmm16
-	LONG $0x287dc262; WORD $0x0879             // vpbroadcastw ymm17, word ptr [r8]
-	LONG $0x487da262; WORD $0xc913             // vcvtph2ps zmm17, ymm17
-	LONG $0x3fffffb8; BYTE $0x00               // mov eax, 4194303
+LBB13_10:
+	QUAD $0x0000514824bc8b48       // mov rdi, qword ptr [rsp + 20808] /* [rbp + 24] */
+	QUAD $0x0000514024bc3948       // cmp qword ptr [rsp + 20800], rdi /* [rbp + 16] */
+	JGE  LBB13_70
+	LONG $0x24448b48; BYTE $0x20   // mov rax, qword ptr [rsp + 32]
+	WORD $0x8948; BYTE $0xc1       // mov rcx, rax
+	LONG $0xfce18348               // and rcx, -4
+	LONG $0x02f8c148               // sar rax, 2
+	WORD $0x894c; BYTE $0xc2       // mov rdx, r8
+	WORD $0x2948; BYTE $0xca       // sub rdx, rcx
+	LONG $0x247c8348; WORD $0x0040 // cmp qword ptr [rsp + 64], 0
+	WORD $0x950f; BYTE $0xc1       // setne cl
+	WORD $0x014d; BYTE $0xe8       // add r8, r13
+	LONG $0x24443b4c; BYTE $0x38   // cmp r8, qword ptr [rsp + 56]
+	WORD $0x940f; BYTE $0xc3       // sete bl
+	QUAD $0x000000b824948948       // mov qword ptr [rsp + 184], rdx
+	LONG $0x01fa8348               // cmp rdx, 1
+	LONG $0x24448948; BYTE $0x20   // mov qword ptr [rsp + 32], rax
+	LONG $0xffd88348               // sbb rax, -1
+	LONG $0x24448948; BYTE $0x70   // mov qword ptr [rsp + 112], rax
+	WORD $0xcb20                   // and bl, cl
+	LONG $0x0f245c88               // mov byte ptr [rsp + 15], bl
+	LONG $0x247c8b4c; BYTE $0x18   // mov r15, qword ptr [rsp + 24]
+	LONG $0x24548b48; BYTE $0x30   // mov rdx, qword ptr [rsp + 48]
+	LONG $0x245c8b48; BYTE $0x28   // mov rbx, qword ptr [rsp + 40]
+	QUAD $0x00005140248c8b48       // mov rcx, qword ptr [rsp + 20800] /* [rbp + 16] */
+	QUAD $0x0000009024ac894c       // mov qword ptr [rsp + 144], r13
+	JMP  LBB13_12
+	PCALIGN $16
+
+LBB13_68:
+	LONG $0xc992fbc5                           // kmovd k1, ecx
+	LONG $0x24448b48; BYTE $0x40               // mov rax, qword ptr [rsp + 64]
+	LONG $0x897cb162; WORD $0x0c10; BYTE $0x80 // vmovups xmm1 {k1} {z}, xmmword ptr [rax + 4*r8]
+	LONG $0xc158f8c5                           // vaddps xmm0, xmm0, xmm1
+
+LBB13_69:
+	LONG $0x24448b48; BYTE $0x50               // mov rax, qword ptr [rsp + 80]
+	LONG $0x097cb162; WORD $0x0411; BYTE $0x80 // vmovups xmmword ptr [rax + 4*r8] {k1}, xmm0
+	LONG $0x245c0348; BYTE $0x48               // add rbx, qword ptr [rsp + 72]
+	QUAD $0x0000008024848b48                   // mov rax, qword ptr [rsp + 128]
+	WORD $0x0148; BYTE $0xc2                   // add rdx, rax
+	WORD $0x0149; BYTE $0xc7                   // add r15, rax
+	WORD $0x894c; BYTE $0xc9                   // mov rcx, r9
+	WORD $0x3949; BYTE $0xf9                   // cmp r9, rdi
+	JGE  LBB13_70
+
+LBB13_12:
+	LONG $0x01698d4c               // lea r13, [rcx + 1]
+	WORD $0x3949; BYTE $0xfd       // cmp r13, rdi
+	QUAD $0x0000008824848b48       // mov rax, qword ptr [rsp + 136]
+	LONG $0xe84d0f4c               // cmovge r13, rax
+	LONG $0x02618d4c               // lea r12, [rcx + 2]
+	WORD $0x3949; BYTE $0xfc       // cmp r12, rdi
+	LONG $0xe04d0f4c               // cmovge r12, rax
+	LONG $0x03598d4c               // lea r11, [rcx + 3]
+	WORD $0x3949; BYTE $0xfb       // cmp r11, rdi
+	LONG $0xd84d0f4c               // cmovge r11, rax
+	LONG $0x04418d48               // lea rax, [rcx + 4]
+	LONG $0x247c8348; WORD $0x0070 // cmp qword ptr [rsp + 112], 0
+	LONG $0x247c894c; BYTE $0x68   // mov qword ptr [rsp + 104], r15
+	LONG $0x24548948; BYTE $0x60   // mov qword ptr [rsp + 96], rdx
+	LONG $0x245c8948; BYTE $0x58   // mov qword ptr [rsp + 88], rbx
+	QUAD $0x000000a0248c8948       // mov qword ptr [rsp + 160], rcx
+	QUAD $0x0000009824848948       // mov qword ptr [rsp + 152], rax
+	JLE  LBB13_13
+	LONG $0x24448b48; BYTE $0x48   // mov rax, qword ptr [rsp + 72]
+	LONG $0xe8af0f4c               // imul r13, rax
+	LONG $0xe0af0f4c               // imul r12, rax
+	LONG $0xd8af0f4c               // imul r11, rax
+	LONG $0x24448b48; BYTE $0x18   // mov rax, qword ptr [rsp + 24]
+	WORD $0x0149; BYTE $0xc3       // add r11, rax
+	WORD $0x0149; BYTE $0xc5       // add r13, rax
+	WORD $0x0149; BYTE $0xc4       // add r12, rax
+	LONG $0x572841c4; BYTE $0xd2   // vxorps xmm10, xmm10, xmm10
+	QUAD $0x000001c0248c8d4c       // lea r9, [rsp + 448]
+	WORD $0x3145; BYTE $0xf6       // xor r14d, r14d
+	JMP  LBB13_29
+
+LBB13_60:
+	LONG    $0xc9eff1c5 // vpxor xmm1, xmm1, xmm1
+	PCALIGN $16
+
+LBB13_67:
+	LONG $0x48fdd162; WORD $0xd36f             // vmovdqa64 zmm2, zmm11
+	LONG $0x48cdd262; WORD $0xd47d             // vpermt2w zmm2, zmm6, zmm12
+	LONG $0x4025f162; WORD $0xd271; BYTE $0x04 // vpsrlw zmm27, zmm2, 4
+	LONG $0x48edf162; WORD $0xd7db             // vpandq zmm2, zmm2, zmm7
+	LONG $0x48ed4162; WORD $0xe0eb             // vporq zmm28, zmm2, zmm8
+	LONG $0x7ef9e1c4; BYTE $0xc0               // vmovq rax, xmm0
 	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
-	LONG $0x24448b48; BYTE $0x20               // mov rax, qword ptr [rsp + 32]
-	LONG $0xc97fe162; WORD $0x146f; BYTE $0x38 // vmovdqu8 zmm18 {k1} {z}, zmmword ptr [rax + rdi]
-	QUAD $0xffff00000000b848; WORD $0x003f     // mov rax, 18014394214514688
-	LONG $0x92fbe1c4; BYTE $0xd0               // kmovq k2, rax
-	LONG $0x4a7fe162; WORD $0x146f; BYTE $0x3e // vmovdqu8 zmm18 {k2}, zmmword ptr [rsi + rdi]
-	LONG $0xc97fc162; WORD $0x1c6f; BYTE $0x3a // vmovdqu8 zmm19 {k1} {z}, zmmword ptr [r10 + rdi]
-	LONG $0x4a7fc162; WORD $0x1c6f; BYTE $0x39 // vmovdqu8 zmm19 {k2}, zmmword ptr [r9 + rdi]
-	LONG $0x48fda162; WORD $0xe26f             // vmovdqa64 zmm20, zmm18
-	LONG $0x48eda262; WORD $0xe37d             // vpermt2w zmm20, zmm2, zmm19
-	LONG $0x48fda162; WORD $0xea6f             // vmovdqa64 zmm21, zmm18
-	LONG $0x48e5a262; WORD $0xeb7d             // vpermt2w zmm21, zmm3, zmm19
-	LONG $0x48dda262; WORD $0xd37d             // vpermt2w zmm18, zmm4, zmm19
-	LONG $0x4055e262; WORD $0xdd00             // vpshufb zmm19, zmm21, zmm5
-	LONG $0x4066f262; WORD $0xde26             // vptestnmb k3, zmm19, zmm6
-	LONG $0x4055e262; WORD $0xdf00             // vpshufb zmm19, zmm21, zmm7
-	LONG $0x4066f262; WORD $0xe626             // vptestnmb k4, zmm19, zmm6
-	LONG $0x4065b162; WORD $0xd471; BYTE $0x04 // vpsrlw zmm19, zmm20, 4
-	LONG $0x40ddc162; WORD $0xe0db             // vpandq zmm20, zmm20, zmm8
-	LONG $0x40ddc162; WORD $0xe9eb             // vporq zmm21, zmm20, zmm9
-	LONG $0x4b7fa162; WORD $0xec6f             // vmovdqu8 zmm21 {k3}, zmm20
-	LONG $0x40e5c162; WORD $0xd8db             // vpandq zmm19, zmm19, zmm8
-	LONG $0x40e5c162; WORD $0xe1eb             // vporq zmm20, zmm19, zmm9
-	LONG $0x4c7fa162; WORD $0xe36f             // vmovdqu8 zmm20 {k4}, zmm19
-	LONG $0x48fda162; WORD $0xd86f             // vmovdqa64 zmm19, zmm16
-	LONG $0x4055c262; WORD $0xdf50             // vpdpbusd zmm19, zmm21, zmm15
-	LONG $0x405dc262; WORD $0xde50             // vpdpbusd zmm19, zmm20, zmm14
-	LONG $0x487da262; WORD $0xd213             // vcvtph2ps zmm18, ymm18
-	LONG $0x4074a162; WORD $0xd259             // vmulps zmm18, zmm17, zmm18
-	LONG $0x487ca162; WORD $0xdb5b             // vcvtdq2ps zmm19, zmm19
-	LONG $0x406d3262; WORD $0xe3b8             // vfmadd231ps zmm12, zmm18, zmm19
-	LONG $0xc97fc162; WORD $0x146f; BYTE $0x3c // vmovdqu8 zmm18 {k1} {z}, zmmword ptr [r12 + rdi]
-	LONG $0x4a7fc162; WORD $0x146f; BYTE $0x3b // vmovdqu8 zmm18 {k2}, zmmword ptr [r11 + rdi]
-	LONG $0xc97fc162; WORD $0x1c6f; BYTE $0x3f // vmovdqu8 zmm19 {k1} {z}, zmmword ptr [r15 + rdi]
-	LONG $0x4a7fe162; WORD $0x1c6f; BYTE $0x39 // vmovdqu8 zmm19 {k2}, zmmword ptr [rcx + rdi]
-	LONG $0x48fda162; WORD $0xe26f             // vmovdqa64 zmm20, zmm18
-	LONG $0x48eda262; WORD $0xe37d             // vpermt2w zmm20, zmm2, zmm19
-	LONG $0x48fda162; WORD $0xea6f             // vmovdqa64 zmm21, zmm18
-	LONG $0x48e5a262; WORD $0xeb7d             // vpermt2w zmm21, zmm3, zmm19
-	LONG $0x48dda262; WORD $0xd37d             // vpermt2w zmm18, zmm4, zmm19
-	LONG $0x4055e262; WORD $0xdd00             // vpshufb zmm19, zmm21, zmm5
-	LONG $0x4066f262; WORD $0xce26             // vptestnmb k1, zmm19, zmm6
-	LONG $0x4055e262; WORD $0xdf00             // vpshufb zmm19, zmm21, zmm7
-	LONG $0x4066f262; WORD $0xd626             // vptestnmb k2, zmm19, zmm6
-	LONG $0x4065b162; WORD $0xd471; BYTE $0x04 // vpsrlw zmm19, zmm20, 4
-	LONG $0x40ddc162; WORD $0xe0db             // vpandq zmm20, zmm20, zmm8
-	LONG $0x40ddc162; WORD $0xe9eb             // vporq zmm21, zmm20, zmm9
-	LONG $0x497fa162; WORD $0xec6f             // vmovdqu8 zmm21 {k1}, zmm20
-	LONG $0x40e5c162; WORD $0xd8db             // vpandq zmm19, zmm19, zmm8
-	LONG $0x40e5c162; WORD $0xe1eb             // vporq zmm20, zmm19, zmm9
-	LONG $0x4a7fa162; WORD $0xe36f             // vmovdqu8 zmm20 {k2}, zmm19
-	LONG $0x4055c262; WORD $0xc750             // vpdpbusd zmm16, zmm21, zmm15
-	LONG $0x405dc262; WORD $0xc650             // vpdpbusd zmm16, zmm20, zmm14
-	LONG $0x487d3262; WORD $0xf213             // vcvtph2ps zmm14, ymm18
-	LONG $0x40745162; WORD $0xf659             // vmulps zmm14, zmm17, zmm14
-	LONG $0x487c3162; WORD $0xf85b             // vcvtdq2ps zmm15, zmm16
-	LONG $0x480d5262; WORD $0xefb8             // vfmadd231ps zmm13, zmm14, zmm15
-	LONG $0x16c78348                           // add rdi, 22
-	LONG $0x22c08349                           // add r8, 34
-	LONG $0xb0c58149; WORD $0x0000; BYTE $0x00 // add r13, 176
-	WORD $0x3948; BYTE $0xd7                   // cmp rdi, rdx
-	JGE  LBB13_20
+	LONG $0x497f9162; WORD $0xd46f             // vmovdqu8 zmm2 {k1}, zmm28
+	LONG $0x40a56162; WORD $0xdfdb             // vpandq zmm27, zmm27, zmm7
+	LONG $0x40a54162; WORD $0xe0eb             // vporq zmm28, zmm27, zmm8
+	LONG $0x16f9e3c4; WORD $0x01c0             // vpextrq rax, xmm0, 1
+	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
+	LONG $0x497f0162; WORD $0xdc6f             // vmovdqu8 zmm27 {k1}, zmm28
+	LONG $0x48fdb162; WORD $0xc46f             // vmovdqa64 zmm0, zmm20
+	LONG $0x486db262; WORD $0xc550             // vpdpbusd zmm0, zmm2, zmm21
+	LONG $0x4025b262; WORD $0xc350             // vpdpbusd zmm0, zmm27, zmm19
+	LONG $0x48fdd162; WORD $0xd66f             // vmovdqa64 zmm2, zmm14
+	LONG $0x48cdd262; WORD $0xd77d             // vpermt2w zmm2, zmm6, zmm15
+	LONG $0x4025f162; WORD $0xd271; BYTE $0x04 // vpsrlw zmm27, zmm2, 4
+	LONG $0x48edf162; WORD $0xd7db             // vpandq zmm2, zmm2, zmm7
+	LONG $0x48ed4162; WORD $0xe0eb             // vporq zmm28, zmm2, zmm8
+	LONG $0x7ef9e1c4; BYTE $0xe8               // vmovq rax, xmm5
+	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
+	LONG $0x497f9162; WORD $0xd46f             // vmovdqu8 zmm2 {k1}, zmm28
+	LONG $0x40a56162; WORD $0xdfdb             // vpandq zmm27, zmm27, zmm7
+	LONG $0x40a54162; WORD $0xe0eb             // vporq zmm28, zmm27, zmm8
+	LONG $0x16f9e3c4; WORD $0x01e8             // vpextrq rax, xmm5, 1
+	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
+	LONG $0x497f0162; WORD $0xdc6f             // vmovdqu8 zmm27 {k1}, zmm28
+	LONG $0x48fdb162; WORD $0xec6f             // vmovdqa64 zmm5, zmm20
+	LONG $0x486db262; WORD $0xed50             // vpdpbusd zmm5, zmm2, zmm21
+	LONG $0x4025b262; WORD $0xeb50             // vpdpbusd zmm5, zmm27, zmm19
+	LONG $0x487df162; WORD $0xc56b             // vpackssdw zmm0, zmm0, zmm5
+	LONG $0x48fdd162; WORD $0xd56f             // vmovdqa64 zmm2, zmm13
+	LONG $0x48cdf262; WORD $0xd47d             // vpermt2w zmm2, zmm6, zmm4
+	LONG $0x4855f162; WORD $0xd271; BYTE $0x04 // vpsrlw zmm5, zmm2, 4
+	LONG $0x48edf162; WORD $0xd7db             // vpandq zmm2, zmm2, zmm7
+	LONG $0x48ed4162; WORD $0xd8eb             // vporq zmm27, zmm2, zmm8
+	LONG $0x7ef9e1c4; BYTE $0xd8               // vmovq rax, xmm3
+	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
+	LONG $0x497f9162; WORD $0xd36f             // vmovdqu8 zmm2 {k1}, zmm27
+	LONG $0x48d5f162; WORD $0xefdb             // vpandq zmm5, zmm5, zmm7
+	LONG $0x48d54162; WORD $0xd8eb             // vporq zmm27, zmm5, zmm8
+	LONG $0x16f9e3c4; WORD $0x01d8             // vpextrq rax, xmm3, 1
+	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
+	LONG $0x497f9162; WORD $0xeb6f             // vmovdqu8 zmm5 {k1}, zmm27
+	LONG $0x48fdb162; WORD $0xdc6f             // vmovdqa64 zmm3, zmm20
+	LONG $0x486db262; WORD $0xdd50             // vpdpbusd zmm3, zmm2, zmm21
+	LONG $0x4855b262; WORD $0xdb50             // vpdpbusd zmm3, zmm5, zmm19
+	LONG $0x48fdb162; WORD $0xd76f             // vmovdqa64 zmm2, zmm23
+	LONG $0x48cd9262; WORD $0xd07d             // vpermt2w zmm2, zmm6, zmm24
+	LONG $0x4855f162; WORD $0xd271; BYTE $0x04 // vpsrlw zmm5, zmm2, 4
+	LONG $0x48edf162; WORD $0xd7db             // vpandq zmm2, zmm2, zmm7
+	LONG $0x48ed4162; WORD $0xd8eb             // vporq zmm27, zmm2, zmm8
+	LONG $0x7ef9e1c4; BYTE $0xc8               // vmovq rax, xmm1
+	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
+	LONG $0x497f9162; WORD $0xd36f             // vmovdqu8 zmm2 {k1}, zmm27
+	LONG $0x48d5f162; WORD $0xefdb             // vpandq zmm5, zmm5, zmm7
+	LONG $0x48d54162; WORD $0xd8eb             // vporq zmm27, zmm5, zmm8
+	LONG $0x16f9e3c4; WORD $0x01c8             // vpextrq rax, xmm1, 1
+	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
+	LONG $0x497f9162; WORD $0xeb6f             // vmovdqu8 zmm5 {k1}, zmm27
+	LONG $0x486da262; WORD $0xe550             // vpdpbusd zmm20, zmm2, zmm21
+	LONG $0x4855a262; WORD $0xe350             // vpdpbusd zmm20, zmm5, zmm19
+	LONG $0x4865b162; WORD $0xcc6b             // vpackssdw zmm1, zmm3, zmm20
+	LONG $0x487dd162; WORD $0xc1f5             // vpmaddwd zmm0, zmm0, zmm9
+	LONG $0x4875d162; WORD $0xc9f5             // vpmaddwd zmm1, zmm1, zmm9
+	LONG $0x487df162; WORD $0xc16b             // vpackssdw zmm0, zmm0, zmm1
+	LONG $0x487dd162; WORD $0xc1f5             // vpmaddwd zmm0, zmm0, zmm9
+	LONG $0x487cf162; WORD $0xc85b             // vcvtdq2ps zmm1, zmm0
+	LONG $0x40b55262; WORD $0xde7d             // vpermt2w zmm11, zmm25, zmm14
+	LONG $0x40ad3262; WORD $0xef7d             // vpermt2w zmm13, zmm26, zmm23
+	LONG $0x40b55262; WORD $0xe77d             // vpermt2w zmm12, zmm25, zmm15
+	LONG $0x40ad9262; WORD $0xe07d             // vpermt2w zmm4, zmm26, zmm24
+	LONG $0x0215e3c4; WORD $0xc0c4             // vpblendd ymm0, ymm13, ymm4, 192
+	LONG $0x0225c3c4; WORD $0xc0d4             // vpblendd ymm2, ymm11, ymm12, 192
+	LONG $0x026de3c4; WORD $0xaac0             // vpblendd ymm0, ymm2, ymm0, 170
+	LONG $0x487df262; WORD $0xc013             // vcvtph2ps zmm0, ymm0
+	LONG $0x487cd162; WORD $0x0159             // vmulps zmm0, zmm0, zmmword ptr [r9]
+	LONG $0x4875d262; WORD $0xc2a8             // vfmadd213ps zmm0, zmm1, zmm10
+	LONG $0x01c68349                           // add r14, 1
+	LONG $0x40c18149; WORD $0x0001; BYTE $0x00 // add r9, 320
+	LONG $0x58c38348                           // add rbx, 88
+	LONG $0x60c28148; WORD $0x0001; BYTE $0x00 // add rdx, 352
+	LONG $0x58c38349                           // add r11, 88
+	LONG $0x58c78349                           // add r15, 88
+	LONG $0x58c58349                           // add r13, 88
+	LONG $0x58c48349                           // add r12, 88
+	LONG $0x487c7162; WORD $0xd028             // vmovaps zmm10, zmm0
+	LONG $0x2474394c; BYTE $0x70               // cmp qword ptr [rsp + 112], r14
+	JE   LBB13_14
 
-LBB13_17:
-	WORD $0x3949; BYTE $0xdd       // cmp r13, rbx
-	JGE  LBB13_19
-	LONG $0x4c180f41; WORD $0x80fe // prefetcht0 byte ptr [r14 + 8*rdi - 128]
-	LONG $0x4c180f41; WORD $0xc0fe // prefetcht0 byte ptr [r14 + 8*rdi - 64]
-	LONG $0x0c180f41; BYTE $0xfe   // prefetcht0 byte ptr [r14 + 8*rdi]
-	JMP  LBB13_19
+LBB13_29:
+	LONG $0x24743b4c; BYTE $0x20 // cmp r14, qword ptr [rsp + 32]
+	QUAD $0x000000b824848b4c     // mov r8, qword ptr [rsp + 184]
+	LONG $0x000004b8; BYTE $0x00 // mov eax, 4
+	LONG $0xc04c0f44             // cmovl r8d, eax
+	QUAD $0x000000b024943b48     // cmp rdx, qword ptr [rsp + 176]
+	JGE  LBB13_31
+	QUAD $0x000000a824848b48     // mov rax, qword ptr [rsp + 168]
+	QUAD $0xfffffec09894180f     // prefetcht1 byte ptr [rax + 4*rbx - 320]
+	QUAD $0xffffff009894180f     // prefetcht1 byte ptr [rax + 4*rbx - 256]
+	QUAD $0xffffff409894180f     // prefetcht1 byte ptr [rax + 4*rbx - 192]
+	LONG $0x9854180f; BYTE $0x80 // prefetcht1 byte ptr [rax + 4*rbx - 128]
+	LONG $0x9854180f; BYTE $0xc0 // prefetcht1 byte ptr [rax + 4*rbx - 64]
+	LONG $0x9814180f             // prefetcht1 byte ptr [rax + 4*rbx]
+
+LBB13_31:
+	LONG $0x800c8d43                           // lea ecx, [r8 + 4*r8]
+	LONG $0x880c8d41                           // lea ecx, [r8 + 4*rcx]
+	WORD $0x0144; BYTE $0xc1                   // add ecx, r8d
+	LONG $0xffc7c748; WORD $0xffff; BYTE $0xff // mov rdi, -1
+	WORD $0xd348; BYTE $0xe7                   // shl rdi, cl
+	WORD $0xf983; BYTE $0x40                   // cmp ecx, 64
+	WORD $0xf748; BYTE $0xd7                   // not rdi
+	LONG $0xffc0c748; WORD $0xffff; BYTE $0xff // mov rax, -1
+	LONG $0xf84d0f48                           // cmovge rdi, rax
+	LONG $0xffc0c748; WORD $0xffff; BYTE $0xff // mov rax, -1
+	WORD $0xd348; BYTE $0xe0                   // shl rax, cl
+	WORD $0xf983; BYTE $0x41                   // cmp ecx, 65
+	WORD $0xf748; BYTE $0xd0                   // not rax
+	LONG $0x000000b9; BYTE $0x00               // mov ecx, 0
+	LONG $0xc14c0f48                           // cmovl rax, rcx
+	LONG $0x92fbe1c4; BYTE $0xcf               // kmovq k1, rdi
+	LONG $0x92fbe1c4; BYTE $0xd0               // kmovq k2, rax
+	LONG $0x04f88341                           // cmp r8d, 4
+	JNE  LBB13_33
+	LONG $0x48fe1162; WORD $0x1c6f; BYTE $0x3a // vmovdqu64 zmm11, zmmword ptr [r10 + r15]
+	LONG $0xffffffb8; BYTE $0x00               // mov eax, 16777215
+	LONG $0x92fbe1c4; BYTE $0xd8               // kmovq k3, rax
+	LONG $0x707b81c4; WORD $0x3a04; BYTE $0xe9 // vpshuflw xmm0, xmmword ptr [r10 + r15], 233
+	QUAD $0x013a646fcb7f1162                   // vmovdqu8 zmm12 {k3} {z}, zmmword ptr [r10 + r15 + 64]
+	LONG $0x3479e2c4; BYTE $0xc0               // vpmovzxwq xmm0, xmm0
+	QUAD $0xee103a4c707981c4                   // vpshufd xmm1, xmmword ptr [r10 + r15 + 16], 238
+	JMP  LBB13_37
 	PCALIGN $16
 
-LBB13_20:
-	QUAD $0x0000008024948b4c                   // mov r10, qword ptr [rsp + 128] /* [rbp + 24] */
-	WORD $0x8944; BYTE $0xd1                   // mov ecx, r10d
-	LONG $0x24748b48; BYTE $0x68               // mov rsi, qword ptr [rsp + 104]
-	WORD $0xf129                               // sub ecx, esi
+LBB13_33:
+	LONG $0xc97f1162; WORD $0x1c6f; BYTE $0x3a // vmovdqu8 zmm11 {k1} {z}, zmmword ptr [r10 + r15]
+	QUAD $0x013a646fca7f1162                   // vmovdqu8 zmm12 {k2} {z}, zmmword ptr [r10 + r15 + 64]
+	WORD $0x8545; BYTE $0xc0                   // test r8d, r8d
+	JLE  LBB13_34
+	LONG $0x347982c4; WORD $0x3a44; BYTE $0x02 // vpmovzxwq xmm0, dword ptr [r10 + r15 + 2]
+	LONG $0x01f88341                           // cmp r8d, 1
+	JE   LBB13_40
+	LONG $0x6e7981c4; WORD $0x3a4c; BYTE $0x18 // vmovd xmm1, dword ptr [r10 + r15 + 24]
+
+LBB13_37:
+	LONG    $0x3479e2c4; BYTE $0xc9               // vpmovzxwq xmm1, xmm1
+	LONG    $0xf173f1c5; BYTE $0x10               // vpsllq xmm1, xmm1, 16
+	LONG    $0xc1ebf9c5                           // vpor xmm0, xmm0, xmm1
+	LONG    $0x03f88341                           // cmp r8d, 3
+	JB      LBB13_40
+	LONG    $0x347982c4; WORD $0x3a4c; BYTE $0x2e // vpmovzxwq xmm1, dword ptr [r10 + r15 + 46]
+	LONG    $0xf173f1c5; BYTE $0x20               // vpsllq xmm1, xmm1, 32
+	LONG    $0xc0ebf1c5                           // vpor xmm0, xmm1, xmm0
+	JE      LBB13_40
+	LONG    $0x347982c4; WORD $0x3a4c; BYTE $0x44 // vpmovzxwq xmm1, dword ptr [r10 + r15 + 68]
+	LONG    $0xf173f1c5; BYTE $0x30               // vpsllq xmm1, xmm1, 48
+	LONG    $0xc0ebf1c5                           // vpor xmm0, xmm1, xmm0
+	PCALIGN $16
+
+LBB13_40:
+	LONG $0x04f88341 // cmp r8d, 4
+	JNE  LBB13_41
+
+LBB13_45:
+	LONG $0x48fe3162; WORD $0x346f; BYTE $0x2e // vmovdqu64 zmm14, zmmword ptr [rsi + r13]
+	LONG $0xffffffb8; BYTE $0x00               // mov eax, 16777215
+	LONG $0x92fbe1c4; BYTE $0xd8               // kmovq k3, rax
+	LONG $0x707ba1c4; WORD $0x2e0c; BYTE $0xe9 // vpshuflw xmm1, xmmword ptr [rsi + r13], 233
+	QUAD $0x012e7c6fcb7f3162                   // vmovdqu8 zmm15 {k3} {z}, zmmword ptr [rsi + r13 + 64]
+	LONG $0x3479e2c4; BYTE $0xe9               // vpmovzxwq xmm5, xmm1
+	QUAD $0xee102e4c7079a1c4                   // vpshufd xmm1, xmmword ptr [rsi + r13 + 16], 238
+	JMP  LBB13_46
+
+LBB13_34:
+	LONG    $0xc0eff9c5 // vpxor xmm0, xmm0, xmm0
+	LONG    $0x04f88341 // cmp r8d, 4
+	JE      LBB13_45
+	PCALIGN $16
+
+LBB13_41:
+	LONG $0xc97f3162; WORD $0x346f; BYTE $0x2e // vmovdqu8 zmm14 {k1} {z}, zmmword ptr [rsi + r13]
+	QUAD $0x012e7c6fca7f3162                   // vmovdqu8 zmm15 {k2} {z}, zmmword ptr [rsi + r13 + 64]
+	WORD $0x8545; BYTE $0xc0                   // test r8d, r8d
+	JLE  LBB13_42
+	LONG $0x3479a2c4; WORD $0x2e6c; BYTE $0x02 // vpmovzxwq xmm5, dword ptr [rsi + r13 + 2]
+	LONG $0x01f88341                           // cmp r8d, 1
+	JE   LBB13_49
+	LONG $0x6e79a1c4; WORD $0x2e4c; BYTE $0x18 // vmovd xmm1, dword ptr [rsi + r13 + 24]
+
+LBB13_46:
+	LONG $0x3479e2c4; BYTE $0xc9               // vpmovzxwq xmm1, xmm1
+	LONG $0xf173f1c5; BYTE $0x10               // vpsllq xmm1, xmm1, 16
+	LONG $0xe9ebd1c5                           // vpor xmm5, xmm5, xmm1
+	LONG $0x03f88341                           // cmp r8d, 3
+	JB   LBB13_49
+	LONG $0x3479a2c4; WORD $0x2e4c; BYTE $0x2e // vpmovzxwq xmm1, dword ptr [rsi + r13 + 46]
+	LONG $0xf173f1c5; BYTE $0x20               // vpsllq xmm1, xmm1, 32
+	LONG $0xedebf1c5                           // vpor xmm5, xmm1, xmm5
+	JE   LBB13_49
+	LONG $0x3479a2c4; WORD $0x2e4c; BYTE $0x44 // vpmovzxwq xmm1, dword ptr [rsi + r13 + 68]
+	LONG $0xf173f1c5; BYTE $0x30               // vpsllq xmm1, xmm1, 48
+	LONG $0xedebf1c5                           // vpor xmm5, xmm1, xmm5
+	JMP  LBB13_49
+
+LBB13_42:
+	LONG    $0xed57d0c5 // vxorps xmm5, xmm5, xmm5
+	PCALIGN $16
+
+LBB13_49:
+	LONG $0x48fdc162; WORD $0x696f; BYTE $0xfd // vmovdqa64 zmm21, zmmword ptr [r9 - 192]
+	LONG $0x48fdc162; WORD $0x596f; BYTE $0xfe // vmovdqa64 zmm19, zmmword ptr [r9 - 128]
+	LONG $0x48fdc162; WORD $0x616f; BYTE $0xff // vmovdqa64 zmm20, zmmword ptr [r9 - 64]
+	LONG $0x04f88341                           // cmp r8d, 4
+	JNE  LBB13_50
+	LONG $0x48fe3162; WORD $0x2c6f; BYTE $0x26 // vmovdqu64 zmm13, zmmword ptr [rsi + r12]
+	LONG $0xffffffb8; BYTE $0x00               // mov eax, 16777215
+	LONG $0x92fbe1c4; BYTE $0xd8               // kmovq k3, rax
+	LONG $0x707ba1c4; WORD $0x260c; BYTE $0xe9 // vpshuflw xmm1, xmmword ptr [rsi + r12], 233
+	QUAD $0x0126646fcb7fb162                   // vmovdqu8 zmm4 {k3} {z}, zmmword ptr [rsi + r12 + 64]
+	LONG $0x3479e2c4; BYTE $0xd9               // vpmovzxwq xmm3, xmm1
+	QUAD $0xee10264c7079a1c4                   // vpshufd xmm1, xmmword ptr [rsi + r12 + 16], 238
+	JMP  LBB13_55
+	PCALIGN $16
+
+LBB13_50:
+	LONG $0xc97f3162; WORD $0x2c6f; BYTE $0x26 // vmovdqu8 zmm13 {k1} {z}, zmmword ptr [rsi + r12]
+	QUAD $0x0126646fca7fb162                   // vmovdqu8 zmm4 {k2} {z}, zmmword ptr [rsi + r12 + 64]
+	WORD $0x8545; BYTE $0xc0                   // test r8d, r8d
+	JLE  LBB13_51
+	LONG $0x3479a2c4; WORD $0x265c; BYTE $0x02 // vpmovzxwq xmm3, dword ptr [rsi + r12 + 2]
+	LONG $0x01f88341                           // cmp r8d, 1
+	JE   LBB13_58
+	LONG $0x6e79a1c4; WORD $0x264c; BYTE $0x18 // vmovd xmm1, dword ptr [rsi + r12 + 24]
+
+LBB13_55:
+	LONG    $0x3479e2c4; BYTE $0xc9               // vpmovzxwq xmm1, xmm1
+	LONG    $0xf173f1c5; BYTE $0x10               // vpsllq xmm1, xmm1, 16
+	LONG    $0xd9ebe1c5                           // vpor xmm3, xmm3, xmm1
+	LONG    $0x03f88341                           // cmp r8d, 3
+	JB      LBB13_58
+	LONG    $0x3479a2c4; WORD $0x264c; BYTE $0x2e // vpmovzxwq xmm1, dword ptr [rsi + r12 + 46]
+	LONG    $0xf173f1c5; BYTE $0x20               // vpsllq xmm1, xmm1, 32
+	LONG    $0xdbebf1c5                           // vpor xmm3, xmm1, xmm3
+	JE      LBB13_58
+	LONG    $0x3479a2c4; WORD $0x264c; BYTE $0x44 // vpmovzxwq xmm1, dword ptr [rsi + r12 + 68]
+	LONG    $0xf173f1c5; BYTE $0x30               // vpsllq xmm1, xmm1, 48
+	LONG    $0xdbebf1c5                           // vpor xmm3, xmm1, xmm3
+	PCALIGN $16
+
+LBB13_58:
+	LONG $0x04f88341 // cmp r8d, 4
+	JNE  LBB13_59
+
+LBB13_63:
+	LONG $0x48fea162; WORD $0x3c6f; BYTE $0x1e // vmovdqu64 zmm23, zmmword ptr [rsi + r11]
+	LONG $0xffffffb8; BYTE $0x00               // mov eax, 16777215
+	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
+	LONG $0x707ba1c4; WORD $0x1e0c; BYTE $0xe9 // vpshuflw xmm1, xmmword ptr [rsi + r11], 233
+	QUAD $0x011e446fc97f2162                   // vmovdqu8 zmm24 {k1} {z}, zmmword ptr [rsi + r11 + 64]
+	LONG $0x3479e2c4; BYTE $0xc9               // vpmovzxwq xmm1, xmm1
+	QUAD $0xee101e547079a1c4                   // vpshufd xmm2, xmmword ptr [rsi + r11 + 16], 238
+	JMP  LBB13_64
+
+LBB13_51:
+	LONG    $0xdbefe1c5 // vpxor xmm3, xmm3, xmm3
+	LONG    $0x04f88341 // cmp r8d, 4
+	JE      LBB13_63
+	PCALIGN $16
+
+LBB13_59:
+	LONG $0xc97fa162; WORD $0x3c6f; BYTE $0x1e // vmovdqu8 zmm23 {k1} {z}, zmmword ptr [rsi + r11]
+	QUAD $0x011e446fca7f2162                   // vmovdqu8 zmm24 {k2} {z}, zmmword ptr [rsi + r11 + 64]
+	WORD $0x8545; BYTE $0xc0                   // test r8d, r8d
+	JLE  LBB13_60
+	LONG $0x3479a2c4; WORD $0x1e4c; BYTE $0x02 // vpmovzxwq xmm1, dword ptr [rsi + r11 + 2]
+	LONG $0x01f88341                           // cmp r8d, 1
+	JE   LBB13_67
+	LONG $0x6e79a1c4; WORD $0x1e54; BYTE $0x18 // vmovd xmm2, dword ptr [rsi + r11 + 24]
+
+LBB13_64:
+	LONG $0x3479e2c4; BYTE $0xd2               // vpmovzxwq xmm2, xmm2
+	LONG $0xf273e9c5; BYTE $0x10               // vpsllq xmm2, xmm2, 16
+	LONG $0xcaebf1c5                           // vpor xmm1, xmm1, xmm2
+	LONG $0x03f88341                           // cmp r8d, 3
+	JB   LBB13_67
+	LONG $0x3479a2c4; WORD $0x1e54; BYTE $0x2e // vpmovzxwq xmm2, dword ptr [rsi + r11 + 46]
+	LONG $0xf273e9c5; BYTE $0x20               // vpsllq xmm2, xmm2, 32
+	LONG $0xc9ebe9c5                           // vpor xmm1, xmm2, xmm1
+	JE   LBB13_67
+	LONG $0x3479a2c4; WORD $0x1e54; BYTE $0x44 // vpmovzxwq xmm2, dword ptr [rsi + r11 + 68]
+	LONG $0xf273e9c5; BYTE $0x30               // vpsllq xmm2, xmm2, 48
+	LONG $0xc9ebe9c5                           // vpor xmm1, xmm2, xmm1
+	JMP  LBB13_67
+	PCALIGN $16
+
+LBB13_13:
+	LONG $0xc0eff9c5 // vpxor xmm0, xmm0, xmm0
+
+LBB13_14:
+	QUAD $0x0000514824bc8b48                   // mov rdi, qword ptr [rsp + 20808] /* [rbp + 24] */
+	WORD $0xf989                               // mov ecx, edi
+	QUAD $0x000000a024848b4c                   // mov r8, qword ptr [rsp + 160]
+	WORD $0x2944; BYTE $0xc1                   // sub ecx, r8d
 	LONG $0xffffffba; BYTE $0xff               // mov edx, -1
 	WORD $0xe2d3                               // shl edx, cl
-	LONG $0x245c8b48; BYTE $0x70               // mov rbx, qword ptr [rsp + 112]
-	WORD $0x394c; BYTE $0xd3                   // cmp rbx, r10
+	QUAD $0x00000098248c8b4c                   // mov r9, qword ptr [rsp + 152]
+	WORD $0x3949; BYTE $0xf9                   // cmp r9, rdi
 	WORD $0xd2f6                               // not dl
 	WORD $0xb60f; BYTE $0xca                   // movzx ecx, dl
-	LONG $0x0000ffb8; BYTE $0x00               // mov eax, 255
+	LONG $0x00000fb8; BYTE $0x00               // mov eax, 15
 	WORD $0x4e0f; BYTE $0xc8                   // cmovle ecx, eax
-	LONG $0x48fd5362; WORD $0xf505; BYTE $0x55 // vpermilpd zmm14, zmm13, 85
-	LONG $0x48145162; WORD $0xee58             // vaddps zmm13, zmm13, zmm14
-	LONG $0x48fd5362; WORD $0xf405; BYTE $0x55 // vpermilpd zmm14, zmm12, 85
-	LONG $0x481c5162; WORD $0xe658             // vaddps zmm12, zmm12, zmm14
-	LONG $0x487c5162; WORD $0xf428             // vmovaps zmm14, zmm12
-	LONG $0x482d5262; WORD $0xf57f             // vpermt2ps zmm14, zmm10, zmm13
-	LONG $0x48255262; WORD $0xe57f             // vpermt2ps zmm12, zmm11, zmm13
-	LONG $0x581c41c4; BYTE $0xe6               // vaddps ymm12, ymm12, ymm14
-	LONG $0x24448b4c; BYTE $0x58               // mov r8, qword ptr [rsp + 88]
+	LONG $0x48fdf362; WORD $0xc11b; BYTE $0x01 // vextractf64x4 ymm1, zmm0, 1
+	LONG $0xc158fcc5                           // vaddps ymm0, ymm0, ymm1
+	LONG $0x197de3c4; WORD $0x01c1             // vextractf128 xmm1, ymm0, 1
+	LONG $0xc158f8c5                           // vaddps xmm0, xmm0, xmm1
+	QUAD $0x0000009024ac8b4c                   // mov r13, qword ptr [rsp + 144]
+	WORD $0x854d; BYTE $0xed                   // test r13, r13
+	JE   LBB13_16
 	LONG $0xc992fbc5                           // kmovd k1, ecx
-	WORD $0x854d; BYTE $0xc0                   // test r8, r8
-	JE   LBB13_22
-	LONG $0xa97c5162; WORD $0x2c10; BYTE $0xb0 // vmovups ymm13 {k1} {z}, ymmword ptr [r8 + 4*rsi]
-	LONG $0x581c41c4; BYTE $0xe5               // vaddps ymm12, ymm12, ymm13
-	JMP  LBB13_22
+	LONG $0x24448b48; BYTE $0x50               // mov rax, qword ptr [rsp + 80]
+	LONG $0x897cb162; WORD $0x0c10; BYTE $0x80 // vmovups xmm1 {k1} {z}, xmmword ptr [rax + 4*r8]
+	LONG $0xc158f8c5                           // vaddps xmm0, xmm0, xmm1
 
-LBB13_5:
-	WORD    $0x8944; BYTE $0xd1     // mov ecx, r10d
-	WORD    $0xd929                 // sub ecx, ebx
-	LONG    $0x0000ffb8; BYTE $0x00 // mov eax, 255
-	LONG    $0xc0eff9c5             // vpxor xmm0, xmm0, xmm0
-	WORD    $0x854d; BYTE $0xc0     // test r8, r8
-	JE      LBB13_7
-	PCALIGN $16
+LBB13_16:
+	LONG $0x247c8b4c; BYTE $0x68 // mov r15, qword ptr [rsp + 104]
+	LONG $0x24548b48; BYTE $0x60 // mov rdx, qword ptr [rsp + 96]
+	LONG $0x245c8b48; BYTE $0x58 // mov rbx, qword ptr [rsp + 88]
+	LONG $0x0f247c80; BYTE $0x00 // cmp byte ptr [rsp + 15], 0
+	JNE  LBB13_68
+	LONG $0xc992fbc5             // kmovd k1, ecx
+	JMP  LBB13_69
 
-LBB13_6:
-	LONG $0xffffffba; BYTE $0xff               // mov edx, -1
-	WORD $0xe2d3                               // shl edx, cl
-	LONG $0x08738d48                           // lea rsi, [rbx + 8]
-	WORD $0xd2f6                               // not dl
-	WORD $0xb60f; BYTE $0xd2                   // movzx edx, dl
-	WORD $0xc183; BYTE $0xf8                   // add ecx, -8
-	WORD $0x394c; BYTE $0xd6                   // cmp rsi, r10
-	WORD $0x4e0f; BYTE $0xd0                   // cmovle edx, eax
-	LONG $0xca92fbc5                           // kmovd k1, edx
-	LONG $0xa97cd162; WORD $0x0c10; BYTE $0x98 // vmovups ymm1 {k1} {z}, ymmword ptr [r8 + 4*rbx]
-	LONG $0xc858f4c5                           // vaddps ymm1, ymm1, ymm0
-	LONG $0x297cf162; WORD $0x0c11; BYTE $0x9f // vmovups ymmword ptr [rdi + 4*rbx] {k1}, ymm1
-	WORD $0x8948; BYTE $0xf3                   // mov rbx, rsi
-	JL   LBB13_6
-	JMP  LBB13_8
-	PCALIGN $16
-
-LBB13_7:
-	LONG $0xffffffba; BYTE $0xff               // mov edx, -1
-	WORD $0xe2d3                               // shl edx, cl
-	LONG $0x08738d48                           // lea rsi, [rbx + 8]
-	WORD $0xd2f6                               // not dl
-	WORD $0xb60f; BYTE $0xd2                   // movzx edx, dl
-	WORD $0xc183; BYTE $0xf8                   // add ecx, -8
-	WORD $0x394c; BYTE $0xd6                   // cmp rsi, r10
-	WORD $0x4e0f; BYTE $0xd0                   // cmovle edx, eax
-	LONG $0xca92fbc5                           // kmovd k1, edx
-	LONG $0x297cf162; WORD $0x0411; BYTE $0x9f // vmovups ymmword ptr [rdi + 4*rbx] {k1}, ymm0
-	WORD $0x8948; BYTE $0xf3                   // mov rbx, rsi
-	JL   LBB13_7
-
-LBB13_8:
-	SUBQ $8, SP
+LBB13_71:
+	MOVQ 20816(SP), SP
 	VZEROUPPER
 	RET
 
