@@ -133,6 +133,11 @@ type OpRow struct {
 	// for calls split over the pool and for calls the caller runs alone. "" = the default
 	// (asm); an absent backend falls back to the default set.
 	Backend, SerialBackend string
+	// Variant is the kernel variant this op prefers when none is forced ("avx2", "avx512"):
+	// calibration records the one whose serial call was fastest on this CPU (an AVX-512
+	// variant can lose to AVX2 where 512-bit instructions run as two halves). "" = the best
+	// variant the CPU runs; one the CPU cannot run is ignored.
+	Variant string
 }
 
 // Name is the op's table name.
