@@ -251,8 +251,11 @@ func defaultTable() [numOps]OpRow {
 	// decode 66 -> 78 tok/s, prefill 851 -> 1210). A call the caller runs alone leaves a
 	// core free for those threads, so there gcc's faster code wins: single-thread Q8_0/Q5_0
 	// GEMV streams 10-15% faster through cgo. Quantization is ~1 us and gcc's is faster.
+	// Of the newer GEMVs only Q5_1's is clearly faster from gcc (one thread, 2048x2048 from
+	// DRAM, three runs: cgo 18.3-20.9 GB/s, asm 16.4-17.3); Q4_0 and the K-quants were within
+	// run-to-run noise of each other (+-10%), so they keep asm.
 	t[OpQuantizeQ8_0].Backend = "cgo"
-	for _, op := range []Op{OpQuantizeQ8_0, OpGemvQ8_0, OpGemvQ5_0, OpGemvQ8_0F32, OpGemvQ5_0F32} {
+	for _, op := range []Op{OpQuantizeQ8_0, OpGemvQ8_0, OpGemvQ5_0, OpGemvQ5_1, OpGemvQ8_0F32, OpGemvQ5_0F32} {
 		t[op].SerialBackend = "cgo"
 	}
 	return t
