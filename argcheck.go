@@ -65,13 +65,13 @@ func checkMinLenF[T any](fn, arg string, s []T, formula string, want int, unit s
 	return nil
 }
 
-// checkMatrix checks rows > 0, cols a positive multiple of QK and rows*cols fitting an int,
-// and returns rows*cols: the shape checks of a quantized matrix.
-func checkMatrix(fn string, rows, cols int) (int, error) {
+// checkMatrix checks rows > 0, cols a positive multiple of the block size qk (32 or 256) and
+// rows*cols fitting an int, and returns rows*cols: the shape checks of a quantized matrix.
+func checkMatrix(fn string, rows, cols, qk int) (int, error) {
 	if err := checkPositive(fn, "rows", rows); err != nil {
 		return 0, err
 	}
-	if err := checkCols(fn, "cols", cols); err != nil {
+	if err := checkCols(fn, "cols", cols, qk); err != nil {
 		return 0, err
 	}
 	n, ok := mulOK(rows, cols)

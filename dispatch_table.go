@@ -70,15 +70,16 @@ type SplitDim int
 
 // Split dimensions.
 const (
-	SplitRows     SplitDim = iota // Shape.Rows
-	SplitTokens                   // Shape.Tokens
-	SplitHeads                    // Shape.Heads
-	SplitElements                 // Shape.N
-	SplitBlocks                   // Shape.N / 32 (quantized blocks)
+	SplitRows        SplitDim = iota // Shape.Rows
+	SplitTokens                      // Shape.Tokens
+	SplitHeads                       // Shape.Heads
+	SplitElements                    // Shape.N
+	SplitBlocks                      // Shape.N / 32 (quantized blocks)
+	SplitSuperBlocks                 // Shape.N / 256 (K-quant super-blocks)
 )
 
 func (d SplitDim) String() string {
-	return [...]string{"rows", "tokens", "heads", "elements", "blocks"}[d]
+	return [...]string{"rows", "tokens", "heads", "elements", "blocks", "super-blocks"}[d]
 }
 
 // units is how many units of d a call of shape s has.
@@ -92,6 +93,8 @@ func (d SplitDim) units(s Shape) int {
 		return s.Heads
 	case SplitBlocks:
 		return s.N / QK
+	case SplitSuperBlocks:
+		return s.N / QKK
 	}
 	return s.N
 }
@@ -130,6 +133,11 @@ type OpRow struct {
 	// for calls split over the pool and for calls the caller runs alone. "" = the default
 	// (asm); an absent backend falls back to the default set.
 	Backend, SerialBackend string
+	// Variant is the kernel variant this op prefers when none is forced ("avx2", "avx512"):
+	// calibration records the one whose serial call was fastest on this CPU (an AVX-512
+	// variant can lose to AVX2 where 512-bit instructions run as two halves). "" = the best
+	// variant the CPU runs; one the CPU cannot run is ignored.
+	Variant string
 }
 
 // Name is the op's table name.
@@ -163,24 +171,59 @@ func defaultTable() [numOps]OpRow {
 	elems := func(s Shape) int { return s.N }
 	tokCols := func(s Shape) int { return s.Tokens * s.Cols }
 	c16 := func(Shape) int { return 16 } // 16 float outputs = one line
-	c32 := func(Shape) int { return 32 } // 32 blocks: whole lines of 34- or 22-byte blocks
 	one := func(Shape) int { return 1 }
 	colsLine := func(s Shape) int { return lineGranule(s.Cols) }
 	fusedScratch := func(s Shape) int { return q8Bytes(s.Cols) }
+	// Quantizers write blocks: a worker's range is whole 64-byte lines of them (32 Q8_0 blocks
+	// of 34 bytes, 4 Q4_K super-blocks of 144...). Dequantizers write 32 or 256 floats a block:
+	// every block is whole lines.
+	quant := func(split SplitDim, blockBytes int) OpRow {
+		g := blockLineGranule(blockBytes)
+		return OpRow{Split: split, Granule: func(Shape) int { return g }, Elements: elems, MinElements: [numModes]int{1 << 16, 1 << 16}}
+	}
+	dequant := func(split SplitDim) OpRow {
+		return OpRow{Split: split, Granule: one, Elements: elems, MinElements: [numModes]int{1 << 16, 1 << 16}}
+	}
+	gemv := OpRow{Split: SplitRows, Granule: c16, Elements: weights, MinElements: [numModes]int{32768, 32768}}
+	gemmRow := OpRow{Split: SplitRows, Granule: c16, Elements: gemm, MinElements: [numModes]int{65536, 65536}}
 	t := [numOps]OpRow{
-		OpQuantizeQ8_0:   {Split: SplitBlocks, Granule: c32, Elements: elems, MinElements: [numModes]int{1 << 16, 1 << 16}},
-		OpQuantizeQ5_0:   {Split: SplitBlocks, Granule: c32, Elements: elems, MinElements: [numModes]int{1 << 16, 1 << 16}},
-		OpDequantizeQ8_0: {Split: SplitBlocks, Granule: one, Elements: elems, MinElements: [numModes]int{1 << 16, 1 << 16}},
-		OpDequantizeQ5_0: {Split: SplitBlocks, Granule: one, Elements: elems, MinElements: [numModes]int{1 << 16, 1 << 16}},
-		OpGemvQ8_0:       {Split: SplitRows, Granule: c16, Elements: weights, MinElements: [numModes]int{32768, 32768}},
-		OpGemvQ5_0:       {Split: SplitRows, Granule: c16, Elements: weights, MinElements: [numModes]int{32768, 32768}},
+		OpQuantizeQ8_0:   quant(SplitBlocks, 34),
+		OpQuantizeQ5_0:   quant(SplitBlocks, 22),
+		OpQuantizeQ4_0:   quant(SplitBlocks, 18),
+		OpQuantizeQ4_1:   quant(SplitBlocks, 20),
+		OpQuantizeQ5_1:   quant(SplitBlocks, 24),
+		OpQuantizeQ4K:    quant(SplitSuperBlocks, 144),
+		OpQuantizeQ5K:    quant(SplitSuperBlocks, 176),
+		OpQuantizeQ6K:    quant(SplitSuperBlocks, 210),
+		OpQuantizeQ8K:    quant(SplitSuperBlocks, 292),
+		OpDequantizeQ8_0: dequant(SplitBlocks),
+		OpDequantizeQ5_0: dequant(SplitBlocks),
+		OpDequantizeQ4_0: dequant(SplitBlocks),
+		OpDequantizeQ4_1: dequant(SplitBlocks),
+		OpDequantizeQ5_1: dequant(SplitBlocks),
+		OpDequantizeQ4K:  dequant(SplitSuperBlocks),
+		OpDequantizeQ5K:  dequant(SplitSuperBlocks),
+		OpDequantizeQ6K:  dequant(SplitSuperBlocks),
+		OpDequantizeQ8K:  dequant(SplitSuperBlocks),
+		OpGemvQ8_0:       gemv,
+		OpGemvQ5_0:       gemv,
+		OpGemvQ4_0:       gemv,
+		OpGemvQ5_1:       gemv,
+		OpGemvQ4K:        gemv,
+		OpGemvQ5K:        gemv,
+		OpGemvQ6K:        gemv,
 		OpGemvQ8_0F32: {Split: SplitRows, Granule: c16, Elements: weights, ScratchBytes: fusedScratch,
 			MinElements: [numModes]int{32768, 32768}},
 		OpGemvQ5_0F32: {Split: SplitRows, Granule: c16, Elements: weights, ScratchBytes: fusedScratch,
 			MinElements: [numModes]int{32768, 32768}},
 		OpGemvF32:  {Split: SplitRows, Granule: c16, Elements: weights, MinElements: [numModes]int{16384, 16384}},
-		OpGemmQ8_0: {Split: SplitRows, Granule: c16, Elements: gemm, MinElements: [numModes]int{65536, 65536}},
-		OpGemmQ5_0: {Split: SplitRows, Granule: c16, Elements: gemm, MinElements: [numModes]int{65536, 65536}},
+		OpGemmQ8_0: gemmRow,
+		OpGemmQ5_0: gemmRow,
+		OpGemmQ4_0: gemmRow,
+		OpGemmQ5_1: gemmRow,
+		OpGemmQ4K:  gemmRow,
+		OpGemmQ5K:  gemmRow,
+		OpGemmQ6K:  gemmRow,
 		OpRMSNorm:  {Split: SplitTokens, Granule: colsLine, Elements: tokCols, MinElements: [numModes]int{8192, 8192}},
 		OpSoftmax: {Split: SplitRows, Granule: colsLine, Elements: func(s Shape) int { return s.Rows * s.Cols },
 			MinElements: [numModes]int{8192, 8192}},
@@ -210,8 +253,11 @@ func defaultTable() [numOps]OpRow {
 	// decode 66 -> 78 tok/s, prefill 851 -> 1210). A call the caller runs alone leaves a
 	// core free for those threads, so there gcc's faster code wins: single-thread Q8_0/Q5_0
 	// GEMV streams 10-15% faster through cgo. Quantization is ~1 us and gcc's is faster.
+	// Of the newer GEMVs only Q5_1's is clearly faster from gcc (one thread, 2048x2048 from
+	// DRAM, three runs: cgo 18.3-20.9 GB/s, asm 16.4-17.3); Q4_0 and the K-quants were within
+	// run-to-run noise of each other (+-10%), so they keep asm.
 	t[OpQuantizeQ8_0].Backend = "cgo"
-	for _, op := range []Op{OpQuantizeQ8_0, OpGemvQ8_0, OpGemvQ5_0, OpGemvQ8_0F32, OpGemvQ5_0F32} {
+	for _, op := range []Op{OpQuantizeQ8_0, OpGemvQ8_0, OpGemvQ5_0, OpGemvQ5_1, OpGemvQ8_0F32, OpGemvQ5_0F32} {
 		t[op].SerialBackend = "cgo"
 	}
 	return t

@@ -44,9 +44,9 @@ func checkPositive(fn, arg string, n int) error {
 }
 
 // checkCols refuses a column count that is not a positive multiple of the block size.
-func checkCols(fn, arg string, cols int) error {
-	if cols <= 0 || cols%QK != 0 {
-		return argErr(fn, arg, "must be a positive multiple of %d, got %d", QK, cols)
+func checkCols(fn, arg string, cols, qk int) error {
+	if cols <= 0 || cols%qk != 0 {
+		return argErr(fn, arg, "must be a positive multiple of %d, got %d", qk, cols)
 	}
 	return nil
 }

@@ -25,7 +25,8 @@ import (
 	"github.com/kernelrt/kernelrt/internal/kern"
 )
 
-// QK is the number of weights in one quantized block (Q8_0 and Q5_0).
+// QK is the number of weights in one quantized block (Q8_0, Q5_0, Q4_0, Q4_1, Q5_1); the
+// K-quants' super-blocks hold QKK.
 const QK = 32
 
 // BlockQ8_0 is byte-identical to ggml's block_q8_0: value[j] = fp16(D) * Qs[j]. 34 bytes.
@@ -266,18 +267,17 @@ func streamRead(rt *Runtime, src []float32) (float32, error) {
 
 // ---- argument checks (shared with the Runtime's dispatch wrappers) ----
 
-// block is either quantized block type.
-type block interface{ BlockQ8_0 | BlockQ5_0 }
-
-// checkQuantize checks a quantization of src into dst.
+// checkQuantize checks a quantization of src into dst (blocks of 32 or 256 values, as B holds).
 func checkQuantize[B block](fn string, dst []B, src []float32) error {
+	qk := blockWeights[B]()
+	f := formulasFor(qk)
 	if src == nil {
-		return argErr(fn, "src", "is nil, want a positive multiple of %d floats", QK)
+		return argErr(fn, "src", "is nil, want a positive multiple of %d floats", qk)
 	}
-	if len(src) == 0 || len(src)%QK != 0 {
-		return argErr(fn, "src", "has length %d, want a positive multiple of %d floats", len(src), QK)
+	if len(src) == 0 || len(src)%qk != 0 {
+		return argErr(fn, "src", "has length %d, want a positive multiple of %d floats", len(src), qk)
 	}
-	if err := checkLenF(fn, "dst", dst, "len(src)/32", len(src)/QK, "blocks"); err != nil {
+	if err := checkLenF(fn, "dst", dst, f.srcDiv, len(src)/qk, "blocks"); err != nil {
 		return err
 	}
 	return checkNoOverlap(fn, "dst", "src", spanOf(dst), spanOf(src))
@@ -285,31 +285,33 @@ func checkQuantize[B block](fn string, dst []B, src []float32) error {
 
 // checkDequantize checks a dequantization of src into dst.
 func checkDequantize[B block](fn string, dst []float32, src []B) error {
+	qk := blockWeights[B]()
+	f := formulasFor(qk)
 	if src == nil {
 		return argErr(fn, "src", "is nil, want at least 1 block")
 	}
 	if len(src) == 0 {
 		return argErr(fn, "src", "is empty, want at least 1 block")
 	}
-	n, ok := mulOK(len(src), QK)
+	n, ok := mulOK(len(src), qk)
 	if !ok {
-		return argErr(fn, "src", "has %d blocks: len(src)*32 overflows int", len(src))
+		return argErr(fn, "src", "has %d blocks: %s overflows int", len(src), f.srcMul)
 	}
-	if err := checkLenF(fn, "dst", dst, "len(src)*32", n, "floats"); err != nil {
+	if err := checkLenF(fn, "dst", dst, f.srcMul, n, "floats"); err != nil {
 		return err
 	}
 	return checkNoOverlap(fn, "dst", "src", spanOf(dst), spanOf(src))
 }
 
-// checkGemv checks y = W x (+ bias) with quantized w and Q8_0 x; bias may be nil. It is
+// checkGemv checks y = W x (+ bias) with quantized w and activations x; bias may be nil. It is
 // checkMatmul for one token, with the formulas a GEMV caller knows.
-func checkGemv[B block](fn string, y []float32, w []B, x []BlockQ8_0, bias []float32, rows, cols int) error {
-	return checkMatmul(fn, y, w, x, bias, rows, cols, 1, "rows", "cols/32")
+func checkGemv[B block, X actBlock](fn string, y []float32, w []B, x []X, bias []float32, rows, cols int) error {
+	return checkMatmul(fn, y, w, x, bias, rows, cols, 1, false)
 }
 
 // checkGemvFused checks the fused GEMV: FP32 x quantized into scratch, then y = W xq (+ bias).
-func checkGemvFused[B block](fn string, y []float32, w []B, x, bias []float32, scratch []BlockQ8_0, rows, cols int) error {
-	n, err := checkMatrix(fn, rows, cols)
+func checkGemvFused[B BlockQ8_0 | BlockQ5_0](fn string, y []float32, w []B, x, bias []float32, scratch []BlockQ8_0, rows, cols int) error {
+	n, err := checkMatrix(fn, rows, cols, QK)
 	if err != nil {
 		return err
 	}

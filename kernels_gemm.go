@@ -1,7 +1,7 @@
 package kernelrt
 
 // The prefill GEMM: T tokens of Q8_0 activations through a Q8_0 or Q5_0 weight matrix in one
-// call. Running T GEMVs would read every weight T times; the kernels repack a tile of weight
+// call (the other types' GEMMs are in kernels_quant.go). Running T GEMVs would read every weight T times; the kernels repack a tile of weight
 // rows once and reuse it from L1 for a block of up to 128 tokens (see csrc/gemm.c).
 
 // GemmQ8_0 computes, for every token t in [0, tokens) and row r in [0, rows),
@@ -36,20 +36,26 @@ func gemmQ5_0(rt *Runtime, y []float32, w []BlockQ5_0, x []BlockQ8_0, bias []flo
 	return rt.run(OpGemmQ5_0, Shape{Rows: rows, Cols: cols, Tokens: tokens}, argsGemmQ5_0(sliceP(y), sliceP(w), sliceP(x), sliceP(bias), rows, cols, tokens), nil)
 }
 
-// checkGemm checks y = W X (+ bias) for tokens tokens: rows, cols (a positive multiple of 32)
-// and tokens positive with rows*cols, tokens*rows and tokens*cols fitting an int; y exactly
-// tokens*rows floats, w rows*cols/32 blocks, x tokens*cols/32 blocks, bias nil or rows floats;
-// y not overlapping w, x or bias. The serial functions and the Runtime's dispatch wrappers
-// share it.
-func checkGemm[B block](fn string, y []float32, w []B, x []BlockQ8_0, bias []float32, rows, cols, tokens int) error {
-	return checkMatmul(fn, y, w, x, bias, rows, cols, tokens, "tokens*rows", "tokens*cols/32")
+// checkGemm checks y = W X (+ bias) for tokens tokens: rows, cols (a positive multiple of the
+// block size, 32 or 256) and tokens positive with rows*cols, tokens*rows and tokens*cols fitting
+// an int; y exactly tokens*rows floats, w rows*cols/qk blocks, x tokens*cols/qk blocks, bias nil
+// or rows floats; y not overlapping w, x or bias. The serial functions and the Runtime's
+// dispatch wrappers share it.
+func checkGemm[B block, X actBlock](fn string, y []float32, w []B, x []X, bias []float32, rows, cols, tokens int) error {
+	return checkMatmul(fn, y, w, x, bias, rows, cols, tokens, true)
 }
 
-// checkMatmul is the check GEMV (one token) and GEMM share; yLen and xLen are the formulas
-// its messages give for len(y) and len(x). They are constants: building them per call would
-// allocate on the hot path.
-func checkMatmul[B block](fn string, y []float32, w []B, x []BlockQ8_0, bias []float32, rows, cols, tokens int, yLen, xLen string) error {
-	n, err := checkMatrix(fn, rows, cols)
+// checkMatmul is the check GEMV (one token) and GEMM share; gemm selects the formulas its
+// messages give for len(y) and len(x) (GEMV: rows, cols/qk; GEMM: tokens*rows, tokens*cols/qk).
+// The block size qk is B's (w) and X's (x), 32 or 256.
+func checkMatmul[B block, X actBlock](fn string, y []float32, w []B, x []X, bias []float32, rows, cols, tokens int, gemm bool) error {
+	qk, qx := blockWeights[B](), blockWeights[X]()
+	f := formulasFor(qk)
+	yLen, xLen := "rows", f.xGemv
+	if gemm {
+		yLen, xLen = "tokens*rows", f.xGemm
+	}
+	n, err := checkMatrix(fn, rows, cols, qk)
 	if err != nil {
 		return err
 	}
@@ -60,14 +66,14 @@ func checkMatmul[B block](fn string, y []float32, w []B, x []BlockQ8_0, bias []f
 	if !ok {
 		return argErr(fn, "tokens", "tokens*rows = %d*%d overflows int", tokens, rows)
 	}
-	nx, ok := mulOK(tokens, cols/QK)
+	nx, ok := mulOK(tokens, cols/qx)
 	if !ok {
-		return argErr(fn, "tokens", "tokens*cols/32 = %d*%d overflows int", tokens, cols/QK)
+		return argErr(fn, "tokens", "%s = %d*%d overflows int", f.xGemm, tokens, cols/qx)
 	}
 	if err := checkLenF(fn, "y", y, yLen, ny, "floats"); err != nil {
 		return err
 	}
-	if err := checkLenF(fn, "w", w, "rows*cols/32", n/QK, "blocks"); err != nil {
+	if err := checkLenF(fn, "w", w, f.w, n/qk, "blocks"); err != nil {
 		return err
 	}
 	if err := checkLenF(fn, "x", x, xLen, nx, "blocks"); err != nil {

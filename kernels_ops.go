@@ -451,7 +451,7 @@ func embedQ8_0(rt *Runtime, out []float32, table []BlockQ8_0, ids []int32, dim, 
 
 // checkEmbedQ8_0 checks EmbedQ8_0's arguments (fn names the caller in errors).
 func checkEmbedQ8_0(fn string, out []float32, table []BlockQ8_0, ids []int32, dim, vocab int) error {
-	if err := checkCols(fn, "dim", dim); err != nil {
+	if err := checkCols(fn, "dim", dim, QK); err != nil {
 		return err
 	}
 	if err := checkPositive(fn, "vocab", vocab); err != nil {

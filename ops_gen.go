@@ -8,15 +8,39 @@ import "github.com/kernelrt/kernelrt/internal/kern"
 const (
 	OpQuantizeQ8_0   = Op(kern.QuantizeQ8_0)   // quantize_q8_0
 	OpQuantizeQ5_0   = Op(kern.QuantizeQ5_0)   // quantize_q5_0
+	OpQuantizeQ4_0   = Op(kern.QuantizeQ4_0)   // quantize_q4_0
+	OpQuantizeQ4_1   = Op(kern.QuantizeQ4_1)   // quantize_q4_1
+	OpQuantizeQ5_1   = Op(kern.QuantizeQ5_1)   // quantize_q5_1
+	OpQuantizeQ4K    = Op(kern.QuantizeQ4K)    // quantize_q4_K
+	OpQuantizeQ5K    = Op(kern.QuantizeQ5K)    // quantize_q5_K
+	OpQuantizeQ6K    = Op(kern.QuantizeQ6K)    // quantize_q6_K
+	OpQuantizeQ8K    = Op(kern.QuantizeQ8K)    // quantize_q8_K
 	OpDequantizeQ8_0 = Op(kern.DequantizeQ8_0) // dequantize_q8_0
 	OpDequantizeQ5_0 = Op(kern.DequantizeQ5_0) // dequantize_q5_0
+	OpDequantizeQ4_0 = Op(kern.DequantizeQ4_0) // dequantize_q4_0
+	OpDequantizeQ4_1 = Op(kern.DequantizeQ4_1) // dequantize_q4_1
+	OpDequantizeQ5_1 = Op(kern.DequantizeQ5_1) // dequantize_q5_1
+	OpDequantizeQ4K  = Op(kern.DequantizeQ4K)  // dequantize_q4_K
+	OpDequantizeQ5K  = Op(kern.DequantizeQ5K)  // dequantize_q5_K
+	OpDequantizeQ6K  = Op(kern.DequantizeQ6K)  // dequantize_q6_K
+	OpDequantizeQ8K  = Op(kern.DequantizeQ8K)  // dequantize_q8_K
 	OpGemvQ8_0       = Op(kern.GemvQ8_0)       // gemv_q8_0
 	OpGemvQ5_0       = Op(kern.GemvQ5_0)       // gemv_q5_0
+	OpGemvQ4_0       = Op(kern.GemvQ4_0)       // gemv_q4_0
+	OpGemvQ5_1       = Op(kern.GemvQ5_1)       // gemv_q5_1
+	OpGemvQ4K        = Op(kern.GemvQ4K)        // gemv_q4_K
+	OpGemvQ5K        = Op(kern.GemvQ5K)        // gemv_q5_K
+	OpGemvQ6K        = Op(kern.GemvQ6K)        // gemv_q6_K
 	OpGemvQ8_0F32    = Op(kern.GemvQ8_0F32)    // gemv_q8_0_f32
 	OpGemvQ5_0F32    = Op(kern.GemvQ5_0F32)    // gemv_q5_0_f32
 	OpGemvF32        = Op(kern.GemvF32)        // gemv_f32
 	OpGemmQ8_0       = Op(kern.GemmQ8_0)       // gemm_q8_0
 	OpGemmQ5_0       = Op(kern.GemmQ5_0)       // gemm_q5_0
+	OpGemmQ4_0       = Op(kern.GemmQ4_0)       // gemm_q4_0
+	OpGemmQ5_1       = Op(kern.GemmQ5_1)       // gemm_q5_1
+	OpGemmQ4K        = Op(kern.GemmQ4K)        // gemm_q4_K
+	OpGemmQ5K        = Op(kern.GemmQ5K)        // gemm_q5_K
+	OpGemmQ6K        = Op(kern.GemmQ6K)        // gemm_q6_K
 	OpRMSNorm        = Op(kern.RMSNorm)        // rmsnorm
 	OpSoftmax        = Op(kern.Softmax)        // softmax
 	OpSwiGLU         = Op(kern.SwiGLU)         // swiglu
@@ -45,6 +69,55 @@ func argsQuantizeQ5_0(dst kern.P, src kern.P) (ka kern.Args) {
 	return ka
 }
 
+// argsQuantizeQ4_0 packs the parameters of krt_quantize_q4_0 but its slice range and scratch.
+func argsQuantizeQ4_0(dst kern.P, src kern.P) (ka kern.Args) {
+	ka.P[0] = dst
+	ka.P[1] = src
+	return ka
+}
+
+// argsQuantizeQ4_1 packs the parameters of krt_quantize_q4_1 but its slice range and scratch.
+func argsQuantizeQ4_1(dst kern.P, src kern.P) (ka kern.Args) {
+	ka.P[0] = dst
+	ka.P[1] = src
+	return ka
+}
+
+// argsQuantizeQ5_1 packs the parameters of krt_quantize_q5_1 but its slice range and scratch.
+func argsQuantizeQ5_1(dst kern.P, src kern.P) (ka kern.Args) {
+	ka.P[0] = dst
+	ka.P[1] = src
+	return ka
+}
+
+// argsQuantizeQ4K packs the parameters of krt_quantize_q4_K but its slice range and scratch.
+func argsQuantizeQ4K(dst kern.P, src kern.P) (ka kern.Args) {
+	ka.P[0] = dst
+	ka.P[1] = src
+	return ka
+}
+
+// argsQuantizeQ5K packs the parameters of krt_quantize_q5_K but its slice range and scratch.
+func argsQuantizeQ5K(dst kern.P, src kern.P) (ka kern.Args) {
+	ka.P[0] = dst
+	ka.P[1] = src
+	return ka
+}
+
+// argsQuantizeQ6K packs the parameters of krt_quantize_q6_K but its slice range and scratch.
+func argsQuantizeQ6K(dst kern.P, src kern.P) (ka kern.Args) {
+	ka.P[0] = dst
+	ka.P[1] = src
+	return ka
+}
+
+// argsQuantizeQ8K packs the parameters of krt_quantize_q8_K but its slice range and scratch.
+func argsQuantizeQ8K(dst kern.P, src kern.P) (ka kern.Args) {
+	ka.P[0] = dst
+	ka.P[1] = src
+	return ka
+}
+
 // argsDequantizeQ8_0 packs the parameters of krt_dequantize_q8_0 but its slice range and scratch.
 func argsDequantizeQ8_0(dst kern.P, src kern.P) (ka kern.Args) {
 	ka.P[0] = dst
@@ -54,6 +127,55 @@ func argsDequantizeQ8_0(dst kern.P, src kern.P) (ka kern.Args) {
 
 // argsDequantizeQ5_0 packs the parameters of krt_dequantize_q5_0 but its slice range and scratch.
 func argsDequantizeQ5_0(dst kern.P, src kern.P) (ka kern.Args) {
+	ka.P[0] = dst
+	ka.P[1] = src
+	return ka
+}
+
+// argsDequantizeQ4_0 packs the parameters of krt_dequantize_q4_0 but its slice range and scratch.
+func argsDequantizeQ4_0(dst kern.P, src kern.P) (ka kern.Args) {
+	ka.P[0] = dst
+	ka.P[1] = src
+	return ka
+}
+
+// argsDequantizeQ4_1 packs the parameters of krt_dequantize_q4_1 but its slice range and scratch.
+func argsDequantizeQ4_1(dst kern.P, src kern.P) (ka kern.Args) {
+	ka.P[0] = dst
+	ka.P[1] = src
+	return ka
+}
+
+// argsDequantizeQ5_1 packs the parameters of krt_dequantize_q5_1 but its slice range and scratch.
+func argsDequantizeQ5_1(dst kern.P, src kern.P) (ka kern.Args) {
+	ka.P[0] = dst
+	ka.P[1] = src
+	return ka
+}
+
+// argsDequantizeQ4K packs the parameters of krt_dequantize_q4_K but its slice range and scratch.
+func argsDequantizeQ4K(dst kern.P, src kern.P) (ka kern.Args) {
+	ka.P[0] = dst
+	ka.P[1] = src
+	return ka
+}
+
+// argsDequantizeQ5K packs the parameters of krt_dequantize_q5_K but its slice range and scratch.
+func argsDequantizeQ5K(dst kern.P, src kern.P) (ka kern.Args) {
+	ka.P[0] = dst
+	ka.P[1] = src
+	return ka
+}
+
+// argsDequantizeQ6K packs the parameters of krt_dequantize_q6_K but its slice range and scratch.
+func argsDequantizeQ6K(dst kern.P, src kern.P) (ka kern.Args) {
+	ka.P[0] = dst
+	ka.P[1] = src
+	return ka
+}
+
+// argsDequantizeQ8K packs the parameters of krt_dequantize_q8_K but its slice range and scratch.
+func argsDequantizeQ8K(dst kern.P, src kern.P) (ka kern.Args) {
 	ka.P[0] = dst
 	ka.P[1] = src
 	return ka
@@ -71,6 +193,56 @@ func argsGemvQ8_0(y kern.P, w kern.P, x kern.P, bias kern.P, cols int) (ka kern.
 
 // argsGemvQ5_0 packs the parameters of krt_gemv_q5_0 but its slice range and scratch.
 func argsGemvQ5_0(y kern.P, w kern.P, x kern.P, bias kern.P, cols int) (ka kern.Args) {
+	ka.P[0] = y
+	ka.P[1] = w
+	ka.P[2] = x
+	ka.P[3] = bias
+	ka.I[0] = cols
+	return ka
+}
+
+// argsGemvQ4_0 packs the parameters of krt_gemv_q4_0 but its slice range and scratch.
+func argsGemvQ4_0(y kern.P, w kern.P, x kern.P, bias kern.P, cols int) (ka kern.Args) {
+	ka.P[0] = y
+	ka.P[1] = w
+	ka.P[2] = x
+	ka.P[3] = bias
+	ka.I[0] = cols
+	return ka
+}
+
+// argsGemvQ5_1 packs the parameters of krt_gemv_q5_1 but its slice range and scratch.
+func argsGemvQ5_1(y kern.P, w kern.P, x kern.P, bias kern.P, cols int) (ka kern.Args) {
+	ka.P[0] = y
+	ka.P[1] = w
+	ka.P[2] = x
+	ka.P[3] = bias
+	ka.I[0] = cols
+	return ka
+}
+
+// argsGemvQ4K packs the parameters of krt_gemv_q4_K but its slice range and scratch.
+func argsGemvQ4K(y kern.P, w kern.P, x kern.P, bias kern.P, cols int) (ka kern.Args) {
+	ka.P[0] = y
+	ka.P[1] = w
+	ka.P[2] = x
+	ka.P[3] = bias
+	ka.I[0] = cols
+	return ka
+}
+
+// argsGemvQ5K packs the parameters of krt_gemv_q5_K but its slice range and scratch.
+func argsGemvQ5K(y kern.P, w kern.P, x kern.P, bias kern.P, cols int) (ka kern.Args) {
+	ka.P[0] = y
+	ka.P[1] = w
+	ka.P[2] = x
+	ka.P[3] = bias
+	ka.I[0] = cols
+	return ka
+}
+
+// argsGemvQ6K packs the parameters of krt_gemv_q6_K but its slice range and scratch.
+func argsGemvQ6K(y kern.P, w kern.P, x kern.P, bias kern.P, cols int) (ka kern.Args) {
 	ka.P[0] = y
 	ka.P[1] = w
 	ka.P[2] = x
@@ -122,6 +294,66 @@ func argsGemmQ8_0(y kern.P, w kern.P, x kern.P, bias kern.P, rows int, cols int,
 
 // argsGemmQ5_0 packs the parameters of krt_gemm_q5_0 but its slice range and scratch.
 func argsGemmQ5_0(y kern.P, w kern.P, x kern.P, bias kern.P, rows int, cols int, T int) (ka kern.Args) {
+	ka.P[0] = y
+	ka.P[1] = w
+	ka.P[2] = x
+	ka.P[3] = bias
+	ka.I[0] = rows
+	ka.I[1] = cols
+	ka.I[2] = T
+	return ka
+}
+
+// argsGemmQ4_0 packs the parameters of krt_gemm_q4_0 but its slice range and scratch.
+func argsGemmQ4_0(y kern.P, w kern.P, x kern.P, bias kern.P, rows int, cols int, T int) (ka kern.Args) {
+	ka.P[0] = y
+	ka.P[1] = w
+	ka.P[2] = x
+	ka.P[3] = bias
+	ka.I[0] = rows
+	ka.I[1] = cols
+	ka.I[2] = T
+	return ka
+}
+
+// argsGemmQ5_1 packs the parameters of krt_gemm_q5_1 but its slice range and scratch.
+func argsGemmQ5_1(y kern.P, w kern.P, x kern.P, bias kern.P, rows int, cols int, T int) (ka kern.Args) {
+	ka.P[0] = y
+	ka.P[1] = w
+	ka.P[2] = x
+	ka.P[3] = bias
+	ka.I[0] = rows
+	ka.I[1] = cols
+	ka.I[2] = T
+	return ka
+}
+
+// argsGemmQ4K packs the parameters of krt_gemm_q4_K but its slice range and scratch.
+func argsGemmQ4K(y kern.P, w kern.P, x kern.P, bias kern.P, rows int, cols int, T int) (ka kern.Args) {
+	ka.P[0] = y
+	ka.P[1] = w
+	ka.P[2] = x
+	ka.P[3] = bias
+	ka.I[0] = rows
+	ka.I[1] = cols
+	ka.I[2] = T
+	return ka
+}
+
+// argsGemmQ5K packs the parameters of krt_gemm_q5_K but its slice range and scratch.
+func argsGemmQ5K(y kern.P, w kern.P, x kern.P, bias kern.P, rows int, cols int, T int) (ka kern.Args) {
+	ka.P[0] = y
+	ka.P[1] = w
+	ka.P[2] = x
+	ka.P[3] = bias
+	ka.I[0] = rows
+	ka.I[1] = cols
+	ka.I[2] = T
+	return ka
+}
+
+// argsGemmQ6K packs the parameters of krt_gemm_q6_K but its slice range and scratch.
+func argsGemmQ6K(y kern.P, w kern.P, x kern.P, bias kern.P, rows int, cols int, T int) (ka kern.Args) {
 	ka.P[0] = y
 	ka.P[1] = w
 	ka.P[2] = x
@@ -271,6 +503,35 @@ type Ops interface {
 	KVAppend(cache, src []float32, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0 int) error
 	Attention(out, q, kcache, vcache, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error
 	EmbedQ8_0(out []float32, table []BlockQ8_0, ids []int32, dim, vocab int) error
+	QuantizeQ4_0(dst []BlockQ4_0, src []float32) error
+	QuantizeQ4_1(dst []BlockQ4_1, src []float32) error
+	QuantizeQ5_1(dst []BlockQ5_1, src []float32) error
+	QuantizeQ4K(dst []BlockQ4K, src []float32) error
+	QuantizeQ5K(dst []BlockQ5K, src []float32) error
+	QuantizeQ6K(dst []BlockQ6K, src []float32) error
+	QuantizeQ8K(dst []BlockQ8K, src []float32) error
+	DequantizeQ4_0(dst []float32, src []BlockQ4_0) error
+	DequantizeQ4_1(dst []float32, src []BlockQ4_1) error
+	DequantizeQ5_1(dst []float32, src []BlockQ5_1) error
+	DequantizeQ4K(dst []float32, src []BlockQ4K) error
+	DequantizeQ5K(dst []float32, src []BlockQ5K) error
+	DequantizeQ6K(dst []float32, src []BlockQ6K) error
+	DequantizeQ8K(dst []float32, src []BlockQ8K) error
+	GemvQ4_0(y []float32, w []BlockQ4_0, x []BlockQ8_0, rows, cols int) error
+	GemvQ4_0Bias(y []float32, w []BlockQ4_0, x []BlockQ8_0, bias []float32, rows, cols int) error
+	GemvQ5_1(y []float32, w []BlockQ5_1, x []BlockQ8_0, rows, cols int) error
+	GemvQ5_1Bias(y []float32, w []BlockQ5_1, x []BlockQ8_0, bias []float32, rows, cols int) error
+	GemvQ4K(y []float32, w []BlockQ4K, x []BlockQ8K, rows, cols int) error
+	GemvQ4KBias(y []float32, w []BlockQ4K, x []BlockQ8K, bias []float32, rows, cols int) error
+	GemvQ5K(y []float32, w []BlockQ5K, x []BlockQ8K, rows, cols int) error
+	GemvQ5KBias(y []float32, w []BlockQ5K, x []BlockQ8K, bias []float32, rows, cols int) error
+	GemvQ6K(y []float32, w []BlockQ6K, x []BlockQ8K, rows, cols int) error
+	GemvQ6KBias(y []float32, w []BlockQ6K, x []BlockQ8K, bias []float32, rows, cols int) error
+	GemmQ4_0(y []float32, w []BlockQ4_0, x []BlockQ8_0, bias []float32, rows, cols, tokens int) error
+	GemmQ5_1(y []float32, w []BlockQ5_1, x []BlockQ8_0, bias []float32, rows, cols, tokens int) error
+	GemmQ4K(y []float32, w []BlockQ4K, x []BlockQ8K, bias []float32, rows, cols, tokens int) error
+	GemmQ5K(y []float32, w []BlockQ5K, x []BlockQ8K, bias []float32, rows, cols, tokens int) error
+	GemmQ6K(y []float32, w []BlockQ6K, x []BlockQ8K, bias []float32, rows, cols, tokens int) error
 }
 
 var (
@@ -843,4 +1104,598 @@ func (rt *Runtime) EmbedQ8_0(out []float32, table []BlockQ8_0, ids []int32, dim,
 		return errClosedOp("EmbedQ8_0")
 	}
 	return embedQ8_0(rt, out, table, ids, dim, vocab)
+}
+
+// QuantizeQ4_0 quantizes src (a positive multiple of 32 floats) into len(src)/32 Q4_0 blocks,
+// byte for byte like ggml's quantize_row_q4_0_ref: m = the element of largest magnitude (sign
+// kept, first on ties), d = m/-8 stored as fp16, q[j] = min(15, trunc(x[j]/d + 8.5)). A poisoned
+// block has nibbles 8. dst must not overlap src.
+func QuantizeQ4_0(dst []BlockQ4_0, src []float32) error {
+	return quantizeQ4_0(nil, dst, src)
+}
+
+// QuantizeQ4_0 is the package function QuantizeQ4_0, run in the calling goroutine.
+func (Serial) QuantizeQ4_0(dst []BlockQ4_0, src []float32) error {
+	return quantizeQ4_0(nil, dst, src)
+}
+
+// QuantizeQ4_0 is the package function QuantizeQ4_0, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) QuantizeQ4_0(dst []BlockQ4_0, src []float32) error {
+	if rt == nil {
+		return errClosedOp("QuantizeQ4_0")
+	}
+	return quantizeQ4_0(rt, dst, src)
+}
+
+// QuantizeQ4_1 quantizes src (a positive multiple of 32 floats) into len(src)/32 Q4_1 blocks,
+// byte for byte like ggml's quantize_row_q4_1_ref: m = min, d = (max-min)/15, both stored as
+// fp16, q[j] = min(15, trunc((x[j]-min)/d + 0.5)). dst must not overlap src.
+func QuantizeQ4_1(dst []BlockQ4_1, src []float32) error {
+	return quantizeQ4_1(nil, dst, src)
+}
+
+// QuantizeQ4_1 is the package function QuantizeQ4_1, run in the calling goroutine.
+func (Serial) QuantizeQ4_1(dst []BlockQ4_1, src []float32) error {
+	return quantizeQ4_1(nil, dst, src)
+}
+
+// QuantizeQ4_1 is the package function QuantizeQ4_1, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) QuantizeQ4_1(dst []BlockQ4_1, src []float32) error {
+	if rt == nil {
+		return errClosedOp("QuantizeQ4_1")
+	}
+	return quantizeQ4_1(rt, dst, src)
+}
+
+// QuantizeQ5_1 quantizes src (a positive multiple of 32 floats) into len(src)/32 Q5_1 blocks,
+// byte for byte like ggml's quantize_row_q5_1_ref: m = min, d = (max-min)/31, both stored as
+// fp16, q[j] = trunc((x[j]-min)/d + 0.5). dst must not overlap src.
+func QuantizeQ5_1(dst []BlockQ5_1, src []float32) error {
+	return quantizeQ5_1(nil, dst, src)
+}
+
+// QuantizeQ5_1 is the package function QuantizeQ5_1, run in the calling goroutine.
+func (Serial) QuantizeQ5_1(dst []BlockQ5_1, src []float32) error {
+	return quantizeQ5_1(nil, dst, src)
+}
+
+// QuantizeQ5_1 is the package function QuantizeQ5_1, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) QuantizeQ5_1(dst []BlockQ5_1, src []float32) error {
+	if rt == nil {
+		return errClosedOp("QuantizeQ5_1")
+	}
+	return quantizeQ5_1(rt, dst, src)
+}
+
+// QuantizeQ4K quantizes src (a positive multiple of 256 floats) into len(src)/256 Q4_K
+// super-blocks, byte for byte like ggml's quantize_row_q4_K_ref (no importance matrix, as
+// llama-quantize without --imatrix): per sub-block of 32 a weighted least-squares scale and min
+// (make_qkx2_quants), both coded in 6 bits against the super-block's fp16 D and Dmin. A weight
+// quantizer for writing model files: about 100x slower per value than QuantizeQ8K. dst must
+// not overlap src.
+func QuantizeQ4K(dst []BlockQ4K, src []float32) error {
+	return quantizeQ4K(nil, dst, src)
+}
+
+// QuantizeQ4K is the package function QuantizeQ4K, run in the calling goroutine.
+func (Serial) QuantizeQ4K(dst []BlockQ4K, src []float32) error {
+	return quantizeQ4K(nil, dst, src)
+}
+
+// QuantizeQ4K is the package function QuantizeQ4K, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) QuantizeQ4K(dst []BlockQ4K, src []float32) error {
+	if rt == nil {
+		return errClosedOp("QuantizeQ4K")
+	}
+	return quantizeQ4K(rt, dst, src)
+}
+
+// QuantizeQ5K is QuantizeQ4K for Q5_K (5-bit quants), byte for byte like ggml's
+// quantize_row_q5_K_ref. dst must not overlap src.
+func QuantizeQ5K(dst []BlockQ5K, src []float32) error {
+	return quantizeQ5K(nil, dst, src)
+}
+
+// QuantizeQ5K is the package function QuantizeQ5K, run in the calling goroutine.
+func (Serial) QuantizeQ5K(dst []BlockQ5K, src []float32) error {
+	return quantizeQ5K(nil, dst, src)
+}
+
+// QuantizeQ5K is the package function QuantizeQ5K, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) QuantizeQ5K(dst []BlockQ5K, src []float32) error {
+	if rt == nil {
+		return errClosedOp("QuantizeQ5K")
+	}
+	return quantizeQ5K(rt, dst, src)
+}
+
+// QuantizeQ6K quantizes src (a positive multiple of 256 floats) into len(src)/256 Q6_K
+// super-blocks, byte for byte like ggml's quantize_row_q6_K_ref: per sub-block of 16 a scale
+// from make_qx_quants, coded as int8 against the super-block's fp16 D. dst must not overlap src.
+func QuantizeQ6K(dst []BlockQ6K, src []float32) error {
+	return quantizeQ6K(nil, dst, src)
+}
+
+// QuantizeQ6K is the package function QuantizeQ6K, run in the calling goroutine.
+func (Serial) QuantizeQ6K(dst []BlockQ6K, src []float32) error {
+	return quantizeQ6K(nil, dst, src)
+}
+
+// QuantizeQ6K is the package function QuantizeQ6K, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) QuantizeQ6K(dst []BlockQ6K, src []float32) error {
+	if rt == nil {
+		return errClosedOp("QuantizeQ6K")
+	}
+	return quantizeQ6K(rt, dst, src)
+}
+
+// QuantizeQ8K quantizes activations src (a positive multiple of 256 floats) into len(src)/256
+// Q8_K super-blocks for the K-quant GEMV and GEMM, byte for byte like ggml's
+// quantize_row_q8_K_ref: m = the element of largest magnitude (sign kept), iscale = -127/m,
+// Qs[j] = min(127, round-half-even(iscale*x[j])), D = 1/iscale, and the 16 Bsums; an all-zero
+// block gets D = 0 and zero sums. dst must not overlap src.
+func QuantizeQ8K(dst []BlockQ8K, src []float32) error {
+	return quantizeQ8K(nil, dst, src)
+}
+
+// QuantizeQ8K is the package function QuantizeQ8K, run in the calling goroutine.
+func (Serial) QuantizeQ8K(dst []BlockQ8K, src []float32) error {
+	return quantizeQ8K(nil, dst, src)
+}
+
+// QuantizeQ8K is the package function QuantizeQ8K, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) QuantizeQ8K(dst []BlockQ8K, src []float32) error {
+	if rt == nil {
+		return errClosedOp("QuantizeQ8K")
+	}
+	return quantizeQ8K(rt, dst, src)
+}
+
+// DequantizeQ4_0 expands src into len(src)*32 floats: dst[32b+j] = fp16(d_b) * (q_b[j] - 8).
+// dst must not overlap src.
+func DequantizeQ4_0(dst []float32, src []BlockQ4_0) error {
+	return dequantizeQ4_0(nil, dst, src)
+}
+
+// DequantizeQ4_0 is the package function DequantizeQ4_0, run in the calling goroutine.
+func (Serial) DequantizeQ4_0(dst []float32, src []BlockQ4_0) error {
+	return dequantizeQ4_0(nil, dst, src)
+}
+
+// DequantizeQ4_0 is the package function DequantizeQ4_0, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) DequantizeQ4_0(dst []float32, src []BlockQ4_0) error {
+	if rt == nil {
+		return errClosedOp("DequantizeQ4_0")
+	}
+	return dequantizeQ4_0(rt, dst, src)
+}
+
+// DequantizeQ4_1 expands src into len(src)*32 floats: dst[32b+j] = q_b[j]*fp16(d_b) + fp16(m_b).
+// dst must not overlap src.
+func DequantizeQ4_1(dst []float32, src []BlockQ4_1) error {
+	return dequantizeQ4_1(nil, dst, src)
+}
+
+// DequantizeQ4_1 is the package function DequantizeQ4_1, run in the calling goroutine.
+func (Serial) DequantizeQ4_1(dst []float32, src []BlockQ4_1) error {
+	return dequantizeQ4_1(nil, dst, src)
+}
+
+// DequantizeQ4_1 is the package function DequantizeQ4_1, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) DequantizeQ4_1(dst []float32, src []BlockQ4_1) error {
+	if rt == nil {
+		return errClosedOp("DequantizeQ4_1")
+	}
+	return dequantizeQ4_1(rt, dst, src)
+}
+
+// DequantizeQ5_1 expands src into len(src)*32 floats: dst[32b+j] = q_b[j]*fp16(d_b) + fp16(m_b).
+// dst must not overlap src.
+func DequantizeQ5_1(dst []float32, src []BlockQ5_1) error {
+	return dequantizeQ5_1(nil, dst, src)
+}
+
+// DequantizeQ5_1 is the package function DequantizeQ5_1, run in the calling goroutine.
+func (Serial) DequantizeQ5_1(dst []float32, src []BlockQ5_1) error {
+	return dequantizeQ5_1(nil, dst, src)
+}
+
+// DequantizeQ5_1 is the package function DequantizeQ5_1, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) DequantizeQ5_1(dst []float32, src []BlockQ5_1) error {
+	if rt == nil {
+		return errClosedOp("DequantizeQ5_1")
+	}
+	return dequantizeQ5_1(rt, dst, src)
+}
+
+// DequantizeQ4K expands src into len(src)*256 floats: (fp16(D)*sc)*q - fp16(Dmin)*m per
+// sub-block of 32 (see BlockQ4K). dst must not overlap src.
+func DequantizeQ4K(dst []float32, src []BlockQ4K) error {
+	return dequantizeQ4K(nil, dst, src)
+}
+
+// DequantizeQ4K is the package function DequantizeQ4K, run in the calling goroutine.
+func (Serial) DequantizeQ4K(dst []float32, src []BlockQ4K) error {
+	return dequantizeQ4K(nil, dst, src)
+}
+
+// DequantizeQ4K is the package function DequantizeQ4K, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) DequantizeQ4K(dst []float32, src []BlockQ4K) error {
+	if rt == nil {
+		return errClosedOp("DequantizeQ4K")
+	}
+	return dequantizeQ4K(rt, dst, src)
+}
+
+// DequantizeQ5K expands src into len(src)*256 floats: (fp16(D)*sc)*q - fp16(Dmin)*m per
+// sub-block of 32 (see BlockQ5K). dst must not overlap src.
+func DequantizeQ5K(dst []float32, src []BlockQ5K) error {
+	return dequantizeQ5K(nil, dst, src)
+}
+
+// DequantizeQ5K is the package function DequantizeQ5K, run in the calling goroutine.
+func (Serial) DequantizeQ5K(dst []float32, src []BlockQ5K) error {
+	return dequantizeQ5K(nil, dst, src)
+}
+
+// DequantizeQ5K is the package function DequantizeQ5K, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) DequantizeQ5K(dst []float32, src []BlockQ5K) error {
+	if rt == nil {
+		return errClosedOp("DequantizeQ5K")
+	}
+	return dequantizeQ5K(rt, dst, src)
+}
+
+// DequantizeQ6K expands src into len(src)*256 floats: (fp16(D)*Scales[i])*(q-32) per sub-block
+// of 16 (see BlockQ6K). dst must not overlap src.
+func DequantizeQ6K(dst []float32, src []BlockQ6K) error {
+	return dequantizeQ6K(nil, dst, src)
+}
+
+// DequantizeQ6K is the package function DequantizeQ6K, run in the calling goroutine.
+func (Serial) DequantizeQ6K(dst []float32, src []BlockQ6K) error {
+	return dequantizeQ6K(nil, dst, src)
+}
+
+// DequantizeQ6K is the package function DequantizeQ6K, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) DequantizeQ6K(dst []float32, src []BlockQ6K) error {
+	if rt == nil {
+		return errClosedOp("DequantizeQ6K")
+	}
+	return dequantizeQ6K(rt, dst, src)
+}
+
+// DequantizeQ8K expands src into len(src)*256 floats: dst[256b+j] = D_b * Qs_b[j]. dst must not
+// overlap src.
+func DequantizeQ8K(dst []float32, src []BlockQ8K) error {
+	return dequantizeQ8K(nil, dst, src)
+}
+
+// DequantizeQ8K is the package function DequantizeQ8K, run in the calling goroutine.
+func (Serial) DequantizeQ8K(dst []float32, src []BlockQ8K) error {
+	return dequantizeQ8K(nil, dst, src)
+}
+
+// DequantizeQ8K is the package function DequantizeQ8K, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) DequantizeQ8K(dst []float32, src []BlockQ8K) error {
+	if rt == nil {
+		return errClosedOp("DequantizeQ8K")
+	}
+	return dequantizeQ8K(rt, dst, src)
+}
+
+// GemvQ4_0 computes y = W x for a rows x cols Q4_0 matrix w (row-major, cols/32 blocks a row)
+// and Q8_0 activations x (cols/32 blocks): y[r] = sum_b (fp32(d_w)*fp32(d_x)) * sum_j
+// (q_w[j]-8)*q_x[j], summed in float32. cols must be a positive multiple of 32.
+func GemvQ4_0(y []float32, w []BlockQ4_0, x []BlockQ8_0, rows, cols int) error {
+	return gemvQ4_0(nil, y, w, x, rows, cols)
+}
+
+// GemvQ4_0 is the package function GemvQ4_0, run in the calling goroutine.
+func (Serial) GemvQ4_0(y []float32, w []BlockQ4_0, x []BlockQ8_0, rows, cols int) error {
+	return gemvQ4_0(nil, y, w, x, rows, cols)
+}
+
+// GemvQ4_0 is the package function GemvQ4_0, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) GemvQ4_0(y []float32, w []BlockQ4_0, x []BlockQ8_0, rows, cols int) error {
+	if rt == nil {
+		return errClosedOp("GemvQ4_0")
+	}
+	return gemvQ4_0(rt, y, w, x, rows, cols)
+}
+
+// GemvQ4_0Bias is GemvQ4_0 followed by y[r] += bias[r]; a nil bias means none. y must not
+// overlap bias.
+func GemvQ4_0Bias(y []float32, w []BlockQ4_0, x []BlockQ8_0, bias []float32, rows, cols int) error {
+	return gemvQ4_0Bias(nil, y, w, x, bias, rows, cols)
+}
+
+// GemvQ4_0Bias is the package function GemvQ4_0Bias, run in the calling goroutine.
+func (Serial) GemvQ4_0Bias(y []float32, w []BlockQ4_0, x []BlockQ8_0, bias []float32, rows, cols int) error {
+	return gemvQ4_0Bias(nil, y, w, x, bias, rows, cols)
+}
+
+// GemvQ4_0Bias is the package function GemvQ4_0Bias, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) GemvQ4_0Bias(y []float32, w []BlockQ4_0, x []BlockQ8_0, bias []float32, rows, cols int) error {
+	if rt == nil {
+		return errClosedOp("GemvQ4_0Bias")
+	}
+	return gemvQ4_0Bias(rt, y, w, x, bias, rows, cols)
+}
+
+// GemvQ5_1 is GemvQ4_0 with Q5_1 weights: per block (fp32(d_w)*fp32(d_x)) * sum_j q_w[j]*q_x[j]
+// + fp32(m_w) * (fp32(d_x) * sum_j q_x[j]). (ggml pairs Q5_1 with Q8_1 activations, whose stored
+// sum is rounded to fp16; the min term here uses the exact sum.)
+func GemvQ5_1(y []float32, w []BlockQ5_1, x []BlockQ8_0, rows, cols int) error {
+	return gemvQ5_1(nil, y, w, x, rows, cols)
+}
+
+// GemvQ5_1 is the package function GemvQ5_1, run in the calling goroutine.
+func (Serial) GemvQ5_1(y []float32, w []BlockQ5_1, x []BlockQ8_0, rows, cols int) error {
+	return gemvQ5_1(nil, y, w, x, rows, cols)
+}
+
+// GemvQ5_1 is the package function GemvQ5_1, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) GemvQ5_1(y []float32, w []BlockQ5_1, x []BlockQ8_0, rows, cols int) error {
+	if rt == nil {
+		return errClosedOp("GemvQ5_1")
+	}
+	return gemvQ5_1(rt, y, w, x, rows, cols)
+}
+
+// GemvQ5_1Bias is GemvQ5_1 followed by y[r] += bias[r]; a nil bias means none. y must not
+// overlap bias.
+func GemvQ5_1Bias(y []float32, w []BlockQ5_1, x []BlockQ8_0, bias []float32, rows, cols int) error {
+	return gemvQ5_1Bias(nil, y, w, x, bias, rows, cols)
+}
+
+// GemvQ5_1Bias is the package function GemvQ5_1Bias, run in the calling goroutine.
+func (Serial) GemvQ5_1Bias(y []float32, w []BlockQ5_1, x []BlockQ8_0, bias []float32, rows, cols int) error {
+	return gemvQ5_1Bias(nil, y, w, x, bias, rows, cols)
+}
+
+// GemvQ5_1Bias is the package function GemvQ5_1Bias, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) GemvQ5_1Bias(y []float32, w []BlockQ5_1, x []BlockQ8_0, bias []float32, rows, cols int) error {
+	if rt == nil {
+		return errClosedOp("GemvQ5_1Bias")
+	}
+	return gemvQ5_1Bias(rt, y, w, x, bias, rows, cols)
+}
+
+// GemvQ4K computes y = W x for a rows x cols Q4_K matrix w (row-major, cols/256 super-blocks a
+// row) and Q8_K activations x (cols/256 super-blocks, from QuantizeQ8K): per super-block
+// (fp32(D)*d_x) * sum_s sc_s * sum_l q*q_x - (fp32(Dmin)*d_x) * sum_s m_s * (Bsums of s), summed
+// in float32. cols must be a positive multiple of 256.
+func GemvQ4K(y []float32, w []BlockQ4K, x []BlockQ8K, rows, cols int) error {
+	return gemvQ4K(nil, y, w, x, rows, cols)
+}
+
+// GemvQ4K is the package function GemvQ4K, run in the calling goroutine.
+func (Serial) GemvQ4K(y []float32, w []BlockQ4K, x []BlockQ8K, rows, cols int) error {
+	return gemvQ4K(nil, y, w, x, rows, cols)
+}
+
+// GemvQ4K is the package function GemvQ4K, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) GemvQ4K(y []float32, w []BlockQ4K, x []BlockQ8K, rows, cols int) error {
+	if rt == nil {
+		return errClosedOp("GemvQ4K")
+	}
+	return gemvQ4K(rt, y, w, x, rows, cols)
+}
+
+// GemvQ4KBias is GemvQ4K followed by y[r] += bias[r]; a nil bias means none. y must not overlap
+// bias.
+func GemvQ4KBias(y []float32, w []BlockQ4K, x []BlockQ8K, bias []float32, rows, cols int) error {
+	return gemvQ4KBias(nil, y, w, x, bias, rows, cols)
+}
+
+// GemvQ4KBias is the package function GemvQ4KBias, run in the calling goroutine.
+func (Serial) GemvQ4KBias(y []float32, w []BlockQ4K, x []BlockQ8K, bias []float32, rows, cols int) error {
+	return gemvQ4KBias(nil, y, w, x, bias, rows, cols)
+}
+
+// GemvQ4KBias is the package function GemvQ4KBias, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) GemvQ4KBias(y []float32, w []BlockQ4K, x []BlockQ8K, bias []float32, rows, cols int) error {
+	if rt == nil {
+		return errClosedOp("GemvQ4KBias")
+	}
+	return gemvQ4KBias(rt, y, w, x, bias, rows, cols)
+}
+
+// GemvQ5K is GemvQ4K with Q5_K weights (q in 0..31).
+func GemvQ5K(y []float32, w []BlockQ5K, x []BlockQ8K, rows, cols int) error {
+	return gemvQ5K(nil, y, w, x, rows, cols)
+}
+
+// GemvQ5K is the package function GemvQ5K, run in the calling goroutine.
+func (Serial) GemvQ5K(y []float32, w []BlockQ5K, x []BlockQ8K, rows, cols int) error {
+	return gemvQ5K(nil, y, w, x, rows, cols)
+}
+
+// GemvQ5K is the package function GemvQ5K, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) GemvQ5K(y []float32, w []BlockQ5K, x []BlockQ8K, rows, cols int) error {
+	if rt == nil {
+		return errClosedOp("GemvQ5K")
+	}
+	return gemvQ5K(rt, y, w, x, rows, cols)
+}
+
+// GemvQ5KBias is GemvQ5K followed by y[r] += bias[r]; a nil bias means none. y must not overlap
+// bias.
+func GemvQ5KBias(y []float32, w []BlockQ5K, x []BlockQ8K, bias []float32, rows, cols int) error {
+	return gemvQ5KBias(nil, y, w, x, bias, rows, cols)
+}
+
+// GemvQ5KBias is the package function GemvQ5KBias, run in the calling goroutine.
+func (Serial) GemvQ5KBias(y []float32, w []BlockQ5K, x []BlockQ8K, bias []float32, rows, cols int) error {
+	return gemvQ5KBias(nil, y, w, x, bias, rows, cols)
+}
+
+// GemvQ5KBias is the package function GemvQ5KBias, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) GemvQ5KBias(y []float32, w []BlockQ5K, x []BlockQ8K, bias []float32, rows, cols int) error {
+	if rt == nil {
+		return errClosedOp("GemvQ5KBias")
+	}
+	return gemvQ5KBias(rt, y, w, x, bias, rows, cols)
+}
+
+// GemvQ6K computes y = W x for a rows x cols Q6_K matrix w (cols/256 super-blocks a row) and
+// Q8_K activations x: per super-block (fp32(D)*d_x) * sum_i Scales[i] * sum_l (q-32)*q_x, summed
+// in float32. cols must be a positive multiple of 256.
+func GemvQ6K(y []float32, w []BlockQ6K, x []BlockQ8K, rows, cols int) error {
+	return gemvQ6K(nil, y, w, x, rows, cols)
+}
+
+// GemvQ6K is the package function GemvQ6K, run in the calling goroutine.
+func (Serial) GemvQ6K(y []float32, w []BlockQ6K, x []BlockQ8K, rows, cols int) error {
+	return gemvQ6K(nil, y, w, x, rows, cols)
+}
+
+// GemvQ6K is the package function GemvQ6K, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) GemvQ6K(y []float32, w []BlockQ6K, x []BlockQ8K, rows, cols int) error {
+	if rt == nil {
+		return errClosedOp("GemvQ6K")
+	}
+	return gemvQ6K(rt, y, w, x, rows, cols)
+}
+
+// GemvQ6KBias is GemvQ6K followed by y[r] += bias[r]; a nil bias means none. y must not overlap
+// bias.
+func GemvQ6KBias(y []float32, w []BlockQ6K, x []BlockQ8K, bias []float32, rows, cols int) error {
+	return gemvQ6KBias(nil, y, w, x, bias, rows, cols)
+}
+
+// GemvQ6KBias is the package function GemvQ6KBias, run in the calling goroutine.
+func (Serial) GemvQ6KBias(y []float32, w []BlockQ6K, x []BlockQ8K, bias []float32, rows, cols int) error {
+	return gemvQ6KBias(nil, y, w, x, bias, rows, cols)
+}
+
+// GemvQ6KBias is the package function GemvQ6KBias, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) GemvQ6KBias(y []float32, w []BlockQ6K, x []BlockQ8K, bias []float32, rows, cols int) error {
+	if rt == nil {
+		return errClosedOp("GemvQ6KBias")
+	}
+	return gemvQ6KBias(rt, y, w, x, bias, rows, cols)
+}
+
+// GemmQ4_0 is the prefill GEMM of a Q4_0 matrix with Q8_0 activations (cols/32 blocks a token).
+func GemmQ4_0(y []float32, w []BlockQ4_0, x []BlockQ8_0, bias []float32, rows, cols, tokens int) error {
+	return gemmQ4_0(nil, y, w, x, bias, rows, cols, tokens)
+}
+
+// GemmQ4_0 is the package function GemmQ4_0, run in the calling goroutine.
+func (Serial) GemmQ4_0(y []float32, w []BlockQ4_0, x []BlockQ8_0, bias []float32, rows, cols, tokens int) error {
+	return gemmQ4_0(nil, y, w, x, bias, rows, cols, tokens)
+}
+
+// GemmQ4_0 is the package function GemmQ4_0, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) GemmQ4_0(y []float32, w []BlockQ4_0, x []BlockQ8_0, bias []float32, rows, cols, tokens int) error {
+	if rt == nil {
+		return errClosedOp("GemmQ4_0")
+	}
+	return gemmQ4_0(rt, y, w, x, bias, rows, cols, tokens)
+}
+
+// GemmQ5_1 is the prefill GEMM of a Q5_1 matrix with Q8_0 activations (cols/32 blocks a token).
+func GemmQ5_1(y []float32, w []BlockQ5_1, x []BlockQ8_0, bias []float32, rows, cols, tokens int) error {
+	return gemmQ5_1(nil, y, w, x, bias, rows, cols, tokens)
+}
+
+// GemmQ5_1 is the package function GemmQ5_1, run in the calling goroutine.
+func (Serial) GemmQ5_1(y []float32, w []BlockQ5_1, x []BlockQ8_0, bias []float32, rows, cols, tokens int) error {
+	return gemmQ5_1(nil, y, w, x, bias, rows, cols, tokens)
+}
+
+// GemmQ5_1 is the package function GemmQ5_1, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) GemmQ5_1(y []float32, w []BlockQ5_1, x []BlockQ8_0, bias []float32, rows, cols, tokens int) error {
+	if rt == nil {
+		return errClosedOp("GemmQ5_1")
+	}
+	return gemmQ5_1(rt, y, w, x, bias, rows, cols, tokens)
+}
+
+// GemmQ4K is the prefill GEMM of a Q4_K matrix with Q8_K activations (cols/256 super-blocks a
+// token); cols must be a positive multiple of 256.
+func GemmQ4K(y []float32, w []BlockQ4K, x []BlockQ8K, bias []float32, rows, cols, tokens int) error {
+	return gemmQ4K(nil, y, w, x, bias, rows, cols, tokens)
+}
+
+// GemmQ4K is the package function GemmQ4K, run in the calling goroutine.
+func (Serial) GemmQ4K(y []float32, w []BlockQ4K, x []BlockQ8K, bias []float32, rows, cols, tokens int) error {
+	return gemmQ4K(nil, y, w, x, bias, rows, cols, tokens)
+}
+
+// GemmQ4K is the package function GemmQ4K, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) GemmQ4K(y []float32, w []BlockQ4K, x []BlockQ8K, bias []float32, rows, cols, tokens int) error {
+	if rt == nil {
+		return errClosedOp("GemmQ4K")
+	}
+	return gemmQ4K(rt, y, w, x, bias, rows, cols, tokens)
+}
+
+// GemmQ5K is the prefill GEMM of a Q5_K matrix with Q8_K activations (cols/256 super-blocks a
+// token); cols must be a positive multiple of 256.
+func GemmQ5K(y []float32, w []BlockQ5K, x []BlockQ8K, bias []float32, rows, cols, tokens int) error {
+	return gemmQ5K(nil, y, w, x, bias, rows, cols, tokens)
+}
+
+// GemmQ5K is the package function GemmQ5K, run in the calling goroutine.
+func (Serial) GemmQ5K(y []float32, w []BlockQ5K, x []BlockQ8K, bias []float32, rows, cols, tokens int) error {
+	return gemmQ5K(nil, y, w, x, bias, rows, cols, tokens)
+}
+
+// GemmQ5K is the package function GemmQ5K, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) GemmQ5K(y []float32, w []BlockQ5K, x []BlockQ8K, bias []float32, rows, cols, tokens int) error {
+	if rt == nil {
+		return errClosedOp("GemmQ5K")
+	}
+	return gemmQ5K(rt, y, w, x, bias, rows, cols, tokens)
+}
+
+// GemmQ6K is the prefill GEMM of a Q6_K matrix with Q8_K activations (cols/256 super-blocks a
+// token); cols must be a positive multiple of 256.
+func GemmQ6K(y []float32, w []BlockQ6K, x []BlockQ8K, bias []float32, rows, cols, tokens int) error {
+	return gemmQ6K(nil, y, w, x, bias, rows, cols, tokens)
+}
+
+// GemmQ6K is the package function GemmQ6K, run in the calling goroutine.
+func (Serial) GemmQ6K(y []float32, w []BlockQ6K, x []BlockQ8K, bias []float32, rows, cols, tokens int) error {
+	return gemmQ6K(nil, y, w, x, bias, rows, cols, tokens)
+}
+
+// GemmQ6K is the package function GemmQ6K, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) GemmQ6K(y []float32, w []BlockQ6K, x []BlockQ8K, bias []float32, rows, cols, tokens int) error {
+	if rt == nil {
+		return errClosedOp("GemmQ6K")
+	}
+	return gemmQ6K(rt, y, w, x, bias, rows, cols, tokens)
 }

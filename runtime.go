@@ -2,6 +2,7 @@ package kernelrt
 
 import (
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/kernelrt/kernelrt/arena"
+	"github.com/kernelrt/kernelrt/internal/cpu"
 	"github.com/kernelrt/kernelrt/internal/kern"
 	"github.com/kernelrt/kernelrt/threadpool"
 )
@@ -35,7 +37,8 @@ type Options struct {
 	// MaxTrace.
 	Trace int
 	// Backend and Variant force the kernels ("cgo", "asm", "generic"; "ref", "avx2",
-	// "avx512"). Empty = the per-op default for this machine.
+	// "avx512") for every op. Empty = the per-op default for this machine: the row's preferred
+	// backends and its calibrated variant (OpRow.Variant), else the CPU's best variant.
 	Backend, Variant string
 }
 
@@ -70,6 +73,8 @@ type Runtime struct {
 	serial   [numOps]*kern.Set // for calls the caller runs alone
 	threads  int
 	thrSrc   string // where the thresholds came from
+
+	forceBackend, forceVariant string // Options.Backend / Variant, which override the table
 
 	rec   *recorder
 	epoch time.Time
@@ -116,7 +121,8 @@ func New(opts Options) (*Runtime, error) {
 			}
 		}
 	}
-	if err := rt.resolveKernels(opts.Backend, opts.Variant); err != nil {
+	rt.forceBackend, rt.forceVariant = opts.Backend, opts.Variant
+	if err := rt.resolveKernels(); err != nil {
 		return nil, err
 	}
 	pool, err := threadpool.New(threadpool.Options{Threads: opts.Threads, NoPin: opts.NoPin, SpinBudget: opts.SpinBudget})
@@ -167,8 +173,10 @@ func New(opts Options) (*Runtime, error) {
 }
 
 // resolveKernels picks the kernel sets per op: forced by options, else the default set with
-// each row's preferred backends where this binary has them in the same variant.
-func (rt *Runtime) resolveKernels(backend, variant string) error {
+// each row's preferred variant and backends where this binary has them. It runs again when
+// thresholds set the rows' variants (ApplyThresholds).
+func (rt *Runtime) resolveKernels() error {
+	backend, variant := rt.forceBackend, rt.forceVariant
 	var s *kern.Set
 	var err error
 	if backend != "" || variant != "" {
@@ -182,13 +190,24 @@ func (rt *Runtime) resolveKernels(backend, variant string) error {
 	if m := s.Missing(); len(m) > 0 {
 		return &OptionError{Option: "Backend", Value: s.Name(), Reason: fmt.Sprintf("lacks kernels %v (run make asm)", m)}
 	}
+	// A row's calibrated variant applies only when nothing narrowed the choice: no option, no
+	// KERNELRT_VARIANT, and the default set is the CPU's best variant (not a test's kern.Use).
+	free := backend == "" && variant == "" && os.Getenv(kern.EnvVariant) == "" && s.Variant == cpu.Best()
 	pick := func(op Op, pref string) *kern.Set {
-		if backend == "" && pref != "" && pref != s.Backend {
-			if p, err := kern.Lookup(pref, s.Variant); err == nil && p.K[op] != nil {
+		base := s
+		if v := rt.table[op].Variant; free && v != "" {
+			if pv, err := cpu.ParseVariant(v); err == nil && pv != s.Variant && cpu.Supports(pv) {
+				if p, err := kern.Lookup(s.Backend, pv); err == nil && p.K[op] != nil {
+					base = p
+				}
+			}
+		}
+		if backend == "" && pref != "" && pref != base.Backend {
+			if p, err := kern.Lookup(pref, base.Variant); err == nil && p.K[op] != nil {
 				return p
 			}
 		}
-		return s
+		return base
 	}
 	for i := range rt.sets {
 		rt.sets[i] = pick(Op(i), rt.table[i].Backend)

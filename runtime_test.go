@@ -370,3 +370,71 @@ func TestBuiltinCalibrationMatchesThreads(t *testing.T) {
 		t.Errorf("1 thread loaded 2-thread thresholds: %s", rt1.ThresholdsSource())
 	}
 }
+
+// A calibration file can prefer another variant for one op (an AVX-512 kernel that loses to
+// AVX2 on this CPU): the Runtime runs that op, and only that op, with it, unless the options
+// force the kernels.
+func TestCalibratedVariantPerOp(t *testing.T) {
+	best := cpu.Best()
+	if best == cpu.Ref || os.Getenv(kern.EnvVariant) != "" || os.Getenv(kern.EnvBackend) != "" {
+		t.Skip("needs a SIMD CPU and no KERNELRT_VARIANT / KERNELRT_BACKEND")
+	}
+	other := cpu.Ref
+	if best == cpu.AVX512 && cpu.Supports(cpu.AVX2) {
+		other = cpu.AVX2
+	}
+	def, err := kern.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if def.Variant != best {
+		t.Skipf("the default kernels are %s, not the CPU's best", def.Name())
+	}
+	path := filepath.Join(t.TempDir(), "th.json")
+	th := &Thresholds{CPU: "test", Threads: 1, Ops: map[string]OpCalibration{
+		"gemv_q4_K": {NsPerElement: 0.01, MinElements: map[string]int{"decode": 1 << 20, "prefill": 1 << 20}, Variant: other.String()},
+		"gemv_q8_0": {NsPerElement: 0.01, MinElements: map[string]int{"decode": 1 << 20, "prefill": 1 << 20}, Variant: best.String()},
+	}}
+	f, _ := os.Create(path)
+	if err := th.WriteJSON(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	rt := newTestRuntime(t, Options{Threads: 2, Thresholds: path})
+	for _, c := range []struct {
+		op   Op
+		want cpu.Variant
+	}{{OpGemvQ4K, other}, {OpGemvQ8_0, best}, {OpGemmQ4K, best}, {OpRMSNorm, best}} {
+		pooled, serial := rt.KernelsFor(c.op)
+		if !strings.HasSuffix(pooled, "/"+c.want.String()) || !strings.HasSuffix(serial, "/"+c.want.String()) {
+			t.Errorf("%s: kernels %s (pooled) / %s (serial), want variant %s", c.op, pooled, serial, c.want)
+		}
+	}
+	if !strings.Contains(rt.KernelsSummary(), "gemv_q4_K") {
+		t.Errorf("KernelsSummary %q does not name gemv_q4_K", rt.KernelsSummary())
+	}
+	// The call runs that variant's kernel: the same bits as a runtime forced to it.
+	const rows, cols = 64, 512
+	rng := newRand(5)
+	w, x := make([]BlockQ4K, rows*cols/QKK), make([]BlockQ8K, cols/QKK)
+	mustOK(t, QuantizeQ4K(w, randF32(rng, rows*cols, 1)))
+	mustOK(t, QuantizeQ8K(x, randF32(rng, cols, 1)))
+	got, want := make([]float32, rows), make([]float32, rows)
+	mustOK(t, rt.GemvQ4K(got, w, x, rows, cols))
+	forced := newTestRuntime(t, Options{Threads: 1, Variant: other.String(), Thresholds: "default"})
+	mustOK(t, forced.GemvQ4K(want, w, x, rows, cols))
+	mustSame(t, "GemvQ4K with the calibrated variant", got, want)
+
+	// Options force one variant for every op.
+	rtF := newTestRuntime(t, Options{Threads: 2, Variant: best.String(), Thresholds: path})
+	if pooled, serial := rtF.KernelsFor(OpGemvQ4K); !strings.HasSuffix(pooled, "/"+best.String()) || !strings.HasSuffix(serial, "/"+best.String()) {
+		t.Errorf("Options.Variant %s: gemv_q4_K runs %s / %s", best, pooled, serial)
+	}
+	// A variant name that does not exist is an error naming the op.
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	os.WriteFile(bad, []byte(`{"ops":{"gemv_q4_K":{"min_elements":{"decode":1},"variant":"sse9"}}}`), 0o644)
+	if _, err := New(Options{Thresholds: bad}); err == nil || !strings.Contains(err.Error(), "gemv_q4_K") {
+		t.Fatalf("unknown variant in thresholds: err = %v", err)
+	}
+}

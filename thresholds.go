@@ -27,6 +27,11 @@ type Thresholds struct {
 type OpCalibration struct {
 	NsPerElement float64        `json:"ns_per_element"`
 	MinElements  map[string]int `json:"min_elements"` // by mode: "decode", "prefill"
+	// Variant is the kernel variant whose serial call was fastest ("avx2", "avx512"; "" = no
+	// preference: the CPU's best). A Runtime uses it unless Options force kernels.
+	Variant string `json:"variant,omitempty"`
+	// VariantNs is each variant's median serial time of the op's representative call, in ns.
+	VariantNs map[string]float64 `json:"variant_ns,omitempty"`
 }
 
 //go:embed calibration
@@ -103,25 +108,37 @@ func (th *Thresholds) WriteJSON(w io.Writer) error {
 	return enc.Encode(th)
 }
 
-// ApplyThresholds copies MinElements from th into rt's table (package calibrate measures
-// them); unknown ops or modes and non-positive values are errors and change nothing, ops th
-// does not mention keep theirs. It must not race with calls on rt.
+// ApplyThresholds copies MinElements and the preferred variants from th into rt's table
+// (package calibrate measures them) and picks the kernels again; unknown ops, modes or
+// variants and non-positive values are errors and change nothing, ops th does not mention
+// keep theirs. It must not race with calls on rt.
 func (rt *Runtime) ApplyThresholds(th *Thresholds) error {
 	t := rt.table
 	if err := applyThresholds(&t, th); err != nil {
 		return err
 	}
+	old := rt.table
 	rt.table = t
+	if err := rt.resolveKernels(); err != nil {
+		rt.table = old
+		return err
+	}
 	return nil
 }
 
-// applyThresholds copies MinElements from th into the table t.
+// applyThresholds copies MinElements and Variant from th into the table t.
 func applyThresholds(t *[numOps]OpRow, th *Thresholds) error {
 	for name, oc := range th.Ops {
 		op, err := ParseOp(name)
 		if err != nil {
 			return err
 		}
+		if oc.Variant != "" {
+			if _, err := cpu.ParseVariant(oc.Variant); err != nil {
+				return fmt.Errorf("op %s: %v", name, err)
+			}
+		}
+		t[op].Variant = oc.Variant
 		for mode, v := range oc.MinElements {
 			var m Mode
 			switch mode {

@@ -6456,11 +6456,9 @@ DATA LCDATA11<>+0x050(SB)/8, $0x0000000000000000
 DATA LCDATA11<>+0x058(SB)/8, $0x0f0f0f0f00000000
 DATA LCDATA11<>+0x060(SB)/8, $0x3030303030303030
 DATA LCDATA11<>+0x068(SB)/8, $0x3030303030303030
-DATA LCDATA11<>+0x070(SB)/8, $0x0000000000000302
-DATA LCDATA11<>+0x078(SB)/8, $0x0000000000000000
-GLOBL LCDATA11<>(SB), 8, $128
+GLOBL LCDATA11<>(SB), 8, $112
 
-TEXT ·_krt_gemv_q4_K_avx2(SB), $10608-56
+TEXT ·_krt_gemv_q4_K_avx2(SB), $10544-56
 
 	MOVQ y+0(FP), DI
 	MOVQ w+8(FP), SI
@@ -6472,143 +6470,147 @@ TEXT ·_krt_gemv_q4_K_avx2(SB), $10608-56
 	MOVQ SP, BP
 	ADDQ $96, SP
 	ANDQ $-32, SP
-	MOVQ BP, 10504(SP)
-	MOVQ R10, 10496(SP)
+	MOVQ BP, 10440(SP)
+	MOVQ R10, 10432(SP)
 	LEAQ LCDATA11<>(SB), BP
 
-	LONG $0x244c894c; BYTE $0x10               // mov qword ptr [rsp + 16], r9
-	LONG $0x24748948; BYTE $0x50               // mov qword ptr [rsp + 80], rsi
-	LONG $0xffb08d49; WORD $0x0000; BYTE $0x00 // lea rsi, [r8 + 255]
+	LONG $0xff908d4d; WORD $0x0000; BYTE $0x00 // lea r10, [r8 + 255]
 	WORD $0x854d; BYTE $0xc0                   // test r8, r8
-	LONG $0xf0490f49                           // cmovns rsi, r8
+	LONG $0xd0490f4d                           // cmovns r10, r8
 	LONG $0x00f88149; WORD $0x0001; BYTE $0x00 // cmp r8, 256
 	JL   LBB12_6
-	WORD $0x8949; BYTE $0xcf                   // mov r15, rcx
-	WORD $0x8949; BYTE $0xd6                   // mov r14, rdx
-	QUAD $0x0000290024ac8b4c                   // mov r13, qword ptr [rsp + 10496] /* [rbp + 16] */
-	LONG $0x08fec148                           // sar rsi, 8
-	WORD $0x894c; BYTE $0xe9                   // mov rcx, r13
-	LONG $0x24448b48; BYTE $0x10               // mov rax, qword ptr [rsp + 16]
-	WORD $0x2948; BYTE $0xc1                   // sub rcx, rax
-	LONG $0x24748948; BYTE $0x18               // mov qword ptr [rsp + 24], rsi
+	WORD $0x8949; BYTE $0xd4                   // mov r12, rdx
+	QUAD $0x000028c024b48b4c                   // mov r14, qword ptr [rsp + 10432] /* [rbp + 16] */
+	LONG $0x08fac149                           // sar r10, 8
+	WORD $0x894c; BYTE $0xf3                   // mov rbx, r14
+	WORD $0x294c; BYTE $0xcb                   // sub rbx, r9
 	JLE  LBB12_2
-	WORD $0x8949; BYTE $0xfc                   // mov r12, rdi
-	WORD $0x8948; BYTE $0xc6                   // mov rsi, rax
-	LONG $0x24448b48; BYTE $0x18               // mov rax, qword ptr [rsp + 24]
+	WORD $0x8949; BYTE $0xff                   // mov r15, rdi
+	WORD $0x894c; BYTE $0xd0                   // mov rax, r10
+	LONG $0x04e0c148                           // shl rax, 4
+	LONG $0xc02c8d4c                           // lea r13, [rax + 8*rax]
+	QUAD $0x0000009824ac894c                   // mov qword ptr [rsp + 152], r13
+	LONG $0xeeaf0f4d                           // imul r13, r14
+	LONG $0x8f048d4a                           // lea rax, [rdi + 4*r9]
+	QUAD $0x000000009d148d48                   // lea rdx, [4*rbx]
+	LONG $0x24548948; BYTE $0x60               // mov qword ptr [rsp + 96], rdx
+	LONG $0xb7048d4e                           // lea r8, [rdi + 4*r14]
+	LONG $0x893c8d4a                           // lea rdi, [rcx + 4*r9]
+	LONG $0xb1148d4a                           // lea rdx, [rcx + 4*r14]
+	LONG $0x245c8948; BYTE $0x10               // mov qword ptr [rsp + 16], rbx
+	LONG $0xe0e38348                           // and rbx, -32
+	LONG $0x245c8948; BYTE $0x30               // mov qword ptr [rsp + 48], rbx
+	WORD $0x014c; BYTE $0xcb                   // add rbx, r9
+	LONG $0x245c8948; BYTE $0x28               // mov qword ptr [rsp + 40], rbx
+	LONG $0x24448948; BYTE $0x68               // mov qword ptr [rsp + 104], rax
+	WORD $0x3948; BYTE $0xd0                   // cmp rax, rdx
+	WORD $0x920f; BYTE $0xc2                   // setb dl
+	WORD $0x394c; BYTE $0xc7                   // cmp rdi, r8
+	WORD $0x920f; BYTE $0xc0                   // setb al
+	WORD $0xd020                               // and al, dl
+	LONG $0x0f244488                           // mov byte ptr [rsp + 15], al
+	WORD $0x894c; BYTE $0xf0                   // mov rax, r14
+	WORD $0xf748; BYTE $0xd8                   // neg rax
+	LONG $0x24448948; BYTE $0x70               // mov qword ptr [rsp + 112], rax
+	WORD $0x894c; BYTE $0xd0                   // mov rax, r10
+	LONG $0xc1af0f49                           // imul rax, r9
+	LONG $0xc0048d48                           // lea rax, [rax + 8*rax]
+	LONG $0x04e0c148                           // shl rax, 4
+	WORD $0x0148; BYTE $0xf0                   // add rax, rsi
+	LONG $0x24448948; BYTE $0x58               // mov qword ptr [rsp + 88], rax
+	LONG $0x01418d49                           // lea rax, [r9 + 1]
+	LONG $0xc2af0f49                           // imul rax, r10
 	LONG $0x04e0c148                           // shl rax, 4
 	LONG $0xc0148d48                           // lea rdx, [rax + 8*rax]
-	WORD $0x8948; BYTE $0xd0                   // mov rax, rdx
-	LONG $0xc5af0f49                           // imul rax, r13
-	QUAD $0x000000d824848948                   // mov qword ptr [rsp + 216], rax
-	LONG $0xb7048d48                           // lea rax, [rdi + 4*rsi]
-	QUAD $0x000000008d3c8d48                   // lea rdi, [4*rcx]
-	QUAD $0x000000a824bc8948                   // mov qword ptr [rsp + 168], rdi
-	LONG $0xac048d4f                           // lea r8, [r12 + 4*r13]
-	WORD $0x8948; BYTE $0xcf                   // mov rdi, rcx
-	LONG $0xb70c8d49                           // lea rcx, [r15 + 4*rsi]
-	LONG $0xaf1c8d4b                           // lea rbx, [r15 + 4*r13]
-	LONG $0x247c8948; BYTE $0x08               // mov qword ptr [rsp + 8], rdi
-	LONG $0xe0e78348                           // and rdi, -32
-	LONG $0x247c8948; BYTE $0x38               // mov qword ptr [rsp + 56], rdi
-	WORD $0x0148; BYTE $0xf7                   // add rdi, rsi
-	LONG $0x247c8948; BYTE $0x30               // mov qword ptr [rsp + 48], rdi
-	QUAD $0x000000b024848948                   // mov qword ptr [rsp + 176], rax
-	WORD $0x3948; BYTE $0xd8                   // cmp rax, rbx
-	WORD $0x920f; BYTE $0xc3                   // setb bl
-	WORD $0x394c; BYTE $0xc1                   // cmp rcx, r8
-	WORD $0x920f; BYTE $0xc0                   // setb al
-	WORD $0xd820                               // and al, bl
-	LONG $0x07244488                           // mov byte ptr [rsp + 7], al
-	WORD $0x894c; BYTE $0xe8                   // mov rax, r13
-	WORD $0xf748; BYTE $0xd8                   // neg rax
-	QUAD $0x000000b824848948                   // mov qword ptr [rsp + 184], rax
-	LONG $0x048e8d4d; WORD $0x0001; BYTE $0x00 // lea r9, [r14 + 260]
-	LONG $0xb4048d49                           // lea rax, [r12 + 4*rsi]
-	LONG $0x60c08348                           // add rax, 96
-	LONG $0x24448948; BYTE $0x28               // mov qword ptr [rsp + 40], rax
-	LONG $0xb7048d49                           // lea rax, [r15 + 4*rsi]
-	LONG $0x60c08348                           // add rax, 96
-	LONG $0x24448948; BYTE $0x58               // mov qword ptr [rsp + 88], rax
-	LONG $0x24c68349                           // add r14, 36
-	LONG $0x24448b48; BYTE $0x18               // mov rax, qword ptr [rsp + 24]
-	LONG $0xc6af0f48                           // imul rax, rsi
+	WORD $0x0148; BYTE $0xf2                   // add rdx, rsi
+	LONG $0x80c28148; WORD $0x0020; BYTE $0x00 // add rdx, 8320
+	LONG $0x24548948; BYTE $0x50               // mov qword ptr [rsp + 80], rdx
+	QUAD $0x0000010424948d49                   // lea rdx, [r12 + 260]
+	LONG $0xe4c48149; WORD $0x0000; BYTE $0x00 // add r12, 228
 	LONG $0xc0048d48                           // lea rax, [rax + 8*rax]
-	LONG $0x24448b4c; BYTE $0x18               // mov r8, qword ptr [rsp + 24]
-	LONG $0x04e0c148                           // shl rax, 4
-	LONG $0x24440348; BYTE $0x50               // add rax, qword ptr [rsp + 80]
-	LONG $0x24448948; BYTE $0x60               // mov qword ptr [rsp + 96], rax
+	LONG $0x20000548; WORD $0x0000             // add rax, 8192
+	LONG $0x24448948; BYTE $0x48               // mov qword ptr [rsp + 72], rax
+	LONG $0x4d6f7ec5; BYTE $0x00               // vmovdqu ymm9, ymmword ptr [rbp + 0] /* [rip + .LCPI12_0] */
+	LONG $0xef2941c4; BYTE $0xd2               // vpxor xmm10, xmm10, xmm10
 	LONG $0xef2141c4; BYTE $0xdb               // vpxor xmm11, xmm11, xmm11
-	LONG $0xef1941c4; BYTE $0xe4               // vpxor xmm12, xmm12, xmm12
-	LONG $0x6d6f7ac5; BYTE $0x40               // vmovdqu xmm13, xmmword ptr [rbp + 64] /* [rip + .LCPI12_1] */
-	LONG $0x756f7ac5; BYTE $0x50               // vmovdqu xmm14, xmmword ptr [rbp + 80] /* [rip + .LCPI12_2] */
-	LONG $0x7d6f7ac5; BYTE $0x60               // vmovdqu xmm15, xmmword ptr [rbp + 96] /* [rip + .LCPI12_3] */
+	LONG $0x656f7ac5; BYTE $0x40               // vmovdqu xmm12, xmmword ptr [rbp + 64] /* [rip + .LCPI12_1] */
+	LONG $0x6d6f7ac5; BYTE $0x50               // vmovdqu xmm13, xmmword ptr [rbp + 80] /* [rip + .LCPI12_2] */
+	LONG $0x756f7ac5; BYTE $0x60               // vmovdqu xmm14, xmmword ptr [rbp + 96] /* [rip + .LCPI12_3] */
+	LONG $0x7d6f7ec5; BYTE $0x20               // vmovdqu ymm15, ymmword ptr [rbp + 32] /* [rip + .LCPI12_4] */
 	LONG $0xe457d8c5                           // vxorps xmm4, xmm4, xmm4
-	WORD $0x3145; BYTE $0xd2                   // xor r10d, r10d
-	WORD $0x894c; BYTE $0xc0                   // mov rax, r8
-	LONG $0x24548948; BYTE $0x40               // mov qword ptr [rsp + 64], rdx
-	LONG $0x247c894c; BYTE $0x70               // mov qword ptr [rsp + 112], r15
-	LONG $0x2464894c; BYTE $0x68               // mov qword ptr [rsp + 104], r12
+	LONG $0x8f448d4b; BYTE $0x60               // lea rax, [r15 + 4*r9 + 96]
+	LONG $0x24448948; BYTE $0x20               // mov qword ptr [rsp + 32], rax
+	LONG $0x89048d4a                           // lea rax, [rcx + 4*r9]
+	LONG $0x60c08348                           // add rax, 96
+	LONG $0x24448948; BYTE $0x40               // mov qword ptr [rsp + 64], rax
+	WORD $0xf631                               // xor esi, esi
+	WORD $0x894c; BYTE $0xd7                   // mov rdi, r10
+	QUAD $0x000000802494894c                   // mov qword ptr [rsp + 128], r10
+	LONG $0x244c894c; BYTE $0x78               // mov qword ptr [rsp + 120], r9
+	LONG $0x244c8948; BYTE $0x18               // mov qword ptr [rsp + 24], rcx
 	JMP  LBB12_8
 
-LBB12_51:
-	QUAD    $0x000000b024bc8b48     // mov rdi, qword ptr [rsp + 176]
+LBB12_50:
+	LONG    $0x247c8b48; BYTE $0x68 // mov rdi, qword ptr [rsp + 104]
 	WORD    $0xf631                 // xor esi, esi
-	QUAD    $0x000000a824948b48     // mov rdx, qword ptr [rsp + 168]
-	WORD    $0x894c; BYTE $0xcb     // mov rbx, r9
-	LONG    $0x2454894c; BYTE $0x48 // mov qword ptr [rsp + 72], r10
+	LONG    $0x24548b48; BYTE $0x60 // mov rdx, qword ptr [rsp + 96]
 	WORD    $0xf8c5; BYTE $0x77     // vzeroupper
 	CALL    ·_krt_memset(SB)
-	LONG    $0x24548b4c; BYTE $0x48 // mov r10, qword ptr [rsp + 72]
 	LONG    $0xe457d8c5             // vxorps xmm4, xmm4, xmm4
-	LONG    $0x7d6f7ac5; BYTE $0x60 // vmovdqu xmm15, xmmword ptr [rbp + 96] /* [rip + .LCPI12_3] */
-	LONG    $0x756f7ac5; BYTE $0x50 // vmovdqu xmm14, xmmword ptr [rbp + 80] /* [rip + .LCPI12_2] */
-	LONG    $0x6d6f7ac5; BYTE $0x40 // vmovdqu xmm13, xmmword ptr [rbp + 64] /* [rip + .LCPI12_1] */
-	LONG    $0xef1941c4; BYTE $0xe4 // vpxor xmm12, xmm12, xmm12
-	LONG    $0x572041c4; BYTE $0xdb // vxorps xmm11, xmm11, xmm11
-	WORD    $0x8949; BYTE $0xd9     // mov r9, rbx
-	LONG    $0x24548b48; BYTE $0x40 // mov rdx, qword ptr [rsp + 64]
+	LONG    $0x7d6f7ec5; BYTE $0x20 // vmovdqu ymm15, ymmword ptr [rbp + 32] /* [rip + .LCPI12_4] */
+	LONG    $0x756f7ac5; BYTE $0x60 // vmovdqu xmm14, xmmword ptr [rbp + 96] /* [rip + .LCPI12_3] */
+	LONG    $0x6d6f7ac5; BYTE $0x50 // vmovdqu xmm13, xmmword ptr [rbp + 80] /* [rip + .LCPI12_2] */
+	LONG    $0x656f7ac5; BYTE $0x40 // vmovdqu xmm12, xmmword ptr [rbp + 64] /* [rip + .LCPI12_1] */
+	LONG    $0xef2141c4; BYTE $0xdb // vpxor xmm11, xmm11, xmm11
+	LONG    $0x572841c4; BYTE $0xd2 // vxorps xmm10, xmm10, xmm10
+	LONG    $0x4d6f7ec5; BYTE $0x00 // vmovdqu ymm9, ymmword ptr [rbp + 0] /* [rip + .LCPI12_0] */
 	PCALIGN $16
 
-LBB12_32:
-	LONG $0x20c28349                           // add r10, 32
-	QUAD $0x000000c024848b48                   // mov rax, qword ptr [rsp + 192]
-	LONG $0xe0c08348                           // add rax, -32
-	LONG $0x80c18149; WORD $0x0024; BYTE $0x00 // add r9, 9344
-	LONG $0x80c68149; WORD $0x0024; BYTE $0x00 // add r14, 9344
-	QUAD $0x0012006024448148; BYTE $0x00       // add qword ptr [rsp + 96], 4608
-	LONG $0x24448b4c; BYTE $0x18               // mov r8, qword ptr [rsp + 24]
-	WORD $0x394d; BYTE $0xd0                   // cmp r8, r10
+LBB12_30:
+	LONG $0x24748b48; BYTE $0x38               // mov rsi, qword ptr [rsp + 56]
+	LONG $0x20c68348                           // add rsi, 32
+	QUAD $0x0000008824bc8b48                   // mov rdi, qword ptr [rsp + 136]
+	LONG $0xe0c78348                           // add rdi, -32
+	QUAD $0x0000009024948b48                   // mov rdx, qword ptr [rsp + 144]
+	LONG $0x80c28148; WORD $0x0024; BYTE $0x00 // add rdx, 9344
+	LONG $0x80c48149; WORD $0x0024; BYTE $0x00 // add r12, 9344
+	QUAD $0x0012005824448148; BYTE $0x00       // add qword ptr [rsp + 88], 4608
+	QUAD $0x0012005024448148; BYTE $0x00       // add qword ptr [rsp + 80], 4608
+	QUAD $0x0012004824448148; BYTE $0x00       // add qword ptr [rsp + 72], 4608
+	QUAD $0x0000008024948b4c                   // mov r10, qword ptr [rsp + 128]
+	WORD $0x3949; BYTE $0xf2                   // cmp r10, rsi
+	LONG $0x244c8b4c; BYTE $0x78               // mov r9, qword ptr [rsp + 120]
+	LONG $0x244c8b48; BYTE $0x18               // mov rcx, qword ptr [rsp + 24]
 	JLE  LBB12_6
 
 LBB12_8:
-	LONG    $0x20f88348                           // cmp rax, 32
-	LONG    $0x000020b9; BYTE $0x00               // mov ecx, 32
-	QUAD    $0x000000c024848948                   // mov qword ptr [rsp + 192], rax
-	LONG    $0xc84c0f48                           // cmovl rcx, rax
-	LONG    $0x02f98348                           // cmp rcx, 2
-	LONG    $0x000001b8; BYTE $0x00               // mov eax, 1
-	LONG    $0xc84c0f48                           // cmovl rcx, rax
-	QUAD    $0x000000a0248c8948                   // mov qword ptr [rsp + 160], rcx
-	WORD    $0x894c; BYTE $0xc1                   // mov rcx, r8
-	WORD    $0x294c; BYTE $0xd1                   // sub rcx, r10
-	LONG    $0x20f98348                           // cmp rcx, 32
+	LONG    $0x20ff8348                           // cmp rdi, 32
 	LONG    $0x000020b8; BYTE $0x00               // mov eax, 32
-	LONG    $0xc14c0f48                           // cmovl rax, rcx
-	WORD    $0x8548; BYTE $0xc9                   // test rcx, rcx
+	QUAD    $0x0000008824bc8948                   // mov qword ptr [rsp + 136], rdi
+	LONG    $0xc74c0f48                           // cmovl rax, rdi
+	LONG    $0x02f88348                           // cmp rax, 2
+	LONG    $0x000001bf; BYTE $0x00               // mov edi, 1
+	LONG    $0xc74c0f48                           // cmovl rax, rdi
+	WORD    $0x894d; BYTE $0xd3                   // mov r11, r10
+	LONG    $0x24748948; BYTE $0x38               // mov qword ptr [rsp + 56], rsi
+	WORD    $0x2949; BYTE $0xf3                   // sub r11, rsi
+	LONG    $0x20fb8349                           // cmp r11, 32
+	LONG    $0x0020b841; WORD $0x0000             // mov r8d, 32
+	LONG    $0xc34c0f4d                           // cmovl r8, r11
+	WORD    $0x854d; BYTE $0xdb                   // test r11, r11
 	JLE     LBB12_11
-	QUAD    $0x000000a024b46948; LONG $0x00000124 // imul rsi, qword ptr [rsp + 160], 292
-	QUAD    $0x0000020024bc8d48                   // lea rdi, [rsp + 512]
+	LONG    $0x24f06948; WORD $0x0001; BYTE $0x00 // imul rsi, rax, 292
+	QUAD    $0x000001c024bc8d48                   // lea rdi, [rsp + 448]
 	WORD    $0xdb31                               // xor ebx, ebx
 	PCALIGN $16
 
 LBB12_10:
-	LONG $0x456ffec5; BYTE $0x00               // vmovdqu ymm0, ymmword ptr [rbp + 0] /* [rip + .LCPI12_0] */
-	LONG $0xf57dc1c4; WORD $0x1904             // vpmaddwd ymm0, ymm0, ymmword ptr [r9 + rbx]
+	LONG $0x04f5b5c5; BYTE $0x1a               // vpmaddwd ymm0, ymm9, ymmword ptr [rdx + rbx]
 	LONG $0x397de3c4; WORD $0x01c1             // vextracti128 xmm1, ymm0, 1
 	LONG $0xc16bf9c5                           // vpackssdw xmm0, xmm0, xmm1
-	LONG $0x3825e3c4; WORD $0x01c0             // vinserti128 ymm0, ymm11, xmm0, 1
+	LONG $0x382de3c4; WORD $0x01c0             // vinserti128 ymm0, ymm10, xmm0, 1
 	LONG $0x477ffdc5; BYTE $0xe0               // vmovdqa ymmword ptr [rdi - 32], ymm0
-	QUAD $0xfefc1984107ac1c4; WORD $0xffff     // vmovss xmm0, dword ptr [r9 + rbx - 260]
+	QUAD $0xfffefc1a8410fac5; BYTE $0xff       // vmovss xmm0, dword ptr [rdx + rbx - 260]
 	LONG $0x0711fac5                           // vmovss dword ptr [rdi], xmm0
 	LONG $0x24c38148; WORD $0x0001; BYTE $0x00 // add rbx, 292
 	LONG $0x40c78148; WORD $0x0001; BYTE $0x00 // add rdi, 320
@@ -6616,377 +6618,362 @@ LBB12_10:
 	JNE  LBB12_10
 
 LBB12_11:
-	WORD $0x854d; BYTE $0xff       // test r15, r15
-	WORD $0x950f; BYTE $0xc3       // setne bl
-	WORD $0x014c; BYTE $0xd0       // add rax, r10
-	WORD $0x394c; BYTE $0xc0       // cmp rax, r8
-	WORD $0x940f; BYTE $0xc0       // sete al
-	WORD $0xd820                   // and al, bl
-	LONG $0x06244488               // mov byte ptr [rsp + 6], al
-	WORD $0x8548; BYTE $0xc9       // test rcx, rcx
-	JLE  LBB12_25
-	WORD $0x894c; BYTE $0xd1       // mov rcx, r10
-	LONG $0x04e1c148               // shl rcx, 4
-	LONG $0xc9048d48               // lea rax, [rcx + 8*rcx]
-	LONG $0x24440348; BYTE $0x50   // add rax, qword ptr [rsp + 80]
-	QUAD $0x000000d024848948       // mov qword ptr [rsp + 208], rax
-	LONG $0xc9048d48               // lea rax, [rcx + 8*rcx]
-	LONG $0x20000548; WORD $0x0000 // add rax, 8192
-	QUAD $0x000000c824848948       // mov qword ptr [rsp + 200], rax
-	LONG $0x247c8b48; BYTE $0x60   // mov rdi, qword ptr [rsp + 96]
-	LONG $0x24448b48; BYTE $0x10   // mov rax, qword ptr [rsp + 16]
-	QUAD $0x0000008024b4894c       // mov qword ptr [rsp + 128], r14
-	LONG $0x244c894c; BYTE $0x78   // mov qword ptr [rsp + 120], r9
-	LONG $0x2454894c; BYTE $0x48   // mov qword ptr [rsp + 72], r10
+	WORD $0x8548; BYTE $0xc9     // test rcx, rcx
+	LONG $0xc6950f40             // setne sil
+	LONG $0x244c8b48; BYTE $0x38 // mov rcx, qword ptr [rsp + 56]
+	WORD $0x0149; BYTE $0xc8     // add r8, rcx
+	WORD $0x394d; BYTE $0xd0     // cmp r8, r10
+	WORD $0x940f; BYTE $0xc3     // sete bl
+	WORD $0x2040; BYTE $0xf3     // and bl, sil
+	LONG $0x0e245c88             // mov byte ptr [rsp + 14], bl
+	WORD $0x854d; BYTE $0xdb     // test r11, r11
+	QUAD $0x0000009024948948     // mov qword ptr [rsp + 144], rdx
+	JLE  LBB12_23
+	LONG $0x04e0c148             // shl rax, 4
+	LONG $0xc01c8d4c             // lea r11, [rax + 8*rax]
+	LONG $0x24548b48; BYTE $0x48 // mov rdx, qword ptr [rsp + 72]
+	LONG $0x24748b48; BYTE $0x50 // mov rsi, qword ptr [rsp + 80]
+	LONG $0x247c8b48; BYTE $0x58 // mov rdi, qword ptr [rsp + 88]
 	JMP  LBB12_13
 	PCALIGN $16
 
-LBB12_23:
-	LONG $0x117ac1c4; WORD $0x8c04 // vmovss dword ptr [r12 + 4*rcx], xmm0
-	WORD $0x0148; BYTE $0xd7       // add rdi, rdx
-	WORD $0x394c; BYTE $0xe8       // cmp rax, r13
-	JE   LBB12_32
+LBB12_21:
+	LONG $0x117a81c4; WORD $0x9704 // vmovss dword ptr [r15 + 4*r10], xmm0
+	QUAD $0x0000009824848b48       // mov rax, qword ptr [rsp + 152]
+	WORD $0x0148; BYTE $0xc7       // add rdi, rax
+	WORD $0x0148; BYTE $0xc6       // add rsi, rax
+	WORD $0x0148; BYTE $0xc2       // add rdx, rax
+	WORD $0x394d; BYTE $0xf1       // cmp r9, r14
+	JE   LBB12_30
 
 LBB12_13:
-	WORD    $0x8948; BYTE $0xc6 // mov rsi, rax
-	LONG    $0xf2af0f48         // imul rsi, rdx
-	QUAD    $0x000000d024b40348 // add rsi, qword ptr [rsp + 208]
-	QUAD    $0x0000008824848948 // mov qword ptr [rsp + 136], rax
-	LONG    $0x01488d48         // lea rcx, [rax + 1]
-	QUAD    $0x00000090248c8948 // mov qword ptr [rsp + 144], rcx
-	LONG    $0xcaaf0f48         // imul rcx, rdx
-	QUAD    $0x000000c8248c0348 // add rcx, qword ptr [rsp + 200]
-	LONG    $0xc057f8c5         // vxorps xmm0, xmm0, xmm0
-	QUAD    $0x0000009824bc8948 // mov qword ptr [rsp + 152], rdi
-	WORD    $0x3145; BYTE $0xc0 // xor r8d, r8d
-	LONG    $0xc9eff1c5         // vpxor xmm1, xmm1, xmm1
+	WORD $0x894d; BYTE $0xf0 // mov r8, r14
+	WORD $0x894d; BYTE $0xfe // mov r14, r15
+	WORD $0x894d; BYTE $0xca // mov r10, r9
+	LONG $0x01c18349         // add r9, 1
+	LONG $0xc057f8c5         // vxorps xmm0, xmm0, xmm0
+	WORD $0x894c; BYTE $0xe3 // mov rbx, r12
+	QUAD $0x000001c024848d48 // lea rax, [rsp + 448]
+	WORD $0xc931             // xor ecx, ecx
+	LONG $0xc9eff1c5         // vpxor xmm1, xmm1, xmm1
+	JMP  LBB12_14
 	PCALIGN $16
 
-LBB12_14:
-	WORD $0x894c; BYTE $0xc2     // mov rdx, r8
-	LONG $0x04e2c148             // shl rdx, 4
-	LONG $0xd21c8d48             // lea rbx, [rdx + 8*rdx]
-	LONG $0x19148d48             // lea rdx, [rcx + rbx]
-	QUAD $0x000000d824943b48     // cmp rdx, qword ptr [rsp + 216]
-	JGE  LBB12_16
-	LONG $0x24448b48; BYTE $0x50 // mov rax, qword ptr [rsp + 80]
-	LONG $0x1014180f             // prefetcht1 byte ptr [rax + rdx]
-	LONG $0x1054180f; BYTE $0x40 // prefetcht1 byte ptr [rax + rdx + 64]
-	QUAD $0x000000801094180f     // prefetcht1 byte ptr [rax + rdx + 128]
-
 LBB12_16:
-	LONG    $0x1e0c8b44                           // mov r9d, dword ptr [rsi + rbx]
-	LONG    $0x146ef9c5; BYTE $0x1e               // vmovd xmm2, dword ptr [rsi + rbx]
-	LONG    $0xd2c579c5; BYTE $0x03               // vpextrw r10d, xmm2, 3
-	LONG    $0xfac579c5; BYTE $0x02               // vpextrw r15d, xmm2, 2
-	LONG    $0xd2c5f9c5; BYTE $0x01               // vpextrw edx, xmm2, 1
-	LONG    $0x801c8d4f                           // lea r11, [r8 + 4*r8]
-	LONG    $0x06e3c149                           // shl r11, 6
-	QUAD    $0x02001c8c187922c4; WORD $0x0000     // vbroadcastss xmm9, dword ptr [rsp + r11 + 512]
-	LONG    $0x1c6ffac5; BYTE $0x1e               // vmovdqu xmm3, xmmword ptr [rsi + rbx]
-	LONG    $0xe370f9c5; BYTE $0xed               // vpshufd xmm4, xmm3, 237
-	LONG    $0xe4db91c5                           // vpand xmm4, xmm13, xmm4
-	LONG    $0xeb70f9c5; BYTE $0xa4               // vpshufd xmm5, xmm3, 164
-	LONG    $0x0219e3c4; WORD $0x0aed             // vpblendd xmm5, xmm12, xmm5, 10
-	LONG    $0xd371e1c5; BYTE $0x04               // vpsrlw xmm3, xmm3, 4
-	LONG    $0xdbdb89c5                           // vpand xmm3, xmm14, xmm3
-	LONG    $0xdcebe1c5                           // vpor xmm3, xmm3, xmm4
-	LONG    $0xd571d9c5; BYTE $0x02               // vpsrlw xmm4, xmm5, 2
-	LONG    $0xe4db81c5                           // vpand xmm4, xmm15, xmm4
-	LONG    $0xdcebe1c5                           // vpor xmm3, xmm3, xmm4
-	LONG    $0x307de2c4; BYTE $0xdb               // vpmovzxbw ymm3, xmm3
-	LONG    $0x00fde3c4; WORD $0x44eb             // vpermq ymm5, ymm3, 68
-	LONG    $0xe4efd9c5                           // vpxor xmm4, xmm4, xmm4
-	LONG    $0xf0c5c749; WORD $0xffff; BYTE $0xff // mov r13, -16
-	WORD    $0x894d; BYTE $0xf4                   // mov r12, r14
-	LONG    $0x556f7ec5; BYTE $0x20               // vmovdqu ymm10, ymmword ptr [rbp + 32] /* [rip + .LCPI12_4] */
+	LONG $0x1410fac5; BYTE $0x0f               // vmovss xmm2, dword ptr [rdi + rcx]
+	LONG $0x1379e2c4; BYTE $0xd2               // vcvtph2ps xmm2, xmm2
+	LONG $0x1879e2c4; BYTE $0x18               // vbroadcastss xmm3, dword ptr [rax]
+	LONG $0xc25960c5                           // vmulps xmm8, xmm3, xmm2
+	LONG $0x1c6ffac5; BYTE $0x0f               // vmovdqu xmm3, xmmword ptr [rdi + rcx]
+	LONG $0xe370f9c5; BYTE $0xed               // vpshufd xmm4, xmm3, 237
+	LONG $0xe4db99c5                           // vpand xmm4, xmm12, xmm4
+	LONG $0xeb70f9c5; BYTE $0xa4               // vpshufd xmm5, xmm3, 164
+	LONG $0x0221e3c4; WORD $0x0aed             // vpblendd xmm5, xmm11, xmm5, 10
+	LONG $0xd371e1c5; BYTE $0x04               // vpsrlw xmm3, xmm3, 4
+	LONG $0xdbdb91c5                           // vpand xmm3, xmm13, xmm3
+	LONG $0xdcebe1c5                           // vpor xmm3, xmm3, xmm4
+	LONG $0xd571d9c5; BYTE $0x02               // vpsrlw xmm4, xmm5, 2
+	LONG $0xe4db89c5                           // vpand xmm4, xmm14, xmm4
+	LONG $0xdcebe1c5                           // vpor xmm3, xmm3, xmm4
+	LONG $0x307de2c4; BYTE $0xdb               // vpmovzxbw ymm3, xmm3
+	LONG $0x646ffec5; WORD $0x100f             // vmovdqu ymm4, ymmword ptr [rdi + rcx + 16]
+	LONG $0xd471d5c5; BYTE $0x04               // vpsrlw ymm5, ymm4, 4
+	LONG $0xe4db85c5                           // vpand ymm4, ymm15, ymm4
+	QUAD $0xffff20a3045de2c4; BYTE $0xff       // vpmaddubsw ymm4, ymm4, ymmword ptr [rbx - 224]
+	LONG $0xeddb85c5                           // vpand ymm5, ymm15, ymm5
+	QUAD $0xffff40ab0455e2c4; BYTE $0xff       // vpmaddubsw ymm5, ymm5, ymmword ptr [rbx - 192]
+	LONG $0x797de2c4; BYTE $0xf3               // vpbroadcastw ymm6, xmm3
+	LONG $0xe6f5ddc5                           // vpmaddwd ymm4, ymm4, ymm6
+	LONG $0xf370fbc5; BYTE $0x55               // vpshuflw xmm6, xmm3, 85
+	LONG $0x587de2c4; BYTE $0xf6               // vpbroadcastd ymm6, xmm6
+	LONG $0xeef5d5c5                           // vpmaddwd ymm5, ymm5, ymm6
+	LONG $0x746ffec5; WORD $0x300f             // vmovdqu ymm6, ymmword ptr [rdi + rcx + 48]
+	LONG $0xd671c5c5; BYTE $0x04               // vpsrlw ymm7, ymm6, 4
+	LONG $0xf6db85c5                           // vpand ymm6, ymm15, ymm6
+	QUAD $0xffff60b3044de2c4; BYTE $0xff       // vpmaddubsw ymm6, ymm6, ymmword ptr [rbx - 160]
+	LONG $0xffdb85c5                           // vpand ymm7, ymm15, ymm7
+	LONG $0x0445e2c4; WORD $0x807b             // vpmaddubsw ymm7, ymm7, ymmword ptr [rbx - 128]
+	LONG $0xd370fbc5; BYTE $0xaa               // vpshuflw xmm2, xmm3, 170
+	LONG $0x587de2c4; BYTE $0xd2               // vpbroadcastd ymm2, xmm2
+	LONG $0xd2f5cdc5                           // vpmaddwd ymm2, ymm6, ymm2
+	LONG $0xd2feddc5                           // vpaddd ymm2, ymm4, ymm2
+	LONG $0xd2fed5c5                           // vpaddd ymm2, ymm5, ymm2
+	LONG $0xe370fbc5; BYTE $0xff               // vpshuflw xmm4, xmm3, 255
+	LONG $0x587de2c4; BYTE $0xe4               // vpbroadcastd ymm4, xmm4
+	LONG $0xe4f5c5c5                           // vpmaddwd ymm4, ymm7, ymm4
+	LONG $0x6c6ffec5; WORD $0x500f             // vmovdqu ymm5, ymmword ptr [rdi + rcx + 80]
+	LONG $0xd571cdc5; BYTE $0x04               // vpsrlw ymm6, ymm5, 4
+	LONG $0xeddb85c5                           // vpand ymm5, ymm15, ymm5
+	LONG $0x0455e2c4; WORD $0xa06b             // vpmaddubsw ymm5, ymm5, ymmword ptr [rbx - 96]
+	LONG $0xf6db85c5                           // vpand ymm6, ymm15, ymm6
+	LONG $0x044de2c4; WORD $0xc073             // vpmaddubsw ymm6, ymm6, ymmword ptr [rbx - 64]
+	LONG $0xfb69e1c5                           // vpunpckhwd xmm7, xmm3, xmm3
+	LONG $0x587de2c4; BYTE $0xff               // vpbroadcastd ymm7, xmm7
+	LONG $0xeff5d5c5                           // vpmaddwd ymm5, ymm5, ymm7
+	LONG $0xe5feddc5                           // vpaddd ymm4, ymm4, ymm5
+	LONG $0xd4feedc5                           // vpaddd ymm2, ymm2, ymm4
+	LONG $0xe370fac5; BYTE $0x55               // vpshufhw xmm4, xmm3, 85
+	LONG $0xe470f9c5; BYTE $0xaa               // vpshufd xmm4, xmm4, 170
+	LONG $0x587de2c4; BYTE $0xe4               // vpbroadcastd ymm4, xmm4
+	LONG $0xe4f5cdc5                           // vpmaddwd ymm4, ymm6, ymm4
+	LONG $0x6c6ffec5; WORD $0x700f             // vmovdqu ymm5, ymmword ptr [rdi + rcx + 112]
+	LONG $0xf5db85c5                           // vpand ymm6, ymm15, ymm5
+	LONG $0x044de2c4; WORD $0xe073             // vpmaddubsw ymm6, ymm6, ymmword ptr [rbx - 32]
+	LONG $0xd571d5c5; BYTE $0x04               // vpsrlw ymm5, ymm5, 4
+	LONG $0xeddb85c5                           // vpand ymm5, ymm15, ymm5
+	LONG $0x0455e2c4; BYTE $0x2b               // vpmaddubsw ymm5, ymm5, ymmword ptr [rbx]
+	LONG $0xfb70fac5; BYTE $0xaa               // vpshufhw xmm7, xmm3, 170
+	LONG $0xff70f9c5; BYTE $0xaa               // vpshufd xmm7, xmm7, 170
+	LONG $0x587de2c4; BYTE $0xff               // vpbroadcastd ymm7, xmm7
+	LONG $0xf7f5cdc5                           // vpmaddwd ymm6, ymm6, ymm7
+	LONG $0xe6feddc5                           // vpaddd ymm4, ymm4, ymm6
+	LONG $0xf370fac5; BYTE $0xff               // vpshufhw xmm6, xmm3, 255
+	LONG $0xf670f9c5; BYTE $0xaa               // vpshufd xmm6, xmm6, 170
+	LONG $0x587de2c4; BYTE $0xf6               // vpbroadcastd ymm6, xmm6
+	LONG $0xeef5d5c5                           // vpmaddwd ymm5, ymm5, ymm6
+	LONG $0xe5feddc5                           // vpaddd ymm4, ymm4, ymm5
+	LONG $0x58f5e5c5; BYTE $0xe0               // vpmaddwd ymm3, ymm3, ymmword ptr [rax - 32]
+	LONG $0xd4feedc5                           // vpaddd ymm2, ymm2, ymm4
+	LONG $0xd25bfcc5                           // vcvtdq2ps ymm2, ymm2
+	LONG $0x187dc2c4; BYTE $0xe0               // vbroadcastss ymm4, xmm8
+	LONG $0xb86de2c4; BYTE $0xc4               // vfmadd231ps ymm0, ymm2, ymm4
+	LONG $0xd35bfcc5                           // vcvtdq2ps ymm2, ymm3
+	LONG $0x167ac1c4; BYTE $0xd8               // vmovshdup xmm3, xmm8
+	LONG $0x197de2c4; BYTE $0xdb               // vbroadcastsd ymm3, xmm3
+	LONG $0xb86de2c4; BYTE $0xcb               // vfmadd231ps ymm1, ymm2, ymm3
+	LONG $0x90c18148; WORD $0x0000; BYTE $0x00 // add rcx, 144
+	LONG $0x01400548; WORD $0x0000             // add rax, 320
+	LONG $0x24c38148; WORD $0x0001; BYTE $0x00 // add rbx, 292
+	WORD $0x3949; BYTE $0xcb                   // cmp r11, rcx
+	JE   LBB12_17
+
+LBB12_14:
+	LONG $0x0a3c8d4c             // lea r15, [rdx + rcx]
+	WORD $0x394d; BYTE $0xef     // cmp r15, r13
+	JGE  LBB12_16
+	LONG $0x0e54180f; BYTE $0x80 // prefetcht1 byte ptr [rsi + rcx - 128]
+	LONG $0x0e54180f; BYTE $0xc0 // prefetcht1 byte ptr [rsi + rcx - 64]
+	LONG $0x0e14180f             // prefetcht1 byte ptr [rsi + rcx]
+	JMP  LBB12_16
 	PCALIGN $16
 
 LBB12_17:
-	QUAD $0x0090efb46f7ea1c4; WORD $0x0000     // vmovdqu ymm6, ymmword ptr [rdi + 8*r13 + 144]
-	LONG $0xd671bdc5; BYTE $0x04               // vpsrlw ymm8, ymm6, 4
-	LONG $0xf6dbadc5                           // vpand ymm6, ymm10, ymm6
-	LONG $0x044dc2c4; WORD $0x247c; BYTE $0xe0 // vpmaddubsw ymm7, ymm6, ymmword ptr [r12 - 32]
-	LONG $0xdb3dc1c4; BYTE $0xf2               // vpand ymm6, ymm8, ymm10
-	LONG $0x044dc2c4; WORD $0x2434             // vpmaddubsw ymm6, ymm6, ymmword ptr [r12]
-	LONG $0x105d8d41                           // lea ebx, [r13 + 16]
-	LONG $0x11458d41                           // lea eax, [r13 + 17]
-	WORD $0xb60f; BYTE $0xc0                   // movzx eax, al
-	WORD $0xb60f; BYTE $0xdb                   // movzx ebx, bl
-	LONG $0xd36ef9c5                           // vmovd xmm2, ebx
-	LONG $0x2069e3c4; WORD $0x01d0             // vpinsrb xmm2, xmm2, eax, 1
-	LONG $0x2069e3c4; WORD $0x02d3             // vpinsrb xmm2, xmm2, ebx, 2
-	LONG $0x2069e3c4; WORD $0x03d0             // vpinsrb xmm2, xmm2, eax, 3
-	LONG $0x2069e3c4; WORD $0x04d3             // vpinsrb xmm2, xmm2, ebx, 4
-	LONG $0x2069e3c4; WORD $0x05d0             // vpinsrb xmm2, xmm2, eax, 5
-	LONG $0x2069e3c4; WORD $0x06d3             // vpinsrb xmm2, xmm2, ebx, 6
-	LONG $0x2069e3c4; WORD $0x07d0             // vpinsrb xmm2, xmm2, eax, 7
-	LONG $0x2069e3c4; WORD $0x08d3             // vpinsrb xmm2, xmm2, ebx, 8
-	LONG $0x2069e3c4; WORD $0x09d0             // vpinsrb xmm2, xmm2, eax, 9
-	LONG $0x2069e3c4; WORD $0x0ad3             // vpinsrb xmm2, xmm2, ebx, 10
-	LONG $0x2069e3c4; WORD $0x0bd0             // vpinsrb xmm2, xmm2, eax, 11
-	LONG $0x2069e3c4; WORD $0x0cd3             // vpinsrb xmm2, xmm2, ebx, 12
-	LONG $0x2069e3c4; WORD $0x0dd0             // vpinsrb xmm2, xmm2, eax, 13
-	LONG $0x2069e3c4; WORD $0x0ed3             // vpinsrb xmm2, xmm2, ebx, 14
-	LONG $0x2069e3c4; WORD $0x0fd0             // vpinsrb xmm2, xmm2, eax, 15
-	LONG $0x386de3c4; WORD $0x01d2             // vinserti128 ymm2, ymm2, xmm2, 1
-	LONG $0x0055e2c4; BYTE $0xd2               // vpshufb ymm2, ymm5, ymm2
-	LONG $0xd2f5c5c5                           // vpmaddwd ymm2, ymm7, ymm2
-	LONG $0xfb6ef9c5                           // vmovd xmm7, ebx
-	LONG $0x7879e2c4; BYTE $0xff               // vpbroadcastb xmm7, xmm7
-	LONG $0x7debc1c5; BYTE $0x70               // vpor xmm7, xmm7, xmmword ptr [rbp + 112] /* [rip + .LCPI12_5] */
-	LONG $0x797de2c4; BYTE $0xff               // vpbroadcastw ymm7, xmm7
-	LONG $0x0055e2c4; BYTE $0xff               // vpshufb ymm7, ymm5, ymm7
-	LONG $0xf7f5cdc5                           // vpmaddwd ymm6, ymm6, ymm7
-	LONG $0xe6feddc5                           // vpaddd ymm4, ymm4, ymm6
-	LONG $0xe4feedc5                           // vpaddd ymm4, ymm2, ymm4
-	LONG $0x40c48349                           // add r12, 64
-	LONG $0x04c58349                           // add r13, 4
-	JNE  LBB12_17
-	LONG $0x4c894466; WORD $0x2024             // mov word ptr [rsp + 32], r9w
-	LONG $0x24548966; BYTE $0x22               // mov word ptr [rsp + 34], dx
-	LONG $0x7c894466; WORD $0x2424             // mov word ptr [rsp + 36], r15w
-	LONG $0x54894466; WORD $0x2624             // mov word ptr [rsp + 38], r10w
-	LONG $0x1379e2c4; WORD $0x2454; BYTE $0x20 // vcvtph2ps xmm2, qword ptr [rsp + 32]
-	QUAD $0x01e01c9cf565a1c4; WORD $0x0000     // vpmaddwd ymm3, ymm3, ymmword ptr [rsp + r11 + 480]
-	LONG $0xd259b0c5                           // vmulps xmm2, xmm9, xmm2
-	LONG $0xe45bfcc5                           // vcvtdq2ps ymm4, ymm4
-	LONG $0x187de2c4; BYTE $0xea               // vbroadcastss ymm5, xmm2
-	LONG $0xb85de2c4; BYTE $0xc5               // vfmadd231ps ymm0, ymm4, ymm5
-	LONG $0xdb5bfcc5                           // vcvtdq2ps ymm3, ymm3
-	LONG $0xd216fac5                           // vmovshdup xmm2, xmm2
-	LONG $0x197de2c4; BYTE $0xd2               // vbroadcastsd ymm2, xmm2
-	LONG $0xb865e2c4; BYTE $0xca               // vfmadd231ps ymm1, ymm3, ymm2
-	LONG $0x01c08349                           // add r8, 1
-	LONG $0x24c68149; WORD $0x0001; BYTE $0x00 // add r14, 292
-	LONG $0x90c78148; WORD $0x0000; BYTE $0x00 // add rdi, 144
-	QUAD $0x000000a024843b4c                   // cmp r8, qword ptr [rsp + 160]
-	JNE  LBB12_14
-	LONG $0xc15cfcc5                           // vsubps ymm0, ymm0, ymm1
-	LONG $0x197de3c4; WORD $0x01c1             // vextractf128 xmm1, ymm0, 1
-	LONG $0xc158f8c5                           // vaddps xmm0, xmm0, xmm1
-	LONG $0x0579e3c4; WORD $0x01c8             // vpermilpd xmm1, xmm0, 1
-	LONG $0xc158f8c5                           // vaddps xmm0, xmm0, xmm1
-	LONG $0xc816fac5                           // vmovshdup xmm1, xmm0
-	LONG $0xc158fac5                           // vaddss xmm0, xmm0, xmm1
-	LONG $0x24548b4c; BYTE $0x48               // mov r10, qword ptr [rsp + 72]
-	WORD $0x854d; BYTE $0xd2                   // test r10, r10
-	JE   LBB12_24
-	LONG $0x24648b4c; BYTE $0x68               // mov r12, qword ptr [rsp + 104]
-	QUAD $0x00000088248c8b48                   // mov rcx, qword ptr [rsp + 136]
-	LONG $0x587ac1c4; WORD $0x8c04             // vaddss xmm0, xmm0, dword ptr [r12 + 4*rcx]
-	QUAD $0x0000008024b48b4c                   // mov r14, qword ptr [rsp + 128]
-	LONG $0x247c8b4c; BYTE $0x70               // mov r15, qword ptr [rsp + 112]
-	QUAD $0x0000290024ac8b4c                   // mov r13, qword ptr [rsp + 10496] /* [rbp + 16] */
-	LONG $0x24548b48; BYTE $0x40               // mov rdx, qword ptr [rsp + 64]
-	LONG $0x244c8b4c; BYTE $0x78               // mov r9, qword ptr [rsp + 120]
-	LONG $0xe457d8c5                           // vxorps xmm4, xmm4, xmm4
-	QUAD $0x0000009824bc8b48                   // mov rdi, qword ptr [rsp + 152]
-	QUAD $0x0000009024848b48                   // mov rax, qword ptr [rsp + 144]
-	LONG $0x06247c80; BYTE $0x00               // cmp byte ptr [rsp + 6], 0
-	JE   LBB12_23
-	JMP  LBB12_22
+	LONG $0xc15cfcc5               // vsubps ymm0, ymm0, ymm1
+	LONG $0x197de3c4; WORD $0x01c1 // vextractf128 xmm1, ymm0, 1
+	LONG $0xc158f8c5               // vaddps xmm0, xmm0, xmm1
+	LONG $0x0579e3c4; WORD $0x01c8 // vpermilpd xmm1, xmm0, 1
+	LONG $0xc158f8c5               // vaddps xmm0, xmm0, xmm1
+	LONG $0xc816fac5               // vmovshdup xmm1, xmm0
+	LONG $0xc158fac5               // vaddss xmm0, xmm0, xmm1
+	LONG $0x247c8348; WORD $0x0038 // cmp qword ptr [rsp + 56], 0
+	JE   LBB12_22
+	WORD $0x894d; BYTE $0xf7       // mov r15, r14
+	LONG $0x587a81c4; WORD $0x9604 // vaddss xmm0, xmm0, dword ptr [r14 + 4*r10]
+	LONG $0x0e247c80; BYTE $0x00   // cmp byte ptr [rsp + 14], 0
+	WORD $0x894d; BYTE $0xc6       // mov r14, r8
+	LONG $0xe457d8c5               // vxorps xmm4, xmm4, xmm4
+	JE   LBB12_21
+	JMP  LBB12_20
 	PCALIGN $16
-
-LBB12_24:
-	QUAD $0x0000008024b48b4c     // mov r14, qword ptr [rsp + 128]
-	LONG $0x247c8b4c; BYTE $0x70 // mov r15, qword ptr [rsp + 112]
-	LONG $0x24648b4c; BYTE $0x68 // mov r12, qword ptr [rsp + 104]
-	QUAD $0x0000290024ac8b4c     // mov r13, qword ptr [rsp + 10496] /* [rbp + 16] */
-	LONG $0x24548b48; BYTE $0x40 // mov rdx, qword ptr [rsp + 64]
-	LONG $0x244c8b4c; BYTE $0x78 // mov r9, qword ptr [rsp + 120]
-	LONG $0xe457d8c5             // vxorps xmm4, xmm4, xmm4
-	QUAD $0x0000009824bc8b48     // mov rdi, qword ptr [rsp + 152]
-	QUAD $0x0000009024848b48     // mov rax, qword ptr [rsp + 144]
-	QUAD $0x00000088248c8b48     // mov rcx, qword ptr [rsp + 136]
-	LONG $0x06247c80; BYTE $0x00 // cmp byte ptr [rsp + 6], 0
-	JE   LBB12_23
 
 LBB12_22:
-	LONG $0x587ac1c4; WORD $0x8f04 // vaddss xmm0, xmm0, dword ptr [r15 + 4*rcx]
-	JMP  LBB12_23
+	WORD $0x894d; BYTE $0xf7     // mov r15, r14
+	LONG $0x0e247c80; BYTE $0x00 // cmp byte ptr [rsp + 14], 0
+	WORD $0x894d; BYTE $0xc6     // mov r14, r8
+	LONG $0xe457d8c5             // vxorps xmm4, xmm4, xmm4
+	JE   LBB12_21
+
+LBB12_20:
+	LONG $0x24448b48; BYTE $0x18   // mov rax, qword ptr [rsp + 24]
+	LONG $0x587aa1c4; WORD $0x9004 // vaddss xmm0, xmm0, dword ptr [rax + 4*r10]
+	JMP  LBB12_21
 	PCALIGN $16
 
-LBB12_25:
-	WORD    $0x854d; BYTE $0xd2       // test r10, r10
-	JE      LBB12_41
-	LONG    $0x06247c80; BYTE $0x00   // cmp byte ptr [rsp + 6], 0
-	JE      LBB12_27
-	LONG    $0x247c8348; WORD $0x2008 // cmp qword ptr [rsp + 8], 32
+LBB12_23:
+	WORD    $0x8548; BYTE $0xc9       // test rcx, rcx
+	JE      LBB12_39
+	LONG    $0x0e247c80; BYTE $0x00   // cmp byte ptr [rsp + 14], 0
+	JE      LBB12_25
+	LONG    $0x247c8348; WORD $0x2010 // cmp qword ptr [rsp + 16], 32
 	WORD    $0x920f; BYTE $0xc0       // setb al
-	LONG    $0x0724440a               // or al, byte ptr [rsp + 7]
-	LONG    $0x24448b48; BYTE $0x10   // mov rax, qword ptr [rsp + 16]
-	JNE     LBB12_37
+	LONG    $0x0f24440a               // or al, byte ptr [rsp + 15]
+	WORD    $0x894c; BYTE $0xc8       // mov rax, r9
+	JNE     LBB12_35
 	WORD    $0xc031                   // xor eax, eax
-	LONG    $0x244c8b48; BYTE $0x38   // mov rcx, qword ptr [rsp + 56]
-	LONG    $0x24748b48; BYTE $0x28   // mov rsi, qword ptr [rsp + 40]
-	LONG    $0x247c8b48; BYTE $0x58   // mov rdi, qword ptr [rsp + 88]
+	LONG    $0x244c8b48; BYTE $0x30   // mov rcx, qword ptr [rsp + 48]
+	LONG    $0x24548b48; BYTE $0x20   // mov rdx, qword ptr [rsp + 32]
+	LONG    $0x24748b48; BYTE $0x40   // mov rsi, qword ptr [rsp + 64]
 	PCALIGN $16
+
+LBB12_33:
+	LONG $0x4458acc5; WORD $0xa082 // vaddps ymm0, ymm10, ymmword ptr [rdx + 4*rax - 96]
+	LONG $0x4c58acc5; WORD $0xc082 // vaddps ymm1, ymm10, ymmword ptr [rdx + 4*rax - 64]
+	LONG $0x5458acc5; WORD $0xe082 // vaddps ymm2, ymm10, ymmword ptr [rdx + 4*rax - 32]
+	LONG $0x1c58acc5; BYTE $0x82   // vaddps ymm3, ymm10, ymmword ptr [rdx + 4*rax]
+	LONG $0x4458fcc5; WORD $0xa086 // vaddps ymm0, ymm0, ymmword ptr [rsi + 4*rax - 96]
+	LONG $0x4c58f4c5; WORD $0xc086 // vaddps ymm1, ymm1, ymmword ptr [rsi + 4*rax - 64]
+	LONG $0x5458ecc5; WORD $0xe086 // vaddps ymm2, ymm2, ymmword ptr [rsi + 4*rax - 32]
+	LONG $0x1c58e4c5; BYTE $0x86   // vaddps ymm3, ymm3, ymmword ptr [rsi + 4*rax]
+	LONG $0x4411fcc5; WORD $0xa082 // vmovups ymmword ptr [rdx + 4*rax - 96], ymm0
+	LONG $0x4c11fcc5; WORD $0xc082 // vmovups ymmword ptr [rdx + 4*rax - 64], ymm1
+	LONG $0x5411fcc5; WORD $0xe082 // vmovups ymmword ptr [rdx + 4*rax - 32], ymm2
+	LONG $0x1c11fcc5; BYTE $0x82   // vmovups ymmword ptr [rdx + 4*rax], ymm3
+	LONG $0x20c08348               // add rax, 32
+	WORD $0x3948; BYTE $0xc1       // cmp rcx, rax
+	JNE  LBB12_33
+	LONG $0x24448b48; BYTE $0x28   // mov rax, qword ptr [rsp + 40]
+	LONG $0x244c3948; BYTE $0x10   // cmp qword ptr [rsp + 16], rcx
+	JE   LBB12_30
 
 LBB12_35:
-	LONG $0x4458a4c5; WORD $0xa086 // vaddps ymm0, ymm11, ymmword ptr [rsi + 4*rax - 96]
-	LONG $0x4c58a4c5; WORD $0xc086 // vaddps ymm1, ymm11, ymmword ptr [rsi + 4*rax - 64]
-	LONG $0x5458a4c5; WORD $0xe086 // vaddps ymm2, ymm11, ymmword ptr [rsi + 4*rax - 32]
-	LONG $0x1c58a4c5; BYTE $0x86   // vaddps ymm3, ymm11, ymmword ptr [rsi + 4*rax]
-	LONG $0x4458fcc5; WORD $0xa087 // vaddps ymm0, ymm0, ymmword ptr [rdi + 4*rax - 96]
-	LONG $0x4c58f4c5; WORD $0xc087 // vaddps ymm1, ymm1, ymmword ptr [rdi + 4*rax - 64]
-	LONG $0x5458ecc5; WORD $0xe087 // vaddps ymm2, ymm2, ymmword ptr [rdi + 4*rax - 32]
-	LONG $0x1c58e4c5; BYTE $0x87   // vaddps ymm3, ymm3, ymmword ptr [rdi + 4*rax]
-	LONG $0x4411fcc5; WORD $0xa086 // vmovups ymmword ptr [rsi + 4*rax - 96], ymm0
-	LONG $0x4c11fcc5; WORD $0xc086 // vmovups ymmword ptr [rsi + 4*rax - 64], ymm1
-	LONG $0x5411fcc5; WORD $0xe086 // vmovups ymmword ptr [rsi + 4*rax - 32], ymm2
-	LONG $0x1c11fcc5; BYTE $0x86   // vmovups ymmword ptr [rsi + 4*rax], ymm3
-	LONG $0x20c08348               // add rax, 32
-	WORD $0x3948; BYTE $0xc1       // cmp rcx, rax
-	JNE  LBB12_35
-	LONG $0x24448b48; BYTE $0x30   // mov rax, qword ptr [rsp + 48]
-	LONG $0x244c3948; BYTE $0x08   // cmp qword ptr [rsp + 8], rcx
-	JE   LBB12_32
+	WORD $0x8944; BYTE $0xf2       // mov edx, r14d
+	WORD $0xc229                   // sub edx, eax
+	WORD $0x8948; BYTE $0xc1       // mov rcx, rax
+	WORD $0xc2f6; BYTE $0x01       // test dl, 1
+	JE   LBB12_37
+	LONG $0x585ac1c4; WORD $0x8704 // vaddss xmm0, xmm4, dword ptr [r15 + 4*rax]
+	LONG $0x01488d48               // lea rcx, [rax + 1]
+	LONG $0x24548b48; BYTE $0x18   // mov rdx, qword ptr [rsp + 24]
+	LONG $0x0458fac5; BYTE $0x82   // vaddss xmm0, xmm0, dword ptr [rdx + 4*rax]
+	LONG $0x117ac1c4; WORD $0x8704 // vmovss dword ptr [r15 + 4*rax], xmm0
 
 LBB12_37:
-	WORD $0x8944; BYTE $0xee       // mov esi, r13d
-	WORD $0xc629                   // sub esi, eax
-	WORD $0x8948; BYTE $0xc1       // mov rcx, rax
-	LONG $0x01c6f640               // test sil, 1
-	JE   LBB12_39
-	LONG $0x585ac1c4; WORD $0x8404 // vaddss xmm0, xmm4, dword ptr [r12 + 4*rax]
-	LONG $0x01488d48               // lea rcx, [rax + 1]
-	LONG $0x587ac1c4; WORD $0x8704 // vaddss xmm0, xmm0, dword ptr [r15 + 4*rax]
-	LONG $0x117ac1c4; WORD $0x8404 // vmovss dword ptr [r12 + 4*rax], xmm0
-
-LBB12_39:
-	WORD    $0xf748; BYTE $0xd0 // not rax
-	QUAD    $0x000000b824843b48 // cmp rax, qword ptr [rsp + 184]
-	JE      LBB12_32
+	WORD    $0xf748; BYTE $0xd0     // not rax
+	LONG    $0x24443b48; BYTE $0x70 // cmp rax, qword ptr [rsp + 112]
+	JE      LBB12_30
 	PCALIGN $16
 
-LBB12_40:
-	LONG $0x585ac1c4; WORD $0x8c04             // vaddss xmm0, xmm4, dword ptr [r12 + 4*rcx]
-	LONG $0x587ac1c4; WORD $0x8f04             // vaddss xmm0, xmm0, dword ptr [r15 + 4*rcx]
-	LONG $0x117ac1c4; WORD $0x8c04             // vmovss dword ptr [r12 + 4*rcx], xmm0
-	LONG $0x585ac1c4; WORD $0x8c44; BYTE $0x04 // vaddss xmm0, xmm4, dword ptr [r12 + 4*rcx + 4]
-	LONG $0x587ac1c4; WORD $0x8f44; BYTE $0x04 // vaddss xmm0, xmm0, dword ptr [r15 + 4*rcx + 4]
-	LONG $0x117ac1c4; WORD $0x8c44; BYTE $0x04 // vmovss dword ptr [r12 + 4*rcx + 4], xmm0
+LBB12_38:
+	LONG $0x585ac1c4; WORD $0x8f04             // vaddss xmm0, xmm4, dword ptr [r15 + 4*rcx]
+	LONG $0x24448b48; BYTE $0x18               // mov rax, qword ptr [rsp + 24]
+	LONG $0x0458fac5; BYTE $0x88               // vaddss xmm0, xmm0, dword ptr [rax + 4*rcx]
+	LONG $0x117ac1c4; WORD $0x8f04             // vmovss dword ptr [r15 + 4*rcx], xmm0
+	LONG $0x585ac1c4; WORD $0x8f44; BYTE $0x04 // vaddss xmm0, xmm4, dword ptr [r15 + 4*rcx + 4]
+	LONG $0x4458fac5; WORD $0x0488             // vaddss xmm0, xmm0, dword ptr [rax + 4*rcx + 4]
+	LONG $0x117ac1c4; WORD $0x8f44; BYTE $0x04 // vmovss dword ptr [r15 + 4*rcx + 4], xmm0
 	LONG $0x02418d48                           // lea rax, [rcx + 2]
 	WORD $0x8948; BYTE $0xc1                   // mov rcx, rax
-	WORD $0x3949; BYTE $0xc5                   // cmp r13, rax
-	JNE  LBB12_40
-	JMP  LBB12_32
+	WORD $0x3949; BYTE $0xc6                   // cmp r14, rax
+	JNE  LBB12_38
+	JMP  LBB12_30
 
-LBB12_41:
-	LONG    $0x06247c80; BYTE $0x00   // cmp byte ptr [rsp + 6], 0
-	JE      LBB12_51
-	LONG    $0x247c8348; WORD $0x2008 // cmp qword ptr [rsp + 8], 32
+LBB12_39:
+	LONG    $0x0e247c80; BYTE $0x00   // cmp byte ptr [rsp + 14], 0
+	JE      LBB12_50
+	LONG    $0x247c8348; WORD $0x2010 // cmp qword ptr [rsp + 16], 32
 	WORD    $0x920f; BYTE $0xc0       // setb al
-	LONG    $0x0724440a               // or al, byte ptr [rsp + 7]
-	LONG    $0x24448b48; BYTE $0x10   // mov rax, qword ptr [rsp + 16]
-	JNE     LBB12_46
+	LONG    $0x0f24440a               // or al, byte ptr [rsp + 15]
+	WORD    $0x894c; BYTE $0xc8       // mov rax, r9
+	JNE     LBB12_44
 	WORD    $0xc031                   // xor eax, eax
-	LONG    $0x244c8b48; BYTE $0x38   // mov rcx, qword ptr [rsp + 56]
-	LONG    $0x24748b48; BYTE $0x28   // mov rsi, qword ptr [rsp + 40]
-	LONG    $0x247c8b48; BYTE $0x58   // mov rdi, qword ptr [rsp + 88]
+	LONG    $0x244c8b48; BYTE $0x30   // mov rcx, qword ptr [rsp + 48]
+	LONG    $0x24548b48; BYTE $0x20   // mov rdx, qword ptr [rsp + 32]
+	LONG    $0x24748b48; BYTE $0x40   // mov rsi, qword ptr [rsp + 64]
 	PCALIGN $16
 
-LBB12_44:
-	LONG $0x4458a4c5; WORD $0xa087 // vaddps ymm0, ymm11, ymmword ptr [rdi + 4*rax - 96]
-	LONG $0x4c58a4c5; WORD $0xc087 // vaddps ymm1, ymm11, ymmword ptr [rdi + 4*rax - 64]
-	LONG $0x5458a4c5; WORD $0xe087 // vaddps ymm2, ymm11, ymmword ptr [rdi + 4*rax - 32]
-	LONG $0x1c58a4c5; BYTE $0x87   // vaddps ymm3, ymm11, ymmword ptr [rdi + 4*rax]
-	LONG $0x4411fcc5; WORD $0xa086 // vmovups ymmword ptr [rsi + 4*rax - 96], ymm0
-	LONG $0x4c11fcc5; WORD $0xc086 // vmovups ymmword ptr [rsi + 4*rax - 64], ymm1
-	LONG $0x5411fcc5; WORD $0xe086 // vmovups ymmword ptr [rsi + 4*rax - 32], ymm2
-	LONG $0x1c11fcc5; BYTE $0x86   // vmovups ymmword ptr [rsi + 4*rax], ymm3
+LBB12_42:
+	LONG $0x4458acc5; WORD $0xa086 // vaddps ymm0, ymm10, ymmword ptr [rsi + 4*rax - 96]
+	LONG $0x4c58acc5; WORD $0xc086 // vaddps ymm1, ymm10, ymmword ptr [rsi + 4*rax - 64]
+	LONG $0x5458acc5; WORD $0xe086 // vaddps ymm2, ymm10, ymmword ptr [rsi + 4*rax - 32]
+	LONG $0x1c58acc5; BYTE $0x86   // vaddps ymm3, ymm10, ymmword ptr [rsi + 4*rax]
+	LONG $0x4411fcc5; WORD $0xa082 // vmovups ymmword ptr [rdx + 4*rax - 96], ymm0
+	LONG $0x4c11fcc5; WORD $0xc082 // vmovups ymmword ptr [rdx + 4*rax - 64], ymm1
+	LONG $0x5411fcc5; WORD $0xe082 // vmovups ymmword ptr [rdx + 4*rax - 32], ymm2
+	LONG $0x1c11fcc5; BYTE $0x82   // vmovups ymmword ptr [rdx + 4*rax], ymm3
 	LONG $0x20c08348               // add rax, 32
 	WORD $0x3948; BYTE $0xc1       // cmp rcx, rax
-	JNE  LBB12_44
-	LONG $0x24448b48; BYTE $0x30   // mov rax, qword ptr [rsp + 48]
-	LONG $0x244c3948; BYTE $0x08   // cmp qword ptr [rsp + 8], rcx
-	JE   LBB12_32
+	JNE  LBB12_42
+	LONG $0x24448b48; BYTE $0x28   // mov rax, qword ptr [rsp + 40]
+	LONG $0x244c3948; BYTE $0x10   // cmp qword ptr [rsp + 16], rcx
+	JE   LBB12_30
 
-LBB12_46:
-	WORD    $0x8944; BYTE $0xee // mov esi, r13d
-	WORD    $0xc629             // sub esi, eax
-	WORD    $0x8948; BYTE $0xc7 // mov rdi, rax
-	WORD    $0xf748; BYTE $0xd7 // not rdi
-	WORD    $0x014c; BYTE $0xef // add rdi, r13
-	LONG    $0x03e68348         // and rsi, 3
-	JE      LBB12_47
+LBB12_44:
+	WORD    $0x8944; BYTE $0xf6     // mov esi, r14d
+	WORD    $0xc629                 // sub esi, eax
+	WORD    $0x8948; BYTE $0xc2     // mov rdx, rax
+	WORD    $0xf748; BYTE $0xd2     // not rdx
+	WORD    $0x014c; BYTE $0xf2     // add rdx, r14
+	LONG    $0x03e68348             // and rsi, 3
+	JE      LBB12_45
+	LONG    $0x247c8b48; BYTE $0x18 // mov rdi, qword ptr [rsp + 24]
 	PCALIGN $16
 
-LBB12_48:
+LBB12_47:
 	LONG $0x01488d48               // lea rcx, [rax + 1]
-	LONG $0x585ac1c4; WORD $0x8704 // vaddss xmm0, xmm4, dword ptr [r15 + 4*rax]
-	LONG $0x117ac1c4; WORD $0x8404 // vmovss dword ptr [r12 + 4*rax], xmm0
+	LONG $0x0458dac5; BYTE $0x87   // vaddss xmm0, xmm4, dword ptr [rdi + 4*rax]
+	LONG $0x117ac1c4; WORD $0x8704 // vmovss dword ptr [r15 + 4*rax], xmm0
 	WORD $0x8948; BYTE $0xc8       // mov rax, rcx
 	LONG $0xffc68348               // add rsi, -1
-	JNE  LBB12_48
-	LONG $0x03ff8348               // cmp rdi, 3
-	JAE  LBB12_50
-	JMP  LBB12_32
+	JNE  LBB12_47
+	LONG $0x03fa8348               // cmp rdx, 3
+	JAE  LBB12_49
+	JMP  LBB12_30
+
+LBB12_25:
+	WORD    $0x894c; BYTE $0xc8       // mov rax, r9
+	LONG    $0x247c8348; WORD $0x2010 // cmp qword ptr [rsp + 16], 32
+	JB      LBB12_29
+	WORD    $0xc031                   // xor eax, eax
+	LONG    $0x244c8b48; BYTE $0x30   // mov rcx, qword ptr [rsp + 48]
+	LONG    $0x24548b48; BYTE $0x20   // mov rdx, qword ptr [rsp + 32]
+	PCALIGN $16
 
 LBB12_27:
-	LONG    $0x24448b48; BYTE $0x10   // mov rax, qword ptr [rsp + 16]
-	LONG    $0x247c8348; WORD $0x2008 // cmp qword ptr [rsp + 8], 32
-	JB      LBB12_31
-	WORD    $0xc031                   // xor eax, eax
-	LONG    $0x244c8b48; BYTE $0x38   // mov rcx, qword ptr [rsp + 56]
-	LONG    $0x24748b48; BYTE $0x28   // mov rsi, qword ptr [rsp + 40]
+	LONG    $0x4458acc5; WORD $0xa082 // vaddps ymm0, ymm10, ymmword ptr [rdx + 4*rax - 96]
+	LONG    $0x4c58acc5; WORD $0xc082 // vaddps ymm1, ymm10, ymmword ptr [rdx + 4*rax - 64]
+	LONG    $0x5458acc5; WORD $0xe082 // vaddps ymm2, ymm10, ymmword ptr [rdx + 4*rax - 32]
+	LONG    $0x1c58acc5; BYTE $0x82   // vaddps ymm3, ymm10, ymmword ptr [rdx + 4*rax]
+	LONG    $0x4411fcc5; WORD $0xa082 // vmovups ymmword ptr [rdx + 4*rax - 96], ymm0
+	LONG    $0x4c11fcc5; WORD $0xc082 // vmovups ymmword ptr [rdx + 4*rax - 64], ymm1
+	LONG    $0x5411fcc5; WORD $0xe082 // vmovups ymmword ptr [rdx + 4*rax - 32], ymm2
+	LONG    $0x1c11fcc5; BYTE $0x82   // vmovups ymmword ptr [rdx + 4*rax], ymm3
+	LONG    $0x20c08348               // add rax, 32
+	WORD    $0x3948; BYTE $0xc1       // cmp rcx, rax
+	JNE     LBB12_27
+	LONG    $0x24448b48; BYTE $0x28   // mov rax, qword ptr [rsp + 40]
+	LONG    $0x244c3948; BYTE $0x10   // cmp qword ptr [rsp + 16], rcx
+	JE      LBB12_30
 	PCALIGN $16
 
 LBB12_29:
-	LONG    $0x4458a4c5; WORD $0xa086 // vaddps ymm0, ymm11, ymmword ptr [rsi + 4*rax - 96]
-	LONG    $0x4c58a4c5; WORD $0xc086 // vaddps ymm1, ymm11, ymmword ptr [rsi + 4*rax - 64]
-	LONG    $0x5458a4c5; WORD $0xe086 // vaddps ymm2, ymm11, ymmword ptr [rsi + 4*rax - 32]
-	LONG    $0x1c58a4c5; BYTE $0x86   // vaddps ymm3, ymm11, ymmword ptr [rsi + 4*rax]
-	LONG    $0x4411fcc5; WORD $0xa086 // vmovups ymmword ptr [rsi + 4*rax - 96], ymm0
-	LONG    $0x4c11fcc5; WORD $0xc086 // vmovups ymmword ptr [rsi + 4*rax - 64], ymm1
-	LONG    $0x5411fcc5; WORD $0xe086 // vmovups ymmword ptr [rsi + 4*rax - 32], ymm2
-	LONG    $0x1c11fcc5; BYTE $0x86   // vmovups ymmword ptr [rsi + 4*rax], ymm3
-	LONG    $0x20c08348               // add rax, 32
-	WORD    $0x3948; BYTE $0xc1       // cmp rcx, rax
-	JNE     LBB12_29
-	LONG    $0x24448b48; BYTE $0x30   // mov rax, qword ptr [rsp + 48]
-	LONG    $0x244c3948; BYTE $0x08   // cmp qword ptr [rsp + 8], rcx
-	JE      LBB12_32
-	PCALIGN $16
-
-LBB12_31:
-	LONG $0x585ac1c4; WORD $0x8404 // vaddss xmm0, xmm4, dword ptr [r12 + 4*rax]
-	LONG $0x117ac1c4; WORD $0x8404 // vmovss dword ptr [r12 + 4*rax], xmm0
+	LONG $0x585ac1c4; WORD $0x8704 // vaddss xmm0, xmm4, dword ptr [r15 + 4*rax]
+	LONG $0x117ac1c4; WORD $0x8704 // vmovss dword ptr [r15 + 4*rax], xmm0
 	LONG $0x01488d48               // lea rcx, [rax + 1]
 	WORD $0x8948; BYTE $0xc8       // mov rax, rcx
-	WORD $0x3949; BYTE $0xcd       // cmp r13, rcx
-	JNE  LBB12_31
-	JMP  LBB12_32
+	WORD $0x3949; BYTE $0xce       // cmp r14, rcx
+	JNE  LBB12_29
+	JMP  LBB12_30
 
-LBB12_47:
+LBB12_45:
 	WORD    $0x8948; BYTE $0xc1 // mov rcx, rax
-	LONG    $0x03ff8348         // cmp rdi, 3
-	JB      LBB12_32
+	LONG    $0x03fa8348         // cmp rdx, 3
+	JB      LBB12_30
 	PCALIGN $16
 
-LBB12_50:
-	LONG $0x585ac1c4; WORD $0x8f04             // vaddss xmm0, xmm4, dword ptr [r15 + 4*rcx]
-	LONG $0x117ac1c4; WORD $0x8c04             // vmovss dword ptr [r12 + 4*rcx], xmm0
-	LONG $0x585ac1c4; WORD $0x8f44; BYTE $0x04 // vaddss xmm0, xmm4, dword ptr [r15 + 4*rcx + 4]
-	LONG $0x117ac1c4; WORD $0x8c44; BYTE $0x04 // vmovss dword ptr [r12 + 4*rcx + 4], xmm0
-	LONG $0x585ac1c4; WORD $0x8f44; BYTE $0x08 // vaddss xmm0, xmm4, dword ptr [r15 + 4*rcx + 8]
-	LONG $0x117ac1c4; WORD $0x8c44; BYTE $0x08 // vmovss dword ptr [r12 + 4*rcx + 8], xmm0
-	LONG $0x585ac1c4; WORD $0x8f44; BYTE $0x0c // vaddss xmm0, xmm4, dword ptr [r15 + 4*rcx + 12]
-	LONG $0x117ac1c4; WORD $0x8c44; BYTE $0x0c // vmovss dword ptr [r12 + 4*rcx + 12], xmm0
+LBB12_49:
+	LONG $0x24448b48; BYTE $0x18               // mov rax, qword ptr [rsp + 24]
+	LONG $0x0458dac5; BYTE $0x88               // vaddss xmm0, xmm4, dword ptr [rax + 4*rcx]
+	LONG $0x117ac1c4; WORD $0x8f04             // vmovss dword ptr [r15 + 4*rcx], xmm0
+	LONG $0x4458dac5; WORD $0x0488             // vaddss xmm0, xmm4, dword ptr [rax + 4*rcx + 4]
+	LONG $0x117ac1c4; WORD $0x8f44; BYTE $0x04 // vmovss dword ptr [r15 + 4*rcx + 4], xmm0
+	LONG $0x4458dac5; WORD $0x0888             // vaddss xmm0, xmm4, dword ptr [rax + 4*rcx + 8]
+	LONG $0x117ac1c4; WORD $0x8f44; BYTE $0x08 // vmovss dword ptr [r15 + 4*rcx + 8], xmm0
+	LONG $0x4458dac5; WORD $0x0c88             // vaddss xmm0, xmm4, dword ptr [rax + 4*rcx + 12]
+	LONG $0x117ac1c4; WORD $0x8f44; BYTE $0x0c // vmovss dword ptr [r15 + 4*rcx + 12], xmm0
 	LONG $0x04418d48                           // lea rax, [rcx + 4]
 	WORD $0x8948; BYTE $0xc1                   // mov rcx, rax
-	WORD $0x3949; BYTE $0xc5                   // cmp r13, rax
-	JNE  LBB12_50
-	JMP  LBB12_32
+	WORD $0x3949; BYTE $0xc6                   // cmp r14, rax
+	JNE  LBB12_49
+	JMP  LBB12_30
 
 LBB12_2:
-	QUAD    $0x0000020024848d4c                   // lea r8, [rsp + 512]
-	LONG    $0x04c68149; WORD $0x0001; BYTE $0x00 // add r14, 260
+	QUAD    $0x000001c024848d4c                   // lea r8, [rsp + 448]
+	LONG    $0x04c48149; WORD $0x0001; BYTE $0x00 // add r12, 260
 	WORD    $0xc931                               // xor ecx, ecx
 	LONG    $0x000001ba; BYTE $0x00               // mov edx, 1
 	LONG    $0x456ffec5; BYTE $0x00               // vmovdqu ymm0, ymmword ptr [rbp + 0] /* [rip + .LCPI12_0] */
 	LONG    $0xc9eff1c5                           // vpxor xmm1, xmm1, xmm1
+	WORD    $0x894c; BYTE $0xd6                   // mov rsi, r10
 	PCALIGN $16
 
 LBB12_3:
@@ -7001,12 +6988,12 @@ LBB12_3:
 	PCALIGN $16
 
 LBB12_4:
-	LONG $0xf57dc1c4; WORD $0x1e14             // vpmaddwd ymm2, ymm0, ymmword ptr [r14 + rbx]
+	LONG $0xf57dc1c4; WORD $0x1c14             // vpmaddwd ymm2, ymm0, ymmword ptr [r12 + rbx]
 	LONG $0x397de3c4; WORD $0x01d3             // vextracti128 xmm3, ymm2, 1
 	LONG $0xd36be9c5                           // vpackssdw xmm2, xmm2, xmm3
 	LONG $0x3875e3c4; WORD $0x01d2             // vinserti128 ymm2, ymm1, xmm2, 1
 	LONG $0x507ffdc5; BYTE $0xe0               // vmovdqa ymmword ptr [rax - 32], ymm2
-	QUAD $0xfefc1e94107ac1c4; WORD $0xffff     // vmovss xmm2, dword ptr [r14 + rbx - 260]
+	QUAD $0xfefc1c94107ac1c4; WORD $0xffff     // vmovss xmm2, dword ptr [r12 + rbx - 260]
 	LONG $0x1011fac5                           // vmovss dword ptr [rax], xmm2
 	LONG $0x24c38148; WORD $0x0001; BYTE $0x00 // add rbx, 292
 	LONG $0x01400548; WORD $0x0000             // add rax, 320
@@ -7014,12 +7001,12 @@ LBB12_4:
 	JNE  LBB12_4
 	LONG $0x20c18348                           // add rcx, 32
 	LONG $0xe0c68348                           // add rsi, -32
-	LONG $0x80c68149; WORD $0x0024; BYTE $0x00 // add r14, 9344
-	LONG $0x244c3948; BYTE $0x18               // cmp qword ptr [rsp + 24], rcx
+	LONG $0x80c48149; WORD $0x0024; BYTE $0x00 // add r12, 9344
+	WORD $0x3949; BYTE $0xca                   // cmp r10, rcx
 	JG   LBB12_3
 
 LBB12_6:
-	MOVQ 10504(SP), SP
+	MOVQ 10440(SP), SP
 	VZEROUPPER
 	RET
 
@@ -7027,19 +7014,21 @@ DATA LCDATA12<>+0x000(SB)/8, $0x0001000100010001
 DATA LCDATA12<>+0x008(SB)/8, $0x0001000100010001
 DATA LCDATA12<>+0x010(SB)/8, $0x0001000100010001
 DATA LCDATA12<>+0x018(SB)/8, $0x0001000100010001
-DATA LCDATA12<>+0x020(SB)/8, $0x0f0f0f0f3f3f3f3f
-DATA LCDATA12<>+0x028(SB)/8, $0x000000003f3f3f3f
+DATA LCDATA12<>+0x020(SB)/8, $0x0000000000000000
+DATA LCDATA12<>+0x028(SB)/8, $0x0000000000000000
 DATA LCDATA12<>+0x030(SB)/8, $0x0000000000000000
-DATA LCDATA12<>+0x038(SB)/8, $0x0f0f0f0f00000000
-DATA LCDATA12<>+0x040(SB)/8, $0x3030303030303030
-DATA LCDATA12<>+0x048(SB)/8, $0x3030303030303030
-DATA LCDATA12<>+0x050(SB)/8, $0x0000000000000302
-DATA LCDATA12<>+0x058(SB)/8, $0x0000000000000000
-DATA LCDATA12<>+0x060(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA LCDATA12<>+0x068(SB)/8, $0x1010101010101010
-GLOBL LCDATA12<>(SB), 8, $112
+DATA LCDATA12<>+0x038(SB)/8, $0x0000000000000000
+DATA LCDATA12<>+0x040(SB)/8, $0x0f0f0f0f3f3f3f3f
+DATA LCDATA12<>+0x048(SB)/8, $0x000000003f3f3f3f
+DATA LCDATA12<>+0x050(SB)/8, $0x0000000000000000
+DATA LCDATA12<>+0x058(SB)/8, $0x0f0f0f0f00000000
+DATA LCDATA12<>+0x060(SB)/8, $0x3030303030303030
+DATA LCDATA12<>+0x068(SB)/8, $0x3030303030303030
+DATA LCDATA12<>+0x070(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA LCDATA12<>+0x078(SB)/8, $0x1010101010101010
+GLOBL LCDATA12<>(SB), 8, $128
 
-TEXT ·_krt_gemv_q5_K_avx2(SB), $10704-56
+TEXT ·_krt_gemv_q5_K_avx2(SB), $10608-56
 
 	MOVQ y+0(FP), DI
 	MOVQ w+8(FP), SI
@@ -7051,531 +7040,529 @@ TEXT ·_krt_gemv_q5_K_avx2(SB), $10704-56
 	MOVQ SP, BP
 	ADDQ $96, SP
 	ANDQ $-32, SP
-	MOVQ BP, 10600(SP)
-	MOVQ R10, 10592(SP)
+	MOVQ BP, 10504(SP)
+	MOVQ R10, 10496(SP)
 	LEAQ LCDATA12<>(SB), BP
 
-	LONG $0x244c894c; BYTE $0x20               // mov qword ptr [rsp + 32], r9
-	LONG $0x24748948; BYTE $0x70               // mov qword ptr [rsp + 112], rsi
-	LONG $0xffb08d49; WORD $0x0000; BYTE $0x00 // lea rsi, [r8 + 255]
+	LONG $0xff908d4d; WORD $0x0000; BYTE $0x00 // lea r10, [r8 + 255]
 	WORD $0x854d; BYTE $0xc0                   // test r8, r8
-	LONG $0xf0490f49                           // cmovns rsi, r8
+	LONG $0xd0490f4d                           // cmovns r10, r8
 	LONG $0x00f88149; WORD $0x0001; BYTE $0x00 // cmp r8, 256
 	JL   LBB13_6
-	WORD $0x8949; BYTE $0xcf                   // mov r15, rcx
-	WORD $0x8949; BYTE $0xd6                   // mov r14, rdx
-	QUAD $0x0000296024a48b4c                   // mov r12, qword ptr [rsp + 10592] /* [rbp + 16] */
-	LONG $0x08fec148                           // sar rsi, 8
-	WORD $0x894c; BYTE $0xe1                   // mov rcx, r12
-	LONG $0x24448b48; BYTE $0x20               // mov rax, qword ptr [rsp + 32]
-	WORD $0x2948; BYTE $0xc1                   // sub rcx, rax
-	LONG $0x24748948; BYTE $0x28               // mov qword ptr [rsp + 40], rsi
+	WORD $0x8949; BYTE $0xd4                   // mov r12, rdx
+	QUAD $0x0000290024848b4c                   // mov r8, qword ptr [rsp + 10496] /* [rbp + 16] */
+	LONG $0x08fac149                           // sar r10, 8
+	WORD $0x894c; BYTE $0xc3                   // mov rbx, r8
+	WORD $0x294c; BYTE $0xcb                   // sub rbx, r9
 	JLE  LBB13_2
-	WORD $0x8949; BYTE $0xfd                   // mov r13, rdi
-	LONG $0xb0de6948; WORD $0x0000; BYTE $0x00 // imul rbx, rsi, 176
-	WORD $0x8948; BYTE $0xda                   // mov rdx, rbx
-	LONG $0xd4af0f49                           // imul rdx, r12
-	QUAD $0x000000f024948948                   // mov qword ptr [rsp + 240], rdx
-	LONG $0x87148d48                           // lea rdx, [rdi + 4*rax]
-	QUAD $0x000000008d348d48                   // lea rsi, [4*rcx]
-	QUAD $0x000000b824b48948                   // mov qword ptr [rsp + 184], rsi
-	WORD $0x8948; BYTE $0xc6                   // mov rsi, rax
-	LONG $0xa7048d4e                           // lea r8, [rdi + 4*r12]
-	WORD $0x8948; BYTE $0xcf                   // mov rdi, rcx
-	LONG $0x870c8d49                           // lea rcx, [r15 + 4*rax]
-	LONG $0xa7048d4b                           // lea rax, [r15 + 4*r12]
-	LONG $0x247c8948; BYTE $0x18               // mov qword ptr [rsp + 24], rdi
-	LONG $0xe0e78348                           // and rdi, -32
-	LONG $0x247c8948; BYTE $0x50               // mov qword ptr [rsp + 80], rdi
-	WORD $0x0148; BYTE $0xf7                   // add rdi, rsi
-	LONG $0x247c8948; BYTE $0x48               // mov qword ptr [rsp + 72], rdi
-	QUAD $0x000000c024948948                   // mov qword ptr [rsp + 192], rdx
-	WORD $0x3948; BYTE $0xc2                   // cmp rdx, rax
+	WORD $0x8949; BYTE $0xff                   // mov r15, rdi
+	LONG $0xb0f2694d; WORD $0x0000; BYTE $0x00 // imul r14, r10, 176
+	WORD $0x894d; BYTE $0xf5                   // mov r13, r14
+	LONG $0xe8af0f4d                           // imul r13, r8
+	LONG $0x8f048d4a                           // lea rax, [rdi + 4*r9]
+	QUAD $0x000000009d148d48                   // lea rdx, [4*rbx]
+	LONG $0x24548948; BYTE $0x70               // mov qword ptr [rsp + 112], rdx
+	LONG $0x871c8d4e                           // lea r11, [rdi + 4*r8]
+	LONG $0x893c8d4a                           // lea rdi, [rcx + 4*r9]
+	LONG $0x81148d4a                           // lea rdx, [rcx + 4*r8]
+	LONG $0x245c8948; BYTE $0x18               // mov qword ptr [rsp + 24], rbx
+	LONG $0xe0e38348                           // and rbx, -32
+	LONG $0x245c8948; BYTE $0x40               // mov qword ptr [rsp + 64], rbx
+	WORD $0x014c; BYTE $0xcb                   // add rbx, r9
+	LONG $0x245c8948; BYTE $0x38               // mov qword ptr [rsp + 56], rbx
+	LONG $0x24448948; BYTE $0x78               // mov qword ptr [rsp + 120], rax
+	WORD $0x3948; BYTE $0xd0                   // cmp rax, rdx
 	WORD $0x920f; BYTE $0xc2                   // setb dl
-	WORD $0x394c; BYTE $0xc1                   // cmp rcx, r8
+	WORD $0x394c; BYTE $0xdf                   // cmp rdi, r11
 	WORD $0x920f; BYTE $0xc0                   // setb al
 	WORD $0xd020                               // and al, dl
 	LONG $0x17244488                           // mov byte ptr [rsp + 23], al
-	WORD $0x894c; BYTE $0xe0                   // mov rax, r12
+	WORD $0x894c; BYTE $0xc0                   // mov rax, r8
 	WORD $0xf748; BYTE $0xd8                   // neg rax
-	QUAD $0x000000c824848948                   // mov qword ptr [rsp + 200], rax
-	LONG $0x04868d4d; WORD $0x0001; BYTE $0x00 // lea r8, [r14 + 260]
-	QUAD $0x00000060b50c8d4c                   // lea r9, [4*rsi + 96]
-	WORD $0x014d; BYTE $0xe9                   // add r9, r13
-	LONG $0xb7148d4d                           // lea r10, [r15 + 4*rsi]
-	LONG $0x60c28349                           // add r10, 96
-	LONG $0x24c68349                           // add r14, 36
-	LONG $0x24448b48; BYTE $0x28               // mov rax, qword ptr [rsp + 40]
-	LONG $0xc6af0f48                           // imul rax, rsi
+	QUAD $0x0000008024848948                   // mov qword ptr [rsp + 128], rax
+	QUAD $0x0000010424948d49                   // lea rdx, [r12 + 260]
+	LONG $0xe4c48149; WORD $0x0000; BYTE $0x00 // add r12, 228
+	WORD $0x894c; BYTE $0xd0                   // mov rax, r10
+	LONG $0xc1af0f49                           // imul rax, r9
 	LONG $0xb0c06948; WORD $0x0000; BYTE $0x00 // imul rax, rax, 176
-	LONG $0x244c8b48; BYTE $0x70               // mov rcx, qword ptr [rsp + 112]
-	WORD $0x0148; BYTE $0xc8                   // add rax, rcx
-	LONG $0x30c08348                           // add rax, 48
-	LONG $0x24448948; BYTE $0x78               // mov qword ptr [rsp + 120], rax
-	LONG $0x244c8b48; BYTE $0x28               // mov rcx, qword ptr [rsp + 40]
-	LONG $0xef1141c4; BYTE $0xed               // vpxor xmm13, xmm13, xmm13
+	WORD $0x0148; BYTE $0xf0                   // add rax, rsi
+	LONG $0x24448948; BYTE $0x68               // mov qword ptr [rsp + 104], rax
+	LONG $0x01418d49                           // lea rax, [r9 + 1]
+	LONG $0xc2af0f49                           // imul rax, r10
+	LONG $0xb0c06948; WORD $0x0000; BYTE $0x00 // imul rax, rax, 176
+	WORD $0x0148; BYTE $0xc6                   // add rsi, rax
+	LONG $0x80c68148; WORD $0x0020; BYTE $0x00 // add rsi, 8320
+	LONG $0x24748948; BYTE $0x58               // mov qword ptr [rsp + 88], rsi
+	LONG $0x20000548; WORD $0x0000             // add rax, 8192
+	LONG $0x24448948; BYTE $0x60               // mov qword ptr [rsp + 96], rax
 	LONG $0xef0941c4; BYTE $0xf6               // vpxor xmm14, xmm14, xmm14
-	LONG $0x7d6f7ac5; BYTE $0x20               // vmovdqu xmm15, xmmword ptr [rbp + 32] /* [rip + .LCPI13_1] */
-	LONG $0x597d62c4; WORD $0x6055             // vpbroadcastq ymm10, qword ptr [rbp + 96] /* [rip + .LCPI13_4] */
-	LONG $0x197de2c4; WORD $0x6845             // vbroadcastsd ymm0, qword ptr [rbp + 104] /* [rip + .LCPI13_5] */
-	QUAD $0x000120248429fcc5; BYTE $0x00       // vmovaps ymmword ptr [rsp + 288], ymm0
+	LONG $0x7d6f7ac5; BYTE $0x40               // vmovdqu xmm15, xmmword ptr [rbp + 64] /* [rip + .LCPI13_1] */
+	LONG $0x197de2c4; WORD $0x7045             // vbroadcastsd ymm0, qword ptr [rbp + 112] /* [rip + .LCPI13_4] */
+	QUAD $0x0000c0248429fcc5; BYTE $0x00       // vmovaps ymmword ptr [rsp + 192], ymm0
+	LONG $0x197de2c4; WORD $0x7845             // vbroadcastsd ymm0, qword ptr [rbp + 120] /* [rip + .LCPI13_5] */
+	QUAD $0x0000a0248429fcc5; BYTE $0x00       // vmovaps ymmword ptr [rsp + 160], ymm0
 	LONG $0xe457d8c5                           // vxorps xmm4, xmm4, xmm4
-	WORD $0x3145; BYTE $0xdb                   // xor r11d, r11d
-	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
-	LONG $0x244c894c; BYTE $0x60               // mov qword ptr [rsp + 96], r9
-	LONG $0x2454894c; BYTE $0x58               // mov qword ptr [rsp + 88], r10
-	QUAD $0x00010024947f7dc5; BYTE $0x00       // vmovdqa ymmword ptr [rsp + 256], ymm10
-	QUAD $0x0000008824bc894c                   // mov qword ptr [rsp + 136], r15
-	QUAD $0x0000008024ac894c                   // mov qword ptr [rsp + 128], r13
-	QUAD $0x000000d8249c8948                   // mov qword ptr [rsp + 216], rbx
+	LONG $0x8f448d4b; BYTE $0x60               // lea rax, [r15 + 4*r9 + 96]
+	LONG $0x24448948; BYTE $0x30               // mov qword ptr [rsp + 48], rax
+	LONG $0x89048d4a                           // lea rax, [rcx + 4*r9]
+	LONG $0x60c08348                           // add rax, 96
+	LONG $0x24448948; BYTE $0x50               // mov qword ptr [rsp + 80], rax
+	WORD $0xf631                               // xor esi, esi
+	WORD $0x894c; BYTE $0xd0                   // mov rax, r10
+	QUAD $0x000000882494894c                   // mov qword ptr [rsp + 136], r10
+	LONG $0x244c894c; BYTE $0x28               // mov qword ptr [rsp + 40], r9
+	LONG $0x244c8948; BYTE $0x20               // mov qword ptr [rsp + 32], rcx
 	JMP  LBB13_8
 
-LBB13_51:
-	QUAD    $0x000000c024bc8b48             // mov rdi, qword ptr [rsp + 192]
-	WORD    $0xf631                         // xor esi, esi
-	QUAD    $0x000000b824948b48             // mov rdx, qword ptr [rsp + 184]
-	LONG    $0x2444894c; BYTE $0x40         // mov qword ptr [rsp + 64], r8
-	LONG    $0x245c894c; BYTE $0x68         // mov qword ptr [rsp + 104], r11
-	WORD    $0xf8c5; BYTE $0x77             // vzeroupper
+LBB13_50:
+	LONG    $0x247c8b48; BYTE $0x78 // mov rdi, qword ptr [rsp + 120]
+	WORD    $0xf631                 // xor esi, esi
+	LONG    $0x24548b48; BYTE $0x70 // mov rdx, qword ptr [rsp + 112]
+	WORD    $0xf8c5; BYTE $0x77     // vzeroupper
 	CALL    ·_krt_memset(SB)
-	LONG    $0x245c8b4c; BYTE $0x68         // mov r11, qword ptr [rsp + 104]
-	LONG    $0xe457d8c5                     // vxorps xmm4, xmm4, xmm4
-	QUAD    $0x00010024946f7dc5; BYTE $0x00 // vmovdqa ymm10, ymmword ptr [rsp + 256]
-	LONG    $0x7d6f7ac5; BYTE $0x20         // vmovdqu xmm15, xmmword ptr [rbp + 32] /* [rip + .LCPI13_1] */
-	LONG    $0xef0941c4; BYTE $0xf6         // vpxor xmm14, xmm14, xmm14
-	LONG    $0x571041c4; BYTE $0xed         // vxorps xmm13, xmm13, xmm13
-	LONG    $0x24548b4c; BYTE $0x58         // mov r10, qword ptr [rsp + 88]
-	LONG    $0x244c8b4c; BYTE $0x60         // mov r9, qword ptr [rsp + 96]
-	LONG    $0x24448b4c; BYTE $0x40         // mov r8, qword ptr [rsp + 64]
+	LONG    $0xe457d8c5             // vxorps xmm4, xmm4, xmm4
+	LONG    $0x7d6f7ac5; BYTE $0x40 // vmovdqu xmm15, xmmword ptr [rbp + 64] /* [rip + .LCPI13_1] */
+	LONG    $0xef0941c4; BYTE $0xf6 // vpxor xmm14, xmm14, xmm14
+	QUAD    $0x0000290024848b4c     // mov r8, qword ptr [rsp + 10496] /* [rbp + 16] */
 	PCALIGN $16
 
-LBB13_32:
-	LONG $0x20c38349                           // add r11, 32
-	QUAD $0x000000d024848b48                   // mov rax, qword ptr [rsp + 208]
+LBB13_30:
+	LONG $0x24748b48; BYTE $0x48               // mov rsi, qword ptr [rsp + 72]
+	LONG $0x20c68348                           // add rsi, 32
+	QUAD $0x0000009024848b48                   // mov rax, qword ptr [rsp + 144]
 	LONG $0xe0c08348                           // add rax, -32
-	LONG $0x80c08149; WORD $0x0024; BYTE $0x00 // add r8, 9344
-	LONG $0x80c68149; WORD $0x0024; BYTE $0x00 // add r14, 9344
-	QUAD $0x0016007824448148; BYTE $0x00       // add qword ptr [rsp + 120], 5632
-	LONG $0x244c8b48; BYTE $0x28               // mov rcx, qword ptr [rsp + 40]
-	WORD $0x394c; BYTE $0xd9                   // cmp rcx, r11
+	QUAD $0x0000009824948b48                   // mov rdx, qword ptr [rsp + 152]
+	LONG $0x80c28148; WORD $0x0024; BYTE $0x00 // add rdx, 9344
+	LONG $0x80c48149; WORD $0x0024; BYTE $0x00 // add r12, 9344
+	QUAD $0x0016006824448148; BYTE $0x00       // add qword ptr [rsp + 104], 5632
+	QUAD $0x0016005824448148; BYTE $0x00       // add qword ptr [rsp + 88], 5632
+	QUAD $0x0016006024448148; BYTE $0x00       // add qword ptr [rsp + 96], 5632
+	QUAD $0x0000008824948b4c                   // mov r10, qword ptr [rsp + 136]
+	WORD $0x3949; BYTE $0xf2                   // cmp r10, rsi
+	LONG $0x244c8b48; BYTE $0x20               // mov rcx, qword ptr [rsp + 32]
 	JLE  LBB13_6
 
 LBB13_8:
 	LONG    $0x20f88348                           // cmp rax, 32
-	LONG    $0x000020ba; BYTE $0x00               // mov edx, 32
-	QUAD    $0x000000d024848948                   // mov qword ptr [rsp + 208], rax
-	LONG    $0xd04c0f48                           // cmovl rdx, rax
-	LONG    $0x02fa8348                           // cmp rdx, 2
+	LONG    $0x0020bb41; WORD $0x0000             // mov r11d, 32
+	QUAD    $0x0000009024848948                   // mov qword ptr [rsp + 144], rax
+	LONG    $0xd84c0f4c                           // cmovl r11, rax
+	LONG    $0x02fb8349                           // cmp r11, 2
 	LONG    $0x000001b8; BYTE $0x00               // mov eax, 1
-	LONG    $0xd04c0f48                           // cmovl rdx, rax
-	QUAD    $0x000000b024948948                   // mov qword ptr [rsp + 176], rdx
-	WORD    $0x294c; BYTE $0xd9                   // sub rcx, r11
-	LONG    $0x20f98348                           // cmp rcx, 32
-	LONG    $0x000020b8; BYTE $0x00               // mov eax, 32
-	LONG    $0xc14c0f48                           // cmovl rax, rcx
-	WORD    $0x8548; BYTE $0xc9                   // test rcx, rcx
+	LONG    $0xd84c0f4c                           // cmovl r11, rax
+	WORD    $0x894d; BYTE $0xd1                   // mov r9, r10
+	WORD    $0x894c; BYTE $0xd0                   // mov rax, r10
+	LONG    $0x24748948; BYTE $0x48               // mov qword ptr [rsp + 72], rsi
+	WORD    $0x2948; BYTE $0xf0                   // sub rax, rsi
+	LONG    $0x20f88348                           // cmp rax, 32
+	LONG    $0x0020ba41; WORD $0x0000             // mov r10d, 32
+	LONG    $0xd04c0f4c                           // cmovl r10, rax
+	WORD    $0x8548; BYTE $0xc0                   // test rax, rax
 	JLE     LBB13_11
-	QUAD    $0x000000b024946948; LONG $0x00000124 // imul rdx, qword ptr [rsp + 176], 292
-	QUAD    $0x0000026024b48d48                   // lea rsi, [rsp + 608]
-	WORD    $0xff31                               // xor edi, edi
+	LONG    $0x24f36949; WORD $0x0001; BYTE $0x00 // imul rsi, r11, 292
+	QUAD    $0x0000020024bc8d48                   // lea rdi, [rsp + 512]
+	WORD    $0xdb31                               // xor ebx, ebx
 	PCALIGN $16
 
 LBB13_10:
 	LONG $0x456ffec5; BYTE $0x00               // vmovdqu ymm0, ymmword ptr [rbp + 0] /* [rip + .LCPI13_0] */
-	LONG $0xf57dc1c4; WORD $0x3804             // vpmaddwd ymm0, ymm0, ymmword ptr [r8 + rdi]
+	LONG $0x04f5fdc5; BYTE $0x1a               // vpmaddwd ymm0, ymm0, ymmword ptr [rdx + rbx]
 	LONG $0x397de3c4; WORD $0x01c1             // vextracti128 xmm1, ymm0, 1
 	LONG $0xc16bf9c5                           // vpackssdw xmm0, xmm0, xmm1
-	LONG $0x3815e3c4; WORD $0x01c0             // vinserti128 ymm0, ymm13, xmm0, 1
-	LONG $0x467ffdc5; BYTE $0xe0               // vmovdqa ymmword ptr [rsi - 32], ymm0
-	QUAD $0xfefc3884107ac1c4; WORD $0xffff     // vmovss xmm0, dword ptr [r8 + rdi - 260]
-	LONG $0x0611fac5                           // vmovss dword ptr [rsi], xmm0
-	LONG $0x24c78148; WORD $0x0001; BYTE $0x00 // add rdi, 292
-	LONG $0x40c68148; WORD $0x0001; BYTE $0x00 // add rsi, 320
-	WORD $0x3948; BYTE $0xfa                   // cmp rdx, rdi
+	LONG $0xc9eff1c5                           // vpxor xmm1, xmm1, xmm1
+	LONG $0x3875e3c4; WORD $0x01c0             // vinserti128 ymm0, ymm1, xmm0, 1
+	LONG $0x477ffdc5; BYTE $0xe0               // vmovdqa ymmword ptr [rdi - 32], ymm0
+	QUAD $0xfffefc1a8410fac5; BYTE $0xff       // vmovss xmm0, dword ptr [rdx + rbx - 260]
+	LONG $0x0711fac5                           // vmovss dword ptr [rdi], xmm0
+	LONG $0x24c38148; WORD $0x0001; BYTE $0x00 // add rbx, 292
+	LONG $0x40c78148; WORD $0x0001; BYTE $0x00 // add rdi, 320
+	WORD $0x3948; BYTE $0xde                   // cmp rsi, rbx
 	JNE  LBB13_10
 
 LBB13_11:
-	WORD $0x854d; BYTE $0xff                   // test r15, r15
-	WORD $0x950f; BYTE $0xc2                   // setne dl
-	WORD $0x014c; BYTE $0xd8                   // add rax, r11
-	LONG $0x24443b48; BYTE $0x28               // cmp rax, qword ptr [rsp + 40]
-	WORD $0x940f; BYTE $0xc0                   // sete al
-	WORD $0xd020                               // and al, dl
-	LONG $0x16244488                           // mov byte ptr [rsp + 22], al
+	QUAD $0x0000009824948948                   // mov qword ptr [rsp + 152], rdx
 	WORD $0x8548; BYTE $0xc9                   // test rcx, rcx
-	JLE  LBB13_25
-	LONG $0xb0cb6949; WORD $0x0000; BYTE $0x00 // imul rcx, r11, 176
-	LONG $0x24448b48; BYTE $0x70               // mov rax, qword ptr [rsp + 112]
-	WORD $0x0148; BYTE $0xc8                   // add rax, rcx
-	QUAD $0x000000e024848948                   // mov qword ptr [rsp + 224], rax
-	LONG $0x00c18148; WORD $0x0020; BYTE $0x00 // add rcx, 8192
-	QUAD $0x000000e8248c8948                   // mov qword ptr [rsp + 232], rcx
-	LONG $0x247c8b48; BYTE $0x78               // mov rdi, qword ptr [rsp + 120]
-	LONG $0x24448b48; BYTE $0x20               // mov rax, qword ptr [rsp + 32]
-	QUAD $0x0000009024b4894c                   // mov qword ptr [rsp + 144], r14
-	LONG $0x2444894c; BYTE $0x40               // mov qword ptr [rsp + 64], r8
-	LONG $0x245c894c; BYTE $0x68               // mov qword ptr [rsp + 104], r11
+	WORD $0x950f; BYTE $0xc3                   // setne bl
+	LONG $0x244c8b48; BYTE $0x48               // mov rcx, qword ptr [rsp + 72]
+	WORD $0x0149; BYTE $0xca                   // add r10, rcx
+	WORD $0x394d; BYTE $0xca                   // cmp r10, r9
+	WORD $0x940f; BYTE $0xc2                   // sete dl
+	WORD $0xda20                               // and dl, bl
+	LONG $0x16245488                           // mov byte ptr [rsp + 22], dl
+	WORD $0x8548; BYTE $0xc0                   // test rax, rax
+	JLE  LBB13_23
+	LONG $0xb0db694d; WORD $0x0000; BYTE $0x00 // imul r11, r11, 176
+	LONG $0x24548b48; BYTE $0x60               // mov rdx, qword ptr [rsp + 96]
+	LONG $0x24748b48; BYTE $0x58               // mov rsi, qword ptr [rsp + 88]
+	LONG $0x247c8b48; BYTE $0x68               // mov rdi, qword ptr [rsp + 104]
+	LONG $0x244c8b4c; BYTE $0x28               // mov r9, qword ptr [rsp + 40]
 	JMP  LBB13_13
 	PCALIGN $16
 
-LBB13_23:
-	LONG $0x117ac1c4; WORD $0x8d44; BYTE $0x00 // vmovss dword ptr [r13 + 4*rcx], xmm0
-	WORD $0x0148; BYTE $0xdf                   // add rdi, rbx
-	WORD $0x394c; BYTE $0xe0                   // cmp rax, r12
-	JE   LBB13_32
+LBB13_21:
+	LONG $0x117a81c4; WORD $0x9704 // vmovss dword ptr [r15 + 4*r10], xmm0
+	WORD $0x014c; BYTE $0xf7       // add rdi, r14
+	WORD $0x014c; BYTE $0xf6       // add rsi, r14
+	WORD $0x014c; BYTE $0xf2       // add rdx, r14
+	WORD $0x394d; BYTE $0xc1       // cmp r9, r8
+	JE   LBB13_30
 
 LBB13_13:
-	WORD    $0x8948; BYTE $0xc6 // mov rsi, rax
-	LONG    $0xf3af0f48         // imul rsi, rbx
-	QUAD    $0x000000e024b40348 // add rsi, qword ptr [rsp + 224]
-	QUAD    $0x0000009824848948 // mov qword ptr [rsp + 152], rax
-	LONG    $0x01c08348         // add rax, 1
-	QUAD    $0x000000a024848948 // mov qword ptr [rsp + 160], rax
-	LONG    $0xc3af0f48         // imul rax, rbx
-	QUAD    $0x000000e824840348 // add rax, qword ptr [rsp + 232]
-	QUAD    $0x000000f824848948 // mov qword ptr [rsp + 248], rax
-	LONG    $0xc057f8c5         // vxorps xmm0, xmm0, xmm0
-	QUAD    $0x000000a824bc8948 // mov qword ptr [rsp + 168], rdi
-	WORD    $0x894c; BYTE $0xf3 // mov rbx, r14
-	WORD    $0x3145; BYTE $0xc0 // xor r8d, r8d
-	LONG    $0xc9eff1c5         // vpxor xmm1, xmm1, xmm1
+	WORD $0x894d; BYTE $0xf8 // mov r8, r15
+	WORD $0x894d; BYTE $0xca // mov r10, r9
+	LONG $0x01c18349         // add r9, 1
+	LONG $0xc057f8c5         // vxorps xmm0, xmm0, xmm0
+	WORD $0x894c; BYTE $0xe3 // mov rbx, r12
+	QUAD $0x0000020024848d48 // lea rax, [rsp + 512]
+	WORD $0xc931             // xor ecx, ecx
+	LONG $0xc9eff1c5         // vpxor xmm1, xmm1, xmm1
+	JMP  LBB13_14
 	PCALIGN $16
 
-LBB13_14:
-	LONG $0xb0c06949; WORD $0x0000; BYTE $0x00 // imul rax, r8, 176
-	QUAD $0x000000f8248c8b48                   // mov rcx, qword ptr [rsp + 248]
-	WORD $0x0148; BYTE $0xc1                   // add rcx, rax
-	QUAD $0x000000f0248c3b48                   // cmp rcx, qword ptr [rsp + 240]
-	JGE  LBB13_16
-	LONG $0x24548b48; BYTE $0x70               // mov rdx, qword ptr [rsp + 112]
-	LONG $0x0a14180f                           // prefetcht1 byte ptr [rdx + rcx]
-	LONG $0x0a54180f; BYTE $0x40               // prefetcht1 byte ptr [rdx + rcx + 64]
-	QUAD $0x000000800a94180f                   // prefetcht1 byte ptr [rdx + rcx + 128]
-
 LBB13_16:
-	LONG    $0x060c8b44                           // mov r9d, dword ptr [rsi + rax]
-	LONG    $0x146ef9c5; BYTE $0x06               // vmovd xmm2, dword ptr [rsi + rax]
-	LONG    $0xd2c579c5; BYTE $0x03               // vpextrw r10d, xmm2, 3
-	LONG    $0xfac579c5; BYTE $0x02               // vpextrw r15d, xmm2, 2
-	LONG    $0xcac5f9c5; BYTE $0x01               // vpextrw ecx, xmm2, 1
-	LONG    $0x801c8d4f                           // lea r11, [r8 + 4*r8]
-	LONG    $0x06e3c149                           // shl r11, 6
-	QUAD    $0x02601c8c187922c4; WORD $0x0000     // vbroadcastss xmm9, dword ptr [rsp + r11 + 608]
-	LONG    $0x1c6ffac5; BYTE $0x06               // vmovdqu xmm3, xmmword ptr [rsi + rax]
-	LONG    $0xe370f9c5; BYTE $0xed               // vpshufd xmm4, xmm3, 237
-	LONG    $0xe4db81c5                           // vpand xmm4, xmm15, xmm4
-	LONG    $0xeb70f9c5; BYTE $0xa4               // vpshufd xmm5, xmm3, 164
-	LONG    $0x0209e3c4; WORD $0x0aed             // vpblendd xmm5, xmm14, xmm5, 10
-	LONG    $0xd371e1c5; BYTE $0x04               // vpsrlw xmm3, xmm3, 4
-	LONG    $0x5ddbe1c5; BYTE $0x30               // vpand xmm3, xmm3, xmmword ptr [rbp + 48] /* [rip + .LCPI13_2] */
-	LONG    $0xdcebe1c5                           // vpor xmm3, xmm3, xmm4
-	LONG    $0xd571d9c5; BYTE $0x02               // vpsrlw xmm4, xmm5, 2
-	LONG    $0x65dbd9c5; BYTE $0x40               // vpand xmm4, xmm4, xmmword ptr [rbp + 64] /* [rip + .LCPI13_3] */
-	LONG    $0xdcebe1c5                           // vpor xmm3, xmm3, xmm4
-	LONG    $0x307d62c4; BYTE $0xdb               // vpmovzxbw ymm11, xmm3
-	LONG    $0x00fdc3c4; WORD $0x44eb             // vpermq ymm5, ymm11, 68
-	LONG    $0x746ffec5; WORD $0x1006             // vmovdqu ymm6, ymmword ptr [rsi + rax + 16]
-	LONG    $0xe4efd9c5                           // vpxor xmm4, xmm4, xmm4
-	LONG    $0xf0c5c749; WORD $0xffff; BYTE $0xff // mov r13, -16
-	WORD    $0x3145; BYTE $0xf6                   // xor r14d, r14d
-	WORD    $0x8949; BYTE $0xdc                   // mov r12, rbx
-	QUAD    $0x00012024a46f7dc5; BYTE $0x00       // vmovdqa ymm12, ymmword ptr [rsp + 288]
+	LONG $0x1410fac5; BYTE $0x0f               // vmovss xmm2, dword ptr [rdi + rcx]
+	LONG $0x1379e2c4; BYTE $0xd2               // vcvtph2ps xmm2, xmm2
+	LONG $0x1879e2c4; BYTE $0x18               // vbroadcastss xmm3, dword ptr [rax]
+	LONG $0xd25960c5                           // vmulps xmm10, xmm3, xmm2
+	LONG $0x1c6ffac5; BYTE $0x0f               // vmovdqu xmm3, xmmword ptr [rdi + rcx]
+	LONG $0xe370f9c5; BYTE $0xed               // vpshufd xmm4, xmm3, 237
+	LONG $0xe4db81c5                           // vpand xmm4, xmm15, xmm4
+	LONG $0xeb70f9c5; BYTE $0xa4               // vpshufd xmm5, xmm3, 164
+	LONG $0x0209e3c4; WORD $0x0aed             // vpblendd xmm5, xmm14, xmm5, 10
+	LONG $0xd371e1c5; BYTE $0x04               // vpsrlw xmm3, xmm3, 4
+	LONG $0x5ddbe1c5; BYTE $0x50               // vpand xmm3, xmm3, xmmword ptr [rbp + 80] /* [rip + .LCPI13_2] */
+	LONG $0xdcebe1c5                           // vpor xmm3, xmm3, xmm4
+	LONG $0xd571d9c5; BYTE $0x02               // vpsrlw xmm4, xmm5, 2
+	LONG $0x65dbd9c5; BYTE $0x60               // vpand xmm4, xmm4, xmmword ptr [rbp + 96] /* [rip + .LCPI13_3] */
+	LONG $0xdcebe1c5                           // vpor xmm3, xmm3, xmm4
+	LONG $0x646ffec5; WORD $0x100f             // vmovdqu ymm4, ymmword ptr [rdi + rcx + 16]
+	LONG $0x6c6ffec5; WORD $0x300f             // vmovdqu ymm5, ymmword ptr [rdi + rcx + 48]
+	QUAD $0x0000c024a46f7dc5; BYTE $0x00       // vmovdqa ymm12, ymmword ptr [rsp + 192]
+	LONG $0xf5db9dc5                           // vpand ymm6, ymm12, ymm5
+	LONG $0xd571d5c5; BYTE $0x04               // vpsrlw ymm5, ymm5, 4
+	LONG $0xeddb9dc5                           // vpand ymm5, ymm12, ymm5
+	LONG $0xf471c5c5; BYTE $0x04               // vpsllw ymm7, ymm4, 4
+	QUAD $0x0000a024ac6f7dc5; BYTE $0x00       // vmovdqa ymm13, ymmword ptr [rsp + 160]
+	LONG $0xffdb95c5                           // vpand ymm7, ymm13, ymm7
+	LONG $0xf6ebc5c5                           // vpor ymm6, ymm7, ymm6
+	LONG $0xf471c5c5; BYTE $0x03               // vpsllw ymm7, ymm4, 3
+	LONG $0xffdb95c5                           // vpand ymm7, ymm13, ymm7
+	LONG $0xefebd5c5                           // vpor ymm5, ymm5, ymm7
+	QUAD $0xffff20b3044de2c4; BYTE $0xff       // vpmaddubsw ymm6, ymm6, ymmword ptr [rbx - 224]
+	QUAD $0xffff40ab0455e2c4; BYTE $0xff       // vpmaddubsw ymm5, ymm5, ymmword ptr [rbx - 192]
+	LONG $0x307de2c4; BYTE $0xdb               // vpmovzxbw ymm3, xmm3
+	LONG $0x797de2c4; BYTE $0xfb               // vpbroadcastw ymm7, xmm3
+	LONG $0xf7f5cdc5                           // vpmaddwd ymm6, ymm6, ymm7
+	LONG $0xfb70fbc5; BYTE $0x55               // vpshuflw xmm7, xmm3, 85
+	LONG $0x587de2c4; BYTE $0xff               // vpbroadcastd ymm7, xmm7
+	LONG $0xeff5d5c5                           // vpmaddwd ymm5, ymm5, ymm7
+	LONG $0xf6fed5c5                           // vpaddd ymm6, ymm5, ymm6
+	LONG $0x6c6ffec5; WORD $0x500f             // vmovdqu ymm5, ymmword ptr [rdi + rcx + 80]
+	LONG $0xfddb9dc5                           // vpand ymm7, ymm12, ymm5
+	LONG $0xd571d5c5; BYTE $0x04               // vpsrlw ymm5, ymm5, 4
+	LONG $0xc5db1dc5                           // vpand ymm8, ymm12, ymm5
+	LONG $0xd471a5c5; BYTE $0x02               // vpsrlw ymm11, ymm4, 2
+	LONG $0xf471b5c5; BYTE $0x02               // vpsllw ymm9, ymm4, 2
+	LONG $0xdb3541c4; BYTE $0xcd               // vpand ymm9, ymm9, ymm13
+	LONG $0xffebb5c5                           // vpor ymm7, ymm9, ymm7
+	LONG $0xccfd5dc5                           // vpaddw ymm9, ymm4, ymm4
+	LONG $0xdb3541c4; BYTE $0xcd               // vpand ymm9, ymm9, ymm13
+	LONG $0xeb3d41c4; BYTE $0xc1               // vpor ymm8, ymm8, ymm9
+	QUAD $0xffff60bb0445e2c4; BYTE $0xff       // vpmaddubsw ymm7, ymm7, ymmword ptr [rbx - 160]
+	LONG $0x043d62c4; WORD $0x8043             // vpmaddubsw ymm8, ymm8, ymmword ptr [rbx - 128]
+	LONG $0xd370fbc5; BYTE $0xaa               // vpshuflw xmm2, xmm3, 170
+	LONG $0x587de2c4; BYTE $0xd2               // vpbroadcastd ymm2, xmm2
+	LONG $0xd2f5c5c5                           // vpmaddwd ymm2, ymm7, ymm2
+	LONG $0xfb70fbc5; BYTE $0xff               // vpshuflw xmm7, xmm3, 255
+	LONG $0x587de2c4; BYTE $0xff               // vpbroadcastd ymm7, xmm7
+	LONG $0xfff5bdc5                           // vpmaddwd ymm7, ymm8, ymm7
+	LONG $0xd7feedc5                           // vpaddd ymm2, ymm2, ymm7
+	LONG $0xf2fecdc5                           // vpaddd ymm6, ymm6, ymm2
+	LONG $0x546ffec5; WORD $0x700f             // vmovdqu ymm2, ymmword ptr [rdi + rcx + 112]
+	LONG $0xfadb9dc5                           // vpand ymm7, ymm12, ymm2
+	LONG $0xd271edc5; BYTE $0x04               // vpsrlw ymm2, ymm2, 4
+	LONG $0xd2db9dc5                           // vpand ymm2, ymm12, ymm2
+	LONG $0xc4db15c5                           // vpand ymm8, ymm13, ymm4
+	LONG $0xffebbdc5                           // vpor ymm7, ymm8, ymm7
+	LONG $0xd471bdc5; BYTE $0x01               // vpsrlw ymm8, ymm4, 1
+	LONG $0xdb3d41c4; BYTE $0xc5               // vpand ymm8, ymm8, ymm13
+	LONG $0x0445e2c4; WORD $0xa07b             // vpmaddubsw ymm7, ymm7, ymmword ptr [rbx - 96]
+	LONG $0xd2ebbdc5                           // vpor ymm2, ymm8, ymm2
+	LONG $0x046de2c4; WORD $0xc053             // vpmaddubsw ymm2, ymm2, ymmword ptr [rbx - 64]
+	LONG $0xeb69e1c5                           // vpunpckhwd xmm5, xmm3, xmm3
+	LONG $0x587de2c4; BYTE $0xed               // vpbroadcastd ymm5, xmm5
+	LONG $0xedf5c5c5                           // vpmaddwd ymm5, ymm7, ymm5
+	LONG $0xfb70fac5; BYTE $0x55               // vpshufhw xmm7, xmm3, 85
+	LONG $0xff70f9c5; BYTE $0xaa               // vpshufd xmm7, xmm7, 170
+	LONG $0x587de2c4; BYTE $0xff               // vpbroadcastd ymm7, xmm7
+	LONG $0xd7f5edc5                           // vpmaddwd ymm2, ymm2, ymm7
+	LONG $0xd2fed5c5                           // vpaddd ymm2, ymm5, ymm2
+	QUAD $0x0000900fac6ffec5; BYTE $0x00       // vmovdqu ymm5, ymmword ptr [rdi + rcx + 144]
+	LONG $0xfddb9dc5                           // vpand ymm7, ymm12, ymm5
+	LONG $0xd571d5c5; BYTE $0x04               // vpsrlw ymm5, ymm5, 4
+	LONG $0xeddb9dc5                           // vpand ymm5, ymm12, ymm5
+	LONG $0xdb2541c4; BYTE $0xc5               // vpand ymm8, ymm11, ymm13
+	LONG $0xffebbdc5                           // vpor ymm7, ymm8, ymm7
+	LONG $0xd471ddc5; BYTE $0x03               // vpsrlw ymm4, ymm4, 3
+	LONG $0xe4db95c5                           // vpand ymm4, ymm13, ymm4
+	LONG $0xe4ebd5c5                           // vpor ymm4, ymm5, ymm4
+	LONG $0x0445e2c4; WORD $0xe06b             // vpmaddubsw ymm5, ymm7, ymmword ptr [rbx - 32]
+	LONG $0x045de2c4; BYTE $0x23               // vpmaddubsw ymm4, ymm4, ymmword ptr [rbx]
+	LONG $0xfb70fac5; BYTE $0xaa               // vpshufhw xmm7, xmm3, 170
+	LONG $0xff70f9c5; BYTE $0xaa               // vpshufd xmm7, xmm7, 170
+	LONG $0x587de2c4; BYTE $0xff               // vpbroadcastd ymm7, xmm7
+	LONG $0xeff5d5c5                           // vpmaddwd ymm5, ymm5, ymm7
+	LONG $0xd5feedc5                           // vpaddd ymm2, ymm2, ymm5
+	LONG $0xd2fecdc5                           // vpaddd ymm2, ymm6, ymm2
+	LONG $0xeb70fac5; BYTE $0xff               // vpshufhw xmm5, xmm3, 255
+	LONG $0xed70f9c5; BYTE $0xaa               // vpshufd xmm5, xmm5, 170
+	LONG $0x587de2c4; BYTE $0xed               // vpbroadcastd ymm5, xmm5
+	LONG $0xe5f5ddc5                           // vpmaddwd ymm4, ymm4, ymm5
+	LONG $0x58f5e5c5; BYTE $0xe0               // vpmaddwd ymm3, ymm3, ymmword ptr [rax - 32]
+	LONG $0xd4feedc5                           // vpaddd ymm2, ymm2, ymm4
+	LONG $0xd25bfcc5                           // vcvtdq2ps ymm2, ymm2
+	LONG $0x187dc2c4; BYTE $0xe2               // vbroadcastss ymm4, xmm10
+	LONG $0xb86de2c4; BYTE $0xc4               // vfmadd231ps ymm0, ymm2, ymm4
+	LONG $0xd35bfcc5                           // vcvtdq2ps ymm2, ymm3
+	LONG $0x167ac1c4; BYTE $0xda               // vmovshdup xmm3, xmm10
+	LONG $0x197de2c4; BYTE $0xdb               // vbroadcastsd ymm3, xmm3
+	LONG $0xb86de2c4; BYTE $0xcb               // vfmadd231ps ymm1, ymm2, ymm3
+	LONG $0xb0c18148; WORD $0x0000; BYTE $0x00 // add rcx, 176
+	LONG $0x01400548; WORD $0x0000             // add rax, 320
+	LONG $0x24c38148; WORD $0x0001; BYTE $0x00 // add rbx, 292
+	WORD $0x3949; BYTE $0xcb                   // cmp r11, rcx
+	JE   LBB13_17
+
+LBB13_14:
+	LONG $0x0a3c8d4c             // lea r15, [rdx + rcx]
+	WORD $0x394d; BYTE $0xef     // cmp r15, r13
+	JGE  LBB13_16
+	LONG $0x0e54180f; BYTE $0x80 // prefetcht1 byte ptr [rsi + rcx - 128]
+	LONG $0x0e54180f; BYTE $0xc0 // prefetcht1 byte ptr [rsi + rcx - 64]
+	LONG $0x0e14180f             // prefetcht1 byte ptr [rsi + rcx]
+	JMP  LBB13_16
 	PCALIGN $16
 
 LBB13_17:
-	QUAD $0x0080efbc6f7ea1c4; WORD $0x0000     // vmovdqu ymm7, ymmword ptr [rdi + 8*r13 + 128]
-	LONG $0xc7db2dc5                           // vpand ymm8, ymm10, ymm7
-	LONG $0xd771c5c5; BYTE $0x04               // vpsrlw ymm7, ymm7, 4
-	LONG $0x6e79c1c4; BYTE $0xd6               // vmovd xmm2, r14d
-	LONG $0xd2d1cdc5                           // vpsrlw ymm2, ymm6, xmm2
-	LONG $0xffdbadc5                           // vpand ymm7, ymm10, ymm7
-	LONG $0xf271adc5; BYTE $0x04               // vpsllw ymm10, ymm2, 4
-	LONG $0xdb2d41c4; BYTE $0xd4               // vpand ymm10, ymm10, ymm12
-	LONG $0xeb2d41c4; BYTE $0xc0               // vpor ymm8, ymm10, ymm8
-	QUAD $0x00010024946f7dc5; BYTE $0x00       // vmovdqa ymm10, ymmword ptr [rsp + 256]
-	LONG $0xf271edc5; BYTE $0x03               // vpsllw ymm2, ymm2, 3
-	LONG $0xd2db9dc5                           // vpand ymm2, ymm12, ymm2
-	LONG $0x043d42c4; WORD $0x2444; BYTE $0xe0 // vpmaddubsw ymm8, ymm8, ymmword ptr [r12 - 32]
-	LONG $0xd7ebedc5                           // vpor ymm2, ymm2, ymm7
-	LONG $0x046dc2c4; WORD $0x243c             // vpmaddubsw ymm7, ymm2, ymmword ptr [r12]
-	LONG $0x10458d41                           // lea eax, [r13 + 16]
-	LONG $0x11558d41                           // lea edx, [r13 + 17]
-	WORD $0xb60f; BYTE $0xd2                   // movzx edx, dl
-	WORD $0xb60f; BYTE $0xc0                   // movzx eax, al
-	LONG $0xd06ef9c5                           // vmovd xmm2, eax
-	LONG $0x2069e3c4; WORD $0x01d2             // vpinsrb xmm2, xmm2, edx, 1
-	LONG $0x2069e3c4; WORD $0x02d0             // vpinsrb xmm2, xmm2, eax, 2
-	LONG $0x2069e3c4; WORD $0x03d2             // vpinsrb xmm2, xmm2, edx, 3
-	LONG $0x2069e3c4; WORD $0x04d0             // vpinsrb xmm2, xmm2, eax, 4
-	LONG $0x2069e3c4; WORD $0x05d2             // vpinsrb xmm2, xmm2, edx, 5
-	LONG $0x2069e3c4; WORD $0x06d0             // vpinsrb xmm2, xmm2, eax, 6
-	LONG $0x2069e3c4; WORD $0x07d2             // vpinsrb xmm2, xmm2, edx, 7
-	LONG $0x2069e3c4; WORD $0x08d0             // vpinsrb xmm2, xmm2, eax, 8
-	LONG $0x2069e3c4; WORD $0x09d2             // vpinsrb xmm2, xmm2, edx, 9
-	LONG $0x2069e3c4; WORD $0x0ad0             // vpinsrb xmm2, xmm2, eax, 10
-	LONG $0x2069e3c4; WORD $0x0bd2             // vpinsrb xmm2, xmm2, edx, 11
-	LONG $0x2069e3c4; WORD $0x0cd0             // vpinsrb xmm2, xmm2, eax, 12
-	LONG $0x2069e3c4; WORD $0x0dd2             // vpinsrb xmm2, xmm2, edx, 13
-	LONG $0x2069e3c4; WORD $0x0ed0             // vpinsrb xmm2, xmm2, eax, 14
-	LONG $0x2069e3c4; WORD $0x0fd2             // vpinsrb xmm2, xmm2, edx, 15
-	LONG $0x386de3c4; WORD $0x01d2             // vinserti128 ymm2, ymm2, xmm2, 1
-	LONG $0x0055e2c4; BYTE $0xd2               // vpshufb ymm2, ymm5, ymm2
-	LONG $0xd2f5bdc5                           // vpmaddwd ymm2, ymm8, ymm2
-	LONG $0xd86ef9c5                           // vmovd xmm3, eax
-	LONG $0x7879e2c4; BYTE $0xdb               // vpbroadcastb xmm3, xmm3
-	LONG $0x5debe1c5; BYTE $0x50               // vpor xmm3, xmm3, xmmword ptr [rbp + 80] /* [rip + .LCPI13_6] */
-	LONG $0x797de2c4; BYTE $0xdb               // vpbroadcastw ymm3, xmm3
-	LONG $0x0055e2c4; BYTE $0xdb               // vpshufb ymm3, ymm5, ymm3
-	LONG $0xdbf5c5c5                           // vpmaddwd ymm3, ymm7, ymm3
-	LONG $0xdbfeddc5                           // vpaddd ymm3, ymm4, ymm3
-	LONG $0xe3feedc5                           // vpaddd ymm4, ymm2, ymm3
-	LONG $0x40c48349                           // add r12, 64
-	LONG $0x02c68341                           // add r14d, 2
-	LONG $0x04c58349                           // add r13, 4
-	JNE  LBB13_17
-	LONG $0x4c894466; WORD $0x3024             // mov word ptr [rsp + 48], r9w
-	LONG $0x244c8966; BYTE $0x32               // mov word ptr [rsp + 50], cx
-	LONG $0x7c894466; WORD $0x3424             // mov word ptr [rsp + 52], r15w
-	LONG $0x54894466; WORD $0x3624             // mov word ptr [rsp + 54], r10w
-	LONG $0x1379e2c4; WORD $0x2454; BYTE $0x30 // vcvtph2ps xmm2, qword ptr [rsp + 48]
-	QUAD $0x02401c9cf525a1c4; WORD $0x0000     // vpmaddwd ymm3, ymm11, ymmword ptr [rsp + r11 + 576]
-	LONG $0xd259b0c5                           // vmulps xmm2, xmm9, xmm2
-	LONG $0xe45bfcc5                           // vcvtdq2ps ymm4, ymm4
-	LONG $0x187de2c4; BYTE $0xea               // vbroadcastss ymm5, xmm2
-	LONG $0xb85de2c4; BYTE $0xc5               // vfmadd231ps ymm0, ymm4, ymm5
-	LONG $0xdb5bfcc5                           // vcvtdq2ps ymm3, ymm3
-	LONG $0xd216fac5                           // vmovshdup xmm2, xmm2
-	LONG $0x197de2c4; BYTE $0xd2               // vbroadcastsd ymm2, xmm2
-	LONG $0xb865e2c4; BYTE $0xca               // vfmadd231ps ymm1, ymm3, ymm2
-	LONG $0x01c08349                           // add r8, 1
-	LONG $0x24c38148; WORD $0x0001; BYTE $0x00 // add rbx, 292
-	LONG $0xb0c78148; WORD $0x0000; BYTE $0x00 // add rdi, 176
-	QUAD $0x000000b024843b4c                   // cmp r8, qword ptr [rsp + 176]
-	JNE  LBB13_14
-	LONG $0xc15cfcc5                           // vsubps ymm0, ymm0, ymm1
-	LONG $0x197de3c4; WORD $0x01c1             // vextractf128 xmm1, ymm0, 1
-	LONG $0xc158f8c5                           // vaddps xmm0, xmm0, xmm1
-	LONG $0x0579e3c4; WORD $0x01c8             // vpermilpd xmm1, xmm0, 1
-	LONG $0xc158f8c5                           // vaddps xmm0, xmm0, xmm1
-	LONG $0xc816fac5                           // vmovshdup xmm1, xmm0
-	LONG $0xc158fac5                           // vaddss xmm0, xmm0, xmm1
-	LONG $0x245c8b4c; BYTE $0x68               // mov r11, qword ptr [rsp + 104]
-	WORD $0x854d; BYTE $0xdb                   // test r11, r11
-	JE   LBB13_24
-	QUAD $0x0000008024ac8b4c                   // mov r13, qword ptr [rsp + 128]
-	QUAD $0x00000098248c8b48                   // mov rcx, qword ptr [rsp + 152]
-	LONG $0x587ac1c4; WORD $0x8d44; BYTE $0x00 // vaddss xmm0, xmm0, dword ptr [r13 + 4*rcx]
-	QUAD $0x0000009024b48b4c                   // mov r14, qword ptr [rsp + 144]
-	QUAD $0x0000008824bc8b4c                   // mov r15, qword ptr [rsp + 136]
-	QUAD $0x0000296024a48b4c                   // mov r12, qword ptr [rsp + 10592] /* [rbp + 16] */
-	LONG $0x24448b4c; BYTE $0x40               // mov r8, qword ptr [rsp + 64]
-	LONG $0x244c8b4c; BYTE $0x60               // mov r9, qword ptr [rsp + 96]
-	LONG $0x24548b4c; BYTE $0x58               // mov r10, qword ptr [rsp + 88]
-	LONG $0xe457d8c5                           // vxorps xmm4, xmm4, xmm4
-	QUAD $0x000000a824bc8b48                   // mov rdi, qword ptr [rsp + 168]
-	QUAD $0x000000a024848b48                   // mov rax, qword ptr [rsp + 160]
-	LONG $0x16247c80; BYTE $0x00               // cmp byte ptr [rsp + 22], 0
-	QUAD $0x000000d8249c8b48                   // mov rbx, qword ptr [rsp + 216]
-	JE   LBB13_23
-	JMP  LBB13_22
+	LONG $0xc15cfcc5               // vsubps ymm0, ymm0, ymm1
+	LONG $0x197de3c4; WORD $0x01c1 // vextractf128 xmm1, ymm0, 1
+	LONG $0xc158f8c5               // vaddps xmm0, xmm0, xmm1
+	LONG $0x0579e3c4; WORD $0x01c8 // vpermilpd xmm1, xmm0, 1
+	LONG $0xc158f8c5               // vaddps xmm0, xmm0, xmm1
+	LONG $0xc816fac5               // vmovshdup xmm1, xmm0
+	LONG $0xc158fac5               // vaddss xmm0, xmm0, xmm1
+	LONG $0x247c8348; WORD $0x0048 // cmp qword ptr [rsp + 72], 0
+	JE   LBB13_22
+	WORD $0x894d; BYTE $0xc7       // mov r15, r8
+	LONG $0x587a81c4; WORD $0x9004 // vaddss xmm0, xmm0, dword ptr [r8 + 4*r10]
+	LONG $0x16247c80; BYTE $0x00   // cmp byte ptr [rsp + 22], 0
+	QUAD $0x0000290024848b4c       // mov r8, qword ptr [rsp + 10496] /* [rbp + 16] */
+	LONG $0xe457d8c5               // vxorps xmm4, xmm4, xmm4
+	JE   LBB13_21
+	JMP  LBB13_20
 	PCALIGN $16
-
-LBB13_24:
-	QUAD $0x0000009024b48b4c     // mov r14, qword ptr [rsp + 144]
-	QUAD $0x0000008824bc8b4c     // mov r15, qword ptr [rsp + 136]
-	QUAD $0x0000008024ac8b4c     // mov r13, qword ptr [rsp + 128]
-	QUAD $0x0000296024a48b4c     // mov r12, qword ptr [rsp + 10592] /* [rbp + 16] */
-	LONG $0x24448b4c; BYTE $0x40 // mov r8, qword ptr [rsp + 64]
-	LONG $0x244c8b4c; BYTE $0x60 // mov r9, qword ptr [rsp + 96]
-	LONG $0x24548b4c; BYTE $0x58 // mov r10, qword ptr [rsp + 88]
-	LONG $0xe457d8c5             // vxorps xmm4, xmm4, xmm4
-	QUAD $0x000000a824bc8b48     // mov rdi, qword ptr [rsp + 168]
-	QUAD $0x000000a024848b48     // mov rax, qword ptr [rsp + 160]
-	QUAD $0x00000098248c8b48     // mov rcx, qword ptr [rsp + 152]
-	LONG $0x16247c80; BYTE $0x00 // cmp byte ptr [rsp + 22], 0
-	QUAD $0x000000d8249c8b48     // mov rbx, qword ptr [rsp + 216]
-	JE   LBB13_23
 
 LBB13_22:
-	LONG $0x587ac1c4; WORD $0x8f04 // vaddss xmm0, xmm0, dword ptr [r15 + 4*rcx]
-	JMP  LBB13_23
+	WORD $0x894d; BYTE $0xc7     // mov r15, r8
+	LONG $0x16247c80; BYTE $0x00 // cmp byte ptr [rsp + 22], 0
+	QUAD $0x0000290024848b4c     // mov r8, qword ptr [rsp + 10496] /* [rbp + 16] */
+	LONG $0xe457d8c5             // vxorps xmm4, xmm4, xmm4
+	JE   LBB13_21
+
+LBB13_20:
+	LONG $0x24448b48; BYTE $0x20   // mov rax, qword ptr [rsp + 32]
+	LONG $0x587aa1c4; WORD $0x9004 // vaddss xmm0, xmm0, dword ptr [rax + 4*r10]
+	JMP  LBB13_21
 	PCALIGN $16
 
-LBB13_25:
-	WORD    $0x854d; BYTE $0xdb       // test r11, r11
-	JE      LBB13_41
+LBB13_23:
+	WORD    $0x8548; BYTE $0xc9       // test rcx, rcx
+	JE      LBB13_39
 	LONG    $0x16247c80; BYTE $0x00   // cmp byte ptr [rsp + 22], 0
-	JE      LBB13_27
+	JE      LBB13_25
 	LONG    $0x247c8348; WORD $0x2018 // cmp qword ptr [rsp + 24], 32
 	WORD    $0x920f; BYTE $0xc0       // setb al
 	LONG    $0x1724440a               // or al, byte ptr [rsp + 23]
-	LONG    $0x24448b48; BYTE $0x20   // mov rax, qword ptr [rsp + 32]
-	JNE     LBB13_37
+	LONG    $0x24448b48; BYTE $0x28   // mov rax, qword ptr [rsp + 40]
+	JNE     LBB13_35
 	WORD    $0xc031                   // xor eax, eax
-	LONG    $0x244c8b48; BYTE $0x50   // mov rcx, qword ptr [rsp + 80]
+	LONG    $0x244c8b48; BYTE $0x40   // mov rcx, qword ptr [rsp + 64]
+	LONG    $0x24548b48; BYTE $0x30   // mov rdx, qword ptr [rsp + 48]
+	LONG    $0x24748b48; BYTE $0x50   // mov rsi, qword ptr [rsp + 80]
 	PCALIGN $16
+
+LBB13_33:
+	LONG $0xdb57e0c5               // vxorps xmm3, xmm3, xmm3
+	LONG $0x4458e4c5; WORD $0xa082 // vaddps ymm0, ymm3, ymmword ptr [rdx + 4*rax - 96]
+	LONG $0x4c58e4c5; WORD $0xc082 // vaddps ymm1, ymm3, ymmword ptr [rdx + 4*rax - 64]
+	LONG $0x5458e4c5; WORD $0xe082 // vaddps ymm2, ymm3, ymmword ptr [rdx + 4*rax - 32]
+	LONG $0x1c58e4c5; BYTE $0x82   // vaddps ymm3, ymm3, ymmword ptr [rdx + 4*rax]
+	LONG $0x4458fcc5; WORD $0xa086 // vaddps ymm0, ymm0, ymmword ptr [rsi + 4*rax - 96]
+	LONG $0x4c58f4c5; WORD $0xc086 // vaddps ymm1, ymm1, ymmword ptr [rsi + 4*rax - 64]
+	LONG $0x5458ecc5; WORD $0xe086 // vaddps ymm2, ymm2, ymmword ptr [rsi + 4*rax - 32]
+	LONG $0x1c58e4c5; BYTE $0x86   // vaddps ymm3, ymm3, ymmword ptr [rsi + 4*rax]
+	LONG $0x4411fcc5; WORD $0xa082 // vmovups ymmword ptr [rdx + 4*rax - 96], ymm0
+	LONG $0x4c11fcc5; WORD $0xc082 // vmovups ymmword ptr [rdx + 4*rax - 64], ymm1
+	LONG $0x5411fcc5; WORD $0xe082 // vmovups ymmword ptr [rdx + 4*rax - 32], ymm2
+	LONG $0x1c11fcc5; BYTE $0x82   // vmovups ymmword ptr [rdx + 4*rax], ymm3
+	LONG $0x20c08348               // add rax, 32
+	WORD $0x3948; BYTE $0xc1       // cmp rcx, rax
+	JNE  LBB13_33
+	LONG $0x24448b48; BYTE $0x38   // mov rax, qword ptr [rsp + 56]
+	LONG $0x244c3948; BYTE $0x18   // cmp qword ptr [rsp + 24], rcx
+	JE   LBB13_30
 
 LBB13_35:
-	LONG $0x5814c1c4; WORD $0x8144; BYTE $0xa0 // vaddps ymm0, ymm13, ymmword ptr [r9 + 4*rax - 96]
-	LONG $0x5814c1c4; WORD $0x814c; BYTE $0xc0 // vaddps ymm1, ymm13, ymmword ptr [r9 + 4*rax - 64]
-	LONG $0x5814c1c4; WORD $0x8154; BYTE $0xe0 // vaddps ymm2, ymm13, ymmword ptr [r9 + 4*rax - 32]
-	LONG $0x5814c1c4; WORD $0x811c             // vaddps ymm3, ymm13, ymmword ptr [r9 + 4*rax]
-	LONG $0x587cc1c4; WORD $0x8244; BYTE $0xa0 // vaddps ymm0, ymm0, ymmword ptr [r10 + 4*rax - 96]
-	LONG $0x5874c1c4; WORD $0x824c; BYTE $0xc0 // vaddps ymm1, ymm1, ymmword ptr [r10 + 4*rax - 64]
-	LONG $0x586cc1c4; WORD $0x8254; BYTE $0xe0 // vaddps ymm2, ymm2, ymmword ptr [r10 + 4*rax - 32]
-	LONG $0x5864c1c4; WORD $0x821c             // vaddps ymm3, ymm3, ymmword ptr [r10 + 4*rax]
-	LONG $0x117cc1c4; WORD $0x8144; BYTE $0xa0 // vmovups ymmword ptr [r9 + 4*rax - 96], ymm0
-	LONG $0x117cc1c4; WORD $0x814c; BYTE $0xc0 // vmovups ymmword ptr [r9 + 4*rax - 64], ymm1
-	LONG $0x117cc1c4; WORD $0x8154; BYTE $0xe0 // vmovups ymmword ptr [r9 + 4*rax - 32], ymm2
-	LONG $0x117cc1c4; WORD $0x811c             // vmovups ymmword ptr [r9 + 4*rax], ymm3
-	LONG $0x20c08348                           // add rax, 32
-	WORD $0x3948; BYTE $0xc1                   // cmp rcx, rax
-	JNE  LBB13_35
-	LONG $0x24448b48; BYTE $0x48               // mov rax, qword ptr [rsp + 72]
-	LONG $0x244c3948; BYTE $0x18               // cmp qword ptr [rsp + 24], rcx
-	JE   LBB13_32
+	WORD $0x8944; BYTE $0xc2       // mov edx, r8d
+	WORD $0xc229                   // sub edx, eax
+	WORD $0x8948; BYTE $0xc1       // mov rcx, rax
+	WORD $0xc2f6; BYTE $0x01       // test dl, 1
+	JE   LBB13_37
+	LONG $0x585ac1c4; WORD $0x8704 // vaddss xmm0, xmm4, dword ptr [r15 + 4*rax]
+	LONG $0x01488d48               // lea rcx, [rax + 1]
+	LONG $0x24548b48; BYTE $0x20   // mov rdx, qword ptr [rsp + 32]
+	LONG $0x0458fac5; BYTE $0x82   // vaddss xmm0, xmm0, dword ptr [rdx + 4*rax]
+	LONG $0x117ac1c4; WORD $0x8704 // vmovss dword ptr [r15 + 4*rax], xmm0
 
 LBB13_37:
-	WORD $0x8944; BYTE $0xe2                   // mov edx, r12d
-	WORD $0xc229                               // sub edx, eax
-	WORD $0x8948; BYTE $0xc1                   // mov rcx, rax
-	WORD $0xc2f6; BYTE $0x01                   // test dl, 1
-	JE   LBB13_39
-	LONG $0x585ac1c4; WORD $0x8544; BYTE $0x00 // vaddss xmm0, xmm4, dword ptr [r13 + 4*rax]
-	LONG $0x01488d48                           // lea rcx, [rax + 1]
-	LONG $0x587ac1c4; WORD $0x8704             // vaddss xmm0, xmm0, dword ptr [r15 + 4*rax]
-	LONG $0x117ac1c4; WORD $0x8544; BYTE $0x00 // vmovss dword ptr [r13 + 4*rax], xmm0
-
-LBB13_39:
 	WORD    $0xf748; BYTE $0xd0 // not rax
-	QUAD    $0x000000c824843b48 // cmp rax, qword ptr [rsp + 200]
-	JE      LBB13_32
+	QUAD    $0x0000008024843b48 // cmp rax, qword ptr [rsp + 128]
+	JE      LBB13_30
 	PCALIGN $16
 
-LBB13_40:
-	LONG $0x585ac1c4; WORD $0x8d44; BYTE $0x00 // vaddss xmm0, xmm4, dword ptr [r13 + 4*rcx]
-	LONG $0x587ac1c4; WORD $0x8f04             // vaddss xmm0, xmm0, dword ptr [r15 + 4*rcx]
-	LONG $0x117ac1c4; WORD $0x8d44; BYTE $0x00 // vmovss dword ptr [r13 + 4*rcx], xmm0
-	LONG $0x585ac1c4; WORD $0x8d44; BYTE $0x04 // vaddss xmm0, xmm4, dword ptr [r13 + 4*rcx + 4]
-	LONG $0x587ac1c4; WORD $0x8f44; BYTE $0x04 // vaddss xmm0, xmm0, dword ptr [r15 + 4*rcx + 4]
-	LONG $0x117ac1c4; WORD $0x8d44; BYTE $0x04 // vmovss dword ptr [r13 + 4*rcx + 4], xmm0
+LBB13_38:
+	LONG $0x585ac1c4; WORD $0x8f04             // vaddss xmm0, xmm4, dword ptr [r15 + 4*rcx]
+	LONG $0x24448b48; BYTE $0x20               // mov rax, qword ptr [rsp + 32]
+	LONG $0x0458fac5; BYTE $0x88               // vaddss xmm0, xmm0, dword ptr [rax + 4*rcx]
+	LONG $0x117ac1c4; WORD $0x8f04             // vmovss dword ptr [r15 + 4*rcx], xmm0
+	LONG $0x585ac1c4; WORD $0x8f44; BYTE $0x04 // vaddss xmm0, xmm4, dword ptr [r15 + 4*rcx + 4]
+	LONG $0x4458fac5; WORD $0x0488             // vaddss xmm0, xmm0, dword ptr [rax + 4*rcx + 4]
+	LONG $0x117ac1c4; WORD $0x8f44; BYTE $0x04 // vmovss dword ptr [r15 + 4*rcx + 4], xmm0
 	LONG $0x02418d48                           // lea rax, [rcx + 2]
 	WORD $0x8948; BYTE $0xc1                   // mov rcx, rax
-	WORD $0x3949; BYTE $0xc4                   // cmp r12, rax
-	JNE  LBB13_40
-	JMP  LBB13_32
+	WORD $0x3949; BYTE $0xc0                   // cmp r8, rax
+	JNE  LBB13_38
+	JMP  LBB13_30
 
-LBB13_41:
+LBB13_39:
 	LONG    $0x16247c80; BYTE $0x00   // cmp byte ptr [rsp + 22], 0
-	JE      LBB13_51
+	JE      LBB13_50
 	LONG    $0x247c8348; WORD $0x2018 // cmp qword ptr [rsp + 24], 32
 	WORD    $0x920f; BYTE $0xc0       // setb al
 	LONG    $0x1724440a               // or al, byte ptr [rsp + 23]
-	LONG    $0x24448b48; BYTE $0x20   // mov rax, qword ptr [rsp + 32]
-	JNE     LBB13_46
+	LONG    $0x24448b48; BYTE $0x28   // mov rax, qword ptr [rsp + 40]
+	JNE     LBB13_44
 	WORD    $0xc031                   // xor eax, eax
-	LONG    $0x244c8b48; BYTE $0x50   // mov rcx, qword ptr [rsp + 80]
+	LONG    $0x244c8b48; BYTE $0x40   // mov rcx, qword ptr [rsp + 64]
+	LONG    $0x24548b48; BYTE $0x30   // mov rdx, qword ptr [rsp + 48]
+	LONG    $0x24748b48; BYTE $0x50   // mov rsi, qword ptr [rsp + 80]
 	PCALIGN $16
+
+LBB13_42:
+	LONG $0xdb57e0c5               // vxorps xmm3, xmm3, xmm3
+	LONG $0x4458e4c5; WORD $0xa086 // vaddps ymm0, ymm3, ymmword ptr [rsi + 4*rax - 96]
+	LONG $0x4c58e4c5; WORD $0xc086 // vaddps ymm1, ymm3, ymmword ptr [rsi + 4*rax - 64]
+	LONG $0x5458e4c5; WORD $0xe086 // vaddps ymm2, ymm3, ymmword ptr [rsi + 4*rax - 32]
+	LONG $0x1c58e4c5; BYTE $0x86   // vaddps ymm3, ymm3, ymmword ptr [rsi + 4*rax]
+	LONG $0x4411fcc5; WORD $0xa082 // vmovups ymmword ptr [rdx + 4*rax - 96], ymm0
+	LONG $0x4c11fcc5; WORD $0xc082 // vmovups ymmword ptr [rdx + 4*rax - 64], ymm1
+	LONG $0x5411fcc5; WORD $0xe082 // vmovups ymmword ptr [rdx + 4*rax - 32], ymm2
+	LONG $0x1c11fcc5; BYTE $0x82   // vmovups ymmword ptr [rdx + 4*rax], ymm3
+	LONG $0x20c08348               // add rax, 32
+	WORD $0x3948; BYTE $0xc1       // cmp rcx, rax
+	JNE  LBB13_42
+	LONG $0x24448b48; BYTE $0x38   // mov rax, qword ptr [rsp + 56]
+	LONG $0x244c3948; BYTE $0x18   // cmp qword ptr [rsp + 24], rcx
+	JE   LBB13_30
 
 LBB13_44:
-	LONG $0x5814c1c4; WORD $0x8244; BYTE $0xa0 // vaddps ymm0, ymm13, ymmword ptr [r10 + 4*rax - 96]
-	LONG $0x5814c1c4; WORD $0x824c; BYTE $0xc0 // vaddps ymm1, ymm13, ymmword ptr [r10 + 4*rax - 64]
-	LONG $0x5814c1c4; WORD $0x8254; BYTE $0xe0 // vaddps ymm2, ymm13, ymmword ptr [r10 + 4*rax - 32]
-	LONG $0x5814c1c4; WORD $0x821c             // vaddps ymm3, ymm13, ymmword ptr [r10 + 4*rax]
-	LONG $0x117cc1c4; WORD $0x8144; BYTE $0xa0 // vmovups ymmword ptr [r9 + 4*rax - 96], ymm0
-	LONG $0x117cc1c4; WORD $0x814c; BYTE $0xc0 // vmovups ymmword ptr [r9 + 4*rax - 64], ymm1
-	LONG $0x117cc1c4; WORD $0x8154; BYTE $0xe0 // vmovups ymmword ptr [r9 + 4*rax - 32], ymm2
-	LONG $0x117cc1c4; WORD $0x811c             // vmovups ymmword ptr [r9 + 4*rax], ymm3
-	LONG $0x20c08348                           // add rax, 32
-	WORD $0x3948; BYTE $0xc1                   // cmp rcx, rax
-	JNE  LBB13_44
-	LONG $0x24448b48; BYTE $0x48               // mov rax, qword ptr [rsp + 72]
-	LONG $0x244c3948; BYTE $0x18               // cmp qword ptr [rsp + 24], rcx
-	JE   LBB13_32
-
-LBB13_46:
-	WORD    $0x8944; BYTE $0xe6 // mov esi, r12d
-	WORD    $0xc629             // sub esi, eax
-	WORD    $0x8948; BYTE $0xc2 // mov rdx, rax
-	WORD    $0xf748; BYTE $0xd2 // not rdx
-	WORD    $0x014c; BYTE $0xe2 // add rdx, r12
-	LONG    $0x03e68348         // and rsi, 3
-	JE      LBB13_47
+	WORD    $0x8944; BYTE $0xc6     // mov esi, r8d
+	WORD    $0xc629                 // sub esi, eax
+	WORD    $0x8948; BYTE $0xc2     // mov rdx, rax
+	WORD    $0xf748; BYTE $0xd2     // not rdx
+	WORD    $0x014c; BYTE $0xc2     // add rdx, r8
+	LONG    $0x03e68348             // and rsi, 3
+	JE      LBB13_45
+	LONG    $0x247c8b48; BYTE $0x20 // mov rdi, qword ptr [rsp + 32]
 	PCALIGN $16
 
-LBB13_48:
-	LONG $0x01488d48                           // lea rcx, [rax + 1]
-	LONG $0x585ac1c4; WORD $0x8704             // vaddss xmm0, xmm4, dword ptr [r15 + 4*rax]
-	LONG $0x117ac1c4; WORD $0x8544; BYTE $0x00 // vmovss dword ptr [r13 + 4*rax], xmm0
-	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
-	LONG $0xffc68348                           // add rsi, -1
-	JNE  LBB13_48
-	LONG $0x03fa8348                           // cmp rdx, 3
-	JAE  LBB13_50
-	JMP  LBB13_32
+LBB13_47:
+	LONG $0x01488d48               // lea rcx, [rax + 1]
+	LONG $0x0458dac5; BYTE $0x87   // vaddss xmm0, xmm4, dword ptr [rdi + 4*rax]
+	LONG $0x117ac1c4; WORD $0x8704 // vmovss dword ptr [r15 + 4*rax], xmm0
+	WORD $0x8948; BYTE $0xc8       // mov rax, rcx
+	LONG $0xffc68348               // add rsi, -1
+	JNE  LBB13_47
+	LONG $0x03fa8348               // cmp rdx, 3
+	JAE  LBB13_49
+	JMP  LBB13_30
+
+LBB13_25:
+	LONG    $0x24448b48; BYTE $0x28   // mov rax, qword ptr [rsp + 40]
+	LONG    $0x247c8348; WORD $0x2018 // cmp qword ptr [rsp + 24], 32
+	JB      LBB13_29
+	WORD    $0xc031                   // xor eax, eax
+	LONG    $0x244c8b48; BYTE $0x40   // mov rcx, qword ptr [rsp + 64]
+	LONG    $0x24548b48; BYTE $0x30   // mov rdx, qword ptr [rsp + 48]
+	PCALIGN $16
 
 LBB13_27:
-	LONG    $0x24448b48; BYTE $0x20   // mov rax, qword ptr [rsp + 32]
-	LONG    $0x247c8348; WORD $0x2018 // cmp qword ptr [rsp + 24], 32
-	JB      LBB13_31
-	WORD    $0xc031                   // xor eax, eax
-	LONG    $0x244c8b48; BYTE $0x50   // mov rcx, qword ptr [rsp + 80]
+	LONG    $0xdb57e0c5               // vxorps xmm3, xmm3, xmm3
+	LONG    $0x4458e4c5; WORD $0xa082 // vaddps ymm0, ymm3, ymmword ptr [rdx + 4*rax - 96]
+	LONG    $0x4c58e4c5; WORD $0xc082 // vaddps ymm1, ymm3, ymmword ptr [rdx + 4*rax - 64]
+	LONG    $0x5458e4c5; WORD $0xe082 // vaddps ymm2, ymm3, ymmword ptr [rdx + 4*rax - 32]
+	LONG    $0x1c58e4c5; BYTE $0x82   // vaddps ymm3, ymm3, ymmword ptr [rdx + 4*rax]
+	LONG    $0x4411fcc5; WORD $0xa082 // vmovups ymmword ptr [rdx + 4*rax - 96], ymm0
+	LONG    $0x4c11fcc5; WORD $0xc082 // vmovups ymmword ptr [rdx + 4*rax - 64], ymm1
+	LONG    $0x5411fcc5; WORD $0xe082 // vmovups ymmword ptr [rdx + 4*rax - 32], ymm2
+	LONG    $0x1c11fcc5; BYTE $0x82   // vmovups ymmword ptr [rdx + 4*rax], ymm3
+	LONG    $0x20c08348               // add rax, 32
+	WORD    $0x3948; BYTE $0xc1       // cmp rcx, rax
+	JNE     LBB13_27
+	LONG    $0x24448b48; BYTE $0x38   // mov rax, qword ptr [rsp + 56]
+	LONG    $0x244c3948; BYTE $0x18   // cmp qword ptr [rsp + 24], rcx
+	JE      LBB13_30
 	PCALIGN $16
 
 LBB13_29:
-	LONG    $0x5814c1c4; WORD $0x8144; BYTE $0xa0 // vaddps ymm0, ymm13, ymmword ptr [r9 + 4*rax - 96]
-	LONG    $0x5814c1c4; WORD $0x814c; BYTE $0xc0 // vaddps ymm1, ymm13, ymmword ptr [r9 + 4*rax - 64]
-	LONG    $0x5814c1c4; WORD $0x8154; BYTE $0xe0 // vaddps ymm2, ymm13, ymmword ptr [r9 + 4*rax - 32]
-	LONG    $0x5814c1c4; WORD $0x811c             // vaddps ymm3, ymm13, ymmword ptr [r9 + 4*rax]
-	LONG    $0x117cc1c4; WORD $0x8144; BYTE $0xa0 // vmovups ymmword ptr [r9 + 4*rax - 96], ymm0
-	LONG    $0x117cc1c4; WORD $0x814c; BYTE $0xc0 // vmovups ymmword ptr [r9 + 4*rax - 64], ymm1
-	LONG    $0x117cc1c4; WORD $0x8154; BYTE $0xe0 // vmovups ymmword ptr [r9 + 4*rax - 32], ymm2
-	LONG    $0x117cc1c4; WORD $0x811c             // vmovups ymmword ptr [r9 + 4*rax], ymm3
-	LONG    $0x20c08348                           // add rax, 32
-	WORD    $0x3948; BYTE $0xc1                   // cmp rcx, rax
-	JNE     LBB13_29
-	LONG    $0x24448b48; BYTE $0x48               // mov rax, qword ptr [rsp + 72]
-	LONG    $0x244c3948; BYTE $0x18               // cmp qword ptr [rsp + 24], rcx
-	JE      LBB13_32
-	PCALIGN $16
+	LONG $0x585ac1c4; WORD $0x8704 // vaddss xmm0, xmm4, dword ptr [r15 + 4*rax]
+	LONG $0x117ac1c4; WORD $0x8704 // vmovss dword ptr [r15 + 4*rax], xmm0
+	LONG $0x01488d48               // lea rcx, [rax + 1]
+	WORD $0x8948; BYTE $0xc8       // mov rax, rcx
+	WORD $0x3949; BYTE $0xc8       // cmp r8, rcx
+	JNE  LBB13_29
+	JMP  LBB13_30
 
-LBB13_31:
-	LONG $0x585ac1c4; WORD $0x8544; BYTE $0x00 // vaddss xmm0, xmm4, dword ptr [r13 + 4*rax]
-	LONG $0x117ac1c4; WORD $0x8544; BYTE $0x00 // vmovss dword ptr [r13 + 4*rax], xmm0
-	LONG $0x01488d48                           // lea rcx, [rax + 1]
-	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
-	WORD $0x3949; BYTE $0xcc                   // cmp r12, rcx
-	JNE  LBB13_31
-	JMP  LBB13_32
-
-LBB13_47:
+LBB13_45:
 	WORD    $0x8948; BYTE $0xc1 // mov rcx, rax
 	LONG    $0x03fa8348         // cmp rdx, 3
-	JB      LBB13_32
+	JB      LBB13_30
 	PCALIGN $16
 
-LBB13_50:
-	LONG $0x585ac1c4; WORD $0x8f04             // vaddss xmm0, xmm4, dword ptr [r15 + 4*rcx]
-	LONG $0x117ac1c4; WORD $0x8d44; BYTE $0x00 // vmovss dword ptr [r13 + 4*rcx], xmm0
-	LONG $0x585ac1c4; WORD $0x8f44; BYTE $0x04 // vaddss xmm0, xmm4, dword ptr [r15 + 4*rcx + 4]
-	LONG $0x117ac1c4; WORD $0x8d44; BYTE $0x04 // vmovss dword ptr [r13 + 4*rcx + 4], xmm0
-	LONG $0x585ac1c4; WORD $0x8f44; BYTE $0x08 // vaddss xmm0, xmm4, dword ptr [r15 + 4*rcx + 8]
-	LONG $0x117ac1c4; WORD $0x8d44; BYTE $0x08 // vmovss dword ptr [r13 + 4*rcx + 8], xmm0
-	LONG $0x585ac1c4; WORD $0x8f44; BYTE $0x0c // vaddss xmm0, xmm4, dword ptr [r15 + 4*rcx + 12]
-	LONG $0x117ac1c4; WORD $0x8d44; BYTE $0x0c // vmovss dword ptr [r13 + 4*rcx + 12], xmm0
+LBB13_49:
+	LONG $0x24448b48; BYTE $0x20               // mov rax, qword ptr [rsp + 32]
+	LONG $0x0458dac5; BYTE $0x88               // vaddss xmm0, xmm4, dword ptr [rax + 4*rcx]
+	LONG $0x117ac1c4; WORD $0x8f04             // vmovss dword ptr [r15 + 4*rcx], xmm0
+	LONG $0x4458dac5; WORD $0x0488             // vaddss xmm0, xmm4, dword ptr [rax + 4*rcx + 4]
+	LONG $0x117ac1c4; WORD $0x8f44; BYTE $0x04 // vmovss dword ptr [r15 + 4*rcx + 4], xmm0
+	LONG $0x4458dac5; WORD $0x0888             // vaddss xmm0, xmm4, dword ptr [rax + 4*rcx + 8]
+	LONG $0x117ac1c4; WORD $0x8f44; BYTE $0x08 // vmovss dword ptr [r15 + 4*rcx + 8], xmm0
+	LONG $0x4458dac5; WORD $0x0c88             // vaddss xmm0, xmm4, dword ptr [rax + 4*rcx + 12]
+	LONG $0x117ac1c4; WORD $0x8f44; BYTE $0x0c // vmovss dword ptr [r15 + 4*rcx + 12], xmm0
 	LONG $0x04418d48                           // lea rax, [rcx + 4]
 	WORD $0x8948; BYTE $0xc1                   // mov rcx, rax
-	WORD $0x3949; BYTE $0xc4                   // cmp r12, rax
-	JNE  LBB13_50
-	JMP  LBB13_32
+	WORD $0x3949; BYTE $0xc0                   // cmp r8, rax
+	JNE  LBB13_49
+	JMP  LBB13_30
 
 LBB13_2:
-	QUAD    $0x0000026024848d4c                   // lea r8, [rsp + 608]
-	LONG    $0x04c68149; WORD $0x0001; BYTE $0x00 // add r14, 260
+	QUAD    $0x0000020024848d4c                   // lea r8, [rsp + 512]
+	LONG    $0x04c48149; WORD $0x0001; BYTE $0x00 // add r12, 260
 	WORD    $0xc931                               // xor ecx, ecx
 	LONG    $0x000001ba; BYTE $0x00               // mov edx, 1
 	LONG    $0x456ffec5; BYTE $0x00               // vmovdqu ymm0, ymmword ptr [rbp + 0] /* [rip + .LCPI13_0] */
 	LONG    $0xc9eff1c5                           // vpxor xmm1, xmm1, xmm1
+	WORD    $0x894c; BYTE $0xd6                   // mov rsi, r10
 	PCALIGN $16
 
 LBB13_3:
@@ -7590,12 +7577,12 @@ LBB13_3:
 	PCALIGN $16
 
 LBB13_4:
-	LONG $0xf57dc1c4; WORD $0x1e14             // vpmaddwd ymm2, ymm0, ymmword ptr [r14 + rbx]
+	LONG $0xf57dc1c4; WORD $0x1c14             // vpmaddwd ymm2, ymm0, ymmword ptr [r12 + rbx]
 	LONG $0x397de3c4; WORD $0x01d3             // vextracti128 xmm3, ymm2, 1
 	LONG $0xd36be9c5                           // vpackssdw xmm2, xmm2, xmm3
 	LONG $0x3875e3c4; WORD $0x01d2             // vinserti128 ymm2, ymm1, xmm2, 1
 	LONG $0x507ffdc5; BYTE $0xe0               // vmovdqa ymmword ptr [rax - 32], ymm2
-	QUAD $0xfefc1e94107ac1c4; WORD $0xffff     // vmovss xmm2, dword ptr [r14 + rbx - 260]
+	QUAD $0xfefc1c94107ac1c4; WORD $0xffff     // vmovss xmm2, dword ptr [r12 + rbx - 260]
 	LONG $0x1011fac5                           // vmovss dword ptr [rax], xmm2
 	LONG $0x24c38148; WORD $0x0001; BYTE $0x00 // add rbx, 292
 	LONG $0x01400548; WORD $0x0000             // add rax, 320
@@ -7603,12 +7590,12 @@ LBB13_4:
 	JNE  LBB13_4
 	LONG $0x20c18348                           // add rcx, 32
 	LONG $0xe0c68348                           // add rsi, -32
-	LONG $0x80c68149; WORD $0x0024; BYTE $0x00 // add r14, 9344
-	LONG $0x244c3948; BYTE $0x28               // cmp qword ptr [rsp + 40], rcx
+	LONG $0x80c48149; WORD $0x0024; BYTE $0x00 // add r12, 9344
+	WORD $0x3949; BYTE $0xca                   // cmp r10, rcx
 	JG   LBB13_3
 
 LBB13_6:
-	MOVQ 10600(SP), SP
+	MOVQ 10504(SP), SP
 	VZEROUPPER
 	RET
 

@@ -24,17 +24,74 @@ var sets = [3]*kern.Set{
 			kern.QuantizeQ5_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_quantize_q5_0_ref(a.P[0], a.P[1], lo, hi)
 			},
+			kern.QuantizeQ4_0: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_q4_0_ref(a.P[0], a.P[1], lo, hi)
+			},
+			kern.QuantizeQ4_1: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_q4_1_ref(a.P[0], a.P[1], lo, hi)
+			},
+			kern.QuantizeQ5_1: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_q5_1_ref(a.P[0], a.P[1], lo, hi)
+			},
+			kern.QuantizeQ4K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_q4_K_ref(a.P[0], a.P[1], lo, hi)
+			},
+			kern.QuantizeQ5K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_q5_K_ref(a.P[0], a.P[1], lo, hi)
+			},
+			kern.QuantizeQ6K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_q6_K_ref(a.P[0], a.P[1], lo, hi)
+			},
+			kern.QuantizeQ8K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_q8_K_ref(a.P[0], a.P[1], lo, hi)
+			},
 			kern.DequantizeQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_q8_0_ref(a.P[0], a.P[1], lo, hi)
 			},
 			kern.DequantizeQ5_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_q5_0_ref(a.P[0], a.P[1], lo, hi)
 			},
+			kern.DequantizeQ4_0: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_q4_0_ref(a.P[0], a.P[1], lo, hi)
+			},
+			kern.DequantizeQ4_1: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_q4_1_ref(a.P[0], a.P[1], lo, hi)
+			},
+			kern.DequantizeQ5_1: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_q5_1_ref(a.P[0], a.P[1], lo, hi)
+			},
+			kern.DequantizeQ4K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_q4_K_ref(a.P[0], a.P[1], lo, hi)
+			},
+			kern.DequantizeQ5K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_q5_K_ref(a.P[0], a.P[1], lo, hi)
+			},
+			kern.DequantizeQ6K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_q6_K_ref(a.P[0], a.P[1], lo, hi)
+			},
+			kern.DequantizeQ8K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_q8_K_ref(a.P[0], a.P[1], lo, hi)
+			},
 			kern.GemvQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
 			kern.GemvQ5_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q5_0_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+			},
+			kern.GemvQ4_0: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemv_q4_0_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+			},
+			kern.GemvQ5_1: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemv_q5_1_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+			},
+			kern.GemvQ4K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemv_q4_K_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+			},
+			kern.GemvQ5K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemv_q5_K_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+			},
+			kern.GemvQ6K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemv_q6_K_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
 			kern.GemvQ8_0F32: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_f32_ref(a.P[0], a.P[1], a.P[2], scratch, a.P[3], a.I[0], lo, hi)
@@ -50,6 +107,21 @@ var sets = [3]*kern.Set{
 			},
 			kern.GemmQ5_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemm_q5_0_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+			},
+			kern.GemmQ4_0: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemm_q4_0_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+			},
+			kern.GemmQ5_1: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemm_q5_1_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+			},
+			kern.GemmQ4K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemm_q4_K_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+			},
+			kern.GemmQ5K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemm_q5_K_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+			},
+			kern.GemmQ6K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemm_q6_K_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
 			},
 			kern.RMSNorm: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_rmsnorm_ref(a.P[0], a.P[1], a.P[2], unsafe.Pointer(&a.F[0]), a.I[0], lo, hi)
@@ -96,17 +168,74 @@ var sets = [3]*kern.Set{
 			kern.QuantizeQ5_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_quantize_q5_0_avx2(a.P[0], a.P[1], lo, hi)
 			},
+			kern.QuantizeQ4_0: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_q4_0_avx2(a.P[0], a.P[1], lo, hi)
+			},
+			kern.QuantizeQ4_1: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_q4_1_avx2(a.P[0], a.P[1], lo, hi)
+			},
+			kern.QuantizeQ5_1: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_q5_1_avx2(a.P[0], a.P[1], lo, hi)
+			},
+			kern.QuantizeQ4K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_q4_K_avx2(a.P[0], a.P[1], lo, hi)
+			},
+			kern.QuantizeQ5K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_q5_K_avx2(a.P[0], a.P[1], lo, hi)
+			},
+			kern.QuantizeQ6K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_q6_K_avx2(a.P[0], a.P[1], lo, hi)
+			},
+			kern.QuantizeQ8K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_q8_K_avx2(a.P[0], a.P[1], lo, hi)
+			},
 			kern.DequantizeQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_q8_0_avx2(a.P[0], a.P[1], lo, hi)
 			},
 			kern.DequantizeQ5_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_q5_0_avx2(a.P[0], a.P[1], lo, hi)
 			},
+			kern.DequantizeQ4_0: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_q4_0_avx2(a.P[0], a.P[1], lo, hi)
+			},
+			kern.DequantizeQ4_1: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_q4_1_avx2(a.P[0], a.P[1], lo, hi)
+			},
+			kern.DequantizeQ5_1: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_q5_1_avx2(a.P[0], a.P[1], lo, hi)
+			},
+			kern.DequantizeQ4K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_q4_K_avx2(a.P[0], a.P[1], lo, hi)
+			},
+			kern.DequantizeQ5K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_q5_K_avx2(a.P[0], a.P[1], lo, hi)
+			},
+			kern.DequantizeQ6K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_q6_K_avx2(a.P[0], a.P[1], lo, hi)
+			},
+			kern.DequantizeQ8K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_q8_K_avx2(a.P[0], a.P[1], lo, hi)
+			},
 			kern.GemvQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
 			kern.GemvQ5_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q5_0_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+			},
+			kern.GemvQ4_0: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemv_q4_0_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+			},
+			kern.GemvQ5_1: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemv_q5_1_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+			},
+			kern.GemvQ4K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemv_q4_K_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+			},
+			kern.GemvQ5K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemv_q5_K_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+			},
+			kern.GemvQ6K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemv_q6_K_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
 			kern.GemvQ8_0F32: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_f32_avx2(a.P[0], a.P[1], a.P[2], scratch, a.P[3], a.I[0], lo, hi)
@@ -122,6 +251,21 @@ var sets = [3]*kern.Set{
 			},
 			kern.GemmQ5_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemm_q5_0_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+			},
+			kern.GemmQ4_0: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemm_q4_0_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+			},
+			kern.GemmQ5_1: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemm_q5_1_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+			},
+			kern.GemmQ4K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemm_q4_K_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+			},
+			kern.GemmQ5K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemm_q5_K_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+			},
+			kern.GemmQ6K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemm_q6_K_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
 			},
 			kern.RMSNorm: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_rmsnorm_avx2(a.P[0], a.P[1], a.P[2], unsafe.Pointer(&a.F[0]), a.I[0], lo, hi)
@@ -168,17 +312,74 @@ var sets = [3]*kern.Set{
 			kern.QuantizeQ5_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_quantize_q5_0_avx512(a.P[0], a.P[1], lo, hi)
 			},
+			kern.QuantizeQ4_0: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_q4_0_avx512(a.P[0], a.P[1], lo, hi)
+			},
+			kern.QuantizeQ4_1: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_q4_1_avx512(a.P[0], a.P[1], lo, hi)
+			},
+			kern.QuantizeQ5_1: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_q5_1_avx512(a.P[0], a.P[1], lo, hi)
+			},
+			kern.QuantizeQ4K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_q4_K_avx512(a.P[0], a.P[1], lo, hi)
+			},
+			kern.QuantizeQ5K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_q5_K_avx512(a.P[0], a.P[1], lo, hi)
+			},
+			kern.QuantizeQ6K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_q6_K_avx512(a.P[0], a.P[1], lo, hi)
+			},
+			kern.QuantizeQ8K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_q8_K_avx512(a.P[0], a.P[1], lo, hi)
+			},
 			kern.DequantizeQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_q8_0_avx512(a.P[0], a.P[1], lo, hi)
 			},
 			kern.DequantizeQ5_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_q5_0_avx512(a.P[0], a.P[1], lo, hi)
 			},
+			kern.DequantizeQ4_0: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_q4_0_avx512(a.P[0], a.P[1], lo, hi)
+			},
+			kern.DequantizeQ4_1: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_q4_1_avx512(a.P[0], a.P[1], lo, hi)
+			},
+			kern.DequantizeQ5_1: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_q5_1_avx512(a.P[0], a.P[1], lo, hi)
+			},
+			kern.DequantizeQ4K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_q4_K_avx512(a.P[0], a.P[1], lo, hi)
+			},
+			kern.DequantizeQ5K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_q5_K_avx512(a.P[0], a.P[1], lo, hi)
+			},
+			kern.DequantizeQ6K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_q6_K_avx512(a.P[0], a.P[1], lo, hi)
+			},
+			kern.DequantizeQ8K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_q8_K_avx512(a.P[0], a.P[1], lo, hi)
+			},
 			kern.GemvQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
 			kern.GemvQ5_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q5_0_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+			},
+			kern.GemvQ4_0: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemv_q4_0_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+			},
+			kern.GemvQ5_1: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemv_q5_1_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+			},
+			kern.GemvQ4K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemv_q4_K_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+			},
+			kern.GemvQ5K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemv_q5_K_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+			},
+			kern.GemvQ6K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemv_q6_K_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
 			kern.GemvQ8_0F32: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_f32_avx512(a.P[0], a.P[1], a.P[2], scratch, a.P[3], a.I[0], lo, hi)
@@ -194,6 +395,21 @@ var sets = [3]*kern.Set{
 			},
 			kern.GemmQ5_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemm_q5_0_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+			},
+			kern.GemmQ4_0: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemm_q4_0_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+			},
+			kern.GemmQ5_1: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemm_q5_1_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+			},
+			kern.GemmQ4K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemm_q4_K_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+			},
+			kern.GemmQ5K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemm_q5_K_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+			},
+			kern.GemmQ6K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemm_q6_K_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
 			},
 			kern.RMSNorm: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_rmsnorm_avx512(a.P[0], a.P[1], a.P[2], unsafe.Pointer(&a.F[0]), a.I[0], lo, hi)

@@ -5,13 +5,16 @@
 // built-in calibration/ folder for a known CPU. `make calibrate` runs cmd/calibrate.
 //
 // Every op is measured on its representative decode-size call, the Calib case of package
-// parity, so a new op is calibrated without a line here.
+// parity, so a new op is calibrated without a line here. The same call picks each op's kernel
+// variant: where AVX-512 instructions run as two 256-bit halves an AVX-512 kernel can lose to
+// the AVX2 one, and the Runtime then runs AVX2 for that op.
 package calibrate
 
 import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/kernelrt/kernelrt"
@@ -80,11 +83,16 @@ func Run(rt *kernelrt.Runtime) (_ *kernelrt.Thresholds, err error) {
 			err = rt.ApplyThresholds(th)
 		}
 		if err != nil {
-			for _, row := range table {
-				rt.SetMinElements(row.Op, row.MinElements[kernelrt.Decode], row.MinElements[kernelrt.Prefill])
-			}
+			rt.ApplyThresholds(thresholdsOf(table))
 		}
 	}()
+	// Variants first, so the thresholds are measured on the kernels that will run.
+	if err := pickVariants(rt, th); err != nil {
+		return nil, err
+	}
+	if err := rt.ApplyThresholds(th); err != nil {
+		return nil, err
+	}
 	for _, c := range parity.Cases(true) {
 		if !c.Calib {
 			continue
@@ -112,10 +120,96 @@ func Run(rt *kernelrt.Runtime) (_ *kernelrt.Thresholds, err error) {
 			minEl = max(1024, int(math.Ceil(Safety*(d+extra)/per)))
 		}
 		c.Release()
-		th.Ops[c.Op.String()] = kernelrt.OpCalibration{NsPerElement: per,
-			MinElements: map[string]int{"decode": minEl, "prefill": minEl}}
+		oc := th.Ops[c.Op.String()]
+		oc.NsPerElement, oc.MinElements = per, map[string]int{"decode": minEl, "prefill": minEl}
+		th.Ops[c.Op.String()] = oc
 	}
 	return th, nil
+}
+
+// VariantMargin is how much faster (relative) another variant must be than the CPU's best
+// before an op switches to it: closer timings are noise between runs.
+const VariantMargin = 0.03
+
+// pickVariants times every op's representative call serially, on one thread, with each SIMD
+// variant the CPU runs (in the backend rt's serial calls of the op use) and records the fastest
+// in th: the CPU's best variant unless another is VariantMargin faster. The calls run on hot
+// caches, so they compare the kernels' instruction throughput, which is what differs.
+func pickVariants(rt *kernelrt.Runtime, th *kernelrt.Thresholds) error {
+	var vs []string
+	for _, v := range kernelrt.Variants() {
+		if v != "ref" {
+			vs = append(vs, v)
+		}
+	}
+	if len(vs) < 2 {
+		return nil // nothing to choose between
+	}
+	best := vs[len(vs)-1] // Variants lists the slowest first
+	rts := map[string]*kernelrt.Runtime{}
+	defer func() {
+		for _, r := range rts {
+			r.Close()
+		}
+	}()
+	one := func(backend, variant string) (*kernelrt.Runtime, error) {
+		key := backend + "/" + variant
+		if r := rts[key]; r != nil {
+			return r, nil
+		}
+		r, err := kernelrt.New(kernelrt.Options{Threads: 1, NoPin: true, Backend: backend, Variant: variant, Thresholds: "default"})
+		if err != nil {
+			return nil, err
+		}
+		rts[key] = r
+		return r, nil
+	}
+	for _, c := range parity.Cases(true) {
+		if !c.Calib {
+			continue
+		}
+		_, serial := rt.KernelsFor(c.Op)
+		backend, _, _ := strings.Cut(serial, "/")
+		c.Prepare()
+		ns := map[string]float64{}
+		for _, v := range vs {
+			r, err := one(backend, v)
+			if err != nil {
+				c.Release()
+				return fmt.Errorf("calibrate: %s: %w", c.Op, err)
+			}
+			if err := c.Call(r); err != nil {
+				c.Release()
+				return fmt.Errorf("calibrate: %s on %s/%s: %w", c.Op, backend, v, err)
+			}
+			ns[v] = medianNs(31, func() { _ = c.Call(r) })
+		}
+		c.Release()
+		win := best
+		for _, v := range vs {
+			if ns[v] < ns[win]*(1-VariantMargin) && ns[v] < ns[best]*(1-VariantMargin) {
+				win = v
+			}
+		}
+		oc := th.Ops[c.Op.String()]
+		oc.Variant, oc.VariantNs = win, ns
+		th.Ops[c.Op.String()] = oc
+	}
+	return nil
+}
+
+// thresholdsOf is the calibration a table holds: its MinElements and variants.
+func thresholdsOf(table []kernelrt.OpRow) *kernelrt.Thresholds {
+	th := &kernelrt.Thresholds{Ops: map[string]kernelrt.OpCalibration{}}
+	for _, row := range table {
+		if row.MinElements[kernelrt.Decode] <= 0 || row.MinElements[kernelrt.Prefill] <= 0 {
+			th.Ops[row.Name()] = kernelrt.OpCalibration{Variant: row.Variant}
+			continue
+		}
+		th.Ops[row.Name()] = kernelrt.OpCalibration{Variant: row.Variant,
+			MinElements: map[string]int{"decode": row.MinElements[kernelrt.Decode], "prefill": row.MinElements[kernelrt.Prefill]}}
+	}
+	return th
 }
 
 // kernelsOf names the kernels rt's split GEMVs run.

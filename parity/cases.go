@@ -51,58 +51,56 @@ func (s *shared) release() {
 	}
 }
 
-// matGroup is one weight matrix with its activations (tmax tokens), bias and the float64
-// reference products, shared by the GEMV and GEMM cases of that matrix.
+// matGroup is one weight matrix of one quantized type with its activations (tmax tokens:
+// FP32, and quantized to Q8_0 or Q8_K as the type takes them), bias and the float64 reference
+// products, shared by the GEMV and GEMM cases of that matrix.
 type matGroup struct {
 	shared
-	q5         bool
+	typ        *qtype
 	rows, cols int
 	tmax       int
 
-	w          weights
+	w          []byte    // rows*cols/qk blocks
 	xf         []float32 // tmax*cols floats
-	xq         []kernelrt.BlockQ8_0
+	x          acts      // xf quantized by the reference quantizer
 	bias       []float32
 	ref, scale []float64 // tmax*rows, without bias
 	y          []float32
 	scratch    []kernelrt.BlockQ8_0
 }
 
-func (g *matGroup) name() string {
-	t := "q8_0"
-	if g.q5 {
-		t = "q5_0"
-	}
-	return fmt.Sprintf("mat/%s/%dx%d", t, g.rows, g.cols)
-}
+func (g *matGroup) name() string { return fmt.Sprintf("mat/%s/%dx%d", g.typ.name, g.rows, g.cols) }
 
-func newMatGroup(q5 bool, rows, cols int) *matGroup {
-	g := &matGroup{q5: q5, rows: rows, cols: cols}
+func newMatGroup(typ *qtype, rows, cols int) *matGroup {
+	g := &matGroup{typ: typ, rows: rows, cols: cols}
 	g.gen = func() {
 		r := newRng(g.name())
-		g.w = weights{rows: rows, cols: cols}
-		if q5 {
-			g.w.q5 = randQ5(r, rows, cols)
-		} else {
-			g.w.q8 = randQ8(r, rows, cols)
-		}
+		g.w = make([]byte, rows*cols/typ.qk*typ.size)
+		typ.randBlocks(r, g.w)
 		g.xf = make([]float32, g.tmax*cols)
 		r.fillActs(g.xf)
-		g.xq = make([]kernelrt.BlockQ8_0, g.tmax*cols/32)
-		refQuantQ8(g.xq, g.xf)
+		g.x = refActs(typ, g.xf)
 		g.bias = make([]float32, rows)
 		r.fill(g.bias, -0.1, 0.1)
 		g.ref = make([]float64, g.tmax*rows)
 		g.scale = make([]float64, g.tmax*rows)
-		gemvRef(g.ref, g.scale, &g.w, g.xq, g.tmax)
+		gemvRef(g.ref, g.scale, typ, g.w, rows, cols, g.x, g.tmax)
 		g.y = make([]float32, g.tmax*rows)
 		g.scratch = make([]kernelrt.BlockQ8_0, cols/32)
 	}
 	g.drop = func() {
-		g.w, g.xf, g.xq, g.bias, g.ref, g.scale, g.y, g.scratch = weights{}, nil, nil, nil, nil, nil, nil, nil
+		g.w, g.xf, g.x, g.bias, g.ref, g.scale, g.y, g.scratch = nil, nil, acts{}, nil, nil, nil, nil, nil
 		g.tmax = 0
 	}
 	return g
+}
+
+// xTokens is the first T tokens of the quantized activations.
+func (g *matGroup) xTokens(T int) acts {
+	if g.typ.k {
+		return acts{k: g.x.k[:T*g.cols/256]}
+	}
+	return acts{q8: g.x.q8[:T*g.cols/32]}
 }
 
 // use registers a case needing tokens activations.
@@ -135,22 +133,19 @@ func biasName(b bool) string {
 	return "nil-bias"
 }
 
-// gemvCase is one GEMV call on g: plain (Q8_0 activations) or fused (FP32 activations).
+// matMetric is what the GEMV and GEMM cases measure.
+const matMetric = "max |y-ref| / (sum|w||x| + |bias|), w and x dequantized here"
+
+// gemvCase is one GEMV call on g: plain (quantized activations) or fused (FP32 activations,
+// for the types that have a fused GEMV).
 func gemvCase(g *matGroup, fused, withBias bool) *Case {
-	c := &Case{Metric: "max |y-ref| / (sum|w||x| + |bias|), w and x dequantized here", Shape: fmt.Sprintf("%dx%d %s", g.rows, g.cols, biasName(withBias)),
+	c := &Case{Metric: matMetric, Shape: fmt.Sprintf("%dx%d %s", g.rows, g.cols, biasName(withBias)),
 		S: kernelrt.Shape{Rows: g.rows, Cols: g.cols, Tokens: 1}, Cost: g.rows * g.cols, Tol: 1e-5,
 		Heavy: g.rows*g.cols >= 9728*896}
-	switch {
-	case !g.q5 && !fused:
-		c.Op, c.Fn = kernelrt.OpGemvQ8_0, "GemvQ8_0"
-	case g.q5 && !fused:
-		c.Op, c.Fn = kernelrt.OpGemvQ5_0, "GemvQ5_0"
-	case !g.q5 && fused:
-		c.Op, c.Fn = kernelrt.OpGemvQ8_0F32, "GemvQ8_0F32"
-	default:
-		c.Op, c.Fn = kernelrt.OpGemvQ5_0F32, "GemvQ5_0F32"
-	}
-	if withBias && !fused {
+	c.Op, c.Fn = g.typ.gemvOp, g.typ.gemvFn
+	if fused {
+		c.Op, c.Fn = g.typ.fusedOp, g.typ.fusedFn
+	} else if withBias {
 		c.Fn += "Bias"
 	}
 	c.plan = func() { g.use(1) }
@@ -164,21 +159,10 @@ func gemvCase(g *matGroup, fused, withBias bool) *Case {
 		if withBias {
 			bias = g.bias
 		}
-		xq, xf := g.xq[:cols/32], g.xf[:cols]
-		switch {
-		case !g.q5 && !fused && withBias:
-			return e.GemvQ8_0Bias(y, g.w.q8, xq, bias, rows, cols)
-		case !g.q5 && !fused:
-			return e.GemvQ8_0(y, g.w.q8, xq, rows, cols)
-		case g.q5 && !fused && withBias:
-			return e.GemvQ5_0Bias(y, g.w.q5, xq, bias, rows, cols)
-		case g.q5 && !fused:
-			return e.GemvQ5_0(y, g.w.q5, xq, rows, cols)
-		case !g.q5:
-			return e.GemvQ8_0F32(y, g.w.q8, xf, bias, g.scratch, rows, cols)
-		default:
-			return e.GemvQ5_0F32(y, g.w.q5, xf, bias, g.scratch, rows, cols)
+		if fused {
+			return g.typ.fused(e, y, g.w, g.xf[:cols], bias, g.scratch, rows, cols)
 		}
+		return g.typ.gemv(e, y, g.w, g.xTokens(1), bias, rows, cols)
 	}
 	c.outF = func() []float32 { return g.y[:rows] }
 	c.check = func() (float64, string) {
@@ -193,12 +177,9 @@ func gemvCase(g *matGroup, fused, withBias bool) *Case {
 
 // gemmCase is one GEMM call on g with T tokens.
 func gemmCase(g *matGroup, T int, withBias, full bool) *Case {
-	c := &Case{Metric: "max |y-ref| / (sum|w||x| + |bias|), w and x dequantized here", Shape: fmt.Sprintf("%dx%d T=%d %s", g.rows, g.cols, T, biasName(withBias)),
+	c := &Case{Metric: matMetric, Shape: fmt.Sprintf("%dx%d T=%d %s", g.rows, g.cols, T, biasName(withBias)),
 		S: kernelrt.Shape{Rows: g.rows, Cols: g.cols, Tokens: T}, Cost: g.rows * g.cols * T, Tol: 1e-5, Full: full}
-	c.Op, c.Fn = kernelrt.OpGemmQ8_0, "GemmQ8_0"
-	if g.q5 {
-		c.Op, c.Fn = kernelrt.OpGemmQ5_0, "GemmQ5_0"
-	}
+	c.Op, c.Fn = g.typ.gemmOp, g.typ.gemmFn
 	c.plan = func() { g.use(T) }
 	c.setup = g.acquire
 	c.free = g.release
@@ -210,11 +191,7 @@ func gemmCase(g *matGroup, T int, withBias, full bool) *Case {
 		if withBias {
 			bias = g.bias
 		}
-		x := g.xq[:T*cols/32]
-		if g.q5 {
-			return e.GemmQ5_0(y, g.w.q5, x, bias, rows, cols, T)
-		}
-		return e.GemmQ8_0(y, g.w.q8, x, bias, rows, cols, T)
+		return g.typ.gemm(e, y, g.w, g.xTokens(T), bias, rows, cols, T)
 	}
 	c.outF = func() []float32 { return g.y[:T*rows] }
 	c.check = func() (float64, string) {
@@ -223,85 +200,6 @@ func gemmCase(g *matGroup, T int, withBias, full bool) *Case {
 			bias = g.bias
 		}
 		return g.checkY(g.y[:T*rows], T, bias), ""
-	}
-	return c
-}
-
-// quantCase quantizes n floats to Q8_0 or Q5_0. The input starts with hand-made blocks: all
-// zeros, exact .5 ties, the clamped top code of Q5_0, a scale that is subnormal in fp16 and
-// one that underflows it, large values; the rest are random over five decades.
-func quantCase(q5 bool, n int) *Case {
-	c := &Case{Metric: "ggml reference bytes (else inf), then max |deq-x| / (half a step + fp16 rounding of d); ties reach 1", Op: kernelrt.OpQuantizeQ8_0, Fn: "QuantizeQ8_0", Shape: fmt.Sprintf("N=%d", n),
-		S: kernelrt.Shape{N: n, Tokens: 1}, Cost: n, Tol: 1}
-	if q5 {
-		c.Op, c.Fn = kernelrt.OpQuantizeQ5_0, "QuantizeQ5_0"
-	}
-	var src []float32
-	var out8, ref8 []kernelrt.BlockQ8_0
-	var out5, ref5 []kernelrt.BlockQ5_0
-	c.setup = func() {
-		r := newRng(c.Fn + "/" + c.Shape)
-		src = make([]float32, n)
-		for b := 0; b < n; b += 32 {
-			m := math.Pow(10, -3+5*r.unit())
-			for j := b; j < b+32; j++ {
-				src[j] = float32(m * (2*r.unit() - 1))
-			}
-		}
-		special := [][]float32{
-			make([]float32, 32), // all zero
-			{127, 2.5, -2.5, 0.5, -0.5, 1.5, -1.5, 126.5, -126.5, 3.5, -3.5, 63.5, -63.5, 0.25, -0.75}, // Q8_0 ties (d = 1)
-			{-16, 0.5, -0.5, 1.5, -1.5, 15.5, 16, 15.75, 14.5, -15.5, 7.5, -7.5, 0.25, -0.25},          // Q5_0 ties, clamp (d = 1)
-			{16, -16, 15.9, -15.9, 8, -8, 0.5, -0.5},                                                   // Q5_0: +max, -max clamps
-			{1e-5, -3e-6, 2e-6},                                                                        // fp16-subnormal scale
-			{1e-6, -3e-7, 5e-8},                                                                        // scale below half the smallest fp16 subnormal: stored as 0
-			{3e4, -1e4, 2e3, -5},                                                                       // large values
-		}
-		for i, blk := range special {
-			if (i+1)*32 > n {
-				break
-			}
-			copy(src[i*32:(i+1)*32], append(blk, make([]float32, 32-len(blk))...))
-		}
-		if q5 {
-			out5, ref5 = make([]kernelrt.BlockQ5_0, n/32), make([]kernelrt.BlockQ5_0, n/32)
-			refQuantQ5(ref5, src)
-		} else {
-			out8, ref8 = make([]kernelrt.BlockQ8_0, n/32), make([]kernelrt.BlockQ8_0, n/32)
-			refQuantQ8(ref8, src)
-		}
-	}
-	c.free = func() { src, out8, ref8, out5, ref5 = nil, nil, nil, nil, nil }
-	c.run = func(e exec) error {
-		if q5 {
-			fillByte(bytesOf(out5), 0xa5)
-			return e.QuantizeQ5_0(out5, src)
-		}
-		fillByte(bytesOf(out8), 0xa5)
-		return e.QuantizeQ8_0(out8, src)
-	}
-	c.outB = func() []byte {
-		if q5 {
-			return bytesOf(out5)
-		}
-		return bytesOf(out8)
-	}
-	c.check = func() (float64, string) {
-		got, want, bs := bytesOf(out8), bytesOf(ref8), 34
-		if q5 {
-			got, want, bs = bytesOf(out5), bytesOf(ref5), 22
-		}
-		if d := diffB(got, want); d > 0 {
-			first := 0
-			for got[first] == want[first] {
-				first++
-			}
-			return math.Inf(1), fmt.Sprintf("%d bytes differ from the ggml reference quantizer, first in block %d", d, first/bs)
-		}
-		if q5 {
-			return stepCheckQ5(out5, src), ""
-		}
-		return stepCheckQ8(out8, src), ""
 	}
 	return c
 }
@@ -754,45 +652,31 @@ func embedCase(g *embedGroup, T int) *Case {
 	return c
 }
 
-// dequantCase expands n floats' worth of random Q8_0 or Q5_0 blocks (every quant, scales of
-// either sign): exact, every output is fp16(d) times a small integer.
-func dequantCase(q5 bool, n int) *Case {
-	c := &Case{Metric: "max |y-ref| (exact)", Op: kernelrt.OpDequantizeQ8_0, Fn: "DequantizeQ8_0", Shape: fmt.Sprintf("N=%d", n),
-		S: kernelrt.Shape{N: n, Tokens: 1}, Cost: n}
-	if q5 {
-		c.Op, c.Fn = kernelrt.OpDequantizeQ5_0, "DequantizeQ5_0"
-	}
-	var w8 []kernelrt.BlockQ8_0
-	var w5 []kernelrt.BlockQ5_0
+// dequantCase expands n floats' worth of random blocks of typ (every quant, scales of either
+// sign where the type allows): exact. Each value is a scaled quant s plus, for types with a
+// min, an offset o, both exact in float32; the kernels round s + o once, as ggml does.
+func dequantCase(typ *qtype, n int) *Case {
+	c := &Case{Metric: "max |y-ref| (exact: ref = float32(s) + float32(o), the one rounding ggml's sum has)", Op: typ.deqOp, Fn: typ.deqFn,
+		Shape: fmt.Sprintf("N=%d", n), S: kernelrt.Shape{N: n, Tokens: 1}, Cost: n}
+	var w []byte
 	var out, ref []float32
 	c.setup = func() {
 		r := newRng(c.Fn + "/" + c.Shape)
 		out, ref = make([]float32, n), make([]float32, n)
-		var q [32]int32
-		if q5 {
-			w5 = randQ5(r, 1, n)
-			for b := range w5 {
-				unpackQ5(&w5[b], &q)
-				for j := range q {
-					ref[b*32+j] = float32(f16(w5[b].D) * float64(q[j]))
-				}
-			}
-		} else {
-			w8 = randQ8(r, 1, n)
-			for b := range w8 {
-				for j, v := range w8[b].Qs {
-					ref[b*32+j] = float32(f16(w8[b].D) * float64(v))
-				}
+		w = make([]byte, n/typ.qk*typ.size)
+		typ.randBlocks(r, w)
+		sv, ov := make([]float64, typ.qk), make([]float64, typ.qk)
+		for b := 0; b < n/typ.qk; b++ {
+			typ.decode(w[b*typ.size:(b+1)*typ.size], sv, ov)
+			for j := range sv {
+				ref[b*typ.qk+j] = float32(sv[j]) + float32(ov[j])
 			}
 		}
 	}
-	c.free = func() { w8, w5, out, ref = nil, nil, nil, nil }
+	c.free = func() { w, out, ref = nil, nil, nil }
 	c.run = func(e exec) error {
 		fillNaN(out)
-		if q5 {
-			return e.DequantizeQ5_0(out, w5)
-		}
-		return e.DequantizeQ8_0(out, w8)
+		return typ.deq(e, out, w)
 	}
 	c.outF = func() []float32 { return out }
 	c.check = func() (float64, string) { return exactCheck(out, ref), "" }
@@ -877,53 +761,87 @@ func Legend(cases []*Case) string {
 // Case.Full marks the cases only the full run makes.
 func Cases(quick bool) []*Case {
 	var cs []*Case
-	for _, q5 := range []bool{false, true} {
-		for _, n := range []int{hidden, inter, 128 * hidden} {
-			cs = append(cs, quantCase(q5, n))
+	for _, q := range quantSpecs {
+		sizes := []int{hidden, inter, 128 * hidden}
+		if q.typ.qk == 256 {
+			sizes = []int{2048, inter, 128 * hidden} // 896 is not a multiple of 256
+		}
+		for _, n := range sizes {
+			c := quantCase(q, n)
+			// The K-quant weight quantizers' least-squares fits are ~50x the work per value.
+			c.Heavy = n > inter && q.typ.qk == 256 && q.ref == nil
+			cs = append(cs, c)
 		}
 	}
-	for _, q5 := range []bool{false, true} {
-		for _, n := range []int{hidden, inter} {
-			cs = append(cs, dequantCase(q5, n))
+	for _, typ := range []*qtype{typeQ8_0, typeQ5_0, typeQ4_0, typeQ4_1, typeQ5_1, typeQ4K, typeQ5K, typeQ6K, typeQ8K} {
+		sizes := []int{hidden, inter}
+		if typ.qk == 256 {
+			sizes = []int{2048, inter}
+		}
+		for _, n := range sizes {
+			cs = append(cs, dequantCase(typ, n))
 		}
 	}
-	gemvShapes := [][2]int{{896, 896}, {128, 896}, {9728, 896}, {896, 4864}, {vocabFull, 896}}
-	groups := map[[3]int]*matGroup{}
-	group := func(q5 bool, rows, cols int) *matGroup {
-		k := [3]int{0, rows, cols}
-		if q5 {
-			k[0] = 1
-		}
+	type groupKey struct {
+		typ        *qtype
+		rows, cols int
+	}
+	groups := map[groupKey]*matGroup{}
+	group := func(typ *qtype, rows, cols int) *matGroup {
+		k := groupKey{typ, rows, cols}
 		if groups[k] == nil {
-			groups[k] = newMatGroup(q5, rows, cols)
+			groups[k] = newMatGroup(typ, rows, cols)
 		}
 		return groups[k]
 	}
-	for _, fused := range []bool{false, true} {
-		for _, q5 := range []bool{false, true} {
-			for _, sh := range gemvShapes {
+	// GEMV shapes: Qwen2-0.5B's (q, o: 896x896, gate/up 4864x896 padded to 9728 for the fused
+	// pair, down 896x4864, the vocabulary head) for the types of Qwen2 files; the K-quants need
+	// cols % 256 == 0, so the down projection and Llama shapes (2048 hidden, 8192 FFN).
+	shapes32 := [][2]int{{896, 896}, {128, 896}, {9728, 896}, {896, 4864}}
+	shapesK := [][2]int{{896, 4864}, {128, 2048}, {2048, 2048}, {8192, 2048}, {2048, 8192}}
+	for _, typ := range []*qtype{typeQ8_0, typeQ5_0, typeQ4_0, typeQ5_1, typeQ4K, typeQ5K, typeQ6K} {
+		var shapes [][2]int
+		switch typ {
+		case typeQ8_0, typeQ5_0:
+			shapes = append(shapes32, [2]int{vocabFull, 896})
+		case typeQ4_0, typeQ5_1:
+			shapes = append(shapes32, [2]int{2048, 2048})
+		default:
+			shapes = shapesK
+		}
+		for _, fused := range []bool{false, true} {
+			if fused && typ.fused == nil {
+				continue
+			}
+			for _, sh := range shapes {
 				for _, b := range []bool{false, true} {
-					cs = append(cs, gemvCase(group(q5, sh[0], sh[1]), fused, b))
+					cs = append(cs, gemvCase(group(typ, sh[0], sh[1]), fused, b))
 				}
 			}
 		}
 	}
-	// Table order: gemv_q8_0, gemv_q5_0, gemv_q8_0_f32, gemv_q5_0_f32.
+	// Table order: gemv_q8_0, gemv_q5_0, gemv_q4_0 ... gemv_q8_0_f32, gemv_q5_0_f32.
 	sortByOp(cs)
 	for _, sh := range [][2]int{{896, 896}, {128, 896}, {200, 77}} {
 		cs = append(cs, gemvF32Case(sh[0], sh[1], false))
 	}
 	cs = append(cs, gemvF32Case(9728, 896, true))
-	for _, q5 := range []bool{false, true} {
-		for _, sh := range [][2]int{{896, 896}, {128, 896}} {
+	for _, typ := range []*qtype{typeQ8_0, typeQ5_0, typeQ4_0, typeQ5_1, typeQ4K, typeQ5K, typeQ6K} {
+		small, large := [][2]int{{896, 896}, {128, 896}}, [][2]int{{9728, 896}, {896, 4864}}
+		if typ.k {
+			small, large = [][2]int{{128, 2048}}, [][2]int{{2048, 2048}}
+			// The K-quants' representative prefill call (Calib): the down projection.
+			cs = append(cs, gemmCase(group(typ, 896, 4864), 32, false, false))
+		}
+		for _, sh := range small {
 			for _, T := range []int{1, 7, 32, 128} {
 				for _, b := range []bool{false, true} {
-					cs = append(cs, gemmCase(group(q5, sh[0], sh[1]), T, b, T == 128))
+					cs = append(cs, gemmCase(group(typ, sh[0], sh[1]), T, b, T == 128))
 				}
 			}
 		}
-		for _, sh := range [][2]int{{9728, 896}, {896, 4864}} {
-			cs = append(cs, gemmCase(group(q5, sh[0], sh[1]), 128, true, true))
+		for _, sh := range large {
+			cs = append(cs, gemmCase(group(typ, sh[0], sh[1]), 128, true, true))
 		}
 	}
 	cs = append(cs, rmsCase(1, hidden), rmsCase(128, hidden))
@@ -953,9 +871,17 @@ func Cases(quick bool) []*Case {
 	// The representative decode-size call of each op (Qwen2-0.5B shapes), which calibration
 	// and the op benchmarks time.
 	calib := map[string]bool{
-		"QuantizeQ8_0 N=4864": true, "QuantizeQ5_0 N=4864": true,
-		"DequantizeQ8_0 N=4864": true, "DequantizeQ5_0 N=4864": true,
+		"QuantizeQ8_0 N=4864": true, "QuantizeQ5_0 N=4864": true, "QuantizeQ4_0 N=4864": true,
+		"QuantizeQ4_1 N=4864": true, "QuantizeQ5_1 N=4864": true, "QuantizeQ4K N=4864": true,
+		"QuantizeQ5K N=4864": true, "QuantizeQ6K N=4864": true, "QuantizeQ8K N=4864": true,
+		"DequantizeQ8_0 N=4864": true, "DequantizeQ5_0 N=4864": true, "DequantizeQ4_0 N=4864": true,
+		"DequantizeQ4_1 N=4864": true, "DequantizeQ5_1 N=4864": true, "DequantizeQ4K N=4864": true,
+		"DequantizeQ5K N=4864": true, "DequantizeQ6K N=4864": true, "DequantizeQ8K N=4864": true,
 		"GemvQ8_0 896x896 nil-bias": true, "GemvQ5_0 896x896 nil-bias": true,
+		"GemvQ4_0 896x896 nil-bias": true, "GemvQ5_1 896x896 nil-bias": true,
+		"GemvQ4K 896x4864 nil-bias": true, "GemvQ5K 896x4864 nil-bias": true, "GemvQ6K 896x4864 nil-bias": true,
+		"GemmQ4_0 896x896 T=32 nil-bias": true, "GemmQ5_1 896x896 T=32 nil-bias": true,
+		"GemmQ4K 896x4864 T=32 nil-bias": true, "GemmQ5K 896x4864 T=32 nil-bias": true, "GemmQ6K 896x4864 T=32 nil-bias": true,
 		"GemvQ8_0F32 896x896 nil-bias": true, "GemvQ5_0F32 896x896 nil-bias": true,
 		"GemvF32 896x896": true, "GemmQ8_0 896x896 T=32 nil-bias": true, "GemmQ5_0 896x896 T=32 nil-bias": true,
 		"RMSNorm T=1 dim=896": true, "Softmax 14x512": true, "SwiGLU N=4864": true, "GeGLU N=4864": true, "Add N=896": true,

@@ -91,20 +91,6 @@ func randQ8(r *rng, rows, cols int) []kernelrt.BlockQ8_0 {
 	return w
 }
 
-// randQ5 makes rows x cols random Q5_0 weights: every 5-bit quant, scales of either sign.
-func randQ5(r *rng, rows, cols int) []kernelrt.BlockQ5_0 {
-	w := make([]kernelrt.BlockQ5_0, rows*cols/32)
-	r.fillBytes(bytesOf(w))
-	for i := range w {
-		d := 0.0005 + 0.002*r.unit()
-		if r.next()&1 == 1 {
-			d = -d
-		}
-		w[i].D = toF16(float32(d))
-	}
-	return w
-}
-
 // fillNaN poisons an output so that an element a kernel fails to write shows.
 func fillNaN(x []float32) {
 	nan := float32(math.NaN())

@@ -119,13 +119,6 @@ func q5(b *kernelrt.BlockQ5_0, j int) int {
 	return lo | int(qh>>j&1)<<4
 }
 
-// unpackQ5 writes a Q5_0 block's centred quants q-16 (-16..15) into out.
-func unpackQ5(b *kernelrt.BlockQ5_0, out *[32]int32) {
-	for j := 0; j < 32; j++ {
-		out[j] = int32(q5(b, j) - 16)
-	}
-}
-
 // stepCheckQ8 measures the half-step rule for the Q8_0 blocks q of src: the worst over all
 // elements of |deq - x| / bound, bound = d/2 (a quant is x/d rounded) + |d16 - d|*|q| (d is
 // stored as fp16) + a float32 rounding allowance. <= 1 passes.
@@ -143,37 +136,6 @@ func stepCheckQ8(q []kernelrt.BlockQ8_0, src []float32) float64 {
 			qj := float64(q[b].Qs[j])
 			err := math.Abs(d16*qj - float64(v))
 			bound := 0.5*d*(1+1e-6) + math.Abs(d16-d)*math.Abs(qj)
-			worst = math.Max(worst, ratio(err, bound))
-		}
-	}
-	return worst
-}
-
-// stepCheckQ5 is stepCheckQ8 for Q5_0: d = m/-16 with m the signed element of largest
-// magnitude, quant x/d rounded half up and clamped to 15, so an element near -m (x/d above
-// 15.5) is allowed its distance to 15 steps instead of half a step.
-func stepCheckQ5(q []kernelrt.BlockQ5_0, src []float32) float64 {
-	worst := 0.0
-	for b := range q {
-		x := src[b*32 : b*32+32]
-		amax, m := 0.0, 0.0
-		for _, v := range x {
-			if a := math.Abs(float64(v)); amax < a {
-				amax, m = a, float64(v)
-			}
-		}
-		d := m / -16
-		d16 := f16(q[b].D)
-		for j, v := range x {
-			qj := float64(q5(&q[b], j) - 16)
-			err := math.Abs(d16*qj - float64(v))
-			steps := 0.5
-			if d != 0 {
-				if t := float64(v) / d; t > 15.5 {
-					steps = t - 15
-				}
-			}
-			bound := steps*math.Abs(d)*(1+1e-6) + math.Abs(d16-d)*math.Abs(qj)
 			worst = math.Max(worst, ratio(err, bound))
 		}
 	}
@@ -207,52 +169,38 @@ func relErr(y float32, ref, scale, floor float64) float64 {
 
 // ---- GEMV / GEMM ----
 
-// weights is a quantized matrix, Q8_0 or Q5_0 (exactly one of q8, q5 set).
-type weights struct {
-	q8   []kernelrt.BlockQ8_0
-	q5   []kernelrt.BlockQ5_0
-	rows int
-	cols int
+// refActs quantizes activations as typ's GEMV takes them: Q8_0 (refQuantQ8) or Q8_K (refQuantQ8K).
+func refActs(typ *qtype, xf []float32) acts {
+	if typ.k {
+		x := make([]kernelrt.BlockQ8K, len(xf)/256)
+		refQuantQ8K(x, xf)
+		return acts{k: x}
+	}
+	x := make([]kernelrt.BlockQ8_0, len(xf)/32)
+	refQuantQ8(x, xf)
+	return acts{q8: x}
 }
 
-// gemvRef computes, for tokens rows of Q8_0 activations x (cols/32 blocks each), the float64
-// ref[t*rows+r] = sum_b d_w*d_x*isum (exact: the integer sums and fp16 products fit in 53
-// bits, so only the sum over blocks rounds, in float64) and scale = sum |w||x|.
-func gemvRef(ref, scale []float64, w *weights, x []kernelrt.BlockQ8_0, tokens int) {
-	nb := w.cols / 32
-	var wq [32]int32
-	for r := 0; r < w.rows; r++ {
+// gemvRef computes, for tokens rows of quantized activations x (cols values each), the float64
+// ref[t*rows+r] = sum_j w[r,j]*x[t,j] and scale = sum_j |w[r,j]*x[t,j]|, with the rows x cols
+// weights w (blocks of typ) and x decoded here. Every w and x value is exact in float64; only
+// the products and the sum round (about 1e-16 relative to scale).
+func gemvRef(ref, scale []float64, typ *qtype, w []byte, rows, cols int, x acts, tokens int) {
+	xv := make([]float64, tokens*cols)
+	actValues(x, xv)
+	wr := make([]float64, cols)
+	rowBytes := cols / typ.qk * typ.size
+	for r := 0; r < rows; r++ {
+		typ.decodeAll(w[r*rowBytes:(r+1)*rowBytes], wr)
 		for t := 0; t < tokens; t++ {
-			ref[t*w.rows+r], scale[t*w.rows+r] = 0, 0
-		}
-		for b := 0; b < nb; b++ {
-			var dw float64
-			if w.q5 != nil {
-				blk := &w.q5[r*nb+b]
-				dw = f16(blk.D)
-				unpackQ5(blk, &wq)
-			} else {
-				blk := &w.q8[r*nb+b]
-				dw = f16(blk.D)
-				for j, v := range blk.Qs {
-					wq[j] = int32(v)
-				}
+			xt := xv[t*cols : (t+1)*cols]
+			var s, a float64
+			for j, wv := range wr {
+				p := wv * xt[j]
+				s += p
+				a += math.Abs(p)
 			}
-			for t := 0; t < tokens; t++ {
-				xb := &x[t*nb+b]
-				var s, sa int32
-				for j := 0; j < 32; j++ {
-					p := wq[j] * int32(xb.Qs[j])
-					s += p
-					if p < 0 {
-						p = -p
-					}
-					sa += p
-				}
-				dd := dw * f16(xb.D)
-				ref[t*w.rows+r] += dd * float64(s)
-				scale[t*w.rows+r] += math.Abs(dd) * float64(sa)
-			}
+			ref[t*rows+r], scale[t*rows+r] = s, a
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package parity
 
 import (
+	"fmt"
 	"math"
 	"runtime"
 	"strings"
@@ -288,5 +289,44 @@ func TestOneCalibCasePerOp(t *testing.T) {
 				t.Errorf("quick=%v: %s has %d Calib cases, want 1", quick, op, n[op])
 			}
 		}
+	}
+}
+
+// TestReferencesNewTypes pins parity's Q4_0, Q4_1, Q5_1 and Q8_K reference quantizers and the
+// decoders to hand-computed values.
+func TestReferencesNewTypes(t *testing.T) {
+	src := make([]float32, 256)
+	src[0], src[1], src[2], src[3], src[4] = -8, 0.5, -0.5, 7.6, 8
+	var q40 [1]kernelrt.BlockQ4_0
+	refQuantQ4_0(q40[:], src[:32])
+	// d = -8/-8 = 1: q = min(15, trunc(x + 8.5)); value = q - 8.
+	got := []int{quantQ4_0(bytesOf(q40[:]), 0), quantQ4_0(bytesOf(q40[:]), 1), quantQ4_0(bytesOf(q40[:]), 2), quantQ4_0(bytesOf(q40[:]), 3), quantQ4_0(bytesOf(q40[:]), 4)}
+	if q40[0].D != 0x3c00 || fmt.Sprint(got) != "[-8 1 0 7 7]" {
+		t.Errorf("refQuantQ4_0: d %#04x q-8 %v", q40[0].D, got)
+	}
+	src2 := make([]float32, 32)
+	for j := range src2 {
+		src2[j] = float32(j) - 1 // min -1, max 30: Q5_1 d = 1, q = x + 1
+	}
+	var q51 [1]kernelrt.BlockQ5_1
+	refQuantQ5_1(q51[:], src2)
+	s, o := make([]float64, 32), make([]float64, 32)
+	typeQ5_1.decode(bytesOf(q51[:]), s, o)
+	for j := range s {
+		if s[j]+o[j] != float64(src2[j]) {
+			t.Errorf("refQuantQ5_1 + decode: value %d = %v, want %v", j, s[j]+o[j], src2[j])
+		}
+	}
+	var q41 [1]kernelrt.BlockQ4_1
+	refQuantQ4_1(q41[:], src2) // d = 31/15, m = -1
+	if f16(q41[0].M) != -1 || quantQ4_1(bytesOf(q41[:]), 31) != 15 || quantQ4_1(bytesOf(q41[:]), 0) != 0 {
+		t.Errorf("refQuantQ4_1: m %v q[0] %d q[31] %d", f16(q41[0].M), quantQ4_1(bytesOf(q41[:]), 0), quantQ4_1(bytesOf(q41[:]), 31))
+	}
+	src[5] = -127 // the largest magnitude, negative: iscale = 1, d = 1
+	var q8k [1]kernelrt.BlockQ8K
+	refQuantQ8K(q8k[:], src)
+	// 0.5 and -0.5 round to even (0), 7.6 to 8.
+	if q8k[0].D != 1 || q8k[0].Qs[0] != -8 || q8k[0].Qs[1] != 0 || q8k[0].Qs[2] != 0 || q8k[0].Qs[3] != 8 || q8k[0].Bsums[0] != -8+8+8-127 {
+		t.Errorf("refQuantQ8K: d %v qs %v bsums[0] %d", q8k[0].D, q8k[0].Qs[:6], q8k[0].Bsums[0])
 	}
 }

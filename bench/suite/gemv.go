@@ -51,7 +51,84 @@ func (b *bench) gemvShapes() ([]gemvShape, error) {
 	return out, nil
 }
 
-// weightPool is one arena of random quantized blocks that every shape of one type carves its
+// gemvType is one quantized weight type the GEMV sections run: its block layout, where its
+// fp16 scales sit (filled with sane values, the rest of a block is random quants) and its
+// GEMV, called with the activations its kernels take (Q8_0, or Q8_K for the K-quants).
+type gemvType struct {
+	name   string // ggml's name: "q4_K"
+	bb, qk int    // bytes and weights per block
+	k      bool   // Q8_K activations
+	scales []int  // byte offsets of the block's fp16 scales (d, and m or dmin)
+	op     kernelrt.Op
+	call   func(e kernelrt.Ops, y []float32, w []byte, x gemvActs, rows, cols int) error
+}
+
+// gemvActs are the quantized activations of one GEMV: Q8_0 for the types of 32, Q8_K else.
+type gemvActs struct {
+	q8 []kernelrt.BlockQ8_0
+	k  []kernelrt.BlockQ8K
+}
+
+// blocksOf views w as blocks of B.
+func blocksOf[B any](w []byte) []B {
+	var z B
+	return unsafe.Slice((*B)(unsafe.Pointer(unsafe.SliceData(w))), len(w)/int(unsafe.Sizeof(z)))
+}
+
+// gemvTypes are every weight type with a GEMV, in report order.
+var gemvTypes = []*gemvType{
+	{"q8_0", 34, 32, false, []int{0}, kernelrt.OpGemvQ8_0, func(e kernelrt.Ops, y []float32, w []byte, x gemvActs, rows, cols int) error {
+		return e.GemvQ8_0(y, blocksOf[kernelrt.BlockQ8_0](w), x.q8, rows, cols)
+	}},
+	{"q5_0", 22, 32, false, []int{0}, kernelrt.OpGemvQ5_0, func(e kernelrt.Ops, y []float32, w []byte, x gemvActs, rows, cols int) error {
+		return e.GemvQ5_0(y, blocksOf[kernelrt.BlockQ5_0](w), x.q8, rows, cols)
+	}},
+	{"q4_0", 18, 32, false, []int{0}, kernelrt.OpGemvQ4_0, func(e kernelrt.Ops, y []float32, w []byte, x gemvActs, rows, cols int) error {
+		return e.GemvQ4_0(y, blocksOf[kernelrt.BlockQ4_0](w), x.q8, rows, cols)
+	}},
+	{"q5_1", 24, 32, false, []int{0, 2}, kernelrt.OpGemvQ5_1, func(e kernelrt.Ops, y []float32, w []byte, x gemvActs, rows, cols int) error {
+		return e.GemvQ5_1(y, blocksOf[kernelrt.BlockQ5_1](w), x.q8, rows, cols)
+	}},
+	{"q4_K", 144, 256, true, []int{0, 2}, kernelrt.OpGemvQ4K, func(e kernelrt.Ops, y []float32, w []byte, x gemvActs, rows, cols int) error {
+		return e.GemvQ4K(y, blocksOf[kernelrt.BlockQ4K](w), x.k, rows, cols)
+	}},
+	{"q5_K", 176, 256, true, []int{0, 2}, kernelrt.OpGemvQ5K, func(e kernelrt.Ops, y []float32, w []byte, x gemvActs, rows, cols int) error {
+		return e.GemvQ5K(y, blocksOf[kernelrt.BlockQ5K](w), x.k, rows, cols)
+	}},
+	{"q6_K", 210, 256, true, []int{208}, kernelrt.OpGemvQ6K, func(e kernelrt.Ops, y []float32, w []byte, x gemvActs, rows, cols int) error {
+		return e.GemvQ6K(y, blocksOf[kernelrt.BlockQ6K](w), x.k, rows, cols)
+	}},
+}
+
+// gemvTypeNamed returns the type called name.
+func gemvTypeNamed(name string) *gemvType {
+	for _, t := range gemvTypes {
+		if t.name == name {
+			return t
+		}
+	}
+	panic("bench: no GEMV type " + name)
+}
+
+// newActs quantizes cols activations as typ's GEMV takes them.
+func newActs(typ *gemvType, xf []float32) (gemvActs, error) {
+	if typ.k {
+		x := make([]kernelrt.BlockQ8K, len(xf)/kernelrt.QKK)
+		return gemvActs{k: x}, kernelrt.QuantizeQ8K(x, xf)
+	}
+	x := make([]kernelrt.BlockQ8_0, len(xf)/kernelrt.QK)
+	return gemvActs{q8: x}, kernelrt.QuantizeQ8_0(x, xf)
+}
+
+// cut is the first cols values' worth of the activations.
+func (x gemvActs) cut(cols int) gemvActs {
+	if x.k != nil {
+		return gemvActs{k: x.k[:cols/kernelrt.QKK]}
+	}
+	return gemvActs{q8: x.q8[:cols/kernelrt.QK]}
+}
+
+// weightPool is one arena of random quantized blocks of one type that every shape carves its
 // rotation copies from: copy i of a shape is blocks [i*nb, (i+1)*nb).
 type weightPool struct {
 	a   *arena.Arena
@@ -62,22 +139,30 @@ type weightPool struct {
 // copies is how many copies of an m-byte matrix rotate: enough to exceed rotate bytes.
 func copies(m, rotate int) int { return max(1, (rotate+m-1)/m) }
 
-func newWeightPool(bytes, bb int, seed uint64) (*weightPool, error) {
-	a, err := arena.New(bytes, arena.Options{Prefault: true})
+// newWeightPool maps and fills a pool big enough for every shape's rotation in typ.
+func (b *bench) newWeightPool(typ *gemvType, shapes []gemvShape, seed uint64) (*weightPool, error) {
+	poolBytes := 0
+	for _, sh := range shapes {
+		m := sh.rows * sh.cols / typ.qk * typ.bb
+		poolBytes = max(poolBytes, copies(m, b.s.RotateBytes)*m)
+	}
+	b.logf("gemv %s: filling %s of rotating weights", typ.name, mib(poolBytes))
+	a, err := arena.New(poolBytes, arena.Options{Prefault: true})
 	if err != nil {
 		return nil, err
 	}
-	raw, err := arena.Alloc[byte](a, bytes)
+	raw, err := arena.Alloc[byte](a, poolBytes)
 	if err != nil {
 		a.Close()
 		return nil, err
 	}
-	fillBlocks(raw, bb, seed)
-	return &weightPool{a: a, raw: raw, bb: bb}, nil
+	fillBlocks(raw, typ, seed)
+	b.arenaInfo("gemv weights "+typ.name, a)
+	return &weightPool{a: a, raw: raw, bb: typ.bb}, nil
 }
 
-// fillBlocks writes random quants and a sane fp16 scale (2^-11 .. 2^-10) into every block.
-func fillBlocks(raw []byte, bb int, seed uint64) {
+// fillBlocks writes random quants and sane fp16 scales (2^-11 .. 2^-10) into every block.
+func fillBlocks(raw []byte, typ *gemvType, seed uint64) {
 	words := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(raw))), len(raw)/8)
 	x := seed*0x9E3779B97F4A7C15 | 1
 	for i := range words {
@@ -86,20 +171,12 @@ func fillBlocks(raw []byte, bb int, seed uint64) {
 		x ^= x << 17
 		words[i] = x
 	}
-	for off := 0; off+bb <= len(raw); off += bb {
-		d := 0x1000 + uint16(raw[off+2])<<3 // exponent 4..5: no Inf/NaN, realistic magnitude
-		raw[off], raw[off+1] = byte(d), byte(d>>8)
+	for off := 0; off+typ.bb <= len(raw); off += typ.bb {
+		for _, so := range typ.scales {
+			d := 0x1000 + uint16(raw[off+so+1]&7)<<7 // exponent 4: no Inf/NaN, realistic magnitude
+			raw[off+so], raw[off+so+1] = byte(d), byte(d>>8)
+		}
 	}
-}
-
-func (p *weightPool) q8(i, nb int) []kernelrt.BlockQ8_0 {
-	all := unsafe.Slice((*kernelrt.BlockQ8_0)(unsafe.Pointer(unsafe.SliceData(p.raw))), len(p.raw)/34)
-	return all[i*nb : (i+1)*nb]
-}
-
-func (p *weightPool) q5(i, nb int) []kernelrt.BlockQ5_0 {
-	all := unsafe.Slice((*kernelrt.BlockQ5_0)(unsafe.Pointer(unsafe.SliceData(p.raw))), len(p.raw)/22)
-	return all[i*nb : (i+1)*nb]
 }
 
 func (p *weightPool) bytes(i, nb int) []byte { return p.raw[i*nb*p.bb : (i+1)*nb*p.bb] }
@@ -141,11 +218,11 @@ func (b *bench) gemv() error {
 		maxRows, maxCols = max(maxRows, sh.rows), max(maxCols, sh.cols)
 	}
 	xf := randFloats(maxCols, s.Seed, 1)
-	x := make([]kernelrt.BlockQ8_0, maxCols/kernelrt.QK)
-	if err := kernelrt.QuantizeQ8_0(x, xf); err != nil {
+	x, err := newActs(gemvTypeNamed("q8_0"), xf)
+	if err != nil {
 		return err
 	}
-	xBytes := unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), len(x)*34)
+	xBytes := unsafe.Slice((*byte)(unsafe.Pointer(&x.q8[0])), len(x.q8)*34)
 	y := make([]float32, maxRows)
 
 	type key struct {
@@ -155,37 +232,24 @@ func (b *bench) gemv() error {
 	}
 	rows := map[key]*GemvRow{}
 	var order []key
-	for ti, typ := range []string{"q8_0", "q5_0"} {
-		bb := 34
-		if typ == "q5_0" {
-			bb = 22
-		}
-		poolBytes := 0
-		for _, sh := range shapes {
-			m := sh.rows * sh.cols / kernelrt.QK * bb
-			poolBytes = max(poolBytes, copies(m, s.RotateBytes)*m)
-		}
-		b.logf("gemv %s: filling %s of rotating weights", typ, mib(poolBytes))
-		wp, err := newWeightPool(poolBytes, bb, s.Seed+uint64(ti)+7)
+	// The model's shapes run the types of Qwen2 files (the K-quants need cols % 256 == 0;
+	// gemvByType runs every type on shapes that have it).
+	for ti, name := range []string{"q8_0", "q5_0"} {
+		gt := gemvTypeNamed(name)
+		typ, bb := gt.name, gt.bb
+		wp, err := b.newWeightPool(gt, shapes, s.Seed+uint64(ti)+7)
 		if err != nil {
 			return err
 		}
-		b.arenaInfo("gemv weights "+typ, wp.a)
 		err = func() error {
 			defer wp.a.Close()
 			for _, sh := range shapes {
 				nb := sh.rows * sh.cols / kernelrt.QK
 				m := nb * bb
 				nc := copies(m, s.RotateBytes)
-				xs, ys := x[:sh.cols/kernelrt.QK], y[:sh.rows]
-				call := func(e interface {
-					GemvQ8_0(y []float32, w []kernelrt.BlockQ8_0, x []kernelrt.BlockQ8_0, rows, cols int) error
-					GemvQ5_0(y []float32, w []kernelrt.BlockQ5_0, x []kernelrt.BlockQ8_0, rows, cols int) error
-				}) func(i int) error {
-					if bb == 22 {
-						return func(i int) error { return e.GemvQ5_0(ys, wp.q5(i%nc, nb), xs, sh.rows, sh.cols) }
-					}
-					return func(i int) error { return e.GemvQ8_0(ys, wp.q8(i%nc, nb), xs, sh.rows, sh.cols) }
+				xs, ys := x.cut(sh.cols), y[:sh.rows]
+				call := func(e kernelrt.Ops) func(i int) error {
+					return func(i int) error { return gt.call(e, ys, wp.bytes(i%nc, nb), xs, sh.rows, sh.cols) }
 				}
 				var serial Timing
 				if err := pinned(b.rt1, func() (err error) {
@@ -203,11 +267,7 @@ func (b *bench) gemv() error {
 					}); err != nil {
 						return err
 					}
-					op := kernelrt.OpGemvQ8_0
-					if bb == 22 {
-						op = kernelrt.OpGemvQ5_0
-					}
-					active, _ := rt.Decide(op, kernelrt.Shape{Rows: sh.rows, Cols: sh.cols, Tokens: 1}, kernelrt.Decode)
+					active, _ := rt.Decide(gt.op, kernelrt.Shape{Rows: sh.rows, Cols: sh.cols, Tokens: 1}, kernelrt.Decode)
 					row := &GemvRow{Shape: sh.name, Rows: sh.rows, Cols: sh.cols, Type: typ, WeightBytes: m, Copies: nc,
 						Threads: thr, Active: active, Ours: t, Serial: serial}
 					row.GBs = float64(m) / (t.MedianUs * 1e3)
@@ -280,6 +340,93 @@ func (b *bench) gemv() error {
 		}
 	}
 	return b.gonum(shapes, ours)
+}
+
+// gemvByType runs every weight type's GEMV on one thread with each SIMD kernel variant the CPU
+// has, weights streamed from DRAM, on shapes every type can hold (cols % 256 == 0: Qwen2's
+// down projection and Llama shapes), as % of the same run's one-thread streaming read.
+func (b *bench) gemvByType() error {
+	s := &b.s
+	g := &b.r.Gemv
+	var variants []string
+	for _, v := range kernelrt.Variants() {
+		if v != "ref" {
+			variants = append(variants, v)
+		}
+	}
+	if len(variants) == 0 {
+		b.note("GEMV by type and variant not measured: this CPU runs no SIMD kernel variant")
+		return nil
+	}
+	var shapes []gemvShape
+	maxRows, maxCols := 0, 0
+	for _, sh := range s.TypeShapes {
+		if sh[0] <= 0 || sh[1] <= 0 || sh[1]%kernelrt.QKK != 0 {
+			return fmt.Errorf("type shape %dx%d: want positive rows and cols a multiple of %d", sh[0], sh[1], kernelrt.QKK)
+		}
+		shapes = append(shapes, gemvShape{fmt.Sprintf("%dx%d", sh[0], sh[1]), sh[0], sh[1]})
+		maxRows, maxCols = max(maxRows, sh[0]), max(maxCols, sh[1])
+	}
+	rts := map[string]*kernelrt.Runtime{}
+	defer func() {
+		for _, rt := range rts {
+			rt.Close()
+		}
+	}()
+	for _, v := range variants {
+		rt, err := kernelrt.New(kernelrt.Options{Threads: 1, Variant: v})
+		if err != nil {
+			return err
+		}
+		rts[v] = rt
+	}
+	bw := b.r.Bandwidth.GBs(1)
+	g.TypesNote = fmt.Sprintf("one thread, each variant forced (Options.Variant), the op's serial kernels; %%BW = weight GB/s / "+
+		"this run's 1-thread streaming read (%.2f GB/s)", bw)
+	xf := randFloats(maxCols, s.Seed+5, 1)
+	y := make([]float32, maxRows)
+	for ti, typ := range gemvTypes {
+		x, err := newActs(typ, xf)
+		if err != nil {
+			return err
+		}
+		wp, err := b.newWeightPool(typ, shapes, s.Seed+uint64(ti)+101)
+		if err != nil {
+			return err
+		}
+		err = func() error {
+			defer wp.a.Close()
+			for _, v := range variants {
+				rt := rts[v]
+				_, kernels := rt.KernelsFor(typ.op)
+				for _, sh := range shapes {
+					nb := sh.rows * sh.cols / typ.qk
+					m := nb * typ.bb
+					nc := copies(m, s.RotateBytes)
+					xs, ys := x.cut(sh.cols), y[:sh.rows]
+					var t Timing
+					if err := pinned(rt, func() (err error) {
+						t, err = b.sample(3, func(i int) error { return typ.call(rt, ys, wp.bytes(i%nc, nb), xs, sh.rows, sh.cols) })
+						return err
+					}); err != nil {
+						return err
+					}
+					row := GemvTypeRow{Type: typ.name, Variant: v, Kernels: kernels, Shape: sh.name, Rows: sh.rows, Cols: sh.cols,
+						WeightBytes: m, Copies: nc, Timing: t}
+					row.GBs = float64(m) / (t.MedianUs * 1e3)
+					row.PctBW = pct(row.GBs, bw)
+					g.Types = append(g.Types, row)
+					b.logf("gemv %-5s %-6s %-10s %6dx%-5d: %9.1f µs  %6.2f GB/s  %3.0f%% BW", typ.name, v, kernels, sh.rows, sh.cols,
+						t.MedianUs, row.GBs, row.PctBW)
+				}
+			}
+			return nil
+		}()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // shapeThr keys our Q8_0 GEMV times for the gonum comparison.

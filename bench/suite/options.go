@@ -58,6 +58,11 @@ type Options struct {
 	// GemvShapes names the GEMV shapes to run (q, k/v, o, gate+up, gate, down, logits);
 	// nil = all (quick: q, k/v, gate+up, down, logits).
 	GemvShapes []string
+	// TypeShapes are the rows x cols shapes of the one-thread GEMV of every weight type and
+	// kernel variant; cols must be multiples of 256 (the K-quants' super-blocks). nil = Qwen2's
+	// down projection 896x4864 and Llama's 2048x2048, 8192x2048, 2048x8192 (quick: the first
+	// two).
+	TypeShapes [][2]int
 	// GonumMaxWeights is the largest rows*cols run through gonum's FP32 Sgemv (default
 	// 4864*896: the larger shapes take too long in FP32 and are skipped).
 	GonumMaxWeights int
@@ -94,6 +99,7 @@ type Settings struct {
 	ColdSamples     int      `json:"cold_samples"`
 	PingPongBatches int      `json:"pingpong_batches"`
 	GemvShapes      []string `json:"gemv_shapes"`
+	TypeShapes      [][2]int `json:"type_shapes"`
 	GonumMaxWeights int      `json:"gonum_max_weights"`
 	AttnCtx         []int    `json:"attn_ctx"`
 	DecodeTokens    int      `json:"decode_tokens"`
@@ -145,6 +151,12 @@ func resolve(o Options, l3 int) settings {
 			s.GemvShapes = allGemvShapes
 		}
 	}
+	if s.TypeShapes == nil {
+		s.TypeShapes = [][2]int{{896, 4864}, {2048, 2048}, {8192, 2048}, {2048, 8192}}
+		if o.Quick {
+			s.TypeShapes = s.TypeShapes[:2]
+		}
+	}
 	def(&s.GonumMaxWeights, 4864*896, 4864*896)
 	if s.AttnCtx == nil {
 		s.AttnCtx = []int{128, 512, 2048}
@@ -172,7 +184,7 @@ func (s *settings) export() Settings {
 	return Settings{Quick: s.Quick, StreamBytes: s.StreamBytes, StreamPasses: s.StreamPasses,
 		RotateBytes: s.RotateBytes, SampleTimeMs: float64(s.SampleTime) / 1e6, MinSamples: s.MinSamples,
 		DispatchSamples: s.DispatchSamples, ColdSamples: s.ColdSamples, PingPongBatches: s.PingPongBatches,
-		GemvShapes: s.GemvShapes, GonumMaxWeights: s.GonumMaxWeights, AttnCtx: s.AttnCtx,
+		GemvShapes: s.GemvShapes, TypeShapes: s.TypeShapes, GonumMaxWeights: s.GonumMaxWeights, AttnCtx: s.AttnCtx,
 		DecodeTokens: s.DecodeTokens, PrefillTokens: s.PrefillTokens, Repeats: s.Repeats, Seed: s.Seed,
 		Config: describeConfig(c)}
 }

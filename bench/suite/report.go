@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -126,6 +127,25 @@ type Gemv struct {
 	Rows        []GemvRow  `json:"rows"`
 	Gonum       []GonumRow `json:"gonum"`
 	GonumNote   string     `json:"gonum_note"`
+	// Types is every weight type x SIMD variant x shape on one thread (gemvByType).
+	Types     []GemvTypeRow `json:"types"`
+	TypesNote string        `json:"types_note"`
+}
+
+// GemvTypeRow is one weight type's one-thread GEMV with one kernel variant on one shape,
+// weights streamed from DRAM.
+type GemvTypeRow struct {
+	Type        string  `json:"type"`
+	Variant     string  `json:"variant"`
+	Kernels     string  `json:"kernels"` // backend/variant the call ran
+	Shape       string  `json:"shape"`
+	Rows        int     `json:"rows"`
+	Cols        int     `json:"cols"`
+	WeightBytes int     `json:"weight_bytes"`
+	Copies      int     `json:"copies"`
+	Timing      Timing  `json:"timing"`
+	GBs         float64 `json:"gbs"`
+	PctBW       float64 `json:"pct_bandwidth"`
 }
 
 // GemvRow is one shape x type x thread count.
@@ -323,6 +343,41 @@ func (r *Report) WriteText(w io.Writer) error {
 				float64(row.WeightBytes)/1e6, row.Timing.MedianUs, row.Timing.P99Us, row.GBs, row.OursQ8Us, row.VsOurs)
 		}
 	})
+	if len(g.Types) > 0 {
+		p("\n== GEMV by weight type and kernel variant (%s)\n", g.TypesNote)
+		var shapes []string
+		seen := map[string]bool{}
+		for _, row := range g.Types {
+			if !seen[row.Shape] {
+				seen[row.Shape] = true
+				shapes = append(shapes, row.Shape)
+			}
+		}
+		table("type\tvariant\tkernels\t"+strings.Join(shapes, "\t%BW\t")+"\t%BW\t", func(tw io.Writer) {
+			type key struct{ typ, variant, kernels string }
+			var keys []key
+			cells := map[key]map[string]GemvTypeRow{}
+			for _, row := range g.Types {
+				k := key{row.Type, row.Variant, row.Kernels}
+				if cells[k] == nil {
+					cells[k] = map[string]GemvTypeRow{}
+					keys = append(keys, k)
+				}
+				cells[k][row.Shape] = row
+			}
+			for _, k := range keys {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t", k.typ, k.variant, k.kernels)
+				for _, sh := range shapes {
+					if row, ok := cells[k][sh]; ok {
+						fmt.Fprintf(tw, "%.1f GB/s\t%.0f%%\t", row.GBs, row.PctBW)
+					} else {
+						fmt.Fprint(tw, "-\t-\t")
+					}
+				}
+				fmt.Fprintln(tw)
+			}
+		})
+	}
 	p("\n== Other ops through the Runtime (data cache-resident; median of per-call times)\n")
 	table("op\tshape\tthr\tactive\tµs\tp99\tsamples\t", func(tw io.Writer) {
 		for _, o := range r.Ops {

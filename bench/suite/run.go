@@ -68,6 +68,7 @@ func Run(opts Options, progress io.Writer) (*Report, error) {
 		{"streaming bandwidth", b.bandwidth},
 		{"dispatch latency", b.dispatch},
 		{"gemv", b.gemv},
+		{"gemv by type", b.gemvByType},
 		{"ops", b.ops},
 		{"whole model", b.models},
 	}

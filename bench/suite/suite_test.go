@@ -28,7 +28,7 @@ func tinyOptions() Options {
 	c := tinyConfig()
 	return Options{Quick: true, Config: &c, StreamBytes: 8 << 20, StreamPasses: 2, RotateBytes: 2 << 20,
 		SampleTime: 2 * time.Millisecond, MinSamples: 3, DispatchSamples: 300, ColdSamples: 4, PingPongBatches: 30,
-		GemvShapes: allGemvShapes, AttnCtx: []int{64, 200}, DecodeTokens: 6, PrefillTokens: 16, Repeats: 2}
+		GemvShapes: allGemvShapes, TypeShapes: [][2]int{{48, 512}}, AttnCtx: []int{64, 200}, DecodeTokens: 6, PrefillTokens: 16, Repeats: 2}
 }
 
 // checkFinite fails on any NaN, Inf or negative float64 anywhere in v.
@@ -81,8 +81,8 @@ func TestRunTiny(t *testing.T) {
 		m.LoadStart == "" || m.LoadEnd == "" || m.OpenMP == "" || m.THP == "" {
 		t.Errorf("machine section incomplete: %+v", m)
 	}
-	if len(m.Arenas) != 6 { // stream, 2 gemv pools, gonum, 2 models
-		t.Errorf("%d arenas recorded, want 6: %+v", len(m.Arenas), m.Arenas)
+	if want := 6 + len(gemvTypes); len(m.Arenas) != want { // stream, 2 gemv pools, gonum, 2 models, a pool per type
+		t.Errorf("%d arenas recorded, want %d: %+v", len(m.Arenas), want, m.Arenas)
 	}
 	for _, a := range m.Arenas {
 		if a.Bytes <= 0 || a.PageKind == "" {
@@ -137,6 +137,21 @@ func TestRunTiny(t *testing.T) {
 		}
 		if g.GGMLUs != 0 {
 			t.Errorf("gemv %s: peers.md numbers shown for a non-Qwen2 shape", g.Shape)
+		}
+	}
+	simd := 0
+	for _, v := range kernelrt.Variants() {
+		if v != "ref" {
+			simd++
+		}
+	}
+	if got, want := len(r.Gemv.Types), len(gemvTypes)*simd*len(opts.TypeShapes); got != want {
+		t.Errorf("gemv by type: %d rows, want %d", got, want)
+	}
+	for _, g := range r.Gemv.Types {
+		positive(t, "gemv "+g.Type+" "+g.Variant, g.Timing.MedianUs, g.GBs, g.PctBW, float64(g.Copies), float64(g.WeightBytes))
+		if !strings.HasSuffix(g.Kernels, "/"+g.Variant) {
+			t.Errorf("gemv %s %s ran kernels %s", g.Type, g.Variant, g.Kernels)
 		}
 	}
 	if len(r.Gemv.Gonum) == 0 {
@@ -206,6 +221,7 @@ func TestRunTiny(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, h := range []string{"== Machine", "== Streaming read bandwidth", "== Dispatch latency", "== GEMV", "gonum blas32",
+		"== GEMV by weight type and kernel variant",
 		"== Other ops", "== Whole model", "== One decode token"} {
 		if !strings.Contains(txt.String(), h) {
 			t.Errorf("text report has no %q section", h)
@@ -232,8 +248,8 @@ func TestRunTiny(t *testing.T) {
 			}
 		}
 	}
-	if n := strings.Count(gsvg.String(), "<rect x="); n < len(r.Gemv.Rows) {
-		t.Errorf("gemv.svg has %d bars for %d rows", n, len(r.Gemv.Rows))
+	if n := strings.Count(gsvg.String(), "<rect x="); n < len(r.Gemv.Rows)+len(r.Gemv.Types) {
+		t.Errorf("gemv.svg has %d bars for %d rows", n, len(r.Gemv.Rows)+len(r.Gemv.Types))
 	}
 	if n := strings.Count(msvg.String(), "<polyline"); n != 2*len(r.Models) {
 		t.Errorf("model.svg has %d lines for %d models", n, len(r.Models))
@@ -272,6 +288,13 @@ func TestRunRejectsBadOptions(t *testing.T) {
 	opts.SkipModels = true
 	if _, err := Run(opts, nil); err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Errorf("unknown GEMV shape: err = %v", err)
+	}
+	opts = tinyOptions()
+	opts.GemvShapes = []string{"k/v"}
+	opts.TypeShapes = [][2]int{{64, 96}}
+	opts.SkipModels = true
+	if _, err := Run(opts, nil); err == nil || !strings.Contains(err.Error(), "64x96") {
+		t.Errorf("type shape with cols %% 256 != 0: err = %v", err)
 	}
 	bad := tinyConfig()
 	bad.Hidden = 100

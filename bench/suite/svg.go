@@ -11,13 +11,18 @@ import (
 
 // Charts of a report as standalone SVG (no dependency: a few rectangles, lines and labels).
 
-// WriteGemvSVG draws one bar per GEMV shape, type and thread count: the % of the same-run
-// streaming-read bandwidth the GEMV reads its weights at (100% = the machine's limit).
+// WriteGemvSVG draws one bar per GEMV shape, type and thread count, then one per shape, type
+// and kernel variant of the one-thread section: the % of the same-run streaming-read
+// bandwidth the GEMV reads its weights at (100% = the machine's limit).
 func (r *Report) WriteGemvSVG(w io.Writer) error {
 	var bars []bar
 	for _, g := range r.Gemv.Rows {
 		bars = append(bars, bar{label: fmt.Sprintf("%s %s %dt", g.Shape, g.Type, g.Threads), value: g.PctBW,
 			group: fmt.Sprintf("%s, %d thread(s)", g.Type, g.Threads)})
+	}
+	for _, g := range r.Gemv.Types {
+		bars = append(bars, bar{label: fmt.Sprintf("%s %s %s 1t", g.Shape, g.Type, g.Variant), value: g.PctBW,
+			group: fmt.Sprintf("%s kernels, 1 thread, by type", g.Variant)})
 	}
 	return barChart(w, "GEMV weight read speed, % of this run's streaming-read bandwidth", "% of bandwidth", bars, 100)
 }

@@ -62,11 +62,16 @@ func run(out string, threads int) error {
 	}
 	fmt.Printf("cpu %q, %d threads, kernels %s, dispatch %.0f ns; wrote %s\n\n", th.CPU, th.Threads, th.Kernels, th.DispatchNs, out)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "op\tns/element\tmin_elements\tactive before\tµs before\tactive after\tµs after\tspeedup\t")
+	fmt.Fprintln(tw, "op\tvariant\tavx2/avx512\tns/element\tmin_elements\tactive before\tµs before\tactive after\tµs after\tspeedup\t")
 	for i, b := range before {
 		a := after[i]
-		fmt.Fprintf(tw, "%s\t%.4f\t%d\t%d\t%.2f\t%d\t%.2f\t%.2fx\t\n", b.Op, th.Ops[b.Op].NsPerElement,
-			th.Ops[b.Op].MinElements["decode"], b.Active, b.Ns/1e3, a.Active, a.Ns/1e3, b.Ns/a.Ns)
+		oc := th.Ops[b.Op]
+		ratio := "-"
+		if n2, n5 := oc.VariantNs["avx2"], oc.VariantNs["avx512"]; n2 > 0 && n5 > 0 {
+			ratio = fmt.Sprintf("%.2f", n2/n5)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.4f\t%d\t%d\t%.2f\t%d\t%.2f\t%.2fx\t\n", b.Op, oc.Variant, ratio, oc.NsPerElement,
+			oc.MinElements["decode"], b.Active, b.Ns/1e3, a.Active, a.Ns/1e3, b.Ns/a.Ns)
 	}
 	return tw.Flush()
 }

@@ -20,6 +20,48 @@ package ckernels
 #cgo nocallback krt_quantize_q5_0_avx2
 #cgo noescape krt_quantize_q5_0_avx512
 #cgo nocallback krt_quantize_q5_0_avx512
+#cgo noescape krt_quantize_q4_0_ref
+#cgo nocallback krt_quantize_q4_0_ref
+#cgo noescape krt_quantize_q4_0_avx2
+#cgo nocallback krt_quantize_q4_0_avx2
+#cgo noescape krt_quantize_q4_0_avx512
+#cgo nocallback krt_quantize_q4_0_avx512
+#cgo noescape krt_quantize_q4_1_ref
+#cgo nocallback krt_quantize_q4_1_ref
+#cgo noescape krt_quantize_q4_1_avx2
+#cgo nocallback krt_quantize_q4_1_avx2
+#cgo noescape krt_quantize_q4_1_avx512
+#cgo nocallback krt_quantize_q4_1_avx512
+#cgo noescape krt_quantize_q5_1_ref
+#cgo nocallback krt_quantize_q5_1_ref
+#cgo noescape krt_quantize_q5_1_avx2
+#cgo nocallback krt_quantize_q5_1_avx2
+#cgo noescape krt_quantize_q5_1_avx512
+#cgo nocallback krt_quantize_q5_1_avx512
+#cgo noescape krt_quantize_q4_K_ref
+#cgo nocallback krt_quantize_q4_K_ref
+#cgo noescape krt_quantize_q4_K_avx2
+#cgo nocallback krt_quantize_q4_K_avx2
+#cgo noescape krt_quantize_q4_K_avx512
+#cgo nocallback krt_quantize_q4_K_avx512
+#cgo noescape krt_quantize_q5_K_ref
+#cgo nocallback krt_quantize_q5_K_ref
+#cgo noescape krt_quantize_q5_K_avx2
+#cgo nocallback krt_quantize_q5_K_avx2
+#cgo noescape krt_quantize_q5_K_avx512
+#cgo nocallback krt_quantize_q5_K_avx512
+#cgo noescape krt_quantize_q6_K_ref
+#cgo nocallback krt_quantize_q6_K_ref
+#cgo noescape krt_quantize_q6_K_avx2
+#cgo nocallback krt_quantize_q6_K_avx2
+#cgo noescape krt_quantize_q6_K_avx512
+#cgo nocallback krt_quantize_q6_K_avx512
+#cgo noescape krt_quantize_q8_K_ref
+#cgo nocallback krt_quantize_q8_K_ref
+#cgo noescape krt_quantize_q8_K_avx2
+#cgo nocallback krt_quantize_q8_K_avx2
+#cgo noescape krt_quantize_q8_K_avx512
+#cgo nocallback krt_quantize_q8_K_avx512
 #cgo noescape krt_dequantize_q8_0_ref
 #cgo nocallback krt_dequantize_q8_0_ref
 #cgo noescape krt_dequantize_q8_0_avx2
@@ -32,6 +74,48 @@ package ckernels
 #cgo nocallback krt_dequantize_q5_0_avx2
 #cgo noescape krt_dequantize_q5_0_avx512
 #cgo nocallback krt_dequantize_q5_0_avx512
+#cgo noescape krt_dequantize_q4_0_ref
+#cgo nocallback krt_dequantize_q4_0_ref
+#cgo noescape krt_dequantize_q4_0_avx2
+#cgo nocallback krt_dequantize_q4_0_avx2
+#cgo noescape krt_dequantize_q4_0_avx512
+#cgo nocallback krt_dequantize_q4_0_avx512
+#cgo noescape krt_dequantize_q4_1_ref
+#cgo nocallback krt_dequantize_q4_1_ref
+#cgo noescape krt_dequantize_q4_1_avx2
+#cgo nocallback krt_dequantize_q4_1_avx2
+#cgo noescape krt_dequantize_q4_1_avx512
+#cgo nocallback krt_dequantize_q4_1_avx512
+#cgo noescape krt_dequantize_q5_1_ref
+#cgo nocallback krt_dequantize_q5_1_ref
+#cgo noescape krt_dequantize_q5_1_avx2
+#cgo nocallback krt_dequantize_q5_1_avx2
+#cgo noescape krt_dequantize_q5_1_avx512
+#cgo nocallback krt_dequantize_q5_1_avx512
+#cgo noescape krt_dequantize_q4_K_ref
+#cgo nocallback krt_dequantize_q4_K_ref
+#cgo noescape krt_dequantize_q4_K_avx2
+#cgo nocallback krt_dequantize_q4_K_avx2
+#cgo noescape krt_dequantize_q4_K_avx512
+#cgo nocallback krt_dequantize_q4_K_avx512
+#cgo noescape krt_dequantize_q5_K_ref
+#cgo nocallback krt_dequantize_q5_K_ref
+#cgo noescape krt_dequantize_q5_K_avx2
+#cgo nocallback krt_dequantize_q5_K_avx2
+#cgo noescape krt_dequantize_q5_K_avx512
+#cgo nocallback krt_dequantize_q5_K_avx512
+#cgo noescape krt_dequantize_q6_K_ref
+#cgo nocallback krt_dequantize_q6_K_ref
+#cgo noescape krt_dequantize_q6_K_avx2
+#cgo nocallback krt_dequantize_q6_K_avx2
+#cgo noescape krt_dequantize_q6_K_avx512
+#cgo nocallback krt_dequantize_q6_K_avx512
+#cgo noescape krt_dequantize_q8_K_ref
+#cgo nocallback krt_dequantize_q8_K_ref
+#cgo noescape krt_dequantize_q8_K_avx2
+#cgo nocallback krt_dequantize_q8_K_avx2
+#cgo noescape krt_dequantize_q8_K_avx512
+#cgo nocallback krt_dequantize_q8_K_avx512
 #cgo noescape krt_gemv_q8_0_ref
 #cgo nocallback krt_gemv_q8_0_ref
 #cgo noescape krt_gemv_q8_0_avx2
@@ -44,6 +128,36 @@ package ckernels
 #cgo nocallback krt_gemv_q5_0_avx2
 #cgo noescape krt_gemv_q5_0_avx512
 #cgo nocallback krt_gemv_q5_0_avx512
+#cgo noescape krt_gemv_q4_0_ref
+#cgo nocallback krt_gemv_q4_0_ref
+#cgo noescape krt_gemv_q4_0_avx2
+#cgo nocallback krt_gemv_q4_0_avx2
+#cgo noescape krt_gemv_q4_0_avx512
+#cgo nocallback krt_gemv_q4_0_avx512
+#cgo noescape krt_gemv_q5_1_ref
+#cgo nocallback krt_gemv_q5_1_ref
+#cgo noescape krt_gemv_q5_1_avx2
+#cgo nocallback krt_gemv_q5_1_avx2
+#cgo noescape krt_gemv_q5_1_avx512
+#cgo nocallback krt_gemv_q5_1_avx512
+#cgo noescape krt_gemv_q4_K_ref
+#cgo nocallback krt_gemv_q4_K_ref
+#cgo noescape krt_gemv_q4_K_avx2
+#cgo nocallback krt_gemv_q4_K_avx2
+#cgo noescape krt_gemv_q4_K_avx512
+#cgo nocallback krt_gemv_q4_K_avx512
+#cgo noescape krt_gemv_q5_K_ref
+#cgo nocallback krt_gemv_q5_K_ref
+#cgo noescape krt_gemv_q5_K_avx2
+#cgo nocallback krt_gemv_q5_K_avx2
+#cgo noescape krt_gemv_q5_K_avx512
+#cgo nocallback krt_gemv_q5_K_avx512
+#cgo noescape krt_gemv_q6_K_ref
+#cgo nocallback krt_gemv_q6_K_ref
+#cgo noescape krt_gemv_q6_K_avx2
+#cgo nocallback krt_gemv_q6_K_avx2
+#cgo noescape krt_gemv_q6_K_avx512
+#cgo nocallback krt_gemv_q6_K_avx512
 #cgo noescape krt_gemv_q8_0_f32_ref
 #cgo nocallback krt_gemv_q8_0_f32_ref
 #cgo noescape krt_gemv_q8_0_f32_avx2
@@ -74,6 +188,36 @@ package ckernels
 #cgo nocallback krt_gemm_q5_0_avx2
 #cgo noescape krt_gemm_q5_0_avx512
 #cgo nocallback krt_gemm_q5_0_avx512
+#cgo noescape krt_gemm_q4_0_ref
+#cgo nocallback krt_gemm_q4_0_ref
+#cgo noescape krt_gemm_q4_0_avx2
+#cgo nocallback krt_gemm_q4_0_avx2
+#cgo noescape krt_gemm_q4_0_avx512
+#cgo nocallback krt_gemm_q4_0_avx512
+#cgo noescape krt_gemm_q5_1_ref
+#cgo nocallback krt_gemm_q5_1_ref
+#cgo noescape krt_gemm_q5_1_avx2
+#cgo nocallback krt_gemm_q5_1_avx2
+#cgo noescape krt_gemm_q5_1_avx512
+#cgo nocallback krt_gemm_q5_1_avx512
+#cgo noescape krt_gemm_q4_K_ref
+#cgo nocallback krt_gemm_q4_K_ref
+#cgo noescape krt_gemm_q4_K_avx2
+#cgo nocallback krt_gemm_q4_K_avx2
+#cgo noescape krt_gemm_q4_K_avx512
+#cgo nocallback krt_gemm_q4_K_avx512
+#cgo noescape krt_gemm_q5_K_ref
+#cgo nocallback krt_gemm_q5_K_ref
+#cgo noescape krt_gemm_q5_K_avx2
+#cgo nocallback krt_gemm_q5_K_avx2
+#cgo noescape krt_gemm_q5_K_avx512
+#cgo nocallback krt_gemm_q5_K_avx512
+#cgo noescape krt_gemm_q6_K_ref
+#cgo nocallback krt_gemm_q6_K_ref
+#cgo noescape krt_gemm_q6_K_avx2
+#cgo nocallback krt_gemm_q6_K_avx2
+#cgo noescape krt_gemm_q6_K_avx512
+#cgo nocallback krt_gemm_q6_K_avx512
 #cgo noescape krt_rmsnorm_ref
 #cgo nocallback krt_rmsnorm_ref
 #cgo noescape krt_rmsnorm_avx2
@@ -172,6 +316,69 @@ func init() {
 	sets[cpu.AVX512].K[kern.QuantizeQ5_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_quantize_q5_0_avx512((*C.krt_block_q5_0)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
 	}
+	sets[cpu.Ref].K[kern.QuantizeQ4_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_q4_0_ref((*C.krt_block_q4_0)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.QuantizeQ4_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_q4_0_avx2((*C.krt_block_q4_0)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.QuantizeQ4_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_q4_0_avx512((*C.krt_block_q4_0)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.QuantizeQ4_1] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_q4_1_ref((*C.krt_block_q4_1)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.QuantizeQ4_1] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_q4_1_avx2((*C.krt_block_q4_1)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.QuantizeQ4_1] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_q4_1_avx512((*C.krt_block_q4_1)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.QuantizeQ5_1] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_q5_1_ref((*C.krt_block_q5_1)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.QuantizeQ5_1] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_q5_1_avx2((*C.krt_block_q5_1)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.QuantizeQ5_1] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_q5_1_avx512((*C.krt_block_q5_1)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.QuantizeQ4K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_q4_K_ref((*C.krt_block_q4_K)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.QuantizeQ4K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_q4_K_avx2((*C.krt_block_q4_K)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.QuantizeQ4K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_q4_K_avx512((*C.krt_block_q4_K)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.QuantizeQ5K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_q5_K_ref((*C.krt_block_q5_K)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.QuantizeQ5K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_q5_K_avx2((*C.krt_block_q5_K)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.QuantizeQ5K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_q5_K_avx512((*C.krt_block_q5_K)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.QuantizeQ6K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_q6_K_ref((*C.krt_block_q6_K)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.QuantizeQ6K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_q6_K_avx2((*C.krt_block_q6_K)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.QuantizeQ6K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_q6_K_avx512((*C.krt_block_q6_K)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.QuantizeQ8K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_q8_K_ref((*C.krt_block_q8_K)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.QuantizeQ8K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_q8_K_avx2((*C.krt_block_q8_K)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.QuantizeQ8K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_q8_K_avx512((*C.krt_block_q8_K)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
 	sets[cpu.Ref].K[kern.DequantizeQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_dequantize_q8_0_ref((*C.float)(a.P[0]), (*C.krt_block_q8_0)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
 	}
@@ -190,6 +397,69 @@ func init() {
 	sets[cpu.AVX512].K[kern.DequantizeQ5_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_dequantize_q5_0_avx512((*C.float)(a.P[0]), (*C.krt_block_q5_0)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
 	}
+	sets[cpu.Ref].K[kern.DequantizeQ4_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_q4_0_ref((*C.float)(a.P[0]), (*C.krt_block_q4_0)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.DequantizeQ4_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_q4_0_avx2((*C.float)(a.P[0]), (*C.krt_block_q4_0)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.DequantizeQ4_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_q4_0_avx512((*C.float)(a.P[0]), (*C.krt_block_q4_0)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.DequantizeQ4_1] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_q4_1_ref((*C.float)(a.P[0]), (*C.krt_block_q4_1)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.DequantizeQ4_1] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_q4_1_avx2((*C.float)(a.P[0]), (*C.krt_block_q4_1)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.DequantizeQ4_1] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_q4_1_avx512((*C.float)(a.P[0]), (*C.krt_block_q4_1)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.DequantizeQ5_1] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_q5_1_ref((*C.float)(a.P[0]), (*C.krt_block_q5_1)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.DequantizeQ5_1] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_q5_1_avx2((*C.float)(a.P[0]), (*C.krt_block_q5_1)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.DequantizeQ5_1] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_q5_1_avx512((*C.float)(a.P[0]), (*C.krt_block_q5_1)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.DequantizeQ4K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_q4_K_ref((*C.float)(a.P[0]), (*C.krt_block_q4_K)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.DequantizeQ4K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_q4_K_avx2((*C.float)(a.P[0]), (*C.krt_block_q4_K)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.DequantizeQ4K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_q4_K_avx512((*C.float)(a.P[0]), (*C.krt_block_q4_K)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.DequantizeQ5K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_q5_K_ref((*C.float)(a.P[0]), (*C.krt_block_q5_K)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.DequantizeQ5K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_q5_K_avx2((*C.float)(a.P[0]), (*C.krt_block_q5_K)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.DequantizeQ5K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_q5_K_avx512((*C.float)(a.P[0]), (*C.krt_block_q5_K)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.DequantizeQ6K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_q6_K_ref((*C.float)(a.P[0]), (*C.krt_block_q6_K)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.DequantizeQ6K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_q6_K_avx2((*C.float)(a.P[0]), (*C.krt_block_q6_K)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.DequantizeQ6K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_q6_K_avx512((*C.float)(a.P[0]), (*C.krt_block_q6_K)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.DequantizeQ8K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_q8_K_ref((*C.float)(a.P[0]), (*C.krt_block_q8_K)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.DequantizeQ8K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_q8_K_avx2((*C.float)(a.P[0]), (*C.krt_block_q8_K)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.DequantizeQ8K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_q8_K_avx512((*C.float)(a.P[0]), (*C.krt_block_q8_K)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
 	sets[cpu.Ref].K[kern.GemvQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_gemv_q8_0_ref((*C.float)(a.P[0]), (*C.krt_block_q8_0)(a.P[1]), (*C.krt_block_q8_0)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
 	}
@@ -207,6 +477,51 @@ func init() {
 	}
 	sets[cpu.AVX512].K[kern.GemvQ5_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_gemv_q5_0_avx512((*C.float)(a.P[0]), (*C.krt_block_q5_0)(a.P[1]), (*C.krt_block_q8_0)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.GemvQ4_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemv_q4_0_ref((*C.float)(a.P[0]), (*C.krt_block_q4_0)(a.P[1]), (*C.krt_block_q8_0)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.GemvQ4_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemv_q4_0_avx2((*C.float)(a.P[0]), (*C.krt_block_q4_0)(a.P[1]), (*C.krt_block_q8_0)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.GemvQ4_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemv_q4_0_avx512((*C.float)(a.P[0]), (*C.krt_block_q4_0)(a.P[1]), (*C.krt_block_q8_0)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.GemvQ5_1] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemv_q5_1_ref((*C.float)(a.P[0]), (*C.krt_block_q5_1)(a.P[1]), (*C.krt_block_q8_0)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.GemvQ5_1] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemv_q5_1_avx2((*C.float)(a.P[0]), (*C.krt_block_q5_1)(a.P[1]), (*C.krt_block_q8_0)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.GemvQ5_1] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemv_q5_1_avx512((*C.float)(a.P[0]), (*C.krt_block_q5_1)(a.P[1]), (*C.krt_block_q8_0)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.GemvQ4K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemv_q4_K_ref((*C.float)(a.P[0]), (*C.krt_block_q4_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.GemvQ4K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemv_q4_K_avx2((*C.float)(a.P[0]), (*C.krt_block_q4_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.GemvQ4K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemv_q4_K_avx512((*C.float)(a.P[0]), (*C.krt_block_q4_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.GemvQ5K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemv_q5_K_ref((*C.float)(a.P[0]), (*C.krt_block_q5_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.GemvQ5K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemv_q5_K_avx2((*C.float)(a.P[0]), (*C.krt_block_q5_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.GemvQ5K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemv_q5_K_avx512((*C.float)(a.P[0]), (*C.krt_block_q5_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.GemvQ6K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemv_q6_K_ref((*C.float)(a.P[0]), (*C.krt_block_q6_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.GemvQ6K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemv_q6_K_avx2((*C.float)(a.P[0]), (*C.krt_block_q6_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.GemvQ6K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemv_q6_K_avx512((*C.float)(a.P[0]), (*C.krt_block_q6_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
 	}
 	sets[cpu.Ref].K[kern.GemvQ8_0F32] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_gemv_q8_0_f32_ref((*C.float)(a.P[0]), (*C.krt_block_q8_0)(a.P[1]), (*C.float)(a.P[2]), (*C.krt_block_q8_0)(scratch), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
@@ -252,6 +567,51 @@ func init() {
 	}
 	sets[cpu.AVX512].K[kern.GemmQ5_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_gemm_q5_0_avx512((*C.float)(a.P[0]), (*C.krt_block_q5_0)(a.P[1]), (*C.krt_block_q8_0)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.GemmQ4_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemm_q4_0_ref((*C.float)(a.P[0]), (*C.krt_block_q4_0)(a.P[1]), (*C.krt_block_q8_0)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.GemmQ4_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemm_q4_0_avx2((*C.float)(a.P[0]), (*C.krt_block_q4_0)(a.P[1]), (*C.krt_block_q8_0)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.GemmQ4_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemm_q4_0_avx512((*C.float)(a.P[0]), (*C.krt_block_q4_0)(a.P[1]), (*C.krt_block_q8_0)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.GemmQ5_1] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemm_q5_1_ref((*C.float)(a.P[0]), (*C.krt_block_q5_1)(a.P[1]), (*C.krt_block_q8_0)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.GemmQ5_1] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemm_q5_1_avx2((*C.float)(a.P[0]), (*C.krt_block_q5_1)(a.P[1]), (*C.krt_block_q8_0)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.GemmQ5_1] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemm_q5_1_avx512((*C.float)(a.P[0]), (*C.krt_block_q5_1)(a.P[1]), (*C.krt_block_q8_0)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.GemmQ4K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemm_q4_K_ref((*C.float)(a.P[0]), (*C.krt_block_q4_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.GemmQ4K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemm_q4_K_avx2((*C.float)(a.P[0]), (*C.krt_block_q4_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.GemmQ4K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemm_q4_K_avx512((*C.float)(a.P[0]), (*C.krt_block_q4_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.GemmQ5K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemm_q5_K_ref((*C.float)(a.P[0]), (*C.krt_block_q5_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.GemmQ5K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemm_q5_K_avx2((*C.float)(a.P[0]), (*C.krt_block_q5_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.GemmQ5K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemm_q5_K_avx512((*C.float)(a.P[0]), (*C.krt_block_q5_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.GemmQ6K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemm_q6_K_ref((*C.float)(a.P[0]), (*C.krt_block_q6_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.GemmQ6K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemm_q6_K_avx2((*C.float)(a.P[0]), (*C.krt_block_q6_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.GemmQ6K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemm_q6_K_avx512((*C.float)(a.P[0]), (*C.krt_block_q6_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
 	}
 	sets[cpu.Ref].K[kern.RMSNorm] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_rmsnorm_ref((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.float)(unsafe.Pointer(&a.F[0])), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))

@@ -3,4 +3,4 @@
 package ckernels
 
 // csrcHash is the hash of csrc/ this package was last generated for (see csrchash).
-const csrcHash = "358ba39bb1316133d4f366002b8e56e96d5c64ccb1e5d3fac4e0c3d70393cf1d"
+const csrcHash = "1a78c04da39ef21a76a86ec3d1d0c8a579608189097730ad8aaf78cc21618fa1"

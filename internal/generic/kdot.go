@@ -120,61 +120,71 @@ func rowsGemm(y, bias kern.P, rows, T, r0, r1 int, dot func(t, r int) float32) {
 	}
 }
 
-func gemvQ4_0(y, w, x, bias kern.P, cols, r0, r1 int) {
+// GemvQ4_0 is krt_gemv_q4_0_ref: rows [r0, r1).
+func GemvQ4_0(y, w, x, bias kern.P, cols, r0, r1 int) {
 	nb := cols / qk
 	ws, xs := q40s(w, r1*nb), q8s(x, nb)
 	rowsGemv(y, bias, r0, r1, func(r int) float32 { return dotQ4_0(ws[r*nb:(r+1)*nb], xs) })
 }
 
-func gemvQ5_1(y, w, x, bias kern.P, cols, r0, r1 int) {
+// GemvQ5_1 is krt_gemv_q5_1_ref: rows [r0, r1).
+func GemvQ5_1(y, w, x, bias kern.P, cols, r0, r1 int) {
 	nb := cols / qk
 	ws, xs := q51s(w, r1*nb), q8s(x, nb)
 	rowsGemv(y, bias, r0, r1, func(r int) float32 { return dotQ5_1(ws[r*nb:(r+1)*nb], xs) })
 }
 
-func gemvQ4K(y, w, x, bias kern.P, cols, r0, r1 int) {
+// GemvQ4K is krt_gemv_q4_K_ref: rows [r0, r1).
+func GemvQ4K(y, w, x, bias kern.P, cols, r0, r1 int) {
 	nb := cols / qkK
 	ws, xs := q4Ks(w, r1*nb), q8Ks(x, nb)
 	rowsGemv(y, bias, r0, r1, func(r int) float32 { return dotQ4K(ws[r*nb:(r+1)*nb], xs) })
 }
 
-func gemvQ5K(y, w, x, bias kern.P, cols, r0, r1 int) {
+// GemvQ5K is krt_gemv_q5_K_ref: rows [r0, r1).
+func GemvQ5K(y, w, x, bias kern.P, cols, r0, r1 int) {
 	nb := cols / qkK
 	ws, xs := q5Ks(w, r1*nb), q8Ks(x, nb)
 	rowsGemv(y, bias, r0, r1, func(r int) float32 { return dotQ5K(ws[r*nb:(r+1)*nb], xs) })
 }
 
-func gemvQ6K(y, w, x, bias kern.P, cols, r0, r1 int) {
+// GemvQ6K is krt_gemv_q6_K_ref: rows [r0, r1).
+func GemvQ6K(y, w, x, bias kern.P, cols, r0, r1 int) {
 	nb := cols / qkK
 	ws, xs := q6Ks(w, r1*nb), q8Ks(x, nb)
 	rowsGemv(y, bias, r0, r1, func(r int) float32 { return dotQ6K(ws[r*nb:(r+1)*nb], xs) })
 }
 
-func gemmQ4_0(y, w, x, bias kern.P, rows, cols, T, r0, r1 int) {
+// GemmQ4_0 is krt_gemm_q4_0_ref: rows [r0, r1) of every token.
+func GemmQ4_0(y, w, x, bias kern.P, rows, cols, T, r0, r1 int) {
 	nb := cols / qk
 	ws, xs := q40s(w, rows*nb), q8s(x, T*nb)
 	rowsGemm(y, bias, rows, T, r0, r1, func(t, r int) float32 { return dotQ4_0(ws[r*nb:(r+1)*nb], xs[t*nb:(t+1)*nb]) })
 }
 
-func gemmQ5_1(y, w, x, bias kern.P, rows, cols, T, r0, r1 int) {
+// GemmQ5_1 is krt_gemm_q5_1_ref: rows [r0, r1) of every token.
+func GemmQ5_1(y, w, x, bias kern.P, rows, cols, T, r0, r1 int) {
 	nb := cols / qk
 	ws, xs := q51s(w, rows*nb), q8s(x, T*nb)
 	rowsGemm(y, bias, rows, T, r0, r1, func(t, r int) float32 { return dotQ5_1(ws[r*nb:(r+1)*nb], xs[t*nb:(t+1)*nb]) })
 }
 
-func gemmQ4K(y, w, x, bias kern.P, rows, cols, T, r0, r1 int) {
+// GemmQ4K is krt_gemm_q4_K_ref: rows [r0, r1) of every token.
+func GemmQ4K(y, w, x, bias kern.P, rows, cols, T, r0, r1 int) {
 	nb := cols / qkK
 	ws, xs := q4Ks(w, rows*nb), q8Ks(x, T*nb)
 	rowsGemm(y, bias, rows, T, r0, r1, func(t, r int) float32 { return dotQ4K(ws[r*nb:(r+1)*nb], xs[t*nb:(t+1)*nb]) })
 }
 
-func gemmQ5K(y, w, x, bias kern.P, rows, cols, T, r0, r1 int) {
+// GemmQ5K is krt_gemm_q5_K_ref: rows [r0, r1) of every token.
+func GemmQ5K(y, w, x, bias kern.P, rows, cols, T, r0, r1 int) {
 	nb := cols / qkK
 	ws, xs := q5Ks(w, rows*nb), q8Ks(x, T*nb)
 	rowsGemm(y, bias, rows, T, r0, r1, func(t, r int) float32 { return dotQ5K(ws[r*nb:(r+1)*nb], xs[t*nb:(t+1)*nb]) })
 }
 
-func gemmQ6K(y, w, x, bias kern.P, rows, cols, T, r0, r1 int) {
+// GemmQ6K is krt_gemm_q6_K_ref: rows [r0, r1) of every token.
+func GemmQ6K(y, w, x, bias kern.P, rows, cols, T, r0, r1 int) {
 	nb := cols / qkK
 	ws, xs := q6Ks(w, rows*nb), q8Ks(x, T*nb)
 	rowsGemm(y, bias, rows, T, r0, r1, func(t, r int) float32 { return dotQ6K(ws[r*nb:(r+1)*nb], xs[t*nb:(t+1)*nb]) })

@@ -21,25 +21,25 @@ type kdCase struct {
 }
 
 var kdCases = []kdCase{
-	{"q4_0", qk, 18, false, gemvQ4_0, gemmQ4_0, func(p unsafe.Pointer, e int) (float64, float64) {
+	{"q4_0", qk, 18, false, GemvQ4_0, GemmQ4_0, func(p unsafe.Pointer, e int) (float64, float64) {
 		b := (*blockQ4_0)(p)
 		return float64(FP16ToFP32(b.d)) * float64(nib(&b.qs, e)-8), 0
 	}},
-	{"q5_1", qk, 24, false, gemvQ5_1, gemmQ5_1, func(p unsafe.Pointer, e int) (float64, float64) {
+	{"q5_1", qk, 24, false, GemvQ5_1, GemmQ5_1, func(p unsafe.Pointer, e int) (float64, float64) {
 		b := (*blockQ5_1)(p)
 		return float64(FP16ToFP32(b.d)) * float64(b.q5(e)), -float64(FP16ToFP32(b.m))
 	}},
-	{"q4_K", qkK, 144, true, gemvQ4K, gemmQ4K, func(p unsafe.Pointer, e int) (float64, float64) {
+	{"q4_K", qkK, 144, true, GemvQ4K, GemmQ4K, func(p unsafe.Pointer, e int) (float64, float64) {
 		b := (*blockQ4K)(p)
 		sc, m := scaleMinK4(e/32, &b.scales)
 		return float64(FP16ToFP32(b.d)) * float64(sc) * float64(b.q(e)), float64(FP16ToFP32(b.dmin)) * float64(m)
 	}},
-	{"q5_K", qkK, 176, true, gemvQ5K, gemmQ5K, func(p unsafe.Pointer, e int) (float64, float64) {
+	{"q5_K", qkK, 176, true, GemvQ5K, GemmQ5K, func(p unsafe.Pointer, e int) (float64, float64) {
 		b := (*blockQ5K)(p)
 		sc, m := scaleMinK4(e/32, &b.scales)
 		return float64(FP16ToFP32(b.d)) * float64(sc) * float64(b.q(e)), float64(FP16ToFP32(b.dmin)) * float64(m)
 	}},
-	{"q6_K", qkK, 210, true, gemvQ6K, gemmQ6K, func(p unsafe.Pointer, e int) (float64, float64) {
+	{"q6_K", qkK, 210, true, GemvQ6K, GemmQ6K, func(p unsafe.Pointer, e int) (float64, float64) {
 		b := (*blockQ6K)(p)
 		return float64(FP16ToFP32(b.d)) * float64(b.scales[e/16]) * float64(b.q(e)-32), 0
 	}},
@@ -87,7 +87,7 @@ func TestKGemvGemm(t *testing.T) {
 			if c.xk {
 				xbytes, xblk = 292, qkK
 				x = make([]byte, T*cols/qkK*292)
-				quantizeQ8K(ptr(x), ptr(xf), 0, T*cols/qkK)
+				QuantizeQ8K(ptr(x), ptr(xf), 0, T*cols/qkK)
 			} else {
 				x = make([]byte, T*cols/qk*34)
 				QuantizeQ8_0(ptr(x), ptr(xf), 0, T*cols/qk)

@@ -520,49 +520,56 @@ func quantizeQ6KBlock(y *blockQ6K, x []float32) {
 	}
 }
 
-func quantizeQ4_0(dst, src kern.P, b0, b1 int) {
+// QuantizeQ4_0 is krt_quantize_q4_0_ref: blocks [b0, b1) of src into dst.
+func QuantizeQ4_0(dst, src kern.P, b0, b1 int) {
 	d, s := q40s(dst, b1), f32(src, b1*qk)
 	for b := b0; b < b1; b++ {
 		quantizeQ4_0Block(&d[b], s[b*qk:])
 	}
 }
 
-func quantizeQ4_1(dst, src kern.P, b0, b1 int) {
+// QuantizeQ4_1 is krt_quantize_q4_1_ref: blocks [b0, b1) of src into dst.
+func QuantizeQ4_1(dst, src kern.P, b0, b1 int) {
 	d, s := q41s(dst, b1), f32(src, b1*qk)
 	for b := b0; b < b1; b++ {
 		quantizeQ4_1Block(&d[b], s[b*qk:])
 	}
 }
 
-func quantizeQ5_1(dst, src kern.P, b0, b1 int) {
+// QuantizeQ5_1 is krt_quantize_q5_1_ref: blocks [b0, b1) of src into dst.
+func QuantizeQ5_1(dst, src kern.P, b0, b1 int) {
 	d, s := q51s(dst, b1), f32(src, b1*qk)
 	for b := b0; b < b1; b++ {
 		quantizeQ5_1Block(&d[b], s[b*qk:])
 	}
 }
 
-func quantizeQ4K(dst, src kern.P, b0, b1 int) {
+// QuantizeQ4K is krt_quantize_q4_K_ref: super-blocks [b0, b1) of src into dst.
+func QuantizeQ4K(dst, src kern.P, b0, b1 int) {
 	d, s := q4Ks(dst, b1), f32(src, b1*qkK)
 	for b := b0; b < b1; b++ {
 		quantizeQ4KBlock(&d[b], s[b*qkK:])
 	}
 }
 
-func quantizeQ5K(dst, src kern.P, b0, b1 int) {
+// QuantizeQ5K is krt_quantize_q5_K_ref: super-blocks [b0, b1) of src into dst.
+func QuantizeQ5K(dst, src kern.P, b0, b1 int) {
 	d, s := q5Ks(dst, b1), f32(src, b1*qkK)
 	for b := b0; b < b1; b++ {
 		quantizeQ5KBlock(&d[b], s[b*qkK:])
 	}
 }
 
-func quantizeQ6K(dst, src kern.P, b0, b1 int) {
+// QuantizeQ6K is krt_quantize_q6_K_ref: super-blocks [b0, b1) of src into dst.
+func QuantizeQ6K(dst, src kern.P, b0, b1 int) {
 	d, s := q6Ks(dst, b1), f32(src, b1*qkK)
 	for b := b0; b < b1; b++ {
 		quantizeQ6KBlock(&d[b], s[b*qkK:])
 	}
 }
 
-func quantizeQ8K(dst, src kern.P, b0, b1 int) {
+// QuantizeQ8K is krt_quantize_q8_K_ref: super-blocks [b0, b1) of src into dst.
+func QuantizeQ8K(dst, src kern.P, b0, b1 int) {
 	d, s := q8Ks(dst, b1), f32(src, b1*qkK)
 	for b := b0; b < b1; b++ {
 		quantizeQ8KBlock(&d[b], s[b*qkK:])
@@ -613,7 +620,8 @@ func (b *blockQ6K) q(e int) int32 {
 	return int32(lo) | int32(b.qh[32*h+l]>>uint(2*k)&3)<<4
 }
 
-func dequantizeQ4_0(dst, src kern.P, b0, b1 int) {
+// DequantizeQ4_0 is krt_dequantize_q4_0_ref: blocks [b0, b1) of src into dst.
+func DequantizeQ4_0(dst, src kern.P, b0, b1 int) {
 	d, s := f32(dst, b1*qk), q40s(src, b1)
 	for b := b0; b < b1; b++ {
 		scale := FP16ToFP32(s[b].d)
@@ -623,7 +631,8 @@ func dequantizeQ4_0(dst, src kern.P, b0, b1 int) {
 	}
 }
 
-func dequantizeQ4_1(dst, src kern.P, b0, b1 int) {
+// DequantizeQ4_1 is krt_dequantize_q4_1_ref: blocks [b0, b1) of src into dst.
+func DequantizeQ4_1(dst, src kern.P, b0, b1 int) {
 	d, s := f32(dst, b1*qk), q41s(src, b1)
 	for b := b0; b < b1; b++ {
 		scale, m := FP16ToFP32(s[b].d), FP16ToFP32(s[b].m)
@@ -633,7 +642,8 @@ func dequantizeQ4_1(dst, src kern.P, b0, b1 int) {
 	}
 }
 
-func dequantizeQ5_1(dst, src kern.P, b0, b1 int) {
+// DequantizeQ5_1 is krt_dequantize_q5_1_ref: blocks [b0, b1) of src into dst.
+func DequantizeQ5_1(dst, src kern.P, b0, b1 int) {
 	d, s := f32(dst, b1*qk), q51s(src, b1)
 	for b := b0; b < b1; b++ {
 		scale, m := FP16ToFP32(s[b].d), FP16ToFP32(s[b].m)
@@ -643,7 +653,8 @@ func dequantizeQ5_1(dst, src kern.P, b0, b1 int) {
 	}
 }
 
-func dequantizeQ4K(dst, src kern.P, b0, b1 int) {
+// DequantizeQ4K is krt_dequantize_q4_K_ref: super-blocks [b0, b1) of src into dst.
+func DequantizeQ4K(dst, src kern.P, b0, b1 int) {
 	d, s := f32(dst, b1*qkK), q4Ks(src, b1)
 	for b := b0; b < b1; b++ {
 		x := &s[b]
@@ -656,7 +667,8 @@ func dequantizeQ4K(dst, src kern.P, b0, b1 int) {
 	}
 }
 
-func dequantizeQ5K(dst, src kern.P, b0, b1 int) {
+// DequantizeQ5K is krt_dequantize_q5_K_ref: super-blocks [b0, b1) of src into dst.
+func DequantizeQ5K(dst, src kern.P, b0, b1 int) {
 	d, s := f32(dst, b1*qkK), q5Ks(src, b1)
 	for b := b0; b < b1; b++ {
 		x := &s[b]
@@ -669,7 +681,8 @@ func dequantizeQ5K(dst, src kern.P, b0, b1 int) {
 	}
 }
 
-func dequantizeQ6K(dst, src kern.P, b0, b1 int) {
+// DequantizeQ6K is krt_dequantize_q6_K_ref: super-blocks [b0, b1) of src into dst.
+func DequantizeQ6K(dst, src kern.P, b0, b1 int) {
 	d, s := f32(dst, b1*qkK), q6Ks(src, b1)
 	for b := b0; b < b1; b++ {
 		x := &s[b]
@@ -680,7 +693,8 @@ func dequantizeQ6K(dst, src kern.P, b0, b1 int) {
 	}
 }
 
-func dequantizeQ8K(dst, src kern.P, b0, b1 int) {
+// DequantizeQ8K is krt_dequantize_q8_K_ref: super-blocks [b0, b1) of src into dst.
+func DequantizeQ8K(dst, src kern.P, b0, b1 int) {
 	d, s := f32(dst, b1*qkK), q8Ks(src, b1)
 	for b := b0; b < b1; b++ {
 		for j, q := range s[b].qs {

@@ -235,13 +235,13 @@ type kqType struct {
 }
 
 var kqTypes = []kqType{
-	{"q4_0", qk, 18, 0x84ee2e39dde60ca0, quantizeQ4_0, dequantizeQ4_0},
-	{"q4_1", qk, 20, 0x177d61fc0cdf8d40, quantizeQ4_1, dequantizeQ4_1},
-	{"q5_1", qk, 24, 0x565c26a5b8fd4a0a, quantizeQ5_1, dequantizeQ5_1},
-	{"q4_K", qkK, 144, 0xa7831d6dd3a33293, quantizeQ4K, dequantizeQ4K},
-	{"q5_K", qkK, 176, 0x071072e08ad2be68, quantizeQ5K, dequantizeQ5K},
-	{"q6_K", qkK, 210, 0x83755d346ea9a4d2, quantizeQ6K, dequantizeQ6K},
-	{"q8_K", qkK, 292, 0x56d5e275b0bc9f66, quantizeQ8K, dequantizeQ8K},
+	{"q4_0", qk, 18, 0x84ee2e39dde60ca0, QuantizeQ4_0, DequantizeQ4_0},
+	{"q4_1", qk, 20, 0x177d61fc0cdf8d40, QuantizeQ4_1, DequantizeQ4_1},
+	{"q5_1", qk, 24, 0x565c26a5b8fd4a0a, QuantizeQ5_1, DequantizeQ5_1},
+	{"q4_K", qkK, 144, 0xa7831d6dd3a33293, QuantizeQ4K, DequantizeQ4K},
+	{"q5_K", qkK, 176, 0x071072e08ad2be68, QuantizeQ5K, DequantizeQ5K},
+	{"q6_K", qkK, 210, 0x83755d346ea9a4d2, QuantizeQ6K, DequantizeQ6K},
+	{"q8_K", qkK, 292, 0x56d5e275b0bc9f66, QuantizeQ8K, DequantizeQ8K},
 }
 
 func ptr[T any](s []T) kern.P { return unsafe.Pointer(&s[0]) }
@@ -329,7 +329,7 @@ func TestDequantizeRoundTrip(t *testing.T) {
 func TestQ8KBsums(t *testing.T) {
 	x := kqGolden(256, qkK)
 	q := make([]blockQ8K, 256)
-	quantizeQ8K(ptr(q), ptr(x), 0, 256)
+	QuantizeQ8K(ptr(q), ptr(x), 0, 256)
 	for b := range q {
 		for g := 0; g < 16; g++ {
 			s := 0

@@ -12,17 +12,74 @@ func init() {
 	set.K[kern.QuantizeQ5_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		QuantizeQ5_0(a.P[0], a.P[1], lo, hi)
 	}
+	set.K[kern.QuantizeQ4_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		QuantizeQ4_0(a.P[0], a.P[1], lo, hi)
+	}
+	set.K[kern.QuantizeQ4_1] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		QuantizeQ4_1(a.P[0], a.P[1], lo, hi)
+	}
+	set.K[kern.QuantizeQ5_1] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		QuantizeQ5_1(a.P[0], a.P[1], lo, hi)
+	}
+	set.K[kern.QuantizeQ4K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		QuantizeQ4K(a.P[0], a.P[1], lo, hi)
+	}
+	set.K[kern.QuantizeQ5K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		QuantizeQ5K(a.P[0], a.P[1], lo, hi)
+	}
+	set.K[kern.QuantizeQ6K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		QuantizeQ6K(a.P[0], a.P[1], lo, hi)
+	}
+	set.K[kern.QuantizeQ8K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		QuantizeQ8K(a.P[0], a.P[1], lo, hi)
+	}
 	set.K[kern.DequantizeQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		DequantizeQ8_0(a.P[0], a.P[1], lo, hi)
 	}
 	set.K[kern.DequantizeQ5_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		DequantizeQ5_0(a.P[0], a.P[1], lo, hi)
 	}
+	set.K[kern.DequantizeQ4_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		DequantizeQ4_0(a.P[0], a.P[1], lo, hi)
+	}
+	set.K[kern.DequantizeQ4_1] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		DequantizeQ4_1(a.P[0], a.P[1], lo, hi)
+	}
+	set.K[kern.DequantizeQ5_1] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		DequantizeQ5_1(a.P[0], a.P[1], lo, hi)
+	}
+	set.K[kern.DequantizeQ4K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		DequantizeQ4K(a.P[0], a.P[1], lo, hi)
+	}
+	set.K[kern.DequantizeQ5K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		DequantizeQ5K(a.P[0], a.P[1], lo, hi)
+	}
+	set.K[kern.DequantizeQ6K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		DequantizeQ6K(a.P[0], a.P[1], lo, hi)
+	}
+	set.K[kern.DequantizeQ8K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		DequantizeQ8K(a.P[0], a.P[1], lo, hi)
+	}
 	set.K[kern.GemvQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		GemvQ8_0(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 	}
 	set.K[kern.GemvQ5_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		GemvQ5_0(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+	}
+	set.K[kern.GemvQ4_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		GemvQ4_0(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+	}
+	set.K[kern.GemvQ5_1] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		GemvQ5_1(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+	}
+	set.K[kern.GemvQ4K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		GemvQ4K(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+	}
+	set.K[kern.GemvQ5K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		GemvQ5K(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+	}
+	set.K[kern.GemvQ6K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		GemvQ6K(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 	}
 	set.K[kern.GemvQ8_0F32] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		GemvQ8_0F32(a.P[0], a.P[1], a.P[2], scratch, a.P[3], a.I[0], lo, hi)
@@ -38,6 +95,21 @@ func init() {
 	}
 	set.K[kern.GemmQ5_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		GemmQ5_0(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+	}
+	set.K[kern.GemmQ4_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		GemmQ4_0(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+	}
+	set.K[kern.GemmQ5_1] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		GemmQ5_1(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+	}
+	set.K[kern.GemmQ4K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		GemmQ4K(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+	}
+	set.K[kern.GemmQ5K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		GemmQ5K(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+	}
+	set.K[kern.GemmQ6K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		GemmQ6K(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
 	}
 	set.K[kern.RMSNorm] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		RMSNorm(a.P[0], a.P[1], a.P[2], a.F[0], a.I[0], lo, hi)

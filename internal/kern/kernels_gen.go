@@ -6,15 +6,39 @@ package kern
 const (
 	QuantizeQ8_0   = iota // krt_quantize_q8_0
 	QuantizeQ5_0          // krt_quantize_q5_0
+	QuantizeQ4_0          // krt_quantize_q4_0
+	QuantizeQ4_1          // krt_quantize_q4_1
+	QuantizeQ5_1          // krt_quantize_q5_1
+	QuantizeQ4K           // krt_quantize_q4_K
+	QuantizeQ5K           // krt_quantize_q5_K
+	QuantizeQ6K           // krt_quantize_q6_K
+	QuantizeQ8K           // krt_quantize_q8_K
 	DequantizeQ8_0        // krt_dequantize_q8_0
 	DequantizeQ5_0        // krt_dequantize_q5_0
+	DequantizeQ4_0        // krt_dequantize_q4_0
+	DequantizeQ4_1        // krt_dequantize_q4_1
+	DequantizeQ5_1        // krt_dequantize_q5_1
+	DequantizeQ4K         // krt_dequantize_q4_K
+	DequantizeQ5K         // krt_dequantize_q5_K
+	DequantizeQ6K         // krt_dequantize_q6_K
+	DequantizeQ8K         // krt_dequantize_q8_K
 	GemvQ8_0              // krt_gemv_q8_0
 	GemvQ5_0              // krt_gemv_q5_0
+	GemvQ4_0              // krt_gemv_q4_0
+	GemvQ5_1              // krt_gemv_q5_1
+	GemvQ4K               // krt_gemv_q4_K
+	GemvQ5K               // krt_gemv_q5_K
+	GemvQ6K               // krt_gemv_q6_K
 	GemvQ8_0F32           // krt_gemv_q8_0_f32
 	GemvQ5_0F32           // krt_gemv_q5_0_f32
 	GemvF32               // krt_gemv_f32
 	GemmQ8_0              // krt_gemm_q8_0
 	GemmQ5_0              // krt_gemm_q5_0
+	GemmQ4_0              // krt_gemm_q4_0
+	GemmQ5_1              // krt_gemm_q5_1
+	GemmQ4K               // krt_gemm_q4_K
+	GemmQ5K               // krt_gemm_q5_K
+	GemmQ6K               // krt_gemm_q6_K
 	RMSNorm               // krt_rmsnorm
 	Softmax               // krt_softmax
 	SwiGLU                // krt_swiglu
@@ -34,15 +58,39 @@ const (
 var Names = [NumKernels]string{
 	"quantize_q8_0",
 	"quantize_q5_0",
+	"quantize_q4_0",
+	"quantize_q4_1",
+	"quantize_q5_1",
+	"quantize_q4_K",
+	"quantize_q5_K",
+	"quantize_q6_K",
+	"quantize_q8_K",
 	"dequantize_q8_0",
 	"dequantize_q5_0",
+	"dequantize_q4_0",
+	"dequantize_q4_1",
+	"dequantize_q5_1",
+	"dequantize_q4_K",
+	"dequantize_q5_K",
+	"dequantize_q6_K",
+	"dequantize_q8_K",
 	"gemv_q8_0",
 	"gemv_q5_0",
+	"gemv_q4_0",
+	"gemv_q5_1",
+	"gemv_q4_K",
+	"gemv_q5_K",
+	"gemv_q6_K",
 	"gemv_q8_0_f32",
 	"gemv_q5_0_f32",
 	"gemv_f32",
 	"gemm_q8_0",
 	"gemm_q5_0",
+	"gemm_q4_0",
+	"gemm_q5_1",
+	"gemm_q4_K",
+	"gemm_q5_K",
+	"gemm_q6_K",
 	"rmsnorm",
 	"softmax",
 	"swiglu",
@@ -60,15 +108,39 @@ var Names = [NumKernels]string{
 var GoNames = [NumKernels]string{
 	"QuantizeQ8_0",
 	"QuantizeQ5_0",
+	"QuantizeQ4_0",
+	"QuantizeQ4_1",
+	"QuantizeQ5_1",
+	"QuantizeQ4K",
+	"QuantizeQ5K",
+	"QuantizeQ6K",
+	"QuantizeQ8K",
 	"DequantizeQ8_0",
 	"DequantizeQ5_0",
+	"DequantizeQ4_0",
+	"DequantizeQ4_1",
+	"DequantizeQ5_1",
+	"DequantizeQ4K",
+	"DequantizeQ5K",
+	"DequantizeQ6K",
+	"DequantizeQ8K",
 	"GemvQ8_0",
 	"GemvQ5_0",
+	"GemvQ4_0",
+	"GemvQ5_1",
+	"GemvQ4K",
+	"GemvQ5K",
+	"GemvQ6K",
 	"GemvQ8_0F32",
 	"GemvQ5_0F32",
 	"GemvF32",
 	"GemmQ8_0",
 	"GemmQ5_0",
+	"GemmQ4_0",
+	"GemmQ5_1",
+	"GemmQ4K",
+	"GemmQ5K",
+	"GemmQ6K",
 	"RMSNorm",
 	"Softmax",
 	"SwiGLU",

@@ -180,7 +180,10 @@ func isEpilogue(l string) bool {
 //     without that the 32/64-byte aligned spills (vmovaps) would fault on Go's 8-byte
 //     aligned stack;
 //   - calls, tail calls and rip-relative data other than constant-pool entries are rejected
-//     with an error naming the function, since none of them can run from Go assembly.
+//     with an error naming the function, since none of them can run from Go assembly;
+//   - the #APP / #NO_APP markers clang puts around inline assembly are dropped: the Go
+//     assembler rejects them, and the compiler barrier the kernels use
+//     (__asm__ volatile("" ::: "memory"), csrc/gemv_k.c) emits nothing between them.
 func preprocess(in []string) ([]string, []asmFunc, error) {
 	lines := make([]string, 0, len(in))
 	for i, l := range in {
