@@ -140,23 +140,9 @@ func grow(depth int, f func()) {
 // never fit a new stack. Every depth must give the same bits. Each op runs its smallest
 // non-Full case, so ops whose representative case is large (the GEMMs) are covered too.
 func TestStackMoves(t *testing.T) {
-	smallest := map[string]*parity.Case{}
-	var ops []string
-	for _, c := range parity.Cases(true) {
-		if c.Full || c.Heavy {
-			continue
-		}
-		if old, ok := smallest[c.Fn]; !ok || c.Cost < old.Cost {
-			if !ok {
-				ops = append(ops, c.Fn)
-			}
-			smallest[c.Fn] = c
-		}
-	}
 	for _, v := range cpu.Supported() {
 		rt := runtimeFor(t, "asm", v)
-		for _, fn := range ops {
-			c := smallest[fn]
+		for _, c := range parity.Smallest(parity.Cases(true)) {
 			c.Prepare()
 			if err := c.Call(rt); err != nil {
 				t.Fatal(err)

@@ -757,6 +757,28 @@ func Legend(cases []*Case) string {
 	return b.String()
 }
 
+// Smallest returns, per op of cs in order of first appearance, its cheapest case that is
+// neither Full nor Heavy: one quick call of every op, for tests and smoke runs that must
+// reach each kernel (the GEMMs' representative cases are large).
+func Smallest(cs []*Case) []*Case {
+	idx := map[kernelrt.Op]int{}
+	var out []*Case
+	for _, c := range cs {
+		if c.Full || c.Heavy {
+			continue
+		}
+		i, ok := idx[c.Op]
+		switch {
+		case !ok:
+			idx[c.Op] = len(out)
+			out = append(out, c)
+		case c.Cost < out[i].Cost:
+			out[i] = c
+		}
+	}
+	return out
+}
+
 // Cases returns every op check, in table order. quick selects the smaller embedding table;
 // Case.Full marks the cases only the full run makes.
 func Cases(quick bool) []*Case {

@@ -11,8 +11,12 @@ import (
 // its representative decode-size call (parity's Calib case, so a new op is measured without
 // a line here), then RMSNorm, softmax and attention at prefill and long-context sizes.
 func (b *bench) ops() error {
-	for _, pc := range parity.Cases(true) {
-		if !pc.Calib {
+	cases := parity.Cases(true)
+	if b.s.SmallOps {
+		cases = parity.Smallest(cases)
+	}
+	for _, pc := range cases {
+		if !pc.Calib && !b.s.SmallOps {
 			continue
 		}
 		pc.Prepare()

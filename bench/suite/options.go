@@ -55,6 +55,9 @@ type Options struct {
 	// quick 4000); ColdSamples the number of dispatches after an idle gap (default 200,
 	// quick 40); PingPongBatches the number of ping-pong samples (default 2000, quick 400).
 	DispatchSamples, ColdSamples, PingPongBatches int
+	// SmallOps times each op's smallest parity case instead of its decode-size one (smoke
+	// runs on slow kernels, e.g. the pure-Go port under emulation).
+	SmallOps bool
 	// GemvShapes names the GEMV shapes to run (q, k/v, o, gate+up, gate, down, logits);
 	// nil = all (quick: q, k/v, gate+up, down, logits).
 	GemvShapes []string
