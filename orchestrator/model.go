@@ -143,6 +143,13 @@ func (m *Model) MaxCtx() int { return m.Cfg.MaxCtx }
 // Vocab is the length of a row of logits (Cfg.Vocab).
 func (m *Model) Vocab() int { return m.Cfg.Vocab }
 
+// Slots is the number of sequences the KV cache holds (Cfg.Slots, at least 1): the slots
+// ForwardBatch takes.
+func (m *Model) Slots() int { return m.Cfg.slots() }
+
+// MaxBatch is the most tokens one ForwardBatch takes (Cfg.MaxBatch).
+func (m *Model) MaxBatch() int { return m.Cfg.MaxBatch }
+
 // File is the GGUF file the model was loaded from (LoadGGUF; nil for synthetic models), for
 // reading more of its metadata (the tokenizer). It is closed by Close.
 func (m *Model) File() *gguf.File { return m.file }
