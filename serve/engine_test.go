@@ -44,46 +44,56 @@ func checkIdle(t testing.TB, e *Engine) Stats {
 
 // More requests than slots, submitted at once, batched together and queued: each gets the
 // text it gets alone from generate.Generator (each sequence sees only its own slot), and
-// the usage counts agree.
+// the usage counts agree; greedy, and sampled with a seed of its own (a varied text).
 func TestEngineMatchesGenerate(t *testing.T) {
-	m, tok := loadTiny(t, 4)
-	e := newTestEngine(t, m, tok, EngineOptions{PrefillChunk: 8, NoPrefixReuse: true})
-	const n = 20
-	want := make([]string, len(testPrompts))
-	wantStats := make([]generate.Stats, len(testPrompts))
-	for i, p := range testPrompts {
-		want[i], wantStats[i] = soloText(t, p, greedy(n))
-	}
-	var wg sync.WaitGroup
-	got := make([]string, len(testPrompts))
-	res := make([]Result, len(testPrompts))
-	for i, p := range testPrompts {
-		st, err := e.Submit(context.Background(), Request{Prompt: p, Options: greedy(n)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var err error
-			if got[i], res[i], err = st.Text(context.Background()); err != nil {
-				t.Error(err)
+	for _, sampled := range []bool{false, true} {
+		t.Run(fmt.Sprint("sampled=", sampled), func(t *testing.T) {
+			m, tok := loadTiny(t, 4)
+			e := newTestEngine(t, m, tok, EngineOptions{PrefillChunk: 8, NoPrefixReuse: true})
+			opts := func(i int) generate.Options {
+				o := greedy(20)
+				if sampled {
+					o.Sampling = sample.Options{Temperature: 1.5, Seed: uint64(i)}
+				}
+				return o
 			}
-		}()
-	}
-	wg.Wait()
-	for i := range testPrompts {
-		if got[i] != want[i] {
-			t.Errorf("prompt %d: engine %q, generate %q", i, got[i], want[i])
-		}
-		ws := wantStats[i]
-		if res[i].PromptTokens != ws.PromptTokens || res[i].GeneratedTokens != ws.GeneratedTokens || res[i].Stop != ws.Stop {
-			t.Errorf("prompt %d: result %+v, generate's stats %+v", i, res[i], ws)
-		}
-	}
-	st := checkIdle(t, e)
-	if st.Completed != uint64(len(testPrompts)) || st.Steps == 0 {
-		t.Errorf("stats %+v", st)
+			want := make([]string, len(testPrompts))
+			wantStats := make([]generate.Stats, len(testPrompts))
+			for i, p := range testPrompts {
+				want[i], wantStats[i] = soloText(t, p, opts(i))
+			}
+			var wg sync.WaitGroup
+			got := make([]string, len(testPrompts))
+			res := make([]Result, len(testPrompts))
+			for i, p := range testPrompts {
+				st, err := e.Submit(context.Background(), Request{Prompt: p, Options: opts(i)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					var err error
+					if got[i], res[i], err = st.Text(context.Background()); err != nil {
+						t.Error(err)
+					}
+				}()
+			}
+			wg.Wait()
+			for i := range testPrompts {
+				if got[i] != want[i] {
+					t.Errorf("prompt %d: engine %q, generate %q", i, got[i], want[i])
+				}
+				ws := wantStats[i]
+				if res[i].PromptTokens != ws.PromptTokens || res[i].GeneratedTokens != ws.GeneratedTokens || res[i].Stop != ws.Stop {
+					t.Errorf("prompt %d: result %+v, generate's stats %+v", i, res[i], ws)
+				}
+			}
+			st := checkIdle(t, e)
+			if st.Completed != uint64(len(testPrompts)) || st.Steps == 0 {
+				t.Errorf("stats %+v", st)
+			}
+		})
 	}
 }
 
