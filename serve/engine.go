@@ -268,6 +268,9 @@ func (e *Engine) Name() string { return e.opts.Name }
 // MaxCtx is the context of one sequence: prompt plus generated tokens.
 func (e *Engine) MaxCtx() int { return e.maxCtx }
 
+// Ops is the executor the engine runs the model on.
+func (e *Engine) Ops() kernelrt.Ops { return e.ops }
+
 // Tokenizer is the tokenizer prompts are encoded with.
 func (e *Engine) Tokenizer() generate.Tokenizer { return e.tok }
 

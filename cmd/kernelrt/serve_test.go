@@ -137,3 +137,15 @@ func TestServeUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// A smoke run of `kernelrt bench -serve` on the tiny model: the load generator, the table.
+func TestBenchServeSmoke(t *testing.T) {
+	model := serveModel(t)
+	code, stdout, stderr := run("bench", "-serve", "-model", model, "-streams", "1,2", "-n", "4", "-r", "1", "-threads", "1")
+	if code != 0 || !strings.Contains(stdout, "| kernelrt     |       2 |") || !strings.Contains(stdout, "speedup") {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if code, _, stderr := run("bench", "-streams", "1"); code != 2 || !strings.Contains(stderr, "-streams applies to -serve only") {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+}
