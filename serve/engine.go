@@ -598,6 +598,7 @@ func (e *Engine) advance(parts []*request, seqs []orchestrator.Seq, toks []int32
 // sample picks r's next token from its logits and ends r when that token ends it.
 func (e *Engine) sample(r *request, logits []float32) {
 	id, stop, err := r.seq.Next(logits)
+	r.stream.tick()
 	now := time.Now()
 	if r.last.IsZero() {
 		e.metrics.ttft.Observe(now.Sub(r.start).Seconds())

@@ -385,11 +385,17 @@ func TestSubmitErrors(t *testing.T) {
 	}
 }
 
-// Stream.Next joins the pieces produced while the reader was away.
+// Stream.Next returns once per token when the reader keeps up (a token of no text is an
+// empty piece) and joins the pieces of the tokens produced while the reader was away.
 func TestStreamJoins(t *testing.T) {
 	s := newStream()
+	s.tick() // a token that completed no text
+	if got, err := s.Next(context.Background()); got != "" || err != nil {
+		t.Fatalf("%q %v", got, err)
+	}
 	for i := range 5 {
 		s.push(fmt.Sprint(i))
+		s.tick()
 	}
 	s.finish(Result{Stop: generate.StopMaxTokens})
 	if got, err := s.Next(context.Background()); got != "01234" || err != nil {

@@ -13,6 +13,7 @@ import (
 type Stream struct {
 	mu     sync.Mutex
 	text   strings.Builder
+	tokens int // tokens sampled since the last Next
 	ended  bool
 	res    Result
 	notify chan struct{} // cap 1: text arrived or the stream ended
@@ -20,13 +21,22 @@ type Stream struct {
 
 func newStream() *Stream { return &Stream{notify: make(chan struct{}, 1)} }
 
-// push appends generated text (the engine's goroutine).
+// push appends generated text (the engine's goroutine). The reader is woken by the tick
+// of the token that made the text, or by finish, so a token's text and the token arrive
+// together.
 func (s *Stream) push(text string) bool {
 	s.mu.Lock()
 	s.text.WriteString(text)
 	s.mu.Unlock()
-	s.signal()
 	return true
+}
+
+// tick counts a sampled token (the engine's goroutine), whether or not it completed text.
+func (s *Stream) tick() {
+	s.mu.Lock()
+	s.tokens++
+	s.mu.Unlock()
+	s.signal()
 }
 
 // finish ends the stream with res (the engine's goroutine).
@@ -44,16 +54,20 @@ func (s *Stream) signal() {
 	}
 }
 
-// Next waits for text and returns all that arrived since the last call (pieces produced
-// meanwhile are joined, so a reader that falls behind catches up in one write). At the end
-// it returns io.EOF, or the generation's error (Result().Err); when ctx is done first, ctx's
-// error (the generation is cancelled only through the context given to Submit).
+// Next waits for the next token and returns the text that arrived since the last call:
+// possibly none (a token that completes no character, or one held back as the possible
+// start of a stop string; a streaming server still sends it, as OpenAI's and llama.cpp's
+// do, one chunk per token), and the text of several tokens joined when the reader fell
+// behind, so it catches up in one write. At the end it returns io.EOF, or the generation's
+// error (Result().Err); when ctx is done first, ctx's error (the generation is cancelled
+// only through the context given to Submit).
 func (s *Stream) Next(ctx context.Context) (string, error) {
 	for {
 		s.mu.Lock()
-		if s.text.Len() > 0 {
+		if s.tokens > 0 || s.text.Len() > 0 {
 			t := s.text.String()
 			s.text.Reset()
+			s.tokens = 0
 			s.mu.Unlock()
 			return t, nil
 		}

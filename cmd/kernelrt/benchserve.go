@@ -219,9 +219,9 @@ type streamTiming struct {
 }
 
 // oneStream sends one streamed completion and times its token chunks. kernelrt's server
-// opens a stream with a chunk of no text before the first token, then sends a chunk per
-// token, joining the tokens a client has not yet read into one; llama-server sends one
-// chunk per token (possibly of no text). Chunks with a finish_reason end the stream and
+// opens a stream with a chunk of no text before the first token; then both send a chunk
+// per token (possibly of no text), kernelrt's joining the tokens a client has not yet read
+// into one. Chunks with a finish_reason end the stream and
 // carry no token.
 func oneStream(client *http.Client, server, url string, o serveBenchOptions) (streamTiming, error) {
 	body, _ := json.Marshal(map[string]any{"model": "bench", "prompt": o.prompt, "max_tokens": o.n, "temperature": 0,
@@ -260,7 +260,7 @@ func oneStream(client *http.Client, server, url string, o serveBenchOptions) (st
 		}
 		isFirst := first
 		first = false
-		if len(c.Choices) == 0 || isFirst && server == "kernelrt" && c.Choices[0].Text == "" {
+		if len(c.Choices) == 0 || isFirst && server == "kernelrt" {
 			continue
 		}
 		if fr := c.Choices[0].FinishReason; fr != nil {
