@@ -194,7 +194,8 @@ func TestIgnoreEOSAndStop(t *testing.T) {
 // a queued one is dropped without running.
 func TestCancel(t *testing.T) {
 	m, tok := loadTiny(t, 1)
-	e := newTestEngine(t, m, tok, EngineOptions{})
+	pm := &poisonModel{Model: m, poison: -1, gate: make(chan struct{})}
+	e := newTestEngine(t, pm, tok, EngineOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	st, err := e.Submit(ctx, Request{Prompt: "Hello", Options: greedy(0), IgnoreEOS: true})
 	if err != nil {
@@ -204,10 +205,12 @@ func TestCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pm.gate <- struct{}{} // one step: the prompt and the first token
 	if _, err := st.Next(context.Background()); err != nil { // generation under way
 		t.Fatal(err)
 	}
 	cancel()
+	close(pm.gate)
 	for _, s := range []*Stream{st, queued} {
 		for {
 			_, err := s.Next(context.Background())
@@ -339,7 +342,8 @@ func TestQueueFullAndShutdown(t *testing.T) {
 // Close fails what is queued and running with ErrClosed.
 func TestCloseFailsRunning(t *testing.T) {
 	m, tok := loadTiny(t, 1)
-	e := newTestEngine(t, m, tok, EngineOptions{})
+	pm := &poisonModel{Model: m, poison: -1, gate: make(chan struct{})}
+	e := newTestEngine(t, pm, tok, EngineOptions{})
 	st, err := e.Submit(context.Background(), Request{Prompt: "Hello", Options: greedy(0), IgnoreEOS: true})
 	if err != nil {
 		t.Fatal(err)
@@ -348,8 +352,17 @@ func TestCloseFailsRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pm.gate <- struct{}{} // one step: the prompt, and the first token
 	st.Next(context.Background())
-	e.Close()
+	closed := make(chan error)
+	go func() { closed <- e.Close() }()
+	for { // Close has begun once Submit says so; only then may the steps go on
+		if _, err := e.Submit(context.Background(), Request{Prompt: "x"}); errors.Is(err, ErrClosed) {
+			break
+		}
+	}
+	close(pm.gate)
+	<-closed
 	for _, s := range []*Stream{st, q} {
 		if _, _, err := s.Text(context.Background()); !errors.Is(err, ErrClosed) {
 			t.Errorf("after Close: %v", err)
