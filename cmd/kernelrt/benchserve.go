@@ -123,7 +123,9 @@ func benchServe(o serveBenchOptions, log io.Writer) (*serveBenchResult, error) {
 	e, err := serve.OpenEngine(o.model, serve.OpenOptions{
 		Model: generate.OpenOptions{Runtime: kernelrt.Options{Threads: o.threads},
 			Load: orchestrator.LoadOptions{MaxCtx: ctx, KV: o.kv, Slots: maxStreams, MaxBatch: max(128, maxStreams),
-				File: arena.FileOptions{WillNeed: true}}},
+				File: arena.FileOptions{WillNeed: true},
+				// The KV cache's pages are touched at load, not by the first step that reaches them.
+				Build: orchestrator.BuildOptions{Arena: arena.Options{Prefault: true}}}},
 	})
 	if err != nil {
 		return nil, err
