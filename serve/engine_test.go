@@ -205,7 +205,7 @@ func TestCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pm.gate <- struct{}{} // one step: the prompt and the first token
+	pm.gate <- struct{}{}                                    // one step: the prompt and the first token
 	if _, err := st.Next(context.Background()); err != nil { // generation under way
 		t.Fatal(err)
 	}

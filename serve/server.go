@@ -229,25 +229,48 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
+// accept reads a request body of type B, maps it onto a Request and submits it; on any
+// refusal it writes the error and returns a nil Stream. promptParam names the prompt field.
+func accept[B any, P interface {
+	*B
+	request() (Request, *apiError)
+}](s *Server, w http.ResponseWriter, r *http.Request, promptParam string) (P, *Stream) {
+	c := P(new(B))
 	body, aerr := s.readBody(w, r)
+	if aerr == nil {
+		aerr = decodeJSON(body, c)
+	}
+	var req Request
+	if aerr == nil {
+		req, aerr = c.request()
+	}
+	var st *Stream
+	if aerr == nil {
+		st, aerr = s.submit(r, req, promptParam)
+	}
 	if aerr != nil {
 		s.fail(w, aerr)
-		return
+		return nil, nil
 	}
-	var c completionRequest
-	if aerr = decodeJSON(body, &c); aerr != nil {
-		s.fail(w, aerr)
-		return
+	return c, st
+}
+
+// whole reads st to its end for a non-streamed answer; on a failure it writes the error
+// (nothing when the client has gone) and returns false.
+func (s *Server) whole(w http.ResponseWriter, r *http.Request, st *Stream) (string, Result, bool) {
+	text, res, err := st.Text(r.Context())
+	if err != nil {
+		if r.Context().Err() == nil {
+			s.fail(w, generationError(err))
+		}
+		return "", res, false
 	}
-	req, aerr := c.request()
-	if aerr != nil {
-		s.fail(w, aerr)
-		return
-	}
-	st, aerr := s.submit(r, req, "prompt")
-	if aerr != nil {
-		s.fail(w, aerr)
+	return text, res, true
+}
+
+func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
+	c, st := accept[completionRequest](s, w, r, "prompt")
+	if st == nil {
 		return
 	}
 	id, created := newID("cmpl-"), time.Now().Unix()
@@ -259,11 +282,8 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		return b
 	}
 	if !c.Stream {
-		text, res, err := st.Text(r.Context())
-		if err != nil {
-			if r.Context().Err() == nil {
-				s.fail(w, generationError(err))
-			}
+		text, res, ok := s.whole(w, r, st)
+		if !ok {
 			return
 		}
 		fr := res.FinishReason()
@@ -276,24 +296,8 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
-	body, aerr := s.readBody(w, r)
-	if aerr != nil {
-		s.fail(w, aerr)
-		return
-	}
-	var c chatRequest
-	if aerr = decodeJSON(body, &c); aerr != nil {
-		s.fail(w, aerr)
-		return
-	}
-	req, aerr := c.request()
-	if aerr != nil {
-		s.fail(w, aerr)
-		return
-	}
-	st, aerr := s.submit(r, req, "messages")
-	if aerr != nil {
-		s.fail(w, aerr)
+	c, st := accept[chatRequest](s, w, r, "messages")
+	if st == nil {
 		return
 	}
 	id, created := newID("chatcmpl-"), time.Now().Unix()
@@ -305,11 +309,8 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return b
 	}
 	if !c.Stream {
-		text, res, err := st.Text(r.Context())
-		if err != nil {
-			if r.Context().Err() == nil {
-				s.fail(w, generationError(err))
-			}
+		text, res, ok := s.whole(w, r, st)
+		if !ok {
 			return
 		}
 		fr := res.FinishReason()

@@ -7,12 +7,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 
-	"github.com/kernelrt/kernelrt/gguf"
 	"github.com/kernelrt/kernelrt/orchestrator"
 )
 
@@ -30,20 +28,7 @@ func TestServeChild(t *testing.T) {
 // long enough to still be running when a signal arrives.
 func serveModel(t *testing.T) string {
 	t.Helper()
-	b := gguf.NewBuilder()
-	if err := orchestrator.SyntheticGGUF(b, synthShapes["tiny"](), orchestrator.RecipeQ8_0(), 1); err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), "tiny.gguf")
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.WriteTo(f); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	return p
+	return writeSynthetic(t, synthShapes["tiny"](), orchestrator.RecipeQ8_0(), 1)
 }
 
 // SIGTERM stops `kernelrt serve` taking requests and drains the running stream before it
