@@ -59,7 +59,7 @@ test-tags:
 	$(GO) test -count=1 -tags noasm -run 'TestNoasm|TestBuildTags' .
 
 test-race:
-	$(GO) test -race -short -count=1 ./threadpool/ ./arena/ ./orchestrator/ .
+	$(GO) test -race -short -count=1 ./threadpool/ ./arena/ ./orchestrator/ ./serve/ .
 
 test-trace:
 	mkdir -p $(BUILD)

@@ -140,9 +140,7 @@ type Generator struct {
 	model Model
 	ops   Ops
 	tok   Tokenizer
-	tmpl  *chat.Template
-	bos   string
-	eos   string
+	chat  *ChatRenderer
 
 	cache []int32        // the tokens in the model's KV cache, positions 0..len-1
 	owned []func() error // what Close releases (Open's Runtime and model)
@@ -155,19 +153,47 @@ func New(model Model, ops Ops, tok Tokenizer) (*Generator, error) {
 	if model == nil || ops == nil || tok == nil {
 		return nil, errors.New("generate: New needs a model, an executor and a tokenizer")
 	}
-	g := &Generator{model: model, ops: ops, tok: tok}
+	r, err := NewChatRenderer(tok)
+	if err != nil {
+		return nil, err
+	}
+	return &Generator{model: model, ops: ops, tok: tok, chat: r}, nil
+}
+
+// ChatRenderer turns a conversation into prompt text with a tokenizer's chat template and
+// the text of its BOS and EOS tokens. It is safe for concurrent use (chat.Template is), so a
+// server renders requests on their own goroutines.
+type ChatRenderer struct {
+	tmpl     *chat.Template
+	bos, eos string
+}
+
+// NewChatRenderer uses tok's template if it is a ChatTemplater with one, else ChatML, as
+// llama.cpp does for a model without a template.
+func NewChatRenderer(tok Tokenizer) (*ChatRenderer, error) {
+	r := &ChatRenderer{}
 	src := ""
 	if ct, ok := tok.(ChatTemplater); ok {
-		src, g.bos, g.eos = ct.ChatTemplate()
+		src, r.bos, r.eos = ct.ChatTemplate()
 	}
 	var err error
-	if g.tmpl, err = chat.Parse(src); errors.Is(err, chat.ErrNoTemplate) {
-		g.tmpl, err = chat.Builtin(chat.ChatML)
+	if r.tmpl, err = chat.Parse(src); errors.Is(err, chat.ErrNoTemplate) {
+		r.tmpl, err = chat.Builtin(chat.ChatML)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("generate: %w", err)
 	}
-	return g, nil
+	return r, nil
+}
+
+// Render renders msgs ending with the opening of the assistant's turn; vars are extra
+// template variables (Options.ChatVars).
+func (r *ChatRenderer) Render(msgs []chat.Message, vars map[string]any) (string, error) {
+	s, err := r.tmpl.Render(msgs, chat.Options{AddGenerationPrompt: true, BOS: r.bos, EOS: r.eos, Vars: vars})
+	if err != nil {
+		return "", fmt.Errorf("generate: %w", err)
+	}
+	return s, nil
 }
 
 // Model is the model the Generator runs.
@@ -177,7 +203,12 @@ func (g *Generator) Model() Model { return g.model }
 func (g *Generator) Ops() Ops { return g.ops }
 
 // SetTemplate replaces the chat template Chat uses.
-func (g *Generator) SetTemplate(t *chat.Template) { g.tmpl = t }
+func (g *Generator) SetTemplate(t *chat.Template) {
+	g.chat = &ChatRenderer{tmpl: t, bos: g.chat.bos, eos: g.chat.eos}
+}
+
+// Tokenizer is the tokenizer the Generator encodes and decodes with.
+func (g *Generator) Tokenizer() Tokenizer { return g.tok }
 
 // Stats returns the statistics of the last generation.
 func (g *Generator) Stats() Stats { return g.stats }
@@ -191,9 +222,9 @@ func (g *Generator) Reset() error {
 // Chat renders msgs with the chat template (ending with the opening of the assistant's
 // turn) and streams the reply as Stream does.
 func (g *Generator) Chat(ctx context.Context, msgs []chat.Message, o Options) iter.Seq2[string, error] {
-	prompt, err := g.tmpl.Render(msgs, chat.Options{AddGenerationPrompt: true, BOS: g.bos, EOS: g.eos, Vars: o.ChatVars})
+	prompt, err := g.chat.Render(msgs, o.ChatVars)
 	if err != nil {
-		return func(yield func(string, error) bool) { yield("", fmt.Errorf("generate: %w", err)) }
+		return func(yield func(string, error) bool) { yield("", err) }
 	}
 	return g.Stream(ctx, prompt, o)
 }
@@ -231,33 +262,14 @@ func (g *Generator) Stream(ctx context.Context, prompt string, o Options) iter.S
 
 // run is one generation; an error it returns is yielded by Stream.
 func (g *Generator) run(ctx context.Context, prompt string, o Options, yield func(string, error) bool) error {
-	if o.MaxTokens < 0 {
-		return fmt.Errorf("generate: MaxTokens must be >= 0 (0 = no limit), got %d", o.MaxTokens)
-	}
-	for _, s := range o.Stop {
-		if s == "" {
-			return errors.New("generate: an empty stop string would stop before the first token")
-		}
-	}
 	vocab, maxCtx := g.model.Vocab(), g.model.MaxCtx()
-	smp, err := sample.New(vocab, o.Sampling)
+	seq, err := NewSequence(g.tok, vocab, o, func(s string) bool { return yield(s, nil) })
 	if err != nil {
-		return fmt.Errorf("generate: %w", err)
+		return err
 	}
-	ids, err := g.tok.Encode(prompt, !o.NoBOS, !o.NoSpecial)
+	ids, err := EncodePrompt(g.tok, prompt, o, vocab, maxCtx)
 	if err != nil {
-		return fmt.Errorf("generate: tokenizing the prompt: %w", err)
-	}
-	if len(ids) == 0 {
-		return errors.New("generate: the prompt is empty (no tokens)")
-	}
-	if len(ids) >= maxCtx {
-		return fmt.Errorf("generate: the prompt is %d tokens, the context holds %d (and one more is needed to generate)", len(ids), maxCtx)
-	}
-	for i, id := range ids {
-		if id < 0 || int(id) >= vocab {
-			return fmt.Errorf("generate: prompt token %d at index %d is outside the model's vocabulary (%d)", id, i, vocab)
-		}
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		g.stats.Stop = StopCancelled
@@ -271,45 +283,29 @@ func (g *Generator) run(ctx context.Context, prompt string, o Options, yield fun
 	if err != nil {
 		return err
 	}
-	for _, id := range ids {
-		smp.Accept(id) // the penalties see the prompt, as in llama.cpp's server
-	}
+	seq.Prompt(ids)
 
 	start = time.Now()
-	defer func() { g.stats.GenerateTime = time.Since(start) }()
-	out := textOut{dec: g.tok.NewDecoder(), stops: o.Stop, yield: yield}
+	defer func() {
+		g.stats.GenerateTime = time.Since(start)
+		g.stats.GeneratedTokens = seq.Generated()
+	}()
 	for n := 0; ; n++ {
 		if err := ctx.Err(); err != nil {
 			g.stats.Stop = StopCancelled
 			return err
 		}
-		id, err := smp.Sample(logits)
+		id, stop, err := seq.Next(logits)
 		if err != nil {
-			return fmt.Errorf("generate: sampling token %d: %w", n, err)
+			return err
 		}
-		smp.Accept(id)
-		g.stats.GeneratedTokens++
-		if g.tok.IsEOG(id) {
-			g.stats.Stop = StopEOG
-			out.flush()
-			return nil
-		}
-		switch out.write(id) {
-		case stopString:
-			g.stats.Stop = StopString
-			return nil
-		case stopConsumer:
-			g.stats.Stop = StopConsumer
-			return nil
-		}
-		if o.MaxTokens > 0 && n+1 >= o.MaxTokens {
-			g.stats.Stop = StopMaxTokens
-			out.flush()
+		if stop != StopNone {
+			g.stats.Stop = stop
 			return nil
 		}
 		if g.model.Pos() >= maxCtx {
 			g.stats.Stop = StopContext
-			out.flush()
+			seq.Flush()
 			return nil
 		}
 		if logits, err = g.model.Decode(g.ops, id); err != nil {
@@ -322,6 +318,115 @@ func (g *Generator) run(ctx context.Context, prompt string, o Options, yield fun
 		}
 	}
 }
+
+// ErrPromptTooLong is wrapped by EncodePrompt's error for a prompt that leaves no room in
+// the context for a generated token.
+var ErrPromptTooLong = errors.New("the prompt does not fit the context")
+
+// ErrEmptyPrompt is wrapped by EncodePrompt's error for a prompt of no tokens.
+var ErrEmptyPrompt = errors.New("the prompt is empty (no tokens)")
+
+// EncodePrompt tokenizes prompt as o says (BOS/EOS added unless NoBOS, special-token text
+// parsed unless NoSpecial) and checks the ids with CheckPrompt.
+func EncodePrompt(tok Tokenizer, prompt string, o Options, vocab, maxCtx int) ([]int32, error) {
+	ids, err := tok.Encode(prompt, !o.NoBOS, !o.NoSpecial)
+	if err != nil {
+		return nil, fmt.Errorf("generate: tokenizing the prompt: %w", err)
+	}
+	return ids, CheckPrompt(ids, vocab, maxCtx)
+}
+
+// CheckPrompt refuses a prompt of no tokens (ErrEmptyPrompt), one that leaves no position of
+// a maxCtx context for a generated token (ErrPromptTooLong), or one holding an id outside
+// the vocabulary.
+func CheckPrompt(ids []int32, vocab, maxCtx int) error {
+	if len(ids) == 0 {
+		return fmt.Errorf("generate: %w", ErrEmptyPrompt)
+	}
+	if len(ids) >= maxCtx {
+		return fmt.Errorf("generate: %w: it is %d tokens, the context holds %d (and one more is needed to generate)", ErrPromptTooLong, len(ids), maxCtx)
+	}
+	for i, id := range ids {
+		if id < 0 || int(id) >= vocab {
+			return fmt.Errorf("generate: prompt token %d at index %d is outside the model's vocabulary (%d)", id, i, vocab)
+		}
+	}
+	return nil
+}
+
+// Sequence is one generation's state from the logits after its prompt on: the sampler, the
+// streaming text with its stop strings, and the count against MaxTokens. It owns no model:
+// Generator drives one with a model of one sequence, and a batching server drives many,
+// one Next each per forward pass over all of them. A Sequence is not safe for concurrent use.
+type Sequence struct {
+	tok Tokenizer
+	smp *sample.Sampler
+	out textOut
+	max int // Options.MaxTokens
+	n   int // tokens sampled
+}
+
+// NewSequence checks o (MaxTokens, stop strings, the sampler's options for rows of vocab
+// logits) and returns a Sequence whose text goes to emit, in pieces of valid UTF-8, as it
+// becomes final; emit returning false ends the generation (StopConsumer).
+func NewSequence(tok Tokenizer, vocab int, o Options, emit func(string) bool) (*Sequence, error) {
+	if o.MaxTokens < 0 {
+		return nil, fmt.Errorf("generate: MaxTokens must be >= 0 (0 = no limit), got %d", o.MaxTokens)
+	}
+	for _, s := range o.Stop {
+		if s == "" {
+			return nil, errors.New("generate: an empty stop string would stop before the first token")
+		}
+	}
+	smp, err := sample.New(vocab, o.Sampling)
+	if err != nil {
+		return nil, fmt.Errorf("generate: %w", err)
+	}
+	return &Sequence{tok: tok, smp: smp, max: o.MaxTokens, out: textOut{dec: tok.NewDecoder(), stops: o.Stop, out: emit}}, nil
+}
+
+// Prompt records the prompt's tokens for the penalties, which see the prompt as in
+// llama.cpp's server.
+func (s *Sequence) Prompt(ids []int32) {
+	for _, id := range ids {
+		s.smp.Accept(id)
+	}
+}
+
+// Next samples the token that follows logits (one row), records it and emits the text it
+// completes. It returns the token and StopNone when the generation goes on (the caller runs
+// the token through the model and calls Next with the logits that gives), or why it ended:
+// StopEOG, StopString, StopMaxTokens or StopConsumer, with all text emitted.
+func (s *Sequence) Next(logits []float32) (int32, StopReason, error) {
+	id, err := s.smp.Sample(logits)
+	if err != nil {
+		return 0, StopNone, fmt.Errorf("generate: sampling token %d: %w", s.n, err)
+	}
+	s.smp.Accept(id)
+	s.n++
+	if s.tok.IsEOG(id) {
+		s.out.flush()
+		return id, StopEOG, nil
+	}
+	switch s.out.write(id) {
+	case stopString:
+		return id, StopString, nil
+	case stopConsumer:
+		return id, StopConsumer, nil
+	}
+	if s.max > 0 && s.n >= s.max {
+		s.out.flush()
+		return id, StopMaxTokens, nil
+	}
+	return id, StopNone, nil
+}
+
+// Flush emits the text held back (an incomplete character, a possible start of a stop
+// string) when the caller ends the generation itself (a full context).
+func (s *Sequence) Flush() { s.out.flush() }
+
+// Generated is the number of tokens sampled (an end-of-generation token included).
+func (s *Sequence) Generated() int { return s.n }
 
 // prefill brings the KV cache to ids and returns the logits of the last one: it keeps the
 // longest common prefix of the cache and ids (at most len(ids)-1 tokens, since the last
@@ -388,7 +493,7 @@ const (
 type textOut struct {
 	dec   Decoder
 	stops []string
-	yield func(string, error) bool
+	out   func(string) bool
 	held  string // decoded, not yet yielded: a suffix that is a prefix of a stop string
 }
 
@@ -433,7 +538,7 @@ func (t *textOut) emit(s string, final bool) outcome {
 	if found {
 		t.held = ""
 	}
-	if cut > 0 && !t.yield(s[:cut], nil) {
+	if cut > 0 && !t.out(s[:cut]) {
 		return stopConsumer
 	}
 	if found {

@@ -150,7 +150,7 @@ func TestChatReusesPrefix(t *testing.T) {
 		if b.String() != "Hello!" {
 			t.Fatalf("turn %d reply %q", turn, b.String())
 		}
-		prompt, _ := g.tmpl.Render(msgs, chat.Options{AddGenerationPrompt: true, BOS: "<s>"})
+		prompt, _ := g.chat.Render(msgs, nil)
 		ids, _ := byteTok{}.Encode(prompt, true, true)
 		st := g.Stats()
 		wantReused := 0
@@ -336,7 +336,7 @@ func TestOneStreamAtATime(t *testing.T) {
 func TestChatTemplateChoice(t *testing.T) {
 	// No template in the tokenizer: ChatML, as llama.cpp.
 	g, err := New(newFake("x"), kernelrt.Serial{}, byteTok{noTemplate: true})
-	if err != nil || g.tmpl.Format() != chat.ChatML {
+	if err != nil || g.chat.tmpl.Format() != chat.ChatML {
 		t.Fatalf("%v %v", g, err)
 	}
 	if _, err := New(nil, kernelrt.Serial{}, byteTok{}); err == nil {

@@ -61,18 +61,36 @@ type OpenOptions struct {
 //	defer g.Close()
 //	for piece, err := range g.Chat(ctx, []chat.Message{{Role: "user", Content: "Hi"}}, generate.Options{MaxTokens: 64}) { ... }
 func Open(path string, o OpenOptions) (*Generator, error) {
-	m, err := orchestrator.LoadGGUF(path, o.Load)
+	m, rt, tok, err := Load(path, o)
 	if err != nil {
 		return nil, err
+	}
+	g, err := New(m, rt, tok)
+	if err != nil {
+		rt.Close()
+		m.Close()
+		return nil, err
+	}
+	g.owned = []func() error{rt.Close, m.Close}
+	return g, nil
+}
+
+// Load is Open's work for a caller that drives the model itself (a batching server): it
+// loads the GGUF model and its tokenizer (checked to agree on the vocabulary) and starts a
+// Runtime sized for the model. The caller closes the Runtime and the model.
+func Load(path string, o OpenOptions) (*orchestrator.Model, *kernelrt.Runtime, Tokenizer, error) {
+	m, err := orchestrator.LoadGGUF(path, o.Load)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	tk, err := tokenizer.FromGGUF(m.File())
 	if err != nil {
 		m.Close()
-		return nil, fmt.Errorf("generate: %s: %w", path, err)
+		return nil, nil, nil, fmt.Errorf("generate: %s: %w", path, err)
 	}
 	if tk.VocabSize() != m.Vocab() {
 		m.Close()
-		return nil, fmt.Errorf("generate: %s: the tokenizer has %d tokens but the model's logits %d", path, tk.VocabSize(), m.Vocab())
+		return nil, nil, nil, fmt.Errorf("generate: %s: the tokenizer has %d tokens but the model's logits %d", path, tk.VocabSize(), m.Vocab())
 	}
 	ro := o.Runtime
 	c := m.Cfg
@@ -85,16 +103,9 @@ func Open(path string, o OpenOptions) (*Generator, error) {
 	rt, err := kernelrt.New(ro)
 	if err != nil {
 		m.Close()
-		return nil, err
+		return nil, nil, nil, err
 	}
-	g, err := New(m, rt, FromTokenizer(tk))
-	if err != nil {
-		rt.Close()
-		m.Close()
-		return nil, err
-	}
-	g.owned = []func() error{rt.Close, m.Close}
-	return g, nil
+	return m, rt, FromTokenizer(tk), nil
 }
 
 // Close releases what Open made (the Runtime and the model); a Generator from New owns

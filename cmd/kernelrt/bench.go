@@ -20,7 +20,8 @@ import (
 )
 
 func cmdBench(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", "[-model FILE] [-threads N] [-kv f32|f16] [-pp 128] [-tg 64] [-r 3] [-json OUT.json] [-quick] [-suite]", stderr)
+	fs := newFlags("bench", "[-model FILE] [-threads N] [-kv f32|f16] [-pp 128] [-tg 64] [-r 3] [-json OUT.json] [-quick] [-suite]\n"+
+		"       kernelrt bench -serve [-model FILE] [-streams 1,2,4,8,16] [-n 64] [-r 3] [-llama-server PATH] [-threads N] [-json OUT.json]", stderr)
 	model := fs.String("model", "", "GGUF model `FILE`; without it, the synthetic Qwen2-0.5B suite of `make bench` runs")
 	threads := fs.Int("threads", 0, "worker threads including the caller (0 = one per physical core)")
 	kv := fs.String("kv", "f32", "KV cache type with -model: f32 or f16")
@@ -31,6 +32,11 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	quick := fs.Bool("quick", false, "smoke run: one repetition, a smaller bandwidth buffer (and the suite's quick mode)")
 	full := fs.Bool("suite", false, "with -model: run the whole benchmark suite with the model in its whole-model section")
 	streamMB := fs.Int("stream-mb", 0, "bandwidth buffer in MiB with -model (0 = 1024, quick 256)")
+	serveMode := fs.Bool("serve", false, "benchmark the HTTP server (package serve) under concurrent streams; without -model, on the synthetic Qwen2-0.5B Q8_0")
+	streams := fs.String("streams", "1,2,4,8,16", "with -serve: the concurrent stream counts to measure")
+	genN := fs.Int("n", 64, "with -serve: tokens each stream generates")
+	prompt := fs.String("prompt", "The quick brown fox jumps over the lazy dog. Once upon a time", "with -serve: the prompt of every stream")
+	llama := fs.String("llama-server", "", "with -serve: also run llama.cpp's llama-server `binary` on the same file with the same load")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -39,6 +45,23 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, name := range []string{"streams", "n", "prompt", "llama-server"} {
+		if set[name] && !*serveMode {
+			return usagef("-%s applies to -serve only", name)
+		}
+	}
+	if *serveMode {
+		for _, name := range []string{"pp", "tg", "suite", "stream-mb", "quick"} {
+			if set[name] {
+				return usagef("-%s does not apply to -serve", name)
+			}
+		}
+		kvt, err := orchestrator.ParseKVType(*kv)
+		if err != nil {
+			return usagef("-kv %q: want f32 or f16", *kv)
+		}
+		return cmdBenchServe(*model, *threads, kvt, *streams, *genN, *reps, *prompt, *llama, *jsonOut, stdout, stderr)
+	}
 	if *model == "" || *full {
 		for _, name := range []string{"kv", "pp", "tg", "r", "stream-mb"} {
 			if set[name] {

@@ -6,6 +6,7 @@
 //	kernelrt chat -model FILE [sampling flags]
 //	kernelrt tokenize -model FILE (-p TEXT | -f FILE) [-no-special] [-no-bos]
 //	kernelrt bench [-model FILE] [-threads N] [-kv f32|f16] [-pp 128] [-tg 64] [-r 3] [-json OUT.json]
+//	kernelrt serve -model FILE [-addr 127.0.0.1:8080] [-parallel N] [-ctx N] [-queue N] [-threads N] [-kv f32|f16] [-drain 30s]
 //	kernelrt synth -out FILE [-shape tiny|qwen2-0.5b] [-recipe q8_0|mixed] [-seed N] [-ctx N]
 //	kernelrt version
 //
@@ -16,7 +17,10 @@
 // the reply being written, Ctrl-D exits. tokenize prints token ids as one JSON array, as
 // llama-tokenize --ids does. bench measures prefill (pp) and decode (tg) tokens/s of a model
 // file as llama-bench does, against the machine's streaming bandwidth; without -model it runs
-// the synthetic Qwen2-0.5B suite of `make bench`. synth writes a model of random weights
+// the synthetic Qwen2-0.5B suite of `make bench`; with -serve it measures the HTTP server's
+// aggregate decode tokens/s and latencies at 1 to 16 concurrent streams. serve runs an
+// OpenAI-compatible HTTP server (package serve) generating for -parallel requests at once
+// in batched steps; SIGTERM drains it. synth writes a model of random weights
 // (with a small byte-level tokenizer) as a GGUF file. version prints the build and the
 // kernels this machine runs.
 //
@@ -58,6 +62,7 @@ commands:
   chat      chat with a GGUF model in the terminal (Ctrl-C stops a reply, Ctrl-D exits)
   tokenize  print the token ids of a text as one JSON array (like llama-tokenize --ids)
   bench     measure prefill and decode tokens/s (of a GGUF model with -model)
+  serve     serve a GGUF model over an OpenAI-compatible HTTP API, many users at once
   synth     write a model of random weights as a GGUF file (for tests and demos)
   version   print the build, the CPU and the kernels it runs
 
@@ -80,6 +85,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdTokenize(args[1:], stdout, stderr)
 	case "bench":
 		err = cmdBench(args[1:], stdout, stderr)
+	case "serve":
+		err = cmdServe(args[1:], stdout, stderr)
 	case "synth":
 		err = cmdSynth(args[1:], stdout, stderr)
 	case "version":

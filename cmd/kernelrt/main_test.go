@@ -20,8 +20,14 @@ func tinyModel(t *testing.T) string {
 	t.Helper()
 	cfg := orchestrator.Config{Layers: 2, Hidden: 64, Intermediate: 128, Heads: 4, KVHeads: 2, HeadDim: 16, Vocab: 300,
 		RopeTheta: 1e6, Eps: 1e-6, MaxCtx: 64, MaxBatch: 16}
+	return writeSynthetic(t, cfg, orchestrator.RecipeMixed(), 3)
+}
+
+// writeSynthetic writes a synthetic GGUF model of shape cfg into the test's directory.
+func writeSynthetic(t *testing.T, cfg orchestrator.Config, r orchestrator.Recipe, seed uint64) string {
+	t.Helper()
 	b := gguf.NewBuilder()
-	if err := orchestrator.SyntheticGGUF(b, cfg, orchestrator.RecipeMixed(), 3); err != nil {
+	if err := orchestrator.SyntheticGGUF(b, cfg, r, seed); err != nil {
 		t.Fatal(err)
 	}
 	p := filepath.Join(t.TempDir(), "tiny.gguf")

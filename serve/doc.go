@@ -1,0 +1,17 @@
+// Package serve serves many users from one model: an Engine batches their generations
+// (continuous batching over the slots of a multi-sequence KV cache, with prompt prefix
+// reuse), and a Server puts an OpenAI-compatible HTTP API in front of it that any net/http
+// program can mount.
+//
+//	e, err := serve.OpenEngine("model.gguf", serve.OpenOptions{Model: generate.OpenOptions{
+//		Load: orchestrator.LoadOptions{Slots: 8}}})
+//	...
+//	s := serve.New(e, serve.Options{})
+//	http.ListenAndServe("127.0.0.1:8080", s)
+//
+// Routes: POST /v1/completions and POST /v1/chat/completions (OpenAI's wire format, with
+// "stream": true as server-sent events ending in "data: [DONE]"), GET /v1/models,
+// GET /health and GET /metrics (Prometheus text). Any "model" name is accepted and answered
+// by the one loaded model, whose name the responses carry, as llama.cpp's server does:
+// clients written for other servers send names of their own.
+package serve

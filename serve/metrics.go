@@ -1,0 +1,59 @@
+package serve
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// engineMetrics are an Engine's Prometheus collectors, in a registry of its own (never the
+// global one: two engines in one process, or a program with its own metrics, must not
+// collide).
+type engineMetrics struct {
+	reg                       *prometheus.Registry
+	prompt, reused, generated prometheus.Counter
+	batchSeqs, batchToks      prometheus.Histogram
+	ttft, itl                 prometheus.Histogram
+}
+
+// latencyBuckets span 1 ms to about 33 s: an inter-token gap on a small model is
+// milliseconds, a first token behind a long queue seconds.
+var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 16)
+
+func newEngineMetrics(e *Engine) *engineMetrics {
+	m := &engineMetrics{reg: prometheus.NewRegistry()}
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "kernelrt", Name: name, Help: help})
+	}
+	m.prompt = counter("prompt_tokens_total", "Prompt tokens of requests that got a slot.")
+	m.reused = counter("prompt_tokens_reused_total", "Prompt tokens found in a slot's cache (a common prefix with an earlier request), not computed again.")
+	m.generated = counter("generated_tokens_total", "Tokens sampled.")
+	m.batchSeqs = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "kernelrt", Name: "batch_sequences",
+		Help: "Sequences in one forward step.", Buckets: prometheus.ExponentialBuckets(1, 2, 8)})
+	m.batchToks = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "kernelrt", Name: "batch_tokens",
+		Help: "Tokens in one forward step (one per decoding sequence plus prompt chunks).", Buckets: prometheus.ExponentialBuckets(1, 2, 10)})
+	m.ttft = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "kernelrt", Name: "time_to_first_token_seconds",
+		Help: "From a request's submission to its first sampled token.", Buckets: latencyBuckets})
+	m.itl = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "kernelrt", Name: "inter_token_seconds",
+		Help: "Between consecutive sampled tokens of one request.", Buckets: latencyBuckets})
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "kernelrt", Name: name, Help: help}, f)
+	}
+	ended := func(outcome string, f func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "kernelrt", Name: "requests_ended_total",
+			Help: "Generations ended, by outcome.", ConstLabels: prometheus.Labels{"outcome": outcome}}, f)
+	}
+	m.reg.MustRegister(m.prompt, m.reused, m.generated, m.batchSeqs, m.batchToks, m.ttft, m.itl,
+		gauge("queue_depth", "Requests waiting for a slot.", func() float64 { return float64(e.Stats().Waiting) }),
+		gauge("running_sequences", "Requests in a slot (prefilling or decoding).", func() float64 { return float64(e.running.Load()) }),
+		gauge("slots", "Sequences the KV cache holds.", func() float64 { return float64(len(e.slots)) }),
+		ended("completed", func() float64 { return float64(e.completed.Load()) }),
+		ended("cancelled", func() float64 { return float64(e.cancelled.Load()) }),
+		ended("failed", func() float64 { return float64(e.failed.Load()) }),
+		ended("rejected", func() float64 { return float64(e.rejected.Load()) }),
+	)
+	return m
+}
+
+// Metrics is the engine's Prometheus registry: tokens, batch sizes, queue depth, running
+// sequences, time to first token and inter-token latency. A program can gather it with its
+// own, or serve it (the Server's /metrics does).
+func (e *Engine) Metrics() prometheus.Gatherer { return e.metrics.reg }
