@@ -878,6 +878,7 @@ func Cases(quick bool) []*Case {
 	}
 	cs = append(cs, streamCase(1000), streamCase(1<<16))
 	cs = append(cs, attnCases()...) // F16/Q8_0 caches and attention over each (cases_attn.go)
+	cs = append(cs, nanCases()...)  // NaN/Inf rules of every op (cases_nan.go)
 	// The representative decode-size call of each op (Qwen2-0.5B shapes), which calibration
 	// and the op benchmarks time.
 	calib := map[string]bool{

@@ -109,7 +109,9 @@ func attnRef(c *kvCacheData, q []float32, T, qStride, nHeads, pos0 int) (ref, sc
 					qv[d] = float64(qr[d])
 				}
 			}
-			m := math.Inf(-1)
+			// The kernels' running max starts at -FLT_MAX and skips NaN scores (a NaN or +Inf
+			// score still makes the row NaN through exp; all -Inf gives l = 0 and NaN).
+			m := -math.MaxFloat32
 			for j := 0; j < np; j++ {
 				kv := c.kval[(g*c.maxCx+j)*hd:][:hd]
 				s := 0.0
@@ -117,7 +119,9 @@ func attnRef(c *kvCacheData, q []float32, T, qStride, nHeads, pos0 int) (ref, sc
 					s += qv[d] * kv[d]
 				}
 				p[j] = s * inv
-				m = math.Max(m, p[j])
+				if p[j] > m {
+					m = p[j]
+				}
 			}
 			sum := 0.0
 			for j := 0; j < np; j++ {

@@ -90,10 +90,20 @@ func refQuantQ8(dst []kernelrt.BlockQ8_0, src []float32) {
 	}
 }
 
-// refQuantQ5 is ggml's quantize_row_q5_0_ref in float32.
+// refQuantQ5 is ggml's quantize_row_q5_0_ref in float32, with krt_quant.h's poisoned blocks
+// (NaN or +-Inf among the inputs: d = fp16 NaN 0x7e00 and every q = 16, i.e. nibbles 0 and
+// every qh bit set).
 func refQuantQ5(dst []kernelrt.BlockQ5_0, src []float32) {
 	for b := range dst {
 		x := src[b*32 : b*32+32]
+		poisoned := false
+		for _, v := range x {
+			poisoned = poisoned || math.IsNaN(float64(v)) || math.IsInf(float64(v), 0)
+		}
+		if poisoned {
+			dst[b] = kernelrt.BlockQ5_0{D: 0x7e00, Qh: [4]uint8{0xff, 0xff, 0xff, 0xff}}
+			continue
+		}
 		var amax, mx float32
 		for _, v := range x {
 			if a := abs32(v); amax < a {

@@ -3,4 +3,4 @@
 package ckernels
 
 // csrcHash is the hash of csrc/ this package was last generated for (see csrchash).
-const csrcHash = "358ba39bb1316133d4f366002b8e56e96d5c64ccb1e5d3fac4e0c3d70393cf1d"
+const csrcHash = "79f454712817582c241f7e4c56b73af868bee32556b38cdf8188971888aa39ba"
