@@ -76,8 +76,8 @@ type Options struct {
 	SkipModels bool
 	// Depths are the prompt lengths of the decode-at-depth section (default 0, 512, 2048,
 	// 8192; quick 0, 512) and DepthPrefill its prefill lengths from an empty cache (default
-	// 512, 2048, 8192; quick 512). The section builds the synthetic Q8_0 model once per KV
-	// cache type (f32, f16, q8_0); see MeasureDepth.
+	// 512, 2048; quick 512; `kernelrt bench -depth` also times 8192). The section builds the
+	// synthetic Q8_0 model once per KV cache type (f32, f16, q8_0); see MeasureDepth.
 	Depths, DepthPrefill []int
 }
 
@@ -179,7 +179,7 @@ func resolve(o Options, l3 int) settings {
 		}
 	}
 	if s.DepthPrefill == nil {
-		s.DepthPrefill = []int{512, 2048, 8192}
+		s.DepthPrefill = []int{512, 2048}
 		if o.Quick {
 			s.DepthPrefill = []int{512}
 		}

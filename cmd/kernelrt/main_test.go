@@ -204,7 +204,7 @@ func TestBenchDepth(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for _, w := range []string{"| f32   | tg4 @ d20 ", "| f16   | tg4 @ d0 ", "| f16   | pp24 ", "limit t/s", "target: f16",
+	for _, w := range []string{"| f32   | tg4 @ d20 ", "| f16   | tg4 @ d0 ", "| f16   | pp24 ", "limit t/s", "best %", "target: f16",
 		"best streaming-read sample"} {
 		if !strings.Contains(stdout, w) {
 			t.Errorf("output lacks %q:\n%s", w, stdout)
@@ -222,7 +222,7 @@ func TestBenchDepth(t *testing.T) {
 		t.Fatalf("JSON %+v", d)
 	}
 	for _, r := range d.Decode {
-		if r.TokS <= 0 || len(r.Samples) != 2 || r.LimitTokS <= 0 || r.KVBytes <= 0 {
+		if r.TokS <= 0 || r.BestTokS < r.TokS || len(r.Samples) != 2 || r.LimitTokS <= 0 || r.KVBytes <= 0 {
 			t.Errorf("decode row %+v", r)
 		}
 	}
