@@ -36,6 +36,8 @@ type Config struct {
 	// Slots is the number of sequences the KV cache holds at once (ForwardBatch decodes
 	// them together); 0 means 1. Prefill and Decode use slot 0.
 	Slots int
+	// KV is the KV cache's storage type; the zero value is KVF16 (llama.cpp's default).
+	KV KVType
 }
 
 // slots is Slots with 0 meaning 1.
@@ -136,8 +138,15 @@ func (c Config) Validate() error {
 	if _, ok := mulCap(MaxStateBytes, 4, max(c.MaxBatch, c.slots()), max(c.Vocab, 2*c.Intermediate, c.Heads*c.HeadDim)); !ok {
 		return fmt.Errorf("orchestrator: activations of MaxBatch = %d tokens need more than %d bytes", c.MaxBatch, MaxStateBytes)
 	}
-	if c.HeadDim%2 != 0 {
-		return fmt.Errorf("orchestrator: Config.HeadDim = %d must be even (RoPE rotates pairs)", c.HeadDim)
+	if !c.KV.valid() {
+		return fmt.Errorf("orchestrator: Config.KV = %d is not a KV type", int(c.KV))
+	}
+	// The attention kernels: head sizes in whole 16-float vectors (Q8_0: 32-value blocks).
+	if c.HeadDim%16 != 0 || c.HeadDim > kernelrt.AttnMaxHeadDim {
+		return fmt.Errorf("orchestrator: Config.HeadDim = %d: attention needs a multiple of 16 up to %d", c.HeadDim, kernelrt.AttnMaxHeadDim)
+	}
+	if c.KV == KVQ8_0 && c.HeadDim%kernelrt.QK != 0 {
+		return fmt.Errorf("orchestrator: Config.HeadDim = %d: a q8_0 KV cache needs a multiple of %d", c.HeadDim, kernelrt.QK)
 	}
 	if !(c.Eps > 0) {
 		return fmt.Errorf("orchestrator: Config.Eps must be positive, got %g", c.Eps)

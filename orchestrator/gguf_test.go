@@ -384,14 +384,15 @@ func TestZeroCopy(t *testing.T) {
 	}
 }
 
-// TestKVF16Memory checks that an F16 cache halves the cache memory and gives the same
-// tokens' logits as the reference with fp16-rounded keys and values (TestReferenceForwardChunked).
-func TestKVF16Memory(t *testing.T) {
+// TestKVMemory checks the KV cache's bytes per type (F16 half of F32, Q8_0 34/64 of F16),
+// that the arena's kv region holds exactly the cache (nothing is expanded), and that the
+// attention scratch does not depend on the type.
+func TestKVMemory(t *testing.T) {
 	dir := t.TempDir()
-	tm := testModel{shape: testShapes[2], types: testTypeSets[3], seed: 9} // 3 layers
+	tm := testModel{shape: testShapes[4], types: testTypeSets[3], seed: 9} // head size 32
 	path := tm.write(t, dir)
 	kvBytes := func(kv KVType) (int, int, int) {
-		m, err := LoadGGUF(path, LoadOptions{KV: kv})
+		m, err := LoadGGUF(path, LoadOptions{KV: kv, Slots: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -402,17 +403,28 @@ func TestKVF16Memory(t *testing.T) {
 				region = r.Bytes
 			}
 		}
+		if m.KV() != kv {
+			t.Errorf("KV() = %s, want %s", m.KV(), kv)
+		}
 		return m.KVBytes(), m.KVScratchBytes(), region
 	}
 	c32, s32, r32 := kvBytes(KVF32)
 	c16, s16, r16 := kvBytes(KVF16)
-	if c16*2 != c32 || s32 != 0 {
-		t.Errorf("cache bytes f16 %d, f32 %d: want exactly half", c16, c32)
+	c8, s8, r8 := kvBytes(KVQ8_0)
+	// 2 layers x 2 (k, v) x 3 slots x 2 KV heads x 48 positions x 32 values.
+	if n := 2 * 2 * 3 * 2 * 48 * 32; c32 != 4*n || c16 != 2*n || c8 != n/32*34 {
+		t.Errorf("cache bytes f32 %d, f16 %d, q8_0 %d; want %d, %d, %d", c32, c16, c8, 4*n, 2*n, n/32*34)
 	}
-	if r16 > c16+s16+4096 || r32 < c32 {
-		t.Errorf("kv region f16 %d (cache %d + scratch %d), f32 %d", r16, c16, s16, r32)
+	if s32 != s16 || s16 != s8 || s32 != 4*kernelrt.AttnScratchFloats(32) {
+		t.Errorf("attention scratch f32 %d, f16 %d, q8_0 %d; want %d", s32, s16, s8, 4*kernelrt.AttnScratchFloats(32))
 	}
-	t.Logf("KV region: f32 %d bytes, f16 %d bytes (%d cache + %d one-layer f32 buffer)", r32, r16, c16, s16)
+	// The region rounds each of the 4 layer buffers up to whole pages, at most.
+	for _, c := range [][2]int{{r32, c32}, {r16, c16}, {r8, c8}} {
+		if c[0] < c[1] || c[0] > c[1]+4*4096 {
+			t.Errorf("kv region %d bytes for a cache of %d", c[0], c[1])
+		}
+	}
+	t.Logf("KV region: f32 %d bytes, f16 %d, q8_0 %d; attention scratch %d", r32, r16, r8, s32)
 }
 
 // TestSyntheticGGUF writes a synthetic model with SyntheticGGUF and runs it: the loaded
@@ -447,7 +459,7 @@ func TestSyntheticGGUF(t *testing.T) {
 			if r.Q == F16 {
 				tol = tolF16
 			}
-			worst := runCompare(t, kernelrt.Serial{}, p, LoadOptions{}, []int32{7, 100, 299, 0}, []int32{5, 6}, tol, false)
+			worst := runCompare(t, kernelrt.Serial{}, p, LoadOptions{KV: KVF32}, []int32{7, 100, 299, 0}, []int32{5, 6}, tol)
 			t.Logf("max relative error %.3g", worst)
 		})
 	}
@@ -605,8 +617,8 @@ func TestDecodeNoAllocs(t *testing.T) {
 	defer rt.Close()
 	dir := t.TempDir()
 	for _, ty := range []testTypes{testTypeSets[3], testTypeSets[5], testTypeSets[6]} {
-		for _, kv := range []KVType{KVF32, KVF16} {
-			tm := testModel{shape: testShapes[0], types: ty, seed: 1}
+		for _, kv := range []KVType{KVF32, KVF16, KVQ8_0} {
+			tm := testModel{shape: testShapes[4], types: ty, seed: 1}
 			m, err := LoadGGUF(tm.write(t, dir), LoadOptions{KV: kv})
 			if err != nil {
 				t.Fatal(err)

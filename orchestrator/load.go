@@ -34,7 +34,7 @@ type LoadOptions struct {
 	AllLogits bool
 	// Slots is the number of sequences the KV cache holds (Config.Slots); 0 = 1.
 	Slots int
-	// KV is the KV cache type.
+	// KV is the KV cache type (Config.KV); the zero value is KVF16, as llama.cpp's default.
 	KV KVType
 	// File is how LoadGGUF maps the file (WillNeed to read ahead, Mlock).
 	File arena.FileOptions
@@ -306,9 +306,10 @@ func NewFromGGUF(f *gguf.File, opts LoadOptions) (*Model, error) {
 	}
 	c.AllLogits = opts.AllLogits
 	c.Slots = opts.Slots
-	if opts.KV != KVF32 && opts.KV != KVF16 {
+	if !opts.KV.valid() {
 		return nil, fmt.Errorf("orchestrator: LoadOptions.KV = %d is not a KV type", int(opts.KV))
 	}
+	c.KV = opts.KV
 	if c.Layers > len(f.Tensors) { // every layer has 12 tensors: bound before allocating
 		return nil, modelErr("%s.block_count = %d but the file has only %d tensors", c.Arch, c.Layers, len(f.Tensors))
 	}
@@ -335,5 +336,5 @@ func NewFromGGUF(f *gguf.File, opts LoadOptions) (*Model, error) {
 			return nil, modelErr("unexpected tensor %q: not part of a %s model with block_count = %d", f.Tensors[i].Name, c.Arch, c.Layers)
 		}
 	}
-	return build(c, specs, src, opts.KV, opts.Build)
+	return build(c, specs, src, opts.Build)
 }

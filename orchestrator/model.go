@@ -70,7 +70,6 @@ type Model struct {
 	gu, h      []float32
 	hq         []kernelrt.BlockQ8_0
 	logits     []float32
-	attScratch []float32
 	ids        []int32
 	xr         []float32 // fp16-rounded activations of F16 matmuls (GGUF models with F16 weights)
 

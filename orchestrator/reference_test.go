@@ -189,7 +189,7 @@ type refModel struct {
 	layers                                 []refLayer
 	outNorm                                []float64
 	output                                 *refMatrix
-	kvF16                                  bool
+	kv                                     KVType // the cache rounds k and v as this type stores them
 }
 
 func loadRef(t *testing.T, path string) *refModel {
@@ -309,10 +309,16 @@ func (r *refModel) forward(ids []int32) [][]float64 {
 			v[t] = l.v.apply(xn, l.bv)
 			r.rope(q[t], r.heads, t)
 			r.rope(k[t], r.kvHeads, t)
-			if r.kvF16 {
+			switch r.kv {
+			case KVF16:
 				for i := range k[t] {
 					k[t][i], v[t][i] = refRoundFP16(k[t][i]), refRoundFP16(v[t][i])
 				}
+			case KVQ8_0:
+				// Stored as Q8_0 blocks; the query is quantized the same way for the
+				// scores (llama.cpp converts Q to the K cache's vec_dot type).
+				k[t], v[t] = refQuantQ8(k[t]), refQuantQ8(v[t])
+				q[t] = refQuantQ8(q[t])
 			}
 		}
 		group := r.heads / r.kvHeads
@@ -379,6 +385,7 @@ var testShapes = []testShape{
 	{"h128-hd64-mqa", 128, 1, 64, 2, 1, 37, 32, 1e4},
 	{"h96-mha", 96, 3, 160, 6, 6, 64, 48, 5e5},
 	{"h32-1head", 32, 2, 32, 1, 1, 50, 40, 1e6},
+	{"h128-hd32-gqa2", 128, 2, 128, 4, 2, 60, 48, 1e6}, // a Q8_0 KV cache needs head size % 32
 }
 
 // testTypes is the type of each weight role; output 0xffff = tied (no output tensor).
@@ -635,10 +642,40 @@ func tolFor(ty testTypes) float64 {
 	return tolFloat
 }
 
-// runCompare loads path with opts, prefills prompt (every position's logits), decodes dec
-// one token at a time, and compares every position with the reference. It returns the
-// largest relative error seen.
-func runCompare(t *testing.T, e kernelrt.Ops, path string, opts LoadOptions, prompt, dec []int32, tol float64, kvF16 bool) float64 {
+// KV cache rounding: the reference rounds k and v as the cache stores them (fp16; Q8_0
+// blocks, and then the query to Q8_0 too), so both sides agree to float32 rounding except
+// where a float32 value and its float64 counterpart land on different sides of a rounding
+// boundary: one fp16 ulp (2^-11 relative) or one Q8_0 step (up to 0.8% of the block's largest
+// value) in one element, as for activations. An F16 cache therefore gets at least tolF16 and
+// a Q8_0 cache tolQuantized. With quantized weights an fp16 flip in K or V moves the attention
+// output by ~1e-4, which then flips Q8_0 activation roundings far more often than float32
+// rounding alone does: observed up to 1.01e-2 (h96-mha, q8_0 weights), so 2*tolQuantized.
+// (Q8_0 caches stay near 1e-7 here: their blocks' rounding flips are as rare as the
+// activations'.)
+func tolKV(tol float64, kv KVType) float64 {
+	switch {
+	case kv == KVF16 && tol >= tolQuantized:
+		return 2 * tolQuantized
+	case kv == KVF16:
+		return math.Max(tol, tolF16)
+	case kv == KVQ8_0:
+		return math.Max(tol, tolQuantized)
+	}
+	return tol
+}
+
+// kvTypesFor lists the KV types a shape's head size allows (Q8_0 needs a multiple of 32).
+func kvTypesFor(s testShape) []KVType {
+	if s.hidden/s.heads%32 == 0 {
+		return []KVType{KVF32, KVF16, KVQ8_0}
+	}
+	return []KVType{KVF32, KVF16}
+}
+
+// runCompare loads path with opts (opts.KV: the cache type the reference rounds to), prefills
+// prompt (every position's logits), decodes dec one token at a time, and compares every
+// position with the reference. It returns the largest relative error seen.
+func runCompare(t *testing.T, e kernelrt.Ops, path string, opts LoadOptions, prompt, dec []int32, tol float64) float64 {
 	t.Helper()
 	opts.AllLogits = true
 	m, err := LoadGGUF(path, opts)
@@ -647,7 +684,7 @@ func runCompare(t *testing.T, e kernelrt.Ops, path string, opts LoadOptions, pro
 	}
 	defer m.Close()
 	ref := loadRef(t, path)
-	ref.kvF16 = kvF16
+	ref.kv = opts.KV
 	want := ref.forward(append(append([]int32(nil), prompt...), dec...))
 	worst := 0.0
 	check := func(pos int, got []float32) {
@@ -683,7 +720,8 @@ func runCompare(t *testing.T, e kernelrt.Ops, path string, opts LoadOptions, pro
 }
 
 // TestReferenceForward loads models of several shapes and every weight type (tied and
-// untied heads) and compares prefill and decode logits with the float64 reference.
+// untied heads) and compares prefill and decode logits with the float64 reference, for each
+// KV cache type the shape's head size allows.
 func TestReferenceForward(t *testing.T) {
 	dir := t.TempDir()
 	for si, s := range testShapes {
@@ -691,15 +729,17 @@ func TestReferenceForward(t *testing.T) {
 			t.Run(s.name+"/"+ty.name, func(t *testing.T) {
 				tm := testModel{shape: s, types: ty, seed: uint64(100*si + ti + 1)}
 				path := tm.write(t, dir)
-				tol := tolFor(ty)
 				rng := rand.New(rand.NewPCG(uint64(si), uint64(ti)))
 				prompt := make([]int32, 5+rng.IntN(4))
 				for i := range prompt {
 					prompt[i] = int32(rng.IntN(s.vocab))
 				}
 				dec := []int32{int32(rng.IntN(s.vocab)), int32(rng.IntN(s.vocab)), int32(rng.IntN(s.vocab))}
-				worst := runCompare(t, kernelrt.Serial{}, path, LoadOptions{}, prompt, dec, tol, false)
-				t.Logf("max relative error %.3g (tolerance %g)", worst, tol)
+				for _, kv := range kvTypesFor(s) {
+					tol := tolKV(tolFor(ty), kv)
+					worst := runCompare(t, kernelrt.Serial{}, path, LoadOptions{KV: kv}, prompt, dec, tol)
+					t.Logf("kv %s: max relative error %.3g (tolerance %g)", kv, worst, tol)
+				}
 			})
 		}
 	}
@@ -724,7 +764,7 @@ func TestReferenceForwardLlama(t *testing.T) {
 					path := tm.write(t, dir)
 					prompt := []int32{1, int32(s.vocab - 1), 7, 3, int32(s.vocab / 2)}
 					for _, e := range []kernelrt.Ops{kernelrt.Serial{}, rt} {
-						worst := runCompare(t, e, path, LoadOptions{}, prompt, []int32{2, 5}, tolFor(ty), false)
+						worst := runCompare(t, e, path, LoadOptions{KV: KVF32}, prompt, []int32{2, 5}, tolFor(ty))
 						t.Logf("%T: max relative error %.3g", e, worst)
 					}
 				})
@@ -734,7 +774,7 @@ func TestReferenceForwardLlama(t *testing.T) {
 }
 
 // TestReferenceForwardChunked prefills a prompt longer than MaxBatch (several forward calls)
-// through the Runtime's dispatch wrappers, with an F16 KV cache and without.
+// through the Runtime's dispatch wrappers, with each KV cache type.
 func TestReferenceForwardChunked(t *testing.T) {
 	rt, err := kernelrt.New(kernelrt.Options{Threads: 2, NoPin: true})
 	if err != nil {
@@ -742,19 +782,19 @@ func TestReferenceForwardChunked(t *testing.T) {
 	}
 	defer rt.Close()
 	dir := t.TempDir()
-	for _, kv := range []KVType{KVF32, KVF16} {
+	for _, kv := range []KVType{KVF32, KVF16, KVQ8_0} {
 		for _, ty := range []testTypes{testTypeSets[0], testTypeSets[3], testTypeSets[5]} {
 			t.Run(kv.String()+"/"+ty.name, func(t *testing.T) {
-				tm := testModel{shape: testShapes[0], types: ty, seed: 7}
+				tm := testModel{shape: testShapes[4], types: ty, seed: 7} // head size 32: every KV type
 				path := tm.write(t, dir)
-				tol := tolFor(ty)
+				tol := tolKV(tolFor(ty), kv)
 				prompt := make([]int32, 11)
 				for i := range prompt {
 					prompt[i] = int32((i*37 + 3) % tm.shape.vocab)
 				}
 				// AllLogits needs the prompt in one batch: compare a one-batch prefill, then
 				// prefill more tokens in chunks of 4 and compare through decode.
-				worst := runCompare(t, rt, path, LoadOptions{KV: kv}, prompt, []int32{5, 9, 1, 0}, tol, kv == KVF16)
+				worst := runCompare(t, rt, path, LoadOptions{KV: kv}, prompt, []int32{5, 9, 1, 0}, tol)
 				t.Logf("max relative error %.3g", worst)
 
 				m, err := LoadGGUF(path, LoadOptions{KV: kv, MaxBatch: 4})
@@ -763,7 +803,7 @@ func TestReferenceForwardChunked(t *testing.T) {
 				}
 				defer m.Close()
 				ref := loadRef(t, path)
-				ref.kvF16 = kv == KVF16
+				ref.kv = kv
 				want := ref.forward(prompt)
 				got, err := m.Prefill(rt, prompt)
 				if err != nil {

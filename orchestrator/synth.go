@@ -21,7 +21,8 @@ import (
 // says, every byte (weights, activations, KV cache, scratch) in one arena laid out first.
 // Weights are random blocks with a per-block scale near 0.02*sqrt(3)/127 (uniform weights of
 // standard deviation ~0.02, like trained checkpoints), norms near 1 and small biases. q, k, v
-// (and gate, up) are fused into one matrix when they share a type. The KV cache is F32.
+// (and gate, up) are fused into one matrix when they share a type. The KV cache is of type
+// cfg.KV (the zero value: F16).
 func NewSynthetic(cfg Config, recipe Recipe, seed uint64, opts BuildOptions) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -31,7 +32,7 @@ func NewSynthetic(cfg Config, recipe Recipe, seed uint64, opts BuildOptions) (*M
 			return nil, fmt.Errorf("orchestrator: synthetic weights are Q8_0 or Q5_0, recipe %q has %s", recipe.Name, t)
 		}
 	}
-	return build(cfg, syntheticTensors(cfg, recipe), &synthSource{seed: seed, r: recipe}, KVF32, opts)
+	return build(cfg, syntheticTensors(cfg, recipe), &synthSource{seed: seed, r: recipe}, opts)
 }
 
 // syntheticTensors lists a synthetic model's tensors, fusing q|k|v and gate|up when their

@@ -10,6 +10,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kernelrt/kernelrt"
@@ -20,18 +22,21 @@ import (
 )
 
 func cmdBench(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", "[-model FILE] [-threads N] [-kv f32|f16] [-pp 128] [-tg 64] [-r 3] [-json OUT.json] [-quick] [-suite]\n"+
+	fs := newFlags("bench", "[-model FILE] [-depth N,...] [-threads N] [-kv f16|f32|q8_0[,...]] [-pp 128[,...]] [-tg 64] [-r 3] [-json OUT.json] [-quick] [-suite]\n"+
 		"       kernelrt bench -serve [-model FILE] [-streams 1,2,4,8,16] [-n 64] [-r 3] [-llama-server PATH] [-threads N] [-json OUT.json]", stderr)
-	model := fs.String("model", "", "GGUF model `FILE`; without it, the synthetic Qwen2-0.5B suite of `make bench` runs")
+	model := fs.String("model", "", "GGUF model `FILE`; without it (and without -depth), the synthetic Qwen2-0.5B suite of `make bench` runs")
+	depth := fs.String("depth", "", "decode tokens/s after prompts of these lengths (`N,N,...`, llama-bench's -d), per KV type,\n"+
+		"against bandwidth / (weight + KV bytes per token), and prefill tokens/s at -pp; the model is -model or,\n"+
+		"without it, the synthetic Qwen2-0.5B Q8_0 one")
 	threads := fs.Int("threads", 0, "worker threads including the caller (0 = one per physical core)")
-	kv := fs.String("kv", "f32", "KV cache type with -model: f32 or f16")
-	pp := fs.Int("pp", 128, "prompt tokens of the prefill test (llama-bench pp128) with -model")
-	tg := fs.Int("tg", 64, "tokens of the decode test (llama-bench tg64), from an empty cache, with -model")
-	reps := fs.Int("r", 3, "repetitions of each test with -model (mean and standard deviation are reported)")
+	kv := fs.String("kv", "", "KV cache type(s) with -model or -depth: f16 (the default), f32, q8_0; -depth takes a list (default all three)")
+	pp := fs.String("pp", "", "prompt tokens of the prefill test (llama-bench pp; default 128); -depth takes a list (default 512,2048,8192)")
+	tg := fs.Int("tg", 0, "tokens of each decode test (default 64 from an empty cache, llama-bench tg64; with -depth 32)")
+	reps := fs.Int("r", 3, "repetitions of each test with -model or -depth (mean and standard deviation, or the median, are reported)")
 	jsonOut := fs.String("json", "", "also write the results as JSON to `FILE`")
 	quick := fs.Bool("quick", false, "smoke run: one repetition, a smaller bandwidth buffer (and the suite's quick mode)")
 	full := fs.Bool("suite", false, "with -model: run the whole benchmark suite with the model in its whole-model section")
-	streamMB := fs.Int("stream-mb", 0, "bandwidth buffer in MiB with -model (0 = 1024, quick 256)")
+	streamMB := fs.Int("stream-mb", 0, "bandwidth buffer in MiB with -model or -depth (0 = 1024, -depth 512, quick 256)")
 	serveMode := fs.Bool("serve", false, "benchmark the HTTP server (package serve) under concurrent streams; without -model, on the synthetic Qwen2-0.5B Q8_0")
 	streams := fs.String("streams", "1,2,4,8,16", "with -serve: the concurrent stream counts to measure")
 	genN := fs.Int("n", 64, "with -serve: tokens each stream generates")
@@ -51,22 +56,25 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *serveMode {
-		for _, name := range []string{"pp", "tg", "suite", "stream-mb", "quick"} {
+		for _, name := range []string{"pp", "tg", "suite", "stream-mb", "quick", "depth"} {
 			if set[name] {
 				return usagef("-%s does not apply to -serve", name)
 			}
 		}
 		kvt, err := orchestrator.ParseKVType(*kv)
 		if err != nil {
-			return usagef("-kv %q: want f32 or f16", *kv)
+			return usagef("-kv %q: want f16, f32 or q8_0", *kv)
 		}
 		return cmdBenchServe(*model, *threads, kvt, *streams, *genN, *reps, *prompt, *llama, *jsonOut, stdout, stderr)
 	}
-	if *model == "" || *full {
+	if *depth != "" && *full {
+		return usagef("-depth does not apply to -suite (the suite measures depth with its own settings)")
+	}
+	if (*model == "" && *depth == "") || *full {
 		for _, name := range []string{"kv", "pp", "tg", "r", "stream-mb"} {
 			if set[name] {
 				if *model == "" {
-					return usagef("-%s applies to -model benchmarks only", name)
+					return usagef("-%s applies to -model and -depth benchmarks only", name)
 				}
 				return usagef("-%s does not apply to -suite (the suite has its own settings)", name)
 			}
@@ -82,17 +90,50 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		}
 		return runSuite(opts, *jsonOut, stdout, stderr)
 	}
-	kvt, err := orchestrator.ParseKVType(*kv)
-	if err != nil {
-		return usagef("-kv %q: want f32 or f16", *kv)
+	var kvs []orchestrator.KVType
+	if *kv != "" {
+		for _, name := range strings.Split(*kv, ",") {
+			t, err := orchestrator.ParseKVType(strings.TrimSpace(name))
+			if err != nil {
+				return usagef("-kv %q: want f16, f32 or q8_0", name)
+			}
+			kvs = append(kvs, t)
+		}
 	}
-	if *pp <= 0 || *tg <= 0 || *reps <= 0 {
-		return usagef("-pp, -tg and -r must be positive (got %d, %d, %d)", *pp, *tg, *reps)
+	var pps []int
+	if *pp != "" {
+		var err error
+		if pps, err = parseInts("-pp", *pp, 1); err != nil {
+			return err
+		}
+	}
+	if *tg < 0 || *reps <= 0 || (set["tg"] && *tg == 0) {
+		return usagef("-pp, -tg and -r must be positive (got %s, %d, %d)", *pp, *tg, *reps)
 	}
 	if *streamMB < 0 {
 		return usagef("-stream-mb must be >= 0, got %d", *streamMB)
 	}
-	bo := benchOptions{path: *model, threads: *threads, kv: kvt, pp: *pp, tg: *tg, reps: *reps, streamMB: *streamMB}
+	if *depth != "" {
+		depths, err := parseInts("-depth", *depth, 0)
+		if err != nil {
+			return err
+		}
+		return benchDepth(depthFlags{model: *model, threads: *threads, kvs: kvs, depths: depths, pps: pps, tg: *tg,
+			reps: *reps, quick: *quick, streamMB: *streamMB}, *jsonOut, stdout, stderr)
+	}
+	if len(kvs) > 1 || len(pps) > 1 {
+		return usagef("-kv and -pp take one value without -depth")
+	}
+	bo := benchOptions{path: *model, threads: *threads, pp: 128, tg: 64, reps: *reps, streamMB: *streamMB}
+	if len(kvs) == 1 {
+		bo.kv = kvs[0]
+	}
+	if len(pps) == 1 {
+		bo.pp = pps[0]
+	}
+	if *tg > 0 {
+		bo.tg = *tg
+	}
 	if *quick {
 		bo.reps = 1
 		if bo.streamMB == 0 {
@@ -109,6 +150,87 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	res.writeText(stdout)
 	if *jsonOut != "" {
 		return writeJSONFile(*jsonOut, res)
+	}
+	return nil
+}
+
+// parseInts parses a comma-separated list of integers >= least for flag name.
+func parseInts(name, s string, least int) ([]int, error) {
+	var out []int
+	for i, p := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || v < least {
+			return nil, usagef("%s: item %d (%q) must be an integer >= %d", name, i+1, p, least)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// depthFlags are the settings of `kernelrt bench -depth`.
+type depthFlags struct {
+	model       string
+	threads     int
+	kvs         []orchestrator.KVType
+	depths, pps []int
+	tg, reps    int
+	quick       bool
+	streamMB    int
+}
+
+// benchDepth runs suite.MeasureDepth on the -model file (or the synthetic Qwen2-0.5B Q8_0
+// model) with one model per KV cache type.
+func benchDepth(f depthFlags, jsonOut string, stdout, stderr io.Writer) error {
+	o := suite.DepthOptions{KV: f.kvs, Depths: f.depths, Prefill: f.pps, DecodeTokens: f.tg, Repeats: f.reps,
+		StreamBytes: f.streamMB << 20}
+	if f.quick {
+		o.Repeats = 1
+		if f.streamMB == 0 {
+			o.StreamBytes = 256 << 20
+		}
+	}
+	var shape orchestrator.Config
+	open := func(kv orchestrator.KVType, maxCtx, batch int) (*orchestrator.Model, error) {
+		if f.model == "" {
+			c := orchestrator.Qwen2_0_5B()
+			c.KV, c.MaxCtx, c.MaxBatch = kv, maxCtx, batch
+			fmt.Fprintf(stderr, "building the synthetic Qwen2-0.5B q8_0 model, kv %s, %d positions\n", kv, maxCtx)
+			m, err := orchestrator.NewSynthetic(c, orchestrator.RecipeQ8_0(), 1, orchestrator.BuildOptions{Arena: arena.Options{Prefault: true}})
+			if err == nil {
+				shape = m.Cfg
+			}
+			return m, err
+		}
+		fmt.Fprintf(stderr, "loading %s, kv %s, %d positions\n", f.model, kv, maxCtx)
+		m, err := orchestrator.LoadGGUF(f.model, orchestrator.LoadOptions{KV: kv, MaxCtx: maxCtx, MaxBatch: batch,
+			File: arena.FileOptions{WillNeed: true}, Build: orchestrator.BuildOptions{Arena: arena.Options{Prefault: true}}})
+		if err == nil {
+			shape = m.Cfg
+		}
+		return m, err
+	}
+	// The runtime is sized for the shape; load it once to learn it.
+	probe, err := open(orchestrator.KVF16, 16, 16)
+	if err != nil {
+		return err
+	}
+	rt, err := newRuntime(probe, f.threads)
+	probe.Close()
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	d, err := suite.MeasureDepth(open, rt, o, stderr)
+	if err != nil {
+		return err
+	}
+	if f.model != "" {
+		d.Model = f.model + " (" + d.Model + ")"
+	}
+	fmt.Fprintf(stdout, "shape: %d layers, hidden %d, heads %d/%d x %d\n", shape.Layers, shape.Hidden, shape.Heads, shape.KVHeads, shape.HeadDim)
+	d.WriteText(stdout)
+	if jsonOut != "" {
+		return writeJSONFile(jsonOut, d)
 	}
 	return nil
 }
