@@ -27,7 +27,7 @@ func NewSynthetic(cfg Config, recipe Recipe, seed uint64, opts BuildOptions) (*M
 		return nil, err
 	}
 	for _, t := range []QType{recipe.Q, recipe.K, recipe.V, recipe.O, recipe.Gate, recipe.Up, recipe.Down, recipe.Embedded} {
-		if !t.quantized() {
+		if t != Q8_0 && t != Q5_0 {
 			return nil, fmt.Errorf("orchestrator: synthetic weights are Q8_0 or Q5_0, recipe %q has %s", recipe.Name, t)
 		}
 	}
@@ -166,7 +166,7 @@ func SyntheticGGUF(b *gguf.Builder, cfg Config, recipe Recipe, seed uint64) erro
 		return err
 	}
 	for _, t := range []QType{recipe.Q, recipe.K, recipe.V, recipe.O, recipe.Gate, recipe.Up, recipe.Down, recipe.Embedded} {
-		if !t.quantized() && t != F16 {
+		if t != Q8_0 && t != Q5_0 && t != F16 {
 			return fmt.Errorf("orchestrator: SyntheticGGUF writes Q8_0, Q5_0 and F16 weights, recipe %q has %s", recipe.Name, t)
 		}
 	}
