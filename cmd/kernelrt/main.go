@@ -6,7 +6,7 @@
 //	kernelrt chat -model FILE [sampling flags]
 //	kernelrt tokenize -model FILE (-p TEXT | -f FILE) [-no-special] [-no-bos]
 //	kernelrt bench [-model FILE] [-threads N] [-kv f32|f16] [-pp 128] [-tg 64] [-r 3] [-json OUT.json]
-//	kernelrt synth -out FILE [-shape tiny|qwen2-0.5b] [-recipe q8_0|mixed] [-seed N] [-ctx N]
+//	kernelrt synth -out FILE [-shape tiny|tiny256|qwen2-0.5b|llama-1b|...] [-recipe q8_0|mixed|f16] [-untied] [-seed N] [-ctx N]
 //	kernelrt version
 //
 // run streams the continuation of a prompt (with -chat, the reply to it as a user message,
