@@ -18,6 +18,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -32,6 +33,8 @@ func main() {
 	threads := flag.Int("threads", 2, "threads for both")
 	kv := flag.String("kv", "f32", "KV cache type for both: f32 or f16")
 	seed := flag.Uint64("seed", 1, "seed of the prompt ids")
+	commit := flag.String("commit", "", "the llama.cpp commit llamalogits was built from, recorded in -fixture files")
+	fixture := flag.String("fixture", "", "also write each file's ids and llama.cpp's logits as JSON to `DIR`/<file>.json (the test fixtures of orchestrator/testdata/llamacpp)")
 	flag.Parse()
 	if *llama == "" || flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: llamacmp -llama BIN [-p N] [-n N] [-threads N] [-kv f32|f16] FILE.gguf...")
@@ -45,7 +48,7 @@ func main() {
 	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	bad := false
 	for _, path := range flag.Args() {
-		row, err := compare(path, *llama, *prompt, *n, *threads, *kv, *seed)
+		row, err := compare(path, *llama, *prompt, *n, *threads, *kv, *seed, *fixture, *commit)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "llamacmp: %s: %v\n", path, err)
 			bad = true
@@ -58,7 +61,19 @@ func main() {
 	}
 }
 
-func compare(path, llama string, P, n, threads int, kvName string, seed uint64) (string, error) {
+// Fixture is what -fixture writes per file: the ids kernelrt evaluated (a seeded prompt, then
+// its greedy choices) and llama.cpp's logits of every position (the prompt in one batch, then
+// one token per call), for a test that needs no llama.cpp (orchestrator's TestLlamaCppFixtures).
+type Fixture struct {
+	File      string      `json:"file"`
+	LlamaCpp  string      `json:"llama_cpp"` // the llama.cpp commit of the logits
+	KV        string      `json:"kv"`
+	PromptLen int         `json:"prompt_len"`
+	IDs       []int32     `json:"ids"`
+	Logits    [][]float32 `json:"logits"`
+}
+
+func compare(path, llama string, P, n, threads int, kvName string, seed uint64, fixtureDir, commit string) (string, error) {
 	kv, err := orchestrator.ParseKVType(kvName)
 	if err != nil {
 		return "", err
@@ -121,6 +136,17 @@ func compare(path, llama string, P, n, threads int, kvName string, seed uint64) 
 			if len(rows[i]) != V {
 				return "", fmt.Errorf("llamalogits row %d has %d logits, the model's vocabulary %d", i, len(rows[i]), V)
 			}
+		}
+	}
+	if fixtureDir != "" {
+		fx := Fixture{File: filepath.Base(path), LlamaCpp: commit, KV: kvName, PromptLen: P, IDs: all, Logits: theirs}
+		b, err := json.Marshal(fx)
+		if err != nil {
+			return "", err
+		}
+		out := filepath.Join(fixtureDir, strings.TrimSuffix(filepath.Base(path), ".gguf")+".json")
+		if err := os.WriteFile(out, append(b, '\n'), 0o644); err != nil {
+			return "", err
 		}
 	}
 	var relP, relD, relB, self float64
