@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/kernelrt/kernelrt"
 	"github.com/kernelrt/kernelrt/arena"
@@ -77,15 +78,23 @@ func build(c Config, specs []tensorSpec, src weightSource, opts BuildOptions) (*
 		}
 	}
 	vec("output_norm", H)
-	anyF16, ropeFreqs := false, false
+	anyF16, ropeFreqs, kCols := false, false, 0 // anyF16: some matmul rounds its activations (F16, BF16)
 	for _, s := range specs {
-		anyF16 = anyF16 || s.kind == kindMatrix && s.typ == F16
+		if s.kind == kindMatrix {
+			anyF16 = anyF16 || s.typ.act() == actF16 || s.typ.act() == actBF16
+			if s.typ.act() == actQ8K {
+				kCols = max(kCols, s.cols())
+			}
+		}
 		ropeFreqs = ropeFreqs || s.name == "rope_freqs.weight"
 	}
 	if ropeFreqs {
 		vec("rope_freqs", c.HeadDim/2)
 	}
 	planState(&p, c, anyF16)
+	if kCols > 0 { // the Q8_K activations of the widest K-quant matmul, for MaxBatch tokens
+		p.Add(arena.Buffer{Name: "act.xq8k", ElemSize: int(unsafe.Sizeof(kernelrt.BlockQ8K{})), Count: c.MaxBatch * kCols / kernelrt.QKK, Region: arena.Activations})
+	}
 	planKV(&p, c)
 	layout, err := p.Layout()
 	if err != nil {
@@ -103,6 +112,12 @@ func build(c Config, specs []tensorSpec, src weightSource, opts BuildOptions) (*
 	if err := m.bindState(anyF16); err != nil {
 		ar.Close()
 		return nil, err
+	}
+	if kCols > 0 {
+		if m.xq8k, err = arena.Get[kernelrt.BlockQ8K](ar, layout, "act.xq8k"); err != nil {
+			ar.Close()
+			return nil, fmt.Errorf("orchestrator: %w", err)
+		}
 	}
 	if err := m.kv.bind(ar, layout, c); err != nil {
 		ar.Close()

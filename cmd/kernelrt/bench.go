@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -280,24 +281,28 @@ type benchTest struct {
 	StdDev    float64   `json:"tok_s_stddev"`
 	Samples   []float64 `json:"tok_s_samples"`
 	LimitTokS float64   `json:"bandwidth_limit_tok_s"` // streaming bandwidth / bytes read per token
-	PctLimit  float64   `json:"pct_of_limit"`
+	// PctLimit is the mean over repetitions of each one's tokens/s against the limit of the
+	// streaming read measured just before it (the machine's bandwidth drifts between them).
+	PctLimit float64 `json:"pct_of_limit"`
 }
 
 // benchResult is what `kernelrt bench -model` reports.
 type benchResult struct {
-	Model         string      `json:"model"`
-	FileBytes     int64       `json:"file_bytes"`
-	Recipe        string      `json:"recipe"`
-	Shape         string      `json:"shape"`
-	Params        int64       `json:"params"`
-	WeightBytes   int         `json:"weight_bytes_per_token"`
-	LoadSeconds   float64     `json:"load_seconds"`
-	Threads       int         `json:"threads"`
-	Kernels       string      `json:"kernels"`
-	KV            string      `json:"kv"`
-	BandwidthGBs  float64     `json:"bandwidth_gb_s"` // median streaming read, all threads
-	BandwidthNote string      `json:"bandwidth_note"`
-	Tests         []benchTest `json:"tests"`
+	Model         string  `json:"model"`
+	FileBytes     int64   `json:"file_bytes"`
+	Recipe        string  `json:"recipe"`
+	Shape         string  `json:"shape"`
+	Params        int64   `json:"params"`
+	WeightBytes   int     `json:"weight_bytes_per_token"`
+	LoadSeconds   float64 `json:"load_seconds"`
+	Threads       int     `json:"threads"`
+	Kernels       string  `json:"kernels"`
+	KV            string  `json:"kv"`
+	BandwidthGBs  float64 `json:"bandwidth_gb_s"` // mean of the per-repetition streaming reads, all threads
+	BandwidthNote string  `json:"bandwidth_note"`
+	// BandwidthSamples are the streaming reads measured before each repetition (GB/s).
+	BandwidthSamples []float64   `json:"bandwidth_samples_gb_s"`
+	Tests            []benchTest `json:"tests"`
 }
 
 // streamTask reads a buffer once, split over the pool's threads.
@@ -315,37 +320,53 @@ func (t *streamTask) Run(ith, nth int) {
 	t.sink[(ith%64)*16], _ = kernelrt.StreamRead(t.buf[lo:hi])
 }
 
-// bandwidth is the median streaming-read GB/s of a prefaulted buffer of mb MiB over threads
-// pinned threads (7 passes after a warm-up), on a pool of its own.
-func bandwidth(threads, mb int) (float64, error) {
+// streamer measures the streaming-read bandwidth: a prefaulted buffer read by a pool of its
+// own, pinned threads.
+type streamer struct {
+	pool *threadpool.Pool
+	a    *arena.Arena
+	task *streamTask
+}
+
+func newStreamer(threads, mb int) (*streamer, error) {
 	pool, err := threadpool.New(threadpool.Options{Threads: threads})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	defer pool.Close()
 	a, err := arena.New(mb<<20, arena.Options{Prefault: true})
 	if err != nil {
-		return 0, err
+		pool.Close()
+		return nil, err
 	}
-	defer a.Close()
 	buf, err := arena.Alloc[float32](a, mb<<18)
 	if err != nil {
-		return 0, err
+		a.Close()
+		pool.Close()
+		return nil, err
 	}
 	for i := 0; i < len(buf); i += 1024 {
 		buf[i] = 1
 	}
-	task := &streamTask{buf: buf}
+	return &streamer{pool: pool, a: a, task: &streamTask{buf: buf}}, nil
+}
+
+func (s *streamer) Close() {
+	s.a.Close()
+	s.pool.Close()
+}
+
+// gbs is the median GB/s of passes reads after a warm-up.
+func (s *streamer) gbs(passes int) float64 {
 	var gbs []float64
-	for p := -1; p < 7; p++ {
+	for p := -1; p < passes; p++ {
 		t0 := time.Now()
-		pool.Dispatch(task)
+		s.pool.Dispatch(s.task)
 		if dt := time.Since(t0); p >= 0 {
-			gbs = append(gbs, float64(len(buf)*4)/float64(dt.Nanoseconds()))
+			gbs = append(gbs, float64(len(s.task.buf)*4)/float64(dt.Nanoseconds()))
 		}
 	}
 	slices.Sort(gbs)
-	return gbs[len(gbs)/2], nil
+	return gbs[len(gbs)/2]
 }
 
 func meanSD(xs []float64) (float64, float64) {
@@ -390,14 +411,15 @@ func benchModel(o benchOptions, log io.Writer) (*benchResult, error) {
 	c := m.Cfg
 	res := &benchResult{Model: o.path, FileBytes: st.Size(), Recipe: m.Recipe.Name, WeightBytes: m.WeightBytes(),
 		LoadSeconds: loadTime.Seconds(), Threads: rt.Threads(), Kernels: rt.KernelsSummary(), KV: m.KV().String(),
-		Shape:  fmt.Sprintf("qwen2 %d layers, hidden %d, ffn %d, heads %d/%d, vocab %d", c.Layers, c.Hidden, c.Intermediate, c.Heads, c.KVHeads, c.Vocab),
+		Shape:  fmt.Sprintf("%s %d layers, hidden %d, ffn %d, heads %d/%d, vocab %d", cmp.Or(c.Arch, "qwen2"), c.Layers, c.Hidden, c.Intermediate, c.Heads, c.KVHeads, c.Vocab),
 		Params: params(m)}
 	fmt.Fprintf(log, "loaded %s in %v: %s\n", o.path, loadTime.Round(time.Millisecond), res.Recipe)
-	if res.BandwidthGBs, err = bandwidth(rt.Threads(), o.streamMB); err != nil {
+	st2, err := newStreamer(rt.Threads(), o.streamMB)
+	if err != nil {
 		return nil, err
 	}
-	res.BandwidthNote = fmt.Sprintf("median streaming read of %d MiB over %d threads", o.streamMB, rt.Threads())
-	fmt.Fprintf(log, "streaming read: %.1f GB/s (%s)\n", res.BandwidthGBs, res.BandwidthNote)
+	defer st2.Close()
+	res.BandwidthNote = fmt.Sprintf("streaming read of %d MiB over %d threads, median of 5 passes before each repetition, mean over repetitions", o.streamMB, rt.Threads())
 
 	r := rand.New(rand.NewPCG(1, 17))
 	ids := make([]int32, max(o.pp, o.tg))
@@ -429,8 +451,12 @@ func benchModel(o benchOptions, log io.Writer) (*benchResult, error) {
 	if _, err := decode(min(o.tg, 4)); err != nil {
 		return nil, err
 	}
+	// The machine's bandwidth drifts (other tenants, vCPU placement): each repetition is
+	// compared with a streaming read measured just before it.
 	var ppS, tgS []float64
+	wb := float64(res.WeightBytes)
 	for i := 0; i < o.reps; i++ {
+		bw := st2.gbs(5)
 		p, err := prefill(o.pp)
 		if err != nil {
 			return nil, err
@@ -440,17 +466,22 @@ func benchModel(o benchOptions, log io.Writer) (*benchResult, error) {
 			return nil, err
 		}
 		ppS, tgS = append(ppS, p), append(tgS, g)
-		fmt.Fprintf(log, "run %d/%d: pp%d %.1f t/s, tg%d %.2f t/s\n", i+1, o.reps, o.pp, p, o.tg, g)
+		res.BandwidthSamples = append(res.BandwidthSamples, bw)
+		fmt.Fprintf(log, "run %d/%d: streaming read %.1f GB/s, pp%d %.1f t/s, tg%d %.2f t/s (%.0f%% of its limit)\n", i+1, o.reps, bw, o.pp, p, o.tg, g,
+			100*g/(bw*1e9/wb))
 	}
 	m.Reset()
-	wb := float64(res.WeightBytes)
-	bw := res.BandwidthGBs * 1e9
-	row := func(name string, n int, s []float64, limit float64) benchTest {
+	res.BandwidthGBs, _ = meanSD(res.BandwidthSamples)
+	row := func(name string, n int, s []float64, perTok float64) benchTest {
 		mean, sd := meanSD(s)
+		pct := 0.0
+		for i, v := range s {
+			pct += 100 * v / (res.BandwidthSamples[i] * 1e9 / perTok) / float64(len(s))
+		}
 		return benchTest{Test: fmt.Sprintf("%s%d", name, n), Tokens: n, TokS: mean, StdDev: sd, Samples: s,
-			LimitTokS: limit, PctLimit: 100 * mean / limit}
+			LimitTokS: res.BandwidthGBs * 1e9 / perTok, PctLimit: pct}
 	}
-	res.Tests = []benchTest{row("pp", o.pp, ppS, bw/(wb/float64(o.pp))), row("tg", o.tg, tgS, bw/wb)}
+	res.Tests = []benchTest{row("pp", o.pp, ppS, wb/float64(o.pp)), row("tg", o.tg, tgS, wb)}
 	return res, nil
 }
 
@@ -483,5 +514,15 @@ func (r *benchResult) writeText(w io.Writer) {
 		fmt.Fprintf(w, "| %-7s | %20s | %12.1f | %9.1f%% |\n", t.Test, fmt.Sprintf("%.2f ± %.2f", t.TokS, t.StdDev), t.LimitTokS, t.PctLimit)
 	}
 	fmt.Fprintf(w, "\nlimit t/s = bandwidth / weight bytes read per token (pp reads the weights once per %d-token batch,\n"+
-		"so it is compute-bound far below its limit; tg is bandwidth-bound).\n", r.Tests[0].Tokens)
+		"so it is compute-bound far below its limit; tg is bandwidth-bound). %% of limit compares each repetition\n"+
+		"with the streaming read just before it (%s GB/s).\n", r.Tests[0].Tokens, fmtSamples(r.BandwidthSamples))
+}
+
+// fmtSamples lists GB/s samples as "22.1, 23.0, 21.7".
+func fmtSamples(s []float64) string {
+	var parts []string
+	for _, v := range s {
+		parts = append(parts, fmt.Sprintf("%.1f", v))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -8,7 +8,7 @@
 //	kernelrt bench [-model FILE] [-threads N] [-kv f16|f32|q8_0] [-pp 128] [-tg 64] [-r 3] [-json OUT.json]
 //	kernelrt bench -depth 0,512,2048,8192 [-model FILE] [-kv f32,f16,q8_0] [-pp 512,2048,8192] [-tg 32]
 //	kernelrt serve -model FILE [-addr 127.0.0.1:8080] [-parallel N] [-ctx N] [-queue N] [-threads N] [-kv f16|f32|q8_0] [-drain 30s]
-//	kernelrt synth -out FILE [-shape tiny|qwen2-0.5b] [-recipe q8_0|mixed] [-seed N] [-ctx N]
+//	kernelrt synth -out FILE [-shape tiny|tiny256|qwen2-0.5b|llama-1b|...] [-recipe q8_0|mixed|f16] [-untied] [-seed N] [-ctx N]
 //	kernelrt version
 //
 // run streams the continuation of a prompt (with -chat, the reply to it as a user message,
