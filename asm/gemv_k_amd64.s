@@ -79,10 +79,13 @@ LBB0_20:
 	LONG $0x6e0f4166; BYTE $0xcd // movd xmm1, r13d
 	LONG $0x6e0f4166; BYTE $0xd2 // movd xmm2, r10d
 	LONG $0xd1590ff3             // mulss xmm2, xmm1
-	WORD $0x570f; BYTE $0xc9     // xorps xmm1, xmm1
-	LONG $0x2a0f41f3; BYTE $0xcf // cvtsi2ss xmm1, r15d
-	LONG $0xca590ff3             // mulss xmm1, xmm2
-	LONG $0xc1580ff3             // addss xmm0, xmm1
+	WORD $0x280f; BYTE $0xca     // movaps xmm1, xmm2
+	LONG $0xca5c0ff3             // subss xmm1, xmm2
+	LONG $0xca580ff3             // addss xmm1, xmm2
+	WORD $0x570f; BYTE $0xd2     // xorps xmm2, xmm2
+	LONG $0x2a0f41f3; BYTE $0xd7 // cvtsi2ss xmm2, r15d
+	LONG $0xd1590ff3             // mulss xmm2, xmm1
+	LONG $0xc2580ff3             // addss xmm0, xmm2
 	LONG $0x01c08349             // add r8, 1
 	WORD $0x394d; BYTE $0xc8     // cmp r8, r9
 	JE   LBB0_21
@@ -769,18 +772,25 @@ LBB1_28:
 	LONG $0xce7e0f66               // movd esi, xmm1
 	LONG $0x6e0f4166; BYTE $0xc3   // movd xmm0, r11d
 	LONG $0x6e0f4166; BYTE $0xcf   // movd xmm1, r15d
-	WORD $0x570f; BYTE $0xd2       // xorps xmm2, xmm2
-	LONG $0xd62a0ff3               // cvtsi2ss xmm2, esi
 	LONG $0xc8590ff3               // mulss xmm1, xmm0
-	WORD $0x570f; BYTE $0xdb       // xorps xmm3, xmm3
-	LONG $0xd82a0ff3               // cvtsi2ss xmm3, eax
-	LONG $0xd1590ff3               // mulss xmm2, xmm1
-	LONG $0xd8590ff3               // mulss xmm3, xmm0
+	WORD $0x280f; BYTE $0xd1       // movaps xmm2, xmm1
+	LONG $0xd15c0ff3               // subss xmm2, xmm1
+	LONG $0xd1580ff3               // addss xmm2, xmm1
+	WORD $0x570f; BYTE $0xc9       // xorps xmm1, xmm1
+	LONG $0xce2a0ff3               // cvtsi2ss xmm1, esi
+	LONG $0xca590ff3               // mulss xmm1, xmm2
+	WORD $0x570f; BYTE $0xd2       // xorps xmm2, xmm2
+	LONG $0xd02a0ff3               // cvtsi2ss xmm2, eax
+	LONG $0xd0590ff3               // mulss xmm2, xmm0
 	LONG $0x6e0f4166; BYTE $0xc2   // movd xmm0, r10d
-	LONG $0xd8590ff3               // mulss xmm3, xmm0
-	LONG $0xda580ff3               // addss xmm3, xmm2
-	LONG $0x44100ff3; WORD $0x0424 // movss xmm0, dword ptr [rsp + 4]
-	LONG $0xc3580ff3               // addss xmm0, xmm3
+	LONG $0xd0590ff3               // mulss xmm2, xmm0
+	WORD $0x280f; BYTE $0xc2       // movaps xmm0, xmm2
+	LONG $0xc25c0ff3               // subss xmm0, xmm2
+	LONG $0xc2580ff3               // addss xmm0, xmm2
+	LONG $0xc1580ff3               // addss xmm0, xmm1
+	LONG $0x4c100ff3; WORD $0x0424 // movss xmm1, dword ptr [rsp + 4]
+	LONG $0xc8580ff3               // addss xmm1, xmm0
+	WORD $0x280f; BYTE $0xc1       // movaps xmm0, xmm1
 	LONG $0x01c48349               // add r12, 1
 	WORD $0x3949; BYTE $0xfc       // cmp r12, rdi
 	JE   LBB1_29
@@ -897,7 +907,7 @@ LBB1_20:
 	LONG    $0x6e0f4266; WORD $0x2a64; BYTE $0x1a // movd xmm4, dword ptr [rdx + r13 + 26]
 	LONG    $0x6e0f4766; WORD $0xf06c; BYTE $0x14 // movd xmm13, dword ptr [r8 + 8*r14 + 20]
 	LONG    $0x100f42f3; WORD $0x2a54; BYTE $0x0e // movss xmm2, dword ptr [rdx + r13 + 14]
-	LONG    $0x100f42f3; WORD $0x2a5c; BYTE $0x1e // movss xmm3, dword ptr [rdx + r13 + 30]
+	LONG    $0x6e0f4266; WORD $0x2a5c; BYTE $0x1e // movd xmm3, dword ptr [rdx + r13 + 30]
 	LONG    $0x5cbf0f43; WORD $0x02f0             // movsx ebx, word ptr [r8 + 8*r14 + 2]
 	WORD    $0xb70f; BYTE $0xf3                   // movzx esi, bx
 	WORD    $0x8941; BYTE $0xda                   // mov r10d, ebx
@@ -907,7 +917,7 @@ LBB1_20:
 	WORD    $0xe083; BYTE $0x1f                   // and eax, 31
 	WORD    $0xf883; BYTE $0x1f                   // cmp eax, 31
 	LONG    $0x2454290f; BYTE $0x60               // movaps xmmword ptr [rsp + 96], xmm2
-	LONG    $0x245c290f; BYTE $0x50               // movaps xmmword ptr [rsp + 80], xmm3
+	LONG    $0x5c7f0f66; WORD $0x5024             // movdqa xmmword ptr [rsp + 80], xmm3
 	LONG    $0x647f0f66; WORD $0x4024             // movdqa xmmword ptr [rsp + 64], xmm4
 	LONG    $0x6c7f0f66; WORD $0x3024             // movdqa xmmword ptr [rsp + 48], xmm5
 	LONG    $0x2474290f; BYTE $0x20               // movaps xmmword ptr [rsp + 32], xmm6
@@ -1173,14 +1183,20 @@ LBB2_27:
 LBB2_28:
 	LONG $0x6e0f4166; BYTE $0xe3               // movd xmm4, r11d
 	LONG $0xe5590ff3                           // mulss xmm4, xmm5
-	LONG $0xf16e0f66                           // movd xmm6, ecx
+	WORD $0x280f; BYTE $0xf4                   // movaps xmm6, xmm4
+	LONG $0xf45c0ff3                           // subss xmm6, xmm4
+	LONG $0xf4580ff3                           // addss xmm6, xmm4
+	LONG $0xe16e0f66                           // movd xmm4, ecx
+	LONG $0xe5590ff3                           // mulss xmm4, xmm5
+	WORD $0x280f; BYTE $0xec                   // movaps xmm5, xmm4
+	LONG $0xec5c0ff3                           // subss xmm5, xmm4
 	LONG $0xff2a0ff3                           // cvtsi2ss xmm7, edi
-	LONG $0xf5590ff3                           // mulss xmm6, xmm5
-	WORD $0x570f; BYTE $0xed                   // xorps xmm5, xmm5
-	LONG $0xeb2a0ff3                           // cvtsi2ss xmm5, ebx
-	LONG $0xfc590ff3                           // mulss xmm7, xmm4
-	LONG $0xee590ff3                           // mulss xmm5, xmm6
-	LONG $0xfd5c0ff3                           // subss xmm7, xmm5
+	LONG $0xec580ff3                           // addss xmm5, xmm4
+	WORD $0x570f; BYTE $0xe4                   // xorps xmm4, xmm4
+	LONG $0xe32a0ff3                           // cvtsi2ss xmm4, ebx
+	LONG $0xfe590ff3                           // mulss xmm7, xmm6
+	LONG $0xe5590ff3                           // mulss xmm4, xmm5
+	LONG $0xfc5c0ff3                           // subss xmm7, xmm4
 	LONG $0x580f44f3; BYTE $0xc7               // addss xmm8, xmm7
 	LONG $0x01c18349                           // add r9, 1
 	LONG $0x24c28149; WORD $0x0001; BYTE $0x00 // add r10, 292
@@ -1777,15 +1793,20 @@ LBB3_29:
 	LONG $0x24348b48                           // mov rsi, qword ptr [rsp]
 	LONG $0x6e0f4166; BYTE $0xc8               // movd xmm1, r8d
 	LONG $0xc8590ff3                           // mulss xmm1, xmm0
-	LONG $0xd26e0f66                           // movd xmm2, edx
-	WORD $0x570f; BYTE $0xdb                   // xorps xmm3, xmm3
+	WORD $0x280f; BYTE $0xd1                   // movaps xmm2, xmm1
+	LONG $0xd15c0ff3                           // subss xmm2, xmm1
+	LONG $0xd1580ff3                           // addss xmm2, xmm1
+	LONG $0xca6e0f66                           // movd xmm1, edx
+	LONG $0xc8590ff3                           // mulss xmm1, xmm0
+	WORD $0x280f; BYTE $0xc1                   // movaps xmm0, xmm1
+	LONG $0xc15c0ff3                           // subss xmm0, xmm1
 	LONG $0x2a0f41f3; BYTE $0xda               // cvtsi2ss xmm3, r10d
-	LONG $0xd0590ff3                           // mulss xmm2, xmm0
-	WORD $0x570f; BYTE $0xc0                   // xorps xmm0, xmm0
-	LONG $0x2a0f41f3; BYTE $0xc4               // cvtsi2ss xmm0, r12d
-	LONG $0xd9590ff3                           // mulss xmm3, xmm1
-	LONG $0xc2590ff3                           // mulss xmm0, xmm2
-	LONG $0xd85c0ff3                           // subss xmm3, xmm0
+	LONG $0xc1580ff3                           // addss xmm0, xmm1
+	WORD $0x570f; BYTE $0xc9                   // xorps xmm1, xmm1
+	LONG $0x2a0f41f3; BYTE $0xcc               // cvtsi2ss xmm1, r12d
+	LONG $0xda590ff3                           // mulss xmm3, xmm2
+	LONG $0xc8590ff3                           // mulss xmm1, xmm0
+	LONG $0xd95c0ff3                           // subss xmm3, xmm1
 	LONG $0x580f44f3; BYTE $0xdb               // addss xmm11, xmm3
 	LONG $0x01c68349                           // add r14, 1
 	LONG $0x24c38149; WORD $0x0001; BYTE $0x00 // add r11, 292
@@ -2518,9 +2539,13 @@ LBB4_17:
 	LONG $0x24c26949; WORD $0x0001; BYTE $0x00 // imul rax, r10, 292
 	LONG $0x244c8b48; BYTE $0x30               // mov rcx, qword ptr [rsp + 48]
 	LONG $0x0c590ff3; BYTE $0x01               // mulss xmm1, dword ptr [rcx + rax]
-	LONG $0xd62a0ff3                           // cvtsi2ss xmm2, esi
-	LONG $0xd1590ff3                           // mulss xmm2, xmm1
-	LONG $0xc2580ff3                           // addss xmm0, xmm2
+	WORD $0x280f; BYTE $0xd1                   // movaps xmm2, xmm1
+	LONG $0xd15c0ff3                           // subss xmm2, xmm1
+	LONG $0xd1580ff3                           // addss xmm2, xmm1
+	WORD $0x570f; BYTE $0xc9                   // xorps xmm1, xmm1
+	LONG $0xce2a0ff3                           // cvtsi2ss xmm1, esi
+	LONG $0xca590ff3                           // mulss xmm1, xmm2
+	LONG $0xc1580ff3                           // addss xmm0, xmm1
 	LONG $0x01c28349                           // add r10, 1
 	LONG $0x24c78149; WORD $0x0001; BYTE $0x00 // add r15, 292
 	LONG $0x24543b4c; BYTE $0x08               // cmp r10, qword ptr [rsp + 8]
@@ -2880,16 +2905,16 @@ LBB5_6:
 	LONG $0x4545e2c4; BYTE $0xfa   // vpsrlvd ymm7, ymm7, ymm2
 	LONG $0x0445e2c4; BYTE $0xfd   // vpmaddubsw ymm7, ymm7, ymm5
 	LONG $0xfef9c5c5               // vpsubw ymm7, ymm7, ymm6
-	LONG $0x5a7d22c4; WORD $0x3604 // vbroadcasti128 ymm8, xmmword ptr [rsi + r14]
 	LONG $0xfbf5c5c5               // vpmaddwd ymm7, ymm7, ymm3
+	LONG $0x5a7d22c4; WORD $0x3604 // vbroadcasti128 ymm8, xmmword ptr [rsi + r14]
 	LONG $0xc1db3dc5               // vpand ymm8, ymm8, ymm1
 	LONG $0x453d62c4; BYTE $0xc2   // vpsrlvd ymm8, ymm8, ymm2
 	LONG $0x043d62c4; BYTE $0xc5   // vpmaddubsw ymm8, ymm8, ymm5
 	LONG $0xc6f93dc5               // vpsubw ymm8, ymm8, ymm6
 	LONG $0xc3f53dc5               // vpmaddwd ymm8, ymm8, ymm3
-	LONG $0x5a7d22c4; WORD $0x060c // vbroadcasti128 ymm9, xmmword ptr [rsi + r8]
 	LONG $0x6b45c1c4; BYTE $0xf8   // vpackssdw ymm7, ymm7, ymm8
-	LONG $0xc1db35c5               // vpand ymm8, ymm9, ymm1
+	LONG $0x5a7d22c4; WORD $0x0604 // vbroadcasti128 ymm8, xmmword ptr [rsi + r8]
+	LONG $0xc1db3dc5               // vpand ymm8, ymm8, ymm1
 	LONG $0x453d62c4; BYTE $0xc2   // vpsrlvd ymm8, ymm8, ymm2
 	LONG $0x043d62c4; BYTE $0xc5   // vpmaddubsw ymm8, ymm8, ymm5
 	LONG $0xc6f93dc5               // vpsubw ymm8, ymm8, ymm6
@@ -2921,6 +2946,8 @@ LBB5_6:
 	LONG $0x5979e2c4; BYTE $0xff   // vpbroadcastq xmm7, xmm7
 	LONG $0x137de2c4; BYTE $0xff   // vcvtph2ps ymm7, xmm7
 	LONG $0xf759ccc5               // vmulps ymm6, ymm6, ymm7
+	LONG $0xfe5cccc5               // vsubps ymm7, ymm6, ymm6
+	LONG $0xf758ccc5               // vaddps ymm6, ymm6, ymm7
 	LONG $0xed5bfcc5               // vcvtdq2ps ymm5, ymm5
 	LONG $0xb84de2c4; BYTE $0xe5   // vfmadd231ps ymm4, ymm6, ymm5
 	LONG $0x48c48349               // add r12, 72
@@ -3233,6 +3260,9 @@ LBB6_6:
 	LONG $0xfc74c5c5                           // vpcmpeqb ymm7, ymm7, ymm4
 	LONG $0xfddbc5c5                           // vpand ymm7, ymm7, ymm5
 	LONG $0xdbebc5c5                           // vpor ymm3, ymm7, ymm3
+	LONG $0x0465c2c4; BYTE $0xdd               // vpmaddubsw ymm3, ymm3, ymm13
+	LONG $0xf965c1c4; BYTE $0xde               // vpsubw ymm3, ymm3, ymm14
+	LONG $0xdef5e5c5                           // vpmaddwd ymm3, ymm3, ymm6
 	LONG $0x5a7de2c4; WORD $0x3e3c             // vbroadcasti128 ymm7, xmmword ptr [rsi + rdi]
 	LONG $0xf9dbc5c5                           // vpand ymm7, ymm7, ymm1
 	LONG $0x4545e2c4; BYTE $0xfa               // vpsrlvd ymm7, ymm7, ymm2
@@ -3241,17 +3271,13 @@ LBB6_6:
 	LONG $0xfc7405c5                           // vpcmpeqb ymm15, ymm15, ymm4
 	LONG $0xfddb05c5                           // vpand ymm15, ymm15, ymm5
 	LONG $0xffeb85c5                           // vpor ymm7, ymm15, ymm7
-	LONG $0x0465c2c4; BYTE $0xdd               // vpmaddubsw ymm3, ymm3, ymm13
-	LONG $0xf965c1c4; BYTE $0xde               // vpsubw ymm3, ymm3, ymm14
-	LONG $0xdef5e5c5                           // vpmaddwd ymm3, ymm3, ymm6
 	LONG $0x0445c2c4; BYTE $0xfd               // vpmaddubsw ymm7, ymm7, ymm13
 	LONG $0xf945c1c4; BYTE $0xfe               // vpsubw ymm7, ymm7, ymm14
 	LONG $0xfef5c5c5                           // vpmaddwd ymm7, ymm7, ymm6
 	LONG $0xdf6be5c5                           // vpackssdw ymm3, ymm3, ymm7
 	LONG $0xc6f5fdc5                           // vpmaddwd ymm0, ymm0, ymm6
 	LONG $0xdef5e5c5                           // vpmaddwd ymm3, ymm3, ymm6
-	LONG $0xc36bfdc5                           // vpackssdw ymm0, ymm0, ymm3
-	LONG $0xdef5fdc5                           // vpmaddwd ymm3, ymm0, ymm6
+	LONG $0xdb6bfdc5                           // vpackssdw ymm3, ymm0, ymm3
 	LONG $0x7cb70f46; WORD $0xf82e             // movzx r15d, word ptr [rsi + r13 - 8]
 	LONG $0x54b70f42; WORD $0xf836             // movzx edx, word ptr [rsi + r14 - 8]
 	LONG $0x10e2c148                           // shl rdx, 16
@@ -3261,13 +3287,16 @@ LBB6_6:
 	WORD $0x0948; BYTE $0xd3                   // or rbx, rdx
 	LONG $0x3e54b70f; BYTE $0xf8               // movzx edx, word ptr [rsi + rdi - 8]
 	LONG $0x30e2c148                           // shl rdx, 48
-	LONG $0x7979c2c4; WORD $0xfe43             // vpbroadcastw xmm0, word ptr [r11 - 2]
 	WORD $0x0948; BYTE $0xda                   // or rdx, rbx
+	LONG $0x7979c2c4; WORD $0xfe43             // vpbroadcastw xmm0, word ptr [r11 - 2]
 	LONG $0x137de2c4; BYTE $0xc0               // vcvtph2ps ymm0, xmm0
 	LONG $0x6ef9e1c4; BYTE $0xfa               // vmovq xmm7, rdx
 	LONG $0x5979e2c4; BYTE $0xff               // vpbroadcastq xmm7, xmm7
 	LONG $0x137d62c4; BYTE $0xf7               // vcvtph2ps ymm14, xmm7
 	LONG $0xf8598cc5                           // vmulps ymm7, ymm14, ymm0
+	LONG $0xff5c44c5                           // vsubps ymm15, ymm7, ymm7
+	LONG $0xff5884c5                           // vaddps ymm7, ymm15, ymm7
+	LONG $0xdef5e5c5                           // vpmaddwd ymm3, ymm3, ymm6
 	LONG $0xfb5b7cc5                           // vcvtdq2ps ymm15, ymm3
 	LONG $0xa84542c4; BYTE $0xfc               // vfmadd213ps ymm15, ymm7, ymm12
 	LONG $0x54b70f42; WORD $0xfa2e             // movzx edx, word ptr [rsi + r13 - 6]
@@ -3277,19 +3306,21 @@ LBB6_6:
 	LONG $0x0e54b70f; BYTE $0xfa               // movzx edx, word ptr [rsi + rcx - 6]
 	LONG $0x20e2c148                           // shl rdx, 32
 	WORD $0x0948; BYTE $0xda                   // or rdx, rbx
+	LONG $0x3e5cb70f; BYTE $0xfa               // movzx ebx, word ptr [rsi + rdi - 6]
+	LONG $0x30e3c148                           // shl rbx, 48
 	LONG $0x042dc2c4; BYTE $0xdd               // vpmaddubsw ymm3, ymm10, ymm13
 	LONG $0xdef5e5c5                           // vpmaddwd ymm3, ymm3, ymm6
 	LONG $0x0265e2c4; BYTE $0xdb               // vphaddd ymm3, ymm3, ymm3
-	LONG $0x3e5cb70f; BYTE $0xfa               // movzx ebx, word ptr [rsi + rdi - 6]
-	LONG $0x0265e2c4; BYTE $0xdb               // vphaddd ymm3, ymm3, ymm3
-	LONG $0x30e3c148                           // shl rbx, 48
 	WORD $0x0948; BYTE $0xd3                   // or rbx, rdx
+	LONG $0x0265e2c4; BYTE $0xdb               // vphaddd ymm3, ymm3, ymm3
 	LONG $0xdb5bfcc5                           // vcvtdq2ps ymm3, ymm3
 	LONG $0xc359fcc5                           // vmulps ymm0, ymm0, ymm3
 	LONG $0x6ef9e1c4; BYTE $0xdb               // vmovq xmm3, rbx
 	LONG $0x5979e2c4; BYTE $0xdb               // vpbroadcastq xmm3, xmm3
-	LONG $0x137d62c4; BYTE $0xe3               // vcvtph2ps ymm12, xmm3
-	LONG $0xb82542c4; BYTE $0xe6               // vfmadd231ps ymm12, ymm11, ymm14
+	LONG $0x137de2c4; BYTE $0xdb               // vcvtph2ps ymm3, xmm3
+	LONG $0xb825c2c4; BYTE $0xde               // vfmadd231ps ymm3, ymm11, ymm14
+	LONG $0xfb5ce4c5                           // vsubps ymm7, ymm3, ymm3
+	LONG $0xe75864c5                           // vaddps ymm12, ymm3, ymm7
 	LONG $0xa87d42c4; BYTE $0xe7               // vfmadd213ps ymm12, ymm0, ymm15
 	LONG $0x60c48349                           // add r12, 96
 	LONG $0x22c38349                           // add r11, 34
@@ -3802,6 +3833,8 @@ LBB7_36:
 	LONG $0x022de3c4; WORD $0xaac3             // vpblendd ymm0, ymm10, ymm3, 170
 	LONG $0x487df262; WORD $0xc013             // vcvtph2ps zmm0, ymm0
 	LONG $0x487cd162; WORD $0x0459; BYTE $0x24 // vmulps zmm0, zmm0, zmmword ptr [r12]
+	LONG $0x487cf162; WORD $0xd85c             // vsubps zmm3, zmm0, zmm0
+	LONG $0x487cf162; WORD $0xc358             // vaddps zmm0, zmm0, zmm3
 	LONG $0x4855d262; WORD $0xc1a8             // vfmadd213ps zmm0, zmm5, zmm9
 	LONG $0x01c38349                           // add r11, 1
 	LONG $0x48c38348                           // add rbx, 72
@@ -4361,10 +4394,10 @@ LBB8_61:
 	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
 	LONG $0x497f9162; WORD $0xd56f             // vmovdqu8 zmm2 {k1}, zmm29
 	LONG $0x48d5f162; WORD $0xefdb             // vpandq zmm5, zmm5, zmm7
-	LONG $0x48d54162; WORD $0xe8eb             // vporq zmm29, zmm5, zmm8
 	LONG $0x16f9e3c4; WORD $0x01d8             // vpextrq rax, xmm3, 1
+	LONG $0x48d5d162; WORD $0xd8eb             // vporq zmm3, zmm5, zmm8
 	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
-	LONG $0x497f9162; WORD $0xed6f             // vmovdqu8 zmm5 {k1}, zmm29
+	LONG $0x497ff162; WORD $0xeb6f             // vmovdqu8 zmm5 {k1}, zmm3
 	LONG $0x48fdb162; WORD $0xdb6f             // vmovdqa64 zmm3, zmm19
 	LONG $0x486db262; WORD $0xdd50             // vpdpbusd zmm3, zmm2, zmm21
 	LONG $0x4855b262; WORD $0xda50             // vpdpbusd zmm3, zmm5, zmm18
@@ -4377,10 +4410,10 @@ LBB8_61:
 	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
 	LONG $0x497f9162; WORD $0xd56f             // vmovdqu8 zmm2 {k1}, zmm29
 	LONG $0x48d5f162; WORD $0xefdb             // vpandq zmm5, zmm5, zmm7
+	LONG $0x48d54162; WORD $0xe8eb             // vporq zmm29, zmm5, zmm8
 	LONG $0x16f9e3c4; WORD $0x01e0             // vpextrq rax, xmm4, 1
-	LONG $0x48d5d162; WORD $0xe0eb             // vporq zmm4, zmm5, zmm8
 	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
-	LONG $0x497ff162; WORD $0xec6f             // vmovdqu8 zmm5 {k1}, zmm4
+	LONG $0x497f9162; WORD $0xed6f             // vmovdqu8 zmm5 {k1}, zmm29
 	LONG $0x48fdb162; WORD $0xe36f             // vmovdqa64 zmm4, zmm19
 	LONG $0x486db262; WORD $0xe550             // vpdpbusd zmm4, zmm2, zmm21
 	LONG $0x4855b262; WORD $0xe250             // vpdpbusd zmm4, zmm5, zmm18
@@ -4410,10 +4443,10 @@ LBB8_61:
 	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
 	LONG $0x497ff162; WORD $0xdd6f             // vmovdqu8 zmm3 {k1}, zmm5
 	LONG $0x48ddf162; WORD $0xe7db             // vpandq zmm4, zmm4, zmm7
-	LONG $0x48ddd162; WORD $0xe8eb             // vporq zmm5, zmm4, zmm8
 	LONG $0x16f9e3c4; WORD $0x01c8             // vpextrq rax, xmm1, 1
+	LONG $0x48ddd162; WORD $0xc8eb             // vporq zmm1, zmm4, zmm8
 	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
-	LONG $0x497ff162; WORD $0xe56f             // vmovdqu8 zmm4 {k1}, zmm5
+	LONG $0x497ff162; WORD $0xe16f             // vmovdqu8 zmm4 {k1}, zmm1
 	LONG $0x4865a262; WORD $0xdd50             // vpdpbusd zmm19, zmm3, zmm21
 	LONG $0x485da262; WORD $0xda50             // vpdpbusd zmm19, zmm4, zmm18
 	LONG $0x487db162; WORD $0xc36b             // vpackssdw zmm0, zmm0, zmm19
@@ -4435,10 +4468,14 @@ LBB8_61:
 	LONG $0x497d3162; WORD $0xe96f             // vmovdqa32 zmm13 {k1}, zmm17
 	LONG $0x487dd262; WORD $0xcd13             // vcvtph2ps zmm1, ymm13
 	LONG $0x4874f162; WORD $0x5259; BYTE $0xff // vmulps zmm2, zmm1, zmmword ptr [rdx - 64]
+	LONG $0x486cf162; WORD $0xda5c             // vsubps zmm3, zmm2, zmm2
+	LONG $0x486cf162; WORD $0xd358             // vaddps zmm2, zmm2, zmm3
 	LONG $0x487dd262; WORD $0xd4a8             // vfmadd213ps zmm2, zmm0, zmm12
 	LONG $0x48fd7362; WORD $0xe83b; BYTE $0x01 // vextracti64x4 ymm0, zmm13, 1
-	LONG $0x487d7262; WORD $0xe013             // vcvtph2ps zmm12, ymm0
-	LONG $0x58757262; WORD $0x65b8; BYTE $0x09 // vfmadd231ps zmm12, zmm1, dword ptr [rbp + 36]{1to16} /* [rip + .LCPI8_9] */
+	LONG $0x487df262; WORD $0xc013             // vcvtph2ps zmm0, ymm0
+	LONG $0x5875f262; WORD $0x45b8; BYTE $0x09 // vfmadd231ps zmm0, zmm1, dword ptr [rbp + 36]{1to16} /* [rip + .LCPI8_9] */
+	LONG $0x487cf162; WORD $0xc85c             // vsubps zmm1, zmm0, zmm0
+	LONG $0x487c7162; WORD $0xe158             // vaddps zmm12, zmm0, zmm1
 	LONG $0x486d7262; WORD $0x2298             // vfmadd132ps zmm12, zmm2, zmmword ptr [rdx]
 	LONG $0x01c68349                           // add r14, 1
 	LONG $0x60c78349                           // add r15, 96
@@ -4931,11 +4968,11 @@ LBB9_7:
 	LONG $0x572841c4; BYTE $0xd2         // vxorps xmm10, xmm10, xmm10
 	LONG $0x572041c4; BYTE $0xdb         // vxorps xmm11, xmm11, xmm11
 	WORD $0x3145; BYTE $0xe4             // xor r12d, r12d
-	LONG $0x570041c4; BYTE $0xff         // vxorps xmm15, xmm15, xmm15
+	LONG $0x570841c4; BYTE $0xf6         // vxorps xmm14, xmm14, xmm14
 	LONG $0x0044a162; WORD $0xff57       // vxorps xmm23, xmm23, xmm23
 	LONG $0x001c0162; WORD $0xe457       // vxorps xmm28, xmm28, xmm28
 	LONG $0x007ca162; WORD $0xc057       // vxorps xmm16, xmm16, xmm16
-	LONG $0x002c0162; WORD $0xd257       // vxorps xmm26, xmm26, xmm26
+	LONG $0x00340162; WORD $0xc957       // vxorps xmm25, xmm25, xmm25
 	LONG $0x00140162; WORD $0xed57       // vxorps xmm29, xmm29, xmm29
 	JMP  LBB9_14
 	PCALIGN $16
@@ -4953,8 +4990,10 @@ LBB9_16:
 	LONG $0x6ef9c1c4; BYTE $0xcb                       // vmovq xmm1, r11
 	LONG $0xc06cf1c5                                   // vpunpcklqdq xmm0, xmm1, xmm0
 	LONG $0x137de2c4; BYTE $0xc0                       // vcvtph2ps ymm0, xmm0
-	QUAD $0xe0a48c59387ca162; WORD $0x0002; BYTE $0x00 // vmulps ymm17, ymm0, dword ptr [rsp + 4*r12 + 736]{1to8}
-	QUAD $0x03a44c6f48fd2162                           // vmovdqa64 zmm25, zmmword ptr [rsp + 4*r12 + 192]
+	QUAD $0xe0a48459387cb162; WORD $0x0002; BYTE $0x00 // vmulps ymm0, ymm0, dword ptr [rsp + 4*r12 + 736]{1to8}
+	LONG $0xc85cfcc5                                   // vsubps ymm1, ymm0, ymm0
+	LONG $0x287ce162; WORD $0xc958                     // vaddps ymm17, ymm0, ymm1
+	QUAD $0x03a4546f48fd2162                           // vmovdqa64 zmm26, zmmword ptr [rsp + 4*r12 + 192]
 	QUAD $0x04a4446f48fd2162                           // vmovdqa64 zmm24, zmmword ptr [rsp + 4*r12 + 256]
 	QUAD $0x05a4746f48fda162                           // vmovdqa64 zmm22, zmmword ptr [rsp + 4*r12 + 320]
 	QUAD $0x06a46c6f48fda162                           // vmovdqa64 zmm21, zmmword ptr [rsp + 4*r12 + 384]
@@ -4965,7 +5004,7 @@ LBB9_16:
 	LONG $0x481df162; WORD $0xd171; BYTE $0x04         // vpsrlw zmm12, zmm1, 4
 	LONG $0x487df162; WORD $0xc2db                     // vpandd zmm0, zmm0, zmm2
 	LONG $0xef1141c4; BYTE $0xed                       // vpxor xmm13, xmm13, xmm13
-	LONG $0x487d1262; WORD $0xe950                     // vpdpbusd zmm13, zmm0, zmm25
+	LONG $0x487d1262; WORD $0xea50                     // vpdpbusd zmm13, zmm0, zmm26
 	LONG $0x4865f162; WORD $0xc2db                     // vpandd zmm0, zmm3, zmm2
 	LONG $0xdbefe1c5                                   // vpxor xmm3, xmm3, xmm3
 	LONG $0x487d9262; WORD $0xd850                     // vpdpbusd zmm3, zmm0, zmm24
@@ -5005,7 +5044,7 @@ LBB9_16:
 	LONG $0x485df162; WORD $0xd171; BYTE $0x04         // vpsrlw zmm4, zmm1, 4
 	LONG $0x487df162; WORD $0xc2db                     // vpandd zmm0, zmm0, zmm2
 	LONG $0xedefd1c5                                   // vpxor xmm5, xmm5, xmm5
-	LONG $0x487d9262; WORD $0xe950                     // vpdpbusd zmm5, zmm0, zmm25
+	LONG $0x487d9262; WORD $0xea50                     // vpdpbusd zmm5, zmm0, zmm26
 	LONG $0x4865f162; WORD $0xc2db                     // vpandd zmm0, zmm3, zmm2
 	LONG $0xdbefe1c5                                   // vpxor xmm3, xmm3, xmm3
 	LONG $0x487d9262; WORD $0xd850                     // vpdpbusd zmm3, zmm0, zmm24
@@ -5038,15 +5077,15 @@ LBB9_16:
 	LONG $0x487da262; WORD $0xd7a8                     // vfmadd213ps zmm18, zmm0, zmm23
 	LONG $0xc45bfcc5                                   // vcvtdq2ps ymm0, ymm4
 	LONG $0x087db362; WORD $0xc904; BYTE $0xff         // vpermilps xmm1, xmm17, 255
-	LONG $0x197d62c4; BYTE $0xf1                       // vbroadcastsd ymm14, xmm1
-	LONG $0x287d1262; WORD $0xf2a8                     // vfmadd213ps ymm14, ymm0, ymm26
+	LONG $0x197d62c4; BYTE $0xf9                       // vbroadcastsd ymm15, xmm1
+	LONG $0x287d1262; WORD $0xf9a8                     // vfmadd213ps ymm15, ymm0, ymm25
 	QUAD $0x1027846f48feb162; WORD $0x0000; BYTE $0x00 // vmovdqu64 zmm0, zmmword ptr [rdi + r12 + 16]
 	QUAD $0x50278c6f48feb162; WORD $0x0000; BYTE $0x00 // vmovdqu64 zmm1, zmmword ptr [rdi + r12 + 80]
 	LONG $0x4865f162; WORD $0xd071; BYTE $0x04         // vpsrlw zmm3, zmm0, 4
 	LONG $0x485df162; WORD $0xd171; BYTE $0x04         // vpsrlw zmm4, zmm1, 4
 	LONG $0x487df162; WORD $0xc2db                     // vpandd zmm0, zmm0, zmm2
 	LONG $0xedefd1c5                                   // vpxor xmm5, xmm5, xmm5
-	LONG $0x487d9262; WORD $0xe950                     // vpdpbusd zmm5, zmm0, zmm25
+	LONG $0x487d9262; WORD $0xea50                     // vpdpbusd zmm5, zmm0, zmm26
 	LONG $0x4865f162; WORD $0xc2db                     // vpandd zmm0, zmm3, zmm2
 	LONG $0xdbefe1c5                                   // vpxor xmm3, xmm3, xmm3
 	LONG $0x487d9262; WORD $0xd850                     // vpdpbusd zmm3, zmm0, zmm24
@@ -5076,7 +5115,7 @@ LBB9_16:
 	LONG $0x487cf162; WORD $0xc15b                     // vcvtdq2ps zmm0, zmm1
 	LONG $0x287de362; WORD $0xc919; BYTE $0x01         // vextractf32x4 xmm1, ymm17, 1
 	LONG $0x487d6262; WORD $0xd918                     // vbroadcastss zmm27, xmm1
-	LONG $0x487d4262; WORD $0xdfa8                     // vfmadd213ps zmm27, zmm0, zmm15
+	LONG $0x487d4262; WORD $0xdea8                     // vfmadd213ps zmm27, zmm0, zmm14
 	LONG $0xc45bfcc5                                   // vcvtdq2ps ymm0, ymm4
 	LONG $0x287eb162; WORD $0xc916                     // vmovshdup ymm1, ymm17
 	LONG $0x28fde362; WORD $0xe101; BYTE $0xaa         // vpermpd ymm20, ymm1, 170
@@ -5087,7 +5126,7 @@ LBB9_16:
 	LONG $0x485df162; WORD $0xd171; BYTE $0x04         // vpsrlw zmm4, zmm1, 4
 	LONG $0x487df162; WORD $0xc2db                     // vpandd zmm0, zmm0, zmm2
 	LONG $0xedefd1c5                                   // vpxor xmm5, xmm5, xmm5
-	LONG $0x487d9262; WORD $0xe950                     // vpdpbusd zmm5, zmm0, zmm25
+	LONG $0x487d9262; WORD $0xea50                     // vpdpbusd zmm5, zmm0, zmm26
 	LONG $0x4865f162; WORD $0xc2db                     // vpandd zmm0, zmm3, zmm2
 	LONG $0xdbefe1c5                                   // vpxor xmm3, xmm3, xmm3
 	LONG $0x487d9262; WORD $0xd850                     // vpdpbusd zmm3, zmm0, zmm24
@@ -5125,12 +5164,12 @@ LBB9_16:
 	LONG $0x90c48149; WORD $0x0000; BYTE $0x00         // add r12, 144
 	LONG $0x40c18149; WORD $0x0002; BYTE $0x00         // add r9, 576
 	LONG $0x487c3162; WORD $0xdb28                     // vmovaps zmm11, zmm19
-	LONG $0x487c1162; WORD $0xfb28                     // vmovaps zmm15, zmm27
+	LONG $0x487c1162; WORD $0xf328                     // vmovaps zmm14, zmm27
 	LONG $0x487ca162; WORD $0xfa28                     // vmovaps zmm23, zmm18
 	LONG $0x487c4162; WORD $0xe528                     // vmovaps zmm28, zmm13
 	LONG $0x287c3162; WORD $0xd128                     // vmovaps ymm10, ymm17
 	LONG $0x287ca162; WORD $0xc428                     // vmovaps ymm16, ymm20
-	LONG $0x287c4162; WORD $0xd628                     // vmovaps ymm26, ymm14
+	LONG $0x287c4162; WORD $0xcf28                     // vmovaps ymm25, ymm15
 	LONG $0x287c4162; WORD $0xec28                     // vmovaps ymm29, ymm12
 	WORD $0x394d; BYTE $0xe2                           // cmp r10, r12
 	JE   LBB9_9
@@ -5157,7 +5196,7 @@ LBB9_8:
 	LONG $0x006ca162; WORD $0xd257 // vxorps xmm18, xmm18, xmm18
 	LONG $0x571041c4; BYTE $0xed   // vxorps xmm13, xmm13, xmm13
 	LONG $0x005ca162; WORD $0xe457 // vxorps xmm20, xmm20, xmm20
-	LONG $0x570841c4; BYTE $0xf6   // vxorps xmm14, xmm14, xmm14
+	LONG $0x570041c4; BYTE $0xff   // vxorps xmm15, xmm15, xmm15
 	LONG $0x571841c4; BYTE $0xe4   // vxorps xmm12, xmm12, xmm12
 
 LBB9_9:
@@ -5209,8 +5248,8 @@ LBB9_9:
 	LONG $0xdb5898c5                           // vaddps xmm3, xmm12, xmm3
 	LONG $0x0579e3c4; WORD $0x01cb             // vpermilpd xmm1, xmm3, 1
 	LONG $0xc958e0c5                           // vaddps xmm1, xmm3, xmm1
-	LONG $0x197d63c4; WORD $0x01f3             // vextractf128 xmm3, ymm14, 1
-	LONG $0xdb5888c5                           // vaddps xmm3, xmm14, xmm3
+	LONG $0x197d63c4; WORD $0x01fb             // vextractf128 xmm3, ymm15, 1
+	LONG $0xdb5880c5                           // vaddps xmm3, xmm15, xmm3
 	LONG $0x0579e3c4; WORD $0x01c3             // vpermilpd xmm0, xmm3, 1
 	LONG $0xc058e0c5                           // vaddps xmm0, xmm3, xmm0
 	LONG $0xe07c73c5                           // vhaddps xmm12, xmm1, xmm0
@@ -5516,8 +5555,8 @@ LBB10_7:
 	LONG $0x573041c4; BYTE $0xc9               // vxorps xmm9, xmm9, xmm9
 	LONG $0x00140162; WORD $0xed57             // vxorps xmm29, xmm29, xmm29
 	LONG $0x572841c4; BYTE $0xd2               // vxorps xmm10, xmm10, xmm10
-	LONG $0x0054a162; WORD $0xed57             // vxorps xmm21, xmm21, xmm21
-	LONG $0x00040162; WORD $0xff57             // vxorps xmm31, xmm31, xmm31
+	LONG $0x005ca162; WORD $0xe457             // vxorps xmm20, xmm20, xmm20
+	LONG $0x000c0162; WORD $0xf657             // vxorps xmm30, xmm30, xmm30
 	LONG $0x572041c4; BYTE $0xdb               // vxorps xmm11, xmm11, xmm11
 	JMP  LBB10_14
 	PCALIGN $16
@@ -5535,7 +5574,9 @@ LBB10_16:
 	LONG $0x6ef9c1c4; BYTE $0xf0                       // vmovq xmm6, r8
 	LONG $0xc06cc9c5                                   // vpunpcklqdq xmm0, xmm6, xmm0
 	LONG $0x137de2c4; BYTE $0xc0                       // vcvtph2ps ymm0, xmm0
-	LONG $0x387ce162; WORD $0x2659                     // vmulps ymm20, ymm0, dword ptr [rsi]{1to8}
+	LONG $0x387cf162; WORD $0x0659                     // vmulps ymm0, ymm0, dword ptr [rsi]{1to8}
+	LONG $0xf05cfcc5                                   // vsubps ymm6, ymm0, ymm0
+	LONG $0x287ce162; WORD $0xee58                     // vaddps ymm21, ymm0, ymm6
 	QUAD $0xfde09e6f48fd6162; WORD $0xffff             // vmovdqa64 zmm27, zmmword ptr [rsi - 544]
 	QUAD $0xfe20966f48fd6162; WORD $0xffff             // vmovdqa64 zmm26, zmmword ptr [rsi - 480]
 	QUAD $0xfe608e6f48fd6162; WORD $0xffff             // vmovdqa64 zmm25, zmmword ptr [rsi - 416]
@@ -5591,10 +5632,10 @@ LBB10_16:
 	LONG $0x484df162; WORD $0xc9f5                     // vpmaddwd zmm1, zmm6, zmm1
 	LONG $0x487df262; WORD $0xcf52                     // vpdpwssd zmm1, zmm0, zmm7
 	LONG $0x487cf162; WORD $0xc15b                     // vcvtdq2ps zmm0, zmm1
-	LONG $0x487da262; WORD $0xd418                     // vbroadcastss zmm18, xmm20
+	LONG $0x487da262; WORD $0xd518                     // vbroadcastss zmm18, xmm21
 	LONG $0x487dc262; WORD $0xd2a8                     // vfmadd213ps zmm18, zmm0, zmm10
 	LONG $0xc25bfcc5                                   // vcvtdq2ps ymm0, ymm2
-	LONG $0x087eb162; WORD $0xcc16                     // vmovshdup xmm1, xmm20
+	LONG $0x087eb162; WORD $0xcd16                     // vmovshdup xmm1, xmm21
 	LONG $0x28fde262; WORD $0xc919                     // vbroadcastsd ymm17, xmm1
 	LONG $0x287dc262; WORD $0xcba8                     // vfmadd213ps ymm17, ymm0, ymm11
 	QUAD $0x301d846f48fed162; WORD $0x0000; BYTE $0x00 // vmovdqu64 zmm0, zmmword ptr [r13 + rbx + 48]
@@ -5638,17 +5679,17 @@ LBB10_16:
 	LONG $0x286db162; WORD $0xf7f5                     // vpmaddwd ymm6, ymm2, ymm23
 	LONG $0x40e5f262; WORD $0xfa8d                     // vpermw zmm7, zmm19, zmm2
 	LONG $0x40cdf262; WORD $0xd28d                     // vpermw zmm2, zmm22, zmm2
-	LONG $0x48fd2162; WORD $0xf66f                     // vmovdqa64 zmm30, zmm22
+	LONG $0x48fd2162; WORD $0xfe6f                     // vmovdqa64 zmm31, zmm22
 	LONG $0x4875f162; WORD $0xcaf5                     // vpmaddwd zmm1, zmm1, zmm2
 	LONG $0x487df262; WORD $0xcf52                     // vpdpwssd zmm1, zmm0, zmm7
 	LONG $0x487cf162; WORD $0xc15b                     // vcvtdq2ps zmm0, zmm1
-	LONG $0x087db362; WORD $0xcc04; BYTE $0xaa         // vpermilps xmm1, xmm20, 170
+	LONG $0x087db362; WORD $0xcd04; BYTE $0xaa         // vpermilps xmm1, xmm21, 170
 	LONG $0x48fd6262; WORD $0xe119                     // vbroadcastsd zmm28, xmm1
 	LONG $0x487d0262; WORD $0xe5a8                     // vfmadd213ps zmm28, zmm0, zmm29
 	LONG $0xc65bfcc5                                   // vcvtdq2ps ymm0, ymm6
-	LONG $0x087db362; WORD $0xcc04; BYTE $0xff         // vpermilps xmm1, xmm20, 255
+	LONG $0x087db362; WORD $0xcd04; BYTE $0xff         // vpermilps xmm1, xmm21, 255
 	LONG $0x28fde262; WORD $0xf119                     // vbroadcastsd ymm22, xmm1
-	LONG $0x287d8262; WORD $0xf7a8                     // vfmadd213ps ymm22, ymm0, ymm31
+	LONG $0x287d8262; WORD $0xf6a8                     // vfmadd213ps ymm22, ymm0, ymm30
 	QUAD $0x301f846f48fef162; WORD $0x0000; BYTE $0x00 // vmovdqu64 zmm0, zmmword ptr [rdi + rbx + 48]
 	QUAD $0x701f8c6f48fef162; WORD $0x0000; BYTE $0x00 // vmovdqu64 zmm1, zmmword ptr [rdi + rbx + 112]
 	LONG $0x486df162; WORD $0xd071; BYTE $0x04         // vpsrlw zmm2, zmm0, 4
@@ -5690,18 +5731,18 @@ LBB10_16:
 	LONG $0x286db162; WORD $0xf7f5                     // vpmaddwd ymm6, ymm2, ymm23
 	LONG $0x40e5f262; WORD $0xfa8d                     // vpermw zmm7, zmm19, zmm2
 	LONG $0x48fd3162; WORD $0xdb6f                     // vmovdqa64 zmm11, zmm19
-	LONG $0x408df262; WORD $0xd28d                     // vpermw zmm2, zmm30, zmm2
-	LONG $0x48fd0162; WORD $0xee6f                     // vmovdqa64 zmm29, zmm30
+	LONG $0x4085f262; WORD $0xd28d                     // vpermw zmm2, zmm31, zmm2
+	LONG $0x48fd0162; WORD $0xef6f                     // vmovdqa64 zmm29, zmm31
 	LONG $0x4875f162; WORD $0xcaf5                     // vpmaddwd zmm1, zmm1, zmm2
 	LONG $0x487df262; WORD $0xcf52                     // vpdpwssd zmm1, zmm0, zmm7
 	LONG $0x487cf162; WORD $0xc15b                     // vcvtdq2ps zmm0, zmm1
-	LONG $0x287de362; WORD $0xe119; BYTE $0x01         // vextractf32x4 xmm1, ymm20, 1
+	LONG $0x287de362; WORD $0xe919; BYTE $0x01         // vextractf32x4 xmm1, ymm21, 1
 	LONG $0x487de262; WORD $0xd918                     // vbroadcastss zmm19, xmm1
 	LONG $0x487dc262; WORD $0xd9a8                     // vfmadd213ps zmm19, zmm0, zmm9
 	LONG $0xc65bfcc5                                   // vcvtdq2ps ymm0, ymm6
-	LONG $0x287eb162; WORD $0xcc16                     // vmovshdup ymm1, ymm20
-	LONG $0x28fd6362; WORD $0xf101; BYTE $0xaa         // vpermpd ymm30, ymm1, 170
-	LONG $0x287d2262; WORD $0xf5a8                     // vfmadd213ps ymm30, ymm0, ymm21
+	LONG $0x287eb162; WORD $0xcd16                     // vmovshdup ymm1, ymm21
+	LONG $0x28fd6362; WORD $0xf901; BYTE $0xaa         // vpermpd ymm31, ymm1, 170
+	LONG $0x287d2262; WORD $0xfca8                     // vfmadd213ps ymm31, ymm0, ymm20
 	QUAD $0x3019846f48fef162; WORD $0x0000; BYTE $0x00 // vmovdqu64 zmm0, zmmword ptr [rcx + rbx + 48]
 	QUAD $0x70198c6f48fef162; WORD $0x0000; BYTE $0x00 // vmovdqu64 zmm1, zmmword ptr [rcx + rbx + 112]
 	LONG $0x486df162; WORD $0xd071; BYTE $0x04         // vpsrlw zmm2, zmm0, 4
@@ -5745,13 +5786,13 @@ LBB10_16:
 	LONG $0x4875f162; WORD $0xcaf5                     // vpmaddwd zmm1, zmm1, zmm2
 	LONG $0x487df262; WORD $0xcf52                     // vpdpwssd zmm1, zmm0, zmm7
 	LONG $0x487cf162; WORD $0xc15b                     // vcvtdq2ps zmm0, zmm1
-	LONG $0x287db362; WORD $0xcc04; BYTE $0xaa         // vpermilps ymm1, ymm20, 170
+	LONG $0x287db362; WORD $0xcd04; BYTE $0xaa         // vpermilps ymm1, ymm21, 170
 	LONG $0x48f5e362; WORD $0xf923; BYTE $0x55         // vshuff64x2 zmm23, zmm1, zmm1, 85
 	QUAD $0x03247ca8487de262                           // vfmadd213ps zmm23, zmm0, zmmword ptr [rsp + 192]
 	LONG $0xc65bfcc5                                   // vcvtdq2ps ymm0, ymm6
-	LONG $0x287db362; WORD $0xcc04; BYTE $0xff         // vpermilps ymm1, ymm20, 255
-	LONG $0x28fde362; WORD $0xe101; BYTE $0xaa         // vpermpd ymm20, ymm1, 170
-	QUAD $0x052464a8287de262                           // vfmadd213ps ymm20, ymm0, ymmword ptr [rsp + 160]
+	LONG $0x287db362; WORD $0xcd04; BYTE $0xff         // vpermilps ymm1, ymm21, 255
+	LONG $0x28fde362; WORD $0xe901; BYTE $0xaa         // vpermpd ymm21, ymm1, 170
+	QUAD $0x05246ca8287de262                           // vfmadd213ps ymm21, ymm0, ymmword ptr [rsp + 160]
 	LONG $0xb0c38148; WORD $0x0000; BYTE $0x00         // add rbx, 176
 	LONG $0xc0c28149; WORD $0x0002; BYTE $0x00         // add r10, 704
 	LONG $0x40c68148; WORD $0x0002; BYTE $0x00         // add rsi, 576
@@ -5759,9 +5800,9 @@ LBB10_16:
 	LONG $0x487c3162; WORD $0xcb28                     // vmovaps zmm9, zmm19
 	LONG $0x487c0162; WORD $0xec28                     // vmovaps zmm29, zmm28
 	LONG $0x487c3162; WORD $0xd228                     // vmovaps zmm10, zmm18
-	LONG $0x287cb162; WORD $0xc428                     // vmovaps ymm0, ymm20
-	LONG $0x287c8162; WORD $0xee28                     // vmovaps ymm21, ymm30
-	LONG $0x287c2162; WORD $0xfe28                     // vmovaps ymm31, ymm22
+	LONG $0x287cb162; WORD $0xc528                     // vmovaps ymm0, ymm21
+	LONG $0x287c8162; WORD $0xe728                     // vmovaps ymm20, ymm31
+	LONG $0x287c2162; WORD $0xf628                     // vmovaps ymm30, ymm22
 	LONG $0x287c3162; WORD $0xd928                     // vmovaps ymm11, ymm17
 	WORD $0x3949; BYTE $0xdc                           // cmp r12, rbx
 	JE   LBB10_9
@@ -5786,12 +5827,12 @@ LBB10_14:
 	PCALIGN $16
 
 LBB10_8:
-	LONG $0x005ca162; WORD $0xe457 // vxorps xmm20, xmm20, xmm20
+	LONG $0x0054a162; WORD $0xed57 // vxorps xmm21, xmm21, xmm21
 	LONG $0x0044a162; WORD $0xff57 // vxorps xmm23, xmm23, xmm23
 	LONG $0x0064a162; WORD $0xdb57 // vxorps xmm19, xmm19, xmm19
 	LONG $0x001c0162; WORD $0xe457 // vxorps xmm28, xmm28, xmm28
 	LONG $0x006ca162; WORD $0xd257 // vxorps xmm18, xmm18, xmm18
-	LONG $0x000c0162; WORD $0xf657 // vxorps xmm30, xmm30, xmm30
+	LONG $0x00040162; WORD $0xff57 // vxorps xmm31, xmm31, xmm31
 	LONG $0x004ca162; WORD $0xf657 // vxorps xmm22, xmm22, xmm22
 	LONG $0x0074a162; WORD $0xc957 // vxorps xmm17, xmm17, xmm17
 
@@ -5851,12 +5892,12 @@ LBB10_9:
 	LONG $0xc058c0c5                           // vaddps xmm0, xmm7, xmm0
 	LONG $0xf87c4bc5                           // vhaddps xmm15, xmm6, xmm0
 	LONG $0x212943c4; WORD $0x10d3             // vinsertps xmm10, xmm10, xmm11, 16
-	LONG $0x287d6362; WORD $0xf719; BYTE $0x01 // vextractf32x4 xmm7, ymm30, 1
-	LONG $0x000cf162; WORD $0xff58             // vaddps xmm7, xmm30, xmm7
+	LONG $0x287d6362; WORD $0xff19; BYTE $0x01 // vextractf32x4 xmm7, ymm31, 1
+	LONG $0x0004f162; WORD $0xff58             // vaddps xmm7, xmm31, xmm7
 	LONG $0x0579e3c4; WORD $0x01c7             // vpermilpd xmm0, xmm7, 1
 	LONG $0xc058c0c5                           // vaddps xmm0, xmm7, xmm0
-	LONG $0x287de362; WORD $0xe719; BYTE $0x01 // vextractf32x4 xmm7, ymm20, 1
-	LONG $0x005cf162; WORD $0xff58             // vaddps xmm7, xmm20, xmm7
+	LONG $0x287de362; WORD $0xef19; BYTE $0x01 // vextractf32x4 xmm7, ymm21, 1
+	LONG $0x0054f162; WORD $0xff58             // vaddps xmm7, xmm21, xmm7
 	LONG $0x0579e3c4; WORD $0x01f7             // vpermilpd xmm6, xmm7, 1
 	LONG $0xf658c0c5                           // vaddps xmm6, xmm7, xmm6
 	LONG $0xc67cfbc5                           // vhaddps xmm0, xmm0, xmm6
@@ -6168,8 +6209,9 @@ LBB11_20:
 	WORD $0x0948; BYTE $0xf7                           // or rdi, rsi
 	LONG $0x087dd262; WORD $0xc97c                     // vpbroadcastd xmm1, r9d
 	LONG $0x16f9e3c4; WORD $0x01ce                     // vpextrq rsi, xmm1, 1
-	LONG $0x1679e3c4; WORD $0x03c3                     // vpextrd ebx, xmm0, 3
+	WORD $0x3145; BYTE $0xf6                           // xor r14d, r14d
 	WORD $0xb70f; BYTE $0xf6                           // movzx esi, si
+	LONG $0x1679e3c4; WORD $0x03c3                     // vpextrd ebx, xmm0, 3
 	LONG $0x087df262; WORD $0xc37c                     // vpbroadcastd xmm0, ebx
 	LONG $0x16f9e3c4; WORD $0x01c3                     // vpextrq rbx, xmm0, 1
 	WORD $0x214c; BYTE $0xc3                           // and rbx, r8
@@ -6178,8 +6220,9 @@ LBB11_20:
 	LONG $0x6ef9e1c4; BYTE $0xcb                       // vmovq xmm1, rbx
 	LONG $0xc16cf9c5                                   // vpunpcklqdq xmm0, xmm0, xmm1
 	LONG $0x137de2c4; BYTE $0xc0                       // vcvtph2ps ymm0, xmm0
-	QUAD $0x0220aa59387c7162; WORD $0x0000             // vmulps ymm13, ymm0, dword ptr [rdx + 544]{1to8}
-	WORD $0x3145; BYTE $0xf6                           // xor r14d, r14d
+	QUAD $0x02208259387cf162; WORD $0x0000             // vmulps ymm0, ymm0, dword ptr [rdx + 544]{1to8}
+	LONG $0xc85cfcc5                                   // vsubps ymm1, ymm0, ymm0
+	LONG $0xe9587cc5                                   // vaddps ymm13, ymm0, ymm1
 	LONG $0x48fde162; WORD $0x426f; BYTE $0x04         // vmovdqa64 zmm16, zmmword ptr [rdx + 256]
 	LONG $0x48fde162; WORD $0x4a6f; BYTE $0x05         // vmovdqa64 zmm17, zmmword ptr [rdx + 320]
 	LONG $0x48fd7162; WORD $0x726f; BYTE $0x06         // vmovdqa64 zmm14, zmmword ptr [rdx + 384]
@@ -6663,7 +6706,9 @@ LBB12_16:
 	LONG $0x1410fac5; BYTE $0x0f               // vmovss xmm2, dword ptr [rdi + rcx]
 	LONG $0x1379e2c4; BYTE $0xd2               // vcvtph2ps xmm2, xmm2
 	LONG $0x1879e2c4; BYTE $0x18               // vbroadcastss xmm3, dword ptr [rax]
-	LONG $0xc25960c5                           // vmulps xmm8, xmm3, xmm2
+	LONG $0xd259e0c5                           // vmulps xmm2, xmm3, xmm2
+	LONG $0xda5ce8c5                           // vsubps xmm3, xmm2, xmm2
+	LONG $0xc35868c5                           // vaddps xmm8, xmm2, xmm3
 	LONG $0x1c6ffac5; BYTE $0x0f               // vmovdqu xmm3, xmmword ptr [rdi + rcx]
 	LONG $0xe370f9c5; BYTE $0xed               // vpshufd xmm4, xmm3, 237
 	LONG $0xe4db99c5                           // vpand xmm4, xmm12, xmm4
@@ -7223,7 +7268,9 @@ LBB13_16:
 	LONG $0x1410fac5; BYTE $0x0f               // vmovss xmm2, dword ptr [rdi + rcx]
 	LONG $0x1379e2c4; BYTE $0xd2               // vcvtph2ps xmm2, xmm2
 	LONG $0x1879e2c4; BYTE $0x18               // vbroadcastss xmm3, dword ptr [rax]
-	LONG $0xd25960c5                           // vmulps xmm10, xmm3, xmm2
+	LONG $0xd259e0c5                           // vmulps xmm2, xmm3, xmm2
+	LONG $0xda5ce8c5                           // vsubps xmm3, xmm2, xmm2
+	LONG $0xd35868c5                           // vaddps xmm10, xmm2, xmm3
 	LONG $0x1c6ffac5; BYTE $0x0f               // vmovdqu xmm3, xmmword ptr [rdi + rcx]
 	LONG $0xe370f9c5; BYTE $0xed               // vpshufd xmm4, xmm3, 237
 	LONG $0xe4db81c5                           // vpand xmm4, xmm15, xmm4
@@ -7695,12 +7742,10 @@ TEXT ·_krt_gemv_q6_K_avx2(SB), $10608-56
 	LONG $0x24548948; BYTE $0x50               // mov qword ptr [rsp + 80], rdx
 	LONG $0x20000548; WORD $0x0000             // add rax, 8192
 	LONG $0x24448948; BYTE $0x58               // mov qword ptr [rsp + 88], rax
-	LONG $0x4d6f7ec5; BYTE $0x00               // vmovdqu ymm9, ymmword ptr [rbp + 0] /* [rip + .LCPI14_0] */
-	QUAD $0x0000c09d597d62c4; BYTE $0x00       // vpbroadcastq ymm11, qword ptr [rbp + 192] /* [rip + .LCPI14_1] */
-	QUAD $0x0000c8a5597d62c4; BYTE $0x00       // vpbroadcastq ymm12, qword ptr [rbp + 200] /* [rip + .LCPI14_2] */
-	LONG $0x6d6f7ec5; BYTE $0x20               // vmovdqu ymm13, ymmword ptr [rbp + 32] /* [rip + .LCPI14_3] */
-	LONG $0x756f7ec5; BYTE $0x40               // vmovdqu ymm14, ymmword ptr [rbp + 64] /* [rip + .LCPI14_4] */
-	LONG $0x7d6f7ec5; BYTE $0x60               // vmovdqu ymm15, ymmword ptr [rbp + 96] /* [rip + .LCPI14_5] */
+	QUAD $0x0000c0a5597d62c4; BYTE $0x00       // vpbroadcastq ymm12, qword ptr [rbp + 192] /* [rip + .LCPI14_1] */
+	QUAD $0x0000c8ad597d62c4; BYTE $0x00       // vpbroadcastq ymm13, qword ptr [rbp + 200] /* [rip + .LCPI14_2] */
+	LONG $0x756f7ec5; BYTE $0x20               // vmovdqu ymm14, ymmword ptr [rbp + 32] /* [rip + .LCPI14_3] */
+	LONG $0x7d6f7ec5; BYTE $0x40               // vmovdqu ymm15, ymmword ptr [rbp + 64] /* [rip + .LCPI14_4] */
 	LONG $0xe457d8c5                           // vxorps xmm4, xmm4, xmm4
 	LONG $0xbc448d49; BYTE $0x60               // lea rax, [r12 + 4*rdi + 96]
 	LONG $0x24448948; BYTE $0x28               // mov qword ptr [rsp + 40], rax
@@ -7711,8 +7756,8 @@ TEXT ·_krt_gemv_q6_K_avx2(SB), $10608-56
 	WORD $0xd231                               // xor edx, edx
 	WORD $0x8948; BYTE $0xce                   // mov rsi, rcx
 	LONG $0x244c8948; BYTE $0x68               // mov qword ptr [rsp + 104], rcx
-	QUAD $0x0000c0249c7f7dc5; BYTE $0x00       // vmovdqa ymmword ptr [rsp + 192], ymm11
-	QUAD $0x0000a024a47f7dc5; BYTE $0x00       // vmovdqa ymmword ptr [rsp + 160], ymm12
+	QUAD $0x0000c024a47f7dc5; BYTE $0x00       // vmovdqa ymmword ptr [rsp + 192], ymm12
+	QUAD $0x0000a024ac7f7dc5; BYTE $0x00       // vmovdqa ymmword ptr [rsp + 160], ymm13
 	JMP  LBB14_2
 
 LBB14_46:
@@ -7722,12 +7767,10 @@ LBB14_46:
 	WORD    $0xf8c5; BYTE $0x77             // vzeroupper
 	CALL    ·_krt_memset(SB)
 	LONG    $0xe457d8c5                     // vxorps xmm4, xmm4, xmm4
-	LONG    $0x7d6f7ec5; BYTE $0x60         // vmovdqu ymm15, ymmword ptr [rbp + 96] /* [rip + .LCPI14_5] */
-	LONG    $0x756f7ec5; BYTE $0x40         // vmovdqu ymm14, ymmword ptr [rbp + 64] /* [rip + .LCPI14_4] */
-	LONG    $0x6d6f7ec5; BYTE $0x20         // vmovdqu ymm13, ymmword ptr [rbp + 32] /* [rip + .LCPI14_3] */
-	QUAD    $0x0000a024a46f7dc5; BYTE $0x00 // vmovdqa ymm12, ymmword ptr [rsp + 160]
-	QUAD    $0x0000c0249c6f7dc5; BYTE $0x00 // vmovdqa ymm11, ymmword ptr [rsp + 192]
-	LONG    $0x4d6f7ec5; BYTE $0x00         // vmovdqu ymm9, ymmword ptr [rbp + 0] /* [rip + .LCPI14_0] */
+	LONG    $0x7d6f7ec5; BYTE $0x40         // vmovdqu ymm15, ymmword ptr [rbp + 64] /* [rip + .LCPI14_4] */
+	LONG    $0x756f7ec5; BYTE $0x20         // vmovdqu ymm14, ymmword ptr [rbp + 32] /* [rip + .LCPI14_3] */
+	QUAD    $0x0000a024ac6f7dc5; BYTE $0x00 // vmovdqa ymm13, ymmword ptr [rsp + 160]
+	QUAD    $0x0000c024a46f7dc5; BYTE $0x00 // vmovdqa ymm12, ymmword ptr [rsp + 192]
 	PCALIGN $16
 
 LBB14_44:
@@ -7765,21 +7808,22 @@ LBB14_2:
 	PCALIGN $16
 
 LBB14_4:
-	LONG $0x0435c2c4; WORD $0x1f44; BYTE $0x04 // vpmaddubsw ymm0, ymm9, ymmword ptr [r15 + rbx + 4]
+	LONG $0x4d6ffec5; BYTE $0x00               // vmovdqu ymm1, ymmword ptr [rbp + 0] /* [rip + .LCPI14_0] */
+	LONG $0x0475c2c4; WORD $0x1f44; BYTE $0x04 // vpmaddubsw ymm0, ymm1, ymmword ptr [r15 + rbx + 4]
 	QUAD $0xfffffee0877ffdc5                   // vmovdqa ymmword ptr [rdi - 288], ymm0
-	LONG $0x0435c2c4; WORD $0x1f44; BYTE $0x24 // vpmaddubsw ymm0, ymm9, ymmword ptr [r15 + rbx + 36]
+	LONG $0x0475c2c4; WORD $0x1f44; BYTE $0x24 // vpmaddubsw ymm0, ymm1, ymmword ptr [r15 + rbx + 36]
 	QUAD $0xffffff00877ffdc5                   // vmovdqa ymmword ptr [rdi - 256], ymm0
-	LONG $0x0435c2c4; WORD $0x1f44; BYTE $0x44 // vpmaddubsw ymm0, ymm9, ymmword ptr [r15 + rbx + 68]
+	LONG $0x0475c2c4; WORD $0x1f44; BYTE $0x44 // vpmaddubsw ymm0, ymm1, ymmword ptr [r15 + rbx + 68]
 	QUAD $0xffffff20877ffdc5                   // vmovdqa ymmword ptr [rdi - 224], ymm0
-	LONG $0x0435c2c4; WORD $0x1f44; BYTE $0x64 // vpmaddubsw ymm0, ymm9, ymmword ptr [r15 + rbx + 100]
+	LONG $0x0475c2c4; WORD $0x1f44; BYTE $0x64 // vpmaddubsw ymm0, ymm1, ymmword ptr [r15 + rbx + 100]
 	QUAD $0xffffff40877ffdc5                   // vmovdqa ymmword ptr [rdi - 192], ymm0
-	QUAD $0x00841f840435c2c4; WORD $0x0000     // vpmaddubsw ymm0, ymm9, ymmword ptr [r15 + rbx + 132]
+	QUAD $0x00841f840475c2c4; WORD $0x0000     // vpmaddubsw ymm0, ymm1, ymmword ptr [r15 + rbx + 132]
 	QUAD $0xffffff60877ffdc5                   // vmovdqa ymmword ptr [rdi - 160], ymm0
-	QUAD $0x00a41f840435c2c4; WORD $0x0000     // vpmaddubsw ymm0, ymm9, ymmword ptr [r15 + rbx + 164]
+	QUAD $0x00a41f840475c2c4; WORD $0x0000     // vpmaddubsw ymm0, ymm1, ymmword ptr [r15 + rbx + 164]
 	LONG $0x477ffdc5; BYTE $0x80               // vmovdqa ymmword ptr [rdi - 128], ymm0
-	QUAD $0x00c41f840435c2c4; WORD $0x0000     // vpmaddubsw ymm0, ymm9, ymmword ptr [r15 + rbx + 196]
+	QUAD $0x00c41f840475c2c4; WORD $0x0000     // vpmaddubsw ymm0, ymm1, ymmword ptr [r15 + rbx + 196]
 	LONG $0x477ffdc5; BYTE $0xa0               // vmovdqa ymmword ptr [rdi - 96], ymm0
-	QUAD $0x00e41f840435c2c4; WORD $0x0000     // vpmaddubsw ymm0, ymm9, ymmword ptr [r15 + rbx + 228]
+	QUAD $0x00e41f840475c2c4; WORD $0x0000     // vpmaddubsw ymm0, ymm1, ymmword ptr [r15 + rbx + 228]
 	LONG $0x477ffdc5; BYTE $0xc0               // vmovdqa ymmword ptr [rdi - 64], ymm0
 	LONG $0xc0eff9c5                           // vpxor xmm0, xmm0, xmm0
 	LONG $0x477ffdc5; BYTE $0xe0               // vmovdqa ymmword ptr [rdi - 32], ymm0
@@ -7799,12 +7843,13 @@ LBB14_5:
 	LONG $0x24748b48; BYTE $0x40               // mov rsi, qword ptr [rsp + 64]
 	WORD $0x0148; BYTE $0xf2                   // add rdx, rsi
 	LONG $0x24543b48; BYTE $0x68               // cmp rdx, qword ptr [rsp + 104]
-	LONG $0xc0940f41                           // sete r8b
-	WORD $0x2041; BYTE $0xd8                   // and r8b, bl
+	WORD $0x940f; BYTE $0xc2                   // sete dl
+	WORD $0xda20                               // and dl, bl
+	LONG $0x0e245488                           // mov byte ptr [rsp + 14], dl
 	WORD $0x8548; BYTE $0xc9                   // test rcx, rcx
 	JLE  LBB14_18
 	LONG $0xd2d8694c; WORD $0x0000; BYTE $0x00 // imul r11, rax, 210
-	LONG $0x24548b48; BYTE $0x58               // mov rdx, qword ptr [rsp + 88]
+	LONG $0x24748b4c; BYTE $0x58               // mov r14, qword ptr [rsp + 88]
 	LONG $0x24748b48; BYTE $0x50               // mov rsi, qword ptr [rsp + 80]
 	LONG $0x247c8b48; BYTE $0x60               // mov rdi, qword ptr [rsp + 96]
 	LONG $0x244c8b4c; BYTE $0x20               // mov r9, qword ptr [rsp + 32]
@@ -7816,12 +7861,12 @@ LBB14_16:
 	QUAD $0x0000009824848b48       // mov rax, qword ptr [rsp + 152]
 	WORD $0x0148; BYTE $0xc7       // add rdi, rax
 	WORD $0x0148; BYTE $0xc6       // add rsi, rax
-	WORD $0x0148; BYTE $0xc2       // add rdx, rax
+	WORD $0x0149; BYTE $0xc6       // add r14, rax
 	QUAD $0x00002900248c3b4c       // cmp r9, qword ptr [rsp + 10496] /* [rbp + 16] */
 	JE   LBB14_44
 
 LBB14_8:
-	WORD $0x894d; BYTE $0xe6     // mov r14, r12
+	WORD $0x894d; BYTE $0xe0     // mov r8, r12
 	WORD $0x894d; BYTE $0xca     // mov r10, r9
 	LONG $0x01c18349             // add r9, 1
 	LONG $0xc057f8c5             // vxorps xmm0, xmm0, xmm0
@@ -7832,96 +7877,100 @@ LBB14_8:
 	PCALIGN $16
 
 LBB14_11:
-	LONG $0x207de2c4; WORD $0x0f4c; BYTE $0xf0 // vpmovsxbw ymm1, xmmword ptr [rdi + rcx - 16]
-	LONG $0x5c6ffec5; WORD $0xb00f             // vmovdqu ymm3, ymmword ptr [rdi + rcx - 80]
-	QUAD $0xffff300fa46ffec5; BYTE $0xff       // vmovdqu ymm4, ymmword ptr [rdi + rcx - 208]
-	QUAD $0xffff500fac6ffec5; BYTE $0xff       // vmovdqu ymm5, ymmword ptr [rdi + rcx - 176]
-	QUAD $0xffff700f946ffec5; BYTE $0xff       // vmovdqu ymm2, ymmword ptr [rdi + rcx - 144]
-	LONG $0xf4dba5c5                           // vpand ymm6, ymm11, ymm4
-	LONG $0xf371c5c5; BYTE $0x04               // vpsllw ymm7, ymm3, 4
-	LONG $0xffdb9dc5                           // vpand ymm7, ymm12, ymm7
-	LONG $0xf6ebc5c5                           // vpor ymm6, ymm7, ymm6
-	LONG $0xfddba5c5                           // vpand ymm7, ymm11, ymm5
-	LONG $0xf371bdc5; BYTE $0x02               // vpsllw ymm8, ymm3, 2
-	LONG $0xdb3d41c4; BYTE $0xc4               // vpand ymm8, ymm8, ymm12
+	LONG $0x0f14b70f                           // movzx edx, word ptr [rdi + rcx]
+	LONG $0xca6ef9c5                           // vmovd xmm1, edx
+	LONG $0x1379e2c4; BYTE $0xc9               // vcvtph2ps xmm1, xmm1
+	QUAD $0x000120931879e2c4; BYTE $0x00       // vbroadcastss xmm2, dword ptr [rbx + 288]
+	LONG $0xc959e8c5                           // vmulps xmm1, xmm2, xmm1
+	LONG $0x207de2c4; WORD $0x0f54; BYTE $0xf0 // vpmovsxbw ymm2, xmmword ptr [rdi + rcx - 16]
+	LONG $0x646ffec5; WORD $0xb00f             // vmovdqu ymm4, ymmword ptr [rdi + rcx - 80]
+	QUAD $0xffff300fac6ffec5; BYTE $0xff       // vmovdqu ymm5, ymmword ptr [rdi + rcx - 208]
+	QUAD $0xffff500fb46ffec5; BYTE $0xff       // vmovdqu ymm6, ymmword ptr [rdi + rcx - 176]
+	QUAD $0xffff700f9c6ffec5; BYTE $0xff       // vmovdqu ymm3, ymmword ptr [rdi + rcx - 144]
+	LONG $0xfddb9dc5                           // vpand ymm7, ymm12, ymm5
+	LONG $0xf471bdc5; BYTE $0x04               // vpsllw ymm8, ymm4, 4
+	LONG $0xdb3d41c4; BYTE $0xc5               // vpand ymm8, ymm8, ymm13
 	LONG $0xffebbdc5                           // vpor ymm7, ymm8, ymm7
-	LONG $0xd471ddc5; BYTE $0x04               // vpsrlw ymm4, ymm4, 4
-	LONG $0xe4dba5c5                           // vpand ymm4, ymm11, ymm4
-	LONG $0xc3db1dc5                           // vpand ymm8, ymm12, ymm3
-	LONG $0xe4ebbdc5                           // vpor ymm4, ymm8, ymm4
+	LONG $0xc6db1dc5                           // vpand ymm8, ymm12, ymm6
+	LONG $0xf471b5c5; BYTE $0x02               // vpsllw ymm9, ymm4, 2
+	LONG $0xdb3541c4; BYTE $0xcd               // vpand ymm9, ymm9, ymm13
+	LONG $0xeb3541c4; BYTE $0xc0               // vpor ymm8, ymm9, ymm8
 	LONG $0xd571d5c5; BYTE $0x04               // vpsrlw ymm5, ymm5, 4
-	LONG $0xeddba5c5                           // vpand ymm5, ymm11, ymm5
-	LONG $0xd371e5c5; BYTE $0x02               // vpsrlw ymm3, ymm3, 2
-	LONG $0xdbdb9dc5                           // vpand ymm3, ymm12, ymm3
-	LONG $0xdbebd5c5                           // vpor ymm3, ymm5, ymm3
-	QUAD $0xffff20a8044de2c4; BYTE $0xff       // vpmaddubsw ymm5, ymm6, ymmword ptr [rax - 224]
-	LONG $0x2bf9d5c5                           // vpsubw ymm5, ymm5, ymmword ptr [rbx]
-	LONG $0x00fde3c4; WORD $0x44f1             // vpermq ymm6, ymm1, 68
-	LONG $0x004d42c4; BYTE $0xc5               // vpshufb ymm8, ymm6, ymm13
-	QUAD $0xffff40b80445e2c4; BYTE $0xff       // vpmaddubsw ymm7, ymm7, ymmword ptr [rax - 192]
-	LONG $0xedf5bdc5                           // vpmaddwd ymm5, ymm8, ymm5
-	LONG $0x7bf9c5c5; BYTE $0x20               // vpsubw ymm7, ymm7, ymmword ptr [rbx + 32]
-	LONG $0x004d42c4; BYTE $0xc6               // vpshufb ymm8, ymm6, ymm14
-	LONG $0xfff5bdc5                           // vpmaddwd ymm7, ymm8, ymm7
-	LONG $0x446f7ec5; WORD $0x900f             // vmovdqu ymm8, ymmword ptr [rdi + rcx - 112]
-	QUAD $0xffff60a0045de2c4; BYTE $0xff       // vpmaddubsw ymm4, ymm4, ymmword ptr [rax - 160]
-	LONG $0xedfec5c5                           // vpaddd ymm5, ymm7, ymm5
-	LONG $0x63f9ddc5; BYTE $0x40               // vpsubw ymm4, ymm4, ymmword ptr [rbx + 64]
-	LONG $0x004dc2c4; BYTE $0xff               // vpshufb ymm7, ymm6, ymm15
-	LONG $0x0465e2c4; WORD $0x8058             // vpmaddubsw ymm3, ymm3, ymmword ptr [rax - 128]
-	LONG $0x5bf9e5c5; BYTE $0x60               // vpsubw ymm3, ymm3, ymmword ptr [rbx + 96]
-	LONG $0xe7f5ddc5                           // vpmaddwd ymm4, ymm4, ymm7
-	QUAD $0x00000080956f7ec5                   // vmovdqu ymm10, ymmword ptr [rbp + 128] /* [rip + .LCPI14_6] */
-	LONG $0x004dc2c4; BYTE $0xf2               // vpshufb ymm6, ymm6, ymm10
-	LONG $0xdef5e5c5                           // vpmaddwd ymm3, ymm3, ymm6
-	LONG $0xdbfeddc5                           // vpaddd ymm3, ymm4, ymm3
-	LONG $0xdbfed5c5                           // vpaddd ymm3, ymm5, ymm3
-	LONG $0x646ffec5; WORD $0xd00f             // vmovdqu ymm4, ymmword ptr [rdi + rcx - 48]
-	LONG $0xeadba5c5                           // vpand ymm5, ymm11, ymm2
-	LONG $0xf471cdc5; BYTE $0x04               // vpsllw ymm6, ymm4, 4
+	LONG $0xeddb9dc5                           // vpand ymm5, ymm12, ymm5
+	LONG $0xccdb15c5                           // vpand ymm9, ymm13, ymm4
+	LONG $0xedebb5c5                           // vpor ymm5, ymm9, ymm5
+	LONG $0xd671cdc5; BYTE $0x04               // vpsrlw ymm6, ymm6, 4
 	LONG $0xf6db9dc5                           // vpand ymm6, ymm12, ymm6
-	LONG $0xedebcdc5                           // vpor ymm5, ymm6, ymm5
-	LONG $0xdb3dc1c4; BYTE $0xf3               // vpand ymm6, ymm8, ymm11
-	LONG $0xf471c5c5; BYTE $0x02               // vpsllw ymm7, ymm4, 2
-	LONG $0xffdb9dc5                           // vpand ymm7, ymm12, ymm7
-	LONG $0xf6ebc5c5                           // vpor ymm6, ymm7, ymm6
-	LONG $0xd271edc5; BYTE $0x04               // vpsrlw ymm2, ymm2, 4
-	LONG $0xd2dba5c5                           // vpand ymm2, ymm11, ymm2
-	LONG $0xfcdb9dc5                           // vpand ymm7, ymm12, ymm4
-	LONG $0xd7ebedc5                           // vpor ymm2, ymm2, ymm7
-	LONG $0x7145c1c4; WORD $0x04d0             // vpsrlw ymm7, ymm8, 4
-	LONG $0xffdba5c5                           // vpand ymm7, ymm11, ymm7
 	LONG $0xd471ddc5; BYTE $0x02               // vpsrlw ymm4, ymm4, 2
-	LONG $0xe4db9dc5                           // vpand ymm4, ymm12, ymm4
-	LONG $0x0455e2c4; WORD $0xa068             // vpmaddubsw ymm5, ymm5, ymmword ptr [rax - 96]
-	LONG $0xe4ebc5c5                           // vpor ymm4, ymm7, ymm4
-	QUAD $0x00000080abf9d5c5                   // vpsubw ymm5, ymm5, ymmword ptr [rbx + 128]
-	LONG $0x00fde3c4; WORD $0xeec9             // vpermq ymm1, ymm1, 238
-	LONG $0x0075c2c4; BYTE $0xfd               // vpshufb ymm7, ymm1, ymm13
-	LONG $0xeff5d5c5                           // vpmaddwd ymm5, ymm5, ymm7
-	LONG $0x044de2c4; WORD $0xc070             // vpmaddubsw ymm6, ymm6, ymmword ptr [rax - 64]
-	QUAD $0x000000a0b3f9cdc5                   // vpsubw ymm6, ymm6, ymmword ptr [rbx + 160]
-	LONG $0x0075c2c4; BYTE $0xfe               // vpshufb ymm7, ymm1, ymm14
-	LONG $0xf7f5cdc5                           // vpmaddwd ymm6, ymm6, ymm7
-	LONG $0x046de2c4; WORD $0xe050             // vpmaddubsw ymm2, ymm2, ymmword ptr [rax - 32]
-	QUAD $0x000000c093f9edc5                   // vpsubw ymm2, ymm2, ymmword ptr [rbx + 192]
-	LONG $0xeefed5c5                           // vpaddd ymm5, ymm5, ymm6
-	LONG $0x0075c2c4; BYTE $0xf7               // vpshufb ymm6, ymm1, ymm15
-	LONG $0xd6f5edc5                           // vpmaddwd ymm2, ymm2, ymm6
-	LONG $0xd2fed5c5                           // vpaddd ymm2, ymm5, ymm2
-	LONG $0x045de2c4; BYTE $0x20               // vpmaddubsw ymm4, ymm4, ymmword ptr [rax]
+	LONG $0xe4db95c5                           // vpand ymm4, ymm13, ymm4
+	QUAD $0xffff20b80445e2c4; BYTE $0xff       // vpmaddubsw ymm7, ymm7, ymmword ptr [rax - 224]
+	LONG $0xe4ebcdc5                           // vpor ymm4, ymm6, ymm4
+	LONG $0x33f9c5c5                           // vpsubw ymm6, ymm7, ymmword ptr [rbx]
+	LONG $0x00fde3c4; WORD $0x44fa             // vpermq ymm7, ymm2, 68
+	LONG $0x004542c4; BYTE $0xce               // vpshufb ymm9, ymm7, ymm14
+	LONG $0xf6f5b5c5                           // vpmaddwd ymm6, ymm9, ymm6
+	QUAD $0xffff4080043d62c4; BYTE $0xff       // vpmaddubsw ymm8, ymm8, ymmword ptr [rax - 192]
+	LONG $0x43f93dc5; BYTE $0x20               // vpsubw ymm8, ymm8, ymmword ptr [rbx + 32]
+	LONG $0x004542c4; BYTE $0xcf               // vpshufb ymm9, ymm7, ymm15
+	LONG $0xf53d41c4; BYTE $0xc1               // vpmaddwd ymm8, ymm8, ymm9
+	LONG $0x4c6f7ec5; WORD $0x900f             // vmovdqu ymm9, ymmword ptr [rdi + rcx - 112]
+	LONG $0xf6febdc5                           // vpaddd ymm6, ymm8, ymm6
+	QUAD $0xffff60a80455e2c4; BYTE $0xff       // vpmaddubsw ymm5, ymm5, ymmword ptr [rax - 160]
+	LONG $0x6bf9d5c5; BYTE $0x40               // vpsubw ymm5, ymm5, ymmword ptr [rbx + 64]
+	LONG $0x5d6f7ec5; BYTE $0x60               // vmovdqu ymm11, ymmword ptr [rbp + 96] /* [rip + .LCPI14_5] */
+	LONG $0x004542c4; BYTE $0xc3               // vpshufb ymm8, ymm7, ymm11
+	LONG $0xedf5bdc5                           // vpmaddwd ymm5, ymm8, ymm5
+	LONG $0x045de2c4; WORD $0x8060             // vpmaddubsw ymm4, ymm4, ymmword ptr [rax - 128]
+	LONG $0x63f9ddc5; BYTE $0x60               // vpsubw ymm4, ymm4, ymmword ptr [rbx + 96]
+	QUAD $0x00000080956f7ec5                   // vmovdqu ymm10, ymmword ptr [rbp + 128] /* [rip + .LCPI14_6] */
+	LONG $0x0045c2c4; BYTE $0xfa               // vpshufb ymm7, ymm7, ymm10
+	LONG $0xe7f5ddc5                           // vpmaddwd ymm4, ymm4, ymm7
+	LONG $0xe4fed5c5                           // vpaddd ymm4, ymm5, ymm4
+	LONG $0xe4fecdc5                           // vpaddd ymm4, ymm6, ymm4
+	LONG $0x6c6ffec5; WORD $0xd00f             // vmovdqu ymm5, ymmword ptr [rdi + rcx - 48]
+	LONG $0xf3db9dc5                           // vpand ymm6, ymm12, ymm3
+	LONG $0xf571c5c5; BYTE $0x04               // vpsllw ymm7, ymm5, 4
+	LONG $0xffdb95c5                           // vpand ymm7, ymm13, ymm7
+	LONG $0xf6ebc5c5                           // vpor ymm6, ymm7, ymm6
+	LONG $0xdb35c1c4; BYTE $0xfc               // vpand ymm7, ymm9, ymm12
+	LONG $0xf571bdc5; BYTE $0x02               // vpsllw ymm8, ymm5, 2
+	LONG $0xdb3d41c4; BYTE $0xc5               // vpand ymm8, ymm8, ymm13
+	LONG $0xffebbdc5                           // vpor ymm7, ymm8, ymm7
+	LONG $0xd371e5c5; BYTE $0x04               // vpsrlw ymm3, ymm3, 4
+	LONG $0xdbdb9dc5                           // vpand ymm3, ymm12, ymm3
+	LONG $0xc5db15c5                           // vpand ymm8, ymm13, ymm5
+	LONG $0xdbebbdc5                           // vpor ymm3, ymm8, ymm3
+	LONG $0x713dc1c4; WORD $0x04d1             // vpsrlw ymm8, ymm9, 4
+	LONG $0xdb3d41c4; BYTE $0xc4               // vpand ymm8, ymm8, ymm12
+	LONG $0xd571d5c5; BYTE $0x02               // vpsrlw ymm5, ymm5, 2
+	LONG $0xeddb95c5                           // vpand ymm5, ymm13, ymm5
+	LONG $0xedebbdc5                           // vpor ymm5, ymm8, ymm5
+	LONG $0x044de2c4; WORD $0xa070             // vpmaddubsw ymm6, ymm6, ymmword ptr [rax - 96]
+	QUAD $0x00000080b3f9cdc5                   // vpsubw ymm6, ymm6, ymmword ptr [rbx + 128]
+	LONG $0x00fde3c4; WORD $0xeed2             // vpermq ymm2, ymm2, 238
+	LONG $0x006d42c4; BYTE $0xc6               // vpshufb ymm8, ymm2, ymm14
+	LONG $0x0445e2c4; WORD $0xc078             // vpmaddubsw ymm7, ymm7, ymmword ptr [rax - 64]
+	QUAD $0x000000a0bbf9c5c5                   // vpsubw ymm7, ymm7, ymmword ptr [rbx + 160]
+	LONG $0xf6f5bdc5                           // vpmaddwd ymm6, ymm8, ymm6
+	LONG $0x006d42c4; BYTE $0xc7               // vpshufb ymm8, ymm2, ymm15
+	LONG $0xfff5bdc5                           // vpmaddwd ymm7, ymm8, ymm7
+	LONG $0xf7fecdc5                           // vpaddd ymm6, ymm6, ymm7
+	LONG $0x0465e2c4; WORD $0xe058             // vpmaddubsw ymm3, ymm3, ymmword ptr [rax - 32]
+	QUAD $0x000000c09bf9e5c5                   // vpsubw ymm3, ymm3, ymmword ptr [rbx + 192]
+	LONG $0x006dc2c4; BYTE $0xfb               // vpshufb ymm7, ymm2, ymm11
+	LONG $0xdff5e5c5                           // vpmaddwd ymm3, ymm3, ymm7
+	LONG $0xdbfecdc5                           // vpaddd ymm3, ymm6, ymm3
+	LONG $0xdbfeddc5                           // vpaddd ymm3, ymm4, ymm3
+	LONG $0x0455e2c4; BYTE $0x20               // vpmaddubsw ymm4, ymm5, ymmword ptr [rax]
 	QUAD $0x000000e0a3f9ddc5                   // vpsubw ymm4, ymm4, ymmword ptr [rbx + 224]
+	LONG $0x006dc2c4; BYTE $0xd2               // vpshufb ymm2, ymm2, ymm10
+	LONG $0xd2f5ddc5                           // vpmaddwd ymm2, ymm4, ymm2
 	LONG $0xd2fee5c5                           // vpaddd ymm2, ymm3, ymm2
-	LONG $0x0075c2c4; BYTE $0xca               // vpshufb ymm1, ymm1, ymm10
-	LONG $0xc9f5ddc5                           // vpmaddwd ymm1, ymm4, ymm1
-	QUAD $0x000001209b10fac5                   // vmovss xmm3, dword ptr [rbx + 288]
-	LONG $0xc9feedc5                           // vpaddd ymm1, ymm2, ymm1
-	LONG $0x7979e2c4; WORD $0x0f14             // vpbroadcastw xmm2, word ptr [rdi + rcx]
-	LONG $0x1379e2c4; BYTE $0xd2               // vcvtph2ps xmm2, xmm2
-	LONG $0xd259e0c5                           // vmulps xmm2, xmm3, xmm2
-	LONG $0xc95bfcc5                           // vcvtdq2ps ymm1, ymm1
-	LONG $0x187de2c4; BYTE $0xd2               // vbroadcastss ymm2, xmm2
-	LONG $0xb875e2c4; BYTE $0xc2               // vfmadd231ps ymm0, ymm1, ymm2
+	LONG $0xd95cf0c5                           // vsubps xmm3, xmm1, xmm1
+	LONG $0xcb58f0c5                           // vaddps xmm1, xmm1, xmm3
+	LONG $0xd25bfcc5                           // vcvtdq2ps ymm2, ymm2
+	LONG $0x187de2c4; BYTE $0xc9               // vbroadcastss ymm1, xmm1
+	LONG $0xb86de2c4; BYTE $0xc1               // vfmadd231ps ymm0, ymm2, ymm1
 	LONG $0xd2c18148; WORD $0x0000; BYTE $0x00 // add rcx, 210
 	LONG $0x40c38148; WORD $0x0001; BYTE $0x00 // add rbx, 320
 	LONG $0x01240548; WORD $0x0000             // add rax, 292
@@ -7929,7 +7978,7 @@ LBB14_11:
 	JE   LBB14_12
 
 LBB14_9:
-	LONG $0x0a248d4c             // lea r12, [rdx + rcx]
+	LONG $0x0e248d4d             // lea r12, [r14 + rcx]
 	WORD $0x394d; BYTE $0xec     // cmp r12, r13
 	JGE  LBB14_11
 	QUAD $0xffffff400e94180f     // prefetcht1 byte ptr [rsi + rcx - 192]
@@ -7948,18 +7997,18 @@ LBB14_12:
 	LONG $0xc158fac5               // vaddss xmm0, xmm0, xmm1
 	LONG $0x247c8348; WORD $0x0040 // cmp qword ptr [rsp + 64], 0
 	JE   LBB14_17
-	WORD $0x894d; BYTE $0xf4       // mov r12, r14
-	LONG $0x587a81c4; WORD $0x9604 // vaddss xmm0, xmm0, dword ptr [r14 + 4*r10]
-	WORD $0x8445; BYTE $0xc0       // test r8b, r8b
+	WORD $0x894d; BYTE $0xc4       // mov r12, r8
+	LONG $0x587a81c4; WORD $0x9004 // vaddss xmm0, xmm0, dword ptr [r8 + 4*r10]
+	LONG $0x0e247c80; BYTE $0x00   // cmp byte ptr [rsp + 14], 0
 	LONG $0xe4efd9c5               // vpxor xmm4, xmm4, xmm4
 	JE   LBB14_16
 	JMP  LBB14_15
 	PCALIGN $16
 
 LBB14_17:
-	WORD $0x894d; BYTE $0xf4 // mov r12, r14
-	WORD $0x8445; BYTE $0xc0 // test r8b, r8b
-	LONG $0xe4efd9c5         // vpxor xmm4, xmm4, xmm4
+	WORD $0x894d; BYTE $0xc4     // mov r12, r8
+	LONG $0x0e247c80; BYTE $0x00 // cmp byte ptr [rsp + 14], 0
+	LONG $0xe4efd9c5             // vpxor xmm4, xmm4, xmm4
 	JE   LBB14_16
 
 LBB14_15:
@@ -7970,7 +8019,7 @@ LBB14_15:
 LBB14_18:
 	WORD    $0x8548; BYTE $0xf6       // test rsi, rsi
 	JE      LBB14_19
-	WORD    $0x8445; BYTE $0xc0       // test r8b, r8b
+	LONG    $0x0e247c80; BYTE $0x00   // cmp byte ptr [rsp + 14], 0
 	JE      LBB14_31
 	LONG    $0x247c8348; WORD $0x2018 // cmp qword ptr [rsp + 24], 32
 	WORD    $0x920f; BYTE $0xc0       // setb al
@@ -8037,7 +8086,7 @@ LBB14_43:
 	JMP  LBB14_44
 
 LBB14_19:
-	WORD    $0x8445; BYTE $0xc0       // test r8b, r8b
+	LONG    $0x0e247c80; BYTE $0x00   // cmp byte ptr [rsp + 14], 0
 	JE      LBB14_46
 	LONG    $0x247c8348; WORD $0x2018 // cmp qword ptr [rsp + 24], 32
 	WORD    $0x920f; BYTE $0xc0       // setb al

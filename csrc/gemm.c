@@ -14,15 +14,16 @@
  *     acc = 0.0f
  *     for b = 0 .. cols/32-1, in order:
  *         isum = sum_j wq[r,b,j] * xq[t,b,j]             (exact, int32)
- *         s    = fp32(d_w[r,b]) * fp32(d_x[t,b])          (rounded to fp32; Q8_0 / Q5_0: NaN if
- *                                                           not finite, krt_scale_poison)
+ *         s    = fp32(d_w[r,b]) * fp32(d_x[t,b])          (rounded to fp32; NaN if not finite,
+ *                                                           krt_scale_poison, every type)
  *         p    = s * (float)isum                          (rounded; isum is exact in fp32)
  *         acc  = acc + p                                  (rounded; no FMA anywhere)
  *     y[t*rows + r] = bias ? acc + bias[r] : acc
  * wq is qs (Q8_0), q-16 (Q5_0), q-8 (Q4_0). Q5_1 and the K-quants (super-blocks of 256) follow
  * csrc/krt_kdot.h: Q5_1 p = s*(float)isum + m_w*(d_x*(float)sum(x)); Q4_K / Q5_K
  * p = (d*d_x)*(float)isum - (dmin*d_x)*(float)msum with isum = sum_j sc_j*dot_j, msum = sum_j
- * m_j*bsum_j; Q6_K p = (d*d_x)*(float)isum, isum = sum_i sc_i*sum(q-32)*x. These are the orders
+ * m_j*bsum_j; Q6_K p = (d*d_x)*(float)isum, isum = sum_i sc_i*sum(q-32)*x; every scale product
+ * there (d*d_x, dmin*d_x, m_w*(d_x*sum x)) is NaN when not finite. These are the orders
  * of krt_gemv_*_ref, so GEMM(T=1) equals the scalar GEMV bit for bit; the SIMD GEMVs keep
  * per-lane partial sums and FMA, and agree to a few ulp of the magnitude of the rounded terms.
  *
@@ -159,10 +160,14 @@ KRT_GEMM_REF(q6_K, q8_K, KRT_QK_K)
 #define KRT_GT_Q5_K 5
 #define KRT_GT_Q6_K 6
 #define KRT_GT_K(TY) ((TY) >= KRT_GT_Q4_K)                   /* super-blocks, Q8_K activations */
-/* Q8_0 / Q5_0: a non-finite fp16 scale (w or x) makes its block's products NaN (krt_common.h
- * krt_scale_poison, as the GEMVs): applied to fp32(d_w) and fp32(d_x) when they are gathered,
- * so that s = d_w * d_x is NaN exactly when _ref's poisoned s is. */
-#define KRT_GT_POISON(TY) ((TY) == KRT_GT_Q8_0 || (TY) == KRT_GT_Q5_0)
+/* Non-finite scales (krt_kdot.h, krt_common.h krt_scale_poison): the 32-weight types poison
+ * fp32(d_w), fp32(m_w) (Q5_1) and fp32(d_x) when they are gathered, outside the register tile:
+ * the product of two finite fp16 values is finite, so s = d_w * d_x (and Q5_1's m_w * (d_x *
+ * sum x)) is NaN exactly when _ref's poisoned product is, and bit-identical otherwise. The
+ * K-quants' d_x is fp32, whose finite product with d / dmin can overflow: they poison the
+ * products themselves in the tile (one add + one sub each per row vector, token and super-block,
+ * on the FP add pipes beside the vpdpbusd stream). */
+#define KRT_GT_POISON(TY) (!KRT_GT_K(TY))
 #define KRT_GT_K45(TY) ((TY) == KRT_GT_Q4_K || (TY) == KRT_GT_Q5_K)
 #define KRT_GT_QB(TY) (KRT_GT_K(TY) ? KRT_QK_K : KRT_QK)     /* weights per block */
 #define KRT_GT_BS(TY) ((TY) == KRT_GT_Q8_0 ? 34 : (TY) == KRT_GT_Q5_0 ? 22 : (TY) == KRT_GT_Q4_0 ? 18 : \
@@ -419,8 +424,9 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gemm_pack_nib_avx512(krt_gemm_scratch_avx5
                 _mm512_store_si512((__m512i *)(dst + k * (KRT_G5_RT * 4)), v);
             }
             __m512 wd = krt_gemm_gather_d_avx512(blk, stride, n);
-            _mm512_store_ps(s->wd + b * KRT_G5_RT + h * 16, TY == KRT_GT_Q5_0 ? krt_scale_poison_avx512(wd) : wd);
-            if (TY == KRT_GT_Q5_1) _mm512_store_ps(s->wd2 + b * KRT_G5_RT + h * 16, krt_gemm_gather_d_avx512(blk + 2, stride, n));
+            _mm512_store_ps(s->wd + b * KRT_G5_RT + h * 16, krt_scale_poison_avx512(wd));
+            if (TY == KRT_GT_Q5_1)
+                _mm512_store_ps(s->wd2 + b * KRT_G5_RT + h * 16, krt_scale_poison_avx512(krt_gemm_gather_d_avx512(blk + 2, stride, n)));
         }
     }
 }
@@ -587,6 +593,7 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gemm_tile_avx512(float *y, int64_t rows, c
             __m512 dx = _mm512_set1_ps(s->xd[(tx + c) * KRT_G5_KC + b]);
             for (int v = 0; v < RV; v++) {
                 __m512 sc = _mm512_mul_ps(_mm512_load_ps(s->wd + b * KRT_G5_RT + v * 16), dx);
+                if (KRT_GT_K(TY)) sc = krt_scale_poison_avx512(sc);
                 __m512 p = _mm512_mul_ps(sc, _mm512_cvtepi32_ps(is[v][c]));
                 if (TY == KRT_GT_Q5_1) {
                     __m512 q = _mm512_mul_ps(_mm512_load_ps(s->wd2 + b * KRT_G5_RT + v * 16),
@@ -597,7 +604,7 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gemm_tile_avx512(float *y, int64_t rows, c
                     for (int q = 0; q < 4; q++)
                         ms = _mm512_dpwssd_epi32(ms, _mm512_load_si512((const __m512i *)(s->wm2 + (b * 4 + q) * KRT_G5_RT + v * 16)),
                                                  _mm512_set1_epi32(s->u.xb[((tx + c) * KRT_G5_KCK + b) * 4 + q]));
-                    __m512 cm = _mm512_mul_ps(_mm512_load_ps(s->wd2 + b * KRT_G5_RT + v * 16), dx);
+                    __m512 cm = krt_scale_poison_avx512(_mm512_mul_ps(_mm512_load_ps(s->wd2 + b * KRT_G5_RT + v * 16), dx));
                     p = _mm512_sub_ps(p, _mm512_mul_ps(cm, _mm512_cvtepi32_ps(ms)));
                 }
                 acc[v][c] = _mm512_add_ps(acc[v][c], p);
@@ -784,7 +791,7 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_gemm_pack_avx2(krt_gemm_scratch_avx2 *s, con
                 krt_gemm_store_rows_avx2(s->wq + b * 16 * KRT_G2_RT + h * 8, v);
                 const __m256 wd = _mm256_loadu_ps(d);
                 _mm256_store_ps(s->wd + b * KRT_G2_RT + h * 8, KRT_GT_POISON(TY) ? krt_scale_poison_avx2(wd) : wd);
-                if (TY == KRT_GT_Q5_1) _mm256_store_ps(s->wd2 + b * KRT_G2_RT + h * 8, _mm256_loadu_ps(m));
+                if (TY == KRT_GT_Q5_1) _mm256_store_ps(s->wd2 + b * KRT_G2_RT + h * 8, krt_scale_poison_avx2(_mm256_loadu_ps(m)));
                 continue;
             }
             /* K-quants: rows' int16 weights sc * q (Q6_K sc * (q - 32)), element order, as pairs */
@@ -892,6 +899,7 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_gemm_tile_avx2(float *y, int64_t rows, const
             __m256 dx = _mm256_set1_ps(s->xd[(tx + c) * KRT_G2_KC + b]);
             for (int v = 0; v < RV; v++) {
                 __m256 sc = _mm256_mul_ps(_mm256_load_ps(s->wd + b * KRT_G2_RT + v * 8), dx);
+                if (KRT_GT_K(TY)) sc = krt_scale_poison_avx2(sc);
                 __m256 p = _mm256_mul_ps(sc, _mm256_cvtepi32_ps(is[v][c]));
                 if (TY == KRT_GT_Q5_1) {
                     __m256 q = _mm256_mul_ps(_mm256_load_ps(s->wd2 + b * KRT_G2_RT + v * 8),
@@ -902,7 +910,7 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_gemm_tile_avx2(float *y, int64_t rows, const
                     for (int q = 0; q < 4; q++)
                         ms = _mm256_add_epi32(ms, _mm256_madd_epi16(_mm256_load_si256((const __m256i *)(s->wm2 + (b * 4 + q) * KRT_G2_RT + v * 8)),
                                                                     _mm256_set1_epi32(s->u.xb[((tx + c) * KRT_G2_KCK + b) * 4 + q])));
-                    __m256 cm = _mm256_mul_ps(_mm256_load_ps(s->wd2 + b * KRT_G2_RT + v * 8), dx);
+                    __m256 cm = krt_scale_poison_avx2(_mm256_mul_ps(_mm256_load_ps(s->wd2 + b * KRT_G2_RT + v * 8), dx));
                     p = _mm256_sub_ps(p, _mm256_mul_ps(cm, _mm256_cvtepi32_ps(ms)));
                 }
                 acc[v][c] = _mm256_add_ps(acc[v][c], p);

@@ -7,7 +7,10 @@
  * _avx2 (KRT_TARGET_AVX2), _avx512 (KRT_TARGET_AVX512, VNNI). Helpers are prefixed krt_gq_ (K) and
  * krt_gp_ (Q4_0 / Q5_0 / Q5_1: the shared driver of krt_gvpack.h, also used by gemv.c's Q5_0).
  * The SIMD variants round differently from _ref (lane-wise FMA), within a few ulp of the rounded
- * terms' magnitude (csrc/tests/test_gemv_k.c).
+ * terms' magnitude (csrc/tests/test_gemv_k.c). Non-finite scales (krt_kdot.h): a block with a NaN
+ * or +-Inf d / m / dmin (weights) or d_x (activations) makes the row's output NaN in every
+ * variant; the SIMD variants poison the per-block scale vector (krt_scale_poison, two ops per
+ * block x 4 rows), outside the integer loop.
  *
  * Which variant wins on this machine kind (2 vCPU Zen 4, AVX-512 executed as two 256-bit halves):
  * AVX-512 for every type. One thread, weights streamed from DRAM (csrc/tests/bench_quant, 5
@@ -264,7 +267,7 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gq_gemv_avx512(float *y, const uint8_t *w,
                 if (T == KRT_GQ_Q6_K)
                     for (int i = 0; i < 4; i++) dd[i] &= 0xffffu;
                 __m256 f = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dd));
-                _mm256_storeu_ps(sd, _mm256_mul_ps(f, _mm256_set1_ps(xs[b].dx)));
+                _mm256_storeu_ps(sd, krt_scale_poison_avx2(_mm256_mul_ps(f, _mm256_set1_ps(xs[b].dx)))); /* krt_kdot.h */
                 __asm__ volatile("" ::: "memory"); /* keep sd in memory: the FMAs broadcast from it for free */
                 for (int i = 0; i < 4; i++) {
                     __m256i mins = _mm256_setzero_si256();
@@ -418,7 +421,7 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_gq_gemv_avx2(float *y, const uint8_t *w, con
                 const uint8_t *blk = p + b * BS;
                 uint32_t dd = 0;
                 memcpy(&dd, blk + DOFF, T == KRT_GQ_Q6_K ? 2 : 4);
-                __m128 f = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(xs[b].dx)); /* d, dmin */
+                __m128 f = krt_scale_poison_sse(_mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(xs[b].dx))); /* d, dmin */
                 __m256i mins = _mm256_setzero_si256();
                 __m256i v = krt_gq_sb_avx2(blk, x + c0 + b, &xs[b], &mins, T);
                 acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_broadcastss_ps(f), acc);

@@ -17,6 +17,10 @@
  *   Q4_0: d * (q - 8)          Q4_1 / Q5_1: q*d + m
  *   Q4_K / Q5_K: (d*sc)*q - (dmin*m) per sub-block of 32
  *   Q6_K: (d*sc)*(q - 32) per sub-block of 16        Q8_K: d * qs
+ * NaN / +-Inf in d, m or dmin (Q8_K: the fp32 d): each value is that expression in IEEE fp32 on
+ * its own (Inf * 0 = NaN, Inf - Inf = NaN, NaN propagates), the same class and bits in every
+ * variant; no poisoning here, unlike the GEMV / GEMM rule of krt_kdot.h, since each value stands
+ * alone (as dequantize_q8_0 / q5_0, quant.c).
  */
 #include "krt_kquant.h"
 

@@ -218,11 +218,12 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gp_gemv_avx512(float *y, const uint8_t *w,
                 const __m512i sc = krt_gp_scales_avx512(ra, rb, &cst);
                 __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(sc));
                 __m512 sd = _mm512_mul_ps(dw, xs[s].dx);
-                if (T == KRT_GP_Q5_0) sd = krt_scale_poison_avx512(sd); /* gemv.c: non-finite scale -> NaN */
+                sd = krt_scale_poison_avx512(sd); /* krt_kdot.h: a non-finite scale product -> NaN */
                 acc = _mm512_fmadd_ps(sum, sd, acc);
-                if (T == KRT_GP_Q5_1) { /* + (16 d + m) * d_x * sum(x) */
+                if (T == KRT_GP_Q5_1) { /* + (16 d + m) * d_x * sum(x); NaN if m is not finite */
                     __m512 mw = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(sc, 1));
-                    acc = _mm512_fmadd_ps(_mm512_fmadd_ps(dw, _mm512_set1_ps(16.0f), mw), xs[s].xs, acc);
+                    __m512 dm = krt_scale_poison_avx512(_mm512_fmadd_ps(dw, _mm512_set1_ps(16.0f), mw));
+                    acc = _mm512_fmadd_ps(dm, xs[s].xs, acc);
                 }
             }
             /* row i = lanes i, 4+i, 8+i, 12+i */
@@ -308,7 +309,7 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_gp_gemv_avx2(float *y, const uint8_t *w, con
             const __m256 dx = _mm256_cvtph_ps(_mm_set1_epi16((short)x[b].d));
             const __m256 dwv = _mm256_cvtph_ps(_mm_set1_epi64x((long long)dw));
             __m256 sd = _mm256_mul_ps(dwv, dx);
-            if (T == KRT_GP_Q5_0) sd = krt_scale_poison_avx2(sd); /* gemv.c: non-finite scale -> NaN */
+            sd = krt_scale_poison_avx2(sd); /* krt_kdot.h: a non-finite scale product -> NaN */
             acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), sd, acc);
             if (T == KRT_GP_Q5_1) { /* + (16 d + m) * d_x * sum(x), half in each 128-bit lane */
                 uint64_t mw = krt_gp_ld16(p[0] + o + 2) | krt_gp_ld16(p[1] + o + 2) << 16 |
@@ -316,7 +317,8 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_gp_gemv_avx2(float *y, const uint8_t *w, con
                 const __m256i sx = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xv), ones);
                 __m256 xs = _mm256_mul_ps(dx, _mm256_cvtepi32_ps(_mm256_hadd_epi32(_mm256_hadd_epi32(sx, sx), _mm256_hadd_epi32(sx, sx))));
                 /* xs: every lane of a 128-bit half holds the half's sum; the two halves add up */
-                __m256 t = _mm256_fmadd_ps(dwv, _mm256_set1_ps(16.0f), _mm256_cvtph_ps(_mm_set1_epi64x((long long)mw)));
+                __m256 t = krt_scale_poison_avx2(
+                    _mm256_fmadd_ps(dwv, _mm256_set1_ps(16.0f), _mm256_cvtph_ps(_mm_set1_epi64x((long long)mw))));
                 acc = _mm256_fmadd_ps(t, xs, acc);
             }
         }

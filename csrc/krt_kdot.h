@@ -17,6 +17,14 @@
  *                acc = acc + ((fp32(d) * d_x) * (float)isum - (fp32(dmin) * d_x) * (float)msum)
  *   Q6_K x Q8_K: isum = sum_{i<16} sc_i * sum_{l<16} (q - 32) * x
  *                acc = acc + (fp32(d) * d_x) * (float)isum
+ * Non-finite scales (krt_common.h krt_scale_poison): every scale product above - fp32(d_w) * d_x,
+ * Q5_1's fp32(m_w) * (fp32(d_x) * xsum), Q4_K / Q5_K's fp32(dmin) * d_x - that is not finite is
+ * replaced by NaN, so a block with a NaN or +-Inf fp16 d / m / dmin (weights) or d (Q8_0: fp16,
+ * Q8_K: fp32; activations) makes every output it meets NaN, in every variant and the Go ports
+ * (ggml gives +-Inf or NaN depending on the integer sums, which split SIMD sums cannot follow).
+ * Finite scales never give a non-finite product except a Q8_K d_x above ~5e33 (|x| > ~6e35)
+ * times a large weight scale; that product is poisoned too. Q6_K's 8-bit sub-scales and the K
+ * 6-bit scales / mins are integers and cannot be non-finite.
  * Integer sums are exact (|isum| < 2^28). The SIMD GEMVs split isum into exact partial sums,
  * scale and accumulate them lane-wise with FMA, so they agree with these to a few ulp of the
  * row's magnitude; the GEMMs follow this order exactly (bit-identical).
@@ -34,7 +42,7 @@ KRT_INLINE float krt_kd_q4_0(const krt_block_q4_0 *w, const krt_block_q8_0 *x, i
             isum += ((int32_t)(w[b].qs[j] & 0x0f) - 8) * (int32_t)x[b].qs[j];
             isum += ((int32_t)(w[b].qs[j] >> 4) - 8) * (int32_t)x[b].qs[j + KRT_QK / 2];
         }
-        float s = krt_fp16_to_fp32(w[b].d) * krt_fp16_to_fp32(x[b].d);
+        float s = krt_scale_poison(krt_fp16_to_fp32(w[b].d) * krt_fp16_to_fp32(x[b].d));
         float p = s * (float)isum;
         acc = acc + p;
     }
@@ -54,9 +62,9 @@ KRT_INLINE float krt_kd_q5_1(const krt_block_q5_1 *w, const krt_block_q8_0 *x, i
             xsum += (int32_t)x[b].qs[j] + (int32_t)x[b].qs[j + KRT_QK / 2];
         }
         float dx = krt_fp16_to_fp32(x[b].d);
-        float s = krt_fp16_to_fp32(w[b].d) * dx;
+        float s = krt_scale_poison(krt_fp16_to_fp32(w[b].d) * dx);
         float p = s * (float)isum;
-        float q = krt_fp16_to_fp32(w[b].m) * (dx * (float)xsum);
+        float q = krt_scale_poison(krt_fp16_to_fp32(w[b].m) * (dx * (float)xsum));
         acc = acc + (p + q);
     }
     return acc;
@@ -87,8 +95,8 @@ KRT_INLINE float krt_kd_q4_K(const krt_block_q4_K *w, const krt_block_q8_K *x, i
     for (int64_t b = 0; b < nb; b++) {
         int32_t isum, msum;
         krt_kd_k45_sums(w[b].scales, w[b].qs, NULL, x + b, &isum, &msum);
-        float a = krt_fp16_to_fp32(w[b].d) * x[b].d;
-        float c = krt_fp16_to_fp32(w[b].dmin) * x[b].d;
+        float a = krt_scale_poison(krt_fp16_to_fp32(w[b].d) * x[b].d);
+        float c = krt_scale_poison(krt_fp16_to_fp32(w[b].dmin) * x[b].d);
         acc = acc + (a * (float)isum - c * (float)msum);
     }
     return acc;
@@ -99,8 +107,8 @@ KRT_INLINE float krt_kd_q5_K(const krt_block_q5_K *w, const krt_block_q8_K *x, i
     for (int64_t b = 0; b < nb; b++) {
         int32_t isum, msum;
         krt_kd_k45_sums(w[b].scales, w[b].qs, w[b].qh, x + b, &isum, &msum);
-        float a = krt_fp16_to_fp32(w[b].d) * x[b].d;
-        float c = krt_fp16_to_fp32(w[b].dmin) * x[b].d;
+        float a = krt_scale_poison(krt_fp16_to_fp32(w[b].d) * x[b].d);
+        float c = krt_scale_poison(krt_fp16_to_fp32(w[b].dmin) * x[b].d);
         acc = acc + (a * (float)isum - c * (float)msum);
     }
     return acc;
@@ -120,7 +128,7 @@ KRT_INLINE float krt_kd_q6_K(const krt_block_q6_K *w, const krt_block_q8_K *x, i
             }
             isum += (int32_t)w[b].scales[i] * dot;
         }
-        float a = krt_fp16_to_fp32(w[b].d) * x[b].d;
+        float a = krt_scale_poison(krt_fp16_to_fp32(w[b].d) * x[b].d);
         acc = acc + a * (float)isum;
     }
     return acc;

@@ -758,7 +758,7 @@ func nanCases() []*Case {
 	for _, kind := range []kvKind{kvF32, kvF16, kvQ8} {
 		cs = append(cs, nanAttnCase(kind, 1, 0), nanAttnCase(kind, 1, 64), nanAttnCase(kind, 24, 0))
 	}
-	return cs
+	return append(cs, nanQCases()...)
 }
 
 // weights is a quantized matrix of the NaN GEMV cases, Q8_0 or Q5_0 (exactly one of q8, q5
@@ -782,4 +782,210 @@ func unpackQ5(b *kernelrt.BlockQ5_0, out *[32]int32) {
 	for j := 0; j < 32; j++ {
 		out[j] = int32(q5(b, j) - 16)
 	}
+}
+
+// scaleOffs are the byte offsets of a block's fp16 scale d and min (m / dmin; -1: none), as
+// ggml's block layouts place them.
+func scaleOffs(t *qtype) (d, m int) {
+	switch t {
+	case typeQ4_1, typeQ5_1, typeQ4K, typeQ5K:
+		return 0, 2
+	case typeQ6K:
+		return 208, -1
+	}
+	return 0, -1
+}
+
+// blockBad is whether block i of w (type t) has a non-finite fp16 scale or min.
+func blockBad(t *qtype, w []byte, i int) bool {
+	d, m := scaleOffs(t)
+	b := w[i*t.size:]
+	bad := func(h uint16) bool { return h&0x7c00 == 0x7c00 }
+	return bad(le16(b[d:])) || m >= 0 && bad(le16(b[m:]))
+}
+
+// nanQCase: GEMV (with a bias, T = 1) or GEMM (T = 3) of a Q4_0 / Q5_1 / K-quant type whose
+// weight blocks carry NaN / +Inf / -Inf in d and in the min (m, dmin), one with every integer
+// term 0, and (acts) activation blocks with a NaN or +Inf scale (Q8_0 fp16 d, Q8_K fp32 d).
+// csrc/krt_kdot.h: every output such a block meets is NaN, in every variant; the rest are the
+// usual dot products.
+func nanQCase(t *qtype, tokens int, acts bool) *Case {
+	const rows = 40
+	cols := 480 // 15 blocks: a partial 4-block step in the AVX-512 GEMV
+	if t.k {
+		cols = 512
+	}
+	op, fn := t.gemvOp, t.gemvFn+"Bias"
+	if tokens > 1 {
+		op, fn = t.gemmOp, t.gemmFn
+	}
+	where := "in weights"
+	if acts {
+		where = "in weights and activations"
+	}
+	c := nanCase(op, fn, fmt.Sprintf("%s %dx%d T=%d %s", t.name, rows, cols, tokens, where),
+		kernelrt.Shape{Rows: rows, Cols: cols, Tokens: tokens}, rows*cols*tokens)
+	c.Tol = 0
+	var w []byte
+	var x actsT
+	var bias, y []float32
+	var ref, scale []float64
+	c.setup = func() {
+		r := newRng("nan/q/" + c.Fn + c.Shape)
+		nb := cols / t.qk
+		w = make([]byte, rows*nb*t.size)
+		t.randBlocks(r, w)
+		dOff, mOff := scaleOffs(t)
+		set := func(row, b, off int, h uint16) { put16(w[(row*nb+b)*t.size+off:], h) }
+		minOr := func(h, alt uint16) (int, uint16) {
+			if mOff >= 0 {
+				return mOff, h
+			}
+			return dOff, alt
+		}
+		set(0, 0, dOff, 0x7e00) // row 0: NaN d
+		set(1, 1, dOff, 0x7c00) // row 1: +Inf d
+		o, h := minOr(0x7c00, 0xfc00)
+		set(2, 0, o, h)            // row 2: +Inf min (no min: -Inf d)
+		set(3, nb-1, dOff, 0xfc00) // row 3: -Inf d in the last block
+		o, h = minOr(0xfc00, 0x7c00)
+		set(4, nb-1, o, h) // row 4: -Inf min in the last block
+		// row 5: +Inf d on a block whose integer terms are all 0
+		blk := w[5*nb*t.size : 5*nb*t.size+t.size]
+		put16(blk[dOff:], 0x7c00)
+		switch t {
+		case typeQ4_0:
+			for i := 2; i < 18; i++ {
+				blk[i] = 0x88
+			}
+		case typeQ5_1:
+			clear(blk[4:24])
+		case typeQ4K, typeQ5K:
+			clear(blk[4:16])
+		case typeQ6K:
+			clear(blk[192:208])
+		}
+		xf := make([]float32, tokens*cols)
+		r.fillActs(xf)
+		x = refActs(t, xf)
+		badX := make([]bool, tokens)
+		if acts {
+			lastB := (tokens-1)*(cols/t.qk) + 1 // the last token's block 1
+			if t.k {
+				x.k[lastB].D = nan32
+				if tokens > 1 {
+					x.k[0].D = inf32
+				}
+			} else {
+				x.q8[lastB].D = 0x7c00
+				if tokens > 1 {
+					x.q8[0].D = 0x7e00
+				}
+			}
+			badX[tokens-1], badX[0] = true, true
+		}
+		bias = make([]float32, rows)
+		r.fill(bias, -0.1, 0.1)
+		bias[9] = nan32
+		y = make([]float32, tokens*rows)
+		ref, scale = make([]float64, tokens*rows), make([]float64, tokens*rows)
+		gemvRef(ref, scale, t, w, rows, cols, x, tokens)
+		for tk := 0; tk < tokens; tk++ {
+			for row := 0; row < rows; row++ {
+				i := tk*rows + row
+				bad := badX[tk]
+				for b := 0; b < nb; b++ {
+					bad = bad || blockBad(t, w, row*nb+b)
+				}
+				if bad {
+					ref[i] = math.NaN()
+				}
+				ref[i] += float64(bias[row])
+				scale[i] += math.Abs(float64(bias[row]))
+			}
+		}
+	}
+	c.free = func() { w, x, bias, y, ref, scale = nil, actsT{}, nil, nil, nil, nil }
+	c.run = func(e exec) error {
+		fillNaN(y)
+		if tokens > 1 {
+			return t.gemm(e, y, w, x, bias, rows, cols, tokens)
+		}
+		return t.gemv(e, y, w, x, bias, rows, cols)
+	}
+	c.outF = func() []float32 { return y }
+	c.check = func() (float64, string) { return specialBad(y, ref, scale, 1e-5) }
+	return c
+}
+
+// actsT is the acts type under another name (nanQCase's parameter acts shadows it).
+type actsT = acts
+
+// nanQDequantCase: dequantize blocks with NaN / +Inf / -Inf in d and in the min, on blocks
+// with and without zero quants: elementwise IEEE (csrc/kquant.c), value = float32(s) +
+// float32(o) of the type's decoder, whose class the kernels must give exactly.
+func nanQDequantCase(t *qtype) *Case {
+	nb := 8
+	if t.k {
+		nb = 3
+	}
+	n := nb * t.qk
+	c := nanCase(t.deqOp, t.deqFn, fmt.Sprintf("%s N=%d", t.name, n), kernelrt.Shape{N: n, Tokens: 1}, n)
+	var w []byte
+	var out []float32
+	var ref []float64
+	c.setup = func() {
+		r := newRng("nan/" + c.Fn)
+		w = make([]byte, nb*t.size)
+		t.randBlocks(r, w)
+		if t == typeQ8K {
+			put16(w[0:], 0)
+			put16(w[2:], 0x7fc0) // fp32 NaN
+			put16(w[t.size:], 0)
+			put16(w[t.size+2:], 0x7f80) // +Inf
+			put16(w[2*t.size:], 0)
+			put16(w[2*t.size+2:], 0xff80) // -Inf
+			w[2*t.size+4] = 0             // Inf * 0
+		} else {
+			dOff, mOff := scaleOffs(t)
+			put16(w[0*t.size+dOff:], 0x7e00)
+			put16(w[1*t.size+dOff:], 0x7c00)
+			put16(w[(nb-1)*t.size+dOff:], 0xfc00)
+			if mOff >= 0 {
+				put16(w[1*t.size+mOff:], 0xfc00) // +Inf d and -Inf min
+				put16(w[2*t.size+mOff:], 0x7e00)
+			}
+		}
+		out, ref = make([]float32, n), make([]float64, n)
+		s, o := make([]float64, t.qk), make([]float64, t.qk)
+		for b := 0; b < nb; b++ {
+			t.decode(w[b*t.size:(b+1)*t.size], s, o)
+			for j := range s {
+				ref[b*t.qk+j] = float64(float32(s[j]) + float32(o[j]))
+			}
+		}
+	}
+	c.free = func() { w, out, ref = nil, nil, nil }
+	c.run = func(e exec) error {
+		fillNaN(out)
+		return t.deq(e, out, w)
+	}
+	c.outF = func() []float32 { return out }
+	c.check = func() (float64, string) { return specialBad(out, ref, nil, 0) }
+	return c
+}
+
+// nanQCases are the NaN/Inf rows of the Q4_0, Q4_1, Q5_1, K-quant and Q8_K types.
+func nanQCases() []*Case {
+	var cs []*Case
+	for _, t := range []*qtype{typeQ4_0, typeQ4_1, typeQ5_1, typeQ4K, typeQ5K, typeQ6K, typeQ8K} {
+		cs = append(cs, nanQDequantCase(t))
+		if t.gemv == nil {
+			continue
+		}
+		for _, a := range []bool{false, true} {
+			cs = append(cs, nanQCase(t, 1, a), nanQCase(t, 3, a))
+		}
+	}
+	return cs
 }

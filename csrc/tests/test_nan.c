@@ -5,7 +5,8 @@
  * give, element by element, the class _ref gives (NaN / +Inf / -Inf / finite, finite values
  * within 1e-5 relative), and the documented rule (the banners of csrc/norm.c, elementwise.c,
  * rope.c, embed.c, attention.c) is checked explicitly where it is short to state.
- * Q8_0 / Q5_0 GEMV and GEMM: a non-finite block scale gives NaN in every variant.
+ * Q8_0 / Q5_0 / Q4_0 / Q5_1 / Q4_K / Q5_K / Q6_K GEMV and GEMM: a non-finite block scale or min
+ * (weights or activations, Q8_K's fp32 d too) gives NaN in every variant (krt_kdot.h).
  * (Attention over F32/F16/Q8_0 caches and the KV appends: csrc/tests/test_attn.c.)
  */
 #include <stdint.h>
@@ -487,6 +488,120 @@ static void test_gemv_scales(void) {
     }
 }
 
+/* ---- Q4_0, Q5_1 (x Q8_0) and Q4_K, Q5_K, Q6_K (x Q8_K) GEMV and GEMM: the same rule for every
+ * fp16 / fp32 scale and min (krt_kdot.h). Per type, rows: 0 NaN d in block 0, 1 +Inf d in block 1,
+ * 2 +Inf min (Q5_1 m, K dmin; Q4_0 / Q6_K: -Inf d) in block 0, 3 -Inf d in the last block,
+ * 4 NaN min (no-min types: +Inf d) in the last block, 5 +Inf d on a block whose integer terms are
+ * all 0, the rest finite; pass 1: the last token's block 1 activation scale +Inf (every row NaN),
+ * pass 2: NaN. Dequantize: the SIMD variants give, element by element, _ref's class. ---- */
+typedef void (*gemv_any)(float *, const void *, const void *, const float *, int64_t, int64_t, int64_t);
+typedef void (*gemm_any)(float *, const void *, const void *, const float *, int64_t, int64_t, int64_t, int64_t, int64_t);
+typedef void (*deq_any)(float *, const void *, int64_t, int64_t);
+typedef struct {
+    const char *name;
+    int bs, qk, k, doff, moff; /* block bytes, weights per block, Q8_K activations, d / min offsets (-1: none) */
+    gemv_any gv[3];
+    gemm_any gm[3];
+    deq_any dq[3];
+} ktype;
+#define KT_FNS(T)                                                                                                   \
+    {(gemv_any)krt_gemv_##T##_ref, (gemv_any)krt_gemv_##T##_avx2, (gemv_any)krt_gemv_##T##_avx512},             \
+        {(gemm_any)krt_gemm_##T##_ref, (gemm_any)krt_gemm_##T##_avx2, (gemm_any)krt_gemm_##T##_avx512},         \
+    {                                                                                                               \
+        (deq_any) krt_dequantize_##T##_ref, (deq_any)krt_dequantize_##T##_avx2, (deq_any)krt_dequantize_##T##_avx512 \
+    }
+static void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
+static void test_kquant_scales(void) {
+    enum { ROWS = 40, T = 3, MAXB = 8192 };
+    static const ktype K[5] = {
+        {"q4_0", 18, 32, 0, 0, -1, KT_FNS(q4_0)},  {"q5_1", 24, 32, 0, 0, 2, KT_FNS(q5_1)},
+        {"q4_K", 144, 256, 1, 0, 2, KT_FNS(q4_K)}, {"q5_K", 176, 256, 1, 0, 2, KT_FNS(q5_K)},
+        {"q6_K", 210, 256, 1, 208, -1, KT_FNS(q6_K)},
+    };
+    static uint8_t w[ROWS * MAXB];
+    static krt_block_q8_0 x0[T * 16];
+    static krt_block_q8_K xk[T * 2];
+    static float bias[ROWS], y[T * ROWS], dref[16 * 256], dgot[16 * 256];
+    for (int r = 0; r < ROWS; r++) bias[r] = rndf(-1, 1);
+    for (int ti = 0; ti < 5; ti++) {
+        const ktype *kt = &K[ti];
+        const int cols = kt->k ? 512 : 480, nb = cols / kt->qk; /* 480: a partial 4-block step */
+        for (int i = 0; i < ROWS * nb * kt->bs; i++) w[i] = (uint8_t)rndf(0, 255);
+        for (int i = 0; i < ROWS * nb; i++) {
+            uint8_t *b = w + i * kt->bs;
+            put16(b + kt->doff, (uint16_t)(0x1c00 + rng % 512)); /* ~0.004 .. 0.008 */
+            if (kt->moff >= 0) put16(b + kt->moff, (uint16_t)(0x1c00 + rng % 512));
+        }
+#define WB(r, b) (w + ((r) * nb + (b)) * kt->bs)
+        put16(WB(0, 0) + kt->doff, 0x7e00);
+        put16(WB(1, 1) + kt->doff, 0x7c00);
+        put16(WB(2, 0) + (kt->moff >= 0 ? kt->moff : kt->doff), kt->moff >= 0 ? 0x7c00 : 0xfc00);
+        put16(WB(3, nb - 1) + kt->doff, 0xfc00);
+        put16(WB(4, nb - 1) + (kt->moff >= 0 ? kt->moff : kt->doff), kt->moff >= 0 ? 0x7e00 : 0x7c00);
+        {
+            uint8_t *b = WB(5, 0);
+            put16(b + kt->doff, 0x7c00);
+            if (ti == 0) memset(b + 2, 0x88, 16);                  /* q - 8 = 0 */
+            if (ti == 1) memset(b + 4, 0, 20);                     /* q = 0 */
+            if (ti == 2 || ti == 3) memset(b + 4, 0, 12);          /* sub-scales and mins 0 */
+            if (ti == 4) memset(b + 192, 0, 16);                   /* sub-scales 0 */
+        }
+#undef WB
+        for (int i = 0; i < T * 16; i++) {
+            x0[i].d = 0x2400;
+            for (int j = 0; j < 32; j++) x0[i].qs[j] = (int8_t)rndf(-127, 127);
+        }
+        for (int i = 0; i < T * 2; i++) {
+            xk[i].d = 0.01f;
+            for (int j = 0; j < 256; j++) xk[i].qs[j] = (int8_t)rndf(-127, 127);
+            for (int g = 0; g < 16; g++) {
+                int sum = 0;
+                for (int j = 0; j < 16; j++) sum += xk[i].qs[16 * g + j];
+                xk[i].bsums[g] = (int16_t)sum;
+            }
+        }
+        const void *x = kt->k ? (const void *)xk : (const void *)x0;
+        const size_t xbs = kt->k ? sizeof(krt_block_q8_K) : sizeof(krt_block_q8_0);
+        for (int pass = 0; pass < 3; pass++) {
+            if (pass > 0) {
+                uint8_t *xb = (uint8_t *)x + ((T - 1) * nb + 1) * xbs;
+                if (kt->k) {
+                    float v = pass == 1 ? F_INF : F_NAN;
+                    memcpy(xb, &v, 4);
+                } else {
+                    put16(xb, pass == 1 ? 0x7c00 : 0x7e00);
+                }
+            }
+            for (int vi = 0; vi < 3; vi++) {
+                if (!V[vi].supported) continue;
+                kt->gv[vi](y, w, (const uint8_t *)x + (T - 1) * nb * xbs, bias, cols, 0, ROWS);
+                for (int r = 0; r < ROWS; r++) {
+                    int want = (r < 6 || pass > 0) ? 1 : 0;
+                    CHECK(cls(y[r]) == want, "%s gemv_%s pass %d row %d: %s (%g), want %s", V[vi].name, kt->name, pass, r,
+                          clsname[cls(y[r])], y[r], clsname[want]);
+                }
+                kt->gm[vi](y, w, x, bias, ROWS, cols, T, 0, ROWS);
+                for (int t = 0; t < T; t++)
+                    for (int r = 0; r < ROWS; r++) {
+                        int want = (r < 6 || (pass > 0 && t == T - 1)) ? 1 : 0;
+                        CHECK(cls(y[t * ROWS + r]) == want, "%s gemm_%s pass %d token %d row %d: %s, want %s", V[vi].name,
+                              kt->name, pass, t, r, clsname[cls(y[t * ROWS + r])], clsname[want]);
+                    }
+            }
+        }
+        /* dequantize rows 0..5 (the poisoned blocks): elementwise IEEE, the class of _ref */
+        const int nd = 6 * nb < 16 * 256 / kt->qk ? 6 * nb : 16 * 256 / kt->qk;
+        kt->dq[0](dref, w, 0, nd);
+        for (int vi = 1; vi < 3; vi++) {
+            if (!V[vi].supported) continue;
+            kt->dq[vi](dgot, w, 0, nd);
+            for (int i = 0; i < nd * kt->qk; i++)
+                CHECK(cls(dgot[i]) == cls(dref[i]) && (cls(dref[i]) || dgot[i] == dref[i]), "%s dequantize_%s [%d]: %g, want %g",
+                      V[vi].name, kt->name, i, dgot[i], dref[i]);
+        }
+    }
+}
+
 int main(void) {
     init_variants();
     for (int vi = 1; vi < 3; vi++)
@@ -498,6 +613,7 @@ int main(void) {
     test_embed();
     test_attention();
     test_gemv_scales();
+    test_kquant_scales();
     if (failures) {
         printf("test_nan: %d failures\n", failures);
         return 1;

@@ -3,4 +3,4 @@
 package ckernels
 
 // csrcHash is the hash of csrc/ this package was last generated for (see csrchash).
-const csrcHash = "6f277e51e30791bd8914233614f05e826238d3d3e858d771d320fb109ea6b169"
+const csrcHash = "95f29668ed2bf56b6186bb8e9b333cd92fd101f75fd582f0dd388eab44b30ec0"

@@ -340,6 +340,6 @@ func StreamRead(out, src kern.P, i0, i1 int) {
 }
 
 // scalePoison is krt_scale_poison: s for a finite block-scale product, NaN for +-Inf or NaN
-// (so a block with a non-finite fp16 scale makes the Q8_0 / Q5_0 GEMV and GEMM outputs it
-// meets NaN, as in every C variant).
+// (so a block with a non-finite scale or min, in weights or activations, makes every GEMV and
+// GEMM output it meets NaN, as in every C variant; csrc/krt_kdot.h states the rule).
 func scalePoison(s float32) float32 { return s + (s - s) }

@@ -14,7 +14,7 @@ func dotQ4_0(w []blockQ4_0, x []blockQ8_0) float32 {
 		for j := 0; j < qk; j++ {
 			isum += (nib(&w[b].qs, j) - 8) * int32(x[b].qs[j])
 		}
-		s := float32(FP16ToFP32(w[b].d) * FP16ToFP32(x[b].d))
+		s := scalePoison(float32(FP16ToFP32(w[b].d) * FP16ToFP32(x[b].d)))
 		acc = acc + float32(s*float32(isum))
 	}
 	return acc
@@ -30,8 +30,8 @@ func dotQ5_1(w []blockQ5_1, x []blockQ8_0) float32 {
 			xsum += int32(x[b].qs[j])
 		}
 		dx := FP16ToFP32(x[b].d)
-		p := float32(float32(FP16ToFP32(w[b].d)*dx) * float32(isum))
-		q := float32(FP16ToFP32(w[b].m) * float32(dx*float32(xsum)))
+		p := float32(scalePoison(float32(FP16ToFP32(w[b].d)*dx)) * float32(isum))
+		q := scalePoison(float32(FP16ToFP32(w[b].m) * float32(dx*float32(xsum))))
 		acc = acc + (p + q)
 	}
 	return acc
@@ -56,8 +56,8 @@ func dotQ4K(w []blockQ4K, x []blockQ8K) float32 {
 	acc := float32(0)
 	for b := range x {
 		isum, msum := k45Sums(&w[b].scales, w[b].q, &x[b])
-		a := float32(FP16ToFP32(w[b].d) * x[b].d)
-		c := float32(FP16ToFP32(w[b].dmin) * x[b].d)
+		a := scalePoison(float32(FP16ToFP32(w[b].d) * x[b].d))
+		c := scalePoison(float32(FP16ToFP32(w[b].dmin) * x[b].d))
 		acc = acc + (float32(a*float32(isum)) - float32(c*float32(msum)))
 	}
 	return acc
@@ -68,8 +68,8 @@ func dotQ5K(w []blockQ5K, x []blockQ8K) float32 {
 	acc := float32(0)
 	for b := range x {
 		isum, msum := k45Sums(&w[b].scales, w[b].q, &x[b])
-		a := float32(FP16ToFP32(w[b].d) * x[b].d)
-		c := float32(FP16ToFP32(w[b].dmin) * x[b].d)
+		a := scalePoison(float32(FP16ToFP32(w[b].d) * x[b].d))
+		c := scalePoison(float32(FP16ToFP32(w[b].dmin) * x[b].d))
 		acc = acc + (float32(a*float32(isum)) - float32(c*float32(msum)))
 	}
 	return acc
@@ -87,7 +87,7 @@ func dotQ6K(w []blockQ6K, x []blockQ8K) float32 {
 			}
 			isum += int32(w[b].scales[i]) * dot
 		}
-		a := float32(FP16ToFP32(w[b].d) * x[b].d)
+		a := scalePoison(float32(FP16ToFP32(w[b].d) * x[b].d))
 		acc = acc + float32(a*float32(isum))
 	}
 	return acc
