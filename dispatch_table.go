@@ -76,10 +76,12 @@ const (
 	SplitElements                    // Shape.N
 	SplitBlocks                      // Shape.N / 32 (quantized blocks)
 	SplitSuperBlocks                 // Shape.N / 256 (K-quant super-blocks)
+	SplitKVChunks                    // Shape.KVHeads * Shape.Chunks (decode attention: KV head x cache chunk)
+	SplitKVTiles                     // Shape.KVHeads * ceil(Shape.Tokens / 16) (prefill attention: KV head x query tile)
 )
 
 func (d SplitDim) String() string {
-	return [...]string{"rows", "tokens", "heads", "elements", "blocks", "super-blocks"}[d]
+	return [...]string{"rows", "tokens", "heads", "elements", "blocks", "super-blocks", "kv-chunks", "kv-tiles"}[d]
 }
 
 // units is how many units of d a call of shape s has.
@@ -95,6 +97,10 @@ func (d SplitDim) units(s Shape) int {
 		return s.N / QK
 	case SplitSuperBlocks:
 		return s.N / QKK
+	case SplitKVChunks:
+		return s.KVHeads * max(s.Chunks, 1)
+	case SplitKVTiles:
+		return s.KVHeads * ((s.Tokens + attnQTile - 1) / attnQTile)
 	}
 	return s.N
 }
@@ -104,6 +110,7 @@ type Shape struct {
 	Rows, Cols, Tokens    int // GEMV/GEMM: rows x cols weights, Tokens activations
 	Heads, KVHeads, HeadD int // attention and RoPE
 	Ctx                   int // attention: cache positions attended (max over tokens)
+	Chunks                int // decode attention: cache chunks per KV head (0 counts as 1)
 	N                     int // elementwise ops and quantization: elements
 }
 
@@ -236,11 +243,25 @@ func defaultTable() [numOps]OpRow {
 			Elements: func(s Shape) int { return s.Tokens * s.Heads * s.HeadD }, MinElements: [numModes]int{16384, 16384}},
 		OpKVAppend: {Split: SplitTokens, Granule: one, Elements: func(s Shape) int { return s.Tokens * s.KVHeads * s.HeadD },
 			MinElements: [numModes]int{32768, 32768}},
-		OpAttention: {Split: SplitHeads, Granule: one, Elements: func(s Shape) int { return s.Tokens * s.Heads * s.Ctx * s.HeadD },
-			ScratchBytes: func(s Shape) int { return 4 * s.Ctx }, MinElements: [numModes]int{16384, 16384}},
 		OpEmbedQ8_0: {Split: SplitTokens, Granule: colsLine, Elements: tokCols, MinElements: [numModes]int{16384, 16384}},
 		// One float of output: never split.
 		OpStreamRead: {Split: SplitElements, Granule: one, Elements: elems},
+		// KV caches in F16 / Q8_0 and attention over F32 / F16 / Q8_0 caches (kernels_attn.go).
+		// Decode splits KV head x cache chunk (the chunk rule picks the chunks), the merge of
+		// chunked partial sums splits query heads, prefill splits KV head x 16-token query tile
+		// in zigzag order (an even split balances the causal work). Work: multiply-adds.
+		OpKVAppendF16: {Split: SplitTokens, Granule: one, Elements: func(s Shape) int { return s.Tokens * s.KVHeads * s.HeadD },
+			MinElements: [numModes]int{32768, 32768}},
+		OpKVAppendQ8_0: {Split: SplitTokens, Granule: one, Elements: func(s Shape) int { return s.Tokens * s.KVHeads * s.HeadD },
+			MinElements: [numModes]int{16384, 16384}},
+		OpAttnDecodeF32:  attnDecodeRow(),
+		OpAttnDecodeF16:  attnDecodeRow(),
+		OpAttnDecodeQ8_0: attnDecodeRow(),
+		OpAttnMerge: {Split: SplitHeads, Granule: one, Elements: func(s Shape) int { return s.Heads * max(s.Chunks, 1) * s.HeadD },
+			MinElements: [numModes]int{4096, 4096}},
+		OpAttnPrefillF32:  attnPrefillRow(),
+		OpAttnPrefillF16:  attnPrefillRow(),
+		OpAttnPrefillQ8_0: attnPrefillRow(),
 	}
 	for i := range t {
 		t[i].Op = Op(i)
@@ -261,6 +282,22 @@ func defaultTable() [numOps]OpRow {
 		t[op].SerialBackend = "cgo"
 	}
 	return t
+}
+
+// attnDecodeRow is the row of the decode attention kernels: work = heads x positions x
+// head size; each worker a private scratch.
+func attnDecodeRow() OpRow {
+	return OpRow{Split: SplitKVChunks, Granule: func(Shape) int { return 1 },
+		Elements:     func(s Shape) int { return s.Heads * s.Ctx * s.HeadD },
+		ScratchBytes: func(s Shape) int { return 4 * AttnScratchFloats(s.HeadD) }, MinElements: [numModes]int{16384, 16384}}
+}
+
+// attnPrefillRow is the row of the prefill attention kernels: work = the causal multiply-adds
+// heads x head size x (tokens x (Ctx - tokens/2)), Ctx = pos0 + tokens.
+func attnPrefillRow() OpRow {
+	return OpRow{Split: SplitKVTiles, Granule: func(Shape) int { return 1 },
+		Elements:     func(s Shape) int { return s.Heads * s.HeadD * s.Tokens * max(s.Ctx-s.Tokens/2, 1) },
+		ScratchBytes: func(s Shape) int { return 4 * AttnScratchFloats(s.HeadD) }, MinElements: [numModes]int{16384, 16384}}
 }
 
 // Table returns a copy of the dispatch table rows in use by rt.

@@ -4,7 +4,8 @@ import (
 	"math"
 )
 
-// ---- decoder ops: SwiGLU, residual add, RoPE, KV-cache append, attention, embedding ----
+// ---- decoder ops: SwiGLU, residual add, RoPE, F32 KV-cache append, embedding ----
+// (attention and the F16 / Q8_0 caches: kernels_attn.go)
 //
 // Each binder below (//kernelrt:api Name) checks every argument, then hands the packed kernel
 // arguments to run; tools/opgen makes it the package function, Serial and Runtime method.
@@ -287,16 +288,6 @@ func kvAppend(rt *Runtime, cache, src []float32, tokens, srcStride, nKVHeads, he
 	return rt.run(OpKVAppend, Shape{Tokens: tokens, KVHeads: nKVHeads, HeadD: headDim}, argsKVAppend(sliceP(cache), sliceP(src), srcStride, nKVHeads, headDim, maxCtx, pos0), nil)
 }
 
-// checkKVCache checks maxCtx > 0 and len(cache) = nKVHeads*maxCtx*headDim, given
-// row = nKVHeads*headDim.
-func checkKVCache(fn, arg string, cache []float32, row, maxCtx int) error {
-	n, ok := mulOK(row, maxCtx)
-	if !ok {
-		return argErr(fn, "maxCtx", "nKVHeads*maxCtx*headDim = %d*%d overflows int", row, maxCtx)
-	}
-	return checkLenF(fn, arg, cache, "nKVHeads*maxCtx*headDim", n, "floats")
-}
-
 // checkKVAppend checks KVAppend's arguments (fn names the caller in errors).
 func checkKVAppend(fn string, cache, src []float32, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0 int) error {
 	if err := checkPositive(fn, "tokens", tokens); err != nil {
@@ -315,7 +306,7 @@ func checkKVAppend(fn string, cache, src []float32, tokens, srcStride, nKVHeads,
 	if err := checkPositions(fn, pos0, tokens, "maxCtx", maxCtx); err != nil {
 		return err
 	}
-	if err := checkKVCache(fn, "cache", cache, row, maxCtx); err != nil {
+	if err := checkCacheLen(fn, "cache", kvF32, cache, row, maxCtx); err != nil {
 		return err
 	}
 	n, ok := stridedLen(tokens, srcStride, row)
@@ -326,110 +317,6 @@ func checkKVAppend(fn string, cache, src []float32, tokens, srcStride, nKVHeads,
 		return err
 	}
 	return checkNoOverlap(fn, "cache", "src", spanOf(cache), spanOf(src))
-}
-
-// ---- attention ----
-
-// Attention computes grouped-query causal attention over F32 KV caches (layout
-// [kv head][maxCtx][headDim], positions 0..pos0+tokens-1 already appended): for query head h
-// of token t (position p = pos0+t), with KV head g = h / (nHeads/nKVHeads),
-//
-//	s[j] = dot(q[t,h], K[g][j]) / sqrt(headDim)   for j = 0..p
-//	out[t,h] = sum_j softmax(s)[j] * V[g][j]
-//
-// as llama.cpp's qwen2 graph computes it, up to float32 rounding: the softmax is
-// max-subtracted (the SIMD kernels use its streaming, block-by-block form, sharing each block
-// of K and V among the query heads of a group). Token t's query heads start at q[t*qStride];
-// out is tokens x nHeads x headDim, contiguous. nHeads must be a multiple of nKVHeads,
-// qStride >= nHeads*headDim, pos0+tokens <= maxCtx, len(q) exactly
-// (tokens-1)*qStride + nHeads*headDim, both caches nKVHeads*maxCtx*headDim floats, and scratch
-// at least maxCtx floats (the scores; a caller running several attentions at once gives each
-// its own). out and scratch must not overlap each other or any input.
-//
-//kernelrt:api Attention
-func attention(rt *Runtime, out, q, kcache, vcache, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
-	if err := checkAttention("Attention", out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0); err != nil {
-		return err
-	}
-	return rt.run(OpAttention, Shape{Tokens: tokens, Heads: nHeads, KVHeads: nKVHeads, HeadD: headDim, Ctx: pos0 + tokens}, argsAttention(sliceP(out), sliceP(q), sliceP(kcache), sliceP(vcache), nHeads, nKVHeads, headDim, maxCtx, qStride, pos0, tokens), sliceP(scratch))
-}
-
-// checkAttention checks Attention's arguments (fn names the caller in errors), scratch included.
-func checkAttention(fn string, out, q, kcache, vcache, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
-	if err := checkAttentionNoScratch(fn, out, q, kcache, vcache, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0); err != nil {
-		return err
-	}
-	if err := checkMinLenF(fn, "scratch", scratch, "maxCtx", maxCtx, "floats"); err != nil {
-		return err
-	}
-	sc := spanOf(scratch)
-	for _, in := range []struct {
-		name string
-		s    span
-	}{{"out", spanOf(out)}, {"q", spanOf(q)}, {"kcache", spanOf(kcache)}, {"vcache", spanOf(vcache)}} {
-		if err := checkNoOverlap(fn, "scratch", in.name, sc, in.s); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// checkAttentionNoScratch is checkAttention without the scratch argument, for a caller that
-// supplies each worker's scratch itself (the Runtime's per-worker arena buffers).
-func checkAttentionNoScratch(fn string, out, q, kcache, vcache []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
-	if err := checkPositive(fn, "tokens", tokens); err != nil {
-		return err
-	}
-	qrow, err := checkHeadShape(fn, "nHeads", nHeads, headDim)
-	if err != nil {
-		return err
-	}
-	if err := checkPositive(fn, "nKVHeads", nKVHeads); err != nil {
-		return err
-	}
-	if nHeads%nKVHeads != 0 {
-		return argErr(fn, "nKVHeads", "nHeads = %d is not a multiple of nKVHeads = %d", nHeads, nKVHeads)
-	}
-	if err := checkPositive(fn, "maxCtx", maxCtx); err != nil {
-		return err
-	}
-	if err := checkStride(fn, "qStride", qStride, "nHeads*headDim", qrow); err != nil {
-		return err
-	}
-	if err := checkPositions(fn, pos0, tokens, "maxCtx", maxCtx); err != nil {
-		return err
-	}
-	on, ok := mulOK(tokens, qrow)
-	if !ok {
-		return argErr(fn, "tokens", "tokens*nHeads*headDim = %d*%d overflows int", tokens, qrow)
-	}
-	if err := checkLenF(fn, "out", out, "tokens*nHeads*headDim", on, "floats"); err != nil {
-		return err
-	}
-	qn, ok := stridedLen(tokens, qStride, qrow)
-	if !ok {
-		return argErr(fn, "qStride", "(tokens-1)*qStride + nHeads*headDim = (%d-1)*%d + %d overflows int", tokens, qStride, qrow)
-	}
-	if err := checkLenF(fn, "q", q, "(tokens-1)*qStride + nHeads*headDim", qn, "floats"); err != nil {
-		return err
-	}
-	kvrow := nKVHeads * headDim // <= nHeads*headDim: fits
-	if err := checkKVCache(fn, "kcache", kcache, kvrow, maxCtx); err != nil {
-		return err
-	}
-	if err := checkKVCache(fn, "vcache", vcache, kvrow, maxCtx); err != nil {
-		return err
-	}
-	os := spanOf(out)
-	for _, in := range []struct {
-		name string
-		s    span
-	}{{"q", spanOf(q)}, {"kcache", spanOf(kcache)}, {"vcache", spanOf(vcache)}} {
-		if err := checkNoOverlap(fn, "out", in.name, os, in.s); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // ---- embedding ----

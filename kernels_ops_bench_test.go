@@ -83,21 +83,29 @@ func BenchmarkKVAppend(b *testing.B) {
 func BenchmarkAttention(b *testing.B) {
 	rng := newRand(205)
 	// decode: position 511 (cache of 512); prefill: 128 tokens causal from position 0. Bytes:
-	// every query head reads its group's K and V rows once.
-	benchOps(b, "Attention", func(T int) int64 {
-		if T == 1 {
-			return qwenHeads * 512 * qwenHeadDim * 8
+	// each KV head's K and V rows are read once for its whole group of query heads.
+	for _, kind := range kvKinds {
+		rowBytes := int64(qwenKVHeads * qwenHeadDim * [...]int{4, 2, 0}[kind])
+		if kind == kvQ8 {
+			rowBytes = qwenKVHeads * qwenHeadDim / QK * 34
 		}
-		return qwenHeads * int64(T*(T+1)/2) * qwenHeadDim * 8
-	}, func(T int) func() error {
-		maxCtx, pos0 := 512, 511
-		if T > 1 {
-			maxCtx, pos0 = T, 0
-		}
-		c := newAttnCase(rng, T, qwenHeads, qwenKVHeads, qwenHeadDim, maxCtx, pos0, qwenQKVWidth-qwenHidden)
-		out, scratch := make([]float32, T*qwenHidden), make([]float32, maxCtx)
-		return func() error { return c.run(out, scratch) }
-	})
+		b.Run(kind.String(), func(b *testing.B) {
+			benchOps(b, attnOpName(kind), func(T int) int64 {
+				if T == 1 {
+					return 2 * 512 * rowBytes
+				}
+				return 2 * int64(T*(T+1)/2) * rowBytes
+			}, func(T int) func() error {
+				maxCtx, pos0 := 512, 511
+				if T > 1 {
+					maxCtx, pos0 = T, 0
+				}
+				c := newAttnCase(rng, kind, T, qwenHeads, qwenKVHeads, qwenHeadDim, maxCtx, pos0, qwenQKVWidth-qwenHidden)
+				out, scratch := make([]float32, T*qwenHidden), make([]float32, AttnScratchFloats(qwenHeadDim))
+				return func() error { return c.attention(Serial{}, out, scratch) }
+			})
+		})
+	}
 }
 
 func BenchmarkEmbedQ8_0(b *testing.B) {

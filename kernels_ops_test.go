@@ -1,7 +1,7 @@
 package kernelrt
 
-// Tests of the decoder ops (kernels_ops.go): SwiGLU, Add, RopeNeoX, KVAppend, Attention and
-// EmbedQ8_0, for every registered backend x variant this CPU runs.
+// Tests of the decoder ops (kernels_ops.go): SwiGLU, Add, RopeNeoX, KVAppend and EmbedQ8_0,
+// for every registered backend x variant this CPU runs (attention: kernels_attn_test.go).
 //
 // Accuracy, against independent float64 references:
 //   - SwiGLU: |got-ref| <= 1e-6*|ref| + 1e-34 (the floor only matters where silu underflows:
@@ -11,10 +11,6 @@ package kernelrt
 //     pair (a rotation that cancels to ~0 cannot be more accurate than its terms); the reference
 //     uses float64 cos/sin of its own, not the table;
 //   - KV append and the embedding: exact;
-//   - Attention: |got-ref| <= 1e-5 * sum_j w_j*|V[j][d]| (the softmax-weighted magnitude of the
-//     output element, meaningful when the weighted sum cancels to ~0). Measured worst cases are
-//     about 5e-7 for every variant; 1e-5 leaves room for long caches (errors grow with the
-//     number of positions summed).
 
 import (
 	"fmt"
@@ -28,7 +24,6 @@ import (
 
 const (
 	opsSentinel  = float32(-12345.5)
-	attnTol      = 1e-5
 	swigluTol    = 1e-6
 	swigluFloor  = 1e-34
 	ropeTol      = 1e-6
@@ -76,114 +71,6 @@ func ropeF64(x []float32, theta float64, tokens, nHeads, headDim, stride, pos0 i
 		}
 	}
 	return ref, mag
-}
-
-// attnCase is one attention problem: caches filled for positions 0..pos0+tokens-1 and NaN
-// beyond (a kernel reading past the causal range poisons its output).
-type attnCase struct {
-	tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int
-	q, kc, vc                                                []float32
-}
-
-func (c *attnCase) String() string {
-	return fmt.Sprintf("T=%d pos0=%d heads=%d/%d hd=%d ctx=%d", c.tokens, c.pos0, c.nHeads, c.nKVHeads, c.headDim, c.maxCtx)
-}
-
-func newAttnCase(rng *rand.Rand, tokens, nHeads, nKVHeads, headDim, maxCtx, pos0, qGap int) *attnCase {
-	c := &attnCase{tokens: tokens, qStride: nHeads*headDim + qGap, nHeads: nHeads, nKVHeads: nKVHeads,
-		headDim: headDim, maxCtx: maxCtx, pos0: pos0}
-	c.q = randF32(rng, (tokens-1)*c.qStride+nHeads*headDim, 1.5)
-	c.kc, c.vc = make([]float32, nKVHeads*maxCtx*headDim), make([]float32, nKVHeads*maxCtx*headDim)
-	nan := float32(math.NaN())
-	for g := 0; g < nKVHeads; g++ {
-		for p := 0; p < maxCtx; p++ {
-			for d := 0; d < headDim; d++ {
-				i := (g*maxCtx+p)*headDim + d
-				if p < pos0+tokens {
-					c.kc[i], c.vc[i] = (2*rng.Float32()-1)*1.0, (2*rng.Float32()-1)*1.0
-				} else {
-					c.kc[i], c.vc[i] = nan, nan
-				}
-			}
-		}
-	}
-	return c
-}
-
-func (c *attnCase) run(out, scratch []float32) error {
-	return Attention(out, c.q, c.kc, c.vc, scratch, c.tokens, c.qStride, c.nHeads, c.nKVHeads, c.headDim, c.maxCtx, c.pos0)
-}
-
-func (c *attnCase) runSet(s *kern.Set, out, scratch []float32, h0, h1 int) {
-	s.K[kern.Attention](argsAttention(sliceP(out), sliceP(c.q), sliceP(c.kc), sliceP(c.vc),
-		c.nHeads, c.nKVHeads, c.headDim, c.maxCtx, c.qStride, c.pos0, c.tokens), sliceP(scratch), h0, h1)
-}
-
-// refF64 is the attention in float64 and, per output element, sum_j w_j*|V[j][d]|.
-func (c *attnCase) refF64() (ref, mag []float64) {
-	hd := c.headDim
-	ref, mag = make([]float64, c.tokens*c.nHeads*hd), make([]float64, c.tokens*c.nHeads*hd)
-	scale := 1 / math.Sqrt(float64(hd))
-	for t := 0; t < c.tokens; t++ {
-		n := c.pos0 + t + 1
-		w := make([]float64, n)
-		for h := 0; h < c.nHeads; h++ {
-			g := h / (c.nHeads / c.nKVHeads)
-			q := c.q[t*c.qStride+h*hd:]
-			m := math.Inf(-1)
-			for j := range w {
-				k := c.kc[(g*c.maxCtx+j)*hd:]
-				s := 0.0
-				for d := 0; d < hd; d++ {
-					s += float64(q[d]) * float64(k[d])
-				}
-				w[j] = s * scale
-				m = math.Max(m, w[j])
-			}
-			sum := 0.0
-			for j := range w {
-				w[j] = math.Exp(w[j] - m)
-				sum += w[j]
-			}
-			o := (t*c.nHeads + h) * hd
-			for j := range w {
-				wj := w[j] / sum
-				v := c.vc[(g*c.maxCtx+j)*hd:]
-				for d := 0; d < hd; d++ {
-					ref[o+d] += wj * float64(v[d])
-					mag[o+d] += wj * math.Abs(float64(v[d]))
-				}
-			}
-		}
-	}
-	return ref, mag
-}
-
-// checkAttnOut compares out with the reference; heads outside [h0, h1) must hold sentinels.
-// It returns the worst error relative to mag.
-func checkAttnOut(t *testing.T, what string, c *attnCase, out []float32, ref, mag []float64, h0, h1 int) float64 {
-	t.Helper()
-	worst, bad := 0.0, 0
-	for i, got := range out {
-		h := i / c.headDim % c.nHeads
-		if h < h0 || h >= h1 {
-			if got != opsSentinel {
-				t.Errorf("%s: wrote out[%d] (head %d) outside heads [%d,%d)", what, i, h, h0, h1)
-				return worst
-			}
-			continue
-		}
-		e := math.Abs(float64(got)-ref[i]) / mag[i]
-		if !(e <= attnTol) {
-			if bad++; bad <= 3 {
-				t.Errorf("%s: out[%d] = %g, want %g (error %.3g of sum w|v| = %g)", what, i, got, ref[i], e, mag[i])
-			}
-		}
-		if !(e <= worst) {
-			worst = e
-		}
-	}
-	return worst
 }
 
 // embedCase is a random Q8_0 table and token ids (including the first and last row).
@@ -420,82 +307,6 @@ func checkKV(t *testing.T, what string, cache, src []float32, srcStride, nKVHead
 	}
 }
 
-// ---- attention ----
-
-// attnShapes are the tested problems: Qwen2 GQA 14/2 x 64 at decode with caches of 1, 17 and
-// 512 positions and a 128-token prefill (plus a prefill continuing a cache), then odd shapes.
-func attnShapes(rng *rand.Rand) []*attnCase {
-	return []*attnCase{
-		newAttnCase(rng, 1, qwenHeads, qwenKVHeads, qwenHeadDim, 512, 0, 0),
-		newAttnCase(rng, 1, qwenHeads, qwenKVHeads, qwenHeadDim, 512, 16, 0),
-		newAttnCase(rng, 1, qwenHeads, qwenKVHeads, qwenHeadDim, 512, 511, 256),
-		newAttnCase(rng, 128, qwenHeads, qwenKVHeads, qwenHeadDim, 128, 0, 256),
-		newAttnCase(rng, 5, qwenHeads, qwenKVHeads, qwenHeadDim, 200, 100, 0),
-		newAttnCase(rng, 9, 4, 4, 40, 50, 7, 3),
-		newAttnCase(rng, 3, 6, 2, 24, 50, 33, 0),
-		newAttnCase(rng, 2, 2, 1, 128, 100, 70, 0),
-		newAttnCase(rng, 4, 3, 1, 5, 20, 13, 1),
-		newAttnCase(rng, 2, 20, 1, 8, 80, 70, 0), // a group of 20 heads: more than one sweep
-	}
-}
-
-func TestAttention(t *testing.T) {
-	rng := newRand(105)
-	cases := attnShapes(rng)
-	refs := make([][2][]float64, len(cases))
-	for i, c := range cases {
-		refs[i][0], refs[i][1] = c.refF64()
-	}
-	forEachSet(t, "Attention", func(t *testing.T, s *kern.Set) {
-		worst := 0.0
-		for i, c := range cases {
-			out := make([]float32, c.tokens*c.nHeads*c.headDim)
-			scratch := make([]float32, c.maxCtx)
-			mustOK(t, c.run(out, scratch))
-			worst = max(worst, checkAttnOut(t, c.String(), c, out, refs[i][0], refs[i][1], 0, c.nHeads))
-		}
-		t.Logf("worst error %.2g of sum_j w_j|v_j|", worst)
-	})
-}
-
-// TestAttentionSkewed makes the block-wise (online) softmax of the SIMD variants rescale hard:
-// scores that rise along the cache (each new block holds the max, and earlier blocks' weights
-// shrink by up to e^-40), fall along it, or peak in the middle, over 2000 positions.
-func TestAttentionSkewed(t *testing.T) {
-	rng := newRand(111)
-	var cases []*attnCase
-	for _, shape := range []func(j, n int) float64{
-		func(j, n int) float64 { return 40 * float64(j) / float64(n) },
-		func(j, n int) float64 { return -40 * float64(j) / float64(n) },
-		func(j, n int) float64 { return 30 * math.Exp(-math.Pow(float64(j-n/2)/50, 2)) },
-	} {
-		c := newAttnCase(rng, 1, qwenHeads, qwenKVHeads, qwenHeadDim, 2000, 1999, 0)
-		// K[g][j] = unit(q of the group's first head) * target score * sqrt(hd) + small noise.
-		for g := 0; g < c.nKVHeads; g++ {
-			q := c.q[g*(c.nHeads/c.nKVHeads)*c.headDim:][:c.headDim]
-			qq := 0.0
-			for _, v := range q {
-				qq += float64(v) * float64(v)
-			}
-			for j := 0; j < c.maxCtx; j++ {
-				want := shape(j, c.maxCtx) * math.Sqrt(float64(c.headDim)) / qq
-				for d := range q {
-					c.kc[(g*c.maxCtx+j)*c.headDim+d] = float32(want*float64(q[d])) + (2*rng.Float32()-1)*0.01
-				}
-			}
-		}
-		cases = append(cases, c)
-	}
-	forEachSet(t, "Attention", func(t *testing.T, s *kern.Set) {
-		for i, c := range cases {
-			ref, mag := c.refF64()
-			out := make([]float32, c.tokens*c.nHeads*c.headDim)
-			mustOK(t, c.run(out, make([]float32, c.maxCtx)))
-			checkAttnOut(t, fmt.Sprintf("shape %d %v", i, c), c, out, ref, mag, 0, c.nHeads)
-		}
-	})
-}
-
 // ---- embedding ----
 
 func TestEmbedQ8_0(t *testing.T) {
@@ -520,7 +331,7 @@ func TestEmbedQ8_0(t *testing.T) {
 // ---- slices: each kernel writes only its range ----
 
 // opsNames are the kern.Set fields of the ops tested here.
-var opsNames = []string{"SwiGLU", "Add", "RopeNeoX", "KVAppend", "Attention", "EmbedQ8_0"}
+var opsNames = []string{"SwiGLU", "Add", "RopeNeoX", "KVAppend", "EmbedQ8_0"}
 
 // skipUnlessAllOps skips a test that exercises every op on a set lacking one of them.
 func skipUnlessAllOps(t *testing.T, s *kern.Set) {
@@ -542,7 +353,7 @@ func sentinels(n int) []float32 {
 
 func TestOpsSlices(t *testing.T) {
 	rng := newRand(107)
-	forEachSet(t, "Attention", func(t *testing.T, s *kern.Set) {
+	forEachSet(t, "EmbedQ8_0", func(t *testing.T, s *kern.Set) {
 		skipUnlessAllOps(t, s)
 		// SwiGLU and Add over [i0, i1).
 		const n = 100
@@ -587,14 +398,6 @@ func TestOpsSlices(t *testing.T) {
 			s.K[kern.KVAppend](argsKVAppend(sliceP(cache), sliceP(src), stride, qwenKVHeads, qwenHeadDim, 32, 20), nil, r[0], r[1])
 			checkKV(t, fmt.Sprintf("KVAppend tokens [%d,%d)", r[0], r[1]), cache, src, stride, qwenKVHeads, qwenHeadDim, 32, 20, r[0], r[1])
 		}
-		// Attention over heads [h0, h1), the groups' boundaries included.
-		c := newAttnCase(rng, 3, qwenHeads, qwenKVHeads, qwenHeadDim, 64, 40, 0)
-		ref, mag := c.refF64()
-		for _, r := range [][2]int{{0, 14}, {3, 9}, {6, 8}, {13, 14}, {0, 1}} {
-			out, scratch := sentinels(c.tokens*c.nHeads*c.headDim), make([]float32, c.maxCtx)
-			c.runSet(s, out, scratch, r[0], r[1])
-			checkAttnOut(t, fmt.Sprintf("Attention heads [%d,%d)", r[0], r[1]), c, out, ref, mag, r[0], r[1])
-		}
 		// Embedding over tokens [t0, t1).
 		e := newEmbedCase(rng, 96, 20, 7)
 		want := e.want()
@@ -632,7 +435,7 @@ func TestOpsGuardPages(t *testing.T) {
 		{"tail", guardTail[float32], guardTail[BlockQ8_0], guardTail[int32]},
 		{"head", guardHead[float32], guardHead[BlockQ8_0], guardHead[int32]},
 	}
-	forEachSet(t, "Attention", func(t *testing.T, s *kern.Set) {
+	forEachSet(t, "EmbedQ8_0", func(t *testing.T, s *kern.Set) {
 		skipUnlessAllOps(t, s)
 		for _, p := range placers {
 			g := func(x []float32) []float32 { return guardedCopy(t, x, p.f32) }
@@ -668,22 +471,6 @@ func TestOpsGuardPages(t *testing.T) {
 				cache := p.f32(t, len(want))
 				mustOK(t, KVAppend(cache, g(src), tokens, srcStride, nKV, hd, maxCtx, pos0))
 				mustSame(t, fmt.Sprintf("%s KVAppend %v", p.name, sh), cache, want)
-			}
-			// Attention with the caches full (the last row touches the guard) and scratch of
-			// exactly maxCtx floats; odd head sizes exercise the masked paths.
-			for _, c := range []*attnCase{
-				newAttnCase(rng, 1, 2, 1, 64, 17, 16, 0),
-				newAttnCase(rng, 3, 2, 1, 64, 35, 32, 0),
-				newAttnCase(rng, 2, 4, 2, 13, 9, 7, 1),
-				newAttnCase(rng, 1, 2, 2, 40, 33, 32, 0),
-			} {
-				want := make([]float32, c.tokens*c.nHeads*c.headDim)
-				mustOK(t, c.run(want, make([]float32, c.maxCtx)))
-				gc := *c
-				gc.q, gc.kc, gc.vc = g(c.q), g(c.kc), g(c.vc)
-				out := p.f32(t, len(want))
-				mustOK(t, gc.run(out, p.f32(t, c.maxCtx)))
-				mustSame(t, fmt.Sprintf("%s Attention %v", p.name, c), out, want)
 			}
 			for _, sh := range [][3]int{{32, 3, 2}, {96, 5, 4}, {64, 1, 1}} {
 				e := newEmbedCase(rng, sh[0], sh[1], sh[2])
@@ -727,13 +514,6 @@ func TestOpsGenericMatchesCRef(t *testing.T) {
 		s.K[kern.RopeNeoX](argsRopeNeoX(sliceP(out), sliceP(tab.cos), sliceP(tab.sin), qwenQKVWidth, qwenHeads, qwenHeadDim, 150), nil, 0, 10)
 		return out
 	})
-	for _, c := range attnShapes(rng) {
-		both("Attention "+c.String(), func(s *kern.Set) []float32 {
-			out := make([]float32, c.tokens*c.nHeads*c.headDim)
-			c.runSet(s, out, make([]float32, c.maxCtx), 0, c.nHeads)
-			return out
-		})
-	}
 	e := newEmbedCase(rng, qwenHidden, 50, 9)
 	both("EmbedQ8_0", func(s *kern.Set) []float32 {
 		out := make([]float32, len(e.ids)*e.dim)
@@ -807,33 +587,6 @@ func TestOpsArgErrors(t *testing.T) {
 	wantArgErr(t, KVAppend(cache, cache[:8], 1, 8, 2, 4, 8, 0), "KVAppend", "cache", "overlaps src")
 	wantArgErr(t, KVAppend(cache, f(8), 1, 8, 2, 4, math.MaxInt/4, 0), "KVAppend", "maxCtx", "overflows")
 
-	// Attention(out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
-	const nh, nkv, hd, ctx = 4, 2, 8, 16
-	q, kc, vc, out, scr := f(nh*hd), f(nkv*ctx*hd), f(nkv*ctx*hd), f(nh*hd), f(ctx)
-	att := func(out, q, kc, vc, scr []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
-		return Attention(out, q, kc, vc, scr, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
-	}
-	mustOK(t, att(out, q, kc, vc, scr, 1, nh*hd, nh, nkv, hd, ctx, ctx-1))
-	wantArgErr(t, att(out, q, kc, vc, scr, 0, nh*hd, nh, nkv, hd, ctx, 0), "Attention", "tokens", "positive")
-	wantArgErr(t, att(out, q, kc, vc, scr, 1, nh*hd, 0, nkv, hd, ctx, 0), "Attention", "nHeads", "positive")
-	wantArgErr(t, att(out, q, kc, vc, scr, 1, nh*hd, nh, 0, hd, ctx, 0), "Attention", "nKVHeads", "positive")
-	wantArgErr(t, att(out, q, f(3*ctx*hd), f(3*ctx*hd), scr, 1, nh*hd, nh, 3, hd, ctx, 0), "Attention", "nKVHeads", "nHeads = 4", "nKVHeads = 3")
-	wantArgErr(t, att(out, q, kc, vc, scr, 1, nh*hd, nh, nkv, 0, ctx, 0), "Attention", "headDim", "positive")
-	wantArgErr(t, att(out, q, kc, vc, scr, 1, nh*hd, nh, nkv, hd, 0, 0), "Attention", "maxCtx", "positive")
-	wantArgErr(t, att(out, q, kc, vc, scr, 1, nh*hd-1, nh, nkv, hd, ctx, 0), "Attention", "qStride", "31", "nHeads*headDim = 32")
-	wantArgErr(t, att(out, q, kc, vc, scr, 1, nh*hd, nh, nkv, hd, ctx, ctx), "Attention", "pos0", "16+1", "maxCtx = 16")
-	wantArgErr(t, att(out, q, kc, vc, scr, 1, nh*hd, nh, nkv, hd, ctx, -3), "Attention", "pos0", "negative", "-3")
-	wantArgErr(t, att(f(31), q, kc, vc, scr, 1, nh*hd, nh, nkv, hd, ctx, 0), "Attention", "out", "31", "tokens*nHeads*headDim = 32")
-	wantArgErr(t, att(f(64), q, kc, vc, scr, 2, nh*hd, nh, nkv, hd, ctx, 0), "Attention", "q", "32", "(tokens-1)*qStride + nHeads*headDim = 64")
-	wantArgErr(t, att(out, q, f(5), vc, scr, 1, nh*hd, nh, nkv, hd, ctx, 0), "Attention", "kcache", "5", "nKVHeads*maxCtx*headDim = 256")
-	wantArgErr(t, att(out, q, kc, nil, scr, 1, nh*hd, nh, nkv, hd, ctx, 0), "Attention", "vcache", "nil", "256")
-	wantArgErr(t, att(out, q, kc, vc, f(ctx-1), 1, nh*hd, nh, nkv, hd, ctx, 0), "Attention", "scratch", "15", "at least maxCtx = 16")
-	wantArgErr(t, att(out, q, kc, vc, nil, 1, nh*hd, nh, nkv, hd, ctx, 0), "Attention", "scratch", "nil")
-	wantArgErr(t, att(kc[:nh*hd], q, kc, vc, scr, 1, nh*hd, nh, nkv, hd, ctx, 0), "Attention", "out", "overlaps kcache")
-	wantArgErr(t, att(q, q, kc, vc, scr, 1, nh*hd, nh, nkv, hd, ctx, 0), "Attention", "out", "overlaps q")
-	wantArgErr(t, att(out, q, kc, vc, vc[:ctx], 1, nh*hd, nh, nkv, hd, ctx, 0), "Attention", "scratch", "overlaps vcache")
-	wantArgErr(t, att(f(3*nh*hd), q, kc, vc, scr, 3, math.MaxInt/2, nh, nkv, hd, ctx, 0), "Attention", "qStride", "overflows")
-
 	// EmbedQ8_0(out, table, ids, dim, vocab)
 	table := make([]BlockQ8_0, 10*2)
 	if err := EmbedQ8_0(f(64), table, []int32{3}, 64, 10); err != nil {
@@ -860,11 +613,9 @@ func TestOpsNoAllocs(t *testing.T) {
 	mustOK(t, err)
 	x := randF32(rng, qwenHidden, 1)
 	cache := make([]float32, qwenKVHeads*600*qwenHeadDim)
-	c := newAttnCase(rng, 1, qwenHeads, qwenKVHeads, qwenHeadDim, 600, 511, 0)
-	att, scr := make([]float32, qwenHidden), make([]float32, 600)
 	e := newEmbedCase(rng, qwenHidden, 10, 2)
 	emb := make([]float32, 2*qwenHidden)
-	forEachSet(t, "Attention", func(t *testing.T, s *kern.Set) {
+	forEachSet(t, "EmbedQ8_0", func(t *testing.T, s *kern.Set) {
 		skipUnlessAllOps(t, s)
 		wantNoAllocs(t, "SwiGLU", func() { _ = SwiGLU(out, gate, up) })
 		wantNoAllocs(t, "Add", func() { _ = Add(out, gate, up) })
@@ -872,7 +623,6 @@ func TestOpsNoAllocs(t *testing.T) {
 		wantNoAllocs(t, "KVAppend", func() {
 			_ = KVAppend(cache, x[:qwenKVHeads*qwenHeadDim], 1, 128, qwenKVHeads, qwenHeadDim, 600, 100)
 		})
-		wantNoAllocs(t, "Attention", func() { _ = c.run(att, scr) })
 		wantNoAllocs(t, "EmbedQ8_0", func() { _ = EmbedQ8_0(emb, e.table, e.ids, e.dim, e.vocab) })
 	})
 }

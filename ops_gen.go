@@ -6,53 +6,61 @@ import "github.com/kernelrt/kernelrt/internal/kern"
 
 // The ops of the dispatch table, one per kernel family, in ops.manifest order.
 const (
-	OpQuantizeQ8_0   = Op(kern.QuantizeQ8_0)   // quantize_q8_0
-	OpQuantizeQ5_0   = Op(kern.QuantizeQ5_0)   // quantize_q5_0
-	OpQuantizeQ4_0   = Op(kern.QuantizeQ4_0)   // quantize_q4_0
-	OpQuantizeQ4_1   = Op(kern.QuantizeQ4_1)   // quantize_q4_1
-	OpQuantizeQ5_1   = Op(kern.QuantizeQ5_1)   // quantize_q5_1
-	OpQuantizeQ4K    = Op(kern.QuantizeQ4K)    // quantize_q4_K
-	OpQuantizeQ5K    = Op(kern.QuantizeQ5K)    // quantize_q5_K
-	OpQuantizeQ6K    = Op(kern.QuantizeQ6K)    // quantize_q6_K
-	OpQuantizeQ8K    = Op(kern.QuantizeQ8K)    // quantize_q8_K
-	OpDequantizeQ8_0 = Op(kern.DequantizeQ8_0) // dequantize_q8_0
-	OpDequantizeQ5_0 = Op(kern.DequantizeQ5_0) // dequantize_q5_0
-	OpDequantizeQ4_0 = Op(kern.DequantizeQ4_0) // dequantize_q4_0
-	OpDequantizeQ4_1 = Op(kern.DequantizeQ4_1) // dequantize_q4_1
-	OpDequantizeQ5_1 = Op(kern.DequantizeQ5_1) // dequantize_q5_1
-	OpDequantizeQ4K  = Op(kern.DequantizeQ4K)  // dequantize_q4_K
-	OpDequantizeQ5K  = Op(kern.DequantizeQ5K)  // dequantize_q5_K
-	OpDequantizeQ6K  = Op(kern.DequantizeQ6K)  // dequantize_q6_K
-	OpDequantizeQ8K  = Op(kern.DequantizeQ8K)  // dequantize_q8_K
-	OpGemvQ8_0       = Op(kern.GemvQ8_0)       // gemv_q8_0
-	OpGemvQ5_0       = Op(kern.GemvQ5_0)       // gemv_q5_0
-	OpGemvQ4_0       = Op(kern.GemvQ4_0)       // gemv_q4_0
-	OpGemvQ5_1       = Op(kern.GemvQ5_1)       // gemv_q5_1
-	OpGemvQ4K        = Op(kern.GemvQ4K)        // gemv_q4_K
-	OpGemvQ5K        = Op(kern.GemvQ5K)        // gemv_q5_K
-	OpGemvQ6K        = Op(kern.GemvQ6K)        // gemv_q6_K
-	OpGemvQ8_0F32    = Op(kern.GemvQ8_0F32)    // gemv_q8_0_f32
-	OpGemvQ5_0F32    = Op(kern.GemvQ5_0F32)    // gemv_q5_0_f32
-	OpGemvF32        = Op(kern.GemvF32)        // gemv_f32
-	OpGemmQ8_0       = Op(kern.GemmQ8_0)       // gemm_q8_0
-	OpGemmQ5_0       = Op(kern.GemmQ5_0)       // gemm_q5_0
-	OpGemmQ4_0       = Op(kern.GemmQ4_0)       // gemm_q4_0
-	OpGemmQ5_1       = Op(kern.GemmQ5_1)       // gemm_q5_1
-	OpGemmQ4K        = Op(kern.GemmQ4K)        // gemm_q4_K
-	OpGemmQ5K        = Op(kern.GemmQ5K)        // gemm_q5_K
-	OpGemmQ6K        = Op(kern.GemmQ6K)        // gemm_q6_K
-	OpRMSNorm        = Op(kern.RMSNorm)        // rmsnorm
-	OpSoftmax        = Op(kern.Softmax)        // softmax
-	OpSwiGLU         = Op(kern.SwiGLU)         // swiglu
-	OpGeGLU          = Op(kern.GeGLU)          // geglu
-	OpAdd            = Op(kern.Add)            // add
-	OpRopeNeoX       = Op(kern.RopeNeoX)       // rope_neox
-	OpRopeNorm       = Op(kern.RopeNorm)       // rope_norm
-	OpKVAppend       = Op(kern.KVAppend)       // kv_append
-	OpAttention      = Op(kern.Attention)      // attention
-	OpEmbedQ8_0      = Op(kern.EmbedQ8_0)      // embed_q8_0
-	OpStreamRead     = Op(kern.StreamRead)     // stream_read
-	numOps           = Op(kern.NumKernels)
+	OpQuantizeQ8_0    = Op(kern.QuantizeQ8_0)    // quantize_q8_0
+	OpQuantizeQ5_0    = Op(kern.QuantizeQ5_0)    // quantize_q5_0
+	OpQuantizeQ4_0    = Op(kern.QuantizeQ4_0)    // quantize_q4_0
+	OpQuantizeQ4_1    = Op(kern.QuantizeQ4_1)    // quantize_q4_1
+	OpQuantizeQ5_1    = Op(kern.QuantizeQ5_1)    // quantize_q5_1
+	OpQuantizeQ4K     = Op(kern.QuantizeQ4K)     // quantize_q4_K
+	OpQuantizeQ5K     = Op(kern.QuantizeQ5K)     // quantize_q5_K
+	OpQuantizeQ6K     = Op(kern.QuantizeQ6K)     // quantize_q6_K
+	OpQuantizeQ8K     = Op(kern.QuantizeQ8K)     // quantize_q8_K
+	OpDequantizeQ8_0  = Op(kern.DequantizeQ8_0)  // dequantize_q8_0
+	OpDequantizeQ5_0  = Op(kern.DequantizeQ5_0)  // dequantize_q5_0
+	OpDequantizeQ4_0  = Op(kern.DequantizeQ4_0)  // dequantize_q4_0
+	OpDequantizeQ4_1  = Op(kern.DequantizeQ4_1)  // dequantize_q4_1
+	OpDequantizeQ5_1  = Op(kern.DequantizeQ5_1)  // dequantize_q5_1
+	OpDequantizeQ4K   = Op(kern.DequantizeQ4K)   // dequantize_q4_K
+	OpDequantizeQ5K   = Op(kern.DequantizeQ5K)   // dequantize_q5_K
+	OpDequantizeQ6K   = Op(kern.DequantizeQ6K)   // dequantize_q6_K
+	OpDequantizeQ8K   = Op(kern.DequantizeQ8K)   // dequantize_q8_K
+	OpGemvQ8_0        = Op(kern.GemvQ8_0)        // gemv_q8_0
+	OpGemvQ5_0        = Op(kern.GemvQ5_0)        // gemv_q5_0
+	OpGemvQ4_0        = Op(kern.GemvQ4_0)        // gemv_q4_0
+	OpGemvQ5_1        = Op(kern.GemvQ5_1)        // gemv_q5_1
+	OpGemvQ4K         = Op(kern.GemvQ4K)         // gemv_q4_K
+	OpGemvQ5K         = Op(kern.GemvQ5K)         // gemv_q5_K
+	OpGemvQ6K         = Op(kern.GemvQ6K)         // gemv_q6_K
+	OpGemvQ8_0F32     = Op(kern.GemvQ8_0F32)     // gemv_q8_0_f32
+	OpGemvQ5_0F32     = Op(kern.GemvQ5_0F32)     // gemv_q5_0_f32
+	OpGemvF32         = Op(kern.GemvF32)         // gemv_f32
+	OpGemmQ8_0        = Op(kern.GemmQ8_0)        // gemm_q8_0
+	OpGemmQ5_0        = Op(kern.GemmQ5_0)        // gemm_q5_0
+	OpGemmQ4_0        = Op(kern.GemmQ4_0)        // gemm_q4_0
+	OpGemmQ5_1        = Op(kern.GemmQ5_1)        // gemm_q5_1
+	OpGemmQ4K         = Op(kern.GemmQ4K)         // gemm_q4_K
+	OpGemmQ5K         = Op(kern.GemmQ5K)         // gemm_q5_K
+	OpGemmQ6K         = Op(kern.GemmQ6K)         // gemm_q6_K
+	OpRMSNorm         = Op(kern.RMSNorm)         // rmsnorm
+	OpSoftmax         = Op(kern.Softmax)         // softmax
+	OpSwiGLU          = Op(kern.SwiGLU)          // swiglu
+	OpGeGLU           = Op(kern.GeGLU)           // geglu
+	OpAdd             = Op(kern.Add)             // add
+	OpRopeNeoX        = Op(kern.RopeNeoX)        // rope_neox
+	OpRopeNorm        = Op(kern.RopeNorm)        // rope_norm
+	OpKVAppend        = Op(kern.KVAppend)        // kv_append
+	OpEmbedQ8_0       = Op(kern.EmbedQ8_0)       // embed_q8_0
+	OpStreamRead      = Op(kern.StreamRead)      // stream_read
+	OpKVAppendF16     = Op(kern.KVAppendF16)     // kv_append_f16
+	OpKVAppendQ8_0    = Op(kern.KVAppendQ8_0)    // kv_append_q8_0
+	OpAttnDecodeF32   = Op(kern.AttnDecodeF32)   // attn_decode_f32
+	OpAttnDecodeF16   = Op(kern.AttnDecodeF16)   // attn_decode_f16
+	OpAttnDecodeQ8_0  = Op(kern.AttnDecodeQ8_0)  // attn_decode_q8_0
+	OpAttnMerge       = Op(kern.AttnMerge)       // attn_merge
+	OpAttnPrefillF32  = Op(kern.AttnPrefillF32)  // attn_prefill_f32
+	OpAttnPrefillF16  = Op(kern.AttnPrefillF16)  // attn_prefill_f16
+	OpAttnPrefillQ8_0 = Op(kern.AttnPrefillQ8_0) // attn_prefill_q8_0
+	numOps            = Op(kern.NumKernels)
 )
 
 // argsQuantizeQ8_0 packs the parameters of krt_quantize_q8_0 but its slice range and scratch.
@@ -442,8 +450,106 @@ func argsKVAppend(cache kern.P, src kern.P, src_stride int, n_kv_heads int, head
 	return ka
 }
 
-// argsAttention packs the parameters of krt_attention but its slice range and scratch.
-func argsAttention(out kern.P, q kern.P, kcache kern.P, vcache kern.P, n_heads int, n_kv_heads int, head_dim int, max_ctx int, q_stride int, pos0 int, T int) (ka kern.Args) {
+// argsEmbedQ8_0 packs the parameters of krt_embed_q8_0 but its slice range and scratch.
+func argsEmbedQ8_0(out kern.P, table kern.P, ids kern.P, dim int) (ka kern.Args) {
+	ka.P[0] = out
+	ka.P[1] = table
+	ka.P[2] = ids
+	ka.I[0] = dim
+	return ka
+}
+
+// argsStreamRead packs the parameters of krt_stream_read but its slice range and scratch.
+func argsStreamRead(out kern.P, src kern.P) (ka kern.Args) {
+	ka.P[0] = out
+	ka.P[1] = src
+	return ka
+}
+
+// argsKVAppendF16 packs the parameters of krt_kv_append_f16 but its slice range and scratch.
+func argsKVAppendF16(cache kern.P, src kern.P, src_stride int, n_kv_heads int, head_dim int, max_ctx int, pos0 int) (ka kern.Args) {
+	ka.P[0] = cache
+	ka.P[1] = src
+	ka.I[0] = src_stride
+	ka.I[1] = n_kv_heads
+	ka.I[2] = head_dim
+	ka.I[3] = max_ctx
+	ka.I[4] = pos0
+	return ka
+}
+
+// argsKVAppendQ8_0 packs the parameters of krt_kv_append_q8_0 but its slice range and scratch.
+func argsKVAppendQ8_0(cache kern.P, src kern.P, src_stride int, n_kv_heads int, head_dim int, max_ctx int, pos0 int) (ka kern.Args) {
+	ka.P[0] = cache
+	ka.P[1] = src
+	ka.I[0] = src_stride
+	ka.I[1] = n_kv_heads
+	ka.I[2] = head_dim
+	ka.I[3] = max_ctx
+	ka.I[4] = pos0
+	return ka
+}
+
+// argsAttnDecodeF32 packs the parameters of krt_attn_decode_f32 but its slice range and scratch.
+func argsAttnDecodeF32(out kern.P, part kern.P, q kern.P, kcache kern.P, vcache kern.P, n_heads int, n_kv_heads int, head_dim int, max_ctx int, n_ctx int, chunk int) (ka kern.Args) {
+	ka.P[0] = out
+	ka.P[1] = part
+	ka.P[2] = q
+	ka.P[3] = kcache
+	ka.P[4] = vcache
+	ka.I[0] = n_heads
+	ka.I[1] = n_kv_heads
+	ka.I[2] = head_dim
+	ka.I[3] = max_ctx
+	ka.I[4] = n_ctx
+	ka.I[5] = chunk
+	return ka
+}
+
+// argsAttnDecodeF16 packs the parameters of krt_attn_decode_f16 but its slice range and scratch.
+func argsAttnDecodeF16(out kern.P, part kern.P, q kern.P, kcache kern.P, vcache kern.P, n_heads int, n_kv_heads int, head_dim int, max_ctx int, n_ctx int, chunk int) (ka kern.Args) {
+	ka.P[0] = out
+	ka.P[1] = part
+	ka.P[2] = q
+	ka.P[3] = kcache
+	ka.P[4] = vcache
+	ka.I[0] = n_heads
+	ka.I[1] = n_kv_heads
+	ka.I[2] = head_dim
+	ka.I[3] = max_ctx
+	ka.I[4] = n_ctx
+	ka.I[5] = chunk
+	return ka
+}
+
+// argsAttnDecodeQ8_0 packs the parameters of krt_attn_decode_q8_0 but its slice range and scratch.
+func argsAttnDecodeQ8_0(out kern.P, part kern.P, q kern.P, kcache kern.P, vcache kern.P, n_heads int, n_kv_heads int, head_dim int, max_ctx int, n_ctx int, chunk int) (ka kern.Args) {
+	ka.P[0] = out
+	ka.P[1] = part
+	ka.P[2] = q
+	ka.P[3] = kcache
+	ka.P[4] = vcache
+	ka.I[0] = n_heads
+	ka.I[1] = n_kv_heads
+	ka.I[2] = head_dim
+	ka.I[3] = max_ctx
+	ka.I[4] = n_ctx
+	ka.I[5] = chunk
+	return ka
+}
+
+// argsAttnMerge packs the parameters of krt_attn_merge but its slice range and scratch.
+func argsAttnMerge(out kern.P, part kern.P, n_heads int, head_dim int, n_chunks int) (ka kern.Args) {
+	ka.P[0] = out
+	ka.P[1] = part
+	ka.I[0] = n_heads
+	ka.I[1] = head_dim
+	ka.I[2] = n_chunks
+	return ka
+}
+
+// argsAttnPrefillF32 packs the parameters of krt_attn_prefill_f32 but its slice range and scratch.
+func argsAttnPrefillF32(out kern.P, q kern.P, kcache kern.P, vcache kern.P, n_heads int, n_kv_heads int, head_dim int, max_ctx int, q_stride int, pos0 int, T int) (ka kern.Args) {
 	ka.P[0] = out
 	ka.P[1] = q
 	ka.P[2] = kcache
@@ -458,19 +564,35 @@ func argsAttention(out kern.P, q kern.P, kcache kern.P, vcache kern.P, n_heads i
 	return ka
 }
 
-// argsEmbedQ8_0 packs the parameters of krt_embed_q8_0 but its slice range and scratch.
-func argsEmbedQ8_0(out kern.P, table kern.P, ids kern.P, dim int) (ka kern.Args) {
+// argsAttnPrefillF16 packs the parameters of krt_attn_prefill_f16 but its slice range and scratch.
+func argsAttnPrefillF16(out kern.P, q kern.P, kcache kern.P, vcache kern.P, n_heads int, n_kv_heads int, head_dim int, max_ctx int, q_stride int, pos0 int, T int) (ka kern.Args) {
 	ka.P[0] = out
-	ka.P[1] = table
-	ka.P[2] = ids
-	ka.I[0] = dim
+	ka.P[1] = q
+	ka.P[2] = kcache
+	ka.P[3] = vcache
+	ka.I[0] = n_heads
+	ka.I[1] = n_kv_heads
+	ka.I[2] = head_dim
+	ka.I[3] = max_ctx
+	ka.I[4] = q_stride
+	ka.I[5] = pos0
+	ka.I[6] = T
 	return ka
 }
 
-// argsStreamRead packs the parameters of krt_stream_read but its slice range and scratch.
-func argsStreamRead(out kern.P, src kern.P) (ka kern.Args) {
+// argsAttnPrefillQ8_0 packs the parameters of krt_attn_prefill_q8_0 but its slice range and scratch.
+func argsAttnPrefillQ8_0(out kern.P, q kern.P, kcache kern.P, vcache kern.P, n_heads int, n_kv_heads int, head_dim int, max_ctx int, q_stride int, pos0 int, T int) (ka kern.Args) {
 	ka.P[0] = out
-	ka.P[1] = src
+	ka.P[1] = q
+	ka.P[2] = kcache
+	ka.P[3] = vcache
+	ka.I[0] = n_heads
+	ka.I[1] = n_kv_heads
+	ka.I[2] = head_dim
+	ka.I[3] = max_ctx
+	ka.I[4] = q_stride
+	ka.I[5] = pos0
+	ka.I[6] = T
 	return ka
 }
 
@@ -493,6 +615,15 @@ type Ops interface {
 	Softmax(x []float32, rows, cols int) error
 	SoftmaxMasked(x []float32, rows, cols int, valid []int32) error
 	StreamRead(src []float32) (float32, error)
+	KVAppendF16(cache []uint16, src []float32, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0 int) error
+	KVAppendQ8_0(cache []BlockQ8_0, src []float32, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0 int) error
+	AttentionF32(out, q, kcache, vcache, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error
+	AttentionF16(out, q []float32, kcache, vcache []uint16, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error
+	AttentionQ8_0(out, q []float32, kcache, vcache []BlockQ8_0, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error
+	AttnDecodeF32(out, part, q, kcache, vcache, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int) error
+	AttnDecodeF16(out, part, q []float32, kcache, vcache []uint16, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int) error
+	AttnDecodeQ8_0(out, part, q []float32, kcache, vcache []BlockQ8_0, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int) error
+	AttnMerge(out, part []float32, nHeads, headDim, nChunks int) error
 	GemmQ8_0(y []float32, w []BlockQ8_0, x []BlockQ8_0, bias []float32, rows, cols, tokens int) error
 	GemmQ5_0(y []float32, w []BlockQ5_0, x []BlockQ8_0, bias []float32, rows, cols, tokens int) error
 	SwiGLU(out, gate, up []float32) error
@@ -501,7 +632,6 @@ type Ops interface {
 	RopeNeoX(x []float32, tab *RopeTable, tokens, nHeads, headDim, stride, pos0 int) error
 	RopeNorm(x []float32, tab *RopeTable, tokens, nHeads, headDim, stride, pos0 int) error
 	KVAppend(cache, src []float32, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0 int) error
-	Attention(out, q, kcache, vcache, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error
 	EmbedQ8_0(out []float32, table []BlockQ8_0, ids []int32, dim, vocab int) error
 	QuantizeQ4_0(dst []BlockQ4_0, src []float32) error
 	QuantizeQ4_1(dst []BlockQ4_1, src []float32) error
@@ -860,6 +990,222 @@ func (rt *Runtime) StreamRead(src []float32) (float32, error) {
 	return streamRead(rt, src)
 }
 
+// KVAppendF16 is KVAppend for an F16 cache ([kv head][maxCtx][headDim] IEEE halves): each
+// value is rounded to the nearest half, ties to even (overflow gives +-Inf, NaN stays NaN).
+// len(cache) must be nKVHeads*maxCtx*headDim; the other arguments are KVAppend's.
+func KVAppendF16(cache []uint16, src []float32, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0 int) error {
+	return kvAppendF16(nil, cache, src, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0)
+}
+
+// KVAppendF16 is the package function KVAppendF16, run in the calling goroutine.
+func (Serial) KVAppendF16(cache []uint16, src []float32, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0 int) error {
+	return kvAppendF16(nil, cache, src, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0)
+}
+
+// KVAppendF16 is the package function KVAppendF16, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) KVAppendF16(cache []uint16, src []float32, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0 int) error {
+	if rt == nil {
+		return errClosedOp("KVAppendF16")
+	}
+	return kvAppendF16(rt, cache, src, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0)
+}
+
+// KVAppendQ8_0 is KVAppend for a Q8_0 cache ([kv head][maxCtx][headDim/32] blocks): each 32
+// values of a head become one block by QuantizeQ8_0's rule (a block holding NaN or +-Inf is
+// stored poisoned and reads back as 32 NaNs). headDim must be a multiple of 32 and
+// len(cache) nKVHeads*maxCtx*headDim/32; the other arguments are KVAppend's.
+func KVAppendQ8_0(cache []BlockQ8_0, src []float32, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0 int) error {
+	return kvAppendQ8_0(nil, cache, src, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0)
+}
+
+// KVAppendQ8_0 is the package function KVAppendQ8_0, run in the calling goroutine.
+func (Serial) KVAppendQ8_0(cache []BlockQ8_0, src []float32, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0 int) error {
+	return kvAppendQ8_0(nil, cache, src, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0)
+}
+
+// KVAppendQ8_0 is the package function KVAppendQ8_0, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) KVAppendQ8_0(cache []BlockQ8_0, src []float32, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0 int) error {
+	if rt == nil {
+		return errClosedOp("KVAppendQ8_0")
+	}
+	return kvAppendQ8_0(rt, cache, src, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0)
+}
+
+// AttentionF32 computes grouped-query causal attention over F32 KV caches (layout
+// [kv head][maxCtx][headDim], positions 0..pos0+tokens-1 already appended): for query head h
+// of token t (position p = pos0+t), with KV head g = h / (nHeads/nKVHeads),
+//
+//	s[j] = dot(q[t,h], K[g][j]) / sqrt(headDim)   for j = 0..p
+//	out[t,h] = sum_j softmax(s)[j] * V[g][j]
+//
+// as llama.cpp's qwen2 graph computes it, up to float32 rounding (csrc/attention.c: within
+// 4e-6 of sum_j softmax(s)[j]*|V[g][j]| per element; NaN/Inf as its banner says: a NaN or
+// +Inf score makes the row NaN, NaN in an attended V element makes that element NaN, unseen
+// positions are never read into a result). Token t's query heads start at q[t*qStride]; out
+// is tokens x nHeads x headDim, contiguous.
+//
+// One token runs the decode kernel: split over KV heads and, on a Runtime whose workers
+// outnumber the KV heads, over cache chunks (AttnDecodeChunk) whose partial sums a second
+// dispatch merges; a merged result differs from the unsplit one (Serial's) by rounding
+// within the same bound. Several tokens run the prefill kernel, split over KV heads and
+// 16-token query tiles, with no tokens x context score matrix.
+//
+// headDim must be a multiple of 16 and at most 256, nHeads a multiple of nKVHeads,
+// qStride >= nHeads*headDim, pos0+tokens <= maxCtx, len(q) exactly
+// (tokens-1)*qStride + nHeads*headDim, both caches nKVHeads*maxCtx*headDim floats, and scratch
+// at least AttnScratchFloats(headDim) floats (private to the call: concurrent calls each need
+// their own). out and scratch must not overlap each other or any input.
+func AttentionF32(out, q, kcache, vcache, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
+	return attentionF32(nil, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
+}
+
+// AttentionF32 is the package function AttentionF32, run in the calling goroutine.
+func (Serial) AttentionF32(out, q, kcache, vcache, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
+	return attentionF32(nil, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
+}
+
+// AttentionF32 is the package function AttentionF32, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) AttentionF32(out, q, kcache, vcache, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
+	if rt == nil {
+		return errClosedOp("AttentionF32")
+	}
+	return attentionF32(rt, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
+}
+
+// AttentionF16 is AttentionF32 over F16 caches (nKVHeads*maxCtx*headDim IEEE halves each, as
+// KVAppendF16 stores them; each value is widened exactly). It reads half the bytes.
+func AttentionF16(out, q []float32, kcache, vcache []uint16, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
+	return attentionF16(nil, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
+}
+
+// AttentionF16 is the package function AttentionF16, run in the calling goroutine.
+func (Serial) AttentionF16(out, q []float32, kcache, vcache []uint16, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
+	return attentionF16(nil, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
+}
+
+// AttentionF16 is the package function AttentionF16, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) AttentionF16(out, q []float32, kcache, vcache []uint16, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
+	if rt == nil {
+		return errClosedOp("AttentionF16")
+	}
+	return attentionF16(rt, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
+}
+
+// AttentionQ8_0 is AttentionF32 over Q8_0 caches (nKVHeads*maxCtx*headDim/32 blocks each, as
+// KVAppendQ8_0 stores them), as llama.cpp's -ctk q8_0 -ctv q8_0: each query row is quantized
+// to Q8_0 first and a score is sum_b d_q,b*d_k,b*(exact int8 dot product of block b); V is
+// d*q. headDim must be a multiple of 32. A poisoned block (NaN/Inf stored) gives NaN: in K the
+// row, in V its 32 output elements.
+func AttentionQ8_0(out, q []float32, kcache, vcache []BlockQ8_0, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
+	return attentionQ8_0(nil, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
+}
+
+// AttentionQ8_0 is the package function AttentionQ8_0, run in the calling goroutine.
+func (Serial) AttentionQ8_0(out, q []float32, kcache, vcache []BlockQ8_0, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
+	return attentionQ8_0(nil, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
+}
+
+// AttentionQ8_0 is the package function AttentionQ8_0, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) AttentionQ8_0(out, q []float32, kcache, vcache []BlockQ8_0, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
+	if rt == nil {
+		return errClosedOp("AttentionQ8_0")
+	}
+	return attentionQ8_0(rt, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
+}
+
+// AttnDecodeF32 is the decode kernel behind AttentionF32 with the cache chunk chosen by the
+// caller: one query token (q: nHeads*headDim floats) over positions 0..nCtx-1 of F32 caches,
+// split into nChunks = ceil(nCtx/chunk) chunks of chunk positions (AttnDecodeChunk gives the
+// runtime's choice). With one chunk it writes out (nHeads*headDim floats; part is unused and
+// may be nil); with several it writes each (query head, chunk)'s partial softmax record to
+// part (at least AttnPartFloats(nHeads, headDim, nChunks) floats) and AttnMerge then writes
+// out. The work splits over nKVHeads*nChunks units; the result does not depend on the split.
+// nCtx must be 1..maxCtx and chunk positive; scratch, caches and head shape as AttentionF32's.
+// out, part and scratch must not overlap each other or any input.
+func AttnDecodeF32(out, part, q, kcache, vcache, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int) error {
+	return attnDecodeF32(nil, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk)
+}
+
+// AttnDecodeF32 is the package function AttnDecodeF32, run in the calling goroutine.
+func (Serial) AttnDecodeF32(out, part, q, kcache, vcache, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int) error {
+	return attnDecodeF32(nil, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk)
+}
+
+// AttnDecodeF32 is the package function AttnDecodeF32, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) AttnDecodeF32(out, part, q, kcache, vcache, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int) error {
+	if rt == nil {
+		return errClosedOp("AttnDecodeF32")
+	}
+	return attnDecodeF32(rt, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk)
+}
+
+// AttnDecodeF16 is AttnDecodeF32 over F16 caches (AttentionF16's).
+func AttnDecodeF16(out, part, q []float32, kcache, vcache []uint16, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int) error {
+	return attnDecodeF16(nil, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk)
+}
+
+// AttnDecodeF16 is the package function AttnDecodeF16, run in the calling goroutine.
+func (Serial) AttnDecodeF16(out, part, q []float32, kcache, vcache []uint16, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int) error {
+	return attnDecodeF16(nil, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk)
+}
+
+// AttnDecodeF16 is the package function AttnDecodeF16, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) AttnDecodeF16(out, part, q []float32, kcache, vcache []uint16, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int) error {
+	if rt == nil {
+		return errClosedOp("AttnDecodeF16")
+	}
+	return attnDecodeF16(rt, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk)
+}
+
+// AttnDecodeQ8_0 is AttnDecodeF32 over Q8_0 caches (AttentionQ8_0's).
+func AttnDecodeQ8_0(out, part, q []float32, kcache, vcache []BlockQ8_0, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int) error {
+	return attnDecodeQ8_0(nil, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk)
+}
+
+// AttnDecodeQ8_0 is the package function AttnDecodeQ8_0, run in the calling goroutine.
+func (Serial) AttnDecodeQ8_0(out, part, q []float32, kcache, vcache []BlockQ8_0, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int) error {
+	return attnDecodeQ8_0(nil, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk)
+}
+
+// AttnDecodeQ8_0 is the package function AttnDecodeQ8_0, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) AttnDecodeQ8_0(out, part, q []float32, kcache, vcache []BlockQ8_0, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int) error {
+	if rt == nil {
+		return errClosedOp("AttnDecodeQ8_0")
+	}
+	return attnDecodeQ8_0(rt, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk)
+}
+
+// AttnMerge finishes a chunked decode: for each query head it combines the nChunks partial
+// softmax records an AttnDecodeF32/F16/Q8_0 call with nChunks > 1 wrote to part (at least
+// AttnPartFloats(nHeads, headDim, nChunks) floats) into out (nHeads*headDim floats): with
+// M the largest chunk maximum, out = sum_c e^(m_c-M) acc_c / sum_c e^(m_c-M) l_c. headDim as
+// the decode's; out must not overlap part. Split over query heads.
+func AttnMerge(out, part []float32, nHeads, headDim, nChunks int) error {
+	return attnMerge(nil, out, part, nHeads, headDim, nChunks)
+}
+
+// AttnMerge is the package function AttnMerge, run in the calling goroutine.
+func (Serial) AttnMerge(out, part []float32, nHeads, headDim, nChunks int) error {
+	return attnMerge(nil, out, part, nHeads, headDim, nChunks)
+}
+
+// AttnMerge is the package function AttnMerge, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) AttnMerge(out, part []float32, nHeads, headDim, nChunks int) error {
+	if rt == nil {
+		return errClosedOp("AttnMerge")
+	}
+	return attnMerge(rt, out, part, nHeads, headDim, nChunks)
+}
+
 // GemmQ8_0 computes, for every token t in [0, tokens) and row r in [0, rows),
 //
 //	y[t*rows + r] = sum_b fp32(d_w[r,b]) * fp32(d_x[t,b]) * sum_j w[r,b,j]*x[t,b,j]  (+ bias[r])
@@ -1047,39 +1393,6 @@ func (rt *Runtime) KVAppend(cache, src []float32, tokens, srcStride, nKVHeads, h
 		return errClosedOp("KVAppend")
 	}
 	return kvAppend(rt, cache, src, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0)
-}
-
-// Attention computes grouped-query causal attention over F32 KV caches (layout
-// [kv head][maxCtx][headDim], positions 0..pos0+tokens-1 already appended): for query head h
-// of token t (position p = pos0+t), with KV head g = h / (nHeads/nKVHeads),
-//
-//	s[j] = dot(q[t,h], K[g][j]) / sqrt(headDim)   for j = 0..p
-//	out[t,h] = sum_j softmax(s)[j] * V[g][j]
-//
-// as llama.cpp's qwen2 graph computes it, up to float32 rounding: the softmax is
-// max-subtracted (the SIMD kernels use its streaming, block-by-block form, sharing each block
-// of K and V among the query heads of a group). Token t's query heads start at q[t*qStride];
-// out is tokens x nHeads x headDim, contiguous. nHeads must be a multiple of nKVHeads,
-// qStride >= nHeads*headDim, pos0+tokens <= maxCtx, len(q) exactly
-// (tokens-1)*qStride + nHeads*headDim, both caches nKVHeads*maxCtx*headDim floats, and scratch
-// at least maxCtx floats (the scores; a caller running several attentions at once gives each
-// its own). out and scratch must not overlap each other or any input.
-func Attention(out, q, kcache, vcache, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
-	return attention(nil, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
-}
-
-// Attention is the package function Attention, run in the calling goroutine.
-func (Serial) Attention(out, q, kcache, vcache, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
-	return attention(nil, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
-}
-
-// Attention is the package function Attention, split over the runtime's workers as the dispatch
-// table decides.
-func (rt *Runtime) Attention(out, q, kcache, vcache, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
-	if rt == nil {
-		return errClosedOp("Attention")
-	}
-	return attention(rt, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
 }
 
 // EmbedQ8_0 looks up tokens in a Q8_0 embedding table of vocab rows of dim floats (dim a

@@ -25,9 +25,14 @@ type Options struct {
 	// SpinBudget is how long idle workers spin before sleeping; 0 = the pool's default.
 	SpinBudget time.Duration
 	// MaxCols is the widest GEMV input the fused (FP32-input) GEMV will see; it sizes each
-	// worker's private quantization scratch. 0 = 16384.
+	// worker's private quantization scratch, and the decode attention's partial sums (a query
+	// of nHeads*headDim <= MaxCols floats can always be split into one cache chunk per
+	// worker; a wider one gets fewer chunks). 0 = 16384.
 	MaxCols int
-	// MaxCtx is the longest attention context; it sizes each worker's score scratch. 0 = 32768.
+	// MaxCtx is validated (>= 0) and otherwise ignored.
+	//
+	// Deprecated: the attention kernels' scratch no longer grows with the context
+	// (AttnScratchFloats); nothing needs it.
 	MaxCtx int
 	// Thresholds is a calibration JSON file (see package calibrate). "" = the built-in file
 	// for this CPU and thread count if one matches, else the table defaults; "default" =
@@ -65,9 +70,10 @@ type Runtime struct {
 
 	pool     *threadpool.Pool
 	arena    *arena.Arena
-	scratch  []kern.P // per worker, each on its own cache lines
-	scrBytes int      // bytes of each worker's scratch
-	scrOff   []int    // arena offset of each worker's scratch, for reports
+	scratch  []kern.P  // per worker, each on its own cache lines
+	part     []float32 // the decode attention's partial sums (AttnPartFloats), used under dispatch
+	scrBytes int       // bytes of each worker's scratch
+	scrOff   []int     // arena offset of each worker's scratch, for reports
 	table    [numOps]OpRow
 	sets     [numOps]*kern.Set // for calls split over the pool
 	serial   [numOps]*kern.Set // for calls the caller runs alone
@@ -110,7 +116,7 @@ func New(opts Options) (*Runtime, error) {
 	// Workspace is declared, never discovered: the largest private scratch any row needs at
 	// the declared maximum shapes, one slice per worker, planned before mapping.
 	per := 64
-	maxShape := Shape{Cols: opts.MaxCols, Ctx: opts.MaxCtx}
+	maxShape := Shape{Cols: opts.MaxCols, Ctx: opts.MaxCtx, HeadD: AttnMaxHeadDim}
 	for i := range rt.table {
 		if f := rt.table[i].ScratchBytes; f != nil {
 			if b := f(maxShape); b > MaxScratchBytes || b < 0 || opts.MaxCtx > MaxScratchBytes || opts.MaxCols > MaxScratchBytes {
@@ -138,6 +144,10 @@ func New(opts Options) (*Runtime, error) {
 	}
 	var plan arena.Plan
 	plan.AddPerWorker("scratch", 1, per, rt.threads, arena.Scratch)
+	if rt.threads > 1 {
+		// One chunk per worker for a query of MaxCols floats: nHeads*(headDim+16) <= 2*MaxCols.
+		plan.Add(arena.Buffer{Name: "attn.part", ElemSize: 4, Count: rt.threads * 2 * opts.MaxCols, Region: arena.Scratch})
+	}
 	layout, err := plan.Layout()
 	if err != nil {
 		pool.Close()
@@ -155,6 +165,12 @@ func New(opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("kernelrt.New: scratch: %w", err)
 	}
 	rt.scrBytes = per
+	if rt.threads > 1 {
+		if rt.part, err = arena.Get[float32](a, layout, "attn.part"); err != nil {
+			rt.Close()
+			return nil, fmt.Errorf("kernelrt.New: attention partial sums: %w", err)
+		}
+	}
 	base := uintptr(unsafe.Pointer(unsafe.SliceData(scr[0])))
 	off0 := 0
 	if e, ok := layout.Lookup("scratch"); ok {
@@ -362,13 +378,10 @@ func (rt *Runtime) run(op Op, s Shape, a kern.Args, scratch kern.P) error {
 		return fmt.Errorf("kernelrt: %s: %w", op, ErrClosed)
 	}
 	row := &rt.table[op]
-	if row.ScratchBytes != nil {
-		if need := row.ScratchBytes(s); need > rt.scrBytes {
-			return argErr(op.String(), "shape", "needs %d bytes of private scratch per worker, the runtime planned %d (raise Options.MaxCols / MaxCtx)", need, rt.scrBytes)
-		}
+	if err := rt.checkScratch(op, s); err != nil {
+		return err
 	}
-	mode := modeOf(s)
-	p := row.decide(s, mode, rt.threads)
+	p := row.decide(s, modeOf(s), rt.threads)
 	if p.active <= 1 && rt.rec == nil {
 		// The caller runs it alone: nothing shared is touched, so concurrent calls need no turn.
 		rt.serial[op].K[op](a, scratch, 0, p.units)
@@ -376,6 +389,59 @@ func (rt *Runtime) run(op Op, s Shape, a kern.Args, scratch kern.P) error {
 	}
 	rt.dispatch.Lock()
 	defer rt.dispatch.Unlock()
+	rt.dispatchLocked(op, s, a, scratch, p)
+	return nil
+}
+
+// runThen runs op1, then op2, in one turn of the dispatch slot: no other call dispatches in
+// between, so op2 may read what op1 left in the runtime's shared buffers (the chunked decode
+// attention's partial sums in rt.part, merged by op2). The dispatch of op2 after op1's
+// completion is the barrier. op2 takes no scratch. Arguments were checked by the caller.
+func (rt *Runtime) runThen(op1 Op, s1 Shape, a1 kern.Args, scratch kern.P, op2 Op, s2 Shape, a2 kern.Args) error {
+	rt.life.RLock()
+	defer rt.life.RUnlock()
+	if rt.closed {
+		return fmt.Errorf("kernelrt: %s: %w", op1, ErrClosed)
+	}
+	if err := rt.checkScratch(op1, s1); err != nil {
+		return err
+	}
+	rt.dispatch.Lock()
+	defer rt.dispatch.Unlock()
+	rt.dispatchLocked(op1, s1, a1, scratch, rt.table[op1].decide(s1, modeOf(s1), rt.threads))
+	rt.dispatchLocked(op2, s2, a2, nil, rt.table[op2].decide(s2, modeOf(s2), rt.threads))
+	return nil
+}
+
+// checkScratch refuses a shape whose private scratch exceeds what New planned per worker.
+func (rt *Runtime) checkScratch(op Op, s Shape) error {
+	if f := rt.table[op].ScratchBytes; f != nil {
+		if need := f(s); need > rt.scrBytes {
+			return argErr(op.String(), "shape", "needs %d bytes of private scratch per worker, the runtime planned %d (raise Options.MaxCols)", need, rt.scrBytes)
+		}
+	}
+	return nil
+}
+
+// workersByWork is how many workers the table would give op's call of shape s if the split
+// dimension had units enough: min(threads, elements/MinElements), at least 1 (1 for a nil
+// runtime: Serial). The decode attention picks its cache chunks from it.
+func (rt *Runtime) workersByWork(op Op, s Shape) int {
+	if rt == nil || rt.threads <= 1 || !rt.table[op].ThreadpoolSafe {
+		return 1
+	}
+	row := &rt.table[op]
+	a := rt.threads
+	if me := row.MinElements[modeOf(s)]; me > 0 {
+		a = min(a, row.Elements(s)/me)
+	}
+	return max(a, 1)
+}
+
+// dispatchLocked runs one call as plan p decided, holding the dispatch slot: over the pool
+// (active > 1) or on the caller, recording it when reporting is on.
+func (rt *Runtime) dispatchLocked(op Op, s Shape, a kern.Args, scratch kern.P, p plan) {
+	row := &rt.table[op]
 	j := &rt.job
 	set := rt.sets[op]
 	if p.active <= 1 {
@@ -383,11 +449,15 @@ func (rt *Runtime) run(op Op, s Shape, a kern.Args, scratch kern.P) error {
 	}
 	j.k, j.a, j.scr0, j.priv, j.p = set.K[op], a, scratch, row.ScratchBytes != nil, p
 	if rt.rec == nil {
-		rt.pool.DispatchN(p.active, j)
-		return nil
+		if p.active <= 1 {
+			j.Run(0, 1)
+		} else {
+			rt.pool.DispatchN(p.active, j)
+		}
+		return
 	}
 	r := rt.rec.next()
-	r.op, r.mode, r.shape, r.active, r.units, r.granule, r.set = op, mode, s, p.active, p.units, p.granule, set
+	r.op, r.mode, r.shape, r.active, r.units, r.granule, r.set = op, modeOf(s), s, p.active, p.units, p.granule, set
 	j.rec = r
 	r.start = rt.now()
 	if p.active <= 1 {
@@ -397,7 +467,6 @@ func (rt *Runtime) run(op Op, s Shape, a kern.Args, scratch kern.P) error {
 	}
 	r.end = rt.now()
 	j.rec = nil
-	return nil
 }
 
 // job is the one worker adapter: every op's call is a kernel, its packed arguments and the

@@ -189,10 +189,13 @@ func TestRuntimeFusedGemvPrivateScratch(t *testing.T) {
 			t.Fatalf("y[%d]: pooled %v != serial %v", i, yp[i], ys[i])
 		}
 	}
-	// A shape wider than the planned scratch is an error, not an overrun.
-	big := make([]float32, 8192)
-	wb := make([]BlockQ8_0, 8192/QK)
-	if err := rt.GemvQ8_0F32(make([]float32, 1), wb, big, nil, make([]BlockQ8_0, 8192/QK), 1, 8192); err == nil ||
+	// A shape wider than the planned scratch is an error, not an overrun. (The per-worker
+	// scratch is the largest any row needs: attention's, 288 KiB at head size 256, holds a
+	// fused GEMV of 270,000 columns; MaxCols 4864 plans less.)
+	const wide = 1 << 19
+	big := make([]float32, wide)
+	wb := make([]BlockQ8_0, wide/QK)
+	if err := rt.GemvQ8_0F32(make([]float32, 1), wb, big, nil, make([]BlockQ8_0, wide/QK), 1, wide); err == nil ||
 		!strings.Contains(err.Error(), "MaxCols") {
 		t.Fatalf("oversized fused GEMV: err = %v, want a MaxCols error", err)
 	}

@@ -79,10 +79,13 @@ LBB0_19:
 	LONG $0x6e0f4166; BYTE $0xcf // movd xmm1, r15d
 	LONG $0x6e0f4166; BYTE $0xd4 // movd xmm2, r12d
 	LONG $0xd1590ff3             // mulss xmm2, xmm1
-	WORD $0x570f; BYTE $0xc9     // xorps xmm1, xmm1
-	LONG $0x2a0f41f3; BYTE $0xcb // cvtsi2ss xmm1, r11d
-	LONG $0xca590ff3             // mulss xmm1, xmm2
-	LONG $0xc1580ff3             // addss xmm0, xmm1
+	WORD $0x280f; BYTE $0xca     // movaps xmm1, xmm2
+	LONG $0xca5c0ff3             // subss xmm1, xmm2
+	LONG $0xca580ff3             // addss xmm1, xmm2
+	WORD $0x570f; BYTE $0xd2     // xorps xmm2, xmm2
+	LONG $0x2a0f41f3; BYTE $0xd3 // cvtsi2ss xmm2, r11d
+	LONG $0xd1590ff3             // mulss xmm2, xmm1
+	LONG $0xc2580ff3             // addss xmm0, xmm2
 	LONG $0x01c08349             // add r8, 1
 	WORD $0x3949; BYTE $0xc8     // cmp r8, rcx
 	JE   LBB0_23
@@ -716,10 +719,13 @@ LBB1_22:
 	LONG $0x6e0f4166; BYTE $0xc3               // movd xmm0, r11d
 	LONG $0x6e0f4166; BYTE $0xcf               // movd xmm1, r15d
 	LONG $0xc8590ff3                           // mulss xmm1, xmm0
-	WORD $0x570f; BYTE $0xc0                   // xorps xmm0, xmm0
-	LONG $0xc02a0ff3                           // cvtsi2ss xmm0, eax
-	LONG $0xc1590ff3                           // mulss xmm0, xmm1
-	LONG $0x580f44f3; BYTE $0xd8               // addss xmm11, xmm0
+	WORD $0x280f; BYTE $0xc1                   // movaps xmm0, xmm1
+	LONG $0xc15c0ff3                           // subss xmm0, xmm1
+	LONG $0xc1580ff3                           // addss xmm0, xmm1
+	WORD $0x570f; BYTE $0xc9                   // xorps xmm1, xmm1
+	LONG $0xc82a0ff3                           // cvtsi2ss xmm1, eax
+	LONG $0xc8590ff3                           // mulss xmm1, xmm0
+	LONG $0x580f44f3; BYTE $0xd9               // addss xmm11, xmm1
 	LONG $0x01c58349                           // add r13, 1
 	WORD $0x3949; BYTE $0xfd                   // cmp r13, rdi
 	JE   LBB1_23
@@ -1648,10 +1654,13 @@ LBB2_22:
 	LONG $0x6e0f4166; BYTE $0xcb // movd xmm1, r11d
 	LONG $0xd06e0f66             // movd xmm2, eax
 	LONG $0xd1590ff3             // mulss xmm2, xmm1
-	WORD $0x570f; BYTE $0xc9     // xorps xmm1, xmm1
-	LONG $0xca2a0ff3             // cvtsi2ss xmm1, edx
-	LONG $0xca590ff3             // mulss xmm1, xmm2
-	LONG $0xc1580ff3             // addss xmm0, xmm1
+	WORD $0x280f; BYTE $0xca     // movaps xmm1, xmm2
+	LONG $0xca5c0ff3             // subss xmm1, xmm2
+	LONG $0xca580ff3             // addss xmm1, xmm2
+	WORD $0x570f; BYTE $0xd2     // xorps xmm2, xmm2
+	LONG $0xd22a0ff3             // cvtsi2ss xmm2, edx
+	LONG $0xd1590ff3             // mulss xmm2, xmm1
+	LONG $0xc2580ff3             // addss xmm0, xmm2
 	LONG $0x01c18349             // add r9, 1
 	WORD $0x394d; BYTE $0xc1     // cmp r9, r8
 	JE   LBB2_5
@@ -2696,10 +2705,13 @@ LBB3_23:
 	LONG $0x6e0f4166; BYTE $0xc4               // movd xmm0, r12d
 	LONG $0x6e0f4166; BYTE $0xcb               // movd xmm1, r11d
 	LONG $0xc8590ff3                           // mulss xmm1, xmm0
-	WORD $0x570f; BYTE $0xc0                   // xorps xmm0, xmm0
-	LONG $0xc02a0ff3                           // cvtsi2ss xmm0, eax
-	LONG $0xc1590ff3                           // mulss xmm0, xmm1
-	LONG $0x580f44f3; BYTE $0xd8               // addss xmm11, xmm0
+	WORD $0x280f; BYTE $0xc1                   // movaps xmm0, xmm1
+	LONG $0xc15c0ff3                           // subss xmm0, xmm1
+	LONG $0xc1580ff3                           // addss xmm0, xmm1
+	WORD $0x570f; BYTE $0xc9                   // xorps xmm1, xmm1
+	LONG $0xc82a0ff3                           // cvtsi2ss xmm1, eax
+	LONG $0xc8590ff3                           // mulss xmm1, xmm0
+	LONG $0x580f44f3; BYTE $0xd9               // addss xmm11, xmm1
 	LONG $0x01c58349                           // add r13, 1
 	WORD $0x394d; BYTE $0xcd                   // cmp r13, r9
 	JE   LBB3_24
@@ -3245,10 +3257,12 @@ LBB5_6:
 	WORD $0x0948; BYTE $0xcf                   // or rdi, rcx
 	LONG $0x6ef9e1c4; BYTE $0xdf               // vmovq xmm3, rdi
 	LONG $0x5979e2c4; BYTE $0xdb               // vpbroadcastq xmm3, xmm3
-	LONG $0x7979e2c4; WORD $0x1a24             // vpbroadcastw xmm4, word ptr [rdx + rbx]
 	LONG $0x137de2c4; BYTE $0xdb               // vcvtph2ps ymm3, xmm3
+	LONG $0x7979e2c4; WORD $0x1a24             // vpbroadcastw xmm4, word ptr [rdx + rbx]
 	LONG $0x137de2c4; BYTE $0xe4               // vcvtph2ps ymm4, xmm4
 	LONG $0xdb59dcc5                           // vmulps ymm3, ymm4, ymm3
+	LONG $0xe35ce4c5                           // vsubps ymm4, ymm3, ymm3
+	LONG $0xdc58e4c5                           // vaddps ymm3, ymm3, ymm4
 	LONG $0xd25bfcc5                           // vcvtdq2ps ymm2, ymm2
 	LONG $0xa865e2c4; BYTE $0xd1               // vfmadd213ps ymm2, ymm3, ymm1
 	LONG $0x22c38348                           // add rbx, 34
@@ -3452,9 +3466,9 @@ LBB6_6:
 	LONG $0x6e79a1c4; WORD $0x2e44; BYTE $0x02 // vmovd xmm0, dword ptr [rsi + r13 + 2]
 	QUAD $0x010236442279a3c4                   // vpinsrd xmm0, xmm0, dword ptr [rsi + r14 + 2], 1
 	QUAD $0x02020e442279e3c4                   // vpinsrd xmm0, xmm0, dword ptr [rsi + rcx + 2], 2
+	QUAD $0x03023e442279e3c4                   // vpinsrd xmm0, xmm0, dword ptr [rsi + rdi + 2], 3
 	LONG $0x5d6ffec5; BYTE $0x00               // vmovdqu ymm3, ymmword ptr [rbp + 0] /* [rip + .LCPI6_0] */
 	LONG $0x046542c4; BYTE $0xe3               // vpmaddubsw ymm12, ymm3, ymm11
-	QUAD $0x03023e442279e3c4                   // vpinsrd xmm0, xmm0, dword ptr [rsi + rdi + 2], 3
 	LONG $0x387d63c4; WORD $0x01e8             // vinserti128 ymm13, ymm0, xmm0, 1
 	LONG $0x5a7da2c4; WORD $0x2e44; BYTE $0x06 // vbroadcasti128 ymm0, xmmword ptr [rsi + r13 + 6]
 	LONG $0xc1dbfdc5                           // vpand ymm0, ymm0, ymm1
@@ -3478,9 +3492,9 @@ LBB6_6:
 	LONG $0x040d42c4; BYTE $0xf3               // vpmaddubsw ymm14, ymm14, ymm11
 	LONG $0xf90d41c4; BYTE $0xf4               // vpsubw ymm14, ymm14, ymm12
 	LONG $0xf6f50dc5                           // vpmaddwd ymm14, ymm14, ymm6
+	LONG $0x5a7d62c4; WORD $0x0e7c; BYTE $0x06 // vbroadcasti128 ymm15, xmmword ptr [rsi + rcx + 6]
 	LONG $0x6b7dc1c4; BYTE $0xc6               // vpackssdw ymm0, ymm0, ymm14
-	LONG $0x5a7d62c4; WORD $0x0e74; BYTE $0x06 // vbroadcasti128 ymm14, xmmword ptr [rsi + rcx + 6]
-	LONG $0xf1db0dc5                           // vpand ymm14, ymm14, ymm1
+	LONG $0xf1db05c5                           // vpand ymm14, ymm15, ymm1
 	LONG $0x450d62c4; BYTE $0xf2               // vpsrlvd ymm14, ymm14, ymm2
 	LONG $0x001542c4; BYTE $0xf8               // vpshufb ymm15, ymm13, ymm8
 	LONG $0xfcdb05c5                           // vpand ymm15, ymm15, ymm4
@@ -3514,13 +3528,15 @@ LBB6_6:
 	WORD $0x094c; BYTE $0xdb                   // or rbx, r11
 	LONG $0x3e04b70f                           // movzx eax, word ptr [rsi + rdi]
 	LONG $0x30e0c148                           // shl rax, 48
-	LONG $0x7979c2c4; WORD $0xfe5a             // vpbroadcastw xmm3, word ptr [r10 - 2]
 	WORD $0x0948; BYTE $0xd8                   // or rax, rbx
+	LONG $0x7979c2c4; WORD $0xfe5a             // vpbroadcastw xmm3, word ptr [r10 - 2]
 	LONG $0x137de2c4; BYTE $0xdb               // vcvtph2ps ymm3, xmm3
 	LONG $0x6ef9e1c4; BYTE $0xf8               // vmovq xmm7, rax
 	LONG $0x5979e2c4; BYTE $0xff               // vpbroadcastq xmm7, xmm7
 	LONG $0x137de2c4; BYTE $0xff               // vcvtph2ps ymm7, xmm7
 	LONG $0xdf59e4c5                           // vmulps ymm3, ymm3, ymm7
+	LONG $0xfb5ce4c5                           // vsubps ymm7, ymm3, ymm3
+	LONG $0xdf58e4c5                           // vaddps ymm3, ymm3, ymm7
 	LONG $0xc6f5fdc5                           // vpmaddwd ymm0, ymm0, ymm6
 	LONG $0xc05bfcc5                           // vcvtdq2ps ymm0, ymm0
 	LONG $0xb86562c4; BYTE $0xd0               // vfmadd231ps ymm10, ymm3, ymm0
@@ -3945,10 +3961,12 @@ LBB7_10:
 	WORD $0x0948; BYTE $0xd6                   // or rsi, rdx
 	LONG $0x6ef9e1c4; BYTE $0xde               // vmovq xmm3, rsi
 	LONG $0x5979e2c4; BYTE $0xdb               // vpbroadcastq xmm3, xmm3
-	LONG $0x7979a2c4; WORD $0x0924             // vpbroadcastw xmm4, word ptr [rcx + r9]
 	LONG $0x137de2c4; BYTE $0xdb               // vcvtph2ps ymm3, xmm3
+	LONG $0x7979a2c4; WORD $0x0924             // vpbroadcastw xmm4, word ptr [rcx + r9]
 	LONG $0x137de2c4; BYTE $0xe4               // vcvtph2ps ymm4, xmm4
 	LONG $0xdb59dcc5                           // vmulps ymm3, ymm4, ymm3
+	LONG $0xe35ce4c5                           // vsubps ymm4, ymm3, ymm3
+	LONG $0xdc58e4c5                           // vaddps ymm3, ymm3, ymm4
 	LONG $0xd25bfcc5                           // vcvtdq2ps ymm2, ymm2
 	LONG $0xa865e2c4; BYTE $0xd1               // vfmadd213ps ymm2, ymm3, ymm1
 	LONG $0x22c18349                           // add r9, 34
@@ -4078,23 +4096,23 @@ TEXT ·_krt_gemv_q5_0_f32_avx2(SB), $128-64
 	MOVQ R10, 104(SP)
 	LEAQ LCDATA7<>(SB), BP
 
-	LONG $0x24548b4c; BYTE $0x70   // mov r10, qword ptr [rsp + 112] /* [rbp + 24] */
-	LONG $0x245c8b4c; BYTE $0x68   // mov r11, qword ptr [rsp + 104] /* [rbp + 16] */
-	LONG $0x1f798d4d               // lea r15, [r9 + 31]
+	LONG $0x245c8b4c; BYTE $0x70   // mov r11, qword ptr [rsp + 112] /* [rbp + 24] */
+	LONG $0x24748b4c; BYTE $0x68   // mov r14, qword ptr [rsp + 104] /* [rbp + 16] */
+	LONG $0x1f518d4d               // lea r10, [r9 + 31]
 	WORD $0x854d; BYTE $0xc9       // test r9, r9
-	LONG $0xf9490f4d               // cmovns r15, r9
+	LONG $0xd1490f4d               // cmovns r10, r9
 	LONG $0x20f98349               // cmp r9, 32
 	JL   LBB8_4
-	LONG $0x05ffc149               // sar r15, 5
+	LONG $0x05fac149               // sar r10, 5
 	LONG $0x60c28348               // add rdx, 96
-	LONG $0x02598d48               // lea rbx, [rcx + 2]
+	LONG $0x02798d4c               // lea r15, [rcx + 2]
 	LONG $0x587de2c4; WORD $0x0045 // vpbroadcastd ymm0, dword ptr [rbp + 0] /* [rip + .LCPI8_0] */
 	LONG $0x5510fac5; BYTE $0x04   // vmovss xmm2, dword ptr [rbp + 4] /* [rip + .LCPI8_1] */
 	LONG $0xe457d8c5               // vxorps xmm4, xmm4, xmm4
 	LONG $0x187de2c4; WORD $0x0c6d // vbroadcastss ymm5, dword ptr [rbp + 12] /* [rip + .LCPI8_3] */
 	LONG $0x187de2c4; WORD $0x1075 // vbroadcastss ymm6, dword ptr [rbp + 16] /* [rip + .LCPI8_4] */
 	LONG $0x7d6ffec5; BYTE $0x20   // vmovdqu ymm7, ymmword ptr [rbp + 32] /* [rip + .LCPI8_6] */
-	WORD $0x894d; BYTE $0xfe       // mov r14, r15
+	LONG $0x2454894c; BYTE $0x10   // mov qword ptr [rsp + 16], r10
 	LONG $0x187d62c4; WORD $0x0475 // vbroadcastss ymm14, dword ptr [rbp + 4] /* [rip + .LCPI8_1] */
 	JMP  LBB8_2
 	PCALIGN $16
@@ -4102,7 +4120,7 @@ TEXT ·_krt_gemv_q5_0_f32_avx2(SB), $128-64
 LBB8_28:
 	LONG $0x0c59e3c4; WORD $0x01db // vblendps xmm3, xmm4, xmm3, 1
 	LONG $0x1d79e3c4; WORD $0x00db // vcvtps2ph xmm3, xmm3, 0
-	LONG $0xd87ef9c5               // vmovd eax, xmm3
+	LONG $0xdb7ef9c5               // vmovd ebx, xmm3
 	LONG $0x187d62c4; BYTE $0xe1   // vbroadcastss ymm12, xmm1
 	LONG $0x5924c1c4; BYTE $0xcc   // vmulps ymm1, ymm11, ymm12
 	LONG $0x087de3c4; WORD $0x0bd9 // vroundps ymm3, ymm1, 11
@@ -4158,13 +4176,13 @@ LBB8_28:
 	LONG $0x6b65c1c4; BYTE $0xd8   // vpackssdw ymm3, ymm3, ymm8
 	LONG $0xcb63f5c5               // vpacksswb ymm1, ymm1, ymm3
 	LONG $0x3645e2c4; BYTE $0xc9   // vpermd ymm1, ymm7, ymm1
-	LONG $0x0b7ffec5               // vmovdqu ymmword ptr [rbx], ymm1
+	LONG $0x7f7ec1c4; BYTE $0x0f   // vmovdqu ymmword ptr [r15], ymm1
 
 LBB8_29:
-	LONG $0xfe438966 // mov word ptr [rbx - 2], ax
-	LONG $0x80ea8348 // sub rdx, -128
-	LONG $0x22c38348 // add rbx, 34
-	LONG $0xffc68349 // add r14, -1
+	LONG $0x5f894166; BYTE $0xfe // mov word ptr [r15 - 2], bx
+	LONG $0x80ea8348             // sub rdx, -128
+	LONG $0x22c78349             // add r15, 34
+	LONG $0xffc28349             // add r10, -1
 	JE   LBB8_30
 
 LBB8_2:
@@ -4185,17 +4203,17 @@ LBB8_2:
 	LONG $0x3f71e2c4; BYTE $0xcb   // vpmaxud xmm1, xmm1, xmm3
 	LONG $0xd970f9c5; BYTE $0xb1   // vpshufd xmm3, xmm1, 177
 	LONG $0x3f71e2c4; BYTE $0xcb   // vpmaxud xmm1, xmm1, xmm3
-	LONG $0xc87ef9c5               // vmovd eax, xmm1
-	LONG $0x8000003d; BYTE $0x7f   // cmp eax, 2139095040
+	LONG $0xcb7ef9c5               // vmovd ebx, xmm1
+	LONG $0x0000fb81; WORD $0x7f80 // cmp ebx, 2139095040
 	JB   LBB8_24
 	LONG $0xc9eff1c5               // vpxor xmm1, xmm1, xmm1
-	LONG $0x0b7ffec5               // vmovdqu ymmword ptr [rbx], ymm1
-	LONG $0x7e00b866               // mov ax, 32256
+	LONG $0x7f7ec1c4; BYTE $0x0f   // vmovdqu ymmword ptr [r15], ymm1
+	LONG $0x7e00bb66               // mov bx, 32256
 	JMP  LBB8_29
 	PCALIGN $16
 
 LBB8_24:
-	LONG $0xc86ef9c5 // vmovd xmm1, eax
+	LONG $0xcb6ef9c5 // vmovd xmm1, ebx
 	LONG $0xda5ef2c5 // vdivss xmm3, xmm1, xmm2
 	LONG $0xc957f0c5 // vxorps xmm1, xmm1, xmm1
 	LONG $0xd92ef8c5 // vucomiss xmm3, xmm1
@@ -4216,33 +4234,34 @@ LBB8_26:
 	JMP  LBB8_28
 
 LBB8_4:
-	WORD $0x394d; BYTE $0xd3 // cmp r11, r10
+	WORD $0x394d; BYTE $0xde // cmp r14, r11
 	JL   LBB8_5
 	JMP  LBB8_18
 
 LBB8_30:
-	WORD $0x394d; BYTE $0xd3                   // cmp r11, r10
+	WORD $0x394d; BYTE $0xde                   // cmp r14, r11
 	JGE  LBB8_18
 	LONG $0x20f98349                           // cmp r9, 32
 	JL   LBB8_5
-	LONG $0xbf048d4b                           // lea rax, [r15 + 4*r15]
-	LONG $0x87148d49                           // lea rdx, [r15 + 4*rax]
-	WORD $0x014c; BYTE $0xfa                   // add rdx, r15
+	LONG $0x244c8b4c; BYTE $0x10               // mov r9, qword ptr [rsp + 16]
+	LONG $0x89048d4b                           // lea rax, [r9 + 4*r9]
+	LONG $0x81148d49                           // lea rdx, [r9 + 4*rax]
+	WORD $0x014c; BYTE $0xca                   // add rdx, r9
 	LONG $0x24548948; BYTE $0x60               // mov qword ptr [rsp + 96], rdx
-	LONG $0xd2af0f49                           // imul rdx, r10
-	LONG $0xff428d49                           // lea rax, [r10 - 1]
+	LONG $0xd3af0f49                           // imul rdx, r11
+	LONG $0xff438d49                           // lea rax, [r11 - 1]
 	LONG $0x24448948; BYTE $0x58               // mov qword ptr [rsp + 88], rax
 	LONG $0x02c18348                           // add rcx, 2
-	LONG $0x045b8d49                           // lea rbx, [r11 + 4]
-	LONG $0xdfaf0f49                           // imul rbx, r15
+	LONG $0x045e8d49                           // lea rbx, [r14 + 4]
+	LONG $0xd9af0f49                           // imul rbx, r9
 	LONG $0x9b048d48                           // lea rax, [rbx + 4*rbx]
 	LONG $0x83048d48                           // lea rax, [rbx + 4*rax]
 	LONG $0x03248d4c                           // lea r12, [rbx + rax]
 	LONG $0x00c48149; WORD $0x0008; BYTE $0x00 // add r12, 2048
-	LONG $0x58c76b49                           // imul rax, r15, 88
+	LONG $0x58c16b49                           // imul rax, r9, 88
 	LONG $0x24448948; BYTE $0x50               // mov qword ptr [rsp + 80], rax
-	WORD $0x894c; BYTE $0xfb                   // mov rbx, r15
-	LONG $0xdbaf0f49                           // imul rbx, r11
+	WORD $0x894c; BYTE $0xcb                   // mov rbx, r9
+	LONG $0xdeaf0f49                           // imul rbx, r14
 	LONG $0x9b048d48                           // lea rax, [rbx + 4*rbx]
 	LONG $0x832c8d4c                           // lea r13, [rbx + 4*rax]
 	WORD $0x0149; BYTE $0xdd                   // add r13, rbx
@@ -4253,9 +4272,8 @@ LBB8_30:
 	QUAD $0x000000c0b56ffec5                   // vmovdqu ymm6, ymmword ptr [rbp + 192] /* [rip + .LCPI8_13] */
 	QUAD $0x00000100856f7ec5                   // vmovdqu ymm8, ymmword ptr [rbp + 256] /* [rip + .LCPI8_15] */
 	QUAD $0x000001208d6f7ec5                   // vmovdqu ymm9, ymmword ptr [rbp + 288] /* [rip + .LCPI8_16] */
-	LONG $0x247c8948; BYTE $0x10               // mov qword ptr [rsp + 16], rdi
-	LONG $0x244c8948; BYTE $0x08               // mov qword ptr [rsp + 8], rcx
-	LONG $0x243c894c                           // mov qword ptr [rsp], r15
+	LONG $0x247c8948; BYTE $0x08               // mov qword ptr [rsp + 8], rdi
+	LONG $0x240c8948                           // mov qword ptr [rsp], rcx
 	JMP  LBB8_33
 
 LBB8_16:
@@ -4266,38 +4284,38 @@ LBB8_17:
 	LONG $0x24448b48; BYTE $0x50 // mov rax, qword ptr [rsp + 80]
 	WORD $0x0149; BYTE $0xc4     // add r12, rax
 	WORD $0x0149; BYTE $0xc5     // add r13, rax
-	WORD $0x394d; BYTE $0xd3     // cmp r11, r10
+	WORD $0x394d; BYTE $0xde     // cmp r14, r11
 	JGE  LBB8_18
 
 LBB8_33:
-	LONG $0x01438d49             // lea rax, [r11 + 1]
-	WORD $0x394c; BYTE $0xd0     // cmp rax, r10
-	LONG $0x247c8b48; BYTE $0x58 // mov rdi, qword ptr [rsp + 88]
-	WORD $0x8949; BYTE $0xfe     // mov r14, rdi
+	WORD $0x894c; BYTE $0xf7     // mov rdi, r14
+	LONG $0x01468d49             // lea rax, [r14 + 1]
+	WORD $0x394c; BYTE $0xd8     // cmp rax, r11
+	LONG $0x24548b4c; BYTE $0x58 // mov r10, qword ptr [rsp + 88]
+	WORD $0x894d; BYTE $0xd6     // mov r14, r10
 	LONG $0x24448948; BYTE $0x28 // mov qword ptr [rsp + 40], rax
 	LONG $0xf04c0f4c             // cmovl r14, rax
 	LONG $0x24448b48; BYTE $0x60 // mov rax, qword ptr [rsp + 96]
 	LONG $0xf0af0f4c             // imul r14, rax
-	LONG $0x025b8d49             // lea rbx, [r11 + 2]
-	WORD $0x394c; BYTE $0xd3     // cmp rbx, r10
-	WORD $0x8949; BYTE $0xf9     // mov r9, rdi
+	LONG $0x025f8d48             // lea rbx, [rdi + 2]
+	WORD $0x394c; BYTE $0xdb     // cmp rbx, r11
+	WORD $0x894d; BYTE $0xd1     // mov r9, r10
 	LONG $0x245c8948; BYTE $0x20 // mov qword ptr [rsp + 32], rbx
 	LONG $0xcb4c0f4c             // cmovl r9, rbx
 	LONG $0xc8af0f4c             // imul r9, rax
-	LONG $0x035b8d49             // lea rbx, [r11 + 3]
-	WORD $0x394c; BYTE $0xd3     // cmp rbx, r10
-	WORD $0x8949; BYTE $0xfa     // mov r10, rdi
+	LONG $0x035f8d48             // lea rbx, [rdi + 3]
+	WORD $0x394c; BYTE $0xdb     // cmp rbx, r11
 	LONG $0x245c8948; BYTE $0x18 // mov qword ptr [rsp + 24], rbx
 	LONG $0xd34c0f4c             // cmovl r10, rbx
 	LONG $0xd0af0f4c             // imul r10, rax
-	LONG $0x245c894c; BYTE $0x30 // mov qword ptr [rsp + 48], r11
-	LONG $0x04438d49             // lea rax, [r11 + 4]
+	LONG $0x247c8948; BYTE $0x30 // mov qword ptr [rsp + 48], rdi
+	LONG $0x04478d48             // lea rax, [rdi + 4]
 	LONG $0x24448948; BYTE $0x48 // mov qword ptr [rsp + 72], rax
 	LONG $0x572841c4; BYTE $0xd2 // vxorps xmm10, xmm10, xmm10
 	LONG $0x246c894c; BYTE $0x38 // mov qword ptr [rsp + 56], r13
 	LONG $0x2464894c; BYTE $0x40 // mov qword ptr [rsp + 64], r12
 	WORD $0x8948; BYTE $0xcf     // mov rdi, rcx
-	WORD $0x894c; BYTE $0xf9     // mov rcx, r15
+	LONG $0x244c8b48; BYTE $0x10 // mov rcx, qword ptr [rsp + 16]
 	JMP  LBB8_34
 	PCALIGN $16
 
@@ -4306,9 +4324,9 @@ LBB8_36:
 	LONG $0x6e79a1c4; WORD $0x2e44; BYTE $0x02 // vmovd xmm0, dword ptr [rsi + r13 + 2]
 	QUAD $0x010236442279a3c4                   // vpinsrd xmm0, xmm0, dword ptr [rsi + r14 + 2], 1
 	QUAD $0x02020e442279a3c4                   // vpinsrd xmm0, xmm0, dword ptr [rsi + r9 + 2], 2
+	QUAD $0x030216442279a3c4                   // vpinsrd xmm0, xmm0, dword ptr [rsi + r10 + 2], 3
 	LONG $0x5d6ffec5; BYTE $0x40               // vmovdqu ymm3, ymmword ptr [rbp + 64] /* [rip + .LCPI8_7] */
 	LONG $0x046542c4; BYTE $0xe3               // vpmaddubsw ymm12, ymm3, ymm11
-	QUAD $0x030216442279a3c4                   // vpinsrd xmm0, xmm0, dword ptr [rsi + r10 + 2], 3
 	LONG $0x387d63c4; WORD $0x01e8             // vinserti128 ymm13, ymm0, xmm0, 1
 	LONG $0x5a7da2c4; WORD $0x2e44; BYTE $0x06 // vbroadcasti128 ymm0, xmmword ptr [rsi + r13 + 6]
 	LONG $0xc1dbfdc5                           // vpand ymm0, ymm0, ymm1
@@ -4332,9 +4350,9 @@ LBB8_36:
 	LONG $0x040d42c4; BYTE $0xf3               // vpmaddubsw ymm14, ymm14, ymm11
 	LONG $0xf90d41c4; BYTE $0xf4               // vpsubw ymm14, ymm14, ymm12
 	LONG $0xf6f50dc5                           // vpmaddwd ymm14, ymm14, ymm6
+	LONG $0x5a7d22c4; WORD $0x0e7c; BYTE $0x06 // vbroadcasti128 ymm15, xmmword ptr [rsi + r9 + 6]
 	LONG $0x6b7dc1c4; BYTE $0xc6               // vpackssdw ymm0, ymm0, ymm14
-	LONG $0x5a7d22c4; WORD $0x0e74; BYTE $0x06 // vbroadcasti128 ymm14, xmmword ptr [rsi + r9 + 6]
-	LONG $0xf1db0dc5                           // vpand ymm14, ymm14, ymm1
+	LONG $0xf1db05c5                           // vpand ymm14, ymm15, ymm1
 	LONG $0x450d62c4; BYTE $0xf2               // vpsrlvd ymm14, ymm14, ymm2
 	LONG $0x001542c4; BYTE $0xf8               // vpshufb ymm15, ymm13, ymm8
 	LONG $0xfcdb05c5                           // vpand ymm15, ymm15, ymm4
@@ -4368,13 +4386,15 @@ LBB8_36:
 	WORD $0x094c; BYTE $0xdb                   // or rbx, r11
 	LONG $0x04b70f42; BYTE $0x16               // movzx eax, word ptr [rsi + r10]
 	LONG $0x30e0c148                           // shl rax, 48
-	LONG $0x7979e2c4; WORD $0xfe5f             // vpbroadcastw xmm3, word ptr [rdi - 2]
 	WORD $0x0948; BYTE $0xd8                   // or rax, rbx
+	LONG $0x7979e2c4; WORD $0xfe5f             // vpbroadcastw xmm3, word ptr [rdi - 2]
 	LONG $0x137de2c4; BYTE $0xdb               // vcvtph2ps ymm3, xmm3
 	LONG $0x6ef9e1c4; BYTE $0xf8               // vmovq xmm7, rax
 	LONG $0x5979e2c4; BYTE $0xff               // vpbroadcastq xmm7, xmm7
 	LONG $0x137de2c4; BYTE $0xff               // vcvtph2ps ymm7, xmm7
 	LONG $0xdf59e4c5                           // vmulps ymm3, ymm3, ymm7
+	LONG $0xfb5ce4c5                           // vsubps ymm7, ymm3, ymm3
+	LONG $0xdf58e4c5                           // vaddps ymm3, ymm3, ymm7
 	LONG $0xc6f5fdc5                           // vpmaddwd ymm0, ymm0, ymm6
 	LONG $0xc05bfcc5                           // vcvtdq2ps ymm0, ymm0
 	LONG $0xb86562c4; BYTE $0xd0               // vfmadd231ps ymm10, ymm3, ymm0
@@ -4402,25 +4422,24 @@ LBB8_37:
 	JE   LBB8_38
 	LONG $0x24448b48; BYTE $0x30               // mov rax, qword ptr [rsp + 48]
 	LONG $0x582ac1c4; WORD $0x8004             // vaddss xmm0, xmm10, dword ptr [r8 + 4*rax]
-	LONG $0x247c8b48; BYTE $0x10               // mov rdi, qword ptr [rsp + 16]
+	LONG $0x247c8b48; BYTE $0x08               // mov rdi, qword ptr [rsp + 8]
 	LONG $0x0411fac5; BYTE $0x87               // vmovss dword ptr [rdi + 4*rax], xmm0
-	LONG $0x24548b4c; BYTE $0x70               // mov r10, qword ptr [rsp + 112] /* [rbp + 24] */
-	LONG $0x2454394c; BYTE $0x28               // cmp qword ptr [rsp + 40], r10
-	LONG $0x245c8b4c; BYTE $0x48               // mov r11, qword ptr [rsp + 72]
-	LONG $0x244c8b48; BYTE $0x08               // mov rcx, qword ptr [rsp + 8]
-	LONG $0x243c8b4c                           // mov r15, qword ptr [rsp]
+	LONG $0x245c8b4c; BYTE $0x70               // mov r11, qword ptr [rsp + 112] /* [rbp + 24] */
+	LONG $0x245c394c; BYTE $0x28               // cmp qword ptr [rsp + 40], r11
+	LONG $0x24748b4c; BYTE $0x48               // mov r14, qword ptr [rsp + 72]
+	LONG $0x240c8b48                           // mov rcx, qword ptr [rsp]
 	LONG $0x24648b4c; BYTE $0x40               // mov r12, qword ptr [rsp + 64]
 	LONG $0x246c8b4c; BYTE $0x38               // mov r13, qword ptr [rsp + 56]
 	JGE  LBB8_17
 	LONG $0x167ac1c4; BYTE $0xc2               // vmovshdup xmm0, xmm10
 	LONG $0x587ac1c4; WORD $0x8044; BYTE $0x04 // vaddss xmm0, xmm0, dword ptr [r8 + 4*rax + 4]
 	LONG $0x4411fac5; WORD $0x0487             // vmovss dword ptr [rdi + 4*rax + 4], xmm0
-	LONG $0x2454394c; BYTE $0x20               // cmp qword ptr [rsp + 32], r10
+	LONG $0x245c394c; BYTE $0x20               // cmp qword ptr [rsp + 32], r11
 	JGE  LBB8_17
 	LONG $0x0579c3c4; WORD $0x01c2             // vpermilpd xmm0, xmm10, 1
 	LONG $0x587ac1c4; WORD $0x8044; BYTE $0x08 // vaddss xmm0, xmm0, dword ptr [r8 + 4*rax + 8]
 	LONG $0x4411fac5; WORD $0x0887             // vmovss dword ptr [rdi + 4*rax + 8], xmm0
-	LONG $0x2454394c; BYTE $0x18               // cmp qword ptr [rsp + 24], r10
+	LONG $0x245c394c; BYTE $0x18               // cmp qword ptr [rsp + 24], r11
 	JGE  LBB8_17
 	LONG $0x0479c3c4; WORD $0xffc2             // vpermilps xmm0, xmm10, 255
 	LONG $0x587a41c4; WORD $0x8054; BYTE $0x0c // vaddss xmm10, xmm0, dword ptr [r8 + 4*rax + 12]
@@ -4428,22 +4447,21 @@ LBB8_37:
 	PCALIGN $16
 
 LBB8_38:
-	LONG $0x247c8b48; BYTE $0x10   // mov rdi, qword ptr [rsp + 16]
+	LONG $0x247c8b48; BYTE $0x08   // mov rdi, qword ptr [rsp + 8]
 	LONG $0x24448b48; BYTE $0x30   // mov rax, qword ptr [rsp + 48]
 	LONG $0x14117ac5; BYTE $0x87   // vmovss dword ptr [rdi + 4*rax], xmm10
-	LONG $0x24548b4c; BYTE $0x70   // mov r10, qword ptr [rsp + 112] /* [rbp + 24] */
-	LONG $0x2454394c; BYTE $0x28   // cmp qword ptr [rsp + 40], r10
-	LONG $0x245c8b4c; BYTE $0x48   // mov r11, qword ptr [rsp + 72]
-	LONG $0x244c8b48; BYTE $0x08   // mov rcx, qword ptr [rsp + 8]
-	LONG $0x243c8b4c               // mov r15, qword ptr [rsp]
+	LONG $0x245c8b4c; BYTE $0x70   // mov r11, qword ptr [rsp + 112] /* [rbp + 24] */
+	LONG $0x245c394c; BYTE $0x28   // cmp qword ptr [rsp + 40], r11
+	LONG $0x24748b4c; BYTE $0x48   // mov r14, qword ptr [rsp + 72]
+	LONG $0x240c8b48               // mov rcx, qword ptr [rsp]
 	LONG $0x24648b4c; BYTE $0x40   // mov r12, qword ptr [rsp + 64]
 	LONG $0x246c8b4c; BYTE $0x38   // mov r13, qword ptr [rsp + 56]
 	JGE  LBB8_17
 	QUAD $0x01048754177963c4       // vextractps dword ptr [rdi + 4*rax + 4], xmm10, 1
-	LONG $0x2454394c; BYTE $0x20   // cmp qword ptr [rsp + 32], r10
+	LONG $0x245c394c; BYTE $0x20   // cmp qword ptr [rsp + 32], r11
 	JGE  LBB8_17
 	QUAD $0x02088754177963c4       // vextractps dword ptr [rdi + 4*rax + 8], xmm10, 2
-	LONG $0x2454394c; BYTE $0x18   // cmp qword ptr [rsp + 24], r10
+	LONG $0x245c394c; BYTE $0x18   // cmp qword ptr [rsp + 24], r11
 	JGE  LBB8_17
 	LONG $0x047943c4; WORD $0xffd2 // vpermilps xmm10, xmm10, 255
 	JMP  LBB8_16
@@ -4451,33 +4469,33 @@ LBB8_38:
 LBB8_5:
 	WORD $0x854d; BYTE $0xc0 // test r8, r8
 	JNE  LBB8_20
-	LONG $0x01c38349         // add r11, 1
+	LONG $0x01c68349         // add r14, 1
 	JMP  LBB8_7
 	PCALIGN $16
 
 LBB8_19:
-	WORD $0x394d; BYTE $0xd3 // cmp r11, r10
+	WORD $0x394d; BYTE $0xde // cmp r14, r11
 	JGE  LBB8_18
 
 LBB8_20:
-	WORD $0x894c; BYTE $0xd9                   // mov rcx, r11
-	LONG $0x01438d49                           // lea rax, [r11 + 1]
-	LONG $0x04c38349                           // add r11, 4
+	WORD $0x894c; BYTE $0xf1                   // mov rcx, r14
+	LONG $0x01468d49                           // lea rax, [r14 + 1]
+	LONG $0x04c68349                           // add r14, 4
 	LONG $0xc0eff9c5                           // vpxor xmm0, xmm0, xmm0
 	LONG $0x587ac1c4; WORD $0x880c             // vaddss xmm1, xmm0, dword ptr [r8 + 4*rcx]
 	LONG $0x0c11fac5; BYTE $0x8f               // vmovss dword ptr [rdi + 4*rcx], xmm1
-	WORD $0x394c; BYTE $0xd0                   // cmp rax, r10
+	WORD $0x394c; BYTE $0xd8                   // cmp rax, r11
 	JGE  LBB8_19
 	LONG $0x02418d48                           // lea rax, [rcx + 2]
 	LONG $0x587ac1c4; WORD $0x8844; BYTE $0x04 // vaddss xmm0, xmm0, dword ptr [r8 + 4*rcx + 4]
 	LONG $0x4411fac5; WORD $0x048f             // vmovss dword ptr [rdi + 4*rcx + 4], xmm0
-	WORD $0x394c; BYTE $0xd0                   // cmp rax, r10
+	WORD $0x394c; BYTE $0xd8                   // cmp rax, r11
 	JGE  LBB8_19
 	LONG $0x03418d48                           // lea rax, [rcx + 3]
 	LONG $0xc057f8c5                           // vxorps xmm0, xmm0, xmm0
 	LONG $0x587ac1c4; WORD $0x884c; BYTE $0x08 // vaddss xmm1, xmm0, dword ptr [r8 + 4*rcx + 8]
 	LONG $0x4c11fac5; WORD $0x088f             // vmovss dword ptr [rdi + 4*rcx + 8], xmm1
-	WORD $0x394c; BYTE $0xd0                   // cmp rax, r10
+	WORD $0x394c; BYTE $0xd8                   // cmp rax, r11
 	JGE  LBB8_19
 	LONG $0x587ac1c4; WORD $0x8844; BYTE $0x0c // vaddss xmm0, xmm0, dword ptr [r8 + 4*rcx + 12]
 	LONG $0x4411fac5; WORD $0x0c8f             // vmovss dword ptr [rdi + 4*rcx + 12], xmm0
@@ -4485,25 +4503,25 @@ LBB8_20:
 	PCALIGN $16
 
 LBB8_11:
-	LONG $0x04438d49         // lea rax, [r11 + 4]
-	LONG $0x03c38349         // add r11, 3
-	WORD $0x394d; BYTE $0xd3 // cmp r11, r10
-	WORD $0x8949; BYTE $0xc3 // mov r11, rax
+	LONG $0x04468d49         // lea rax, [r14 + 4]
+	LONG $0x03c68349         // add r14, 3
+	WORD $0x394d; BYTE $0xde // cmp r14, r11
+	WORD $0x8949; BYTE $0xc6 // mov r14, rax
 	JGE  LBB8_18
 
 LBB8_7:
-	QUAD $0x000000fc9f44c742; BYTE $0x00 // mov dword ptr [rdi + 4*r11 - 4], 0
-	WORD $0x394d; BYTE $0xd3             // cmp r11, r10
+	QUAD $0x000000fcb744c742; BYTE $0x00 // mov dword ptr [rdi + 4*r14 - 4], 0
+	WORD $0x394d; BYTE $0xde             // cmp r14, r11
 	JGE  LBB8_11
-	LONG $0x01438d49                     // lea rax, [r11 + 1]
-	QUAD $0x000000009f04c742             // mov dword ptr [rdi + 4*r11], 0
-	WORD $0x394c; BYTE $0xd0             // cmp rax, r10
+	LONG $0x01468d49                     // lea rax, [r14 + 1]
+	QUAD $0x00000000b704c742             // mov dword ptr [rdi + 4*r14], 0
+	WORD $0x394c; BYTE $0xd8             // cmp rax, r11
 	JGE  LBB8_11
-	LONG $0x02438d49                     // lea rax, [r11 + 2]
-	QUAD $0x000000049f44c742; BYTE $0x00 // mov dword ptr [rdi + 4*r11 + 4], 0
-	WORD $0x394c; BYTE $0xd0             // cmp rax, r10
+	LONG $0x02468d49                     // lea rax, [r14 + 2]
+	QUAD $0x00000004b744c742; BYTE $0x00 // mov dword ptr [rdi + 4*r14 + 4], 0
+	WORD $0x394c; BYTE $0xd8             // cmp rax, r11
 	JGE  LBB8_11
-	QUAD $0x000000089f44c742; BYTE $0x00 // mov dword ptr [rdi + 4*r11 + 8], 0
+	QUAD $0x00000008b744c742; BYTE $0x00 // mov dword ptr [rdi + 4*r14 + 8], 0
 	JMP  LBB8_11
 
 LBB8_18:
@@ -5139,10 +5157,12 @@ LBB10_6:
 	QUAD $0x01fe394cc471a1c4                           // vpinsrw xmm1, xmm1, word ptr [rcx + r15 - 2], 1
 	QUAD $0x02fe3b4cc47181c4                           // vpinsrw xmm1, xmm1, word ptr [r11 + r15 - 2], 2
 	QUAD $0x03fe3f4cc471a1c4                           // vpinsrw xmm1, xmm1, word ptr [rdi + r15 - 2], 3
-	LONG $0x137de2c4; BYTE $0xc9                       // vcvtph2ps ymm1, xmm1
 	LONG $0x7979a2c4; WORD $0x3a14                     // vpbroadcastw xmm2, word ptr [rdx + r15]
+	LONG $0x137de2c4; BYTE $0xc9                       // vcvtph2ps ymm1, xmm1
 	LONG $0x137de2c4; BYTE $0xd2                       // vcvtph2ps ymm2, xmm2
 	LONG $0xca59f4c5                                   // vmulps ymm1, ymm1, ymm2
+	LONG $0xd15cf4c5                                   // vsubps ymm2, ymm1, ymm1
+	LONG $0xca58f4c5                                   // vaddps ymm1, ymm1, ymm2
 	LONG $0x6f7ea1c4; WORD $0x3b14                     // vmovdqu ymm2, ymmword ptr [rbx + r15]
 	QUAD $0x0139143a48edb362                           // vinserti64x4 zmm2, zmm2, ymmword ptr [rcx + r15], 1
 	LONG $0x486df162; WORD $0xd0ef                     // vpxord zmm2, zmm2, zmm0
@@ -5607,10 +5627,10 @@ LBB11_63:
 	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
 	LONG $0x497f9162; WORD $0xd46f             // vmovdqu8 zmm2 {k1}, zmm28
 	LONG $0x40a56162; WORD $0xdfdb             // vpandq zmm27, zmm27, zmm7
-	LONG $0x40a54162; WORD $0xe0eb             // vporq zmm28, zmm27, zmm8
 	LONG $0x16f9e3c4; WORD $0x01c0             // vpextrq rax, xmm0, 1
+	LONG $0x40a5d162; WORD $0xc0eb             // vporq zmm0, zmm27, zmm8
 	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
-	LONG $0x497f0162; WORD $0xdc6f             // vmovdqu8 zmm27 {k1}, zmm28
+	LONG $0x497f6162; WORD $0xd86f             // vmovdqu8 zmm27 {k1}, zmm0
 	LONG $0x48fdb162; WORD $0xc46f             // vmovdqa64 zmm0, zmm20
 	LONG $0x486db262; WORD $0xc550             // vpdpbusd zmm0, zmm2, zmm21
 	LONG $0x4025b262; WORD $0xc350             // vpdpbusd zmm0, zmm27, zmm19
@@ -5656,10 +5676,10 @@ LBB11_63:
 	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
 	LONG $0x497f9162; WORD $0xd36f             // vmovdqu8 zmm2 {k1}, zmm27
 	LONG $0x48d5f162; WORD $0xefdb             // vpandq zmm5, zmm5, zmm7
-	LONG $0x48d54162; WORD $0xd8eb             // vporq zmm27, zmm5, zmm8
 	LONG $0x16f9e3c4; WORD $0x01c8             // vpextrq rax, xmm1, 1
+	LONG $0x48d5d162; WORD $0xc8eb             // vporq zmm1, zmm5, zmm8
 	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
-	LONG $0x497f9162; WORD $0xeb6f             // vmovdqu8 zmm5 {k1}, zmm27
+	LONG $0x497ff162; WORD $0xe96f             // vmovdqu8 zmm5 {k1}, zmm1
 	LONG $0x486da262; WORD $0xe550             // vpdpbusd zmm20, zmm2, zmm21
 	LONG $0x4855a262; WORD $0xe350             // vpdpbusd zmm20, zmm5, zmm19
 	LONG $0x4865b162; WORD $0xcc6b             // vpackssdw zmm1, zmm3, zmm20
@@ -5677,6 +5697,8 @@ LBB11_63:
 	LONG $0x026de3c4; WORD $0xaac0             // vpblendd ymm0, ymm2, ymm0, 170
 	LONG $0x487df262; WORD $0xc013             // vcvtph2ps zmm0, ymm0
 	LONG $0x487cd162; WORD $0x0359             // vmulps zmm0, zmm0, zmmword ptr [r11]
+	LONG $0x487cf162; WORD $0xd05c             // vsubps zmm2, zmm0, zmm0
+	LONG $0x487cf162; WORD $0xc258             // vaddps zmm0, zmm0, zmm2
 	LONG $0x4875d262; WORD $0xc2a8             // vfmadd213ps zmm0, zmm1, zmm10
 	LONG $0x01c08349                           // add r8, 1
 	LONG $0x40c38149; WORD $0x0001; BYTE $0x00 // add r11, 320
@@ -6172,10 +6194,12 @@ LBB12_19:
 	QUAD $0x01fe384cc471a1c4                           // vpinsrw xmm1, xmm1, word ptr [rax + r15 - 2], 1
 	QUAD $0x02fe394cc471a1c4                           // vpinsrw xmm1, xmm1, word ptr [rcx + r15 - 2], 2
 	QUAD $0x03fe3f4cc471a1c4                           // vpinsrw xmm1, xmm1, word ptr [rdi + r15 - 2], 3
-	LONG $0x137de2c4; BYTE $0xc9                       // vcvtph2ps ymm1, xmm1
 	LONG $0x797982c4; WORD $0x3c14                     // vpbroadcastw xmm2, word ptr [r12 + r15]
+	LONG $0x137de2c4; BYTE $0xc9                       // vcvtph2ps ymm1, xmm1
 	LONG $0x137de2c4; BYTE $0xd2                       // vcvtph2ps ymm2, xmm2
 	LONG $0xca59f4c5                                   // vmulps ymm1, ymm1, ymm2
+	LONG $0xd15cf4c5                                   // vsubps ymm2, ymm1, ymm1
+	LONG $0xca58f4c5                                   // vaddps ymm1, ymm1, ymm2
 	LONG $0x6f7ea1c4; WORD $0x3b14                     // vmovdqu ymm2, ymmword ptr [rbx + r15]
 	QUAD $0x0138143a48edb362                           // vinserti64x4 zmm2, zmm2, ymmword ptr [rax + r15], 1
 	LONG $0x486df162; WORD $0xd0ef                     // vpxord zmm2, zmm2, zmm0
@@ -6734,10 +6758,10 @@ LBB13_67:
 	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
 	LONG $0x497f9162; WORD $0xd46f             // vmovdqu8 zmm2 {k1}, zmm28
 	LONG $0x40a56162; WORD $0xdfdb             // vpandq zmm27, zmm27, zmm7
-	LONG $0x40a54162; WORD $0xe0eb             // vporq zmm28, zmm27, zmm8
 	LONG $0x16f9e3c4; WORD $0x01c0             // vpextrq rax, xmm0, 1
+	LONG $0x40a5d162; WORD $0xc0eb             // vporq zmm0, zmm27, zmm8
 	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
-	LONG $0x497f0162; WORD $0xdc6f             // vmovdqu8 zmm27 {k1}, zmm28
+	LONG $0x497f6162; WORD $0xd86f             // vmovdqu8 zmm27 {k1}, zmm0
 	LONG $0x48fdb162; WORD $0xc46f             // vmovdqa64 zmm0, zmm20
 	LONG $0x486db262; WORD $0xc550             // vpdpbusd zmm0, zmm2, zmm21
 	LONG $0x4025b262; WORD $0xc350             // vpdpbusd zmm0, zmm27, zmm19
@@ -6783,10 +6807,10 @@ LBB13_67:
 	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
 	LONG $0x497f9162; WORD $0xd36f             // vmovdqu8 zmm2 {k1}, zmm27
 	LONG $0x48d5f162; WORD $0xefdb             // vpandq zmm5, zmm5, zmm7
-	LONG $0x48d54162; WORD $0xd8eb             // vporq zmm27, zmm5, zmm8
 	LONG $0x16f9e3c4; WORD $0x01c8             // vpextrq rax, xmm1, 1
+	LONG $0x48d5d162; WORD $0xc8eb             // vporq zmm1, zmm5, zmm8
 	LONG $0x92fbe1c4; BYTE $0xc8               // kmovq k1, rax
-	LONG $0x497f9162; WORD $0xeb6f             // vmovdqu8 zmm5 {k1}, zmm27
+	LONG $0x497ff162; WORD $0xe96f             // vmovdqu8 zmm5 {k1}, zmm1
 	LONG $0x486da262; WORD $0xe550             // vpdpbusd zmm20, zmm2, zmm21
 	LONG $0x4855a262; WORD $0xe350             // vpdpbusd zmm20, zmm5, zmm19
 	LONG $0x4865b162; WORD $0xcc6b             // vpackssdw zmm1, zmm3, zmm20
@@ -6804,6 +6828,8 @@ LBB13_67:
 	LONG $0x026de3c4; WORD $0xaac0             // vpblendd ymm0, ymm2, ymm0, 170
 	LONG $0x487df262; WORD $0xc013             // vcvtph2ps zmm0, ymm0
 	LONG $0x487cd162; WORD $0x0159             // vmulps zmm0, zmm0, zmmword ptr [r9]
+	LONG $0x487cf162; WORD $0xd05c             // vsubps zmm2, zmm0, zmm0
+	LONG $0x487cf162; WORD $0xc258             // vaddps zmm0, zmm0, zmm2
 	LONG $0x4875d262; WORD $0xc2a8             // vfmadd213ps zmm0, zmm1, zmm10
 	LONG $0x01c68349                           // add r14, 1
 	LONG $0x40c18149; WORD $0x0001; BYTE $0x00 // add r9, 320

@@ -3267,9 +3267,9 @@ LBB6_6:
 	LONG $0x6ef9e1c4; BYTE $0xfa               // vmovq xmm7, rdx
 	LONG $0x5979e2c4; BYTE $0xff               // vpbroadcastq xmm7, xmm7
 	LONG $0x137d62c4; BYTE $0xf7               // vcvtph2ps ymm14, xmm7
-	LONG $0xdb5bfcc5                           // vcvtdq2ps ymm3, ymm3
-	LONG $0xf8590cc5                           // vmulps ymm15, ymm14, ymm0
-	LONG $0xa86542c4; BYTE $0xfc               // vfmadd213ps ymm15, ymm3, ymm12
+	LONG $0xf8598cc5                           // vmulps ymm7, ymm14, ymm0
+	LONG $0xfb5b7cc5                           // vcvtdq2ps ymm15, ymm3
+	LONG $0xa84542c4; BYTE $0xfc               // vfmadd213ps ymm15, ymm7, ymm12
 	LONG $0x54b70f42; WORD $0xfa2e             // movzx edx, word ptr [rsi + r13 - 6]
 	LONG $0x5cb70f42; WORD $0xfa36             // movzx ebx, word ptr [rsi + r14 - 6]
 	LONG $0x10e3c148                           // shl rbx, 16

@@ -14,7 +14,8 @@
  *     acc = 0.0f
  *     for b = 0 .. cols/32-1, in order:
  *         isum = sum_j wq[r,b,j] * xq[t,b,j]             (exact, int32)
- *         s    = fp32(d_w[r,b]) * fp32(d_x[t,b])          (rounded to fp32)
+ *         s    = fp32(d_w[r,b]) * fp32(d_x[t,b])          (rounded to fp32; Q8_0 / Q5_0: NaN if
+ *                                                           not finite, krt_scale_poison)
  *         p    = s * (float)isum                          (rounded; isum is exact in fp32)
  *         acc  = acc + p                                  (rounded; no FMA anywhere)
  *     y[t*rows + r] = bias ? acc + bias[r] : acc
@@ -81,7 +82,7 @@ void krt_gemm_q8_0_ref(float *y, const krt_block_q8_0 *w, const krt_block_q8_0 *
                 for (int j = 0; j < KRT_QK; j++) {
                     isum += (int32_t)wr[b].qs[j] * (int32_t)xt[b].qs[j];
                 }
-                float s = krt_fp16_to_fp32(wr[b].d) * krt_fp16_to_fp32(xt[b].d);
+                float s = krt_scale_poison(krt_fp16_to_fp32(wr[b].d) * krt_fp16_to_fp32(xt[b].d));
                 float p = s * (float)isum;
                 acc = acc + p;
             }
@@ -110,7 +111,7 @@ void krt_gemm_q5_0_ref(float *y, const krt_block_q5_0 *w, const krt_block_q8_0 *
                     int32_t hi = (int32_t)((wr[b].qs[j] >> 4) | ((qh >> (j + 16)) & 1u) << 4) - 16;
                     isum += lo * (int32_t)xt[b].qs[j] + hi * (int32_t)xt[b].qs[j + KRT_QK / 2];
                 }
-                float s = krt_fp16_to_fp32(wr[b].d) * krt_fp16_to_fp32(xt[b].d);
+                float s = krt_scale_poison(krt_fp16_to_fp32(wr[b].d) * krt_fp16_to_fp32(xt[b].d));
                 float p = s * (float)isum;
                 acc = acc + p;
             }
@@ -158,6 +159,10 @@ KRT_GEMM_REF(q6_K, q8_K, KRT_QK_K)
 #define KRT_GT_Q5_K 5
 #define KRT_GT_Q6_K 6
 #define KRT_GT_K(TY) ((TY) >= KRT_GT_Q4_K)                   /* super-blocks, Q8_K activations */
+/* Q8_0 / Q5_0: a non-finite fp16 scale (w or x) makes its block's products NaN (krt_common.h
+ * krt_scale_poison, as the GEMVs): applied to fp32(d_w) and fp32(d_x) when they are gathered,
+ * so that s = d_w * d_x is NaN exactly when _ref's poisoned s is. */
+#define KRT_GT_POISON(TY) ((TY) == KRT_GT_Q8_0 || (TY) == KRT_GT_Q5_0)
 #define KRT_GT_K45(TY) ((TY) == KRT_GT_Q4_K || (TY) == KRT_GT_Q5_K)
 #define KRT_GT_QB(TY) (KRT_GT_K(TY) ? KRT_QK_K : KRT_QK)     /* weights per block */
 #define KRT_GT_BS(TY) ((TY) == KRT_GT_Q8_0 ? 34 : (TY) == KRT_GT_Q5_0 ? 22 : (TY) == KRT_GT_Q4_0 ? 18 : \
@@ -358,7 +363,8 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gemm_pack_q8_0_avx512(krt_gemm_scratch_avx
             krt_gemm_transpose_avx512(z, o);
             uint8_t *dst = s->wq + (b * 8) * (KRT_G5_RT * 4) + h * 64;
             for (int k = 0; k < 8; k++) _mm512_store_si512((__m512i *)(dst + k * (KRT_G5_RT * 4)), _mm512_xor_si512(o[k], flip));
-            _mm512_store_ps(s->wd + b * KRT_G5_RT + h * 16, krt_gemm_gather_d_avx512(w + (rh * nb + b0 + b) * bs, nb * bs, n));
+            _mm512_store_ps(s->wd + b * KRT_G5_RT + h * 16,
+                            krt_scale_poison_avx512(krt_gemm_gather_d_avx512(w + (rh * nb + b0 + b) * bs, nb * bs, n)));
         }
     }
 }
@@ -412,7 +418,8 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gemm_pack_nib_avx512(krt_gemm_scratch_avx5
                 }
                 _mm512_store_si512((__m512i *)(dst + k * (KRT_G5_RT * 4)), v);
             }
-            _mm512_store_ps(s->wd + b * KRT_G5_RT + h * 16, krt_gemm_gather_d_avx512(blk, stride, n));
+            __m512 wd = krt_gemm_gather_d_avx512(blk, stride, n);
+            _mm512_store_ps(s->wd + b * KRT_G5_RT + h * 16, TY == KRT_GT_Q5_0 ? krt_scale_poison_avx512(wd) : wd);
             if (TY == KRT_GT_Q5_1) _mm512_store_ps(s->wd2 + b * KRT_G5_RT + h * 16, krt_gemm_gather_d_avx512(blk + 2, stride, n));
         }
     }
@@ -510,9 +517,13 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gemm_prep_x_avx512(krt_gemm_scratch_avx512
         for (; b + 16 <= bn; b += 16) {
             uint16_t dh[16];
             for (int i = 0; i < 16; i++) dh[i] = krt_gt_ld16(xt + (b + i) * xbs);
-            _mm512_storeu_ps(s->xd + t * KRT_G5_KC + b, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh)));
+            __m512 xd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh));
+            _mm512_storeu_ps(s->xd + t * KRT_G5_KC + b, KRT_GT_POISON(TY) ? krt_scale_poison_avx512(xd) : xd);
         }
-        for (; b < bn; b++) s->xd[t * KRT_G5_KC + b] = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(krt_gt_ld16(xt + b * xbs))));
+        for (; b < bn; b++) {
+            const float xd = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(krt_gt_ld16(xt + b * xbs))));
+            s->xd[t * KRT_G5_KC + b] = KRT_GT_POISON(TY) ? krt_scale_poison(xd) : xd;
+        }
         for (b = 0; b < bn; b++) {
             const int32_t sum = krt_gemm_xsum32(xt + b * xbs + 2);
             s->xc[t * KRT_G5_NXC + b] = -KRT_GT_CORR(TY) * sum;
@@ -940,7 +951,8 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_gemm_pack_avx2(krt_gemm_scratch_avx2 *s, con
                     m[i] = i < n && TY == KRT_GT_Q5_1 ? _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(krt_gt_ld16(blk + 2)))) : 0.0f;
                 }
                 krt_gemm_store_rows_avx2(s->wq + b * 16 * KRT_G2_RT + h * 8, v);
-                _mm256_store_ps(s->wd + b * KRT_G2_RT + h * 8, _mm256_loadu_ps(d));
+                const __m256 wd = _mm256_loadu_ps(d);
+                _mm256_store_ps(s->wd + b * KRT_G2_RT + h * 8, KRT_GT_POISON(TY) ? krt_scale_poison_avx2(wd) : wd);
                 if (TY == KRT_GT_Q5_1) _mm256_store_ps(s->wd2 + b * KRT_G2_RT + h * 8, _mm256_loadu_ps(m));
                 continue;
             }
@@ -1004,7 +1016,8 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_gemm_prep_x_avx2(krt_gemm_scratch_avx2 *s, c
                         s->u.xb[(t * KRT_G2_KCK + b) * 4 + p] = (int32_t)((uint32_t)(uint16_t)e | ((uint32_t)(uint16_t)o << 16));
                     }
             } else {
-                s->xd[t * KRT_G2_KC + b] = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(krt_gt_ld16(blk))));
+                const float xd = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(krt_gt_ld16(blk))));
+                s->xd[t * KRT_G2_KC + b] = KRT_GT_POISON(TY) ? krt_scale_poison(xd) : xd;
                 if (TY == KRT_GT_Q5_1) s->u.xs[t * KRT_G2_KC + b] = s->xd[t * KRT_G2_KC + b] * (float)krt_gemm_xsum32(blk + 2);
             }
         }

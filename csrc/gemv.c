@@ -7,7 +7,10 @@
  * _avx512 (KRT_TARGET_AVX512, uses AVX512-VNNI vpdpbusd). Helpers are prefixed krt_gv_.
  *
  * Math: y[r] = sum_b (fp32(d_w) * fp32(d_x)) * isum_b, isum_b the exact integer dot product of
- * the block's quants, accumulated in fp32 (+ bias[r]). The SIMD variants split each isum_b into
+ * the block's quants, accumulated in fp32 (+ bias[r]). A block whose scale product is not
+ * finite (an fp16 d of +-Inf or NaN, in w or x) contributes NaN (krt_scale_poison) in every
+ * variant: ggml would give +-Inf where isum_b != 0, which the SIMD variants' split integer
+ * sums cannot reproduce. The SIMD variants split each isum_b into
  * 2 (AVX2) or 8 (AVX-512 Q8_0) exact partial sums (AVX-512 Q5_0: the exact isum_b, see
  * krt_gvpack.h), scale them and accumulate lane-wise, so their rounding differs from _ref by a
  * few ulp of the row's magnitude sum_b |d_w d_x isum_b| (tests: within 1e-5 of it against float64).
@@ -53,7 +56,7 @@ KRT_INLINE void krt_gv_q8_0_ref(float *y, const krt_block_q8_0 *w, const krt_blo
         for (int64_t b = 0; b < nb; b++) {
             int32_t isum = 0;
             for (int j = 0; j < KRT_QK; j++) isum += (int32_t)wr[b].qs[j] * (int32_t)x[b].qs[j];
-            acc += (krt_fp16_to_fp32(wr[b].d) * krt_fp16_to_fp32(x[b].d)) * (float)isum;
+            acc += krt_scale_poison(krt_fp16_to_fp32(wr[b].d) * krt_fp16_to_fp32(x[b].d)) * (float)isum;
         }
         y[r] = bias ? acc + bias[r] : acc;
     }
@@ -74,7 +77,7 @@ KRT_INLINE void krt_gv_q5_0_ref(float *y, const krt_block_q5_0 *w, const krt_blo
                 int32_t q1 = (int32_t)((wr[b].qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4)) - 16;
                 isum += q0 * (int32_t)x[b].qs[j] + q1 * (int32_t)x[b].qs[j + 16];
             }
-            acc += (krt_fp16_to_fp32(wr[b].d) * krt_fp16_to_fp32(x[b].d)) * (float)isum;
+            acc += krt_scale_poison(krt_fp16_to_fp32(wr[b].d) * krt_fp16_to_fp32(x[b].d)) * (float)isum;
         }
         y[r] = bias ? acc + bias[r] : acc;
     }
@@ -150,7 +153,7 @@ KRT_TARGET_AVX2 KRT_INLINE __m256 krt_gv_scales4_avx2(const uint8_t *p0, const u
                   ((uint64_t)krt_gv_ld16(p2) << 32) | ((uint64_t)krt_gv_ld16(p3) << 48);
     __m256 sw = _mm256_cvtph_ps(_mm_set1_epi64x((long long)dw));
     __m256 sx = _mm256_cvtph_ps(_mm_set1_epi16((short)krt_gv_ld16(xd)));
-    return _mm256_mul_ps(sw, sx);
+    return krt_scale_poison_avx2(_mm256_mul_ps(sw, sx));
 }
 
 KRT_TARGET_AVX2 KRT_INLINE void krt_gv_store4_avx2(float *y, const float *bias, __m256 acc, int64_t r, int64_t r1) {
@@ -355,8 +358,8 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gv_q8_0_avx512(float *y, const krt_block_q
             d = _mm_mask_set1_epi16(d, 0x02, (short)krt_gv_ld16(p1 + o));
             d = _mm_mask_set1_epi16(d, 0x04, (short)krt_gv_ld16(p2 + o));
             d = _mm_mask_set1_epi16(d, 0x08, (short)krt_gv_ld16(p3 + o));
-            __m512 s = _mm512_castps256_ps512(
-                _mm256_mul_ps(_mm256_cvtph_ps(d), _mm256_cvtph_ps(_mm_set1_epi16((short)krt_gv_ld16(xb + o)))));
+            __m512 s = _mm512_castps256_ps512(krt_scale_poison_avx2(
+                _mm256_mul_ps(_mm256_cvtph_ps(d), _mm256_cvtph_ps(_mm_set1_epi16((short)krt_gv_ld16(xb + o))))));
             f0 = _mm512_fmadd_ps(krt_gv_q8pair_avx512(p0 + o + 2, p1 + o + 2, xv, corr, c80), _mm512_permutexvar_ps(i01, s), f0);
             f1 = _mm512_fmadd_ps(krt_gv_q8pair_avx512(p2 + o + 2, p3 + o + 2, xv, corr, c80), _mm512_permutexvar_ps(i23, s), f1);
         }

@@ -117,7 +117,20 @@ KRT_INLINE float krt_expf(float x) {
     return p * s;
 }
 
+/* ---- the block-scale rule of the Q8_0 / Q5_0 GEMV and GEMM kernels ----
+ * s + (s - s) is s for a finite s and NaN for +-Inf or NaN (Inf - Inf): applied to a block's
+ * scale product fp32(d_w) * fp32(d_x) (or to each factor), it makes a block with a non-finite
+ * fp16 scale contribute NaN in every variant. Without it the scalar kernels give
+ * (+-Inf) * isum = +-Inf (NaN for isum = 0) while the SIMD ones multiply the scale into split
+ * partial integer sums and give Inf or NaN depending on the data. Never folded: the build has
+ * no -ffast-math / -ffinite-math-only. */
+KRT_INLINE float krt_scale_poison(float s) { return s + (s - s); }
+
 #ifdef KRT_X86
+KRT_TARGET_AVX2 KRT_INLINE __m256 krt_scale_poison_avx2(__m256 s) { return _mm256_add_ps(s, _mm256_sub_ps(s, s)); }
+KRT_TARGET_AVX2 KRT_INLINE __m128 krt_scale_poison_sse(__m128 s) { return _mm_add_ps(s, _mm_sub_ps(s, s)); }
+KRT_TARGET_AVX512 KRT_INLINE __m512 krt_scale_poison_avx512(__m512 s) { return _mm512_add_ps(s, _mm512_sub_ps(s, s)); }
+
 /* The same exp, 8 lanes. Inputs below KRT_EXP_LO give 0, above KRT_EXP_HI give a huge finite
  * value (callers feed max-subtracted or bounded inputs). */
 KRT_TARGET_AVX2 KRT_INLINE __m256 krt_expf_avx2(__m256 x) {

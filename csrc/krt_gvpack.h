@@ -217,7 +217,9 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gp_gemv_avx512(float *y, const uint8_t *w,
                 __m512 sum = _mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_packs_epi32(m01, m23), ones));
                 const __m512i sc = krt_gp_scales_avx512(ra, rb, &cst);
                 __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(sc));
-                acc = _mm512_fmadd_ps(sum, _mm512_mul_ps(dw, xs[s].dx), acc);
+                __m512 sd = _mm512_mul_ps(dw, xs[s].dx);
+                if (T == KRT_GP_Q5_0) sd = krt_scale_poison_avx512(sd); /* gemv.c: non-finite scale -> NaN */
+                acc = _mm512_fmadd_ps(sum, sd, acc);
                 if (T == KRT_GP_Q5_1) { /* + (16 d + m) * d_x * sum(x) */
                     __m512 mw = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(sc, 1));
                     acc = _mm512_fmadd_ps(_mm512_fmadd_ps(dw, _mm512_set1_ps(16.0f), mw), xs[s].xs, acc);
@@ -305,7 +307,9 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_gp_gemv_avx2(float *y, const uint8_t *w, con
                           krt_gp_ld16(p[3] + o) << 48;
             const __m256 dx = _mm256_cvtph_ps(_mm_set1_epi16((short)x[b].d));
             const __m256 dwv = _mm256_cvtph_ps(_mm_set1_epi64x((long long)dw));
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_mul_ps(dwv, dx), acc);
+            __m256 sd = _mm256_mul_ps(dwv, dx);
+            if (T == KRT_GP_Q5_0) sd = krt_scale_poison_avx2(sd); /* gemv.c: non-finite scale -> NaN */
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), sd, acc);
             if (T == KRT_GP_Q5_1) { /* + (16 d + m) * d_x * sum(x), half in each 128-bit lane */
                 uint64_t mw = krt_gp_ld16(p[0] + o + 2) | krt_gp_ld16(p[1] + o + 2) << 16 |
                               krt_gp_ld16(p[2] + o + 2) << 32 | krt_gp_ld16(p[3] + o + 2) << 48;

@@ -25,7 +25,10 @@
  *     id = 0, so the block quantizes to all zeros (Q8_0 qs 0, Q5_0 q 16).
  *   - quants are clamped to the representable range (Q8_0: [-127, 127], Q5_0: [0, 31]); this
  *     only matters when d is a float subnormal (amax < ~1.9e-36), where x*id can exceed it.
- *   - large finite inputs (amax > 65504*127 for Q8_0) give d = fp16 Inf, as in ggml.
+ *   - large finite inputs (amax > 65504*127 for Q8_0) give d = fp16 Inf, as in ggml. The Q8_0 /
+ *     Q5_0 GEMV and GEMM kernels treat such a block (and any block, in weights or activations,
+ *     whose fp16 scale is +-Inf) as poisoned too: its products are NaN (krt_scale_poison in
+ *     krt_common.h), the same in every variant.
  */
 #ifndef KRT_QUANT_H
 #define KRT_QUANT_H

@@ -22,10 +22,10 @@ func newSlots(t *testing.T, r Recipe, n int) *Model {
 	return m
 }
 
-// slotFile writes a small GGUF model once per test, to load with either cache type.
+// slotFile writes a small GGUF model once per test (head size 32), to load with any cache type.
 func slotFile(t *testing.T) string {
 	t.Helper()
-	return testModel{shape: testShapes[2], types: testTypeSets[3], seed: 5}.write(t, t.TempDir())
+	return testModel{shape: testShapes[4], types: testTypeSets[3], seed: 5}.write(t, t.TempDir())
 }
 
 // loadSlots loads path with a cache of n slots of type kv.
@@ -58,7 +58,7 @@ func closeTo(t *testing.T, what string, a, b []float32) {
 // attends only to its own slot, at its own positions, prefill chunks and decode steps mixed.
 func TestForwardBatchMatchesSeparate(t *testing.T) {
 	path := slotFile(t)
-	for _, kv := range []KVType{KVF32, KVF16} {
+	for _, kv := range []KVType{KVF32, KVF16, KVQ8_0} {
 		t.Run(kv.String(), func(t *testing.T) {
 			prompts := [][]int32{{3, 1, 4, 1, 5}, {9, 2, 6}, {5}}
 			slot := []int{2, 0, 3} // not in order, and slot 1 stays empty

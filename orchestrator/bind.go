@@ -14,12 +14,13 @@ import (
 
 // Binding a GGUF file's tensors to a model.
 //
-// Memory: Q8_0 and Q5_0 matrices (and F32 ones) are used in place, as typed views of the
-// file's read-only mapping: loading reads no weight bytes and copies none; pages come from the
-// page cache on first touch. Only small tensors are copied into the model's arena (norms, the
-// q|k|v biases, which the decoder wants concatenated), plus F16 matrices, which are converted
-// once to float32 (the one case where weights are copied, at twice the file's bytes), and any
-// tensor whose data is not aligned for its type (possible only with general.alignment < 4).
+// Memory: quantized matrices (Q8_0, Q5_0, Q4_0, Q5_1, Q4_K, Q5_K, Q6_K) and F32 ones are used
+// in place, as typed views of the file's read-only mapping: loading reads no weight bytes and
+// copies none; pages come from the page cache on first touch. Only small tensors are copied
+// into the model's arena (norms, the q|k|v biases, which the decoder wants concatenated), plus
+// the matrices held in another form than the file's: F16 and BF16 ones are converted once to
+// float32 (at twice the file's bytes), Q4_1 ones to Q5_1 (1.2x), and any tensor whose data is
+// not aligned for its type (possible only with general.alignment < 4).
 
 // fileSource is a GGUF file as a weight source; infos holds the checked tensors by name.
 type fileSource struct {
@@ -27,16 +28,19 @@ type fileSource struct {
 	infos map[string]*gguf.TensorInfo
 }
 
-// copied reports whether the matrix t must be copied into the arena (F16 is converted; a
-// misaligned tensor cannot be viewed in place) and the arena buffer it needs.
+// copied reports whether the matrix t must be copied into the arena (F16, BF16 and Q4_1 are
+// converted; a misaligned tensor cannot be viewed in place) and the arena buffer it needs.
 func copied(t *gguf.TensorInfo, qt QType, data []byte) (copy bool, elem, count int) {
 	switch qt {
-	case Q8_0, Q5_0:
-		return addrOf(data)%2 != 0, qt.blockBytes(), t.Elements() / kernelrt.QK
 	case F32:
 		return addrOf(data)%4 != 0, 4, t.Elements()
+	case F16, BF16:
+		return true, 4, t.Elements() // converted to float32
+	case Q4_1:
+		return true, qt.blockBytes(), t.Elements() / qt.blockLen() // converted to Q5_1
 	}
-	return true, 4, t.Elements() // F16: converted to float32
+	// Every block type holds uint16 scales at even offsets and no wider field.
+	return addrOf(data)%2 != 0, qt.blockBytes(), t.Elements() / qt.blockLen()
 }
 
 func (s *fileSource) plan(p *arena.Plan, specs []tensorSpec) error {
@@ -56,6 +60,19 @@ func (s *fileSource) plan(p *arena.Plan, specs []tensorSpec) error {
 	return nil
 }
 
+// blocks returns n values of T holding the tensor's bytes: a view of the file, or its arena
+// buffer plan with the bytes copied in.
+func blocks[T any](s *fileSource, t *gguf.TensorInfo, data []byte, n int, cp bool, a *arena.Arena, l *arena.Layout, plan string) ([]T, error) {
+	if !cp {
+		return fileView[T](s.f, t, data, n)
+	}
+	v, err := arena.Get[T](a, l, plan)
+	if err == nil {
+		copy(bytesOf(v), data)
+	}
+	return v, err
+}
+
 // matrix makes the Matrix of sp: a view of the file, or its arena copy filled now.
 func (s *fileSource) matrix(sp tensorSpec, a *arena.Arena, l *arena.Layout) (*Matrix, error) {
 	t := s.infos[sp.name]
@@ -64,36 +81,50 @@ func (s *fileSource) matrix(sp tensorSpec, a *arena.Arena, l *arena.Layout) (*Ma
 		return nil, err
 	}
 	mat := &Matrix{Name: sp.name, Type: sp.typ, Rows: t.Rows(), Cols: t.Cols()}
-	n := t.Elements()
 	cp, _, _ := copied(t, sp.typ, data)
+	nb := t.Elements() / sp.typ.blockLen()
 	plan := "w." + sp.name
 	switch sp.typ {
 	case Q8_0:
-		if cp {
-			if mat.Q8, err = arena.Get[kernelrt.BlockQ8_0](a, l, plan); err == nil {
-				copy(bytesOf(mat.Q8), data)
-			}
-		} else {
-			mat.Q8, err = fileView[kernelrt.BlockQ8_0](s.f, t, data, n/kernelrt.QK)
-		}
+		mat.Q8, err = blocks[kernelrt.BlockQ8_0](s, t, data, nb, cp, a, l, plan)
 	case Q5_0:
-		if cp {
-			if mat.Q5, err = arena.Get[kernelrt.BlockQ5_0](a, l, plan); err == nil {
-				copy(bytesOf(mat.Q5), data)
-			}
-		} else {
-			mat.Q5, err = fileView[kernelrt.BlockQ5_0](s.f, t, data, n/kernelrt.QK)
+		mat.Q5, err = blocks[kernelrt.BlockQ5_0](s, t, data, nb, cp, a, l, plan)
+	case Q4_0:
+		mat.Q4, err = blocks[kernelrt.BlockQ4_0](s, t, data, nb, cp, a, l, plan)
+	case Q5_1:
+		mat.Q51, err = blocks[kernelrt.BlockQ5_1](s, t, data, nb, cp, a, l, plan)
+	case Q4_K:
+		mat.Q4K, err = blocks[kernelrt.BlockQ4K](s, t, data, nb, cp, a, l, plan)
+	case Q5_K:
+		mat.Q5K, err = blocks[kernelrt.BlockQ5K](s, t, data, nb, cp, a, l, plan)
+	case Q6_K:
+		mat.Q6K, err = blocks[kernelrt.BlockQ6K](s, t, data, nb, cp, a, l, plan)
+	case Q4_1:
+		if mat.Q51, err = arena.Get[kernelrt.BlockQ5_1](a, l, plan); err == nil {
+			q4_1ToQ5_1(mat.Q51, data)
 		}
-	case F32, F16:
+	case F32, F16, BF16:
 		if cp {
 			if mat.F32, err = arena.Get[float32](a, l, plan); err == nil {
 				decodeFloats(mat.F32, data, t.Type)
 			}
 		} else {
-			mat.F32, err = fileView[float32](s.f, t, data, n)
+			mat.F32, err = fileView[float32](s.f, t, data, t.Elements())
 		}
+	default:
+		err = fmt.Errorf("no binding for type %s", sp.typ)
 	}
 	return mat, err
+}
+
+// q4_1ToQ5_1 converts Q4_1 blocks (fp16 d, fp16 m, 16 bytes of nibbles: 20 bytes) to Q5_1
+// blocks with the same d, m and nibbles and a zero fifth bit: value = d*q + m unchanged.
+func q4_1ToQ5_1(dst []kernelrt.BlockQ5_1, src []byte) {
+	for i := range dst {
+		b := src[20*i : 20*i+20]
+		dst[i] = kernelrt.BlockQ5_1{D: uint16(b[0]) | uint16(b[1])<<8, M: uint16(b[2]) | uint16(b[3])<<8}
+		copy(dst[i].Qs[:], b[4:20])
+	}
 }
 
 // vectors copies F32 or F16 vector tensors as float32, one after the other (the q|k|v biases).
@@ -114,7 +145,8 @@ func (s *fileSource) vectors(dst []float32, names ...string) error {
 // recipe describes a loaded model's weight types.
 func (s *fileSource) recipe(m *Model) Recipe {
 	l := &m.Layers[0]
-	r := Recipe{Q: l.Q.Type, K: l.K.Type, V: l.V.Type, O: l.O.Type, Gate: l.Gate.Type, Up: l.Up.Type, Down: l.Down.Type, Embedded: m.Embed.Type}
+	r := Recipe{Q: l.Q.Type, K: l.K.Type, V: l.V.Type, O: l.O.Type, Gate: l.Gate.Type, Up: l.Up.Type, Down: l.Down.Type, Embedded: m.Embed.Type,
+		Untied: m.Output != m.Embed, Output: m.Output.Type}
 	count := map[QType]int{}
 	for i := range m.Layers {
 		ly := &m.Layers[i]
@@ -143,7 +175,7 @@ func (s *fileSource) recipe(m *Model) Recipe {
 		}
 	}
 	var parts []string
-	for _, t := range []QType{Q8_0, Q5_0, F16, F32} {
+	for t := range numQTypes {
 		if count[t] > 0 {
 			parts = append(parts, fmt.Sprintf("%sx%d", t, count[t]))
 		}
@@ -175,12 +207,19 @@ func fileView[T any](f *gguf.File, t *gguf.TensorInfo, data []byte, n int) ([]T,
 
 func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
 
-// decodeFloats writes the F32 or F16 little-endian values of src into dst (len(dst) values).
+// decodeFloats writes the F32, F16 or BF16 little-endian values of src into dst (len(dst)
+// values).
 func decodeFloats(dst []float32, src []byte, t gguf.GGMLType) {
-	if t == gguf.TypeF16 {
+	switch t {
+	case gguf.TypeF16:
 		tab := fp16Table()
 		for i := range dst {
 			dst[i] = tab[uint16(src[2*i])|uint16(src[2*i+1])<<8]
+		}
+		return
+	case gguf.TypeBF16: // the top half of a float32
+		for i := range dst {
+			dst[i] = math.Float32frombits(uint32(src[2*i])<<16 | uint32(src[2*i+1])<<24)
 		}
 		return
 	}

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/kernelrt/kernelrt"
 	"github.com/kernelrt/kernelrt/arena"
@@ -51,9 +52,9 @@ type weightSource interface {
 	recipe(m *Model) Recipe
 }
 
-// build makes a model of config c (MaxCtx, MaxBatch, AllLogits set) with tensors specs from
-// src and a KV cache of type kv.
-func build(c Config, specs []tensorSpec, src weightSource, kv KVType, opts BuildOptions) (*Model, error) {
+// build makes a model of config c (MaxCtx, MaxBatch, AllLogits, Slots, KV set) with tensors
+// specs from src.
+func build(c Config, specs []tensorSpec, src weightSource, opts BuildOptions) (*Model, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -77,16 +78,24 @@ func build(c Config, specs []tensorSpec, src weightSource, kv KVType, opts Build
 		}
 	}
 	vec("output_norm", H)
-	anyF16, ropeFreqs := false, false
+	anyF16, ropeFreqs, kCols := false, false, 0 // anyF16: some matmul rounds its activations (F16, BF16)
 	for _, s := range specs {
-		anyF16 = anyF16 || s.kind == kindMatrix && s.typ == F16
+		if s.kind == kindMatrix {
+			anyF16 = anyF16 || s.typ.act() == actF16 || s.typ.act() == actBF16
+			if s.typ.act() == actQ8K {
+				kCols = max(kCols, s.cols())
+			}
+		}
 		ropeFreqs = ropeFreqs || s.name == "rope_freqs.weight"
 	}
 	if ropeFreqs {
 		vec("rope_freqs", c.HeadDim/2)
 	}
 	planState(&p, c, anyF16)
-	planKV(&p, c, kv)
+	if kCols > 0 { // the Q8_K activations of the widest K-quant matmul, for MaxBatch tokens
+		p.Add(arena.Buffer{Name: "act.xq8k", ElemSize: int(unsafe.Sizeof(kernelrt.BlockQ8K{})), Count: c.MaxBatch * kCols / kernelrt.QKK, Region: arena.Activations})
+	}
+	planKV(&p, c)
 	layout, err := p.Layout()
 	if err != nil {
 		return nil, fmt.Errorf("orchestrator: plan: %w", err)
@@ -104,7 +113,13 @@ func build(c Config, specs []tensorSpec, src weightSource, kv KVType, opts Build
 		ar.Close()
 		return nil, err
 	}
-	if err := m.kv.bind(ar, layout, c, kv); err != nil {
+	if kCols > 0 {
+		if m.xq8k, err = arena.Get[kernelrt.BlockQ8K](ar, layout, "act.xq8k"); err != nil {
+			ar.Close()
+			return nil, fmt.Errorf("orchestrator: %w", err)
+		}
+	}
+	if err := m.kv.bind(ar, layout, c); err != nil {
 		ar.Close()
 		return nil, fmt.Errorf("orchestrator: %w", err)
 	}
@@ -175,7 +190,8 @@ func (m *Model) bindWeights(specs []tensorSpec, src weightSource) error {
 	return nil
 }
 
-// planState adds the activations and scratch a config needs to p (the KV cache: planKV).
+// planState adds the activations a config needs to p (the KV cache and attention scratch:
+// planKV).
 func planState(p *arena.Plan, c Config, fp16Acts bool) {
 	H, I, B := c.Hidden, c.Intermediate, c.MaxBatch
 	qd, kd, vd := c.qkvDims()
@@ -204,9 +220,6 @@ func planState(p *arena.Plan, c Config, fp16Acts bool) {
 	if fp16Acts {
 		f32("act.xr", B*max(H, qd, I), arena.Activations)
 	}
-	// The caller's (worker 0's) attention scores; the Runtime's other workers use the
-	// per-worker scratch of the Runtime's own arena.
-	f32("scratch.attn", c.MaxCtx, arena.Scratch)
 }
 
 // bindState points m's activation and scratch slices into the arena.
@@ -236,7 +249,6 @@ func (m *Model) bindState(fp16Acts bool) error {
 	m.gu, m.h = get("act.gu"), get("act.h")
 	m.hq = getB("act.hq")
 	m.logits = get("act.logits")
-	m.attScratch = get("scratch.attn")
 	if fp16Acts {
 		m.xr = get("act.xr")
 	}

@@ -36,6 +36,8 @@ type Config struct {
 	// Slots is the number of sequences the KV cache holds at once (ForwardBatch decodes
 	// them together); 0 means 1. Prefill and Decode use slot 0.
 	Slots int
+	// KV is the KV cache's storage type; the zero value is KVF16 (llama.cpp's default).
+	KV KVType
 }
 
 // slots is Slots with 0 meaning 1.
@@ -136,8 +138,15 @@ func (c Config) Validate() error {
 	if _, ok := mulCap(MaxStateBytes, 4, max(c.MaxBatch, c.slots()), max(c.Vocab, 2*c.Intermediate, c.Heads*c.HeadDim)); !ok {
 		return fmt.Errorf("orchestrator: activations of MaxBatch = %d tokens need more than %d bytes", c.MaxBatch, MaxStateBytes)
 	}
-	if c.HeadDim%2 != 0 {
-		return fmt.Errorf("orchestrator: Config.HeadDim = %d must be even (RoPE rotates pairs)", c.HeadDim)
+	if !c.KV.valid() {
+		return fmt.Errorf("orchestrator: Config.KV = %d is not a KV type", int(c.KV))
+	}
+	// The attention kernels: head sizes in whole 16-float vectors (Q8_0: 32-value blocks).
+	if c.HeadDim%16 != 0 || c.HeadDim > kernelrt.AttnMaxHeadDim {
+		return fmt.Errorf("orchestrator: Config.HeadDim = %d: attention needs a multiple of 16 up to %d", c.HeadDim, kernelrt.AttnMaxHeadDim)
+	}
+	if c.KV == KVQ8_0 && c.HeadDim%kernelrt.QK != 0 {
+		return fmt.Errorf("orchestrator: Config.HeadDim = %d: a q8_0 KV cache needs a multiple of %d", c.HeadDim, kernelrt.QK)
 	}
 	if !(c.Eps > 0) {
 		return fmt.Errorf("orchestrator: Config.Eps must be positive, got %g", c.Eps)
@@ -151,47 +160,103 @@ func (c Config) Validate() error {
 // QType is a weight storage type.
 type QType int
 
-// Weight types the decoder computes with. Q8_0 and Q5_0 multiply Q8_0-quantized activations
-// (as ggml does); F32 and F16 matrices are held as float32 (an F16 matrix is converted once at
-// load) and multiply float activations, rounded to fp16 first for F16 as ggml does.
-// NewSynthetic builds Q8_0 and Q5_0 only; GGUF models (LoadGGUF) use all four.
+// Weight types the decoder computes with, as GGUF stores them (ggml's blocks, used in place).
+// The blocks of 32 (Q8_0, Q5_0, Q4_0, Q4_1, Q5_1) multiply Q8_0-quantized activations and the
+// K-quants (Q4_K, Q5_K, Q6_K: super-blocks of 256, so a matrix's cols must be a multiple of
+// 256) Q8_K-quantized ones, as ggml does. F32, F16 and BF16 matrices are held as float32 (F16
+// and BF16 converted once at load) and multiply float activations, rounded first to fp16 for
+// F16 and to bf16 for BF16, as ggml rounds them to the weights' dot-product type. Q4_1 is
+// held as Q5_1 (the same d and m, a zero fifth bit: exact), for which kernels exist.
+// NewSynthetic builds Q8_0 and Q5_0 only; GGUF models (LoadGGUF) use all of them.
 const (
 	Q8_0 QType = iota
 	Q5_0
 	F32
 	F16
+	Q4_0
+	Q4_1
+	Q5_1
+	Q4_K
+	Q5_K
+	Q6_K
+	BF16
+	numQTypes
 )
 
+var qtypeNames = [numQTypes]string{Q8_0: "q8_0", Q5_0: "q5_0", F32: "f32", F16: "f16", Q4_0: "q4_0", Q4_1: "q4_1",
+	Q5_1: "q5_1", Q4_K: "q4_K", Q5_K: "q5_K", Q6_K: "q6_K", BF16: "bf16"}
+
 func (q QType) String() string {
-	switch q {
-	case Q5_0:
-		return "q5_0"
-	case F32:
-		return "f32"
-	case F16:
-		return "f16"
+	if q >= 0 && q < numQTypes {
+		return qtypeNames[q]
 	}
-	return "q8_0"
+	return fmt.Sprintf("QType(%d)", int(q))
 }
 
-// quantized reports whether q multiplies Q8_0 activations (Q8_0, Q5_0).
-func (q QType) quantized() bool { return q == Q8_0 || q == Q5_0 }
+// actKind is the form of the activations a weight type multiplies.
+type actKind int
 
-// blockBytes is the size in memory of 32 weights (F16 is held as float32 after load).
+const (
+	actQ8_0 actKind = iota // Q8_0 blocks of 32
+	actQ8K                 // Q8_K super-blocks of 256
+	actF32                 // float32
+	actF16                 // float32 rounded to fp16
+	actBF16                // float32 rounded to bf16
+)
+
+// act is the activation form q multiplies.
+func (q QType) act() actKind {
+	switch q {
+	case Q4_K, Q5_K, Q6_K:
+		return actQ8K
+	case F32:
+		return actF32
+	case F16:
+		return actF16
+	case BF16:
+		return actBF16
+	}
+	return actQ8_0
+}
+
+// blockLen is the number of weights in one block (256 for the K-quants; 32 otherwise, also
+// for the float types, whose "block" is 32 floats).
+func (q QType) blockLen() int {
+	if q.act() == actQ8K {
+		return kernelrt.QKK
+	}
+	return kernelrt.QK
+}
+
+// blockBytes is the size in memory of one block of blockLen weights (F16 and BF16 are held as
+// float32 after load, Q4_1 as Q5_1).
 func (q QType) blockBytes() int {
 	switch q {
+	case Q8_0:
+		return 34
 	case Q5_0:
 		return 22
-	case F32, F16:
-		return 4 * 32
+	case Q4_0:
+		return 18
+	case Q4_1, Q5_1:
+		return 24
+	case Q4_K:
+		return 144
+	case Q5_K:
+		return 176
+	case Q6_K:
+		return 210
 	}
-	return 34
+	return 4 * 32
 }
 
-// Recipe is the storage type of each weight tensor.
+// Recipe is the storage type of each weight tensor (for a loaded file, of layer 0's).
 type Recipe struct {
 	Name                                 string
-	Q, K, V, O, Gate, Up, Down, Embedded QType // Embedded: token embedding = tied output head
+	Q, K, V, O, Gate, Up, Down, Embedded QType // Embedded: token embedding (= the output head unless Untied)
+	// Untied gives the model a separate output head (output.weight) of type Output.
+	Untied bool
+	Output QType
 }
 
 // RecipeQ8_0 stores every tensor as Q8_0.

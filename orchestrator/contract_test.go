@@ -81,7 +81,7 @@ func TestAllOrNothing(t *testing.T) {
 	if _, err := m.Prefill(kernelrt.Serial{}, []int32{1, 2, 3}); err != nil {
 		t.Fatal(err)
 	}
-	kc := slices.Clone(m.kv.k[0])
+	kc := m.kv.layerK(0)
 	prompt := make([]int32, 40)
 	for i := range prompt {
 		prompt[i] = int32(i)
@@ -91,8 +91,8 @@ func TestAllOrNothing(t *testing.T) {
 	if err == nil || !errContains(err, "index 37") {
 		t.Fatalf("Prefill with a bad id at index 37: %v, want an error naming index 37", err)
 	}
-	if m.Pos() != 3 || !slices.Equal(kc, m.kv.k[0]) {
-		t.Fatalf("after the refused Prefill: Pos %d (want 3), cache changed %v", m.Pos(), !slices.Equal(kc, m.kv.k[0]))
+	if m.Pos() != 3 || !slices.Equal(kc, m.kv.layerK(0)) {
+		t.Fatalf("after the refused Prefill: Pos %d (want 3), cache changed %v", m.Pos(), !slices.Equal(kc, m.kv.layerK(0)))
 	}
 	if _, err := m.Decode(kernelrt.Serial{}, -1); err == nil || m.Pos() != 3 {
 		t.Fatalf("Decode(-1): err %v, Pos %d", err, m.Pos())

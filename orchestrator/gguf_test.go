@@ -113,19 +113,19 @@ func TestLoadErrors(t *testing.T) {
 			m.editTensor = retype("output.weight", keep, []uint64{64, 101})
 		}, want: []string{`"output.weight" has dims [64 101], want [64 100]`}, content: true},
 		{name: "unsupported weight type", edit: func(m *testModel) {
-			m.editTensor = retype("blk.0.ffn_down.weight", gguf.TypeQ4_0, nil)
-		}, want: []string{`"blk.0.ffn_down.weight" has type Q4_0`, "Q8_0, Q5_0, F16 and F32"}, content: true},
-		{name: "bf16 output", edit: func(m *testModel) {
-			m.types.output = gguf.TypeQ8_0
-			m.editTensor = retype("output.weight", gguf.TypeBF16, nil)
-		}, want: []string{`"output.weight" has type BF16`}, content: true},
-		{name: "k-quant embedding", edit: func(m *testModel) {
+			m.editTensor = retype("blk.0.ffn_down.weight", gguf.TypeIQ4_NL, nil)
+		}, want: []string{`"blk.0.ffn_down.weight" has type IQ4_NL`, "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, BF16"}, content: true},
+		{name: "k-quant of other k-quants", edit: func(m *testModel) {
 			m.shape.hidden, m.shape.heads, m.shape.kvHeads, m.shape.inter = 256, 4, 2, 256
-			m.editTensor = retype("token_embd.weight", gguf.TypeQ6_K, nil)
-		}, want: []string{`"token_embd.weight" has type Q6_K`}, content: true},
+			m.editTensor = retype("blk.1.attn_v.weight", gguf.TypeQ3_K, nil)
+		}, want: []string{`"blk.1.attn_v.weight" has type Q3_K`, "cannot compute with"}, content: true},
+		{name: "activation type as weights", edit: func(m *testModel) {
+			m.shape.hidden, m.shape.heads, m.shape.kvHeads, m.shape.inter = 256, 4, 2, 256
+			m.editTensor = retype("token_embd.weight", gguf.TypeQ8_K, nil)
+		}, want: []string{`"token_embd.weight" has type Q8_K`}, content: true},
 		{name: "quantized norm", edit: func(m *testModel) {
 			m.editTensor = retype("blk.1.attn_norm.weight", gguf.TypeQ8_0, nil)
-		}, want: []string{`"blk.1.attn_norm.weight" has type Q8_0`, "must be F32 or F16"}, content: true},
+		}, want: []string{`"blk.1.attn_norm.weight" has type Q8_0`, "must be F32, F16 or BF16"}, content: true},
 		{name: "no architecture", edit: func(m *testModel) { m.editKV = delKV("general.architecture") },
 			want: []string{`missing metadata key "general.architecture"`}, content: true},
 		{name: "gemma architecture", edit: func(m *testModel) { m.editKV = setKV("general.architecture", gguf.String("gemma")) },
@@ -347,18 +347,40 @@ func TestZeroCopy(t *testing.T) {
 	lo, hi := uintptr(unsafe.Pointer(&file[0])), uintptr(unsafe.Pointer(&file[0]))+uintptr(len(file))
 	inFile := func(p unsafe.Pointer) bool { return uintptr(p) >= lo && uintptr(p) < hi }
 	for _, mat := range []*Matrix{m.Layers[0].Q, m.Layers[0].V, m.Layers[1].Gate, m.Output, m.Embed, m.Layers[0].Down} {
-		var p unsafe.Pointer
+		if want := mat.Type != F16; inFile(matrixData(mat)) != want {
+			t.Errorf("%s (%s): in the file mapping = %v, want %v", mat.Name, mat.Type, inFile(matrixData(mat)), want)
+		}
+	}
+	// Every block type is viewed in place; Q4_1 (held as Q5_1) and BF16 (as float32) are copied.
+	tm3 := testModel{shape: kTestShape, types: testTypes{"all-types", q4_1, q4_0, q5_1, q4k, q5k, q6k, bf16, q8, q5}, seed: 5}
+	m3, err := LoadGGUF(tm3.write(t, dir), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m3.Close()
+	file3 := m3.File().Mapping().Bytes()
+	lo3, hi3 := uintptr(unsafe.Pointer(&file3[0])), uintptr(unsafe.Pointer(&file3[0]))+uintptr(len(file3))
+	l0 := &m3.Layers[0]
+	for _, mat := range []*Matrix{m3.Embed, l0.Q, l0.K, l0.V, l0.O, l0.Gate, l0.Up, l0.Down, m3.Output} {
+		p := uintptr(matrixData(mat))
+		if in, want := p >= lo3 && p < hi3, mat.Type != Q4_1 && mat.Type != BF16; in != want {
+			t.Errorf("%s (%s): in the file mapping = %v, want %v", mat.Name, mat.Type, in, want)
+		}
+		// Bytes is what a pass reads: the file's bytes, or the held form's.
+		info, _ := m3.File().Tensor(mat.Name)
+		want := int(info.Size)
 		switch mat.Type {
-		case Q8_0:
-			p = unsafe.Pointer(&mat.Q8[0])
-		case Q5_0:
-			p = unsafe.Pointer(&mat.Q5[0])
-		default:
-			p = unsafe.Pointer(&mat.F32[0])
+		case Q4_1:
+			want = want / 20 * 24
+		case BF16:
+			want *= 2
 		}
-		if want := mat.Type != F16; inFile(p) != want {
-			t.Errorf("%s (%s): in the file mapping = %v, want %v", mat.Name, mat.Type, inFile(p), want)
+		if mat.Bytes() != want {
+			t.Errorf("%s (%s): Bytes() = %d, want %d", mat.Name, mat.Type, mat.Bytes(), want)
 		}
+	}
+	if got, want := m3.Recipe.Name, "gguf q8_0x2+q4_0x2+q5_1x2+q4_Kx2+q5_Kx2+q6_Kx2+bf16x2, embd q4_1, output q5_0"; got != want {
+		t.Errorf("recipe %q, want %q", got, want)
 	}
 	c := m.Cfg
 	if c.Hidden != 64 || c.Layers != 2 || c.Intermediate != 96 || c.Heads != 4 || c.KVHeads != 2 || c.HeadDim != 16 ||
@@ -384,14 +406,36 @@ func TestZeroCopy(t *testing.T) {
 	}
 }
 
-// TestKVF16Memory checks that an F16 cache halves the cache memory and gives the same
-// tokens' logits as the reference with fp16-rounded keys and values (TestReferenceForwardChunked).
-func TestKVF16Memory(t *testing.T) {
+// matrixData is the address of a matrix's first weight, whatever its type.
+func matrixData(m *Matrix) unsafe.Pointer {
+	switch {
+	case m.Q8 != nil:
+		return unsafe.Pointer(&m.Q8[0])
+	case m.Q5 != nil:
+		return unsafe.Pointer(&m.Q5[0])
+	case m.Q4 != nil:
+		return unsafe.Pointer(&m.Q4[0])
+	case m.Q51 != nil:
+		return unsafe.Pointer(&m.Q51[0])
+	case m.Q4K != nil:
+		return unsafe.Pointer(&m.Q4K[0])
+	case m.Q5K != nil:
+		return unsafe.Pointer(&m.Q5K[0])
+	case m.Q6K != nil:
+		return unsafe.Pointer(&m.Q6K[0])
+	}
+	return unsafe.Pointer(&m.F32[0])
+}
+
+// TestKVMemory checks the KV cache's bytes per type (F16 half of F32, Q8_0 34/64 of F16),
+// that the arena's kv region holds exactly the cache (nothing is expanded), and that the
+// attention scratch does not depend on the type.
+func TestKVMemory(t *testing.T) {
 	dir := t.TempDir()
-	tm := testModel{shape: testShapes[2], types: testTypeSets[3], seed: 9} // 3 layers
+	tm := testModel{shape: testShapes[4], types: testTypeSets[3], seed: 9} // head size 32
 	path := tm.write(t, dir)
 	kvBytes := func(kv KVType) (int, int, int) {
-		m, err := LoadGGUF(path, LoadOptions{KV: kv})
+		m, err := LoadGGUF(path, LoadOptions{KV: kv, Slots: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -402,17 +446,28 @@ func TestKVF16Memory(t *testing.T) {
 				region = r.Bytes
 			}
 		}
+		if m.KV() != kv {
+			t.Errorf("KV() = %s, want %s", m.KV(), kv)
+		}
 		return m.KVBytes(), m.KVScratchBytes(), region
 	}
 	c32, s32, r32 := kvBytes(KVF32)
 	c16, s16, r16 := kvBytes(KVF16)
-	if c16*2 != c32 || s32 != 0 {
-		t.Errorf("cache bytes f16 %d, f32 %d: want exactly half", c16, c32)
+	c8, s8, r8 := kvBytes(KVQ8_0)
+	// 2 layers x 2 (k, v) x 3 slots x 2 KV heads x 48 positions x 32 values.
+	if n := 2 * 2 * 3 * 2 * 48 * 32; c32 != 4*n || c16 != 2*n || c8 != n/32*34 {
+		t.Errorf("cache bytes f32 %d, f16 %d, q8_0 %d; want %d, %d, %d", c32, c16, c8, 4*n, 2*n, n/32*34)
 	}
-	if r16 > c16+s16+4096 || r32 < c32 {
-		t.Errorf("kv region f16 %d (cache %d + scratch %d), f32 %d", r16, c16, s16, r32)
+	if s32 != s16 || s16 != s8 || s32 != 4*kernelrt.AttnScratchFloats(32) {
+		t.Errorf("attention scratch f32 %d, f16 %d, q8_0 %d; want %d", s32, s16, s8, 4*kernelrt.AttnScratchFloats(32))
 	}
-	t.Logf("KV region: f32 %d bytes, f16 %d bytes (%d cache + %d one-layer f32 buffer)", r32, r16, c16, s16)
+	// The region rounds each of the 4 layer buffers up to whole pages, at most.
+	for _, c := range [][2]int{{r32, c32}, {r16, c16}, {r8, c8}} {
+		if c[0] < c[1] || c[0] > c[1]+4*4096 {
+			t.Errorf("kv region %d bytes for a cache of %d", c[0], c[1])
+		}
+	}
+	t.Logf("KV region: f32 %d bytes, f16 %d, q8_0 %d; attention scratch %d", r32, r16, r8, s32)
 }
 
 // TestSyntheticGGUF writes a synthetic model with SyntheticGGUF and runs it: the loaded
@@ -447,7 +502,7 @@ func TestSyntheticGGUF(t *testing.T) {
 			if r.Q == F16 {
 				tol = tolF16
 			}
-			worst := runCompare(t, kernelrt.Serial{}, p, LoadOptions{}, []int32{7, 100, 299, 0}, []int32{5, 6}, tol, false)
+			worst := runCompare(t, kernelrt.Serial{}, p, LoadOptions{KV: KVF32}, []int32{7, 100, 299, 0}, []int32{5, 6}, tol)
 			t.Logf("max relative error %.3g", worst)
 		})
 	}
@@ -604,9 +659,21 @@ func TestDecodeNoAllocs(t *testing.T) {
 	}
 	defer rt.Close()
 	dir := t.TempDir()
-	for _, ty := range []testTypes{testTypeSets[3], testTypeSets[5], testTypeSets[6]} {
-		for _, kv := range []KVType{KVF32, KVF16} {
-			tm := testModel{shape: testShapes[0], types: ty, seed: 1}
+	type model struct {
+		shape testShape
+		types testTypes
+	}
+	var models []model
+	for _, ty := range []testTypes{testTypeSets[3], testTypeSets[5], testTypeSets[6], testTypeSets[11]} {
+		models = append(models, model{testShapes[4], ty}) // head size 32: every KV type
+	}
+	for _, ty := range []testTypes{kTypeSets[3], kTypeSets[5], kTypeSets[6]} { // K-quants: Q8_K activations
+		models = append(models, model{kTestShape, ty})
+	}
+	for _, mo := range models {
+		ty := mo.types
+		for _, kv := range []KVType{KVF32, KVF16, KVQ8_0} {
+			tm := testModel{shape: mo.shape, types: ty, seed: 1}
 			m, err := LoadGGUF(tm.write(t, dir), LoadOptions{KV: kv})
 			if err != nil {
 				t.Fatal(err)

@@ -8,164 +8,198 @@ import (
 	"github.com/kernelrt/kernelrt/arena"
 )
 
-// KVType is the storage type of the KV cache.
+// KVType is the storage type of the KV cache. Attention reads the cache in its stored type
+// (kernelrt.AttentionF32/F16/Q8_0): a smaller type means fewer bytes read per decoded token.
 type KVType int
 
-// KV cache types.
+// KV cache types. The zero value is KVF16, llama.cpp's default (-ctk f16 -ctv f16), for
+// LoadGGUF and NewSynthetic alike; ask for KVF32 where results must not round the cache.
 const (
-	// KVF32 stores keys and values as float32 (the default).
-	KVF32 KVType = iota
-	// KVF16 stores them as IEEE fp16 (rounded to nearest even), halving the cache.
-	KVF16
+	// KVF16 stores keys and values as IEEE fp16 (rounded to nearest even): half of F32.
+	KVF16 KVType = iota
+	// KVF32 stores them as float32.
+	KVF32
+	// KVQ8_0 stores them as Q8_0 blocks of 32 values (34 bytes), as llama.cpp's
+	// -ctk q8_0 -ctv q8_0: 53% of F16. It needs a head size that is a multiple of 32.
+	KVQ8_0
+	numKVTypes
 )
 
-// String returns "f32" or "f16".
+// String returns "f16", "f32" or "q8_0".
 func (k KVType) String() string {
-	if k == KVF16 {
+	switch k {
+	case KVF16:
 		return "f16"
+	case KVF32:
+		return "f32"
+	case KVQ8_0:
+		return "q8_0"
 	}
-	return "f32"
+	return fmt.Sprintf("KVType(%d)", int(k))
 }
 
-// ParseKVType parses "f32" or "f16".
+// ParseKVType parses "f32", "f16" or "q8_0" (as llama.cpp's -ctk spells them); "" is the
+// default, KVF16.
 func ParseKVType(s string) (KVType, error) {
 	switch strings.ToLower(s) {
-	case "f32", "":
-		return KVF32, nil
-	case "f16":
+	case "f16", "":
 		return KVF16, nil
+	case "f32":
+		return KVF32, nil
+	case "q8_0":
+		return KVQ8_0, nil
 	}
-	return 0, fmt.Errorf("orchestrator: KV cache type %q: want f32 or f16", s)
+	return 0, fmt.Errorf("orchestrator: KV cache type %q: want f32, f16 or q8_0", s)
 }
 
-// kvCache is every layer's keys and values for each slot (sequence), laid out
-// [slot][kv head][MaxCtx][head dim] per layer. An F16 cache keeps fp16 rows and, for
-// attention, expands the layer and slot it attends into one float32 buffer shared by all.
+// valid reports whether k is one of the KV types.
+func (k KVType) valid() bool { return k >= 0 && k < numKVTypes }
+
+// bytesPer is the cache bytes of n values (n a multiple of 32 for Q8_0).
+func (k KVType) bytesPer(n int) int {
+	switch k {
+	case KVF32:
+		return 4 * n
+	case KVQ8_0:
+		return n / kernelrt.QK * 34
+	}
+	return 2 * n
+}
+
+// elems is how many cache elements hold n values (Q8_0: blocks).
+func (k KVType) elems(n int) int {
+	if k == KVQ8_0 {
+		return n / kernelrt.QK
+	}
+	return n
+}
+
+// elemSize is the size of one cache element.
+func (k KVType) elemSize() int {
+	switch k {
+	case KVF32:
+		return 4
+	case KVQ8_0:
+		return 34
+	}
+	return 2
+}
+
+// kvCache is every layer's keys and values for each slot (sequence), in the cache's type,
+// laid out [slot][kv head][MaxCtx][head dim] per layer: one region per slot.
 type kvCache struct {
-	typ      KVType
-	per      int         // values of one slot of one layer: KVHeads*MaxCtx*HeadDim
-	k, v     [][]float32 // F32: per layer; F16: one slot's float32 copy in k[0], v[0]
-	k16, v16 [][]uint16  // F16: per layer
+	typ  KVType
+	per  int // elements of one slot of one layer: KVHeads*MaxCtx*HeadDim values in typ
+	f32  [][2][]float32
+	f16  [][2][]uint16
+	q8   [][2][]kernelrt.BlockQ8_0
+	scrF []float32 // the caller's attention scratch (kernelrt.AttnScratchFloats)
 }
 
-// planKV adds the cache of c to p.
-func planKV(p *arena.Plan, c Config, typ KVType) {
-	n := c.KVHeads * c.MaxCtx * c.HeadDim * c.slots()
-	f32Layers := c.Layers
-	if typ == KVF16 {
-		f32Layers = 1
-		for l := 0; l < c.Layers; l++ {
-			p.Add(arena.Buffer{Name: fmt.Sprintf("kv16.%d.k", l), ElemSize: 2, Count: n, Region: arena.KV})
-			p.Add(arena.Buffer{Name: fmt.Sprintf("kv16.%d.v", l), ElemSize: 2, Count: n, Region: arena.KV})
+// planKV adds the cache of c (c.KV) and the attention scratch to p.
+func planKV(p *arena.Plan, c Config) {
+	n := c.KV.elems(c.KVHeads * c.MaxCtx * c.HeadDim * c.slots())
+	for l := 0; l < c.Layers; l++ {
+		for _, kv := range []string{"k", "v"} {
+			p.Add(arena.Buffer{Name: fmt.Sprintf("kv.%d.%s", l, kv), ElemSize: c.KV.elemSize(), Count: n, Region: arena.KV})
 		}
 	}
-	if typ == KVF16 {
-		n = c.KVHeads * c.MaxCtx * c.HeadDim // the expansion holds one slot
-	}
-	for l := 0; l < f32Layers; l++ {
-		p.Add(arena.Buffer{Name: fmt.Sprintf("kv.%d.k", l), ElemSize: 4, Count: n, Region: arena.KV})
-		p.Add(arena.Buffer{Name: fmt.Sprintf("kv.%d.v", l), ElemSize: 4, Count: n, Region: arena.KV})
-	}
+	// The caller's (worker 0's) attention scratch; the Runtime's other workers use the
+	// per-worker scratch of the Runtime's own arena.
+	p.Add(arena.Buffer{Name: "scratch.attn", ElemSize: 4, Count: kernelrt.AttnScratchFloats(c.HeadDim), Region: arena.Scratch})
 }
 
 // bind points the cache into the arena.
-func (kv *kvCache) bind(a *arena.Arena, l *arena.Layout, c Config, typ KVType) error {
-	kv.typ = typ
-	kv.per = c.KVHeads * c.MaxCtx * c.HeadDim
-	f32Layers := c.Layers
-	if typ == KVF16 {
-		f32Layers = 1
-		kv.k16, kv.v16 = make([][]uint16, c.Layers), make([][]uint16, c.Layers)
-		for i := 0; i < c.Layers; i++ {
-			var err error
-			if kv.k16[i], err = arena.Get[uint16](a, l, fmt.Sprintf("kv16.%d.k", i)); err != nil {
-				return err
+func (kv *kvCache) bind(a *arena.Arena, l *arena.Layout, c Config) error {
+	kv.typ = c.KV
+	kv.per = c.KV.elems(c.KVHeads * c.MaxCtx * c.HeadDim)
+	var err error
+	if kv.scrF, err = arena.Get[float32](a, l, "scratch.attn"); err != nil {
+		return err
+	}
+	switch c.KV {
+	case KVF32:
+		kv.f32, err = bindLayers[float32](a, l, c.Layers)
+	case KVF16:
+		kv.f16, err = bindLayers[uint16](a, l, c.Layers)
+	default:
+		kv.q8, err = bindLayers[kernelrt.BlockQ8_0](a, l, c.Layers)
+	}
+	return err
+}
+
+// bindLayers returns every layer's K and V buffers as T.
+func bindLayers[T any](a *arena.Arena, l *arena.Layout, layers int) ([][2][]T, error) {
+	out := make([][2][]T, layers)
+	for i := range out {
+		for j, kv := range []string{"k", "v"} {
+			s, err := arena.Get[T](a, l, fmt.Sprintf("kv.%d.%s", i, kv))
+			if err != nil {
+				return nil, err
 			}
-			if kv.v16[i], err = arena.Get[uint16](a, l, fmt.Sprintf("kv16.%d.v", i)); err != nil {
-				return err
-			}
+			out[i][j] = s
 		}
 	}
-	kv.k, kv.v = make([][]float32, f32Layers), make([][]float32, f32Layers)
-	for i := 0; i < f32Layers; i++ {
-		var err error
-		if kv.k[i], err = arena.Get[float32](a, l, fmt.Sprintf("kv.%d.k", i)); err != nil {
-			return err
-		}
-		if kv.v[i], err = arena.Get[float32](a, l, fmt.Sprintf("kv.%d.v", i)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return out, nil
 }
 
 // attend stores the T tokens' keys and values of layer li in slot at positions pos0.. and
-// runs attention over the slot's positions 0..pos0+T-1 into att.
+// runs attention over the slot's positions 0..pos0+T-1 into att, reading the cache in its
+// stored type.
 func (kv *kvCache) attend(e kernelrt.Ops, m *Model, li, slot, pos0 int, att, qv, kvals, vvals []float32, T, qs, ks, vs int) error {
 	c := &m.Cfg
 	hd, nkv, ctx := c.HeadDim, c.KVHeads, c.MaxCtx
 	lo, hi := slot*kv.per, (slot+1)*kv.per
-	if kv.typ == KVF32 {
-		kc, vc := kv.k[li][lo:hi], kv.v[li][lo:hi]
+	switch kv.typ {
+	case KVF32:
+		kc, vc := kv.f32[li][0][lo:hi], kv.f32[li][1][lo:hi]
 		if err := e.KVAppend(kc, kvals, T, ks, nkv, hd, ctx, pos0); err != nil {
 			return err
 		}
 		if err := e.KVAppend(vc, vvals, T, vs, nkv, hd, ctx, pos0); err != nil {
 			return err
 		}
-		return e.Attention(att, qv, kc, vc, m.attScratch, T, qs, c.Heads, nkv, hd, ctx, pos0)
-	}
-	k16, v16 := kv.k16[li][lo:hi], kv.v16[li][lo:hi]
-	for t := 0; t < T; t++ {
-		for g := 0; g < nkv; g++ {
-			dst := (g*ctx + pos0 + t) * hd
-			toFP16(k16[dst:dst+hd], kvals[t*ks+g*hd:t*ks+(g+1)*hd])
-			toFP16(v16[dst:dst+hd], vvals[t*vs+g*hd:t*vs+(g+1)*hd])
+		return e.AttentionF32(att, qv, kc, vc, kv.scrF, T, qs, c.Heads, nkv, hd, ctx, pos0)
+	case KVF16:
+		kc, vc := kv.f16[li][0][lo:hi], kv.f16[li][1][lo:hi]
+		if err := e.KVAppendF16(kc, kvals, T, ks, nkv, hd, ctx, pos0); err != nil {
+			return err
 		}
+		if err := e.KVAppendF16(vc, vvals, T, vs, nkv, hd, ctx, pos0); err != nil {
+			return err
+		}
+		return e.AttentionF16(att, qv, kc, vc, kv.scrF, T, qs, c.Heads, nkv, hd, ctx, pos0)
 	}
-	kf, vf := kv.k[0], kv.v[0]
-	tab := fp16Table()
-	n := (pos0 + T) * hd
-	for g := 0; g < nkv; g++ {
-		a, b := g*ctx*hd, g*ctx*hd+n
-		fromFP16(kf[a:b], k16[a:b], tab)
-		fromFP16(vf[a:b], v16[a:b], tab)
+	kc, vc := kv.q8[li][0][lo:hi], kv.q8[li][1][lo:hi]
+	if err := e.KVAppendQ8_0(kc, kvals, T, ks, nkv, hd, ctx, pos0); err != nil {
+		return err
 	}
-	return e.Attention(att, qv, kf, vf, m.attScratch, T, qs, c.Heads, nkv, hd, ctx, pos0)
-}
-
-func toFP16(dst []uint16, src []float32) {
-	for i, v := range src[:len(dst)] {
-		dst[i] = kernelrt.FP32ToFP16(v)
+	if err := e.KVAppendQ8_0(vc, vvals, T, vs, nkv, hd, ctx, pos0); err != nil {
+		return err
 	}
-}
-
-func fromFP16(dst []float32, src []uint16, tab *[1 << 16]float32) {
-	dst = dst[:len(src)]
-	for i, h := range src {
-		dst[i] = tab[h]
-	}
+	return e.AttentionQ8_0(att, qv, kc, vc, kv.scrF, T, qs, c.Heads, nkv, hd, ctx, pos0)
 }
 
 // KV is the model's KV cache type.
 func (m *Model) KV() KVType { return m.kv.typ }
 
-// KVBytes is the memory of the KV cache proper (every layer's keys and values); an F16
-// cache also uses one layer's float32 buffer, counted in KVScratchBytes.
+// KVBytes is the memory of the KV cache: every layer's keys and values for every slot,
+// 2*Layers*Slots*KVHeads*MaxCtx*HeadDim values in the cache's type.
 func (m *Model) KVBytes() int {
 	c := &m.Cfg
-	per := 2 * c.Layers * c.KVHeads * c.MaxCtx * c.HeadDim * c.slots()
-	if m.kv.typ == KVF16 {
-		return per * 2
-	}
-	return per * 4
+	return 2 * c.Layers * c.slots() * c.KV.bytesPer(c.KVHeads*c.MaxCtx*c.HeadDim)
 }
 
-// KVScratchBytes is the float32 buffer an F16 cache is expanded into (0 for an F32 cache).
-func (m *Model) KVScratchBytes() int {
-	if m.kv.typ != KVF16 {
-		return 0
-	}
+// KVReadBytes is what one decoded token's attention reads from the cache of a sequence that
+// holds ctx positions: keys and values of every layer, ctx positions each (decode reads
+// each KV head's rows once for its whole group of query heads).
+func (m *Model) KVReadBytes(ctx int) int {
 	c := &m.Cfg
-	return 2 * c.KVHeads * c.MaxCtx * c.HeadDim * 4
+	return 2 * c.Layers * c.KV.bytesPer(c.KVHeads*ctx*c.HeadDim)
 }
+
+// KVScratchBytes is the memory attention uses beside the cache: the caller's attention
+// scratch, kernelrt.AttnScratchFloats(HeadDim) floats (72 KiB at head size 64), the same for
+// every cache type and context (attention reads the cache in its stored type; nothing is
+// expanded).
+func (m *Model) KVScratchBytes() int { return 4 * len(m.kv.scrF) }

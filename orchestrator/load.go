@@ -34,7 +34,7 @@ type LoadOptions struct {
 	AllLogits bool
 	// Slots is the number of sequences the KV cache holds (Config.Slots); 0 = 1.
 	Slots int
-	// KV is the KV cache type.
+	// KV is the KV cache type (Config.KV); the zero value is KVF16, as llama.cpp's default.
 	KV KVType
 	// File is how LoadGGUF maps the file (WillNeed to read ahead, Mlock).
 	File arena.FileOptions
@@ -228,19 +228,28 @@ func metaFloat(f *gguf.File, key string, def float64) (float64, error) {
 	return x, nil
 }
 
+// ggmlTypes maps the GGUF types the decoder computes with to its own.
+var ggmlTypes = map[gguf.GGMLType]QType{
+	gguf.TypeQ8_0: Q8_0, gguf.TypeQ5_0: Q5_0, gguf.TypeQ4_0: Q4_0, gguf.TypeQ4_1: Q4_1, gguf.TypeQ5_1: Q5_1,
+	gguf.TypeQ4_K: Q4_K, gguf.TypeQ5_K: Q5_K, gguf.TypeQ6_K: Q6_K,
+	gguf.TypeF32: F32, gguf.TypeF16: F16, gguf.TypeBF16: BF16,
+}
+
 // qtypeOf maps a GGUF type to the decoder's, for the types it computes with.
 func qtypeOf(t gguf.GGMLType) (QType, bool) {
-	switch t {
-	case gguf.TypeQ8_0:
-		return Q8_0, true
-	case gguf.TypeQ5_0:
-		return Q5_0, true
-	case gguf.TypeF32:
-		return F32, true
-	case gguf.TypeF16:
-		return F16, true
+	q, ok := ggmlTypes[t]
+	return q, ok
+}
+
+// supportedTypes lists the GGUF weight types the decoder computes with, for errors.
+func supportedTypes() string {
+	var names []string
+	for t := range gguf.GGMLType(64) {
+		if _, ok := ggmlTypes[t]; ok {
+			names = append(names, t.String())
+		}
 	}
-	return 0, false
+	return strings.Join(names, ", ")
 }
 
 // effectiveDims drops trailing dims of 1 (a [896] vector may be written as [896, 1]).
@@ -268,13 +277,17 @@ func checkTensor(t *gguf.TensorInfo, s tensorSpec, c Config) error {
 			t.Name, t.Dims, s.dims, c.Hidden, c.Intermediate, c.Heads, c.KVHeads, c.Vocab)
 	}
 	if s.kind == kindVector {
-		if t.Type != gguf.TypeF32 && t.Type != gguf.TypeF16 {
-			return modelErr("tensor %q has type %s; norms and biases must be F32 or F16", t.Name, t.Type)
+		if t.Type != gguf.TypeF32 && t.Type != gguf.TypeF16 && t.Type != gguf.TypeBF16 {
+			return modelErr("tensor %q has type %s; norms and biases must be F32, F16 or BF16", t.Name, t.Type)
 		}
 		return nil
 	}
-	if _, ok := qtypeOf(t.Type); !ok {
-		return modelErr("tensor %q has type %s; supported weight types are Q8_0, Q5_0, F16 and F32", t.Name, t.Type)
+	q, ok := qtypeOf(t.Type)
+	if !ok {
+		return modelErr("tensor %q has type %s, which kernelrt cannot compute with; supported weight types are %s", t.Name, t.Type, supportedTypes())
+	}
+	if n := q.blockLen(); t.Cols()%n != 0 {
+		return modelErr("tensor %q of type %s has rows of %d values, not a multiple of its block of %d", t.Name, t.Type, t.Cols(), n)
 	}
 	return nil
 }
@@ -306,9 +319,10 @@ func NewFromGGUF(f *gguf.File, opts LoadOptions) (*Model, error) {
 	}
 	c.AllLogits = opts.AllLogits
 	c.Slots = opts.Slots
-	if opts.KV != KVF32 && opts.KV != KVF16 {
+	if !opts.KV.valid() {
 		return nil, fmt.Errorf("orchestrator: LoadOptions.KV = %d is not a KV type", int(opts.KV))
 	}
+	c.KV = opts.KV
 	if c.Layers > len(f.Tensors) { // every layer has 12 tensors: bound before allocating
 		return nil, modelErr("%s.block_count = %d but the file has only %d tensors", c.Arch, c.Layers, len(f.Tensors))
 	}
@@ -335,5 +349,5 @@ func NewFromGGUF(f *gguf.File, opts LoadOptions) (*Model, error) {
 			return nil, modelErr("unexpected tensor %q: not part of a %s model with block_count = %d", f.Tensors[i].Name, c.Arch, c.Layers)
 		}
 	}
-	return build(c, specs, src, opts.KV, opts.Build)
+	return build(c, specs, src, opts.Build)
 }

@@ -15,19 +15,26 @@ import (
 // ErrClosed is returned by a Model's methods after Close (test with errors.Is).
 var ErrClosed = errors.New("orchestrator: model is closed")
 
-// Matrix is a rows x cols weight tensor in one type: row-major blocks in Q8 or Q5, or
-// row-major floats in F32 (for Type F32, and for Type F16 after its conversion at load).
+// Matrix is a rows x cols weight tensor in one type: row-major blocks in the slice of its
+// type (Q8 for Q8_0, Q5 for Q5_0, Q4 for Q4_0, Q51 for Q5_1 and for Q4_1, which is held as
+// Q5_1, Q4K, Q5K, Q6K for the K-quants), or row-major floats in F32 (for Type F32, and for F16
+// and BF16 after their conversion at load).
 type Matrix struct {
 	Name       string
 	Type       QType
 	Rows, Cols int
 	Q8         []kernelrt.BlockQ8_0
 	Q5         []kernelrt.BlockQ5_0
+	Q4         []kernelrt.BlockQ4_0
+	Q51        []kernelrt.BlockQ5_1
+	Q4K        []kernelrt.BlockQ4K
+	Q5K        []kernelrt.BlockQ5K
+	Q6K        []kernelrt.BlockQ6K
 	F32        []float32
 }
 
 // Bytes is the weight memory one full pass reads.
-func (m *Matrix) Bytes() int { return m.Rows * m.Cols / kernelrt.QK * m.Type.blockBytes() }
+func (m *Matrix) Bytes() int { return m.Rows * m.Cols / m.Type.blockLen() * m.Type.blockBytes() }
 
 // Layer is one decoder block's weights. QKV is one fused matrix when q, k and v share a
 // type (one GEMV instead of three); otherwise Q, K and V are separate. GateUp likewise.
@@ -70,9 +77,14 @@ type Model struct {
 	gu, h      []float32
 	hq         []kernelrt.BlockQ8_0
 	logits     []float32
-	attScratch []float32
 	ids        []int32
-	xr         []float32 // fp16-rounded activations of F16 matmuls (GGUF models with F16 weights)
+	xr         []float32           // fp16- or bf16-rounded activations of F16/BF16 matmuls (GGUF models with such weights)
+	xq8k       []kernelrt.BlockQ8K // Q8_K activations of K-quant matmuls (GGUF models with K-quants)
+	// What xq8k and xr hold: the activations at acts (their first element; nil: nothing) as
+	// Q8_K when q8kOK, rounded as xrKind in xr when xrKind is actF16 or actBF16. See mm.
+	acts   *float32
+	q8kOK  bool
+	xrKind actKind
 
 	kv   kvCache
 	pos  int    // tokens in slot 0's cache (Prefill/Decode), the position its next token gets
@@ -343,6 +355,7 @@ func (m *Model) forward(e kernelrt.Ops, tokens []int32, seqs []Seq, all bool) ([
 	if &tokens[0] != &m.ids[0] {
 		copy(m.ids, tokens)
 	}
+	m.acts = nil // the last step's head left xn's derived activations (see mm)
 	if err := m.embed(e, T); err != nil {
 		return nil, err
 	}
@@ -385,7 +398,9 @@ func (m *Model) forward(e kernelrt.Ops, tokens []int32, seqs []Seq, all bool) ([
 	return logits, nil
 }
 
-// embed writes the T tokens' embeddings to x.
+// embed writes the T tokens' embeddings to x: a Q8_0 table through its gather op, other
+// quantized types row by row through their dequantizers (ggml's get_rows dequantizes the
+// same way), float tables by copy.
 func (m *Model) embed(e kernelrt.Ops, T int) error {
 	H := m.Cfg.Hidden
 	x, ids := m.x[:T*H], m.ids[:T]
@@ -393,18 +408,31 @@ func (m *Model) embed(e kernelrt.Ops, T int) error {
 	if t.Type == Q8_0 {
 		return e.EmbedQ8_0(x, t.Q8, ids, H, m.Cfg.Vocab)
 	}
-	nb := H / kernelrt.QK
+	nb := H / t.Type.blockLen()
 	for i, id := range ids {
 		row := x[i*H : (i+1)*H]
+		b0, b1 := int(id)*nb, (int(id)+1)*nb
+		var err error
 		switch t.Type {
 		case Q5_0:
-			if err := e.DequantizeQ5_0(row, t.Q5[int(id)*nb:(int(id)+1)*nb]); err != nil {
-				return err
-			}
-		case F32, F16:
+			err = e.DequantizeQ5_0(row, t.Q5[b0:b1])
+		case Q4_0:
+			err = e.DequantizeQ4_0(row, t.Q4[b0:b1])
+		case Q4_1, Q5_1:
+			err = e.DequantizeQ5_1(row, t.Q51[b0:b1])
+		case Q4_K:
+			err = e.DequantizeQ4K(row, t.Q4K[b0:b1])
+		case Q5_K:
+			err = e.DequantizeQ5K(row, t.Q5K[b0:b1])
+		case Q6_K:
+			err = e.DequantizeQ6K(row, t.Q6K[b0:b1])
+		case F32, F16, BF16:
 			copy(row, t.F32[int(id)*H:(int(id)+1)*H])
 		default:
-			return fmt.Errorf("orchestrator: embedding %s of type %s has no row lookup", t.Name, t.Type)
+			err = fmt.Errorf("orchestrator: embedding %s of type %s has no row lookup", t.Name, t.Type)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
@@ -502,8 +530,10 @@ func (m *Model) ffn(e kernelrt.Ops, li, T int) error {
 	if err := e.RMSNorm(xn, x, l.FFNNorm, T, H, c.Eps); err != nil {
 		return err
 	}
-	if err := e.QuantizeQ8_0(xq, xn); err != nil {
-		return err
+	if needsQ8_0(l.GateUp, l.Gate, l.Up) {
+		if err := e.QuantizeQ8_0(xq, xn); err != nil {
+			return err
+		}
 	}
 	h := m.h[:T*I]
 	if l.GateUp != nil {
@@ -529,8 +559,10 @@ func (m *Model) ffn(e kernelrt.Ops, li, T int) error {
 		}
 	}
 	hq := m.hq[:T*I/kernelrt.QK]
-	if err := e.QuantizeQ8_0(hq, h); err != nil {
-		return err
+	if needsQ8_0(l.Down) {
+		if err := e.QuantizeQ8_0(hq, h); err != nil {
+			return err
+		}
 	}
 	if err := m.mm(e, l.Down, tmp, h, hq, nil, T); err != nil {
 		return err
@@ -556,8 +588,10 @@ func (m *Model) head(e kernelrt.Ops, rows []int) ([]float32, error) {
 			}
 		}
 	}
-	if err := e.QuantizeQ8_0(xq, xn); err != nil {
-		return nil, err
+	if needsQ8_0(m.Output) {
+		if err := e.QuantizeQ8_0(xq, xn); err != nil {
+			return nil, err
+		}
 	}
 	logits := m.logits[:n*c.Vocab]
 	if err := m.mm(e, m.Output, logits, xn, xq, nil, n); err != nil {
@@ -566,24 +600,75 @@ func (m *Model) head(e kernelrt.Ops, rows []int) ([]float32, error) {
 	return logits, nil
 }
 
-// mm computes y = W x (+bias) for T tokens: a Q8_0/Q5_0 matrix multiplies the Q8_0
-// activations xq (a GEMV for one token, bandwidth-bound; GEMVs over cached row blocks for a
-// few, as batched decoding has; the tiled GEMM for more, compute-bound), an F32/F16 one
-// (GGUF models) the float activations xf.
+// needsQ8_0 reports whether any of the matrices (nil: absent) multiplies Q8_0 activations,
+// which its caller then quantizes once for all of them.
+func needsQ8_0(ws ...*Matrix) bool {
+	for _, w := range ws {
+		if w != nil && w.Type.act() == actQ8_0 {
+			return true
+		}
+	}
+	return false
+}
+
+// mm computes y = W x (+bias) for T tokens with the activations in the form the weight type
+// multiplies, as ggml does: xq, the caller's Q8_0 blocks of xf, for the blocks of 32; Q8_K
+// super-blocks for the K-quants and fp16/bf16-rounded floats for F16/BF16, both made here from
+// the float activations xf; xf itself for F32. A quantized matrix is a GEMV for one token
+// (bandwidth-bound), GEMVs over cached row blocks for a few (as batched decoding has), the
+// tiled GEMM for more (compute-bound).
+//
+// The Q8_K and rounded forms are made once per activation, not per matrix: they stay valid
+// while consecutive calls pass the same xf (q, k and v; gate and up), and a call with another
+// xf, or a new forward step, drops them. So a buffer must not change between two consecutive
+// calls that multiply it (the decoder steps never do: each writes a buffer, then multiplies
+// it, then multiplies another).
 func (m *Model) mm(e kernelrt.Ops, w *Matrix, y, xf []float32, xq []kernelrt.BlockQ8_0, bias []float32, T int) error {
 	y = y[:T*w.Rows]
-	switch w.Type {
-	case Q8_0, Q5_0:
-		x := xq[:T*w.Cols/kernelrt.QK]
-		switch {
-		case T <= gemvTokens:
-			return m.gemvBlocks(e, w, y, x, bias, T)
-		case w.Type == Q5_0:
-			return e.GemmQ5_0(y, w.Q5, x, bias, w.Rows, w.Cols, T)
-		}
-		return e.GemmQ8_0(y, w.Q8, x, bias, w.Rows, w.Cols, T)
+	xf = xf[:T*w.Cols]
+	if &xf[0] != m.acts {
+		m.acts, m.q8kOK, m.xrKind = &xf[0], false, actF32
 	}
-	return m.matmulF32(e, w, y, xf, bias, T)
+	var x8 []kernelrt.BlockQ8_0
+	var xk []kernelrt.BlockQ8K
+	switch w.Type.act() {
+	case actQ8_0:
+		x8 = xq[:T*w.Cols/kernelrt.QK]
+	case actQ8K:
+		nb := len(xf) / kernelrt.QKK
+		if len(m.xq8k) < nb {
+			return fmt.Errorf("orchestrator: %s: no Q8_K activation buffer for %d floats", w.Name, len(xf))
+		}
+		xk = m.xq8k[:nb]
+		if !m.q8kOK {
+			if err := e.QuantizeQ8K(xk, xf); err != nil {
+				return err
+			}
+			m.q8kOK = true
+		}
+	default:
+		return m.matmulF32(e, w, y, xf, bias, T)
+	}
+	if T <= gemvTokens {
+		return m.gemvBlocks(e, w, y, x8, xk, bias, T)
+	}
+	switch w.Type {
+	case Q8_0:
+		return e.GemmQ8_0(y, w.Q8, x8, bias, w.Rows, w.Cols, T)
+	case Q5_0:
+		return e.GemmQ5_0(y, w.Q5, x8, bias, w.Rows, w.Cols, T)
+	case Q4_0:
+		return e.GemmQ4_0(y, w.Q4, x8, bias, w.Rows, w.Cols, T)
+	case Q4_1, Q5_1:
+		return e.GemmQ5_1(y, w.Q51, x8, bias, w.Rows, w.Cols, T)
+	case Q4_K:
+		return e.GemmQ4K(y, w.Q4K, xk, bias, w.Rows, w.Cols, T)
+	case Q5_K:
+		return e.GemmQ5K(y, w.Q5K, xk, bias, w.Rows, w.Cols, T)
+	case Q6_K:
+		return e.GemmQ6K(y, w.Q6K, xk, bias, w.Rows, w.Cols, T)
+	}
+	return fmt.Errorf("orchestrator: %s: no matmul for type %s", w.Name, w.Type)
 }
 
 // Up to gemvTokens tokens, a quantized matmul is one GEMV per token over blocks of about
@@ -600,9 +685,11 @@ const (
 	gemvBlockBytes = 2 << 20
 )
 
-// gemvBlocks is mm's path for a few tokens (quantized w, Q8_0 x).
-func (m *Model) gemvBlocks(e kernelrt.Ops, w *Matrix, y []float32, x []kernelrt.BlockQ8_0, bias []float32, T int) error {
-	R, nb := w.Rows, w.Cols/kernelrt.QK
+// gemvBlocks is mm's path for a few tokens of a quantized w: x8 holds the tokens' Q8_0
+// activations (the blocks-of-32 types), xk their Q8_K ones (the K-quants).
+func (m *Model) gemvBlocks(e kernelrt.Ops, w *Matrix, y []float32, x8 []kernelrt.BlockQ8_0, xk []kernelrt.BlockQ8K, bias []float32, T int) error {
+	R := w.Rows
+	nb := w.Cols / w.Type.blockLen()
 	rb := R
 	if T > 1 {
 		rb = max(64, gemvBlockBytes/(nb*w.Type.blockBytes())/64*64)
@@ -614,14 +701,7 @@ func (m *Model) gemvBlocks(e kernelrt.Ops, w *Matrix, y []float32, x []kernelrt.
 			b = bias[r0:r1]
 		}
 		for t := 0; t < T; t++ {
-			yt, xt := y[t*R+r0:t*R+r1], x[t*nb:(t+1)*nb]
-			var err error
-			if w.Type == Q5_0 {
-				err = e.GemvQ5_0Bias(yt, w.Q5[r0*nb:r1*nb], xt, b, r1-r0, w.Cols)
-			} else {
-				err = e.GemvQ8_0Bias(yt, w.Q8[r0*nb:r1*nb], xt, b, r1-r0, w.Cols)
-			}
-			if err != nil {
+			if err := gemvRows(e, w, y[t*R+r0:t*R+r1], x8, xk, t, b, r0, r1); err != nil {
 				return err
 			}
 		}
@@ -629,23 +709,63 @@ func (m *Model) gemvBlocks(e kernelrt.Ops, w *Matrix, y []float32, x []kernelrt.
 	return nil
 }
 
+// gemvRows is token t's GEMV over rows [r0, r1) of w.
+func gemvRows(e kernelrt.Ops, w *Matrix, y []float32, x8 []kernelrt.BlockQ8_0, xk []kernelrt.BlockQ8K, t int, bias []float32, r0, r1 int) error {
+	n, C := r1-r0, w.Cols
+	if w.Type.act() == actQ8K {
+		nb := C / kernelrt.QKK
+		x := xk[t*nb : (t+1)*nb]
+		switch w.Type {
+		case Q4_K:
+			return e.GemvQ4KBias(y, w.Q4K[r0*nb:r1*nb], x, bias, n, C)
+		case Q5_K:
+			return e.GemvQ5KBias(y, w.Q5K[r0*nb:r1*nb], x, bias, n, C)
+		case Q6_K:
+			return e.GemvQ6KBias(y, w.Q6K[r0*nb:r1*nb], x, bias, n, C)
+		}
+	} else {
+		nb := C / kernelrt.QK
+		x := x8[t*nb : (t+1)*nb]
+		switch w.Type {
+		case Q8_0:
+			return e.GemvQ8_0Bias(y, w.Q8[r0*nb:r1*nb], x, bias, n, C)
+		case Q5_0:
+			return e.GemvQ5_0Bias(y, w.Q5[r0*nb:r1*nb], x, bias, n, C)
+		case Q4_0:
+			return e.GemvQ4_0Bias(y, w.Q4[r0*nb:r1*nb], x, bias, n, C)
+		case Q4_1, Q5_1:
+			return e.GemvQ5_1Bias(y, w.Q51[r0*nb:r1*nb], x, bias, n, C)
+		}
+	}
+	return fmt.Errorf("orchestrator: %s: no GEMV for type %s", w.Name, w.Type)
+}
+
 // f32RowBlock is the weight bytes a float matmul of several tokens keeps in cache at once.
 const f32RowBlock = 512 << 10
 
 // matmulF32 computes y = W x (+bias) for T tokens of float activations x and an F32 (or
-// converted F16) matrix. For F16 the activations are first rounded to fp16, as ggml converts
-// them to the weights' vec_dot type before the dot products. Several tokens go block of rows
-// by block of rows, each block multiplying every token while it is in cache.
+// converted F16/BF16) matrix. For F16 (BF16) the activations are first rounded to fp16 (bf16),
+// as ggml converts them to the weights' vec_dot type before the dot products. Several tokens
+// go block of rows by block of rows, each block multiplying every token while it is in cache.
 func (m *Model) matmulF32(e kernelrt.Ops, w *Matrix, y, x, bias []float32, T int) error {
 	R, C := w.Rows, w.Cols
 	y, x = y[:T*R], x[:T*C]
-	if w.Type == F16 {
+	if k := w.Type.act(); k == actF16 || k == actBF16 {
 		if len(m.xr) < len(x) {
-			return fmt.Errorf("orchestrator: %s: no fp16 activation buffer for %d floats", w.Name, len(x))
+			return fmt.Errorf("orchestrator: %s: no rounded activation buffer for %d floats", w.Name, len(x))
 		}
 		r := m.xr[:len(x)]
-		for i, v := range x {
-			r[i] = kernelrt.FP16ToFP32(kernelrt.FP32ToFP16(v))
+		if m.xrKind != k { // mm keeps it for consecutive calls on the same x
+			if k == actF16 {
+				for i, v := range x {
+					r[i] = kernelrt.FP16ToFP32(kernelrt.FP32ToFP16(v))
+				}
+			} else {
+				for i, v := range x {
+					r[i] = roundBF16(v)
+				}
+			}
+			m.xrKind = k
 		}
 		x = r
 	}
@@ -672,6 +792,17 @@ func (m *Model) matmulF32(e kernelrt.Ops, w *Matrix, y, x, bias []float32, T int
 		}
 	}
 	return nil
+}
+
+// roundBF16 rounds v to bfloat16 (nearest, ties to even; a NaN stays a quiet NaN), as ggml's
+// fp32-to-bf16 conversion does, and widens it back.
+func roundBF16(v float32) float32 {
+	u := math.Float32bits(v)
+	if u&0x7fffffff > 0x7f800000 {
+		return math.Float32frombits((u | 0x400000) &^ 0xffff)
+	}
+	u = (u + 0x7fff + (u>>16)&1) &^ 0xffff
+	return math.Float32frombits(u)
 }
 
 // bytesOf views a slice of pointer-free values as its bytes.

@@ -14,9 +14,14 @@ func tinyConfig() Config {
 		Vocab: 1000, RopeTheta: 1e6, Eps: 1e-6, MaxCtx: 96, MaxBatch: 16}
 }
 
-func newTiny(t *testing.T, r Recipe) *Model {
+func newTiny(t *testing.T, r Recipe) *Model { return newTinyKV(t, r, KVF16) }
+
+// newTinyKV is newTiny with a cache of type kv.
+func newTinyKV(t *testing.T, r Recipe, kv KVType) *Model {
 	t.Helper()
-	m, err := NewSynthetic(tinyConfig(), r, 7, BuildOptions{})
+	c := tinyConfig()
+	c.KV = kv
+	m, err := NewSynthetic(c, r, 7, BuildOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,69 +82,81 @@ func TestSyntheticLlama(t *testing.T) {
 	}
 }
 
-// The pooled forward pass is the serial one split by rows/tokens/heads: the logits agree.
+// The pooled forward pass is the serial one split by rows/tokens/heads: the logits agree,
+// for every KV cache type.
 func TestPooledMatchesSerial(t *testing.T) {
 	for _, r := range []Recipe{RecipeQ8_0(), RecipeMixed()} {
-		t.Run(r.Name, func(t *testing.T) {
-			ms, mp := newTiny(t, r), newTiny(t, r)
-			rt := newRT(t)
-			prompt := []int32{3, 1, 4, 1, 5, 9, 2}
-			ls, err := ms.Prefill(kernelrt.Serial{}, prompt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := slices.Clone(ls)
-			lp, err := mp.Prefill(rt, prompt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d := maxDiff(want, lp); d > 1e-3 {
-				t.Fatalf("prefill logits differ by %g", d)
-			}
-			for step := 0; step < 4; step++ {
-				ls, err = ms.Decode(kernelrt.Serial{}, int32(10+step))
+		for _, kv := range []KVType{KVF32, KVF16, KVQ8_0} {
+			t.Run(r.Name+"/"+kv.String(), func(t *testing.T) {
+				ms, mp := newTinyKV(t, r, kv), newTinyKV(t, r, kv)
+				rt := newRT(t)
+				prompt := []int32{3, 1, 4, 1, 5, 9, 2}
+				ls, err := ms.Prefill(kernelrt.Serial{}, prompt)
 				if err != nil {
 					t.Fatal(err)
 				}
-				want = append(want[:0], ls...)
-				lp, err = mp.Decode(rt, int32(10+step))
+				want := slices.Clone(ls)
+				lp, err := mp.Prefill(rt, prompt)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if d := maxDiff(want, lp); d > 1e-3 {
-					t.Fatalf("decode step %d logits differ by %g", step, d)
+					t.Fatalf("prefill logits differ by %g", d)
 				}
-			}
-			for _, v := range lp {
-				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-					t.Fatalf("non-finite logit %v", v)
+				for step := 0; step < 4; step++ {
+					ls, err = ms.Decode(kernelrt.Serial{}, int32(10+step))
+					if err != nil {
+						t.Fatal(err)
+					}
+					want = append(want[:0], ls...)
+					lp, err = mp.Decode(rt, int32(10+step))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if d := maxDiff(want, lp); d > 1e-3 {
+						t.Fatalf("decode step %d logits differ by %g", step, d)
+					}
 				}
-			}
-		})
+				for _, v := range lp {
+					if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+						t.Fatalf("non-finite logit %v", v)
+					}
+				}
+			})
+		}
 	}
 }
 
 // Prefilling T tokens at once equals decoding them one by one (the causal mask and the KV
-// cache make the last position's logits the same), up to the GEMM/GEMV summation order.
+// cache make the last position's logits the same), up to the GEMM/GEMV summation order and
+// the prefill and decode attention kernels' orders, for every KV cache type, serially and on
+// a Runtime. 70 tokens: several 16-token prefill tiles, 64-key blocks and MaxBatch chunks.
 func TestPrefillEqualsDecodes(t *testing.T) {
-	a, b := newTiny(t, RecipeQ8_0()), newTiny(t, RecipeQ8_0())
-	prompt := []int32{11, 22, 33, 44, 55}
-	la, err := a.Prefill(kernelrt.Serial{}, prompt)
-	if err != nil {
-		t.Fatal(err)
+	prompt := make([]int32, 70)
+	for i := range prompt {
+		prompt[i] = int32((i*37 + 11) % 1000)
 	}
-	var lb []float32
-	for _, id := range prompt {
-		if lb, err = b.Decode(kernelrt.Serial{}, id); err != nil {
-			t.Fatal(err)
+	for _, kv := range []KVType{KVF32, KVF16, KVQ8_0} {
+		for _, e := range []kernelrt.Ops{kernelrt.Serial{}, newRT(t)} {
+			a, b := newTinyKV(t, RecipeQ8_0(), kv), newTinyKV(t, RecipeQ8_0(), kv)
+			la, err := a.Prefill(e, prompt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var lb []float32
+			for _, id := range prompt {
+				if lb, err = b.Decode(e, id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			scale := 0.0
+			for _, v := range lb {
+				scale = math.Max(scale, math.Abs(float64(v)))
+			}
+			if d := maxDiff(la, lb); d > 1e-3*math.Max(1, scale) {
+				t.Errorf("kv %s %T: prefill vs token-by-token decode: logits differ by %g (scale %g)", kv, e, d, scale)
+			}
 		}
-	}
-	scale := 0.0
-	for _, v := range lb {
-		scale = math.Max(scale, math.Abs(float64(v)))
-	}
-	if d := maxDiff(la, lb); d > 1e-3*math.Max(1, scale) {
-		t.Fatalf("prefill vs token-by-token decode: logits differ by %g (scale %g)", d, scale)
 	}
 }
 
@@ -177,7 +194,7 @@ func TestMaxContext(t *testing.T) {
 	if _, err := m.Decode(kernelrt.Serial{}, 5); err != nil {
 		t.Fatalf("last position: %v", err)
 	}
-	kc := slices.Clone(m.kv.k[0])
+	kc := m.kv.layerK(0)
 	pos := m.Pos()
 	if _, err := m.Decode(kernelrt.Serial{}, 6); err == nil || !strings.Contains(err.Error(), "MaxCtx") {
 		t.Fatalf("decode past MaxCtx: err = %v", err)
@@ -185,7 +202,7 @@ func TestMaxContext(t *testing.T) {
 	if _, err := m.Prefill(kernelrt.Serial{}, []int32{1, 2}); err == nil {
 		t.Fatal("prefill past MaxCtx succeeded")
 	}
-	if m.Pos() != pos || !slices.Equal(kc, m.kv.k[0]) {
+	if m.Pos() != pos || !slices.Equal(kc, m.kv.layerK(0)) {
 		t.Fatal("a refused decode changed the KV cache")
 	}
 	m.Reset()
@@ -248,4 +265,15 @@ func TestConfigLimits(t *testing.T) {
 			t.Errorf("%s: NewSynthetic succeeded", tc.name)
 		}
 	}
+}
+
+// layerK returns a copy of layer l's key cache bytes (every slot), in any cache type.
+func (kv *kvCache) layerK(l int) []byte {
+	switch kv.typ {
+	case KVF32:
+		return slices.Clone(bytesOf(kv.f32[l][0]))
+	case KVF16:
+		return slices.Clone(bytesOf(kv.f16[l][0]))
+	}
+	return slices.Clone(bytesOf(kv.q8[l][0]))
 }

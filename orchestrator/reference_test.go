@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"unsafe"
 
 	"github.com/kernelrt/kernelrt"
 	"github.com/kernelrt/kernelrt/gguf"
@@ -110,10 +111,110 @@ func refTensor(t *testing.T, f *gguf.File, name string) (w []float64, rows, cols
 				w[32*b+j] = d * float64(q-16)
 			}
 		}
+	case gguf.TypeBF16:
+		for i := range w {
+			w[i] = float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(data[2*i:])) << 16))
+		}
 	default:
-		t.Fatalf("reference: tensor %q: type %s", name, info.Type)
+		if !refBlocks(w, data, info.Type) {
+			t.Fatalf("reference: tensor %q: type %s", name, info.Type)
+		}
 	}
 	return w, info.Rows(), info.Cols(), info.Type
+}
+
+// refNibble is element j (0..31) of a block of 32 whose 16 bytes hold elements 0..15 in the
+// low nibbles and 16..31 in the high ones (Q4_0, Q4_1, Q5_0, Q5_1).
+func refNibble(qs []byte, j int) int {
+	if j < 16 {
+		return int(qs[j] & 0xf)
+	}
+	return int(qs[j-16] >> 4)
+}
+
+// refScaleMin is sub-block s's 6-bit scale and min in a Q4_K/Q5_K block's 12 scale bytes.
+func refScaleMin(sc []byte, s int) (float64, float64) {
+	if s < 4 {
+		return float64(sc[s] & 63), float64(sc[s+4] & 63)
+	}
+	return float64(sc[s+4]&0xf | sc[s-4]>>6<<4), float64(sc[s+4]>>4 | sc[s]>>6<<4)
+}
+
+// refBlocks decodes the blocks of Q4_0, Q4_1, Q5_1 and the K-quants from ggml's layouts
+// (ggml-common.h, ../shared/formats.md) into w, exactly (in float64); false for another type.
+func refBlocks(w []float64, data []byte, typ gguf.GGMLType) bool {
+	h := func(b []byte) float64 { return refFP16(binary.LittleEndian.Uint16(b)) }
+	n := len(w)
+	switch typ {
+	case gguf.TypeQ4_0:
+		for b := 0; b < n/32; b++ {
+			blk := data[18*b : 18*b+18]
+			for j := 0; j < 32; j++ {
+				w[32*b+j] = h(blk) * float64(refNibble(blk[2:], j)-8)
+			}
+		}
+	case gguf.TypeQ4_1:
+		for b := 0; b < n/32; b++ {
+			blk := data[20*b : 20*b+20]
+			for j := 0; j < 32; j++ {
+				w[32*b+j] = h(blk)*float64(refNibble(blk[4:], j)) + h(blk[2:])
+			}
+		}
+	case gguf.TypeQ5_1:
+		for b := 0; b < n/32; b++ {
+			blk := data[24*b : 24*b+24]
+			qh := binary.LittleEndian.Uint32(blk[4:])
+			for j := 0; j < 32; j++ {
+				q := refNibble(blk[8:], j) | int(qh>>uint(j)&1)<<4
+				w[32*b+j] = h(blk)*float64(q) + h(blk[2:])
+			}
+		}
+	case gguf.TypeQ4_K, gguf.TypeQ5_K:
+		size := 144
+		if typ == gguf.TypeQ5_K {
+			size = 176
+		}
+		for b := 0; b < n/256; b++ {
+			blk := data[size*b : size*b+size]
+			d, dmin, sc := h(blk), h(blk[2:]), blk[4:16]
+			qs := blk[16:]
+			if typ == gguf.TypeQ5_K {
+				qs = blk[48:]
+			}
+			for s := 0; s < 8; s++ { // sub-blocks of 32: pairs share 32 bytes, low then high nibbles
+				scale, mn := refScaleMin(sc, s)
+				for l := 0; l < 32; l++ {
+					q := int(qs[32*(s/2)+l])
+					if s%2 == 0 {
+						q &= 0xf
+					} else {
+						q >>= 4
+					}
+					if typ == gguf.TypeQ5_K {
+						q |= int(blk[16+l]>>uint(s)&1) << 4 // qh[l], bit s
+					}
+					w[256*b+32*s+l] = d*scale*float64(q) - dmin*mn
+				}
+			}
+		}
+	case gguf.TypeQ6_K:
+		for b := 0; b < n/256; b++ {
+			blk := data[210*b : 210*b+210]
+			ql, qh, sc, d := blk[:128], blk[128:192], blk[192:208], h(blk[208:])
+			for e := 0; e < 256; e++ { // element e = 128*half + 32*k + l
+				half, k, l := e/128, e%128/32, e%32
+				lo := ql[64*half+l+32*(k&1)]
+				if k >= 2 {
+					lo >>= 4
+				}
+				q := int(lo&0xf) | int(qh[32*half+l]>>uint(2*k)&3)<<4
+				w[256*b+e] = d * float64(int8(sc[e/16])) * float64(q-32)
+			}
+		}
+	default:
+		return false
+	}
+	return true
 }
 
 // refMatrix is a decoded weight and the type that decides how activations are rounded.
@@ -145,15 +246,60 @@ func refQuantQ8(x []float64) []float64 {
 	return out
 }
 
-// apply computes W x (+bias) with ggml's activation rounding for the weight type.
+// refQuantQ8K returns x as ggml's quantize_row_q8_K leaves it: per 256 values, m = the value
+// of largest magnitude (sign kept), iscale = -127/m, q = min(127, round half to even
+// (iscale*x)), value = float32(1/iscale) * q (the scale is stored as a float32).
+func refQuantQ8K(x []float64) []float64 {
+	out := make([]float64, len(x))
+	for b := 0; b < len(x); b += 256 {
+		mx, amax := 0.0, 0.0
+		for _, v := range x[b : b+256] {
+			if math.Abs(v) > amax {
+				amax, mx = math.Abs(v), v
+			}
+		}
+		if amax == 0 {
+			continue
+		}
+		iscale := -127 / mx
+		d := float64(float32(1 / iscale))
+		for j, v := range x[b : b+256] {
+			out[b+j] = d * math.Min(127, math.RoundToEven(iscale*v))
+		}
+	}
+	return out
+}
+
+// refRoundBF16 rounds x to the nearest bfloat16 (8 significant bits, ties to even).
+func refRoundBF16(x float64) float64 {
+	if x == 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+		return x
+	}
+	fr, e := math.Frexp(x) // x = fr * 2^e, 0.5 <= |fr| < 1
+	return math.Ldexp(math.RoundToEven(fr*256), e-8)
+}
+
+// apply computes W x (+bias) with ggml's activation rounding for the weight type: Q8_0
+// blocks for the blocks of 32 (Q8_1 for Q4_1/Q5_1 in ggml, the same values), Q8_K for the
+// K-quants, fp16/bf16 for F16/BF16.
 func (m *refMatrix) apply(x, bias []float64) []float64 {
 	switch m.typ {
-	case gguf.TypeQ8_0, gguf.TypeQ5_0:
+	case gguf.TypeQ8_0, gguf.TypeQ5_0, gguf.TypeQ4_0, gguf.TypeQ4_1, gguf.TypeQ5_1:
 		x = refQuantQ8(x)
-	case gguf.TypeF16:
+	case gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K:
+		x = refQuantQ8K(x)
+	case gguf.TypeF16, gguf.TypeBF16:
+		// ggml rounds a float32 activation: a value whose float32 rounding lands exactly
+		// on a midpoint between two fp16 (bf16) values rounds to even from there, while the
+		// float64 value just beside the midpoint would round the other way (1 in 2^13
+		// elements for fp16, 2^16 for bf16: often enough to matter here).
 		r := make([]float64, len(x))
 		for i, v := range x {
-			r[i] = refRoundFP16(v)
+			if m.typ == gguf.TypeF16 {
+				r[i] = refRoundFP16(float64(float32(v)))
+			} else {
+				r[i] = refRoundBF16(float64(float32(v)))
+			}
 		}
 		x = r
 	}
@@ -189,7 +335,7 @@ type refModel struct {
 	layers                                 []refLayer
 	outNorm                                []float64
 	output                                 *refMatrix
-	kvF16                                  bool
+	kv                                     KVType // the cache rounds k and v as this type stores them
 }
 
 func loadRef(t *testing.T, path string) *refModel {
@@ -309,10 +455,16 @@ func (r *refModel) forward(ids []int32) [][]float64 {
 			v[t] = l.v.apply(xn, l.bv)
 			r.rope(q[t], r.heads, t)
 			r.rope(k[t], r.kvHeads, t)
-			if r.kvF16 {
+			switch r.kv {
+			case KVF16:
 				for i := range k[t] {
 					k[t][i], v[t][i] = refRoundFP16(k[t][i]), refRoundFP16(v[t][i])
 				}
+			case KVQ8_0:
+				// Stored as Q8_0 blocks; the query is quantized the same way for the
+				// scores (llama.cpp converts Q to the K cache's vec_dot type).
+				k[t], v[t] = refQuantQ8(k[t]), refQuantQ8(v[t])
+				q[t] = refQuantQ8(q[t])
 			}
 		}
 		group := r.heads / r.kvHeads
@@ -379,6 +531,7 @@ var testShapes = []testShape{
 	{"h128-hd64-mqa", 128, 1, 64, 2, 1, 37, 32, 1e4},
 	{"h96-mha", 96, 3, 160, 6, 6, 64, 48, 5e5},
 	{"h32-1head", 32, 2, 32, 1, 1, 50, 40, 1e6},
+	{"h128-hd32-gqa2", 128, 2, 128, 4, 2, 60, 48, 1e6}, // a Q8_0 KV cache needs head size % 32
 }
 
 // testTypes is the type of each weight role; output 0xffff = tied (no output tensor).
@@ -391,6 +544,9 @@ const tied = gguf.GGMLType(0xffff)
 
 var (
 	f32, f16, q8, q5 = gguf.TypeF32, gguf.TypeF16, gguf.TypeQ8_0, gguf.TypeQ5_0
+	bf16             = gguf.TypeBF16
+	q4_0, q4_1, q5_1 = gguf.TypeQ4_0, gguf.TypeQ4_1, gguf.TypeQ5_1
+	q4k, q5k, q6k    = gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K
 	testTypeSets     = []testTypes{
 		{"f32-untied", f32, f32, f32, f32, f32, f32, f32, f32, f32},
 		{"f32-tied", f32, f32, f32, f32, f32, f32, f32, f32, tied},
@@ -399,13 +555,33 @@ var (
 		{"q5_0-untied-q8", q5, q5, q5, q5, q5, q5, q5, q5, q8},
 		{"mixed-f16embd-untied-f32", f16, q5, q5, q8, q5, q8, q5, f16, f32},
 		{"mixed-q5embd-tied", q5, f32, q8, f16, q8, q5, f32, q5, tied},
+		{"q4_0-tied", q4_0, q4_0, q4_0, q4_0, q4_0, q4_0, q4_0, q4_0, tied},
+		{"q4_1-untied-q5_1", q4_1, q4_1, q4_1, q4_1, q4_1, q4_1, q4_1, q4_1, q5_1},
+		{"q5_1-tied", q5_1, q5_1, q5_1, q5_1, q5_1, q5_1, q5_1, q5_1, tied},
+		{"bf16-tied", bf16, bf16, bf16, bf16, bf16, bf16, bf16, bf16, tied},
+		{"mixed-32blocks-untied-q4_0", q5_1, q4_0, q8, q4_1, bf16, q5, q5_1, q4_0, q4_0},
+	}
+	// kTestShape is a qwen2 shape whose widths are multiples of 256, so every matrix can be a
+	// K-quant (ggml's super-blocks of 256 run along a row).
+	kTestShape = testShape{"h256-kquant", 256, 2, 512, 4, 2, 72, 48, 1e6}
+	// kTypeSets use the K-quants, alone and mixed with the other types as llama.cpp's
+	// quantizer mixes them (Q4_K_M: Q6_K for attn_v, ffn_down and the head).
+	kTypeSets = []testTypes{
+		{"q4_k-tied", q4k, q4k, q4k, q4k, q4k, q4k, q4k, q4k, tied},
+		{"q5_k-untied-q6_k", q5k, q5k, q5k, q5k, q5k, q5k, q5k, q5k, q6k},
+		{"q6_k-tied", q6k, q6k, q6k, q6k, q6k, q6k, q6k, q6k, tied},
+		{"q4_k_m-like-untied", q4k, q4k, q4k, q6k, q4k, q4k, q4k, q6k, q6k},
+		{"q5_k_m-like-tied-q6_k", q6k, q5k, q5k, q6k, q5k, q5k, q5k, q6k, tied},
+		{"k-and-32blocks-tied-q8", q8, q5, q4k, q5_1, q6k, q4_0, q5k, q4_1, tied},
+		{"k-and-floats-untied-q4_0", bf16, bf16, f16, q4k, f32, q6k, bf16, q5k, q4_0},
 	}
 )
 
-// quantized reports whether the types include Q8_0/Q5_0 matmuls (different tolerance).
+// quantized reports whether the types include matmuls of quantized activations (different
+// tolerance).
 func (tt testTypes) quantized() bool {
 	for _, t := range []gguf.GGMLType{tt.embd, tt.q, tt.k, tt.v, tt.o, tt.gate, tt.up, tt.down, tt.output} {
-		if t == q8 || t == q5 {
+		if t != f32 && t != f16 && t != bf16 && t != tied {
 			return true
 		}
 	}
@@ -414,7 +590,7 @@ func (tt testTypes) quantized() bool {
 
 func (tt testTypes) hasF16() bool {
 	for _, t := range []gguf.GGMLType{tt.embd, tt.q, tt.k, tt.v, tt.o, tt.gate, tt.up, tt.down, tt.output} {
-		if t == f16 {
+		if t == f16 || t == bf16 {
 			return true
 		}
 	}
@@ -445,9 +621,42 @@ func encode(t testing.TB, v []float32, typ gguf.GGMLType) []byte {
 			t.Fatal(err)
 		}
 		return append([]byte(nil), bytesOf(b)...)
+	case bf16:
+		out := make([]byte, 2*len(v))
+		for i, x := range v {
+			binary.LittleEndian.PutUint16(out[2*i:], uint16(math.Float32bits(roundBF16(x))>>16))
+		}
+		return out
+	case q4_0:
+		return quantBytes(t, v, kernelrt.QuantizeQ4_0)
+	case q4_1:
+		return quantBytes(t, v, kernelrt.QuantizeQ4_1)
+	case q5_1:
+		return quantBytes(t, v, kernelrt.QuantizeQ5_1)
+	case q4k:
+		return quantBytes(t, v, kernelrt.QuantizeQ4K)
+	case q5k:
+		return quantBytes(t, v, kernelrt.QuantizeQ5K)
+	case q6k:
+		return quantBytes(t, v, kernelrt.QuantizeQ6K)
 	}
 	t.Fatalf("encode: type %s", typ)
 	return nil
+}
+
+// quantBytes quantizes v with kernelrt's ggml-identical quantizer for block type B.
+func quantBytes[B any](t testing.TB, v []float32, quantize func([]B, []float32) error) []byte {
+	t.Helper()
+	var z B
+	per := 32
+	if unsafe.Sizeof(z) > 100 { // the K-quants' super-blocks
+		per = 256
+	}
+	b := make([]B, len(v)/per)
+	if err := quantize(b, v); err != nil {
+		t.Fatal(err)
+	}
+	return append([]byte(nil), bytesOf(b)...)
 }
 
 // testModel describes a file to write: a shape, types, metadata and tensor overrides.
@@ -618,10 +827,16 @@ func relErr(got []float32, ref []float64) float64 {
 // the block's largest value. A flip is one term of a dot product, so it moves outputs by well
 // under 1%; observed up to 3e-3. Any real error (a wrong scale, a swapped nibble, a wrong RoPE
 // pairing or KV head) gives errors of order 1.
+//
+// Quantized activations in the 256-wide shape (kTestShape): 3e-2. The same flips, but a wider
+// model quantizes more activations per token (2.5x the elements of hidden 96), so a run meets
+// several; observed up to 1.5e-2 over 12 seeds x 9 type sets (Q8_K's round-half-to-even ties
+// behave like Q8_0's), while every position before the first flip agrees to ~1e-7.
 const (
-	tolFloat     = 1e-3
-	tolF16       = 5e-3
-	tolQuantized = 1e-2
+	tolFloat         = 1e-3
+	tolF16           = 5e-3
+	tolQuantized     = 1e-2
+	tolQuantizedWide = 3e-2
 )
 
 // tolFor is the tolerance of a model with the given weight types.
@@ -635,10 +850,40 @@ func tolFor(ty testTypes) float64 {
 	return tolFloat
 }
 
-// runCompare loads path with opts, prefills prompt (every position's logits), decodes dec
-// one token at a time, and compares every position with the reference. It returns the
-// largest relative error seen.
-func runCompare(t *testing.T, e kernelrt.Ops, path string, opts LoadOptions, prompt, dec []int32, tol float64, kvF16 bool) float64 {
+// KV cache rounding: the reference rounds k and v as the cache stores them (fp16; Q8_0
+// blocks, and then the query to Q8_0 too), so both sides agree to float32 rounding except
+// where a float32 value and its float64 counterpart land on different sides of a rounding
+// boundary: one fp16 ulp (2^-11 relative) or one Q8_0 step (up to 0.8% of the block's largest
+// value) in one element, as for activations. An F16 cache therefore gets at least tolF16 and
+// a Q8_0 cache tolQuantized. With quantized weights an fp16 flip in K or V moves the attention
+// output by ~1e-4, which then flips Q8_0 activation roundings far more often than float32
+// rounding alone does: observed up to 1.01e-2 (h96-mha, q8_0 weights), so 2*tolQuantized.
+// (Q8_0 caches stay near 1e-7 here: their blocks' rounding flips are as rare as the
+// activations'.)
+func tolKV(tol float64, kv KVType) float64 {
+	switch {
+	case kv == KVF16 && tol >= tolQuantized:
+		return 2 * tolQuantized
+	case kv == KVF16:
+		return math.Max(tol, tolF16)
+	case kv == KVQ8_0:
+		return math.Max(tol, tolQuantized)
+	}
+	return tol
+}
+
+// kvTypesFor lists the KV types a shape's head size allows (Q8_0 needs a multiple of 32).
+func kvTypesFor(s testShape) []KVType {
+	if s.hidden/s.heads%32 == 0 {
+		return []KVType{KVF32, KVF16, KVQ8_0}
+	}
+	return []KVType{KVF32, KVF16}
+}
+
+// runCompare loads path with opts (opts.KV: the cache type the reference rounds to), prefills
+// prompt (every position's logits), decodes dec one token at a time, and compares every
+// position with the reference. It returns the largest relative error seen.
+func runCompare(t *testing.T, e kernelrt.Ops, path string, opts LoadOptions, prompt, dec []int32, tol float64) float64 {
 	t.Helper()
 	opts.AllLogits = true
 	m, err := LoadGGUF(path, opts)
@@ -647,7 +892,7 @@ func runCompare(t *testing.T, e kernelrt.Ops, path string, opts LoadOptions, pro
 	}
 	defer m.Close()
 	ref := loadRef(t, path)
-	ref.kvF16 = kvF16
+	ref.kv = opts.KV
 	want := ref.forward(append(append([]int32(nil), prompt...), dec...))
 	worst := 0.0
 	check := func(pos int, got []float32) {
@@ -683,7 +928,8 @@ func runCompare(t *testing.T, e kernelrt.Ops, path string, opts LoadOptions, pro
 }
 
 // TestReferenceForward loads models of several shapes and every weight type (tied and
-// untied heads) and compares prefill and decode logits with the float64 reference.
+// untied heads) and compares prefill and decode logits with the float64 reference, for each
+// KV cache type the shape's head size allows.
 func TestReferenceForward(t *testing.T) {
 	dir := t.TempDir()
 	for si, s := range testShapes {
@@ -691,15 +937,17 @@ func TestReferenceForward(t *testing.T) {
 			t.Run(s.name+"/"+ty.name, func(t *testing.T) {
 				tm := testModel{shape: s, types: ty, seed: uint64(100*si + ti + 1)}
 				path := tm.write(t, dir)
-				tol := tolFor(ty)
 				rng := rand.New(rand.NewPCG(uint64(si), uint64(ti)))
 				prompt := make([]int32, 5+rng.IntN(4))
 				for i := range prompt {
 					prompt[i] = int32(rng.IntN(s.vocab))
 				}
 				dec := []int32{int32(rng.IntN(s.vocab)), int32(rng.IntN(s.vocab)), int32(rng.IntN(s.vocab))}
-				worst := runCompare(t, kernelrt.Serial{}, path, LoadOptions{}, prompt, dec, tol, false)
-				t.Logf("max relative error %.3g (tolerance %g)", worst, tol)
+				for _, kv := range kvTypesFor(s) {
+					tol := tolKV(tolFor(ty), kv)
+					worst := runCompare(t, kernelrt.Serial{}, path, LoadOptions{KV: kv}, prompt, dec, tol)
+					t.Logf("kv %s: max relative error %.3g (tolerance %g)", kv, worst, tol)
+				}
 			})
 		}
 	}
@@ -724,7 +972,7 @@ func TestReferenceForwardLlama(t *testing.T) {
 					path := tm.write(t, dir)
 					prompt := []int32{1, int32(s.vocab - 1), 7, 3, int32(s.vocab / 2)}
 					for _, e := range []kernelrt.Ops{kernelrt.Serial{}, rt} {
-						worst := runCompare(t, e, path, LoadOptions{}, prompt, []int32{2, 5}, tolFor(ty), false)
+						worst := runCompare(t, e, path, LoadOptions{KV: KVF32}, prompt, []int32{2, 5}, tolFor(ty))
 						t.Logf("%T: max relative error %.3g", e, worst)
 					}
 				})
@@ -734,7 +982,7 @@ func TestReferenceForwardLlama(t *testing.T) {
 }
 
 // TestReferenceForwardChunked prefills a prompt longer than MaxBatch (several forward calls)
-// through the Runtime's dispatch wrappers, with an F16 KV cache and without.
+// through the Runtime's dispatch wrappers, with each KV cache type.
 func TestReferenceForwardChunked(t *testing.T) {
 	rt, err := kernelrt.New(kernelrt.Options{Threads: 2, NoPin: true})
 	if err != nil {
@@ -742,19 +990,19 @@ func TestReferenceForwardChunked(t *testing.T) {
 	}
 	defer rt.Close()
 	dir := t.TempDir()
-	for _, kv := range []KVType{KVF32, KVF16} {
+	for _, kv := range []KVType{KVF32, KVF16, KVQ8_0} {
 		for _, ty := range []testTypes{testTypeSets[0], testTypeSets[3], testTypeSets[5]} {
 			t.Run(kv.String()+"/"+ty.name, func(t *testing.T) {
-				tm := testModel{shape: testShapes[0], types: ty, seed: 7}
+				tm := testModel{shape: testShapes[4], types: ty, seed: 7} // head size 32: every KV type
 				path := tm.write(t, dir)
-				tol := tolFor(ty)
+				tol := tolKV(tolFor(ty), kv)
 				prompt := make([]int32, 11)
 				for i := range prompt {
 					prompt[i] = int32((i*37 + 3) % tm.shape.vocab)
 				}
 				// AllLogits needs the prompt in one batch: compare a one-batch prefill, then
 				// prefill more tokens in chunks of 4 and compare through decode.
-				worst := runCompare(t, rt, path, LoadOptions{KV: kv}, prompt, []int32{5, 9, 1, 0}, tol, kv == KVF16)
+				worst := runCompare(t, rt, path, LoadOptions{KV: kv}, prompt, []int32{5, 9, 1, 0}, tol)
 				t.Logf("max relative error %.3g", worst)
 
 				m, err := LoadGGUF(path, LoadOptions{KV: kv, MaxBatch: 4})
@@ -763,7 +1011,7 @@ func TestReferenceForwardChunked(t *testing.T) {
 				}
 				defer m.Close()
 				ref := loadRef(t, path)
-				ref.kvF16 = kv == KVF16
+				ref.kv = kv
 				want := ref.forward(prompt)
 				got, err := m.Prefill(rt, prompt)
 				if err != nil {
@@ -771,6 +1019,35 @@ func TestReferenceForwardChunked(t *testing.T) {
 				}
 				if r := relErr(got, want[len(prompt)-1]); !(r <= tol) {
 					t.Errorf("chunked prefill (MaxBatch 4): relative error %.3g > %g", r, tol)
+				}
+			})
+		}
+	}
+}
+
+// TestReferenceForwardKQuants: files holding the K-quants (alone, in llama.cpp-like mixes,
+// beside the blocks of 32 and the float types; tied and untied heads of every kind) in a
+// 256-wide shape, qwen2 and llama, serially and on a Runtime, against the float64 reference.
+func TestReferenceForwardKQuants(t *testing.T) {
+	rt, err := kernelrt.New(kernelrt.Options{Threads: 2, NoPin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	dir := t.TempDir()
+	for ti, ty := range kTypeSets {
+		for _, arch := range []string{"qwen2", "llama"} {
+			t.Run(arch+"/"+ty.name, func(t *testing.T) {
+				tm := testModel{shape: kTestShape, types: ty, seed: uint64(50 + ti), arch: arch}
+				path := tm.write(t, dir)
+				prompt := []int32{3, 70, 11, 0, 41, 29}
+				tol := tolFor(ty)
+				if ty.quantized() {
+					tol = tolQuantizedWide
+				}
+				for _, e := range []kernelrt.Ops{kernelrt.Serial{}, rt} {
+					worst := runCompare(t, e, path, LoadOptions{}, prompt, []int32{8, 64, 1}, tol)
+					t.Logf("%T: max relative error %.3g", e, worst)
 				}
 			})
 		}

@@ -21,17 +21,18 @@ import (
 // says, every byte (weights, activations, KV cache, scratch) in one arena laid out first.
 // Weights are random blocks with a per-block scale near 0.02*sqrt(3)/127 (uniform weights of
 // standard deviation ~0.02, like trained checkpoints), norms near 1 and small biases. q, k, v
-// (and gate, up) are fused into one matrix when they share a type. The KV cache is F32.
+// (and gate, up) are fused into one matrix when they share a type. The KV cache is of type
+// cfg.KV (the zero value: F16).
 func NewSynthetic(cfg Config, recipe Recipe, seed uint64, opts BuildOptions) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	for _, t := range []QType{recipe.Q, recipe.K, recipe.V, recipe.O, recipe.Gate, recipe.Up, recipe.Down, recipe.Embedded} {
-		if !t.quantized() {
+	for _, t := range recipe.types() {
+		if t != Q8_0 && t != Q5_0 {
 			return nil, fmt.Errorf("orchestrator: synthetic weights are Q8_0 or Q5_0, recipe %q has %s", recipe.Name, t)
 		}
 	}
-	return build(cfg, syntheticTensors(cfg, recipe), &synthSource{seed: seed, r: recipe}, KVF32, opts)
+	return build(cfg, syntheticTensors(cfg, recipe), &synthSource{seed: seed, r: recipe}, opts)
 }
 
 // syntheticTensors lists a synthetic model's tensors, fusing q|k|v and gate|up when their
@@ -58,7 +59,19 @@ func syntheticTensors(c Config, r Recipe) []tensorSpec {
 		}
 		s = append(s, mat(p+"ffn_down.weight", r.Down, H, I))
 	}
+	if r.Untied {
+		s = append(s, mat("output.weight", r.Output, V, H))
+	}
 	return s
+}
+
+// types lists the recipe's matrix types (the output head's when untied).
+func (r Recipe) types() []QType {
+	t := []QType{r.Q, r.K, r.V, r.O, r.Gate, r.Up, r.Down, r.Embedded}
+	if r.Untied {
+		t = append(t, r.Output)
+	}
+	return t
 }
 
 // synthSource generates every tensor from the seed and its name, so a tensor's values do
@@ -155,18 +168,19 @@ func fillBlocks(raw []byte, t QType, amp float64, s *uint64) {
 	}
 }
 
-// SyntheticGGUF adds to b the metadata and tensors of a model of shape cfg (its Arch) with seeded
-// random weights stored as recipe says (q, k, v and gate, up as separate tensors, as GGUF
-// stores them), streamed while b writes: a 0.5B model is written without being held in
-// memory. A vocabulary of at least tokenizer.SyntheticVocabMin tokens also gets a byte-level
-// tokenizer with a ChatML template (tokenizer.AddSynthetic). Norms are near 1, biases small, quantized blocks random with scales as
-// NewSynthetic's. cfg.MaxCtx becomes context_length.
+// SyntheticGGUF adds to b the metadata and tensors of a model of shape cfg (its Arch) with
+// seeded random weights stored as recipe says (q, k, v and gate, up as separate tensors, as
+// GGUF stores them; an output.weight head when recipe.Untied), streamed while b writes: a
+// 0.5B model is written without being held in memory. A vocabulary of at least
+// tokenizer.SyntheticVocabMin tokens also gets a byte-level tokenizer with a ChatML template
+// (tokenizer.AddSynthetic). Norms are near 1, biases small, quantized blocks random with
+// scales as NewSynthetic's. cfg.MaxCtx becomes context_length.
 func SyntheticGGUF(b *gguf.Builder, cfg Config, recipe Recipe, seed uint64) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	for _, t := range []QType{recipe.Q, recipe.K, recipe.V, recipe.O, recipe.Gate, recipe.Up, recipe.Down, recipe.Embedded} {
-		if !t.quantized() && t != F16 {
+	for _, t := range recipe.types() {
+		if t != Q8_0 && t != Q5_0 && t != F16 {
 			return fmt.Errorf("orchestrator: SyntheticGGUF writes Q8_0, Q5_0 and F16 weights, recipe %q has %s", recipe.Name, t)
 		}
 	}
@@ -255,7 +269,13 @@ func SyntheticGGUF(b *gguf.Builder, cfg Config, recipe Recipe, seed uint64) erro
 			}
 		}
 	}
-	return vector("output_norm.weight", H, 1, 0.1)
+	if err := vector("output_norm.weight", H, 1, 0.1); err != nil {
+		return err
+	}
+	if recipe.Untied {
+		return matrix("output.weight", recipe.Output, c.Vocab, H)
+	}
+	return nil
 }
 
 // writeF16 streams n fp16 weights uniform over the synthetic blocks' range (standard

@@ -532,75 +532,6 @@ func kvCase(T, pos0 int) *Case {
 	return c
 }
 
-// attnCase is grouped-query attention of T tokens at positions pos0.. over caches filled up
-// to pos0+T; positions past that hold NaN, so a read beyond the context shows.
-func attnCase(T, pos0 int) *Case {
-	ctx := pos0 + T
-	c := &Case{Metric: "max |out-ref| / sum_j p_j|v_j|", Op: kernelrt.OpAttention, Fn: "Attention",
-		Shape: fmt.Sprintf("T=%d ctx=%d heads=%d/%d hd=%d", T, ctx, nHeads, nKVHeads, headDim),
-		S:     kernelrt.Shape{Tokens: T, Heads: nHeads, KVHeads: nKVHeads, HeadD: headDim, Ctx: ctx},
-		Cost:  T * nHeads * ctx * headDim, Tol: 1e-5}
-	var q, kc, vc, out, scr []float32
-	var ref, scale []float64
-	c.setup = func() {
-		r := newRng("attn/" + c.Shape)
-		q = make([]float32, (T-1)*qkvStride+nHeads*headDim)
-		r.fill(q, -2, 2)
-		n := nKVHeads * maxCtx * headDim
-		kc, vc = make([]float32, n), make([]float32, n)
-		fillNaN(kc)
-		fillNaN(vc)
-		for g := 0; g < nKVHeads; g++ {
-			r.fill(kc[g*maxCtx*headDim:][:ctx*headDim], -1, 1)
-			r.fill(vc[g*maxCtx*headDim:][:ctx*headDim], -1, 1)
-		}
-		out, scr = make([]float32, T*nHeads*headDim), make([]float32, maxCtx)
-		ref, scale = make([]float64, len(out)), make([]float64, len(out))
-		p := make([]float64, ctx)
-		group := nHeads / nKVHeads
-		inv := 1 / math.Sqrt(headDim)
-		for t := 0; t < T; t++ {
-			np := pos0 + t + 1
-			for h := 0; h < nHeads; h++ {
-				g := h / group
-				qv := q[t*qkvStride+h*headDim:][:headDim]
-				m := math.Inf(-1)
-				for j := 0; j < np; j++ {
-					kv := kc[(g*maxCtx+j)*headDim:][:headDim]
-					s := 0.0
-					for d := range qv {
-						s += float64(qv[d]) * float64(kv[d])
-					}
-					p[j] = s * inv
-					m = math.Max(m, p[j])
-				}
-				sum := 0.0
-				for j := 0; j < np; j++ {
-					p[j] = math.Exp(p[j] - m)
-					sum += p[j]
-				}
-				o := (t*nHeads + h) * headDim
-				for j := 0; j < np; j++ {
-					pj := p[j] / sum
-					vv := vc[(g*maxCtx+j)*headDim:][:headDim]
-					for d := range vv {
-						ref[o+d] += pj * float64(vv[d])
-						scale[o+d] += pj * math.Abs(float64(vv[d]))
-					}
-				}
-			}
-		}
-	}
-	c.free = func() { q, kc, vc, out, scr, ref, scale = nil, nil, nil, nil, nil, nil, nil }
-	c.run = func(e exec) error {
-		fillNaN(out)
-		return e.Attention(out, q, kc, vc, scr, T, qkvStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
-	}
-	c.outF = func() []float32 { return out }
-	c.check = func() (float64, string) { return worstVs(out, ref, scale, floor), "" }
-	return c
-}
-
 // embedGroup is the Q8_0 embedding table the embedding cases share.
 type embedGroup struct {
 	shared
@@ -877,10 +808,6 @@ func Cases(quick bool) []*Case {
 		}
 	}
 	cs = append(cs, kvCase(1, 16), kvCase(7, 17), kvCase(128, 0))
-	for _, L := range []int{1, 17, 512} {
-		cs = append(cs, attnCase(1, L-1))
-	}
-	cs = append(cs, attnCase(7, 17), attnCase(128, 0))
 	vocab := vocabFull
 	if quick {
 		vocab = vocabQuik
@@ -890,6 +817,8 @@ func Cases(quick bool) []*Case {
 		cs = append(cs, embedCase(eg, T))
 	}
 	cs = append(cs, streamCase(1000), streamCase(1<<16))
+	cs = append(cs, attnCases()...) // F16/Q8_0 caches and attention over each (cases_attn.go)
+	cs = append(cs, nanCases()...)  // NaN/Inf rules of every op (cases_nan.go)
 	// The representative decode-size call of each op (Qwen2-0.5B shapes), which calibration
 	// and the op benchmarks time.
 	calib := map[string]bool{
@@ -908,11 +837,11 @@ func Cases(quick bool) []*Case {
 		"GemvF32 896x896": true, "GemmQ8_0 896x896 T=32 nil-bias": true, "GemmQ5_0 896x896 T=32 nil-bias": true,
 		"RMSNorm T=1 dim=896": true, "Softmax 14x512": true, "SwiGLU N=4864": true, "GeGLU N=4864": true, "Add N=896": true,
 		"RopeNeoX T=1 heads=14 hd=64 pos0=300": true, "RopeNorm T=1 heads=14 hd=64 pos0=300": true, "KVAppend T=1 kvheads=2 hd=64 pos0=16 ctx=512": true,
-		"Attention T=1 ctx=512 heads=14/2 hd=64": true, "EmbedQ8_0 vocab=8192 dim=896 T=1": true,
+		"EmbedQ8_0 vocab=8192 dim=896 T=1":   true,
 		"EmbedQ8_0 vocab=151936 dim=896 T=1": true, "StreamRead N=65536": true,
 	}
 	for _, c := range cs {
-		c.Calib = calib[c.Fn+" "+c.Shape]
+		c.Calib = calib[c.Fn+" "+c.Shape] || attnCalib[c.Fn+" "+c.Shape]
 	}
 	sortByOp(cs)
 	return cs

@@ -54,33 +54,56 @@ func toF16(f float32) uint16 {
 
 func abs32(x float32) float32 { return math.Float32frombits(math.Float32bits(x) &^ (1 << 31)) }
 
-// refQuantQ8 is ggml's quantize_row_q8_0_ref in float32.
+// refQuantQ8 is ggml's quantize_row_q8_0_ref in float32, with the edge rules csrc/krt_quant.h
+// adds: a block holding NaN or +-Inf is poisoned (d = fp16 NaN 0x7e00, quants 0), 1/d
+// overflowing to Inf counts as 0, quants are clamped to +-127.
 func refQuantQ8(dst []kernelrt.BlockQ8_0, src []float32) {
 	for b := range dst {
 		x := src[b*32 : b*32+32]
 		var amax float32
+		poisoned := false
 		for _, v := range x {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				poisoned = true
+			}
 			if a := abs32(v); a > amax {
 				amax = a
 			}
+		}
+		if poisoned {
+			dst[b] = kernelrt.BlockQ8_0{D: 0x7e00}
+			continue
 		}
 		d := amax / 127
 		var id float32
 		if d != 0 {
 			id = 1 / d
 		}
+		if math.IsInf(float64(id), 0) {
+			id = 0
+		}
 		dst[b].D = toF16(d)
 		for j, v := range x {
 			x0 := float32(v * id)
-			dst[b].Qs[j] = int8(math.Round(float64(x0))) // roundf: half away from zero
+			dst[b].Qs[j] = int8(max(-127, min(127, math.Round(float64(x0))))) // roundf: half away from zero
 		}
 	}
 }
 
-// refQuantQ5 is ggml's quantize_row_q5_0_ref in float32.
+// refQuantQ5 is ggml's quantize_row_q5_0_ref in float32, with krt_quant.h's poisoned blocks
+// (NaN or +-Inf among the inputs: d = fp16 NaN 0x7e00 and every q = 16, i.e. nibbles 0 and
+// every qh bit set).
 func refQuantQ5(dst []kernelrt.BlockQ5_0, src []float32) {
 	for b := range dst {
 		x := src[b*32 : b*32+32]
+		poisoned := false
+		for _, v := range x {
+			poisoned = poisoned || math.IsNaN(float64(v)) || math.IsInf(float64(v), 0)
+		}
+		if poisoned {
+			dst[b] = kernelrt.BlockQ5_0{D: 0x7e00, Qh: [4]uint8{0xff, 0xff, 0xff, 0xff}}
+			continue
+		}
 		var amax, mx float32
 		for _, v := range x {
 			if a := abs32(v); amax < a {

@@ -59,8 +59,8 @@ func (p flipQuant) QuantizeQ8_0(dst []kernelrt.BlockQ8_0, src []float32) error {
 // holeAttention leaves one output unwritten (the poison NaN shows through).
 type holeAttention struct{ exec }
 
-func (p holeAttention) Attention(out, q, kc, vc, scr []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
-	err := p.exec.Attention(out, q, kc, vc, scr, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
+func (p holeAttention) AttentionF16(out, q []float32, kc, vc []uint16, scr []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
+	err := p.exec.AttentionF16(out, q, kc, vc, scr, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
 	out[len(out)-1] = float32(math.NaN())
 	return err
 }
@@ -101,7 +101,7 @@ func TestBrokenKernelFails(t *testing.T) {
 			func(e exec) exec { return offGemv{e} }, func(e exec) exec { return offGemv{e} }, "serial vs reference"},
 		{"one quant bit", pick("QuantizeQ8_0", "N=4864"), false,
 			nil, func(e exec) exec { return flipQuant{e} }, "bytes differ from serial"},
-		{"unwritten attention output", pick("Attention", "T=1 ctx=17 heads=14/2 hd=64"), false,
+		{"unwritten attention output", pick("AttentionF16", "T=1 ctx=17 heads=14/2 hd=64"), false,
 			nil, func(e exec) exec { return holeAttention{e} }, "wrapper vs serial > 1e-3"},
 		{"model residual corrupted", func(*Case) bool { return false }, true,
 			nil, func(e exec) exec { return badAdd{e} }, "logits differ"},

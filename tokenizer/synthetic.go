@@ -24,9 +24,9 @@ const (
 	syntheticFixedSize = 256 + 3
 )
 
-// SyntheticVocabMin is the smallest vocabulary AddSynthetic can write: the 256 byte tokens
-// and the three special tokens.
-const SyntheticVocabMin = syntheticFixedSize
+// SyntheticVocabMin is the smallest vocabulary AddSynthetic can write: the 256 byte tokens,
+// the three special tokens and one merge (a gpt2 vocabulary needs one).
+const SyntheticVocabMin = syntheticFixedSize + 1
 
 // AddSynthetic adds to b the tokenizer.ggml.* metadata of a small byte-level BPE vocabulary
 // of exactly vocab tokens (gpt2 model, qwen2 pre-tokenizer): the 256 byte tokens, as many
@@ -35,8 +35,8 @@ const SyntheticVocabMin = syntheticFixedSize
 // plus a ChatML chat template. Synthetic models (kernelrt synth) carry it so that text goes
 // in and out of them like any downloaded model; the text of random weights is noise.
 func AddSynthetic(b *gguf.Builder, vocab int) error {
-	if vocab < syntheticFixedSize {
-		return fmt.Errorf("tokenizer: a synthetic vocabulary needs at least %d tokens, got %d", syntheticFixedSize, vocab)
+	if vocab < SyntheticVocabMin {
+		return fmt.Errorf("tokenizer: a synthetic vocabulary needs at least %d tokens, got %d", SyntheticVocabMin, vocab)
 	}
 	enc := bytesToUnicode()
 	tokens := make([]string, 0, vocab)

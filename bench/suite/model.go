@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/kernelrt/kernelrt"
@@ -232,4 +233,40 @@ func (b *bench) breakdown(m *orchestrator.Model, rt *kernelrt.Runtime, name stri
 	b.r.Breakdown = append(b.r.Breakdown, bd)
 	b.logf("breakdown %s: token %.0f µs (median of %d), %d ops", name, bd.TokenUs, len(cs), len(bd.Ops))
 	return nil
+}
+
+// depth measures decode at depth and long prefills of the synthetic Q8_0 model with each KV
+// cache type on all threads (MeasureDepth). A model hook's model is not rebuilt per cache
+// type: `kernelrt bench -model FILE -depth ...` measures a file.
+func (b *bench) depth() error {
+	s := &b.s
+	if s.Model != nil {
+		b.note("decode at depth: measured on the synthetic model only (kernelrt bench -model FILE -depth N,... for a file)")
+		return nil
+	}
+	open := func(kv orchestrator.KVType, maxCtx, batch int) (*orchestrator.Model, error) {
+		c := s.cfg
+		c.KV, c.MaxCtx, c.MaxBatch = kv, maxCtx, batch
+		b.logf("building synthetic q8_0 model, kv %s, %d positions", kv, maxCtx)
+		return orchestrator.NewSynthetic(c, orchestrator.RecipeQ8_0(), s.Seed, orchestrator.BuildOptions{Arena: arena.Options{Prefault: true}})
+	}
+	o := DepthOptions{Depths: s.Depths, Prefill: s.DepthPrefill, Repeats: s.Repeats,
+		DecodeTokens: min(32, s.DecodeTokens), Batch: min(512, max(s.cfg.MaxBatch, 16))}
+	if s.Quick {
+		o.StreamBytes = min(s.StreamBytes, 256<<20)
+	}
+	d, err := MeasureDepth(open, b.rtN, o, logWriter{b})
+	if err != nil {
+		return err
+	}
+	b.r.Depth = d
+	return nil
+}
+
+// logWriter sends MeasureDepth's progress lines to the suite's log.
+type logWriter struct{ b *bench }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.b.logf("%s", strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }

@@ -60,11 +60,13 @@ func (b *bench) opSizes() error {
 	rmsOut := make([]float32, T*H)
 	smCols := []int{512, 4096}
 	sm := randFloats(c.Heads*smCols[1], seed+2, 4)
-	kc := randFloats(c.KVHeads*maxCtx*c.HeadDim, seed+3, 1)
-	vc := randFloats(c.KVHeads*maxCtx*c.HeadDim, seed+4, 1)
+	// Attention over an F16 cache, the default type (kernelrt bench -depth times every type
+	// in a whole model).
+	kc := toHalves(randFloats(c.KVHeads*maxCtx*c.HeadDim, seed+3, 1))
+	vc := toHalves(randFloats(c.KVHeads*maxCtx*c.HeadDim, seed+4, 1))
 	q := randFloats(T*qd, seed+5, 1)
 	out := make([]float32, T*qd)
-	scr := make([]float32, maxCtx)
+	scr := make([]float32, kernelrt.AttnScratchFloats(c.HeadDim))
 
 	type opCase struct {
 		op    string
@@ -98,14 +100,14 @@ func (b *bench) opSizes() error {
 	}
 	attn := func(tokens, pos0 int) func(rt *kernelrt.Runtime) error {
 		return func(rt *kernelrt.Runtime) error {
-			return rt.Attention(out[:tokens*qd], q[:tokens*qd], kc, vc, scr, tokens, qd, c.Heads, c.KVHeads, c.HeadDim, maxCtx, pos0)
+			return rt.AttentionF16(out[:tokens*qd], q[:tokens*qd], kc, vc, scr, tokens, qd, c.Heads, c.KVHeads, c.HeadDim, maxCtx, pos0)
 		}
 	}
 	for _, ctx := range s.AttnCtx {
-		cases = append(cases, opCase{"attention", fmt.Sprintf("decode T=1 ctx %d", ctx), kernelrt.OpAttention,
+		cases = append(cases, opCase{"attention", fmt.Sprintf("f16 decode T=1 ctx %d", ctx), kernelrt.OpAttnDecodeF16,
 			kernelrt.Shape{Tokens: 1, Heads: c.Heads, KVHeads: c.KVHeads, HeadD: c.HeadDim, Ctx: ctx}, kernelrt.Decode, attn(1, ctx-1)})
 	}
-	cases = append(cases, opCase{"attention", fmt.Sprintf("prefill T=%d", T), kernelrt.OpAttention,
+	cases = append(cases, opCase{"attention", fmt.Sprintf("f16 prefill T=%d", T), kernelrt.OpAttnPrefillF16,
 		kernelrt.Shape{Tokens: T, Heads: c.Heads, KVHeads: c.KVHeads, HeadD: c.HeadDim, Ctx: T}, mode(T), attn(T, 0)})
 
 	for _, oc := range cases {
@@ -125,4 +127,13 @@ func (b *bench) opSizes() error {
 		}
 	}
 	return nil
+}
+
+// toHalves rounds floats to IEEE halves (an F16 KV cache).
+func toHalves(x []float32) []uint16 {
+	h := make([]uint16, len(x))
+	for i, v := range x {
+		h[i] = kernelrt.FP32ToFP16(v)
+	}
+	return h
 }

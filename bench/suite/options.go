@@ -79,8 +79,14 @@ type Options struct {
 	// Repeats is how many times each whole-model measurement runs; the median is reported
 	// (default 3, quick 1).
 	Repeats int
-	// SkipModels leaves out the whole-model section and the decode breakdown.
+	// SkipModels leaves out the whole-model section, the decode breakdown and decode at
+	// depth.
 	SkipModels bool
+	// Depths are the prompt lengths of the decode-at-depth section (default 0, 512, 2048,
+	// 8192; quick 0, 512) and DepthPrefill its prefill lengths from an empty cache (default
+	// 512, 2048; quick 512; `kernelrt bench -depth` also times 8192). The section builds the
+	// synthetic Q8_0 model once per KV cache type (f32, f16, q8_0); see MeasureDepth.
+	Depths, DepthPrefill []int
 }
 
 // settings are Options with every default filled in.
@@ -108,6 +114,8 @@ type Settings struct {
 	DecodeTokens    int      `json:"decode_tokens"`
 	PrefillTokens   int      `json:"prefill_tokens"`
 	Repeats         int      `json:"repeats"`
+	Depths          []int    `json:"depths"`
+	DepthPrefill    []int    `json:"depth_prefill"`
 	Seed            uint64   `json:"seed"`
 	Config          string   `json:"config"`
 }
@@ -179,6 +187,18 @@ func resolve(o Options, l3 int) settings {
 	s.DecodeTokens = min(s.DecodeTokens, s.cfg.MaxCtx-1)
 	s.PrefillTokens = min(s.PrefillTokens, s.cfg.MaxCtx, s.cfg.MaxBatch)
 	def(&s.Repeats, 3, 1)
+	if s.Depths == nil {
+		s.Depths = []int{0, 512, 2048, 8192}
+		if o.Quick {
+			s.Depths = []int{0, 512}
+		}
+	}
+	if s.DepthPrefill == nil {
+		s.DepthPrefill = []int{512, 2048}
+		if o.Quick {
+			s.DepthPrefill = []int{512}
+		}
+	}
 	return s
 }
 
@@ -188,6 +208,7 @@ func (s *settings) export() Settings {
 		RotateBytes: s.RotateBytes, SampleTimeMs: float64(s.SampleTime) / 1e6, MinSamples: s.MinSamples,
 		DispatchSamples: s.DispatchSamples, ColdSamples: s.ColdSamples, PingPongBatches: s.PingPongBatches,
 		GemvShapes: s.GemvShapes, TypeShapes: s.TypeShapes, GonumMaxWeights: s.GonumMaxWeights, AttnCtx: s.AttnCtx,
-		DecodeTokens: s.DecodeTokens, PrefillTokens: s.PrefillTokens, Repeats: s.Repeats, Seed: s.Seed,
+		DecodeTokens: s.DecodeTokens, PrefillTokens: s.PrefillTokens, Repeats: s.Repeats, Depths: s.Depths,
+		DepthPrefill: s.DepthPrefill, Seed: s.Seed,
 		Config: describeConfig(c)}
 }

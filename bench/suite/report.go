@@ -25,6 +25,7 @@ type Report struct {
 	Ops       []OpTiming    `json:"ops"`
 	Models    []ModelResult `json:"models"`
 	Breakdown []Breakdown   `json:"breakdown"`
+	Depth     *Depth        `json:"depth,omitempty"` // decode at depth per KV cache type; nil: not run
 	Notes     []string      `json:"notes"`
 }
 
@@ -414,6 +415,10 @@ func (r *Report) WriteText(w io.Writer) error {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%.2f\t%.1f\t%.1f%%\t%s\t\n", o.Op, o.Mode, o.Kernels, o.Calls, o.Serial, o.Active, o.MeanUs, o.TotalUs, o.Pct, d)
 			}
 		})
+	}
+	if r.Depth != nil {
+		p("\n== Decode at depth and long prefill, per KV cache type (median of %d runs)\n", r.Settings.Repeats)
+		r.Depth.WriteText(ew)
 	}
 	if len(r.Notes) > 0 {
 		p("\n== Notes\n")

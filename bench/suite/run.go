@@ -71,9 +71,10 @@ func Run(opts Options, progress io.Writer) (*Report, error) {
 		{"gemv by type", b.gemvByType},
 		{"ops", b.ops},
 		{"whole model", b.models},
+		{"decode at depth", b.depth},
 	}
 	for _, st := range steps {
-		if st.name == "whole model" && s.SkipModels {
+		if (st.name == "whole model" || st.name == "decode at depth") && s.SkipModels {
 			continue
 		}
 		b.logf("== %s", st.name)

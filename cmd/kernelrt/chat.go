@@ -22,7 +22,7 @@ import (
 // prefills only the new messages). Ctrl-C stops the reply being written; at the prompt it
 // says how to leave. Ctrl-D (end of input) exits. /reset forgets the history.
 func cmdChat(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlags("chat", "-model FILE [-n N] [sampling flags] [-system TEXT] [-threads N] [-kv f32|f16] [-ctx N]", stderr)
+	fs := newFlags("chat", "-model FILE [-n N] [sampling flags] [-system TEXT] [-threads N] [-kv f16|f32|q8_0] [-ctx N]", stderr)
 	g := addGenFlags(fs)
 	n := fs.Int("n", 512, "most tokens per reply")
 	if err := parse(fs, args); err != nil {

@@ -1,13 +1,14 @@
 // Command kernelrt runs GGUF language models on kernelrt: text in, text out.
 //
 //	kernelrt run -model FILE -p TEXT [-chat] [-n 128] [-temp 0.8] [-top-k 40] [-top-p 0.95] [-min-p 0.05]
-//	             [-repeat-penalty 1] [-seed S] [-stop S] [-threads N] [-kv f32|f16] [-ctx N]
+//	             [-repeat-penalty 1] [-seed S] [-stop S] [-threads N] [-kv f16|f32|q8_0] [-ctx N]
 //	kernelrt run -model FILE -tokens 1,17,42 [-n 8] [-logits OUT.json]     (ids in, greedy ids out)
 //	kernelrt chat -model FILE [sampling flags]
 //	kernelrt tokenize -model FILE (-p TEXT | -f FILE) [-no-special] [-no-bos]
-//	kernelrt bench [-model FILE] [-threads N] [-kv f32|f16] [-pp 128] [-tg 64] [-r 3] [-json OUT.json]
-//	kernelrt serve -model FILE [-addr 127.0.0.1:8080] [-parallel N] [-ctx N] [-queue N] [-threads N] [-kv f32|f16] [-drain 30s]
-//	kernelrt synth -out FILE [-shape tiny|qwen2-0.5b] [-recipe q8_0|mixed] [-seed N] [-ctx N]
+//	kernelrt bench [-model FILE] [-threads N] [-kv f16|f32|q8_0] [-pp 128] [-tg 64] [-r 3] [-json OUT.json]
+//	kernelrt bench -depth 0,512,2048,8192 [-model FILE] [-kv f32,f16,q8_0] [-pp 512,2048,8192] [-tg 32]
+//	kernelrt serve -model FILE [-addr 127.0.0.1:8080] [-parallel N] [-ctx N] [-queue N] [-threads N] [-kv f16|f32|q8_0] [-drain 30s]
+//	kernelrt synth -out FILE [-shape tiny|tiny256|qwen2-0.5b|llama-1b|...] [-recipe q8_0|mixed|f16] [-untied] [-seed N] [-ctx N]
 //	kernelrt version
 //
 // run streams the continuation of a prompt (with -chat, the reply to it as a user message,
@@ -16,11 +17,12 @@
 // every logit that chose a token as JSON. chat is an interactive multi-turn chat: Ctrl-C stops
 // the reply being written, Ctrl-D exits. tokenize prints token ids as one JSON array, as
 // llama-tokenize --ids does. bench measures prefill (pp) and decode (tg) tokens/s of a model
-// file as llama-bench does, against the machine's streaming bandwidth; without -model it runs
-// the synthetic Qwen2-0.5B suite of `make bench`; with -serve it measures the HTTP server's
-// aggregate decode tokens/s and latencies at 1 to 16 concurrent streams. serve runs an
-// OpenAI-compatible HTTP server (package serve) generating for -parallel requests at once
-// in batched steps; SIGTERM drains it. synth writes a model of random weights
+// file as llama-bench does, against the machine's streaming bandwidth; with -depth, decode
+// after long prompts per KV cache type against bandwidth / (weight + KV bytes per token);
+// without -model or -depth it runs the synthetic Qwen2-0.5B suite of `make bench`; with -serve
+// it measures the HTTP server's aggregate decode tokens/s and latencies at 1 to 16 concurrent
+// streams. serve runs an OpenAI-compatible HTTP server (package serve) generating for
+// -parallel requests at once in batched steps; SIGTERM drains it. synth writes a model of random weights
 // (with a small byte-level tokenizer) as a GGUF file. version prints the build and the
 // kernels this machine runs.
 //
@@ -214,7 +216,7 @@ func newRuntime(m *orchestrator.Model, threads int) (*kernelrt.Runtime, error) {
 	c := m.Cfg
 	cols := max(c.Hidden, c.Intermediate, c.Heads*c.HeadDim)
 	cols = (cols + kernelrt.QK - 1) / kernelrt.QK * kernelrt.QK
-	return kernelrt.New(kernelrt.Options{Threads: threads, MaxCols: cols, MaxCtx: c.MaxCtx})
+	return kernelrt.New(kernelrt.Options{Threads: threads, MaxCols: cols})
 }
 
 // argmax is the index of the largest logit (NaN never wins; the first of equals does).

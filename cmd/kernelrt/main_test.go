@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/kernelrt/kernelrt"
+	"github.com/kernelrt/kernelrt/bench/suite"
 	"github.com/kernelrt/kernelrt/gguf"
 	"github.com/kernelrt/kernelrt/orchestrator"
 )
@@ -75,16 +76,21 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "-model", model, "-tokens", "1,x,3"}, 2, `item 2 ("x") is not a token id`},
 		{[]string{"run", "-model", model, "-tokens", "1,-3"}, 2, `item 2 ("-3")`},
 		{[]string{"run", "-model", model, "-tokens", "1", "-n", "-2"}, 2, "-n must be 0 to"},
-		{[]string{"run", "-model", model, "-tokens", "1", "-kv", "q8"}, 2, `-kv "q8": want f32 or f16`},
+		{[]string{"run", "-model", model, "-tokens", "1", "-kv", "q8"}, 2, `-kv "q8": want f16, f32 or q8_0`},
 		{[]string{"run", "-model", model, "-tokens", "1", "-threads", "-2"}, 2, "-threads must be 0 (one per usable core) to"},
 		{[]string{"run", "-model", model, "-tokens", "1", "extra"}, 2, "unexpected arguments"},
 		{[]string{"run", "-bogus"}, 2, "flag provided but not defined: -bogus"},
 		{[]string{"run", "-model", filepath.Join(t.TempDir(), "none.gguf"), "-tokens", "1"}, 1, "no such file"},
 		{[]string{"run", "-model", model, "-tokens", "1,300"}, 1, "id 300 (item 2) is outside the vocabulary of 300 tokens"},
 		{[]string{"run", "-model", model, "-tokens", "1,2,3", "-n", "70"}, 1, "exceeds the model's context_length = 64"},
-		{[]string{"bench", "-kv", "f16"}, 2, "-kv applies to -model benchmarks only"},
+		{[]string{"bench", "-kv", "f16"}, 2, "-kv applies to -model and -depth benchmarks only"},
 		{[]string{"bench", "-model", model, "-suite", "-pp", "8"}, 2, "-pp does not apply to -suite"},
-		{[]string{"bench", "-model", model, "-pp", "0"}, 2, "must be positive"},
+		{[]string{"bench", "-model", model, "-pp", "0"}, 2, `-pp: item 1 ("0") must be an integer >= 1`},
+		{[]string{"bench", "-model", model, "-pp", "8,16"}, 2, "-kv and -pp take one value without -depth"},
+		{[]string{"bench", "-depth", "0,x"}, 2, `-depth: item 2 ("x") must be an integer >= 0`},
+		{[]string{"bench", "-depth", "8", "-suite", "-model", model}, 2, "-depth does not apply to -suite"},
+		{[]string{"bench", "-depth", "8", "-model", model, "-kv", "f16,q4"}, 2, `-kv "q4"`},
+		{[]string{"bench", "-depth", "8", "-pp", "8", "-model", model, "-kv", "q8_0", "-stream-mb", "8"}, 1, "a q8_0 KV cache needs a multiple of 32"},
 		{[]string{"synth"}, 2, "-out is required"},
 		{[]string{"synth", "-out", "x.gguf", "-recipe", "q4"}, 2, `-recipe "q4"`},
 	}
@@ -193,6 +199,40 @@ func TestRunNoLogits(t *testing.T) {
 	if code != 0 || strings.TrimSpace(stdout) != "" {
 		t.Fatalf("-n 0: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
+}
+
+// TestBenchDepth: decode at depth per KV type and prefill, with the limit and target lines.
+func TestBenchDepth(t *testing.T) {
+	model := tinyModel(t)
+	js := filepath.Join(t.TempDir(), "depth.json")
+	code, stdout, stderr := run("bench", "-model", model, "-depth", "0,20", "-pp", "8,24", "-tg", "4", "-r", "2", "-kv", "f32,f16",
+		"-stream-mb", "16", "-threads", "2", "-json", js)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, w := range []string{"| f32   | tg4 @ d20 ", "| f16   | tg4 @ d0 ", "| f16   | pp24 ", "limit t/s", "best %", "target: f16",
+		"best streaming-read sample"} {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("output lacks %q:\n%s", w, stdout)
+		}
+	}
+	raw, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d suite.Depth
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Decode) != 4 || len(d.Prefill) != 4 || d.BandwidthGBs <= 0 || len(d.BandwidthSamples) < 4 {
+		t.Fatalf("JSON %+v", d)
+	}
+	for _, r := range d.Decode {
+		if r.TokS <= 0 || r.BestTokS < r.TokS || len(r.Samples) != 2 || r.LimitTokS <= 0 || r.KVBytes <= 0 {
+			t.Errorf("decode row %+v", r)
+		}
+	}
+	t.Log("\n" + stdout)
 }
 
 func TestBenchModel(t *testing.T) {

@@ -49,7 +49,7 @@ func addGenFlags(fs *flag.FlagSet) *genFlags {
 	g.model = fs.String("model", "", "GGUF model `FILE` (qwen2 architecture)")
 	g.threads = fs.Int("threads", 0, "worker threads including the caller (0 = one per usable core)")
 	g.ctx = fs.Int("ctx", 0, "context length: KV-cache positions (0 = the model's, at most 4096)")
-	g.kv = fs.String("kv", "f32", "KV cache type: f32 or f16 (half the memory)")
+	g.kv = fs.String("kv", "f16", "KV cache type: f16 (llama.cpp's default), f32, or q8_0 (about half of f16)")
 	g.temp = fs.Float64("temp", float64(d.Temperature), "sampling temperature; 0 picks the most likely token (greedy)")
 	g.topK = fs.Int("top-k", d.TopK, "keep the K most likely tokens (0 = all)")
 	g.topP = fs.Float64("top-p", float64(d.TopP), "keep the most likely tokens up to this total probability (1 = all)")
@@ -73,7 +73,7 @@ func (g *genFlags) check() error {
 		return usagef("-ctx must be 0 to %d, got %d", orchestrator.MaxContext, *g.ctx)
 	}
 	if _, err := orchestrator.ParseKVType(*g.kv); err != nil {
-		return usagef("-kv %q: want f32 or f16", *g.kv)
+		return usagef("-kv %q: want f16, f32 or q8_0", *g.kv)
 	}
 	if _, err := g.sampling(); err != nil {
 		return usagef("%v", err)
@@ -119,7 +119,7 @@ func (g *genFlags) open(log io.Writer) (*generate.Generator, *orchestrator.Model
 // ---- run ----
 
 func cmdRun(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("run", "-model FILE (-p TEXT [-chat] | -tokens 1,17,42) [-n N] [sampling flags] [-threads N] [-kv f32|f16] [-ctx N] [-logits OUT.json]", stderr)
+	fs := newFlags("run", "-model FILE (-p TEXT [-chat] | -tokens 1,17,42) [-n N] [sampling flags] [-threads N] [-kv f16|f32|q8_0] [-ctx N] [-logits OUT.json]", stderr)
 	g := addGenFlags(fs)
 	prompt := fs.String("p", "", "prompt `TEXT`: its continuation is streamed to stdout")
 	asChat := fs.Bool("chat", false, "send -p as a user message through the model's chat template; stream the reply")

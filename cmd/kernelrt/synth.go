@@ -10,6 +10,7 @@ import (
 
 	"github.com/kernelrt/kernelrt/gguf"
 	"github.com/kernelrt/kernelrt/orchestrator"
+	"github.com/kernelrt/kernelrt/tokenizer"
 )
 
 // ---- synth ----
@@ -31,6 +32,18 @@ func shapes() map[string]func() orchestrator.Config {
 		"tiny-llama": func() orchestrator.Config {
 			c := s["tiny"]()
 			c.Arch = "llama"
+			return c
+		},
+		// tiny256: the smallest shape whose matrices can all be K-quants (rows of 256): one
+		// layer, 4 heads of 64 over 2 KV heads, the smallest synthetic vocabulary. About 0.3 MB
+		// as Q4_K_M: the compatibility fixtures (orchestrator/testdata/llamacpp).
+		"tiny256": func() orchestrator.Config {
+			return orchestrator.Config{Layers: 1, Hidden: 256, Intermediate: 256, Heads: 4, KVHeads: 2, HeadDim: 64,
+				Vocab: tokenizer.SyntheticVocabMin, RopeTheta: 1e6, Eps: 1e-6, MaxCtx: 2048, MaxBatch: 128}
+		},
+		"tiny256-llama": func() orchestrator.Config {
+			c := s["tiny256"]()
+			c.Arch, c.RopeTheta, c.Eps = "llama", 500000, 1e-5
 			return c
 		},
 		// llama-1b: Llama 3.2 1B's shape (16 layers, hidden 2048, 32/8 heads, vocab 128256).
@@ -58,12 +71,13 @@ func shapeNames() string {
 }
 
 func cmdSynth(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("synth", "-out FILE [-shape "+shapeNames()+"] [-recipe q8_0|mixed|f16] [-seed N] [-ctx N]", stderr)
+	fs := newFlags("synth", "-out FILE [-shape "+shapeNames()+"] [-recipe q8_0|mixed|f16] [-untied] [-seed N] [-ctx N]", stderr)
 	out := fs.String("out", "", "write the GGUF file to `FILE`")
 	shape := fs.String("shape", "qwen2-0.5b", "model shape: "+shapeNames())
 	recipe := fs.String("recipe", "q8_0", "weight types: q8_0 (all Q8_0), mixed (llama.cpp's Q5_0 mix) or f16 (unquantized, for llama-quantize)")
 	seed := fs.Uint64("seed", 1, "seed of the random weights")
 	ctx := fs.Int("ctx", 0, "context_length written to the file (0 = the shape's)")
+	untied := fs.Bool("untied", false, "write a separate output head (output.weight, of the embedding's type) instead of tying it to token_embd")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -84,6 +98,10 @@ func cmdSynth(args []string, stdout, stderr io.Writer) error {
 		r = orchestrator.RecipeF16()
 	default:
 		return usagef("-recipe %q: want q8_0, mixed or f16", *recipe)
+	}
+	if *untied {
+		r.Untied, r.Output = true, r.Embedded
+		r.Name += " untied"
 	}
 	cfg := mk()
 	if *ctx != 0 {

@@ -5,6 +5,7 @@
  * give, element by element, the class _ref gives (NaN / +Inf / -Inf / finite, finite values
  * within 1e-5 relative), and the documented rule (the banners of csrc/norm.c, elementwise.c,
  * rope.c, embed.c, attention.c) is checked explicitly where it is short to state.
+ * Q8_0 / Q5_0 GEMV and GEMM: a non-finite block scale gives NaN in every variant.
  * (Attention over F32/F16/Q8_0 caches and the KV appends: csrc/tests/test_attn.c.)
  */
 #include <stdint.h>
@@ -417,6 +418,75 @@ static void test_attention(void) {
     free(v);
 }
 
+/* ---- Q8_0 / Q5_0 GEMV and GEMM: a block with a non-finite fp16 scale (weights or activations)
+ * makes every output it meets NaN, in every variant (krt_common.h krt_scale_poison). Rows: 0 NaN
+ * scale, 1 +Inf, 2 +Inf on a zero integer dot, 3 -Inf and +Inf, 4 -Inf in the last block, the
+ * rest finite; then the same with an activation block's scale +Inf (every row NaN). ---- */
+typedef void (*gemv8_fn)(float *, const krt_block_q8_0 *, const krt_block_q8_0 *, const float *, int64_t, int64_t, int64_t);
+typedef void (*gemv5_fn)(float *, const krt_block_q5_0 *, const krt_block_q8_0 *, const float *, int64_t, int64_t, int64_t);
+typedef void (*gemm8_fn)(float *, const krt_block_q8_0 *, const krt_block_q8_0 *, const float *, int64_t, int64_t, int64_t,
+                         int64_t, int64_t);
+typedef void (*gemm5_fn)(float *, const krt_block_q5_0 *, const krt_block_q8_0 *, const float *, int64_t, int64_t, int64_t,
+                         int64_t, int64_t);
+static void test_gemv_scales(void) {
+    enum { ROWS = 40, COLS = 256, NB = COLS / 32, T = 3 };
+    const gemv8_fn g8[3] = {krt_gemv_q8_0_ref, krt_gemv_q8_0_avx2, krt_gemv_q8_0_avx512};
+    const gemv5_fn g5[3] = {krt_gemv_q5_0_ref, krt_gemv_q5_0_avx2, krt_gemv_q5_0_avx512};
+    const gemm8_fn m8[3] = {krt_gemm_q8_0_ref, krt_gemm_q8_0_avx2, krt_gemm_q8_0_avx512};
+    const gemm5_fn m5[3] = {krt_gemm_q5_0_ref, krt_gemm_q5_0_avx2, krt_gemm_q5_0_avx512};
+    static krt_block_q8_0 w8[ROWS * NB], x[T * NB];
+    static krt_block_q5_0 w5[ROWS * NB];
+    for (int i = 0; i < ROWS * NB; i++) {
+        w8[i].d = w5[i].d = 0x2000 + (uint16_t)(rng % 512); /* ~0.008 .. 0.016 */
+        for (int j = 0; j < 32; j++) w8[i].qs[j] = (int8_t)rndf(-127, 127);
+        for (int j = 0; j < 16; j++) w5[i].qs[j] = (uint8_t)rndf(0, 255);
+        for (int j = 0; j < 4; j++) w5[i].qh[j] = (uint8_t)rndf(0, 255);
+    }
+    for (int i = 0; i < T * NB; i++) {
+        x[i].d = 0x2400;
+        for (int j = 0; j < 32; j++) x[i].qs[j] = (int8_t)rndf(-127, 127);
+    }
+    w8[0 * NB + 0].d = w5[0 * NB + 0].d = 0x7e00;
+    w8[1 * NB + 1].d = w5[1 * NB + 1].d = 0x7c00;
+    w8[2 * NB + 2].d = w5[2 * NB + 2].d = 0x7c00;
+    memset(w8[2 * NB + 2].qs, 0, 32);
+    memset(w5[2 * NB + 2].qs, 0, 16);
+    memset(w5[2 * NB + 2].qh, 0xff, 4); /* q = 16: value 0 */
+    w8[3 * NB + 0].d = w5[3 * NB + 0].d = 0xfc00;
+    w8[3 * NB + 1].d = w5[3 * NB + 1].d = 0x7c00;
+    w8[4 * NB + NB - 1].d = w5[4 * NB + NB - 1].d = 0xfc00;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) x[(T - 1) * NB + 3].d = 0x7c00; /* the last token's block 3: +Inf */
+        for (int vi = 0; vi < 3; vi++) {
+            if (!V[vi].supported) continue;
+            float y[T * ROWS];
+            for (int q5 = 0; q5 < 2; q5++) {
+                const char *nm = q5 ? "q5_0" : "q8_0";
+                /* GEMV on the last token's activations */
+                if (q5)
+                    g5[vi](y, w5, x + (T - 1) * NB, NULL, COLS, 0, ROWS);
+                else
+                    g8[vi](y, w8, x + (T - 1) * NB, NULL, COLS, 0, ROWS);
+                for (int r = 0; r < ROWS; r++) {
+                    int want = (r < 5 || pass == 1) ? 1 : 0;
+                    CHECK(cls(y[r]) == want, "%s gemv_%s pass %d row %d: %s (%g), want %s", V[vi].name, nm, pass, r,
+                          clsname[cls(y[r])], y[r], clsname[want]);
+                }
+                if (q5)
+                    m5[vi](y, w5, x, NULL, ROWS, COLS, T, 0, ROWS);
+                else
+                    m8[vi](y, w8, x, NULL, ROWS, COLS, T, 0, ROWS);
+                for (int t = 0; t < T; t++)
+                    for (int r = 0; r < ROWS; r++) {
+                        int want = (r < 5 || (pass == 1 && t == T - 1)) ? 1 : 0;
+                        CHECK(cls(y[t * ROWS + r]) == want, "%s gemm_%s pass %d token %d row %d: %s, want %s", V[vi].name, nm,
+                              pass, t, r, clsname[cls(y[t * ROWS + r])], clsname[want]);
+                    }
+            }
+        }
+    }
+}
+
 int main(void) {
     init_variants();
     for (int vi = 1; vi < 3; vi++)
@@ -427,6 +497,7 @@ int main(void) {
     test_elementwise();
     test_embed();
     test_attention();
+    test_gemv_scales();
     if (failures) {
         printf("test_nan: %d failures\n", failures);
         return 1;

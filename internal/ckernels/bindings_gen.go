@@ -266,12 +266,6 @@ package ckernels
 #cgo nocallback krt_kv_append_avx2
 #cgo noescape krt_kv_append_avx512
 #cgo nocallback krt_kv_append_avx512
-#cgo noescape krt_attention_ref
-#cgo nocallback krt_attention_ref
-#cgo noescape krt_attention_avx2
-#cgo nocallback krt_attention_avx2
-#cgo noescape krt_attention_avx512
-#cgo nocallback krt_attention_avx512
 #cgo noescape krt_embed_q8_0_ref
 #cgo nocallback krt_embed_q8_0_ref
 #cgo noescape krt_embed_q8_0_avx2
@@ -284,6 +278,60 @@ package ckernels
 #cgo nocallback krt_stream_read_avx2
 #cgo noescape krt_stream_read_avx512
 #cgo nocallback krt_stream_read_avx512
+#cgo noescape krt_kv_append_f16_ref
+#cgo nocallback krt_kv_append_f16_ref
+#cgo noescape krt_kv_append_f16_avx2
+#cgo nocallback krt_kv_append_f16_avx2
+#cgo noescape krt_kv_append_f16_avx512
+#cgo nocallback krt_kv_append_f16_avx512
+#cgo noescape krt_kv_append_q8_0_ref
+#cgo nocallback krt_kv_append_q8_0_ref
+#cgo noescape krt_kv_append_q8_0_avx2
+#cgo nocallback krt_kv_append_q8_0_avx2
+#cgo noescape krt_kv_append_q8_0_avx512
+#cgo nocallback krt_kv_append_q8_0_avx512
+#cgo noescape krt_attn_decode_f32_ref
+#cgo nocallback krt_attn_decode_f32_ref
+#cgo noescape krt_attn_decode_f32_avx2
+#cgo nocallback krt_attn_decode_f32_avx2
+#cgo noescape krt_attn_decode_f32_avx512
+#cgo nocallback krt_attn_decode_f32_avx512
+#cgo noescape krt_attn_decode_f16_ref
+#cgo nocallback krt_attn_decode_f16_ref
+#cgo noescape krt_attn_decode_f16_avx2
+#cgo nocallback krt_attn_decode_f16_avx2
+#cgo noescape krt_attn_decode_f16_avx512
+#cgo nocallback krt_attn_decode_f16_avx512
+#cgo noescape krt_attn_decode_q8_0_ref
+#cgo nocallback krt_attn_decode_q8_0_ref
+#cgo noescape krt_attn_decode_q8_0_avx2
+#cgo nocallback krt_attn_decode_q8_0_avx2
+#cgo noescape krt_attn_decode_q8_0_avx512
+#cgo nocallback krt_attn_decode_q8_0_avx512
+#cgo noescape krt_attn_merge_ref
+#cgo nocallback krt_attn_merge_ref
+#cgo noescape krt_attn_merge_avx2
+#cgo nocallback krt_attn_merge_avx2
+#cgo noescape krt_attn_merge_avx512
+#cgo nocallback krt_attn_merge_avx512
+#cgo noescape krt_attn_prefill_f32_ref
+#cgo nocallback krt_attn_prefill_f32_ref
+#cgo noescape krt_attn_prefill_f32_avx2
+#cgo nocallback krt_attn_prefill_f32_avx2
+#cgo noescape krt_attn_prefill_f32_avx512
+#cgo nocallback krt_attn_prefill_f32_avx512
+#cgo noescape krt_attn_prefill_f16_ref
+#cgo nocallback krt_attn_prefill_f16_ref
+#cgo noescape krt_attn_prefill_f16_avx2
+#cgo nocallback krt_attn_prefill_f16_avx2
+#cgo noescape krt_attn_prefill_f16_avx512
+#cgo nocallback krt_attn_prefill_f16_avx512
+#cgo noescape krt_attn_prefill_q8_0_ref
+#cgo nocallback krt_attn_prefill_q8_0_ref
+#cgo noescape krt_attn_prefill_q8_0_avx2
+#cgo nocallback krt_attn_prefill_q8_0_avx2
+#cgo noescape krt_attn_prefill_q8_0_avx512
+#cgo nocallback krt_attn_prefill_q8_0_avx512
 #include "kernelrt.h"
 */
 import "C"
@@ -685,15 +733,6 @@ func init() {
 	sets[cpu.AVX512].K[kern.KVAppend] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_kv_append_avx512((*C.float)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(lo), C.int64_t(hi))
 	}
-	sets[cpu.Ref].K[kern.Attention] = func(a kern.Args, scratch kern.P, lo, hi int) {
-		C.krt_attention_ref((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.float)(a.P[3]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(a.I[6]), C.int64_t(lo), C.int64_t(hi))
-	}
-	sets[cpu.AVX2].K[kern.Attention] = func(a kern.Args, scratch kern.P, lo, hi int) {
-		C.krt_attention_avx2((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.float)(a.P[3]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(a.I[6]), C.int64_t(lo), C.int64_t(hi))
-	}
-	sets[cpu.AVX512].K[kern.Attention] = func(a kern.Args, scratch kern.P, lo, hi int) {
-		C.krt_attention_avx512((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.float)(a.P[3]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(a.I[6]), C.int64_t(lo), C.int64_t(hi))
-	}
 	sets[cpu.Ref].K[kern.EmbedQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_embed_q8_0_ref((*C.float)(a.P[0]), (*C.krt_block_q8_0)(a.P[1]), (*C.int32_t)(a.P[2]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
 	}
@@ -711,5 +750,86 @@ func init() {
 	}
 	sets[cpu.AVX512].K[kern.StreamRead] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_stream_read_avx512((*C.float)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.KVAppendF16] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_kv_append_f16_ref((*C.uint16_t)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.KVAppendF16] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_kv_append_f16_avx2((*C.uint16_t)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.KVAppendF16] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_kv_append_f16_avx512((*C.uint16_t)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.KVAppendQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_kv_append_q8_0_ref((*C.krt_block_q8_0)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.KVAppendQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_kv_append_q8_0_avx2((*C.krt_block_q8_0)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.KVAppendQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_kv_append_q8_0_avx512((*C.krt_block_q8_0)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.AttnDecodeF32] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_attn_decode_f32_ref((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.float)(a.P[3]), (*C.float)(a.P[4]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.AttnDecodeF32] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_attn_decode_f32_avx2((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.float)(a.P[3]), (*C.float)(a.P[4]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.AttnDecodeF32] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_attn_decode_f32_avx512((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.float)(a.P[3]), (*C.float)(a.P[4]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.AttnDecodeF16] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_attn_decode_f16_ref((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.uint16_t)(a.P[3]), (*C.uint16_t)(a.P[4]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.AttnDecodeF16] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_attn_decode_f16_avx2((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.uint16_t)(a.P[3]), (*C.uint16_t)(a.P[4]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.AttnDecodeF16] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_attn_decode_f16_avx512((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.uint16_t)(a.P[3]), (*C.uint16_t)(a.P[4]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.AttnDecodeQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_attn_decode_q8_0_ref((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.krt_block_q8_0)(a.P[3]), (*C.krt_block_q8_0)(a.P[4]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.AttnDecodeQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_attn_decode_q8_0_avx2((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.krt_block_q8_0)(a.P[3]), (*C.krt_block_q8_0)(a.P[4]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.AttnDecodeQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_attn_decode_q8_0_avx512((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.krt_block_q8_0)(a.P[3]), (*C.krt_block_q8_0)(a.P[4]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.AttnMerge] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_attn_merge_ref((*C.float)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.AttnMerge] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_attn_merge_avx2((*C.float)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.AttnMerge] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_attn_merge_avx512((*C.float)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.AttnPrefillF32] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_attn_prefill_f32_ref((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.float)(a.P[3]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(a.I[6]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.AttnPrefillF32] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_attn_prefill_f32_avx2((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.float)(a.P[3]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(a.I[6]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.AttnPrefillF32] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_attn_prefill_f32_avx512((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.float)(a.P[3]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(a.I[6]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.AttnPrefillF16] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_attn_prefill_f16_ref((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.uint16_t)(a.P[2]), (*C.uint16_t)(a.P[3]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(a.I[6]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.AttnPrefillF16] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_attn_prefill_f16_avx2((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.uint16_t)(a.P[2]), (*C.uint16_t)(a.P[3]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(a.I[6]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.AttnPrefillF16] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_attn_prefill_f16_avx512((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.uint16_t)(a.P[2]), (*C.uint16_t)(a.P[3]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(a.I[6]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.AttnPrefillQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_attn_prefill_q8_0_ref((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.krt_block_q8_0)(a.P[2]), (*C.krt_block_q8_0)(a.P[3]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(a.I[6]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.AttnPrefillQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_attn_prefill_q8_0_avx2((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.krt_block_q8_0)(a.P[2]), (*C.krt_block_q8_0)(a.P[3]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(a.I[6]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.AttnPrefillQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_attn_prefill_q8_0_avx512((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.krt_block_q8_0)(a.P[2]), (*C.krt_block_q8_0)(a.P[3]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(a.I[6]), C.int64_t(lo), C.int64_t(hi))
 	}
 }

@@ -3,4 +3,4 @@
 package ckernels
 
 // csrcHash is the hash of csrc/ this package was last generated for (see csrchash).
-const csrcHash = "1a78c04da39ef21a76a86ec3d1d0c8a579608189097730ad8aaf78cc21618fa1"
+const csrcHash = "6f277e51e30791bd8914233614f05e826238d3d3e858d771d320fb109ea6b169"

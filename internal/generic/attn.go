@@ -8,8 +8,8 @@ import (
 
 // Pure-Go ports of the attention and KV-append _ref kernels of csrc/attention.c and
 // csrc/rope.c for F32, F16 and Q8_0 KV caches, operation for operation (every product wrapped
-// in float32() so Go cannot fuse it into an FMA, which the C _ref never does). They are not in
-// set: the lead's generator registers them. Parameter order and meaning are the C ones; the
+// in float32() so Go cannot fuse it into an FMA, which the C _ref never does), registered by
+// register_gen.go under the manifest's Go names. Parameter order and meaning are the C ones; the
 // layouts, work units and NaN/Inf rules are in the csrc/attention.c banner.
 
 // attnKB and attnQTile mirror KRT_ATTN_KB and KRT_ATTN_QTILE.
@@ -188,42 +188,42 @@ func attnPrefill(typ kvType, out, q, kcache, vcache, scratch kern.P, nHeads, nKV
 	}
 }
 
-// attnDecodeF32 is krt_attn_decode_f32_ref: decode attention over an F32 cache, units u0..u1
+// AttnDecodeF32 is krt_attn_decode_f32_ref: decode attention over an F32 cache, units u0..u1
 // (KV head x cache chunk); one chunk writes out, several write partial records to part.
-func attnDecodeF32(out, part, q, kcache, vcache, scratch kern.P, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk, u0, u1 int) {
+func AttnDecodeF32(out, part, q, kcache, vcache, scratch kern.P, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk, u0, u1 int) {
 	attnDecode(kvF32, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk, u0, u1)
 }
 
-// attnDecodeF16 is krt_attn_decode_f16_ref (F16 cache, values widened exactly).
-func attnDecodeF16(out, part, q, kcache, vcache, scratch kern.P, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk, u0, u1 int) {
+// AttnDecodeF16 is krt_attn_decode_f16_ref (F16 cache, values widened exactly).
+func AttnDecodeF16(out, part, q, kcache, vcache, scratch kern.P, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk, u0, u1 int) {
 	attnDecode(kvF16, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk, u0, u1)
 }
 
-// attnDecodeQ8_0 is krt_attn_decode_q8_0_ref (Q8_0 cache; the query is quantized to Q8_0 in
+// AttnDecodeQ8_0 is krt_attn_decode_q8_0_ref (Q8_0 cache; the query is quantized to Q8_0 in
 // scratch for the scores).
-func attnDecodeQ8_0(out, part, q, kcache, vcache, scratch kern.P, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk, u0, u1 int) {
+func AttnDecodeQ8_0(out, part, q, kcache, vcache, scratch kern.P, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk, u0, u1 int) {
 	attnDecode(kvQ8, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk, u0, u1)
 }
 
-// attnPrefillF32 is krt_attn_prefill_f32_ref: causal attention of T tokens (positions
+// AttnPrefillF32 is krt_attn_prefill_f32_ref: causal attention of T tokens (positions
 // pos0..pos0+T-1), units u0..u1 (KV head x query tile in zigzag order).
-func attnPrefillF32(out, q, kcache, vcache, scratch kern.P, nHeads, nKVHeads, headDim, maxCtx, qStride, pos0, T, u0, u1 int) {
+func AttnPrefillF32(out, q, kcache, vcache, scratch kern.P, nHeads, nKVHeads, headDim, maxCtx, qStride, pos0, T, u0, u1 int) {
 	attnPrefill(kvF32, out, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, qStride, pos0, T, u0, u1)
 }
 
-// attnPrefillF16 is krt_attn_prefill_f16_ref.
-func attnPrefillF16(out, q, kcache, vcache, scratch kern.P, nHeads, nKVHeads, headDim, maxCtx, qStride, pos0, T, u0, u1 int) {
+// AttnPrefillF16 is krt_attn_prefill_f16_ref.
+func AttnPrefillF16(out, q, kcache, vcache, scratch kern.P, nHeads, nKVHeads, headDim, maxCtx, qStride, pos0, T, u0, u1 int) {
 	attnPrefill(kvF16, out, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, qStride, pos0, T, u0, u1)
 }
 
-// attnPrefillQ8_0 is krt_attn_prefill_q8_0_ref.
-func attnPrefillQ8_0(out, q, kcache, vcache, scratch kern.P, nHeads, nKVHeads, headDim, maxCtx, qStride, pos0, T, u0, u1 int) {
+// AttnPrefillQ8_0 is krt_attn_prefill_q8_0_ref.
+func AttnPrefillQ8_0(out, q, kcache, vcache, scratch kern.P, nHeads, nKVHeads, headDim, maxCtx, qStride, pos0, T, u0, u1 int) {
 	attnPrefill(kvQ8, out, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, qStride, pos0, T, u0, u1)
 }
 
-// attnMerge is krt_attn_merge_ref: for query heads h0..h1, M = max of the chunk maxima (NaN
+// AttnMerge is krt_attn_merge_ref: for query heads h0..h1, M = max of the chunk maxima (NaN
 // skipped), w_c = exp(m_c - M), out = (sum_c w_c acc_c) * (1 / sum_c w_c l_c).
-func attnMerge(out, part kern.P, nHeads, headDim, nChunks, h0, h1 int) {
+func AttnMerge(out, part kern.P, nHeads, headDim, nChunks, h0, h1 int) {
 	ps := attnPartStride(headDim)
 	all := f32(part, nHeads*nChunks*ps)
 	os := f32(out, nHeads*headDim)
@@ -250,9 +250,9 @@ func attnMerge(out, part kern.P, nHeads, headDim, nChunks, h0, h1 int) {
 	}
 }
 
-// kvAppendF16 is krt_kv_append_f16_ref: token t of [t0, t1) goes to position pos0 + t of the
+// KVAppendF16 is krt_kv_append_f16_ref: token t of [t0, t1) goes to position pos0 + t of the
 // F16 cache, each value rounded to nearest even.
-func kvAppendF16(cache, src kern.P, srcStride, nKVHeads, headDim, maxCtx, pos0, t0, t1 int) {
+func KVAppendF16(cache, src kern.P, srcStride, nKVHeads, headDim, maxCtx, pos0, t0, t1 int) {
 	cs := unsafe.Slice((*uint16)(cache), nKVHeads*maxCtx*headDim)
 	ss := f32(src, (t1-1)*srcStride+nKVHeads*headDim)
 	for t := t0; t < t1; t++ {
@@ -266,9 +266,9 @@ func kvAppendF16(cache, src kern.P, srcStride, nKVHeads, headDim, maxCtx, pos0, 
 	}
 }
 
-// kvAppendQ8_0 is krt_kv_append_q8_0_ref: like kvAppendF16, each 32 values quantized to one
+// KVAppendQ8_0 is krt_kv_append_q8_0_ref: like KVAppendF16, each 32 values quantized to one
 // Q8_0 block (a block holding NaN or Inf is stored poisoned and reads back as NaN).
-func kvAppendQ8_0(cache, src kern.P, srcStride, nKVHeads, headDim, maxCtx, pos0, t0, t1 int) {
+func KVAppendQ8_0(cache, src kern.P, srcStride, nKVHeads, headDim, maxCtx, pos0, t0, t1 int) {
 	nb := headDim / qk
 	cs := q8s(cache, nKVHeads*maxCtx*nb)
 	ss := f32(src, (t1-1)*srcStride+nKVHeads*headDim)

@@ -59,7 +59,7 @@ func newTestCache(typ kvType, nkv, hd, mctx int) *testCache {
 	c := &testCache{typ: typ, nkv: nkv, hd: hd, mctx: mctx}
 	n := rowBytes(typ, hd)*nkv*mctx + 64
 	c.k, c.v = make([]byte, n), make([]byte, n)
-	c.appendFn = map[kvType]func(kern.P, kern.P, int, int, int, int, int, int, int){kvF32: KVAppend, kvF16: kvAppendF16, kvQ8: kvAppendQ8_0}[typ]
+	c.appendFn = map[kvType]func(kern.P, kern.P, int, int, int, int, int, int, int){kvF32: KVAppend, kvF16: KVAppendF16, kvQ8: KVAppendQ8_0}[typ]
 	return c
 }
 
@@ -191,10 +191,10 @@ func checkRow(t *testing.T, what string, got []float32, o, mag []float64) {
 }
 
 var attnDecodes = map[kvType]func(out, part, q, k, v, scratch kern.P, nh, nkv, hd, mctx, nctx, chunk, u0, u1 int){
-	kvF32: attnDecodeF32, kvF16: attnDecodeF16, kvQ8: attnDecodeQ8_0,
+	kvF32: AttnDecodeF32, kvF16: AttnDecodeF16, kvQ8: AttnDecodeQ8_0,
 }
 var attnPrefills = map[kvType]func(out, q, k, v, scratch kern.P, nh, nkv, hd, mctx, qs, pos0, T, u0, u1 int){
-	kvF32: attnPrefillF32, kvF16: attnPrefillF16, kvQ8: attnPrefillQ8_0,
+	kvF32: AttnPrefillF32, kvF16: AttnPrefillF16, kvQ8: AttnPrefillQ8_0,
 }
 var kvNames = map[kvType]string{kvF32: "f32", kvF16: "f16", kvQ8: "q8_0"}
 
@@ -209,7 +209,7 @@ func decodeAll(c *testCache, nh int, q []float32, nctx, chunk int) []float32 {
 	f(p32(out), p32(part), p32(q), c.kp(), c.vp(), p32(scratch), nh, c.nkv, c.hd, c.mctx, nctx, chunk, 0, u/2)
 	f(p32(out), p32(part), p32(q), c.kp(), c.vp(), p32(scratch), nh, c.nkv, c.hd, c.mctx, nctx, chunk, u/2, u)
 	if nch > 1 {
-		attnMerge(p32(out), p32(part), nh, c.hd, nch, 0, nh)
+		AttnMerge(p32(out), p32(part), nh, c.hd, nch, 0, nh)
 	}
 	return out
 }

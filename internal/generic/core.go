@@ -144,7 +144,7 @@ func dotQ8_0(w, x []blockQ8_0) float32 {
 		for j := 0; j < qk; j++ {
 			isum += int32(w[b].qs[j]) * int32(x[b].qs[j])
 		}
-		sum += float32(float32(FP16ToFP32(w[b].d)*FP16ToFP32(x[b].d)) * float32(isum))
+		sum += float32(scalePoison(float32(FP16ToFP32(w[b].d)*FP16ToFP32(x[b].d))) * float32(isum))
 	}
 	return sum
 }
@@ -157,7 +157,7 @@ func dotQ5_0(w []blockQ5_0, x []blockQ8_0) float32 {
 		for j := 0; j < qk; j++ {
 			isum += (w[b].q5(j) - 16) * int32(x[b].qs[j])
 		}
-		sum += float32(float32(FP16ToFP32(w[b].d)*FP16ToFP32(x[b].d)) * float32(isum))
+		sum += float32(scalePoison(float32(FP16ToFP32(w[b].d)*FP16ToFP32(x[b].d))) * float32(isum))
 	}
 	return sum
 }
@@ -338,3 +338,8 @@ func StreamRead(out, src kern.P, i0, i1 int) {
 	}
 	*(*float32)(out) = (s0 + s1) + (s2 + s3)
 }
+
+// scalePoison is krt_scale_poison: s for a finite block-scale product, NaN for +-Inf or NaN
+// (so a block with a non-finite fp16 scale makes the Q8_0 / Q5_0 GEMV and GEMM outputs it
+// meets NaN, as in every C variant).
+func scalePoison(s float32) float32 { return s + (s - s) }

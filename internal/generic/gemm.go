@@ -32,7 +32,7 @@ func GemmQ8_0(y, w, x, bias kern.P, rows, cols, T, r0, r1 int) {
 				for j := 0; j < qk; j++ {
 					isum += int32(wb.qs[j]) * int32(xb.qs[j])
 				}
-				s := float32(FP16ToFP32(wb.d) * FP16ToFP32(xb.d))
+				s := scalePoison(float32(FP16ToFP32(wb.d) * FP16ToFP32(xb.d)))
 				p := float32(s * float32(isum))
 				acc = acc + p
 			}
@@ -68,7 +68,7 @@ func GemmQ5_0(y, w, x, bias kern.P, rows, cols, T, r0, r1 int) {
 					hi := int32(wb.qs[j]>>4|uint8(qh>>uint(j+16)&1)<<4) - 16
 					isum += lo*int32(xb.qs[j]) + hi*int32(xb.qs[j+qk/2])
 				}
-				s := float32(FP16ToFP32(wb.d) * FP16ToFP32(xb.d))
+				s := scalePoison(float32(FP16ToFP32(wb.d) * FP16ToFP32(xb.d)))
 				p := float32(s * float32(isum))
 				acc = acc + p
 			}

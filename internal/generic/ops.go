@@ -131,25 +131,6 @@ func attnInvSqrt(n int) float32 {
 	return float32(y)
 }
 
-// Attention is krt_attention_ref: grouped-query causal attention for query heads [h0, h1) of
-// T tokens; token t (position pos0+t) attends cache positions 0..pos0+t. Each row is
-// attnRow's two passes (max, then exp-weighted sum with the scores recomputed), as in C.
-func Attention(out, q, k, v, scratch kern.P, nHeads, nKVHeads, headDim, maxCtx, qStride, pos0, T, h0, h1 int) {
-	group := nHeads / nKVHeads
-	scale := attnInvSqrt(headDim)
-	os := f32(out, T*nHeads*headDim)
-	qs := f32(q, (T-1)*qStride+nHeads*headDim)
-	kc, vc := newKV(kvF32, k, nKVHeads*maxCtx, headDim), newKV(kvF32, v, nKVHeads*maxCtx, headDim)
-	for h := h0; h < h1; h++ {
-		g := h / group
-		for t := 0; t < T; t++ {
-			o := os[(t*nHeads+h)*headDim : (t*nHeads+h+1)*headDim]
-			_, l := attnRow(kc, vc, o, qs[t*qStride+h*headDim:t*qStride+(h+1)*headDim], nil, g*maxCtx, 0, pos0+t+1, scale)
-			scaleRow(o, l)
-		}
-	}
-}
-
 // EmbedQ8_0 is krt_embed_q8_0_ref: out row t = dequantized table row ids[t], t in [t0, t1).
 func EmbedQ8_0(out, table, ids kern.P, dim, t0, t1 int) {
 	nb := dim / qk

@@ -4,52 +4,60 @@ package kern
 
 // Kernel indices into Set.K, in ops.manifest order: one per C kernel family.
 const (
-	QuantizeQ8_0   = iota // krt_quantize_q8_0
-	QuantizeQ5_0          // krt_quantize_q5_0
-	QuantizeQ4_0          // krt_quantize_q4_0
-	QuantizeQ4_1          // krt_quantize_q4_1
-	QuantizeQ5_1          // krt_quantize_q5_1
-	QuantizeQ4K           // krt_quantize_q4_K
-	QuantizeQ5K           // krt_quantize_q5_K
-	QuantizeQ6K           // krt_quantize_q6_K
-	QuantizeQ8K           // krt_quantize_q8_K
-	DequantizeQ8_0        // krt_dequantize_q8_0
-	DequantizeQ5_0        // krt_dequantize_q5_0
-	DequantizeQ4_0        // krt_dequantize_q4_0
-	DequantizeQ4_1        // krt_dequantize_q4_1
-	DequantizeQ5_1        // krt_dequantize_q5_1
-	DequantizeQ4K         // krt_dequantize_q4_K
-	DequantizeQ5K         // krt_dequantize_q5_K
-	DequantizeQ6K         // krt_dequantize_q6_K
-	DequantizeQ8K         // krt_dequantize_q8_K
-	GemvQ8_0              // krt_gemv_q8_0
-	GemvQ5_0              // krt_gemv_q5_0
-	GemvQ4_0              // krt_gemv_q4_0
-	GemvQ5_1              // krt_gemv_q5_1
-	GemvQ4K               // krt_gemv_q4_K
-	GemvQ5K               // krt_gemv_q5_K
-	GemvQ6K               // krt_gemv_q6_K
-	GemvQ8_0F32           // krt_gemv_q8_0_f32
-	GemvQ5_0F32           // krt_gemv_q5_0_f32
-	GemvF32               // krt_gemv_f32
-	GemmQ8_0              // krt_gemm_q8_0
-	GemmQ5_0              // krt_gemm_q5_0
-	GemmQ4_0              // krt_gemm_q4_0
-	GemmQ5_1              // krt_gemm_q5_1
-	GemmQ4K               // krt_gemm_q4_K
-	GemmQ5K               // krt_gemm_q5_K
-	GemmQ6K               // krt_gemm_q6_K
-	RMSNorm               // krt_rmsnorm
-	Softmax               // krt_softmax
-	SwiGLU                // krt_swiglu
-	GeGLU                 // krt_geglu
-	Add                   // krt_add
-	RopeNeoX              // krt_rope_neox
-	RopeNorm              // krt_rope_norm
-	KVAppend              // krt_kv_append
-	Attention             // krt_attention
-	EmbedQ8_0             // krt_embed_q8_0
-	StreamRead            // krt_stream_read
+	QuantizeQ8_0    = iota // krt_quantize_q8_0
+	QuantizeQ5_0           // krt_quantize_q5_0
+	QuantizeQ4_0           // krt_quantize_q4_0
+	QuantizeQ4_1           // krt_quantize_q4_1
+	QuantizeQ5_1           // krt_quantize_q5_1
+	QuantizeQ4K            // krt_quantize_q4_K
+	QuantizeQ5K            // krt_quantize_q5_K
+	QuantizeQ6K            // krt_quantize_q6_K
+	QuantizeQ8K            // krt_quantize_q8_K
+	DequantizeQ8_0         // krt_dequantize_q8_0
+	DequantizeQ5_0         // krt_dequantize_q5_0
+	DequantizeQ4_0         // krt_dequantize_q4_0
+	DequantizeQ4_1         // krt_dequantize_q4_1
+	DequantizeQ5_1         // krt_dequantize_q5_1
+	DequantizeQ4K          // krt_dequantize_q4_K
+	DequantizeQ5K          // krt_dequantize_q5_K
+	DequantizeQ6K          // krt_dequantize_q6_K
+	DequantizeQ8K          // krt_dequantize_q8_K
+	GemvQ8_0               // krt_gemv_q8_0
+	GemvQ5_0               // krt_gemv_q5_0
+	GemvQ4_0               // krt_gemv_q4_0
+	GemvQ5_1               // krt_gemv_q5_1
+	GemvQ4K                // krt_gemv_q4_K
+	GemvQ5K                // krt_gemv_q5_K
+	GemvQ6K                // krt_gemv_q6_K
+	GemvQ8_0F32            // krt_gemv_q8_0_f32
+	GemvQ5_0F32            // krt_gemv_q5_0_f32
+	GemvF32                // krt_gemv_f32
+	GemmQ8_0               // krt_gemm_q8_0
+	GemmQ5_0               // krt_gemm_q5_0
+	GemmQ4_0               // krt_gemm_q4_0
+	GemmQ5_1               // krt_gemm_q5_1
+	GemmQ4K                // krt_gemm_q4_K
+	GemmQ5K                // krt_gemm_q5_K
+	GemmQ6K                // krt_gemm_q6_K
+	RMSNorm                // krt_rmsnorm
+	Softmax                // krt_softmax
+	SwiGLU                 // krt_swiglu
+	GeGLU                  // krt_geglu
+	Add                    // krt_add
+	RopeNeoX               // krt_rope_neox
+	RopeNorm               // krt_rope_norm
+	KVAppend               // krt_kv_append
+	EmbedQ8_0              // krt_embed_q8_0
+	StreamRead             // krt_stream_read
+	KVAppendF16            // krt_kv_append_f16
+	KVAppendQ8_0           // krt_kv_append_q8_0
+	AttnDecodeF32          // krt_attn_decode_f32
+	AttnDecodeF16          // krt_attn_decode_f16
+	AttnDecodeQ8_0         // krt_attn_decode_q8_0
+	AttnMerge              // krt_attn_merge
+	AttnPrefillF32         // krt_attn_prefill_f32
+	AttnPrefillF16         // krt_attn_prefill_f16
+	AttnPrefillQ8_0        // krt_attn_prefill_q8_0
 	// NumKernels is the number of kernel families.
 	NumKernels
 )
@@ -99,9 +107,17 @@ var Names = [NumKernels]string{
 	"rope_neox",
 	"rope_norm",
 	"kv_append",
-	"attention",
 	"embed_q8_0",
 	"stream_read",
+	"kv_append_f16",
+	"kv_append_q8_0",
+	"attn_decode_f32",
+	"attn_decode_f16",
+	"attn_decode_q8_0",
+	"attn_merge",
+	"attn_prefill_f32",
+	"attn_prefill_f16",
+	"attn_prefill_q8_0",
 }
 
 // GoNames are the kernels' Go names (the suffix of the Op constants and kern indices).
@@ -149,21 +165,34 @@ var GoNames = [NumKernels]string{
 	"RopeNeoX",
 	"RopeNorm",
 	"KVAppend",
-	"Attention",
 	"EmbedQ8_0",
 	"StreamRead",
+	"KVAppendF16",
+	"KVAppendQ8_0",
+	"AttnDecodeF32",
+	"AttnDecodeF16",
+	"AttnDecodeQ8_0",
+	"AttnMerge",
+	"AttnPrefillF32",
+	"AttnPrefillF16",
+	"AttnPrefillQ8_0",
 }
 
 // HasScratch says which kernels take a private per-worker scratch buffer.
 var HasScratch = [NumKernels]bool{
-	GemvQ8_0F32: true,
-	GemvQ5_0F32: true,
-	Attention:   true,
+	GemvQ8_0F32:     true,
+	GemvQ5_0F32:     true,
+	AttnDecodeF32:   true,
+	AttnDecodeF16:   true,
+	AttnDecodeQ8_0:  true,
+	AttnPrefillF32:  true,
+	AttnPrefillF16:  true,
+	AttnPrefillQ8_0: true,
 }
 
 // The sizes of Args: the most pointer, int64_t and float scalar parameters of any kernel.
 const (
-	NumP = 4
+	NumP = 5
 	NumI = 7
 	NumF = 1
 )
