@@ -4761,9 +4761,10 @@ DATA LCDATA5<>+0x408(SB)/8, $0x8080808080808080
 DATA LCDATA5<>+0x410(SB)/8, $0x8080808080808080
 DATA LCDATA5<>+0x418(SB)/8, $0x8080808080808080
 DATA LCDATA5<>+0x420(SB)/8, $0x8080808080808080
-GLOBL LCDATA5<>(SB), 8, $1064
+DATA LCDATA5<>+0x428(SB)/8, $0x0000000080808080
+GLOBL LCDATA5<>(SB), 8, $1072
 
-TEXT ·_krt_gemm_q8_0_avx512(SB), $96544-72
+TEXT ·_krt_gemm_q8_0_avx512(SB), $97056-72
 
 	MOVQ y+0(FP), DI
 	MOVQ w+8(FP), SI
@@ -4777,223 +4778,233 @@ TEXT ·_krt_gemm_q8_0_avx512(SB), $96544-72
 	MOVQ SP, BP
 	ADDQ $64, SP
 	ANDQ $-64, SP
-	MOVQ BP, 96472(SP)
-	MOVQ R12, 96464(SP)
-	MOVQ R11, 96456(SP)
-	MOVQ R10, 96448(SP)
+	MOVQ BP, 96984(SP)
+	MOVQ R12, 96976(SP)
+	MOVQ R11, 96968(SP)
+	MOVQ R10, 96960(SP)
 	LEAQ LCDATA5<>(SB), BP
 
+	LONG $0x2444894c; BYTE $0x30 // mov qword ptr [rsp + 48], r8
+	QUAD $0x000001b0248c8948     // mov qword ptr [rsp + 432], rcx
+	QUAD $0x0000014024948948     // mov qword ptr [rsp + 320], rdx
+	WORD $0x8949; BYTE $0xf5     // mov r13, rsi
+	QUAD $0x0000017824bc8948     // mov qword ptr [rsp + 376], rdi
+	QUAD $0x00017ad0249c8b4c     // mov r11, qword ptr [rsp + 96976] /* [rbp + 32] */
+	QUAD $0x00017ac024948b48     // mov rdx, qword ptr [rsp + 96960] /* [rbp + 16] */
+	LONG $0x1f718d49             // lea rsi, [r9 + 31]
+	WORD $0x854d; BYTE $0xc9     // test r9, r9
+	LONG $0xf1490f49             // cmovns rsi, r9
+	LONG $0x05fec148             // sar rsi, 5
+	LONG $0x10fa8348             // cmp rdx, 16
+	QUAD $0x000000b024ac894c     // mov qword ptr [rsp + 176], r13
+	QUAD $0x0000008824b48948     // mov qword ptr [rsp + 136], rsi
+	JG   LBB7_4
+	LONG $0x07428d48             // lea rax, [rdx + 7]
+	LONG $0x0e5a8d48             // lea rbx, [rdx + 14]
+	WORD $0x8548; BYTE $0xc0     // test rax, rax
+	LONG $0xd8490f48             // cmovns rbx, rax
+	WORD $0xc931                 // xor ecx, ecx
+	LONG $0x09fa8348             // cmp rdx, 9
+	WORD $0x9c0f; BYTE $0xc1     // setl cl
+	LONG $0x07e1c148             // shl rcx, 7
+	LONG $0x0e048d48             // lea rax, [rsi + rcx]
+	LONG $0x7fc08348             // add rax, 127
+	LONG $0x80e98348             // sub rcx, -128
+	WORD $0x8948; BYTE $0xc2     // mov rdx, rax
+	LONG $0x20eac148             // shr rdx, 32
+	JE   LBB7_292
+	WORD $0x9948                 // cqo
+	WORD $0xf748; BYTE $0xf9     // idiv rcx
+	WORD $0x8948; BYTE $0xc7     // mov rdi, rax
+	WORD $0x8548; BYTE $0xff     // test rdi, rdi
+	JG   LBB7_293
+	JMP  LBB7_3
+
+LBB7_4:
 	WORD $0x894c; BYTE $0xc8                   // mov rax, r9
-	QUAD $0x00000288248c8948                   // mov qword ptr [rsp + 648], rcx
-	QUAD $0x000000a824948948                   // mov qword ptr [rsp + 168], rdx
-	LONG $0x247c8948; BYTE $0x48               // mov qword ptr [rsp + 72], rdi
-	WORD $0x894d; BYTE $0xc1                   // mov r9, r8
-	QUAD $0x000178d024848b4c                   // mov r8, qword ptr [rsp + 96464] /* [rbp + 32] */
-	LONG $0x1f588d48                           // lea rbx, [rax + 31]
-	WORD $0x8548; BYTE $0xc0                   // test rax, rax
-	LONG $0xd8490f48                           // cmovns rbx, rax
-	LONG $0x05fbc148                           // sar rbx, 5
-	LONG $0x1f4b8d48                           // lea rcx, [rbx + 31]
-	LONG $0x3e538d4c                           // lea r10, [rbx + 62]
+	LONG $0x1f4e8d48                           // lea rcx, [rsi + 31]
+	LONG $0x3e568d48                           // lea rdx, [rsi + 62]
 	WORD $0x8548; BYTE $0xc9                   // test rcx, rcx
-	LONG $0xd1490f4c                           // cmovns r10, rcx
-	QUAD $0x000178c024bc8b48                   // mov rdi, qword ptr [rsp + 96448] /* [rbp + 16] */
-	WORD $0x894c; BYTE $0xc1                   // mov rcx, r8
-	QUAD $0x000178c8248c2b48                   // sub rcx, qword ptr [rsp + 96456] /* [rbp + 24] */
-	LONG $0x04203d48; WORD $0x0000             // cmp rax, 1056
-	LONG $0x000200ba; BYTE $0x00               // mov edx, 512
-	QUAD $0x00000170248c8948                   // mov qword ptr [rsp + 368], rcx
-	LONG $0xd14c0f48                           // cmovl rdx, rcx
-	QUAD $0x0000014024948948                   // mov qword ptr [rsp + 320], rdx
-	LONG $0x7f4f8d48                           // lea rcx, [rdi + 127]
-	WORD $0x8548; BYTE $0xc9                   // test rcx, rcx
-	LONG $0xfe978d48; WORD $0x0000; BYTE $0x00 // lea rdx, [rdi + 254]
 	LONG $0xd1490f48                           // cmovns rdx, rcx
-	WORD $0x8548; BYTE $0xff                   // test rdi, rdi
-	JLE  LBB7_287
-	LONG $0x20f88348                           // cmp rax, 32
-	JL   LBB7_287
-	QUAD $0x000178c824843b4c                   // cmp r8, qword ptr [rsp + 96456] /* [rbp + 24] */
-	JLE  LBB7_287
-	LONG $0x05fac149                           // sar r10, 5
-	QUAD $0x000002702494894c                   // mov qword ptr [rsp + 624], r10
-	LONG $0x07fac148                           // sar rdx, 7
+	WORD $0x8948; BYTE $0xd1                   // mov rcx, rdx
+	QUAD $0x00017ac8249c2b4c                   // sub r11, qword ptr [rsp + 96968] /* [rbp + 24] */
+	LONG $0x20f98149; WORD $0x0004; BYTE $0x00 // cmp r9, 1056
+	LONG $0x000200ba; BYTE $0x00               // mov edx, 512
+	QUAD $0x00000208249c894c                   // mov qword ptr [rsp + 520], r11
+	LONG $0xd34c0f49                           // cmovl rdx, r11
+	QUAD $0x000001d824948948                   // mov qword ptr [rsp + 472], rdx
+	LONG $0x20f98349                           // cmp r9, 32
+	JL   LBB7_3
+	QUAD $0x00017ac824848b48                   // mov rax, qword ptr [rsp + 96968] /* [rbp + 24] */
+	QUAD $0x00017ad024843948                   // cmp qword ptr [rsp + 96976], rax /* [rbp + 32] */
+	JLE  LBB7_3
+	LONG $0x363c8d4c                           // lea r15, [rsi + rsi]
+	LONG $0x76148d48                           // lea rdx, [rsi + 2*rsi]
 	QUAD $0x000000f824948948                   // mov qword ptr [rsp + 248], rdx
-	WORD $0x8949; BYTE $0xdd                   // mov r13, rbx
-	LONG $0x05e5c149                           // shl r13, 5
-	LONG $0x5b048d4c                           // lea r8, [rbx + 2*rbx]
-	QUAD $0x000000009d3c8d4c                   // lea r15, [4*rbx]
-	LONG $0x9b1c8d4c                           // lea r11, [rbx + 4*rbx]
-	QUAD $0x00000000dd048d48                   // lea rax, [8*rbx]
-	LONG $0x244c894c; BYTE $0x60               // mov qword ptr [rsp + 96], r9
-	WORD $0x8949; BYTE $0xc4                   // mov r12, rax
-	WORD $0x8949; BYTE $0xc1                   // mov r9, rax
-	WORD $0x2949; BYTE $0xdc                   // sub r12, rbx
-	QUAD $0x0000010824b48948                   // mov qword ptr [rsp + 264], rsi
-	LONG $0x245c8948; BYTE $0x18               // mov qword ptr [rsp + 24], rbx
-	LONG $0x7f348d4f                           // lea r14, [r15 + 2*r15]
-	LONG $0x24448b48; BYTE $0x18               // mov rax, qword ptr [rsp + 24]
-	LONG $0x80348d4a                           // lea rsi, [rax + 4*r8]
-	LONG $0x24548b48; BYTE $0x18               // mov rdx, qword ptr [rsp + 24]
-	LONG $0x04e2c148                           // shl rdx, 4
-	LONG $0x24542b48; BYTE $0x18               // sub rdx, qword ptr [rsp + 24]
-	LONG $0x24542b48; BYTE $0x18               // sub rdx, qword ptr [rsp + 24]
-	LONG $0x5b0c8d4b                           // lea rcx, [r11 + 2*r11]
-	LONG $0x245c6b48; WORD $0x6618             // imul rbx, qword ptr [rsp + 24], 102
-	QUAD $0x000000f824bc8348; BYTE $0x02       // cmp qword ptr [rsp + 248], 2
-	LONG $0x000001b8; BYTE $0x00               // mov eax, 1
-	QUAD $0x0000f824844d0f48; BYTE $0x00       // cmovge rax, qword ptr [rsp + 248]
-	QUAD $0x0000035824848948                   // mov qword ptr [rsp + 856], rax
-	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
-	LONG $0x05e0c148                           // shl rax, 5
-	LONG $0x48048d48                           // lea rax, [rax + 2*rcx]
-	QUAD $0x000001c824848948                   // mov qword ptr [rsp + 456], rax
-	WORD $0x8948; BYTE $0xd0                   // mov rax, rdx
-	LONG $0x05e0c148                           // shl rax, 5
-	LONG $0x50048d48                           // lea rax, [rax + 2*rdx]
-	QUAD $0x000001c024848948                   // mov qword ptr [rsp + 448], rax
-	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
-	LONG $0x05e0c148                           // shl rax, 5
-	LONG $0x70048d48                           // lea rax, [rax + 2*rsi]
-	QUAD $0x000001b824848948                   // mov qword ptr [rsp + 440], rax
-	WORD $0x894c; BYTE $0xf0                   // mov rax, r14
-	LONG $0x05e0c148                           // shl rax, 5
-	LONG $0x70048d4a                           // lea rax, [rax + 2*r14]
-	QUAD $0x000001b024848948                   // mov qword ptr [rsp + 432], rax
-	LONG $0x247c8b48; BYTE $0x18               // mov rdi, qword ptr [rsp + 24]
-	QUAD $0x0000010824948b4c                   // mov r10, qword ptr [rsp + 264]
-	LONG $0x5f048d4a                           // lea rax, [rdi + 2*r11]
-	WORD $0x8948; BYTE $0xc1                   // mov rcx, rax
-	LONG $0x05e1c148                           // shl rcx, 5
-	LONG $0x41048d48                           // lea rax, [rcx + 2*rax]
-	QUAD $0x000001a824848948                   // mov qword ptr [rsp + 424], rax
-	LONG $0x3f048d48                           // lea rax, [rdi + rdi]
-	LONG $0x800c8d48                           // lea rcx, [rax + 4*rax]
+	QUAD $0x000001e0248c8948                   // mov qword ptr [rsp + 480], rcx
+	QUAD $0x00000000b50c8d4c                   // lea r9, [4*rsi]
+	LONG $0xb6048d48                           // lea rax, [rsi + 4*rsi]
+	QUAD $0x00000000f53c8d48                   // lea rdi, [8*rsi]
+	LONG $0xf6148d4c                           // lea r10, [rsi + 8*rsi]
+	LONG $0xbf348d4f                           // lea r14, [r15 + 4*r15]
+	LONG $0x46048d4c                           // lea r8, [rsi + 2*rax]
+	LONG $0x49348d4b                           // lea rsi, [r9 + 2*r9]
+	QUAD $0x00000088248c8b48                   // mov rcx, qword ptr [rsp + 136]
+	LONG $0x91248d4c                           // lea r12, [rcx + 4*rdx]
+	QUAD $0x00000088248c8b48                   // mov rcx, qword ptr [rsp + 136]
+	LONG $0x04e1c148                           // shl rcx, 4
+	QUAD $0x00000088248c2b48                   // sub rcx, qword ptr [rsp + 136]
+	QUAD $0x00000088248c2b48                   // sub rcx, qword ptr [rsp + 136]
+	LONG $0x40148d48                           // lea rdx, [rax + 2*rax]
+	WORD $0x8948; BYTE $0xd3                   // mov rbx, rdx
+	LONG $0x05e3c148                           // shl rbx, 5
+	LONG $0x53148d48                           // lea rdx, [rbx + 2*rdx]
+	QUAD $0x0000024824948948                   // mov qword ptr [rsp + 584], rdx
 	WORD $0x8948; BYTE $0xca                   // mov rdx, rcx
 	LONG $0x05e2c148                           // shl rdx, 5
 	LONG $0x4a0c8d48                           // lea rcx, [rdx + 2*rcx]
-	QUAD $0x000001a0248c8948                   // mov qword ptr [rsp + 416], rcx
-	LONG $0xff0c8d48                           // lea rcx, [rdi + 8*rdi]
-	WORD $0x8948; BYTE $0xca                   // mov rdx, rcx
-	LONG $0x05e2c148                           // shl rdx, 5
-	LONG $0x4a0c8d48                           // lea rcx, [rdx + 2*rcx]
-	QUAD $0x00000198248c8948                   // mov qword ptr [rsp + 408], rcx
-	WORD $0x894c; BYTE $0xc9                   // mov rcx, r9
-	LONG $0x05e1c148                           // shl rcx, 5
-	LONG $0x490c8d4a                           // lea rcx, [rcx + 2*r9]
-	QUAD $0x00000190248c8948                   // mov qword ptr [rsp + 400], rcx
+	QUAD $0x00000240248c8948                   // mov qword ptr [rsp + 576], rcx
 	WORD $0x894c; BYTE $0xe1                   // mov rcx, r12
 	LONG $0x05e1c148                           // shl rcx, 5
 	LONG $0x610c8d4a                           // lea rcx, [rcx + 2*r12]
-	QUAD $0x00000188248c8948                   // mov qword ptr [rsp + 392], rcx
-	WORD $0x8949; BYTE $0xdc                   // mov r12, rbx
-	LONG $0x400c8d48                           // lea rcx, [rax + 2*rax]
-	WORD $0x8948; BYTE $0xca                   // mov rdx, rcx
-	LONG $0x05e2c148                           // shl rdx, 5
-	LONG $0x4a0c8d48                           // lea rcx, [rdx + 2*rcx]
-	QUAD $0x00000180248c8948                   // mov qword ptr [rsp + 384], rcx
-	WORD $0x894c; BYTE $0xd9                   // mov rcx, r11
+	QUAD $0x00000238248c8948                   // mov qword ptr [rsp + 568], rcx
+	QUAD $0x00000088249c8b4c                   // mov r11, qword ptr [rsp + 136]
+	WORD $0x8948; BYTE $0xf1                   // mov rcx, rsi
 	LONG $0x05e1c148                           // shl rcx, 5
-	LONG $0x590c8d4a                           // lea rcx, [rcx + 2*r11]
-	QUAD $0x00000178248c8948                   // mov qword ptr [rsp + 376], rcx
-	WORD $0x894c; BYTE $0xf9                   // mov rcx, r15
-	LONG $0x05e1c148                           // shl rcx, 5
-	LONG $0x793c8d4e                           // lea r15, [rcx + 2*r15]
-	QUAD $0x000000f8249c8b4c                   // mov r11, qword ptr [rsp + 248]
-	QUAD $0x0000027024b48b48                   // mov rsi, qword ptr [rsp + 624]
-	QUAD $0x000178d024b48b4c                   // mov r14, qword ptr [rsp + 96464] /* [rbp + 32] */
+	LONG $0x710c8d48                           // lea rcx, [rcx + 2*rsi]
+	QUAD $0x00000230248c8948                   // mov qword ptr [rsp + 560], rcx
 	WORD $0x894c; BYTE $0xc1                   // mov rcx, r8
 	LONG $0x05e1c148                           // shl rcx, 5
-	LONG $0x41048d4e                           // lea r8, [rcx + 2*r8]
-	QUAD $0x000000007d0c8d4c                   // lea r9, [2*rdi]
-	WORD $0x014d; BYTE $0xe9                   // add r9, r13
-	LONG $0x487dd262; WORD $0xc17c             // vpbroadcastd zmm0, r9d
-	LONG $0x487df262; WORD $0x4540; BYTE $0x00 // vpmulld zmm0, zmm0, zmmword ptr [rbp + 0] /* [rip + .LCPI7_0] */
+	LONG $0x410c8d4a                           // lea rcx, [rcx + 2*r8]
+	QUAD $0x00000228248c8948                   // mov qword ptr [rsp + 552], rcx
+	WORD $0x894c; BYTE $0xf1                   // mov rcx, r14
+	LONG $0x05e1c148                           // shl rcx, 5
+	LONG $0x710c8d4a                           // lea rcx, [rcx + 2*r14]
+	QUAD $0x00000220248c8948                   // mov qword ptr [rsp + 544], rcx
+	WORD $0x894c; BYTE $0xd1                   // mov rcx, r10
+	LONG $0x05e1c148                           // shl rcx, 5
+	LONG $0x510c8d4a                           // lea rcx, [rcx + 2*r10]
+	QUAD $0x00000218248c8948                   // mov qword ptr [rsp + 536], rcx
+	WORD $0x8948; BYTE $0xf9                   // mov rcx, rdi
+	LONG $0x05e1c148                           // shl rcx, 5
+	LONG $0x790c8d48                           // lea rcx, [rcx + 2*rdi]
+	QUAD $0x00000210248c8948                   // mov qword ptr [rsp + 528], rcx
+	WORD $0x294c; BYTE $0xdf                   // sub rdi, r11
+	WORD $0x8948; BYTE $0xf9                   // mov rcx, rdi
+	LONG $0x05e1c148                           // shl rcx, 5
+	LONG $0x791c8d48                           // lea rbx, [rcx + 2*rdi]
+	LONG $0x7f0c8d4b                           // lea rcx, [r15 + 2*r15]
+	WORD $0x8948; BYTE $0xca                   // mov rdx, rcx
+	LONG $0x05e2c148                           // shl rdx, 5
+	LONG $0x4a3c8d48                           // lea rdi, [rdx + 2*rcx]
 	WORD $0x8948; BYTE $0xc1                   // mov rcx, rax
 	LONG $0x05e1c148                           // shl rcx, 5
-	LONG $0x410c8d48                           // lea rcx, [rcx + 2*rax]
-	QUAD $0x000178c824848b48                   // mov rax, qword ptr [rsp + 96456] /* [rbp + 24] */
-	LONG $0x0a688d4c                           // lea r13, [rax + 10]
-	LONG $0xefaf0f4c                           // imul r13, rdi
-	QUAD $0x0000035024ac894c                   // mov qword ptr [rsp + 848], r13
-	QUAD $0x0000014024948b48                   // mov rdx, qword ptr [rsp + 320]
-	LONG $0xd7af0f48                           // imul rdx, rdi
-	QUAD $0x0000036824948948                   // mov qword ptr [rsp + 872], rdx
-	LONG $0x0b508d48                           // lea rdx, [rax + 11]
-	LONG $0xd7af0f48                           // imul rdx, rdi
-	QUAD $0x0000034824948948                   // mov qword ptr [rsp + 840], rdx
-	LONG $0x0c508d48                           // lea rdx, [rax + 12]
-	LONG $0xd7af0f48                           // imul rdx, rdi
-	QUAD $0x0000034024948948                   // mov qword ptr [rsp + 832], rdx
-	LONG $0x0d508d48                           // lea rdx, [rax + 13]
-	LONG $0xd7af0f48                           // imul rdx, rdi
-	QUAD $0x0000033824948948                   // mov qword ptr [rsp + 824], rdx
-	LONG $0x0e508d48                           // lea rdx, [rax + 14]
-	LONG $0xd7af0f48                           // imul rdx, rdi
-	QUAD $0x0000033024948948                   // mov qword ptr [rsp + 816], rdx
-	LONG $0x0f508d48                           // lea rdx, [rax + 15]
-	LONG $0xd7af0f48                           // imul rdx, rdi
-	QUAD $0x0000032824948948                   // mov qword ptr [rsp + 808], rdx
-	LONG $0x07508d48                           // lea rdx, [rax + 7]
-	LONG $0xd7af0f48                           // imul rdx, rdi
-	QUAD $0x0000032024948948                   // mov qword ptr [rsp + 800], rdx
-	LONG $0x06508d48                           // lea rdx, [rax + 6]
-	LONG $0xd7af0f48                           // imul rdx, rdi
-	QUAD $0x0000031824948948                   // mov qword ptr [rsp + 792], rdx
-	LONG $0x05508d48                           // lea rdx, [rax + 5]
-	LONG $0xd7af0f48                           // imul rdx, rdi
-	QUAD $0x0000031024948948                   // mov qword ptr [rsp + 784], rdx
-	LONG $0x04508d48                           // lea rdx, [rax + 4]
-	LONG $0xd7af0f48                           // imul rdx, rdi
-	QUAD $0x0000030824948948                   // mov qword ptr [rsp + 776], rdx
-	LONG $0x03688d4c                           // lea r13, [rax + 3]
-	WORD $0x8948; BYTE $0xfa                   // mov rdx, rdi
-	QUAD $0x0000030024ac894c                   // mov qword ptr [rsp + 768], r13
-	LONG $0xd5af0f49                           // imul rdx, r13
-	QUAD $0x000002f824948948                   // mov qword ptr [rsp + 760], rdx
-	LONG $0x02688d4c                           // lea r13, [rax + 2]
-	WORD $0x8948; BYTE $0xfa                   // mov rdx, rdi
-	QUAD $0x000002f024ac894c                   // mov qword ptr [rsp + 752], r13
-	LONG $0xd5af0f49                           // imul rdx, r13
-	QUAD $0x000002e824948948                   // mov qword ptr [rsp + 744], rdx
-	LONG $0x09508d48                           // lea rdx, [rax + 9]
-	LONG $0xd7af0f48                           // imul rdx, rdi
-	QUAD $0x000002e024948948                   // mov qword ptr [rsp + 736], rdx
-	LONG $0x01688d4c                           // lea r13, [rax + 1]
-	WORD $0x8948; BYTE $0xfa                   // mov rdx, rdi
-	QUAD $0x000002d824ac894c                   // mov qword ptr [rsp + 728], r13
-	LONG $0xd5af0f49                           // imul rdx, r13
-	QUAD $0x000002d024948948                   // mov qword ptr [rsp + 720], rdx
-	LONG $0x08508d48                           // lea rdx, [rax + 8]
-	LONG $0xd7af0f48                           // imul rdx, rdi
-	QUAD $0x000002c824948948                   // mov qword ptr [rsp + 712], rdx
-	QUAD $0x000001c82494014c                   // add qword ptr [rsp + 456], r10
-	WORD $0x8948; BYTE $0xfa                   // mov rdx, rdi
-	LONG $0xd0af0f48                           // imul rdx, rax
-	QUAD $0x000002c024948948                   // mov qword ptr [rsp + 704], rdx
-	QUAD $0x000001c02494014c                   // add qword ptr [rsp + 448], r10
-	QUAD $0x000001b82494014c                   // add qword ptr [rsp + 440], r10
-	QUAD $0x000001b02494014c                   // add qword ptr [rsp + 432], r10
-	QUAD $0x000001a82494014c                   // add qword ptr [rsp + 424], r10
-	QUAD $0x000001a02494014c                   // add qword ptr [rsp + 416], r10
-	QUAD $0x000001982494014c                   // add qword ptr [rsp + 408], r10
-	QUAD $0x000001902494014c                   // add qword ptr [rsp + 400], r10
-	QUAD $0x000001882494014c                   // add qword ptr [rsp + 392], r10
-	QUAD $0x000001802494014c                   // add qword ptr [rsp + 384], r10
-	QUAD $0x000001782494014c                   // add qword ptr [rsp + 376], r10
-	WORD $0x014d; BYTE $0xd7                   // add r15, r10
-	QUAD $0x000003a024bc894c                   // mov qword ptr [rsp + 928], r15
-	WORD $0x014d; BYTE $0xd0                   // add r8, r10
-	QUAD $0x000003982484894c                   // mov qword ptr [rsp + 920], r8
-	WORD $0x014c; BYTE $0xd1                   // add rcx, r10
-	QUAD $0x00000390248c8948                   // mov qword ptr [rsp + 912], rcx
-	WORD $0x8948; BYTE $0xf8                   // mov rax, rdi
+	LONG $0x41148d4c                           // lea r10, [rcx + 2*rax]
+	WORD $0x894c; BYTE $0xc9                   // mov rcx, r9
+	LONG $0x05e1c148                           // shl rcx, 5
+	LONG $0x490c8d4e                           // lea r9, [rcx + 2*r9]
+	QUAD $0x000001e024b48b4c                   // mov r14, qword ptr [rsp + 480]
+	QUAD $0x000000f824848b48                   // mov rax, qword ptr [rsp + 248]
+	WORD $0x8948; BYTE $0xc1                   // mov rcx, rax
+	LONG $0x05e1c148                           // shl rcx, 5
+	LONG $0x41048d4c                           // lea r8, [rcx + 2*rax]
+	WORD $0x894c; BYTE $0xf9                   // mov rcx, r15
+	LONG $0x05e1c148                           // shl rcx, 5
+	LONG $0x790c8d4a                           // lea rcx, [rcx + 2*r15]
+	LONG $0x05fec149                           // sar r14, 5
+	QUAD $0x00017ac024848b48                   // mov rax, qword ptr [rsp + 96960] /* [rbp + 16] */
+	LONG $0x7f508d48                           // lea rdx, [rax + 127]
+	LONG $0x07eac148                           // shr rdx, 7
+	WORD $0x894c; BYTE $0xd8                   // mov rax, r11
+	LONG $0x05e0c148                           // shl rax, 5
+	LONG $0x583c8d4e                           // lea r15, [rax + 2*r11]
+	LONG $0x487dd262; WORD $0xc77c             // vpbroadcastd zmm0, r15d
+	LONG $0x487df262; WORD $0x4540; BYTE $0x00 // vpmulld zmm0, zmm0, zmmword ptr [rbp + 0] /* [rip + .LCPI7_0] */
+	QUAD $0x00017ac824848b48                   // mov rax, qword ptr [rsp + 96968] /* [rbp + 24] */
+	LONG $0x0a608d4c                           // lea r12, [rax + 10]
+	LONG $0xe3af0f4d                           // imul r12, r11
+	QUAD $0x0000039024a4894c                   // mov qword ptr [rsp + 912], r12
+	QUAD $0x000001d824b48b48                   // mov rsi, qword ptr [rsp + 472]
+	LONG $0xf3af0f49                           // imul rsi, r11
+	QUAD $0x000003a824b48948                   // mov qword ptr [rsp + 936], rsi
+	LONG $0x0b708d48                           // lea rsi, [rax + 11]
+	LONG $0xf3af0f49                           // imul rsi, r11
+	QUAD $0x0000038824b48948                   // mov qword ptr [rsp + 904], rsi
+	LONG $0x0c708d48                           // lea rsi, [rax + 12]
+	LONG $0xf3af0f49                           // imul rsi, r11
+	QUAD $0x0000038024b48948                   // mov qword ptr [rsp + 896], rsi
+	LONG $0x0d708d48                           // lea rsi, [rax + 13]
+	LONG $0xf3af0f49                           // imul rsi, r11
+	QUAD $0x0000037824b48948                   // mov qword ptr [rsp + 888], rsi
+	LONG $0x0e708d48                           // lea rsi, [rax + 14]
+	LONG $0xf3af0f49                           // imul rsi, r11
+	QUAD $0x0000037024b48948                   // mov qword ptr [rsp + 880], rsi
+	LONG $0x0f708d48                           // lea rsi, [rax + 15]
+	LONG $0xf3af0f49                           // imul rsi, r11
+	QUAD $0x0000036824b48948                   // mov qword ptr [rsp + 872], rsi
+	LONG $0x07708d48                           // lea rsi, [rax + 7]
+	LONG $0xf3af0f49                           // imul rsi, r11
+	QUAD $0x0000036024b48948                   // mov qword ptr [rsp + 864], rsi
+	LONG $0x06708d48                           // lea rsi, [rax + 6]
+	LONG $0xf3af0f49                           // imul rsi, r11
+	QUAD $0x0000035824b48948                   // mov qword ptr [rsp + 856], rsi
+	LONG $0x05708d48                           // lea rsi, [rax + 5]
+	LONG $0xf3af0f49                           // imul rsi, r11
+	QUAD $0x0000035024b48948                   // mov qword ptr [rsp + 848], rsi
+	LONG $0x04708d48                           // lea rsi, [rax + 4]
+	LONG $0xf3af0f49                           // imul rsi, r11
+	QUAD $0x0000034824b48948                   // mov qword ptr [rsp + 840], rsi
+	LONG $0x03608d4c                           // lea r12, [rax + 3]
+	WORD $0x894c; BYTE $0xde                   // mov rsi, r11
+	QUAD $0x0000034024a4894c                   // mov qword ptr [rsp + 832], r12
+	LONG $0xf4af0f49                           // imul rsi, r12
+	QUAD $0x0000033824b48948                   // mov qword ptr [rsp + 824], rsi
+	LONG $0x02608d4c                           // lea r12, [rax + 2]
+	WORD $0x894c; BYTE $0xde                   // mov rsi, r11
+	QUAD $0x0000033024a4894c                   // mov qword ptr [rsp + 816], r12
+	LONG $0xf4af0f49                           // imul rsi, r12
+	QUAD $0x0000032824b48948                   // mov qword ptr [rsp + 808], rsi
+	LONG $0x09708d48                           // lea rsi, [rax + 9]
+	LONG $0xf3af0f49                           // imul rsi, r11
+	QUAD $0x0000032024b48948                   // mov qword ptr [rsp + 800], rsi
+	LONG $0x01608d4c                           // lea r12, [rax + 1]
+	WORD $0x894c; BYTE $0xde                   // mov rsi, r11
+	QUAD $0x0000031824a4894c                   // mov qword ptr [rsp + 792], r12
+	LONG $0xf4af0f49                           // imul rsi, r12
+	QUAD $0x0000031024b48948                   // mov qword ptr [rsp + 784], rsi
+	LONG $0x08708d48                           // lea rsi, [rax + 8]
+	LONG $0xf3af0f49                           // imul rsi, r11
+	QUAD $0x0000030824b48948                   // mov qword ptr [rsp + 776], rsi
+	QUAD $0x0000024824ac014c                   // add qword ptr [rsp + 584], r13
+	WORD $0x894c; BYTE $0xde                   // mov rsi, r11
+	LONG $0xf0af0f48                           // imul rsi, rax
+	QUAD $0x0000030024b48948                   // mov qword ptr [rsp + 768], rsi
+	QUAD $0x0000024024ac014c                   // add qword ptr [rsp + 576], r13
+	QUAD $0x0000023824ac014c                   // add qword ptr [rsp + 568], r13
+	QUAD $0x0000023024ac014c                   // add qword ptr [rsp + 560], r13
+	QUAD $0x0000022824ac014c                   // add qword ptr [rsp + 552], r13
+	QUAD $0x0000022024ac014c                   // add qword ptr [rsp + 544], r13
+	QUAD $0x0000021824ac014c                   // add qword ptr [rsp + 536], r13
+	QUAD $0x0000021024ac014c                   // add qword ptr [rsp + 528], r13
+	WORD $0x014c; BYTE $0xeb                   // add rbx, r13
+	QUAD $0x000003f8249c8948                   // mov qword ptr [rsp + 1016], rbx
+	WORD $0x014c; BYTE $0xef                   // add rdi, r13
+	QUAD $0x000003f024bc8948                   // mov qword ptr [rsp + 1008], rdi
+	WORD $0x014d; BYTE $0xea                   // add r10, r13
+	QUAD $0x000003e82494894c                   // mov qword ptr [rsp + 1000], r10
+	WORD $0x014d; BYTE $0xe9                   // add r9, r13
+	QUAD $0x000003e0248c894c                   // mov qword ptr [rsp + 992], r9
+	WORD $0x014d; BYTE $0xe8                   // add r8, r13
+	QUAD $0x000003d82484894c                   // mov qword ptr [rsp + 984], r8
+	WORD $0x014c; BYTE $0xe9                   // add rcx, r13
+	QUAD $0x000003d0248c8948                   // mov qword ptr [rsp + 976], rcx
+	WORD $0x894c; BYTE $0xd8                   // mov rax, r11
 	LONG $0x07e0c148                           // shl rax, 7
-	LONG $0xf8048d48                           // lea rax, [rax + 8*rdi]
-	QUAD $0x0000011824848948                   // mov qword ptr [rsp + 280], rax
-	WORD $0x8948; BYTE $0xf8                   // mov rax, rdi
+	LONG $0xd8048d4a                           // lea rax, [rax + 8*r11]
+	QUAD $0x000000e824848948                   // mov qword ptr [rsp + 232], rax
+	WORD $0x894c; BYTE $0xd8                   // mov rax, r11
 	LONG $0x06e0c148                           // shl rax, 6
-	LONG $0xb83c8d4c                           // lea r15, [rax + 4*rdi]
+	LONG $0x980c8d4e                           // lea r9, [rax + 4*r11]
 	LONG $0x28fe6162; WORD $0x656f; BYTE $0x20 // vmovdqu64 ymm28, ymmword ptr [rbp + 1024] /* [rip + .LCPI7_1] */
 	LONG $0x00150162; WORD $0xedef             // vpxord xmm29, xmm29, xmm29
 	LONG $0x48fef162; WORD $0x5d6f; BYTE $0x01 // vmovdqu64 zmm3, zmmword ptr [rbp + 64] /* [rip + .LCPI7_2] */
@@ -5011,278 +5022,275 @@ TEXT ·_krt_gemm_q8_0_avx512(SB), $96544-72
 	LONG $0x48fe7162; WORD $0x7d6f; BYTE $0x0d // vmovdqu64 zmm15, zmmword ptr [rbp + 832] /* [rip + .LCPI7_15] */
 	LONG $0x48fee162; WORD $0x456f; BYTE $0x0e // vmovdqu64 zmm16, zmmword ptr [rbp + 896] /* [rip + .LCPI7_16] */
 	LONG $0x48fee162; WORD $0x4d6f; BYTE $0x0f // vmovdqu64 zmm17, zmmword ptr [rbp + 960] /* [rip + .LCPI7_17] */
-	LONG $0xff468d48                           // lea rax, [rsi - 1]
-	LONG $0x24448948; BYTE $0x40               // mov qword ptr [rsp + 64], rax
-	LONG $0x244c8b48; BYTE $0x60               // mov rcx, qword ptr [rsp + 96]
+	LONG $0xff468d49                           // lea rax, [r14 - 1]
+	QUAD $0x0000016824848948                   // mov qword ptr [rsp + 360], rax
+	LONG $0x244c8b48; BYTE $0x30               // mov rcx, qword ptr [rsp + 48]
 	LONG $0x09048d48                           // lea rax, [rcx + rcx]
-	LONG $0x24448948; BYTE $0x50               // mov qword ptr [rsp + 80], rax
-	LONG $0x49048d48                           // lea rax, [rcx + 2*rcx]
 	QUAD $0x0000009824848948                   // mov qword ptr [rsp + 152], rax
-	QUAD $0x000000a824848b48                   // mov rax, qword ptr [rsp + 168]
+	LONG $0x49048d4c                           // lea r8, [rcx + 2*rcx]
+	LONG $0x66f36b49                           // imul rsi, r11, 102
+	QUAD $0x0000014024848b48                   // mov rax, qword ptr [rsp + 320]
 	LONG $0x02488d48                           // lea rcx, [rax + 2]
-	QUAD $0x00000378248c8948                   // mov qword ptr [rsp + 888], rcx
-	LONG $0x024a8d49                           // lea rcx, [r10 + 2]
-	QUAD $0x00000388248c8948                   // mov qword ptr [rsp + 904], rcx
-	LONG $0x40cf6948; WORD $0x0004; BYTE $0x00 // imul rcx, rdi, 1088
-	QUAD $0x00000418248c8948                   // mov qword ptr [rsp + 1048], rcx
-	LONG $0x20cf6948; WORD $0x0002; BYTE $0x00 // imul rcx, rdi, 544
+	QUAD $0x000003b8248c8948                   // mov qword ptr [rsp + 952], rcx
+	LONG $0x024d8d49                           // lea rcx, [r13 + 2]
+	QUAD $0x000003c8248c8948                   // mov qword ptr [rsp + 968], rcx
+	LONG $0x40cb6949; WORD $0x0004; BYTE $0x00 // imul rcx, r11, 1088
 	QUAD $0x00000478248c8948                   // mov qword ptr [rsp + 1144], rcx
-	LONG $0x0a0c8d4b                           // lea rcx, [r10 + r9]
-	QUAD $0x00000380248c8948                   // mov qword ptr [rsp + 896], rcx
-	LONG $0xff4a8d49                           // lea rcx, [r10 - 1]
-	QUAD $0x000003b0248c8948                   // mov qword ptr [rsp + 944], rcx
+	LONG $0x20cb6949; WORD $0x0002; BYTE $0x00 // imul rcx, r11, 544
+	LONG $0x244c8948; BYTE $0x10               // mov qword ptr [rsp + 16], rcx
+	LONG $0x2f0c8d4b                           // lea rcx, [r15 + r13]
+	QUAD $0x000003c0248c8948                   // mov qword ptr [rsp + 960], rcx
+	LONG $0xff4d8d49                           // lea rcx, [r13 - 1]
+	QUAD $0x00000408248c8948                   // mov qword ptr [rsp + 1032], rcx
 	LONG $0x1ec08348                           // add rax, 30
-	QUAD $0x0000008824848948                   // mov qword ptr [rsp + 136], rax
+	QUAD $0x0000018824848948                   // mov qword ptr [rsp + 392], rax
 	WORD $0xc031                               // xor eax, eax
-	QUAD $0x000000a024bc894c                   // mov qword ptr [rsp + 160], r15
-	QUAD $0x00000410249c8948                   // mov qword ptr [rsp + 1040], rbx
-	JMP  LBB7_5
-	PCALIGN $16
-
-LBB7_4:
-	QUAD $0x0000036024848b48 // mov rax, qword ptr [rsp + 864]
-	QUAD $0x0000035824843b48 // cmp rax, qword ptr [rsp + 856]
-	JE   LBB7_287
-
-LBB7_5:
-	WORD $0x8949; BYTE $0xc0             // mov r8, rax
-	QUAD $0x0178c02484af0f48; BYTE $0x00 // imul rax, qword ptr [rsp + 96448] /* [rbp + 16] */
-	WORD $0x8948; BYTE $0xc1             // mov rcx, rax
-	WORD $0x094c; BYTE $0xd9             // or rcx, r11
-	LONG $0x20e9c148                     // shr rcx, 32
-	JE   LBB7_7
-	WORD $0x9948                         // cqo
-	WORD $0xf749; BYTE $0xfb             // idiv r11
+	QUAD $0x0000039824948948                   // mov qword ptr [rsp + 920], rdx
+	QUAD $0x000001e024b4894c                   // mov qword ptr [rsp + 480], r14
+	QUAD $0x000000b82484894c                   // mov qword ptr [rsp + 184], r8
+	QUAD $0x0000047024b48948                   // mov qword ptr [rsp + 1136], rsi
+	QUAD $0x00000468248c894c                   // mov qword ptr [rsp + 1128], r9
 	JMP  LBB7_8
 	PCALIGN $16
 
 LBB7_7:
-	WORD $0xd231             // xor edx, edx
-	WORD $0xf741; BYTE $0xf3 // div r11d
+	QUAD $0x0000039824948b48 // mov rdx, qword ptr [rsp + 920]
+	QUAD $0x000003a024848b48 // mov rax, qword ptr [rsp + 928]
+	WORD $0x3948; BYTE $0xd0 // cmp rax, rdx
+	JE   LBB7_3
 
 LBB7_8:
-	LONG $0x24448948; BYTE $0x38         // mov qword ptr [rsp + 56], rax
-	WORD $0x894c; BYTE $0xc0             // mov rax, r8
-	LONG $0x01c08348                     // add rax, 1
-	QUAD $0x0000036024848948             // mov qword ptr [rsp + 864], rax
-	QUAD $0x0178c02484af0f48; BYTE $0x00 // imul rax, qword ptr [rsp + 96448] /* [rbp + 16] */
+	WORD $0x8949; BYTE $0xc2             // mov r10, rax
+	QUAD $0x017ac02484af0f48; BYTE $0x00 // imul rax, qword ptr [rsp + 96960] /* [rbp + 16] */
 	WORD $0x8948; BYTE $0xc1             // mov rcx, rax
-	WORD $0x094c; BYTE $0xd9             // or rcx, r11
+	WORD $0x0948; BYTE $0xd1             // or rcx, rdx
 	LONG $0x20e9c148                     // shr rcx, 32
+	WORD $0x8949; BYTE $0xd0             // mov r8, rdx
 	JE   LBB7_10
 	WORD $0x9948                         // cqo
-	WORD $0xf749; BYTE $0xfb             // idiv r11
-	WORD $0x8949; BYTE $0xc2             // mov r10, rax
+	WORD $0xf749; BYTE $0xf8             // idiv r8
 	JMP  LBB7_11
 	PCALIGN $16
 
 LBB7_10:
 	WORD $0xd231             // xor edx, edx
-	WORD $0xf741; BYTE $0xf3 // div r11d
-	WORD $0x8941; BYTE $0xc2 // mov r10d, eax
+	WORD $0xf741; BYTE $0xf0 // div r8d
 
 LBB7_11:
-	LONG $0x24448b48; BYTE $0x38 // mov rax, qword ptr [rsp + 56]
-	WORD $0x2949; BYTE $0xc2     // sub r10, rax
-	WORD $0x8948; BYTE $0xf9     // mov rcx, rdi
-	LONG $0xc8af0f48             // imul rcx, rax
-	QUAD $0x00000268248c8948     // mov qword ptr [rsp + 616], rcx
-	QUAD $0x0000030024848b48     // mov rax, qword ptr [rsp + 768]
-	QUAD $0x0000026024848948     // mov qword ptr [rsp + 608], rax
-	QUAD $0x000002d824848b48     // mov rax, qword ptr [rsp + 728]
-	QUAD $0x0000025824848948     // mov qword ptr [rsp + 600], rax
-	QUAD $0x000002f024848b48     // mov rax, qword ptr [rsp + 752]
-	QUAD $0x0000025024848948     // mov qword ptr [rsp + 592], rax
-	QUAD $0x000002c024848b48     // mov rax, qword ptr [rsp + 704]
-	QUAD $0x0000024824848948     // mov qword ptr [rsp + 584], rax
-	QUAD $0x000002c824848b48     // mov rax, qword ptr [rsp + 712]
-	QUAD $0x0000024024848948     // mov qword ptr [rsp + 576], rax
-	QUAD $0x000002d024848b48     // mov rax, qword ptr [rsp + 720]
-	QUAD $0x0000023824848948     // mov qword ptr [rsp + 568], rax
-	QUAD $0x000002e024848b48     // mov rax, qword ptr [rsp + 736]
-	QUAD $0x0000023024848948     // mov qword ptr [rsp + 560], rax
-	QUAD $0x000002e824848b48     // mov rax, qword ptr [rsp + 744]
-	QUAD $0x0000022824848948     // mov qword ptr [rsp + 552], rax
-	QUAD $0x000002f824848b48     // mov rax, qword ptr [rsp + 760]
-	QUAD $0x0000022024848948     // mov qword ptr [rsp + 544], rax
-	QUAD $0x0000030824848b48     // mov rax, qword ptr [rsp + 776]
-	QUAD $0x0000021824848948     // mov qword ptr [rsp + 536], rax
-	QUAD $0x0000031024848b48     // mov rax, qword ptr [rsp + 784]
-	QUAD $0x0000021024848948     // mov qword ptr [rsp + 528], rax
-	QUAD $0x0000031824848b48     // mov rax, qword ptr [rsp + 792]
-	QUAD $0x0000020824848948     // mov qword ptr [rsp + 520], rax
-	QUAD $0x0000032024848b48     // mov rax, qword ptr [rsp + 800]
-	QUAD $0x0000020024848948     // mov qword ptr [rsp + 512], rax
-	QUAD $0x0000032824848b48     // mov rax, qword ptr [rsp + 808]
-	QUAD $0x000001f824848948     // mov qword ptr [rsp + 504], rax
-	QUAD $0x0000033024848b48     // mov rax, qword ptr [rsp + 816]
-	QUAD $0x000001f024848948     // mov qword ptr [rsp + 496], rax
-	QUAD $0x0000033824848b48     // mov rax, qword ptr [rsp + 824]
-	QUAD $0x000001e824848948     // mov qword ptr [rsp + 488], rax
-	QUAD $0x0000034024848b48     // mov rax, qword ptr [rsp + 832]
-	QUAD $0x000001e024848948     // mov qword ptr [rsp + 480], rax
-	QUAD $0x0000034824848b48     // mov rax, qword ptr [rsp + 840]
-	QUAD $0x000001d824848948     // mov qword ptr [rsp + 472], rax
-	QUAD $0x0000035024848b48     // mov rax, qword ptr [rsp + 848]
-	QUAD $0x000001d024848948     // mov qword ptr [rsp + 464], rax
-	QUAD $0x0000017024948b48     // mov rdx, qword ptr [rsp + 368]
-	WORD $0xc931                 // xor ecx, ecx
-	QUAD $0x000178c8249c8b48     // mov rbx, qword ptr [rsp + 96456] /* [rbp + 24] */
-	QUAD $0x0000014024848b4c     // mov r8, qword ptr [rsp + 320]
-	LONG $0x2454894c; BYTE $0x68 // mov qword ptr [rsp + 104], r10
-	JMP  LBB7_13
+	LONG $0x24448948; BYTE $0x78         // mov qword ptr [rsp + 120], rax
+	WORD $0x894c; BYTE $0xd0             // mov rax, r10
+	LONG $0x01c08348                     // add rax, 1
+	QUAD $0x000003a024848948             // mov qword ptr [rsp + 928], rax
+	QUAD $0x017ac02484af0f48; BYTE $0x00 // imul rax, qword ptr [rsp + 96960] /* [rbp + 16] */
+	WORD $0x8948; BYTE $0xc1             // mov rcx, rax
+	WORD $0x094c; BYTE $0xc1             // or rcx, r8
+	LONG $0x20e9c148                     // shr rcx, 32
+	JE   LBB7_13
+	WORD $0x9948                         // cqo
+	WORD $0xf749; BYTE $0xf8             // idiv r8
+	WORD $0x8948; BYTE $0xc1             // mov rcx, rax
+	JMP  LBB7_14
 	PCALIGN $16
-
-LBB7_12:
-	LONG $0x01c18348         // add rcx, 1
-	QUAD $0x0000014024848b4c // mov r8, qword ptr [rsp + 320]
-	WORD $0x294c; BYTE $0xc2 // sub rdx, r8
-	QUAD $0x0000036824848b48 // mov rax, qword ptr [rsp + 872]
-	QUAD $0x000001d024840148 // add qword ptr [rsp + 464], rax
-	QUAD $0x000001d824840148 // add qword ptr [rsp + 472], rax
-	QUAD $0x000001e024840148 // add qword ptr [rsp + 480], rax
-	QUAD $0x000001e824840148 // add qword ptr [rsp + 488], rax
-	QUAD $0x000001f024840148 // add qword ptr [rsp + 496], rax
-	QUAD $0x000001f824840148 // add qword ptr [rsp + 504], rax
-	QUAD $0x0000020024840148 // add qword ptr [rsp + 512], rax
-	QUAD $0x0000020824840148 // add qword ptr [rsp + 520], rax
-	QUAD $0x0000021024840148 // add qword ptr [rsp + 528], rax
-	QUAD $0x0000021824840148 // add qword ptr [rsp + 536], rax
-	QUAD $0x0000022024840148 // add qword ptr [rsp + 544], rax
-	QUAD $0x0000022824840148 // add qword ptr [rsp + 552], rax
-	QUAD $0x0000023024840148 // add qword ptr [rsp + 560], rax
-	QUAD $0x0000023824840148 // add qword ptr [rsp + 568], rax
-	QUAD $0x0000024024840148 // add qword ptr [rsp + 576], rax
-	QUAD $0x0000024824840148 // add qword ptr [rsp + 584], rax
-	QUAD $0x000002502484014c // add qword ptr [rsp + 592], r8
-	QUAD $0x000002582484014c // add qword ptr [rsp + 600], r8
-	QUAD $0x000002602484014c // add qword ptr [rsp + 608], r8
-	QUAD $0x0000037024848b48 // mov rax, qword ptr [rsp + 880]
-	WORD $0x8948; BYTE $0xc3 // mov rbx, rax
-	WORD $0x394c; BYTE $0xf0 // cmp rax, r14
-	JGE  LBB7_4
 
 LBB7_13:
-	QUAD $0x000003c0248c8948 // mov qword ptr [rsp + 960], rcx
-	QUAD $0x000003c824948948 // mov qword ptr [rsp + 968], rdx
-	WORD $0x3949; BYTE $0xd0 // cmp r8, rdx
-	LONG $0xd04c0f49         // cmovl rdx, r8
-	QUAD $0x000003a824948948 // mov qword ptr [rsp + 936], rdx
-	WORD $0x894c; BYTE $0xc2 // mov rdx, r8
-	WORD $0x894c; BYTE $0xc0 // mov rax, r8
-	LONG $0xc1af0f48         // imul rax, rcx
-	QUAD $0x00000170248c8b48 // mov rcx, qword ptr [rsp + 368]
-	WORD $0x2948; BYTE $0xc1 // sub rcx, rax
-	WORD $0x3949; BYTE $0xc8 // cmp r8, rcx
-	LONG $0xc84c0f49         // cmovl rcx, r8
-	QUAD $0x00000420248c8948 // mov qword ptr [rsp + 1056], rcx
-	WORD $0x894c; BYTE $0xf0 // mov rax, r14
-	WORD $0x2948; BYTE $0xd8 // sub rax, rbx
-	LONG $0x030c8d4a         // lea rcx, [rbx + r8]
-	WORD $0x394c; BYTE $0xc0 // cmp rax, r8
-	QUAD $0x00000370248c8948 // mov qword ptr [rsp + 880], rcx
-	LONG $0xce4c0f49         // cmovl rcx, r14
-	QUAD $0x00000110248c8948 // mov qword ptr [rsp + 272], rcx
-	WORD $0xc031             // xor eax, eax
-	QUAD $0x00000278249c8948 // mov qword ptr [rsp + 632], rbx
-	JMP  LBB7_15
-	PCALIGN $16
+	WORD $0xd231             // xor edx, edx
+	WORD $0xf741; BYTE $0xf0 // div r8d
+	WORD $0xc189             // mov ecx, eax
 
 LBB7_14:
-	QUAD $0x000003e8248c8b48     // mov rcx, qword ptr [rsp + 1000]
-	WORD $0x8948; BYTE $0xc8     // mov rax, rcx
-	QUAD $0x0000027024b48b48     // mov rsi, qword ptr [rsp + 624]
-	WORD $0x3948; BYTE $0xf1     // cmp rcx, rsi
-	QUAD $0x000178d024b48b4c     // mov r14, qword ptr [rsp + 96464] /* [rbp + 32] */
-	LONG $0x247c8b48; BYTE $0x18 // mov rdi, qword ptr [rsp + 24]
-	QUAD $0x000000f8249c8b4c     // mov r11, qword ptr [rsp + 248]
-	LONG $0x24548b4c; BYTE $0x68 // mov r10, qword ptr [rsp + 104]
-	QUAD $0x000003c824948b48     // mov rdx, qword ptr [rsp + 968]
-	QUAD $0x000003c0248c8b48     // mov rcx, qword ptr [rsp + 960]
-	JE   LBB7_12
+	LONG $0x24448b48; BYTE $0x78 // mov rax, qword ptr [rsp + 120]
+	WORD $0x2948; BYTE $0xc1     // sub rcx, rax
+	LONG $0x244c8948; BYTE $0x18 // mov qword ptr [rsp + 24], rcx
+	WORD $0x894c; BYTE $0xd9     // mov rcx, r11
+	LONG $0xc8af0f48             // imul rcx, rax
+	QUAD $0x000002e8248c8948     // mov qword ptr [rsp + 744], rcx
+	QUAD $0x0000034024848b48     // mov rax, qword ptr [rsp + 832]
+	QUAD $0x000002e024848948     // mov qword ptr [rsp + 736], rax
+	QUAD $0x0000031824848b48     // mov rax, qword ptr [rsp + 792]
+	QUAD $0x000002d824848948     // mov qword ptr [rsp + 728], rax
+	QUAD $0x0000033024848b48     // mov rax, qword ptr [rsp + 816]
+	QUAD $0x000002d024848948     // mov qword ptr [rsp + 720], rax
+	QUAD $0x0000030024848b48     // mov rax, qword ptr [rsp + 768]
+	QUAD $0x000002c824848948     // mov qword ptr [rsp + 712], rax
+	QUAD $0x0000030824848b48     // mov rax, qword ptr [rsp + 776]
+	QUAD $0x000002c024848948     // mov qword ptr [rsp + 704], rax
+	QUAD $0x0000031024848b48     // mov rax, qword ptr [rsp + 784]
+	QUAD $0x000002b824848948     // mov qword ptr [rsp + 696], rax
+	QUAD $0x0000032024848b48     // mov rax, qword ptr [rsp + 800]
+	QUAD $0x000002b024848948     // mov qword ptr [rsp + 688], rax
+	QUAD $0x0000032824848b48     // mov rax, qword ptr [rsp + 808]
+	QUAD $0x000002a824848948     // mov qword ptr [rsp + 680], rax
+	QUAD $0x0000033824848b48     // mov rax, qword ptr [rsp + 824]
+	QUAD $0x000002a024848948     // mov qword ptr [rsp + 672], rax
+	QUAD $0x0000034824848b48     // mov rax, qword ptr [rsp + 840]
+	QUAD $0x0000029824848948     // mov qword ptr [rsp + 664], rax
+	QUAD $0x0000035024848b48     // mov rax, qword ptr [rsp + 848]
+	QUAD $0x0000029024848948     // mov qword ptr [rsp + 656], rax
+	QUAD $0x0000035824848b48     // mov rax, qword ptr [rsp + 856]
+	QUAD $0x0000028824848948     // mov qword ptr [rsp + 648], rax
+	QUAD $0x0000036024848b48     // mov rax, qword ptr [rsp + 864]
+	QUAD $0x0000028024848948     // mov qword ptr [rsp + 640], rax
+	QUAD $0x0000036824848b48     // mov rax, qword ptr [rsp + 872]
+	QUAD $0x0000027824848948     // mov qword ptr [rsp + 632], rax
+	QUAD $0x0000037024848b48     // mov rax, qword ptr [rsp + 880]
+	QUAD $0x0000027024848948     // mov qword ptr [rsp + 624], rax
+	QUAD $0x0000037824848b48     // mov rax, qword ptr [rsp + 888]
+	QUAD $0x0000026824848948     // mov qword ptr [rsp + 616], rax
+	QUAD $0x0000038024848b48     // mov rax, qword ptr [rsp + 896]
+	QUAD $0x0000026024848948     // mov qword ptr [rsp + 608], rax
+	QUAD $0x0000038824848b48     // mov rax, qword ptr [rsp + 904]
+	QUAD $0x0000025824848948     // mov qword ptr [rsp + 600], rax
+	QUAD $0x0000039024848b48     // mov rax, qword ptr [rsp + 912]
+	QUAD $0x0000025024848948     // mov qword ptr [rsp + 592], rax
+	QUAD $0x0000020824948b48     // mov rdx, qword ptr [rsp + 520]
+	WORD $0x3145; BYTE $0xe4     // xor r12d, r12d
+	QUAD $0x00017ac824bc8b48     // mov rdi, qword ptr [rsp + 96968] /* [rbp + 24] */
+	QUAD $0x00017ad0248c8b48     // mov rcx, qword ptr [rsp + 96976] /* [rbp + 32] */
+	QUAD $0x000001d824948b4c     // mov r10, qword ptr [rsp + 472]
+	JMP  LBB7_16
+	PCALIGN $16
 
 LBB7_15:
-	LONG $0x24448948; BYTE $0x78 // mov qword ptr [rsp + 120], rax
-	LONG $0xc7af0f48             // imul rax, rdi
-	WORD $0x8948; BYTE $0xc1     // mov rcx, rax
-	WORD $0x0948; BYTE $0xf1     // or rcx, rsi
-	WORD $0x8949; BYTE $0xf8     // mov r8, rdi
-	LONG $0x20e9c148             // shr rcx, 32
-	JE   LBB7_17
-	WORD $0x9948                 // cqo
-	WORD $0xf748; BYTE $0xfe     // idiv rsi
-	WORD $0x8949; BYTE $0xc6     // mov r14, rax
+	LONG $0x01c48349         // add r12, 1
+	QUAD $0x000001d824948b4c // mov r10, qword ptr [rsp + 472]
+	WORD $0x294c; BYTE $0xd2 // sub rdx, r10
+	QUAD $0x000003a824848b48 // mov rax, qword ptr [rsp + 936]
+	QUAD $0x0000025024840148 // add qword ptr [rsp + 592], rax
+	QUAD $0x0000025824840148 // add qword ptr [rsp + 600], rax
+	QUAD $0x0000026024840148 // add qword ptr [rsp + 608], rax
+	QUAD $0x0000026824840148 // add qword ptr [rsp + 616], rax
+	QUAD $0x0000027024840148 // add qword ptr [rsp + 624], rax
+	QUAD $0x0000027824840148 // add qword ptr [rsp + 632], rax
+	QUAD $0x0000028024840148 // add qword ptr [rsp + 640], rax
+	QUAD $0x0000028824840148 // add qword ptr [rsp + 648], rax
+	QUAD $0x0000029024840148 // add qword ptr [rsp + 656], rax
+	QUAD $0x0000029824840148 // add qword ptr [rsp + 664], rax
+	QUAD $0x000002a024840148 // add qword ptr [rsp + 672], rax
+	QUAD $0x000002a824840148 // add qword ptr [rsp + 680], rax
+	QUAD $0x000002b024840148 // add qword ptr [rsp + 688], rax
+	QUAD $0x000002b824840148 // add qword ptr [rsp + 696], rax
+	QUAD $0x000002c024840148 // add qword ptr [rsp + 704], rax
+	QUAD $0x000002c824840148 // add qword ptr [rsp + 712], rax
+	QUAD $0x000002d02494014c // add qword ptr [rsp + 720], r10
+	QUAD $0x000002d82494014c // add qword ptr [rsp + 728], r10
+	QUAD $0x000002e02494014c // add qword ptr [rsp + 736], r10
+	QUAD $0x000003b024848b48 // mov rax, qword ptr [rsp + 944]
+	WORD $0x8948; BYTE $0xc7 // mov rdi, rax
+	QUAD $0x00017ad0248c8b48 // mov rcx, qword ptr [rsp + 96976] /* [rbp + 32] */
+	WORD $0x3948; BYTE $0xc8 // cmp rax, rcx
+	JGE  LBB7_7
+
+LBB7_16:
+	QUAD $0x0000041824a4894c // mov qword ptr [rsp + 1048], r12
+	QUAD $0x0000042024948948 // mov qword ptr [rsp + 1056], rdx
+	WORD $0x3949; BYTE $0xd2 // cmp r10, rdx
+	LONG $0xd24c0f49         // cmovl rdx, r10
+	QUAD $0x0000040024948948 // mov qword ptr [rsp + 1024], rdx
+	WORD $0x894c; BYTE $0xd2 // mov rdx, r10
+	WORD $0x894c; BYTE $0xd0 // mov rax, r10
+	LONG $0xc4af0f49         // imul rax, r12
+	QUAD $0x00000208249c8b48 // mov rbx, qword ptr [rsp + 520]
+	WORD $0x2948; BYTE $0xc3 // sub rbx, rax
+	WORD $0x3949; BYTE $0xda // cmp r10, rbx
+	LONG $0xda4c0f49         // cmovl rbx, r10
+	QUAD $0x000001f0249c8948 // mov qword ptr [rsp + 496], rbx
+	WORD $0x8948; BYTE $0xc8 // mov rax, rcx
+	WORD $0x2948; BYTE $0xf8 // sub rax, rdi
+	LONG $0x171c8d4a         // lea rbx, [rdi + r10]
+	WORD $0x394c; BYTE $0xd0 // cmp rax, r10
+	QUAD $0x000003b0249c8948 // mov qword ptr [rsp + 944], rbx
+	WORD $0x8949; BYTE $0xda // mov r10, rbx
+	LONG $0xd14c0f4c         // cmovl r10, rcx
+	WORD $0xdb31             // xor ebx, ebx
+	QUAD $0x000002f024bc8948 // mov qword ptr [rsp + 752], rdi
+	QUAD $0x000001182494894c // mov qword ptr [rsp + 280], r10
 	JMP  LBB7_18
 	PCALIGN $16
 
 LBB7_17:
-	WORD $0xd231             // xor edx, edx
-	WORD $0xf6f7             // div esi
-	WORD $0x8941; BYTE $0xc6 // mov r14d, eax
+	QUAD $0x0000044024848b48 // mov rax, qword ptr [rsp + 1088]
+	WORD $0x8948; BYTE $0xc3 // mov rbx, rax
+	QUAD $0x000001e024b48b4c // mov r14, qword ptr [rsp + 480]
+	WORD $0x394c; BYTE $0xf0 // cmp rax, r14
+	QUAD $0x00000088249c8b4c // mov r11, qword ptr [rsp + 136]
+	QUAD $0x0000042024948b48 // mov rdx, qword ptr [rsp + 1056]
+	QUAD $0x0000041824a48b4c // mov r12, qword ptr [rsp + 1048]
+	JE   LBB7_15
 
 LBB7_18:
-	LONG $0x24448b48; BYTE $0x78 // mov rax, qword ptr [rsp + 120]
-	LONG $0x01508d48             // lea rdx, [rax + 1]
-	WORD $0x8948; BYTE $0xd0     // mov rax, rdx
-	LONG $0xc0af0f49             // imul rax, r8
-	WORD $0x8948; BYTE $0xc1     // mov rcx, rax
-	WORD $0x0948; BYTE $0xf1     // or rcx, rsi
-	LONG $0x20e9c148             // shr rcx, 32
-	QUAD $0x000003e824948948     // mov qword ptr [rsp + 1000], rdx
+	WORD $0x8948; BYTE $0xd8 // mov rax, rbx
+	LONG $0xc3af0f49         // imul rax, r11
+	WORD $0x8948; BYTE $0xc1 // mov rcx, rax
+	WORD $0x094c; BYTE $0xf1 // or rcx, r14
+	LONG $0x20e9c148         // shr rcx, 32
 	JE   LBB7_20
-	WORD $0x9948                 // cqo
-	WORD $0xf748; BYTE $0xfe     // idiv rsi
-	WORD $0x8949; BYTE $0xc3     // mov r11, rax
+	WORD $0x9948             // cqo
+	WORD $0xf749; BYTE $0xfe // idiv r14
 	JMP  LBB7_21
 	PCALIGN $16
 
 LBB7_20:
 	WORD $0xd231             // xor edx, edx
-	WORD $0xf6f7             // div esi
-	WORD $0x8941; BYTE $0xc3 // mov r11d, eax
+	WORD $0xf741; BYTE $0xf6 // div r14d
 
 LBB7_21:
-	WORD    $0x894c; BYTE $0xdb     // mov rbx, r11
-	WORD    $0x294c; BYTE $0xf3     // sub rbx, r14
-	WORD    $0x854d; BYTE $0xd2     // test r10, r10
-	LONG    $0x2474894c; BYTE $0x30 // mov qword ptr [rsp + 48], r14
-	QUAD    $0x00000100249c894c     // mov qword ptr [rsp + 256], r11
-	LONG    $0x245c8948; BYTE $0x20 // mov qword ptr [rsp + 32], rbx
-	JLE     LBB7_46
-	WORD    $0x8548; BYTE $0xdb     // test rbx, rbx
-	JLE     LBB7_46
-	QUAD    $0x0000026824848b48     // mov rax, qword ptr [rsp + 616]
-	WORD    $0x014c; BYTE $0xf0     // add rax, r14
-	WORD    $0x8948; BYTE $0xc1     // mov rcx, rax
-	LONG    $0x05e1c148             // shl rcx, 5
-	LONG    $0x412c8d4c             // lea r13, [rcx + 2*rax]
-	QUAD    $0x000000a824848b48     // mov rax, qword ptr [rsp + 168]
-	LONG    $0x28348d4a             // lea rsi, [rax + r13]
-	QUAD    $0x0000037824ac034c     // add r13, qword ptr [rsp + 888]
-	QUAD    $0x0000048024bc8d48     // lea rdi, [rsp + 1152]
-	QUAD    $0x0000448024848d48     // lea rax, [rsp + 17536]
-	QUAD    $0x0000008024848948     // mov qword ptr [rsp + 128], rax
-	WORD    $0xc031                 // xor eax, eax
-	QUAD    $0x000000b024848948     // mov qword ptr [rsp + 176], rax
+	QUAD $0x000000c824848948 // mov qword ptr [rsp + 200], rax
+	LONG $0x01438d48         // lea rax, [rbx + 1]
+	QUAD $0x0000044024848948 // mov qword ptr [rsp + 1088], rax
+	LONG $0xc3af0f49         // imul rax, r11
+	WORD $0x8948; BYTE $0xc1 // mov rcx, rax
+	WORD $0x094c; BYTE $0xf1 // or rcx, r14
+	LONG $0x20e9c148         // shr rcx, 32
+	JE   LBB7_23
+	WORD $0x9948             // cqo
+	WORD $0xf749; BYTE $0xfe // idiv r14
+	JMP  LBB7_24
 	PCALIGN $16
+
+LBB7_23:
+	WORD $0xd231             // xor edx, edx
+	WORD $0xf741; BYTE $0xf6 // div r14d
 
 LBB7_24:
-	LONG $0x10fb8348         // cmp rbx, 16
-	QUAD $0x0000015024ac894c // mov qword ptr [rsp + 336], r13
-	QUAD $0x000000e024bc8948 // mov qword ptr [rsp + 224], rdi
-	JGE  LBB7_26
-	WORD $0x3145; BYTE $0xed // xor r13d, r13d
-	QUAD $0x0000008024bc8b48 // mov rdi, qword ptr [rsp + 128]
-	JMP  LBB7_28
-	PCALIGN $16
-
-LBB7_26:
-	WORD    $0x8948; BYTE $0xf0 // mov rax, rsi
-	WORD    $0x3145; BYTE $0xed // xor r13d, r13d
-	QUAD    $0x0000008024bc8b48 // mov rdi, qword ptr [rsp + 128]
+	QUAD    $0x000001e824848948       // mov qword ptr [rsp + 488], rax
+	WORD    $0x8949; BYTE $0xc4       // mov r12, rax
+	QUAD    $0x000000c824b48b4c       // mov r14, qword ptr [rsp + 200]
+	WORD    $0x294d; BYTE $0xf4       // sub r12, r14
+	LONG    $0x247c8348; WORD $0x0018 // cmp qword ptr [rsp + 24], 0
+	LONG    $0x245c8948; BYTE $0x60   // mov qword ptr [rsp + 96], rbx
+	LONG    $0x2464894c; BYTE $0x48   // mov qword ptr [rsp + 72], r12
+	JLE     LBB7_50
+	WORD    $0x854d; BYTE $0xe4       // test r12, r12
+	JLE     LBB7_50
+	QUAD    $0x000002e824848b48       // mov rax, qword ptr [rsp + 744]
+	WORD    $0x014c; BYTE $0xf0       // add rax, r14
+	WORD    $0x8948; BYTE $0xc1       // mov rcx, rax
+	LONG    $0x05e1c148               // shl rcx, 5
+	LONG    $0x410c8d48               // lea rcx, [rcx + 2*rax]
+	QUAD    $0x0000014024848b48       // mov rax, qword ptr [rsp + 320]
+	LONG    $0x081c8d4c               // lea r11, [rax + rcx]
+	QUAD    $0x000003b8248c0348       // add rcx, qword ptr [rsp + 952]
+	QUAD    $0x000000e0248c8948       // mov qword ptr [rsp + 224], rcx
+	QUAD    $0x0000068024848d48       // lea rax, [rsp + 1664]
+	LONG    $0x24448948; BYTE $0x28   // mov qword ptr [rsp + 40], rax
+	QUAD    $0x00004680249c8d48       // lea rbx, [rsp + 18048]
+	WORD    $0xc031                   // xor eax, eax
+	QUAD    $0x0000009024848948       // mov qword ptr [rsp + 144], rax
 	PCALIGN $16
 
 LBB7_27:
+	LONG $0x10fc8349         // cmp r12, 16
+	JGE  LBB7_29
+	WORD $0x3145; BYTE $0xed // xor r13d, r13d
+	JMP  LBB7_31
+	PCALIGN $16
+
+LBB7_29:
+	WORD    $0x894c; BYTE $0xd8 // mov rax, r11
+	WORD    $0x3145; BYTE $0xed // xor r13d, r13d
+	PCALIGN $16
+
+LBB7_30:
 	LONG $0x1088b70f; WORD $0x0001; BYTE $0x00 // movzx ecx, word ptr [rax + 272]
 	LONG $0xc96ef9c5                           // vmovd xmm1, ecx
 	LONG $0x3288b70f; WORD $0x0001; BYTE $0x00 // movzx ecx, word ptr [rax + 306]
@@ -5320,676 +5328,671 @@ LBB7_27:
 	LONG $0x487df262; WORD $0xc913             // vcvtph2ps zmm1, ymm1
 	LONG $0x4874f162; WORD $0xd15c             // vsubps zmm2, zmm1, zmm1
 	LONG $0x486cf162; WORD $0xc958             // vaddps zmm1, zmm2, zmm1
-	LONG $0x487cb162; WORD $0x0c29; BYTE $0xaf // vmovaps zmmword ptr [rdi + 4*r13], zmm1
+	LONG $0x487cb162; WORD $0x0c29; BYTE $0xab // vmovaps zmmword ptr [rbx + 4*r13], zmm1
 	LONG $0x10c58349                           // add r13, 16
 	LONG $0x02200548; WORD $0x0000             // add rax, 544
 	LONG $0x20c18348                           // add rcx, 32
-	WORD $0x3948; BYTE $0xd9                   // cmp rcx, rbx
-	JLE  LBB7_27
+	WORD $0x394c; BYTE $0xe1                   // cmp rcx, r12
+	JLE  LBB7_30
 
-LBB7_28:
-	WORD $0x3949; BYTE $0xdd     // cmp r13, rbx
-	QUAD $0x000000b824b48948     // mov qword ptr [rsp + 184], rsi
-	JGE  LBB7_43
-	WORD $0x894c; BYTE $0xd9     // mov rcx, r11
-	WORD $0x294c; BYTE $0xf1     // sub rcx, r14
-	WORD $0x294c; BYTE $0xe9     // sub rcx, r13
-	LONG $0x08f98348             // cmp rcx, 8
-	JB   LBB7_41
-	LONG $0x24448b48; BYTE $0x38 // mov rax, qword ptr [rsp + 56]
-	LONG $0x244c8948; BYTE $0x70 // mov qword ptr [rsp + 112], rcx
-	QUAD $0x000000b0248c8b48     // mov rcx, qword ptr [rsp + 176]
-	WORD $0x0148; BYTE $0xc8     // add rax, rcx
-	LONG $0xc0af0f49             // imul rax, r8
-	WORD $0x014c; BYTE $0xf0     // add rax, r14
-	WORD $0x8948; BYTE $0xc1     // mov rcx, rax
-	LONG $0x05e1c148             // shl rcx, 5
-	LONG $0x411c8d4c             // lea r11, [rcx + 2*rax]
-	LONG $0x24448b48; BYTE $0x70 // mov rax, qword ptr [rsp + 112]
-	QUAD $0x000000a8249c034c     // add r11, qword ptr [rsp + 168]
-	LONG $0x10f88348             // cmp rax, 16
-	JAE  LBB7_32
-	WORD $0xc931                 // xor ecx, ecx
-	JMP  LBB7_38
-
-LBB7_32:
-	WORD    $0x8948; BYTE $0xc1 // mov rcx, rax
-	LONG    $0xf0e18348         // and rcx, -16
-	WORD    $0x894c; BYTE $0xe8 // mov rax, r13
-	LONG    $0x05e0c148         // shl rax, 5
-	WORD    $0x894d; BYTE $0xd8 // mov r8, r11
-	LONG    $0x68148d4a         // lea rdx, [rax + 2*r13]
-	WORD    $0x0148; BYTE $0xf2 // add rdx, rsi
-	WORD    $0x894c; BYTE $0xeb // mov rbx, r13
-	QUAD    $0x00000090248c8948 // mov qword ptr [rsp + 144], rcx
-	WORD    $0x8948; BYTE $0xc8 // mov rax, rcx
+LBB7_31:
+	WORD $0x394d; BYTE $0xe5     // cmp r13, r12
+	WORD $0x894c; BYTE $0xe2     // mov rdx, r12
+	QUAD $0x000000a8249c894c     // mov qword ptr [rsp + 168], r11
+	QUAD $0x000000f8249c8948     // mov qword ptr [rsp + 248], rbx
+	JGE  LBB7_47
+	QUAD $0x000001e824948b48     // mov rdx, qword ptr [rsp + 488]
+	WORD $0x294c; BYTE $0xf2     // sub rdx, r14
+	WORD $0x294c; BYTE $0xea     // sub rdx, r13
+	LONG $0x08fa8348             // cmp rdx, 8
+	JAE  LBB7_34
+	LONG $0x24548b48; BYTE $0x48 // mov rdx, qword ptr [rsp + 72]
+	JMP  LBB7_45
 	PCALIGN $16
 
-LBB7_33:
-	LONG $0x24448948; BYTE $0x08               // mov qword ptr [rsp + 8], rax
-	QUAD $0x000000d024948948                   // mov qword ptr [rsp + 208], rdx
-	WORD $0x8949; BYTE $0xde                   // mov r14, rbx
-	LONG $0x01ce8349                           // or r14, 1
-	WORD $0x8949; BYTE $0xda                   // mov r10, rbx
-	LONG $0x02ca8349                           // or r10, 2
-	WORD $0x8948; BYTE $0xd8                   // mov rax, rbx
-	LONG $0x03c88348                           // or rax, 3
-	WORD $0x8948; BYTE $0xd9                   // mov rcx, rbx
-	LONG $0x04c98348                           // or rcx, 4
-	WORD $0x8948; BYTE $0xde                   // mov rsi, rbx
-	LONG $0x05ce8348                           // or rsi, 5
-	WORD $0x8948; BYTE $0xda                   // mov rdx, rbx
-	LONG $0x08ca8348                           // or rdx, 8
-	WORD $0x8948; BYTE $0xdf                   // mov rdi, rbx
-	LONG $0x09cf8348                           // or rdi, 9
-	QUAD $0x0000012024bc8948                   // mov qword ptr [rsp + 288], rdi
-	WORD $0x8948; BYTE $0xdf                   // mov rdi, rbx
-	LONG $0x0acf8348                           // or rdi, 10
+LBB7_34:
+	LONG $0x24448b48; BYTE $0x78         // mov rax, qword ptr [rsp + 120]
+	QUAD $0x00000090248c8b48             // mov rcx, qword ptr [rsp + 144]
+	WORD $0x0148; BYTE $0xc8             // add rax, rcx
+	QUAD $0x0000882484af0f48; BYTE $0x00 // imul rax, qword ptr [rsp + 136]
+	WORD $0x014c; BYTE $0xf0             // add rax, r14
+	WORD $0x8948; BYTE $0xc1             // mov rcx, rax
+	LONG $0x05e1c148                     // shl rcx, 5
+	LONG $0x41248d4c                     // lea r12, [rcx + 2*rax]
+	QUAD $0x0000014024a4034c             // add r12, qword ptr [rsp + 320]
+	LONG $0x10fa8348                     // cmp rdx, 16
+	QUAD $0x000000d824948948             // mov qword ptr [rsp + 216], rdx
+	JAE  LBB7_36
+	WORD $0xc931                         // xor ecx, ecx
+	JMP  LBB7_42
+
+LBB7_36:
+	LONG    $0xf0e28348         // and rdx, -16
+	WORD    $0x894c; BYTE $0xe8 // mov rax, r13
+	LONG    $0x05e0c148         // shl rax, 5
+	LONG    $0x683c8d4a         // lea rdi, [rax + 2*r13]
+	WORD    $0x014c; BYTE $0xdf // add rdi, r11
+	WORD    $0x894d; BYTE $0xee // mov r14, r13
+	QUAD    $0x0000011024948948 // mov qword ptr [rsp + 272], rdx
+	PCALIGN $16
+
+LBB7_37:
+	QUAD $0x0000010824948948                   // mov qword ptr [rsp + 264], rdx
 	QUAD $0x0000012824bc8948                   // mov qword ptr [rsp + 296], rdi
-	WORD $0x8948; BYTE $0xdf                   // mov rdi, rbx
-	LONG $0x0bcf8348                           // or rdi, 11
-	QUAD $0x0000013024bc8948                   // mov qword ptr [rsp + 304], rdi
-	WORD $0x8948; BYTE $0xdf                   // mov rdi, rbx
-	LONG $0x0ccf8348                           // or rdi, 12
-	QUAD $0x0000013824bc8948                   // mov qword ptr [rsp + 312], rdi
-	WORD $0x8948; BYTE $0xdf                   // mov rdi, rbx
-	LONG $0x0dcf8348                           // or rdi, 13
-	QUAD $0x0000015824bc8948                   // mov qword ptr [rsp + 344], rdi
-	WORD $0x8948; BYTE $0xdf                   // mov rdi, rbx
-	LONG $0x0ecf8348                           // or rdi, 14
-	QUAD $0x0000016024bc8948                   // mov qword ptr [rsp + 352], rdi
-	WORD $0x894d; BYTE $0xf3                   // mov r11, r14
+	WORD $0x894c; BYTE $0xf0                   // mov rax, r14
+	LONG $0x01c88348                           // or rax, 1
+	WORD $0x894d; BYTE $0xf2                   // mov r10, r14
+	LONG $0x02ca8349                           // or r10, 2
+	WORD $0x894c; BYTE $0xf2                   // mov rdx, r14
+	LONG $0x03ca8348                           // or rdx, 3
+	WORD $0x894d; BYTE $0xf0                   // mov r8, r14
+	LONG $0x04c88349                           // or r8, 4
+	WORD $0x894c; BYTE $0xf7                   // mov rdi, r14
+	LONG $0x05cf8348                           // or rdi, 5
+	WORD $0x894c; BYTE $0xf1                   // mov rcx, r14
+	LONG $0x08c98348                           // or rcx, 8
+	QUAD $0x00000130248c8948                   // mov qword ptr [rsp + 304], rcx
+	WORD $0x894c; BYTE $0xf1                   // mov rcx, r14
+	LONG $0x09c98348                           // or rcx, 9
+	QUAD $0x000000f0248c8948                   // mov qword ptr [rsp + 240], rcx
+	WORD $0x894c; BYTE $0xf1                   // mov rcx, r14
+	LONG $0x0ac98348                           // or rcx, 10
+	LONG $0x244c8948; BYTE $0x68               // mov qword ptr [rsp + 104], rcx
+	WORD $0x894c; BYTE $0xf1                   // mov rcx, r14
+	LONG $0x0bc98348                           // or rcx, 11
+	LONG $0x244c8948; BYTE $0x70               // mov qword ptr [rsp + 112], rcx
+	WORD $0x894c; BYTE $0xf1                   // mov rcx, r14
+	LONG $0x0cc98348                           // or rcx, 12
+	QUAD $0x000000a0248c8948                   // mov qword ptr [rsp + 160], rcx
+	WORD $0x894c; BYTE $0xf1                   // mov rcx, r14
+	LONG $0x0dc98348                           // or rcx, 13
+	LONG $0x244c8948; BYTE $0x40               // mov qword ptr [rsp + 64], rcx
+	WORD $0x894c; BYTE $0xf1                   // mov rcx, r14
+	LONG $0x0ec98348                           // or rcx, 14
+	LONG $0x244c8948; BYTE $0x20               // mov qword ptr [rsp + 32], rcx
+	WORD $0x8949; BYTE $0xc3                   // mov r11, rax
 	LONG $0x05e3c149                           // shl r11, 5
-	LONG $0x733c8d4b                           // lea rdi, [r11 + 2*r14]
-	QUAD $0x000000c824bc8948                   // mov qword ptr [rsp + 200], rdi
-	WORD $0x894c; BYTE $0xd7                   // mov rdi, r10
-	LONG $0x05e7c148                           // shl rdi, 5
-	LONG $0x573c8d4a                           // lea rdi, [rdi + 2*r10]
-	QUAD $0x000000c024bc8948                   // mov qword ptr [rsp + 192], rdi
-	WORD $0x8948; BYTE $0xc7                   // mov rdi, rax
-	LONG $0x05e7c148                           // shl rdi, 5
-	LONG $0x47048d48                           // lea rax, [rdi + 2*rax]
-	QUAD $0x000000f024848948                   // mov qword ptr [rsp + 240], rax
-	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
-	LONG $0x05e0c148                           // shl rax, 5
-	LONG $0x48048d48                           // lea rax, [rax + 2*rcx]
-	QUAD $0x000000e824848948                   // mov qword ptr [rsp + 232], rax
-	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
-	LONG $0x05e0c148                           // shl rax, 5
-	LONG $0x70048d48                           // lea rax, [rax + 2*rsi]
-	QUAD $0x0000016824848948                   // mov qword ptr [rsp + 360], rax
-	WORD $0x8948; BYTE $0xd0                   // mov rax, rdx
-	LONG $0x05e0c148                           // shl rax, 5
-	LONG $0x50148d48                           // lea rdx, [rax + 2*rdx]
-	QUAD $0x0000012024848b48                   // mov rax, qword ptr [rsp + 288]
-	WORD $0x8948; BYTE $0xc1                   // mov rcx, rax
+	LONG $0x43048d49                           // lea rax, [r11 + 2*rax]
+	QUAD $0x0000010024848948                   // mov qword ptr [rsp + 256], rax
+	WORD $0x894c; BYTE $0xd3                   // mov rbx, r10
+	LONG $0x05e3c148                           // shl rbx, 5
+	LONG $0x53048d4a                           // lea rax, [rbx + 2*r10]
+	QUAD $0x0000008024848948                   // mov qword ptr [rsp + 128], rax
+	WORD $0x8948; BYTE $0xd1                   // mov rcx, rdx
 	LONG $0x05e1c148                           // shl rcx, 5
-	LONG $0x41148d4c                           // lea r10, [rcx + 2*rax]
-	QUAD $0x0000012824848b48                   // mov rax, qword ptr [rsp + 296]
-	WORD $0x8948; BYTE $0xc6                   // mov rsi, rax
-	LONG $0x05e6c148                           // shl rsi, 5
-	LONG $0x461c8d4c                           // lea r11, [rsi + 2*rax]
+	LONG $0x51048d48                           // lea rax, [rcx + 2*rdx]
+	LONG $0x24448948; BYTE $0x58               // mov qword ptr [rsp + 88], rax
+	WORD $0x894c; BYTE $0xc1                   // mov rcx, r8
+	LONG $0x05e1c148                           // shl rcx, 5
+	LONG $0x41048d4a                           // lea rax, [rcx + 2*r8]
+	QUAD $0x0000013824848948                   // mov qword ptr [rsp + 312], rax
+	WORD $0x8948; BYTE $0xf9                   // mov rcx, rdi
+	LONG $0x05e1c148                           // shl rcx, 5
+	LONG $0x79048d48                           // lea rax, [rcx + 2*rdi]
+	LONG $0x24448948; BYTE $0x50               // mov qword ptr [rsp + 80], rax
 	QUAD $0x0000013024848b48                   // mov rax, qword ptr [rsp + 304]
-	WORD $0x8948; BYTE $0xc7                   // mov rdi, rax
-	LONG $0x05e7c148                           // shl rdi, 5
-	LONG $0x47348d4c                           // lea r14, [rdi + 2*rax]
-	QUAD $0x00000138248c8b48                   // mov rcx, qword ptr [rsp + 312]
-	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
-	LONG $0x05e0c148                           // shl rax, 5
-	LONG $0x48048d48                           // lea rax, [rax + 2*rcx]
-	QUAD $0x0000015824b48b48                   // mov rsi, qword ptr [rsp + 344]
-	WORD $0x8948; BYTE $0xf1                   // mov rcx, rsi
+	WORD $0x8948; BYTE $0xc1                   // mov rcx, rax
 	LONG $0x05e1c148                           // shl rcx, 5
-	LONG $0x710c8d48                           // lea rcx, [rcx + 2*rsi]
-	QUAD $0x0000016024bc8b48                   // mov rdi, qword ptr [rsp + 352]
-	WORD $0x8948; BYTE $0xfe                   // mov rsi, rdi
-	LONG $0x05e6c148                           // shl rsi, 5
-	LONG $0x7e348d48                           // lea rsi, [rsi + 2*rdi]
-	LONG $0x3cb70f41; BYTE $0x10               // movzx edi, word ptr [r8 + rdx]
-	QUAD $0x000000d024948b48                   // mov rdx, qword ptr [rsp + 208]
-	LONG $0xcf6ef9c5                           // vmovd xmm1, edi
-	QUAD $0x0000008024bc8b48                   // mov rdi, qword ptr [rsp + 128]
-	LONG $0xc47181c4; WORD $0x100c; BYTE $0x01 // vpinsrw xmm1, xmm1, word ptr [r8 + r10], 1
-	LONG $0xc47181c4; WORD $0x180c; BYTE $0x02 // vpinsrw xmm1, xmm1, word ptr [r8 + r11], 2
-	LONG $0xc47181c4; WORD $0x300c; BYTE $0x03 // vpinsrw xmm1, xmm1, word ptr [r8 + r14], 3
-	LONG $0xc471c1c4; WORD $0x000c; BYTE $0x04 // vpinsrw xmm1, xmm1, word ptr [r8 + rax], 4
-	LONG $0xc471c1c4; WORD $0x080c; BYTE $0x05 // vpinsrw xmm1, xmm1, word ptr [r8 + rcx], 5
-	WORD $0x8948; BYTE $0xd8                   // mov rax, rbx
-	LONG $0x0fc88348                           // or rax, 15
-	LONG $0xc471c1c4; WORD $0x300c; BYTE $0x06 // vpinsrw xmm1, xmm1, word ptr [r8 + rsi], 6
+	LONG $0x413c8d48                           // lea rdi, [rcx + 2*rax]
+	QUAD $0x000000f024848b48                   // mov rax, qword ptr [rsp + 240]
+	WORD $0x8948; BYTE $0xc2                   // mov rdx, rax
+	LONG $0x05e2c148                           // shl rdx, 5
+	LONG $0x42148d4c                           // lea r10, [rdx + 2*rax]
+	LONG $0x24448b48; BYTE $0x68               // mov rax, qword ptr [rsp + 104]
+	WORD $0x8948; BYTE $0xc3                   // mov rbx, rax
+	LONG $0x05e3c148                           // shl rbx, 5
+	LONG $0x431c8d4c                           // lea r11, [rbx + 2*rax]
+	LONG $0x24448b48; BYTE $0x70               // mov rax, qword ptr [rsp + 112]
 	WORD $0x8948; BYTE $0xc1                   // mov rcx, rax
 	LONG $0x05e1c148                           // shl rcx, 5
 	LONG $0x41048d48                           // lea rax, [rcx + 2*rax]
-	LONG $0xc471c1c4; WORD $0x000c; BYTE $0x07 // vpinsrw xmm1, xmm1, word ptr [r8 + rax], 7
-	WORD $0xb70f; BYTE $0x02                   // movzx eax, word ptr [rdx]
-	LONG $0xd06ef9c5                           // vmovd xmm2, eax
-	QUAD $0x000000c824848b48                   // mov rax, qword ptr [rsp + 200]
-	LONG $0xc469c1c4; WORD $0x0014; BYTE $0x01 // vpinsrw xmm2, xmm2, word ptr [r8 + rax], 1
-	WORD $0x8948; BYTE $0xd8                   // mov rax, rbx
-	LONG $0x06c88348                           // or rax, 6
-	QUAD $0x000000c0248c8b48                   // mov rcx, qword ptr [rsp + 192]
-	LONG $0x0cb70f41; BYTE $0x08               // movzx ecx, word ptr [r8 + rcx]
-	LONG $0xd1c4e9c5; BYTE $0x02               // vpinsrw xmm2, xmm2, ecx, 2
-	WORD $0x8948; BYTE $0xc1                   // mov rcx, rax
+	QUAD $0x000000a0248c8b48                   // mov rcx, qword ptr [rsp + 160]
+	WORD $0x8948; BYTE $0xca                   // mov rdx, rcx
+	LONG $0x05e2c148                           // shl rdx, 5
+	LONG $0x4a048d4c                           // lea r8, [rdx + 2*rcx]
+	LONG $0x244c8b48; BYTE $0x40               // mov rcx, qword ptr [rsp + 64]
+	WORD $0x8948; BYTE $0xcb                   // mov rbx, rcx
+	LONG $0x05e3c148                           // shl rbx, 5
+	LONG $0x4b1c8d48                           // lea rbx, [rbx + 2*rcx]
+	LONG $0x24548b48; BYTE $0x20               // mov rdx, qword ptr [rsp + 32]
+	WORD $0x8948; BYTE $0xd1                   // mov rcx, rdx
 	LONG $0x05e1c148                           // shl rcx, 5
-	LONG $0x41048d48                           // lea rax, [rcx + 2*rax]
-	QUAD $0x000000f0248c8b48                   // mov rcx, qword ptr [rsp + 240]
-	LONG $0xc469c1c4; WORD $0x0814; BYTE $0x03 // vpinsrw xmm2, xmm2, word ptr [r8 + rcx], 3
-	WORD $0x8948; BYTE $0xd9                   // mov rcx, rbx
-	LONG $0x07c98348                           // or rcx, 7
-	QUAD $0x000000e824b48b48                   // mov rsi, qword ptr [rsp + 232]
-	LONG $0x34b70f41; BYTE $0x30               // movzx esi, word ptr [r8 + rsi]
-	LONG $0xd6c4e9c5; BYTE $0x04               // vpinsrw xmm2, xmm2, esi, 4
-	WORD $0x8948; BYTE $0xce                   // mov rsi, rcx
-	LONG $0x05e6c148                           // shl rsi, 5
-	LONG $0x4e0c8d48                           // lea rcx, [rsi + 2*rcx]
-	QUAD $0x0000016824b48b48                   // mov rsi, qword ptr [rsp + 360]
-	LONG $0xc469c1c4; WORD $0x3014; BYTE $0x05 // vpinsrw xmm2, xmm2, word ptr [r8 + rsi], 5
-	LONG $0x04b70f41; BYTE $0x00               // movzx eax, word ptr [r8 + rax]
-	LONG $0xd0c4e9c5; BYTE $0x06               // vpinsrw xmm2, xmm2, eax, 6
-	LONG $0x24448b48; BYTE $0x08               // mov rax, qword ptr [rsp + 8]
-	LONG $0xc469c1c4; WORD $0x0814; BYTE $0x07 // vpinsrw xmm2, xmm2, word ptr [r8 + rcx], 7
+	LONG $0x510c8d48                           // lea rcx, [rcx + 2*rdx]
+	LONG $0x14b70f41; BYTE $0x3c               // movzx edx, word ptr [r12 + rdi]
+	QUAD $0x0000012824bc8b48                   // mov rdi, qword ptr [rsp + 296]
+	LONG $0xca6ef9c5                           // vmovd xmm1, edx
+	LONG $0xc47181c4; WORD $0x140c; BYTE $0x01 // vpinsrw xmm1, xmm1, word ptr [r12 + r10], 1
+	LONG $0xc47181c4; WORD $0x1c0c; BYTE $0x02 // vpinsrw xmm1, xmm1, word ptr [r12 + r11], 2
+	LONG $0xc471c1c4; WORD $0x040c; BYTE $0x03 // vpinsrw xmm1, xmm1, word ptr [r12 + rax], 3
+	LONG $0xc47181c4; WORD $0x040c; BYTE $0x04 // vpinsrw xmm1, xmm1, word ptr [r12 + r8], 4
+	LONG $0xc471c1c4; WORD $0x1c0c; BYTE $0x05 // vpinsrw xmm1, xmm1, word ptr [r12 + rbx], 5
+	WORD $0x894c; BYTE $0xf2                   // mov rdx, r14
+	LONG $0x0fca8348                           // or rdx, 15
+	LONG $0xc471c1c4; WORD $0x0c0c; BYTE $0x06 // vpinsrw xmm1, xmm1, word ptr [r12 + rcx], 6
+	WORD $0x8948; BYTE $0xd1                   // mov rcx, rdx
+	LONG $0x05e1c148                           // shl rcx, 5
+	LONG $0x510c8d48                           // lea rcx, [rcx + 2*rdx]
+	LONG $0xc471c1c4; WORD $0x0c0c; BYTE $0x07 // vpinsrw xmm1, xmm1, word ptr [r12 + rcx], 7
+	WORD $0xb70f; BYTE $0x0f                   // movzx ecx, word ptr [rdi]
+	LONG $0xd16ef9c5                           // vmovd xmm2, ecx
+	QUAD $0x0000010024848b48                   // mov rax, qword ptr [rsp + 256]
+	LONG $0xc469c1c4; WORD $0x0414; BYTE $0x01 // vpinsrw xmm2, xmm2, word ptr [r12 + rax], 1
+	WORD $0x894c; BYTE $0xf1                   // mov rcx, r14
+	LONG $0x06c98348                           // or rcx, 6
+	QUAD $0x0000008024848b48                   // mov rax, qword ptr [rsp + 128]
+	LONG $0x14b70f41; BYTE $0x04               // movzx edx, word ptr [r12 + rax]
+	LONG $0xd2c4e9c5; BYTE $0x02               // vpinsrw xmm2, xmm2, edx, 2
+	WORD $0x8948; BYTE $0xca                   // mov rdx, rcx
+	LONG $0x05e2c148                           // shl rdx, 5
+	LONG $0x4a0c8d48                           // lea rcx, [rdx + 2*rcx]
+	LONG $0x24448b48; BYTE $0x58               // mov rax, qword ptr [rsp + 88]
+	LONG $0xc469c1c4; WORD $0x0414; BYTE $0x03 // vpinsrw xmm2, xmm2, word ptr [r12 + rax], 3
+	WORD $0x894c; BYTE $0xf0                   // mov rax, r14
+	LONG $0x07c88348                           // or rax, 7
+	QUAD $0x0000013824948b48                   // mov rdx, qword ptr [rsp + 312]
+	LONG $0x1cb70f41; BYTE $0x14               // movzx ebx, word ptr [r12 + rdx]
+	LONG $0xd3c4e9c5; BYTE $0x04               // vpinsrw xmm2, xmm2, ebx, 4
+	QUAD $0x000000f8249c8b48                   // mov rbx, qword ptr [rsp + 248]
+	WORD $0x8948; BYTE $0xc2                   // mov rdx, rax
+	LONG $0x05e2c148                           // shl rdx, 5
+	LONG $0x42048d48                           // lea rax, [rdx + 2*rax]
+	LONG $0x24548b48; BYTE $0x50               // mov rdx, qword ptr [rsp + 80]
+	LONG $0xc469c1c4; WORD $0x1414; BYTE $0x05 // vpinsrw xmm2, xmm2, word ptr [r12 + rdx], 5
+	LONG $0x0cb70f41; BYTE $0x0c               // movzx ecx, word ptr [r12 + rcx]
+	LONG $0xd1c4e9c5; BYTE $0x06               // vpinsrw xmm2, xmm2, ecx, 6
+	LONG $0xc469c1c4; WORD $0x0414; BYTE $0x07 // vpinsrw xmm2, xmm2, word ptr [r12 + rax], 7
+	QUAD $0x0000010824948b48                   // mov rdx, qword ptr [rsp + 264]
 	LONG $0x386de3c4; WORD $0x01c9             // vinserti128 ymm1, ymm2, xmm1, 1
 	LONG $0x487df262; WORD $0xc913             // vcvtph2ps zmm1, ymm1
 	LONG $0x4874f162; WORD $0xd15c             // vsubps zmm2, zmm1, zmm1
 	LONG $0x486cf162; WORD $0xc958             // vaddps zmm1, zmm2, zmm1
-	LONG $0x487cf162; WORD $0x0c29; BYTE $0x9f // vmovaps zmmword ptr [rdi + 4*rbx], zmm1
-	LONG $0x10c38348                           // add rbx, 16
-	LONG $0x20c28148; WORD $0x0002; BYTE $0x00 // add rdx, 544
-	LONG $0xf0c08348                           // add rax, -16
-	JNE  LBB7_33
-	WORD $0x894c; BYTE $0xc2                   // mov rdx, r8
-	LONG $0x24448b48; BYTE $0x70               // mov rax, qword ptr [rsp + 112]
-	QUAD $0x00000090248c8b48                   // mov rcx, qword ptr [rsp + 144]
-	WORD $0x3948; BYTE $0xc8                   // cmp rax, rcx
-	LONG $0x24448b4c; BYTE $0x18               // mov r8, qword ptr [rsp + 24]
-	LONG $0x24548b4c; BYTE $0x68               // mov r10, qword ptr [rsp + 104]
-	LONG $0x24748b4c; BYTE $0x30               // mov r14, qword ptr [rsp + 48]
-	QUAD $0x00000100249c8b4c                   // mov r11, qword ptr [rsp + 256]
-	LONG $0x245c8b48; BYTE $0x20               // mov rbx, qword ptr [rsp + 32]
-	QUAD $0x000000b824b48b48                   // mov rsi, qword ptr [rsp + 184]
-	JE   LBB7_43
-	WORD $0x08a8                               // test al, 8
+	LONG $0x487cb162; WORD $0x0c29; BYTE $0xb3 // vmovaps zmmword ptr [rbx + 4*r14], zmm1
+	LONG $0x10c68349                           // add r14, 16
+	LONG $0x20c78148; WORD $0x0002; BYTE $0x00 // add rdi, 544
+	LONG $0xf0c28348                           // add rdx, -16
 	JNE  LBB7_37
+	QUAD $0x000000d824848b48                   // mov rax, qword ptr [rsp + 216]
+	QUAD $0x00000110248c8b48                   // mov rcx, qword ptr [rsp + 272]
+	WORD $0x3948; BYTE $0xc8                   // cmp rax, rcx
+	QUAD $0x0000011824948b4c                   // mov r10, qword ptr [rsp + 280]
+	QUAD $0x000000c824b48b4c                   // mov r14, qword ptr [rsp + 200]
+	LONG $0x24548b48; BYTE $0x48               // mov rdx, qword ptr [rsp + 72]
+	QUAD $0x000000a8249c8b4c                   // mov r11, qword ptr [rsp + 168]
+	JE   LBB7_47
+	WORD $0x08a8                               // test al, 8
+	JNE  LBB7_41
 	WORD $0x0149; BYTE $0xcd                   // add r13, rcx
-	JMP  LBB7_41
+	LONG $0x24548b48; BYTE $0x48               // mov rdx, qword ptr [rsp + 72]
+	JMP  LBB7_45
 
-LBB7_37:
-	WORD $0x8949; BYTE $0xd3 // mov r11, rdx
+LBB7_41:
+	WORD $0x8948; BYTE $0xc2 // mov rdx, rax
 
-LBB7_38:
-	LONG    $0xf8e08348         // and rax, -8
-	WORD    $0x8948; BYTE $0xcb // mov rbx, rcx
-	WORD    $0x2948; BYTE $0xc3 // sub rbx, rax
+LBB7_42:
+	LONG    $0xf8e28348         // and rdx, -8
+	WORD    $0x8948; BYTE $0xcf // mov rdi, rcx
+	WORD    $0x2948; BYTE $0xd7 // sub rdi, rdx
 	WORD    $0x014c; BYTE $0xe9 // add rcx, r13
-	QUAD    $0x000000c024848948 // mov qword ptr [rsp + 192], rax
-	WORD    $0x0149; BYTE $0xc5 // add r13, rax
+	QUAD    $0x0000010024948948 // mov qword ptr [rsp + 256], rdx
+	WORD    $0x0149; BYTE $0xd5 // add r13, rdx
 	WORD    $0x8948; BYTE $0xc8 // mov rax, rcx
 	LONG    $0x05e0c148         // shl rax, 5
-	LONG    $0x48148d48         // lea rdx, [rax + 2*rcx]
-	WORD    $0x0148; BYTE $0xf2 // add rdx, rsi
+	LONG    $0x48348d4c         // lea r14, [rax + 2*rcx]
+	WORD    $0x014d; BYTE $0xde // add r14, r11
 	PCALIGN $16
 
-LBB7_39:
-	LONG $0x24548948; BYTE $0x08               // mov qword ptr [rsp + 8], rdx
-	QUAD $0x000000d0249c8948                   // mov qword ptr [rsp + 208], rbx
-	WORD $0x8949; BYTE $0xca                   // mov r10, rcx
-	LONG $0x01ca8349                           // or r10, 1
-	WORD $0x8949; BYTE $0xce                   // mov r14, rcx
-	LONG $0x02c98348                           // or rcx, 2
-	WORD $0x894c; BYTE $0xf6                   // mov rsi, r14
-	LONG $0x03ce8348                           // or rsi, 3
-	WORD $0x894c; BYTE $0xf3                   // mov rbx, r14
-	LONG $0x04cb8348                           // or rbx, 4
-	WORD $0x894c; BYTE $0xf7                   // mov rdi, r14
-	LONG $0x05cf8348                           // or rdi, 5
-	WORD $0x894d; BYTE $0xf0                   // mov r8, r14
-	LONG $0x06c88349                           // or r8, 6
-	WORD $0x894c; BYTE $0xda                   // mov rdx, r11
-	WORD $0x894d; BYTE $0xf3                   // mov r11, r14
-	LONG $0x07cb8349                           // or r11, 7
-	WORD $0x894c; BYTE $0xd0                   // mov rax, r10
-	LONG $0x05e0c148                           // shl rax, 5
-	LONG $0x50048d4a                           // lea rax, [rax + 2*r10]
-	QUAD $0x000000c824848948                   // mov qword ptr [rsp + 200], rax
+LBB7_43:
+	QUAD $0x0000012824bc8948                   // mov qword ptr [rsp + 296], rdi
+	QUAD $0x00000110248c8948                   // mov qword ptr [rsp + 272], rcx
+	WORD $0x8949; BYTE $0xcb                   // mov r11, rcx
+	LONG $0x01cb8349                           // or r11, 1
+	WORD $0x8948; BYTE $0xcb                   // mov rbx, rcx
+	LONG $0x02cb8348                           // or rbx, 2
+	WORD $0x8948; BYTE $0xca                   // mov rdx, rcx
+	LONG $0x03ca8348                           // or rdx, 3
 	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
-	LONG $0x05e0c148                           // shl rax, 5
-	LONG $0x48048d48                           // lea rax, [rax + 2*rcx]
-	WORD $0x8948; BYTE $0xf1                   // mov rcx, rsi
-	LONG $0x05e1c148                           // shl rcx, 5
-	LONG $0x71148d4c                           // lea r10, [rcx + 2*rsi]
-	WORD $0x8948; BYTE $0xd9                   // mov rcx, rbx
-	LONG $0x05e1c148                           // shl rcx, 5
-	LONG $0x591c8d48                           // lea rbx, [rcx + 2*rbx]
-	WORD $0x8948; BYTE $0xf9                   // mov rcx, rdi
-	LONG $0x05e1c148                           // shl rcx, 5
-	LONG $0x793c8d48                           // lea rdi, [rcx + 2*rdi]
-	WORD $0x894c; BYTE $0xc1                   // mov rcx, r8
-	LONG $0x05e1c148                           // shl rcx, 5
-	LONG $0x41348d4a                           // lea rsi, [rcx + 2*r8]
+	LONG $0x04c88348                           // or rax, 4
+	WORD $0x8948; BYTE $0xcf                   // mov rdi, rcx
+	LONG $0x05cf8348                           // or rdi, 5
+	WORD $0x8949; BYTE $0xca                   // mov r10, rcx
+	LONG $0x06ca8349                           // or r10, 6
+	WORD $0x8949; BYTE $0xc8                   // mov r8, rcx
+	LONG $0x07c88349                           // or r8, 7
 	WORD $0x894c; BYTE $0xd9                   // mov rcx, r11
 	LONG $0x05e1c148                           // shl rcx, 5
 	LONG $0x590c8d4a                           // lea rcx, [rcx + 2*r11]
-	WORD $0x8949; BYTE $0xd3                   // mov r11, rdx
-	LONG $0x24548b48; BYTE $0x08               // mov rdx, qword ptr [rsp + 8]
-	LONG $0x02b70f44                           // movzx r8d, word ptr [rdx]
-	LONG $0x04b70f41; BYTE $0x03               // movzx eax, word ptr [r11 + rax]
-	LONG $0x1cb70f41; BYTE $0x1b               // movzx ebx, word ptr [r11 + rbx]
-	LONG $0x34b70f41; BYTE $0x33               // movzx esi, word ptr [r11 + rsi]
-	LONG $0x3cb70f41; BYTE $0x3b               // movzx edi, word ptr [r11 + rdi]
+	QUAD $0x00000108248c8948                   // mov qword ptr [rsp + 264], rcx
+	WORD $0x8948; BYTE $0xd9                   // mov rcx, rbx
+	LONG $0x05e1c148                           // shl rcx, 5
+	LONG $0x591c8d48                           // lea rbx, [rcx + 2*rbx]
+	WORD $0x8948; BYTE $0xd1                   // mov rcx, rdx
+	LONG $0x05e1c148                           // shl rcx, 5
+	LONG $0x511c8d4c                           // lea r11, [rcx + 2*rdx]
+	WORD $0x8948; BYTE $0xc1                   // mov rcx, rax
+	LONG $0x05e1c148                           // shl rcx, 5
+	LONG $0x41048d48                           // lea rax, [rcx + 2*rax]
+	WORD $0x8948; BYTE $0xf9                   // mov rcx, rdi
+	LONG $0x05e1c148                           // shl rcx, 5
+	LONG $0x793c8d48                           // lea rdi, [rcx + 2*rdi]
+	WORD $0x894c; BYTE $0xd1                   // mov rcx, r10
+	LONG $0x05e1c148                           // shl rcx, 5
+	LONG $0x51148d4a                           // lea rdx, [rcx + 2*r10]
+	WORD $0x894c; BYTE $0xc1                   // mov rcx, r8
+	LONG $0x05e1c148                           // shl rcx, 5
+	LONG $0x410c8d4a                           // lea rcx, [rcx + 2*r8]
+	LONG $0x06b70f45                           // movzx r8d, word ptr [r14]
+	LONG $0x1cb70f41; BYTE $0x1c               // movzx ebx, word ptr [r12 + rbx]
+	LONG $0x04b70f41; BYTE $0x04               // movzx eax, word ptr [r12 + rax]
+	LONG $0x14b70f41; BYTE $0x14               // movzx edx, word ptr [r12 + rdx]
+	LONG $0x3cb70f41; BYTE $0x3c               // movzx edi, word ptr [r12 + rdi]
 	WORD $0xe7c1; BYTE $0x10                   // shl edi, 16
-	WORD $0xdf09                               // or edi, ebx
-	LONG $0x0cb70f41; BYTE $0x0b               // movzx ecx, word ptr [r11 + rcx]
-	WORD $0xe1c1; BYTE $0x10                   // shl ecx, 16
-	WORD $0xf109                               // or ecx, esi
-	LONG $0x20e1c148                           // shl rcx, 32
-	WORD $0x0948; BYTE $0xf9                   // or rcx, rdi
-	QUAD $0x0000008024bc8b48                   // mov rdi, qword ptr [rsp + 128]
-	LONG $0x6ef9e1c4; BYTE $0xc9               // vmovq xmm1, rcx
-	LONG $0x0cb70f43; BYTE $0x13               // movzx ecx, word ptr [r11 + r10]
-	WORD $0xe1c1; BYTE $0x10                   // shl ecx, 16
-	WORD $0xc109                               // or ecx, eax
-	LONG $0x20e1c148                           // shl rcx, 32
-	QUAD $0x000000c824848b48                   // mov rax, qword ptr [rsp + 200]
-	LONG $0x04b70f41; BYTE $0x03               // movzx eax, word ptr [r11 + rax]
+	WORD $0xc709                               // or edi, eax
+	LONG $0x04b70f41; BYTE $0x0c               // movzx eax, word ptr [r12 + rcx]
 	WORD $0xe0c1; BYTE $0x10                   // shl eax, 16
-	WORD $0x0944; BYTE $0xc0                   // or eax, r8d
-	QUAD $0x000000d0249c8b48                   // mov rbx, qword ptr [rsp + 208]
-	WORD $0x0948; BYTE $0xc8                   // or rax, rcx
-	WORD $0x894c; BYTE $0xf1                   // mov rcx, r14
-	LONG $0x6ef9e1c4; BYTE $0xd0               // vmovq xmm2, rax
+	WORD $0xd009                               // or eax, edx
+	LONG $0x20e0c148                           // shl rax, 32
+	WORD $0x0948; BYTE $0xf8                   // or rax, rdi
+	QUAD $0x0000012824bc8b48                   // mov rdi, qword ptr [rsp + 296]
+	LONG $0x6ef9e1c4; BYTE $0xc8               // vmovq xmm1, rax
+	LONG $0x04b70f43; BYTE $0x1c               // movzx eax, word ptr [r12 + r11]
+	WORD $0xe0c1; BYTE $0x10                   // shl eax, 16
+	WORD $0xd809                               // or eax, ebx
+	QUAD $0x000000f8249c8b48                   // mov rbx, qword ptr [rsp + 248]
+	LONG $0x20e0c148                           // shl rax, 32
+	QUAD $0x00000108248c8b48                   // mov rcx, qword ptr [rsp + 264]
+	LONG $0x0cb70f41; BYTE $0x0c               // movzx ecx, word ptr [r12 + rcx]
+	WORD $0xe1c1; BYTE $0x10                   // shl ecx, 16
+	WORD $0x0944; BYTE $0xc1                   // or ecx, r8d
+	WORD $0x0948; BYTE $0xc1                   // or rcx, rax
+	LONG $0x6ef9e1c4; BYTE $0xd1               // vmovq xmm2, rcx
+	QUAD $0x00000110248c8b48                   // mov rcx, qword ptr [rsp + 272]
 	LONG $0xc96ce9c5                           // vpunpcklqdq xmm1, xmm2, xmm1
 	LONG $0x137de2c4; BYTE $0xc9               // vcvtph2ps ymm1, xmm1
 	LONG $0xd15cf4c5                           // vsubps ymm2, ymm1, ymm1
 	LONG $0xc958ecc5                           // vaddps ymm1, ymm2, ymm1
-	LONG $0x117ca1c4; WORD $0xb70c             // vmovups ymmword ptr [rdi + 4*r14], ymm1
+	LONG $0x0c11fcc5; BYTE $0x8b               // vmovups ymmword ptr [rbx + 4*rcx], ymm1
 	LONG $0x08c18348                           // add rcx, 8
-	LONG $0x10c28148; WORD $0x0001; BYTE $0x00 // add rdx, 272
-	LONG $0x08c38348                           // add rbx, 8
-	JNE  LBB7_39
-	QUAD $0x000000c024848b48                   // mov rax, qword ptr [rsp + 192]
-	LONG $0x24443948; BYTE $0x70               // cmp qword ptr [rsp + 112], rax
-	LONG $0x24448b4c; BYTE $0x18               // mov r8, qword ptr [rsp + 24]
-	LONG $0x24548b4c; BYTE $0x68               // mov r10, qword ptr [rsp + 104]
-	LONG $0x24748b4c; BYTE $0x30               // mov r14, qword ptr [rsp + 48]
-	QUAD $0x00000100249c8b4c                   // mov r11, qword ptr [rsp + 256]
-	LONG $0x245c8b48; BYTE $0x20               // mov rbx, qword ptr [rsp + 32]
-	QUAD $0x000000b824b48b48                   // mov rsi, qword ptr [rsp + 184]
-	JE   LBB7_43
+	LONG $0x10c68149; WORD $0x0001; BYTE $0x00 // add r14, 272
+	LONG $0x08c78348                           // add rdi, 8
+	JNE  LBB7_43
+	QUAD $0x0000010024848b48                   // mov rax, qword ptr [rsp + 256]
+	QUAD $0x000000d824843948                   // cmp qword ptr [rsp + 216], rax
+	QUAD $0x0000011824948b4c                   // mov r10, qword ptr [rsp + 280]
+	QUAD $0x000000c824b48b4c                   // mov r14, qword ptr [rsp + 200]
+	LONG $0x24548b48; BYTE $0x48               // mov rdx, qword ptr [rsp + 72]
+	QUAD $0x000000a8249c8b4c                   // mov r11, qword ptr [rsp + 168]
+	JE   LBB7_47
 
-LBB7_41:
+LBB7_45:
 	WORD    $0x894c; BYTE $0xe8 // mov rax, r13
 	LONG    $0x05e0c148         // shl rax, 5
 	LONG    $0x68048d4a         // lea rax, [rax + 2*r13]
-	WORD    $0x0148; BYTE $0xf0 // add rax, rsi
+	WORD    $0x014c; BYTE $0xd8 // add rax, r11
 	PCALIGN $16
 
-LBB7_42:
+LBB7_46:
 	WORD $0xb70f; BYTE $0x08       // movzx ecx, word ptr [rax]
 	LONG $0xc96ef9c5               // vmovd xmm1, ecx
 	LONG $0x1379e2c4; BYTE $0xc9   // vcvtph2ps xmm1, xmm1
 	LONG $0xd15cf2c5               // vsubss xmm2, xmm1, xmm1
 	LONG $0xc958eac5               // vaddss xmm1, xmm2, xmm1
-	LONG $0x117aa1c4; WORD $0xaf0c // vmovss dword ptr [rdi + 4*r13], xmm1
+	LONG $0x117aa1c4; WORD $0xab0c // vmovss dword ptr [rbx + 4*r13], xmm1
 	LONG $0x01c58349               // add r13, 1
 	LONG $0x22c08348               // add rax, 34
-	WORD $0x394c; BYTE $0xeb       // cmp rbx, r13
-	JNE  LBB7_42
+	WORD $0x394c; BYTE $0xea       // cmp rdx, r13
+	JNE  LBB7_46
 
-LBB7_43:
-	QUAD    $0x0000015024ac8b4c // mov r13, qword ptr [rsp + 336]
-	WORD    $0x894c; BYTE $0xe8 // mov rax, r13
-	WORD    $0xc931             // xor ecx, ecx
-	QUAD    $0x000000e024bc8b48 // mov rdi, qword ptr [rsp + 224]
+LBB7_47:
+	QUAD    $0x000000e024ac8b4c     // mov r13, qword ptr [rsp + 224]
+	WORD    $0x894c; BYTE $0xe8     // mov rax, r13
+	WORD    $0xc931                 // xor ecx, ecx
+	WORD    $0x8949; BYTE $0xd4     // mov r12, rdx
+	LONG    $0x245c8b48; BYTE $0x28 // mov rbx, qword ptr [rsp + 40]
 	PCALIGN $16
 
-LBB7_44:
-	LONG $0x209df162; WORD $0x08ef       // vpxorq ymm1, ymm28, ymmword ptr [rax]
-	LONG $0x28759162; WORD $0xcdf6       // vpsadbw ymm1, ymm1, ymm29
-	LONG $0x397de3c4; WORD $0x01ca       // vextracti128 xmm2, ymm1, 1
-	LONG $0xc9d4e9c5                     // vpaddq xmm1, xmm2, xmm1
-	LONG $0xd170f9c5; BYTE $0xee         // vpshufd xmm2, xmm1, 238
-	LONG $0xc9d4e9c5                     // vpaddq xmm1, xmm2, xmm1
-	LONG $0xca7ef9c5                     // vmovd edx, xmm1
-	WORD $0xe2c1; BYTE $0x07             // shl edx, 7
-	LONG $0x080000be; BYTE $0x00         // mov esi, 524288
-	WORD $0xd629                         // sub esi, edx
-	WORD $0x3489; BYTE $0x8f             // mov dword ptr [rdi + 4*rcx], esi
-	LONG $0x01c18348                     // add rcx, 1
-	LONG $0x22c08348                     // add rax, 34
-	WORD $0x3948; BYTE $0xcb             // cmp rbx, rcx
-	JNE  LBB7_44
-	QUAD $0x000000b0248c8b48             // mov rcx, qword ptr [rsp + 176]
-	LONG $0x01c18348                     // add rcx, 1
-	QUAD $0x000000b824b48b48             // mov rsi, qword ptr [rsp + 184]
-	WORD $0x014c; BYTE $0xce             // add rsi, r9
-	QUAD $0x0000008024ac8348; BYTE $0x80 // sub qword ptr [rsp + 128], -128
-	LONG $0x80ef8348                     // sub rdi, -128
-	WORD $0x014d; BYTE $0xcd             // add r13, r9
-	WORD $0x8948; BYTE $0xc8             // mov rax, rcx
-	QUAD $0x000000b0248c8948             // mov qword ptr [rsp + 176], rcx
-	WORD $0x394c; BYTE $0xd1             // cmp rcx, r10
-	JNE  LBB7_24
+LBB7_48:
+	LONG $0x209df162; WORD $0x08ef // vpxorq ymm1, ymm28, ymmword ptr [rax]
+	LONG $0x28759162; WORD $0xcdf6 // vpsadbw ymm1, ymm1, ymm29
+	LONG $0x397de3c4; WORD $0x01ca // vextracti128 xmm2, ymm1, 1
+	LONG $0xc9d4e9c5               // vpaddq xmm1, xmm2, xmm1
+	LONG $0xd170f9c5; BYTE $0xee   // vpshufd xmm2, xmm1, 238
+	LONG $0xc9d4e9c5               // vpaddq xmm1, xmm2, xmm1
+	LONG $0xca7ef9c5               // vmovd edx, xmm1
+	WORD $0xe2c1; BYTE $0x07       // shl edx, 7
+	LONG $0x080000bf; BYTE $0x00   // mov edi, 524288
+	WORD $0xd729                   // sub edi, edx
+	WORD $0x3c89; BYTE $0x8b       // mov dword ptr [rbx + 4*rcx], edi
+	LONG $0x01c18348               // add rcx, 1
+	LONG $0x22c08348               // add rax, 34
+	WORD $0x3949; BYTE $0xcc       // cmp r12, rcx
+	JNE  LBB7_48
+	QUAD $0x00000090248c8b48       // mov rcx, qword ptr [rsp + 144]
+	LONG $0x01c18348               // add rcx, 1
+	QUAD $0x000000a8249c8b4c       // mov r11, qword ptr [rsp + 168]
+	WORD $0x014d; BYTE $0xfb       // add r11, r15
+	QUAD $0x000000f824848b48       // mov rax, qword ptr [rsp + 248]
+	LONG $0x80e88348               // sub rax, -128
+	LONG $0x80eb8348               // sub rbx, -128
+	LONG $0x245c8948; BYTE $0x28   // mov qword ptr [rsp + 40], rbx
+	WORD $0x8948; BYTE $0xc3       // mov rbx, rax
+	WORD $0x014d; BYTE $0xfd       // add r13, r15
+	QUAD $0x000000e024ac894c       // mov qword ptr [rsp + 224], r13
+	WORD $0x8948; BYTE $0xc8       // mov rax, rcx
+	QUAD $0x00000090248c8948       // mov qword ptr [rsp + 144], rcx
+	LONG $0x244c3b48; BYTE $0x18   // cmp rcx, qword ptr [rsp + 24]
+	JNE  LBB7_27
 
-LBB7_46:
-	QUAD $0x0000011024848b48     // mov rax, qword ptr [rsp + 272]
-	QUAD $0x0000027824843b48     // cmp rax, qword ptr [rsp + 632]
-	JLE  LBB7_14
-	QUAD $0x000001d024848b48     // mov rax, qword ptr [rsp + 464]
-	LONG $0x24548b48; BYTE $0x30 // mov rdx, qword ptr [rsp + 48]
-	WORD $0x0148; BYTE $0xd0     // add rax, rdx
+LBB7_50:
+	QUAD $0x000002f024943b4c     // cmp r10, qword ptr [rsp + 752]
+	JLE  LBB7_17
+	QUAD $0x0000025024848b48     // mov rax, qword ptr [rsp + 592]
+	QUAD $0x000000c824bc8b48     // mov rdi, qword ptr [rsp + 200]
+	WORD $0x0148; BYTE $0xf8     // add rax, rdi
 	WORD $0x8948; BYTE $0xc1     // mov rcx, rax
 	LONG $0x05e1c148             // shl rcx, 5
 	LONG $0x41048d48             // lea rax, [rcx + 2*rax]
-	QUAD $0x0000013824848948     // mov qword ptr [rsp + 312], rax
-	QUAD $0x000001d824848b48     // mov rax, qword ptr [rsp + 472]
-	WORD $0x0148; BYTE $0xd0     // add rax, rdx
+	LONG $0x24448948; BYTE $0x40 // mov qword ptr [rsp + 64], rax
+	QUAD $0x0000025824848b48     // mov rax, qword ptr [rsp + 600]
+	WORD $0x0148; BYTE $0xf8     // add rax, rdi
 	WORD $0x8948; BYTE $0xc1     // mov rcx, rax
 	LONG $0x05e1c148             // shl rcx, 5
 	LONG $0x41048d48             // lea rax, [rcx + 2*rax]
-	QUAD $0x0000013024848948     // mov qword ptr [rsp + 304], rax
-	QUAD $0x000001e024848b48     // mov rax, qword ptr [rsp + 480]
-	WORD $0x0148; BYTE $0xd0     // add rax, rdx
+	QUAD $0x000000a024848948     // mov qword ptr [rsp + 160], rax
+	QUAD $0x0000026024848b48     // mov rax, qword ptr [rsp + 608]
+	WORD $0x0148; BYTE $0xf8     // add rax, rdi
 	WORD $0x8948; BYTE $0xc1     // mov rcx, rax
 	LONG $0x05e1c148             // shl rcx, 5
 	LONG $0x41048d48             // lea rax, [rcx + 2*rax]
-	QUAD $0x0000012824848948     // mov qword ptr [rsp + 296], rax
-	QUAD $0x000001e824848b48     // mov rax, qword ptr [rsp + 488]
-	WORD $0x0148; BYTE $0xd0     // add rax, rdx
+	LONG $0x24448948; BYTE $0x70 // mov qword ptr [rsp + 112], rax
+	QUAD $0x0000026824848b48     // mov rax, qword ptr [rsp + 616]
+	WORD $0x0148; BYTE $0xf8     // add rax, rdi
 	WORD $0x8948; BYTE $0xc1     // mov rcx, rax
 	LONG $0x05e1c148             // shl rcx, 5
 	LONG $0x41048d48             // lea rax, [rcx + 2*rax]
-	QUAD $0x0000012024848948     // mov qword ptr [rsp + 288], rax
-	QUAD $0x000001f024848b48     // mov rax, qword ptr [rsp + 496]
-	WORD $0x0148; BYTE $0xd0     // add rax, rdx
-	WORD $0x8948; BYTE $0xc1     // mov rcx, rax
-	LONG $0x05e1c148             // shl rcx, 5
-	LONG $0x41048d48             // lea rax, [rcx + 2*rax]
-	QUAD $0x000000b824848948     // mov qword ptr [rsp + 184], rax
-	QUAD $0x000001f824848b48     // mov rax, qword ptr [rsp + 504]
-	WORD $0x0148; BYTE $0xd0     // add rax, rdx
-	WORD $0x8948; BYTE $0xc1     // mov rcx, rax
-	LONG $0x05e1c148             // shl rcx, 5
-	LONG $0x41048d48             // lea rax, [rcx + 2*rax]
-	QUAD $0x000000b024848948     // mov qword ptr [rsp + 176], rax
-	QUAD $0x0000020024848b48     // mov rax, qword ptr [rsp + 512]
-	WORD $0x0148; BYTE $0xd0     // add rax, rdx
-	WORD $0x8948; BYTE $0xc1     // mov rcx, rax
-	LONG $0x05e1c148             // shl rcx, 5
-	LONG $0x41048d48             // lea rax, [rcx + 2*rax]
-	QUAD $0x000000e824848948     // mov qword ptr [rsp + 232], rax
-	QUAD $0x0000020824848b48     // mov rax, qword ptr [rsp + 520]
-	WORD $0x0148; BYTE $0xd0     // add rax, rdx
+	LONG $0x24448948; BYTE $0x68 // mov qword ptr [rsp + 104], rax
+	QUAD $0x0000027024848b48     // mov rax, qword ptr [rsp + 624]
+	WORD $0x0148; BYTE $0xf8     // add rax, rdi
 	WORD $0x8948; BYTE $0xc1     // mov rcx, rax
 	LONG $0x05e1c148             // shl rcx, 5
 	LONG $0x41048d48             // lea rax, [rcx + 2*rax]
 	QUAD $0x000000f024848948     // mov qword ptr [rsp + 240], rax
-	QUAD $0x0000021024848b48     // mov rax, qword ptr [rsp + 528]
-	WORD $0x0148; BYTE $0xd0     // add rax, rdx
-	WORD $0x8948; BYTE $0xc1     // mov rcx, rax
-	LONG $0x05e1c148             // shl rcx, 5
-	LONG $0x411c8d4c             // lea r11, [rcx + 2*rax]
-	QUAD $0x0000021824848b48     // mov rax, qword ptr [rsp + 536]
-	WORD $0x0148; BYTE $0xd0     // add rax, rdx
-	WORD $0x8948; BYTE $0xc1     // mov rcx, rax
-	LONG $0x05e1c148             // shl rcx, 5
-	LONG $0x41348d4c             // lea r14, [rcx + 2*rax]
-	QUAD $0x0000022024848b48     // mov rax, qword ptr [rsp + 544]
-	WORD $0x0148; BYTE $0xd0     // add rax, rdx
-	WORD $0x8948; BYTE $0xc1     // mov rcx, rax
-	LONG $0x05e1c148             // shl rcx, 5
-	LONG $0x413c8d48             // lea rdi, [rcx + 2*rax]
-	QUAD $0x0000022824848b48     // mov rax, qword ptr [rsp + 552]
-	WORD $0x0148; BYTE $0xd0     // add rax, rdx
+	QUAD $0x0000027824848b48     // mov rax, qword ptr [rsp + 632]
+	WORD $0x0148; BYTE $0xf8     // add rax, rdi
 	WORD $0x8948; BYTE $0xc1     // mov rcx, rax
 	LONG $0x05e1c148             // shl rcx, 5
 	LONG $0x41048d48             // lea rax, [rcx + 2*rax]
-	LONG $0x24448948; BYTE $0x58 // mov qword ptr [rsp + 88], rax
-	QUAD $0x0000023024848b48     // mov rax, qword ptr [rsp + 560]
-	WORD $0x0148; BYTE $0xd0     // add rax, rdx
+	QUAD $0x0000013024848948     // mov qword ptr [rsp + 304], rax
+	QUAD $0x0000028024848b48     // mov rax, qword ptr [rsp + 640]
+	WORD $0x0148; BYTE $0xf8     // add rax, rdi
 	WORD $0x8948; BYTE $0xc1     // mov rcx, rax
 	LONG $0x05e1c148             // shl rcx, 5
-	LONG $0x41148d4c             // lea r10, [rcx + 2*rax]
-	QUAD $0x0000023824848b48     // mov rax, qword ptr [rsp + 568]
-	WORD $0x0148; BYTE $0xd0     // add rax, rdx
+	LONG $0x41048d48             // lea rax, [rcx + 2*rax]
+	QUAD $0x0000008024848948     // mov qword ptr [rsp + 128], rax
+	QUAD $0x0000028824848b48     // mov rax, qword ptr [rsp + 648]
+	WORD $0x0148; BYTE $0xf8     // add rax, rdi
 	WORD $0x8948; BYTE $0xc1     // mov rcx, rax
 	LONG $0x05e1c148             // shl rcx, 5
-	LONG $0x411c8d48             // lea rbx, [rcx + 2*rax]
-	QUAD $0x0000024024848b48     // mov rax, qword ptr [rsp + 576]
-	WORD $0x0148; BYTE $0xd0     // add rax, rdx
+	LONG $0x41048d48             // lea rax, [rcx + 2*rax]
+	QUAD $0x0000010024848948     // mov qword ptr [rsp + 256], rax
+	QUAD $0x0000029024848b48     // mov rax, qword ptr [rsp + 656]
+	WORD $0x0148; BYTE $0xf8     // add rax, rdi
+	WORD $0x8948; BYTE $0xc1     // mov rcx, rax
+	LONG $0x05e1c148             // shl rcx, 5
+	LONG $0x41048d48             // lea rax, [rcx + 2*rax]
+	QUAD $0x0000010824848948     // mov qword ptr [rsp + 264], rax
+	QUAD $0x0000029824848b48     // mov rax, qword ptr [rsp + 664]
+	WORD $0x0148; BYTE $0xf8     // add rax, rdi
 	WORD $0x8948; BYTE $0xc1     // mov rcx, rax
 	LONG $0x05e1c148             // shl rcx, 5
 	LONG $0x41348d48             // lea rsi, [rcx + 2*rax]
-	QUAD $0x0000024824848b48     // mov rax, qword ptr [rsp + 584]
-	WORD $0x0148; BYTE $0xd0     // add rax, rdx
+	QUAD $0x000002a024848b48     // mov rax, qword ptr [rsp + 672]
+	WORD $0x0148; BYTE $0xf8     // add rax, rdi
+	WORD $0x8948; BYTE $0xc1     // mov rcx, rax
+	LONG $0x05e1c148             // shl rcx, 5
+	LONG $0x41348d4c             // lea r14, [rcx + 2*rax]
+	QUAD $0x000002a824848b48     // mov rax, qword ptr [rsp + 680]
+	WORD $0x0148; BYTE $0xf8     // add rax, rdi
+	WORD $0x8948; BYTE $0xc1     // mov rcx, rax
+	LONG $0x05e1c148             // shl rcx, 5
+	LONG $0x411c8d4c             // lea r11, [rcx + 2*rax]
+	QUAD $0x000002b024848b48     // mov rax, qword ptr [rsp + 688]
+	WORD $0x0148; BYTE $0xf8     // add rax, rdi
 	WORD $0x8948; BYTE $0xc1     // mov rcx, rax
 	LONG $0x05e1c148             // shl rcx, 5
 	LONG $0x412c8d4c             // lea r13, [rcx + 2*rax]
-	QUAD $0x0000026824848b48     // mov rax, qword ptr [rsp + 616]
-	WORD $0x0148; BYTE $0xd0     // add rax, rdx
+	QUAD $0x000002b824848b48     // mov rax, qword ptr [rsp + 696]
+	WORD $0x0148; BYTE $0xf8     // add rax, rdi
+	WORD $0x8948; BYTE $0xc1     // mov rcx, rax
+	LONG $0x05e1c148             // shl rcx, 5
+	LONG $0x411c8d48             // lea rbx, [rcx + 2*rax]
+	QUAD $0x000002c024848b48     // mov rax, qword ptr [rsp + 704]
+	WORD $0x0148; BYTE $0xf8     // add rax, rdi
 	WORD $0x8948; BYTE $0xc1     // mov rcx, rax
 	LONG $0x05e1c148             // shl rcx, 5
 	LONG $0x41048d4c             // lea r8, [rcx + 2*rax]
-	LONG $0x244c8b48; BYTE $0x20 // mov rcx, qword ptr [rsp + 32]
-	WORD $0x8948; BYTE $0xc8     // mov rax, rcx
+	QUAD $0x000002c824848b48     // mov rax, qword ptr [rsp + 712]
+	WORD $0x0148; BYTE $0xf8     // add rax, rdi
+	WORD $0x8948; BYTE $0xc1     // mov rcx, rax
+	LONG $0x05e1c148             // shl rcx, 5
+	LONG $0x41148d48             // lea rdx, [rcx + 2*rax]
+	QUAD $0x000002e824848b48     // mov rax, qword ptr [rsp + 744]
+	WORD $0x0148; BYTE $0xf8     // add rax, rdi
+	WORD $0x8948; BYTE $0xc1     // mov rcx, rax
+	LONG $0x05e1c148             // shl rcx, 5
+	LONG $0x410c8d48             // lea rcx, [rcx + 2*rax]
+	WORD $0x894c; BYTE $0xe0     // mov rax, r12
 	LONG $0x05e0c148             // shl rax, 5
-	LONG $0x48048d48             // lea rax, [rax + 2*rcx]
-	QUAD $0x000002b824848948     // mov qword ptr [rsp + 696], rax
-	QUAD $0x0000038824848b48     // mov rax, qword ptr [rsp + 904]
-	QUAD $0x0000013824840148     // add qword ptr [rsp + 312], rax
-	QUAD $0x0000013024840148     // add qword ptr [rsp + 304], rax
-	QUAD $0x0000012824840148     // add qword ptr [rsp + 296], rax
-	QUAD $0x0000012024840148     // add qword ptr [rsp + 288], rax
-	QUAD $0x000000b824840148     // add qword ptr [rsp + 184], rax
-	QUAD $0x000000b024840148     // add qword ptr [rsp + 176], rax
-	QUAD $0x000000e824840148     // add qword ptr [rsp + 232], rax
+	LONG $0x60048d4a             // lea rax, [rax + 2*r12]
+	QUAD $0x0000019024848948     // mov qword ptr [rsp + 400], rax
+	QUAD $0x000003c824848b48     // mov rax, qword ptr [rsp + 968]
+	LONG $0x24440148; BYTE $0x40 // add qword ptr [rsp + 64], rax
+	QUAD $0x000000a024840148     // add qword ptr [rsp + 160], rax
+	LONG $0x24440148; BYTE $0x70 // add qword ptr [rsp + 112], rax
+	LONG $0x24440148; BYTE $0x68 // add qword ptr [rsp + 104], rax
 	QUAD $0x000000f024840148     // add qword ptr [rsp + 240], rax
-	WORD $0x0149; BYTE $0xc3     // add r11, rax
-	QUAD $0x000000c0249c894c     // mov qword ptr [rsp + 192], r11
-	WORD $0x0149; BYTE $0xc6     // add r14, rax
-	WORD $0x0148; BYTE $0xc7     // add rdi, rax
-	QUAD $0x000000c824bc8948     // mov qword ptr [rsp + 200], rdi
-	QUAD $0x00000110249c8b4c     // mov r11, qword ptr [rsp + 272]
-	LONG $0x247c8b48; BYTE $0x58 // mov rdi, qword ptr [rsp + 88]
-	WORD $0x0148; BYTE $0xc7     // add rdi, rax
-	WORD $0x0149; BYTE $0xc2     // add r10, rax
-	QUAD $0x000001602494894c     // mov qword ptr [rsp + 352], r10
-	WORD $0x0148; BYTE $0xc3     // add rbx, rax
-	QUAD $0x000000d0249c8948     // mov qword ptr [rsp + 208], rbx
+	QUAD $0x0000013024840148     // add qword ptr [rsp + 304], rax
+	QUAD $0x0000008024840148     // add qword ptr [rsp + 128], rax
+	QUAD $0x0000010024840148     // add qword ptr [rsp + 256], rax
+	QUAD $0x0000010824840148     // add qword ptr [rsp + 264], rax
 	WORD $0x0148; BYTE $0xc6     // add rsi, rax
-	QUAD $0x0000016824b48948     // mov qword ptr [rsp + 360], rsi
-	WORD $0x894c; BYTE $0xf6     // mov rsi, r14
-	QUAD $0x000001c824848b48     // mov rax, qword ptr [rsp + 456]
-	WORD $0x014c; BYTE $0xe8     // add rax, r13
-	QUAD $0x000003b824848948     // mov qword ptr [rsp + 952], rax
-	QUAD $0x000001c024848b48     // mov rax, qword ptr [rsp + 448]
-	LONG $0x28048d4a             // lea rax, [rax + r13]
-	QUAD $0x000003d024848948     // mov qword ptr [rsp + 976], rax
-	QUAD $0x000001b824848b48     // mov rax, qword ptr [rsp + 440]
-	LONG $0x28048d4a             // lea rax, [rax + r13]
-	QUAD $0x000003e024848948     // mov qword ptr [rsp + 992], rax
-	QUAD $0x000001b024848b48     // mov rax, qword ptr [rsp + 432]
-	LONG $0x28048d4a             // lea rax, [rax + r13]
-	QUAD $0x000003f024848948     // mov qword ptr [rsp + 1008], rax
-	QUAD $0x000001a824848b48     // mov rax, qword ptr [rsp + 424]
-	LONG $0x28048d4a             // lea rax, [rax + r13]
-	QUAD $0x000003f824848948     // mov qword ptr [rsp + 1016], rax
-	QUAD $0x000001a024848b48     // mov rax, qword ptr [rsp + 416]
-	LONG $0x28048d4a             // lea rax, [rax + r13]
-	QUAD $0x0000040024848948     // mov qword ptr [rsp + 1024], rax
-	QUAD $0x0000019824848b48     // mov rax, qword ptr [rsp + 408]
-	LONG $0x28048d4a             // lea rax, [rax + r13]
-	QUAD $0x0000040824848948     // mov qword ptr [rsp + 1032], rax
-	QUAD $0x0000019024848b48     // mov rax, qword ptr [rsp + 400]
-	LONG $0x28048d4a             // lea rax, [rax + r13]
+	QUAD $0x0000015824b48948     // mov qword ptr [rsp + 344], rsi
+	WORD $0x0149; BYTE $0xc6     // add r14, rax
+	QUAD $0x0000012824b4894c     // mov qword ptr [rsp + 296], r14
+	WORD $0x0149; BYTE $0xc3     // add r11, rax
+	QUAD $0x000001f8249c894c     // mov qword ptr [rsp + 504], r11
+	WORD $0x0149; BYTE $0xc5     // add r13, rax
+	QUAD $0x0000013824ac894c     // mov qword ptr [rsp + 312], r13
+	WORD $0x0148; BYTE $0xc3     // add rbx, rax
+	QUAD $0x00000110249c8948     // mov qword ptr [rsp + 272], rbx
+	WORD $0x0149; BYTE $0xc0     // add r8, rax
+	LONG $0x2444894c; BYTE $0x58 // mov qword ptr [rsp + 88], r8
+	QUAD $0x0000024824848b48     // mov rax, qword ptr [rsp + 584]
+	WORD $0x0148; BYTE $0xd0     // add rax, rdx
+	QUAD $0x0000041024848948     // mov qword ptr [rsp + 1040], rax
+	QUAD $0x0000024024848b48     // mov rax, qword ptr [rsp + 576]
+	LONG $0x10048d48             // lea rax, [rax + rdx]
 	QUAD $0x0000042824848948     // mov qword ptr [rsp + 1064], rax
-	QUAD $0x0000018824848b48     // mov rax, qword ptr [rsp + 392]
-	LONG $0x28048d4a             // lea rax, [rax + r13]
+	QUAD $0x0000023824848b48     // mov rax, qword ptr [rsp + 568]
+	LONG $0x10048d48             // lea rax, [rax + rdx]
+	QUAD $0x0000043824848948     // mov qword ptr [rsp + 1080], rax
+	QUAD $0x0000023024848b48     // mov rax, qword ptr [rsp + 560]
+	LONG $0x10048d48             // lea rax, [rax + rdx]
 	QUAD $0x0000044824848948     // mov qword ptr [rsp + 1096], rax
-	QUAD $0x0000018024848b48     // mov rax, qword ptr [rsp + 384]
-	LONG $0x28048d4a             // lea rax, [rax + r13]
+	QUAD $0x0000022824848b48     // mov rax, qword ptr [rsp + 552]
+	LONG $0x10048d48             // lea rax, [rax + rdx]
 	QUAD $0x0000045024848948     // mov qword ptr [rsp + 1104], rax
-	QUAD $0x0000017824848b48     // mov rax, qword ptr [rsp + 376]
-	LONG $0x28048d4a             // lea rax, [rax + r13]
+	QUAD $0x0000022024848b48     // mov rax, qword ptr [rsp + 544]
+	LONG $0x10048d48             // lea rax, [rax + rdx]
 	QUAD $0x0000045824848948     // mov qword ptr [rsp + 1112], rax
-	QUAD $0x000003a024848b48     // mov rax, qword ptr [rsp + 928]
-	LONG $0x28048d4a             // lea rax, [rax + r13]
+	QUAD $0x0000021824848b48     // mov rax, qword ptr [rsp + 536]
+	LONG $0x10048d48             // lea rax, [rax + rdx]
 	QUAD $0x0000046024848948     // mov qword ptr [rsp + 1120], rax
-	QUAD $0x0000039824848b48     // mov rax, qword ptr [rsp + 920]
-	WORD $0x014c; BYTE $0xe8     // add rax, r13
-	QUAD $0x0000046824848948     // mov qword ptr [rsp + 1128], rax
-	QUAD $0x0000039024848b48     // mov rax, qword ptr [rsp + 912]
-	WORD $0x014c; BYTE $0xe8     // add rax, r13
+	QUAD $0x0000021024848b48     // mov rax, qword ptr [rsp + 528]
+	LONG $0x10048d48             // lea rax, [rax + rdx]
 	QUAD $0x0000015024848948     // mov qword ptr [rsp + 336], rax
-	QUAD $0x0000038024848b48     // mov rax, qword ptr [rsp + 896]
-	WORD $0x014c; BYTE $0xe8     // add rax, r13
-	QUAD $0x0000015824848948     // mov qword ptr [rsp + 344], rax
-	QUAD $0x00000108248c8b48     // mov rcx, qword ptr [rsp + 264]
-	WORD $0x0149; BYTE $0xcd     // add r13, rcx
-	QUAD $0x0000008024ac894c     // mov qword ptr [rsp + 128], r13
-	WORD $0x8949; BYTE $0xfd     // mov r13, rdi
-	WORD $0x8948; BYTE $0xd0     // mov rax, rdx
+	QUAD $0x000003f824848b48     // mov rax, qword ptr [rsp + 1016]
+	LONG $0x10048d48             // lea rax, [rax + rdx]
+	QUAD $0x000001a024848948     // mov qword ptr [rsp + 416], rax
+	QUAD $0x000003f024848b48     // mov rax, qword ptr [rsp + 1008]
+	LONG $0x10048d48             // lea rax, [rax + rdx]
+	QUAD $0x0000018024848948     // mov qword ptr [rsp + 384], rax
+	QUAD $0x000003e824848b48     // mov rax, qword ptr [rsp + 1000]
+	LONG $0x10048d48             // lea rax, [rax + rdx]
+	QUAD $0x0000016024848948     // mov qword ptr [rsp + 352], rax
+	QUAD $0x000003e024848b48     // mov rax, qword ptr [rsp + 992]
+	LONG $0x10048d48             // lea rax, [rax + rdx]
+	QUAD $0x000000c024848948     // mov qword ptr [rsp + 192], rax
+	QUAD $0x000003d824848b48     // mov rax, qword ptr [rsp + 984]
+	WORD $0x0148; BYTE $0xd0     // add rax, rdx
+	QUAD $0x0000017024848948     // mov qword ptr [rsp + 368], rax
+	QUAD $0x000003d024848b48     // mov rax, qword ptr [rsp + 976]
+	WORD $0x0148; BYTE $0xd0     // add rax, rdx
+	QUAD $0x000000a824848948     // mov qword ptr [rsp + 168], rax
+	QUAD $0x000003c024848b48     // mov rax, qword ptr [rsp + 960]
+	WORD $0x0148; BYTE $0xd0     // add rax, rdx
+	LONG $0x24448948; BYTE $0x50 // mov qword ptr [rsp + 80], rax
+	QUAD $0x000000b0249c8b48     // mov rbx, qword ptr [rsp + 176]
+	WORD $0x0148; BYTE $0xda     // add rdx, rbx
+	QUAD $0x000000f824948948     // mov qword ptr [rsp + 248], rdx
+	WORD $0x8948; BYTE $0xf8     // mov rax, rdi
 	LONG $0x05e0c148             // shl rax, 5
-	LONG $0x50048d48             // lea rax, [rax + 2*rdx]
-	WORD $0x0148; BYTE $0xc8     // add rax, rcx
-	QUAD $0x000003d824848948     // mov qword ptr [rsp + 984], rax
-	QUAD $0x000000a82484034c     // add r8, qword ptr [rsp + 168]
-	QUAD $0x000002802484894c     // mov qword ptr [rsp + 640], r8
-	QUAD $0x0000026024848b48     // mov rax, qword ptr [rsp + 608]
-	QUAD $0x0000029824848948     // mov qword ptr [rsp + 664], rax
-	QUAD $0x0000025824848b48     // mov rax, qword ptr [rsp + 600]
-	QUAD $0x000002a824848948     // mov qword ptr [rsp + 680], rax
-	QUAD $0x0000025024848b48     // mov rax, qword ptr [rsp + 592]
-	QUAD $0x0000029024848948     // mov qword ptr [rsp + 656], rax
+	LONG $0x78048d48             // lea rax, [rax + 2*rdi]
+	WORD $0x0148; BYTE $0xd8     // add rax, rbx
+	QUAD $0x0000043024848948     // mov qword ptr [rsp + 1072], rax
+	QUAD $0x00000140248c0348     // add rcx, qword ptr [rsp + 320]
+	QUAD $0x000002f8248c8948     // mov qword ptr [rsp + 760], rcx
+	QUAD $0x000002e024848b48     // mov rax, qword ptr [rsp + 736]
+	QUAD $0x000001c024848948     // mov qword ptr [rsp + 448], rax
+	QUAD $0x000002d824848b48     // mov rax, qword ptr [rsp + 728]
+	QUAD $0x0000019824848948     // mov qword ptr [rsp + 408], rax
+	QUAD $0x000002d024848b48     // mov rax, qword ptr [rsp + 720]
+	QUAD $0x000001b824848948     // mov qword ptr [rsp + 440], rax
 	WORD $0xc031                 // xor eax, eax
-	QUAD $0x0000014824848948     // mov qword ptr [rsp + 328], rax
-	QUAD $0x000003a8248c8b48     // mov rcx, qword ptr [rsp + 936]
+	QUAD $0x000001a824848948     // mov qword ptr [rsp + 424], rax
+	QUAD $0x00000400248c8b48     // mov rcx, qword ptr [rsp + 1024]
 	WORD $0xd231                 // xor edx, edx
-	QUAD $0x0000027824bc8b48     // mov rdi, qword ptr [rsp + 632]
-	LONG $0x2474894c; BYTE $0x10 // mov qword ptr [rsp + 16], r14
-	LONG $0x246c894c; BYTE $0x58 // mov qword ptr [rsp + 88], r13
-	JMP  LBB7_53
+	QUAD $0x000002f024bc8b48     // mov rdi, qword ptr [rsp + 752]
+	JMP  LBB7_56
 
-LBB7_48:
+LBB7_52:
 	LONG $0x497cf162; WORD $0x1011 // vmovups zmmword ptr [rax] {k1}, zmm2
 
-LBB7_49:
+LBB7_53:
 	LONG $0x4a7cf162; WORD $0x4811; BYTE $0x01 // vmovups zmmword ptr [rax + 64] {k2}, zmm1
 
-LBB7_50:
+LBB7_54:
 	LONG $0x48fef162; WORD $0x6d6f; BYTE $0x05 // vmovdqu64 zmm5, zmmword ptr [rbp + 320] /* [rip + .LCPI7_7] */
 	LONG $0x48fef162; WORD $0x756f; BYTE $0x06 // vmovdqu64 zmm6, zmmword ptr [rbp + 384] /* [rip + .LCPI7_8] */
 	LONG $0x48fef162; WORD $0x7d6f; BYTE $0x07 // vmovdqu64 zmm7, zmmword ptr [rbp + 448] /* [rip + .LCPI7_9] */
 	LONG $0x48fe7162; WORD $0x456f; BYTE $0x08 // vmovdqu64 zmm8, zmmword ptr [rbp + 512] /* [rip + .LCPI7_10] */
 
-LBB7_51:
-	LONG $0x24748b48; BYTE $0x10 // mov rsi, qword ptr [rsp + 16]
-
-LBB7_52:
-	LONG $0x247c8b48; BYTE $0x28         // mov rdi, qword ptr [rsp + 40]
+LBB7_55:
+	QUAD $0x0000012024bc8b48             // mov rdi, qword ptr [rsp + 288]
 	LONG $0x20c78348                     // add rdi, 32
-	QUAD $0x0000043824948b48             // mov rdx, qword ptr [rsp + 1080]
+	QUAD $0x000000d024948b48             // mov rdx, qword ptr [rsp + 208]
 	LONG $0x01c28348                     // add rdx, 1
-	QUAD $0x00000440248c8b48             // mov rcx, qword ptr [rsp + 1088]
+	QUAD $0x00000200248c8b48             // mov rcx, qword ptr [rsp + 512]
 	LONG $0xe0c18348                     // add rcx, -32
-	QUAD $0x0000014824848b48             // mov rax, qword ptr [rsp + 328]
-	QUAD $0x0000041824840348             // add rax, qword ptr [rsp + 1048]
-	QUAD $0x0000014824848948             // mov qword ptr [rsp + 328], rax
-	QUAD $0x0000029024848348; BYTE $0x20 // add qword ptr [rsp + 656], 32
-	QUAD $0x000002a824848348; BYTE $0x20 // add qword ptr [rsp + 680], 32
-	QUAD $0x0000029824848348; BYTE $0x20 // add qword ptr [rsp + 664], 32
-	QUAD $0x00000110249c8b4c             // mov r11, qword ptr [rsp + 272]
-	WORD $0x3949; BYTE $0xfb             // cmp r11, rdi
-	JLE  LBB7_14
-
-LBB7_53:
-	LONG $0x20f98348               // cmp rcx, 32
-	LONG $0x000020bb; BYTE $0x00   // mov ebx, 32
-	LONG $0xd94c0f48               // cmovl rbx, rcx
-	QUAD $0x00000440248c8948       // mov qword ptr [rsp + 1088], rcx
-	WORD $0x8948; BYTE $0xc8       // mov rax, rcx
-	WORD $0x2948; BYTE $0xd8       // sub rax, rbx
-	LONG $0x20f88348               // cmp rax, 32
-	LONG $0x0020b841; WORD $0x0000 // mov r8d, 32
-	LONG $0xc04d0f49               // cmovge rax, r8
-	QUAD $0x0000043024848948       // mov qword ptr [rsp + 1072], rax
-	QUAD $0x0000043824948948       // mov qword ptr [rsp + 1080], rdx
-	WORD $0x8948; BYTE $0xd0       // mov rax, rdx
-	LONG $0x05e0c148               // shl rax, 5
-	QUAD $0x0000042024948b48       // mov rdx, qword ptr [rsp + 1056]
-	WORD $0x2948; BYTE $0xc2       // sub rdx, rax
-	LONG $0x20fa8348               // cmp rdx, 32
-	LONG $0x000020b8; BYTE $0x00   // mov eax, 32
-	LONG $0xc24c0f48               // cmovl rax, rdx
-	WORD $0x8948; BYTE $0xd1       // mov rcx, rdx
-	WORD $0x2948; BYTE $0xc1       // sub rcx, rax
-	LONG $0x20f98348               // cmp rcx, 32
-	LONG $0xc84d0f49               // cmovge rcx, r8
-	QUAD $0x000002b0248c8948       // mov qword ptr [rsp + 688], rcx
-	LONG $0x20fa8348               // cmp rdx, 32
-	LONG $0x000020b8; BYTE $0x00   // mov eax, 32
-	LONG $0xc24c0f48               // cmovl rax, rdx
-	WORD $0x2948; BYTE $0xc2       // sub rdx, rax
-	LONG $0x20fa8348               // cmp rdx, 32
-	LONG $0xd04d0f49               // cmovge rdx, r8
-	QUAD $0x000002a024948948       // mov qword ptr [rsp + 672], rdx
-	WORD $0x894c; BYTE $0xd8       // mov rax, r11
-	LONG $0x247c8948; BYTE $0x28   // mov qword ptr [rsp + 40], rdi
-	WORD $0x2948; BYTE $0xf8       // sub rax, rdi
-	LONG $0x20f88348               // cmp rax, 32
-	LONG $0x000020b9; BYTE $0x00   // mov ecx, 32
-	LONG $0xc84c0f48               // cmovl rcx, rax
-	QUAD $0x000000d8248c8948       // mov qword ptr [rsp + 216], rcx
-	LONG $0x247c8348; WORD $0x0020 // cmp qword ptr [rsp + 32], 0
-	JLE  LBB7_145
-	WORD $0x8548; BYTE $0xc0       // test rax, rax
-	JLE  LBB7_145
-	QUAD $0x000000d8248c8b48       // mov rcx, qword ptr [rsp + 216]
-	LONG $0x0f418d48               // lea rax, [rcx + 15]
-	LONG $0x1e598d4c               // lea r11, [rcx + 30]
-	WORD $0x8548; BYTE $0xc0       // test rax, rax
-	LONG $0xd8490f4c               // cmovns r11, rax
-	LONG $0x04fbc149               // sar r11, 4
-	LONG $0x02fb8349               // cmp r11, 2
-	LONG $0x000001b8; BYTE $0x00   // mov eax, 1
-	LONG $0xd84c0f4c               // cmovl r11, rax
-	LONG $0x04e3c149               // shl r11, 4
-	QUAD $0x0000014824bc8b48       // mov rdi, qword ptr [rsp + 328]
-	QUAD $0x0001448024b48d4c       // lea r14, [rsp + 83072]
-	WORD $0x8948; BYTE $0xf0       // mov rax, rsi
-	QUAD $0x0000c80024948d4c       // lea r10, [rsp + 51200]
-	WORD $0xc031                   // xor eax, eax
-	LONG $0x245c894c; BYTE $0x08   // mov qword ptr [rsp + 8], r11
-	JMP  LBB7_57
-	PCALIGN $16
+	QUAD $0x000001a824848b48             // mov rax, qword ptr [rsp + 424]
+	QUAD $0x0000047824840348             // add rax, qword ptr [rsp + 1144]
+	QUAD $0x000001a824848948             // mov qword ptr [rsp + 424], rax
+	QUAD $0x000001b824848348; BYTE $0x20 // add qword ptr [rsp + 440], 32
+	QUAD $0x0000019824848348; BYTE $0x20 // add qword ptr [rsp + 408], 32
+	QUAD $0x000001c024848348; BYTE $0x20 // add qword ptr [rsp + 448], 32
+	QUAD $0x0000011824948b4c             // mov r10, qword ptr [rsp + 280]
+	WORD $0x3949; BYTE $0xfa             // cmp r10, rdi
+	JLE  LBB7_17
 
 LBB7_56:
-	QUAD $0x0000047024848b48                   // mov rax, qword ptr [rsp + 1136]
-	LONG $0x01c08348                           // add rax, 1
-	QUAD $0x0000009024948b4c                   // mov r10, qword ptr [rsp + 144]
-	LONG $0x00c28149; WORD $0x0004; BYTE $0x00 // add r10, 1024
-	LONG $0x24748b4c; BYTE $0x70               // mov r14, qword ptr [rsp + 112]
-	LONG $0x80ee8349                           // sub r14, -128
-	QUAD $0x000000e024bc8b48                   // mov rdi, qword ptr [rsp + 224]
-	LONG $0x22c78348                           // add rdi, 34
-	LONG $0x24443b48; BYTE $0x20               // cmp rax, qword ptr [rsp + 32]
-	JE   LBB7_145
-
-LBB7_57:
-	QUAD $0x0000047024848948     // mov qword ptr [rsp + 1136], rax
-	QUAD $0x000000e024bc8948     // mov qword ptr [rsp + 224], rdi
-	LONG $0x2474894c; BYTE $0x70 // mov qword ptr [rsp + 112], r14
-	QUAD $0x000000902494894c     // mov qword ptr [rsp + 144], r10
-	WORD $0x3145; BYTE $0xc0     // xor r8d, r8d
+	LONG $0x20f98348             // cmp rcx, 32
+	LONG $0x000020bb; BYTE $0x00 // mov ebx, 32
+	LONG $0xd94c0f48             // cmovl rbx, rcx
+	QUAD $0x00000200248c8948     // mov qword ptr [rsp + 512], rcx
+	WORD $0x8948; BYTE $0xc8     // mov rax, rcx
+	WORD $0x2948; BYTE $0xd8     // sub rax, rbx
+	LONG $0x20f88348             // cmp rax, 32
+	LONG $0x000020b9; BYTE $0x00 // mov ecx, 32
+	LONG $0xc14d0f48             // cmovge rax, rcx
+	QUAD $0x000001c824848948     // mov qword ptr [rsp + 456], rax
+	QUAD $0x000000d024948948     // mov qword ptr [rsp + 208], rdx
+	WORD $0x8948; BYTE $0xd0     // mov rax, rdx
+	LONG $0x05e0c148             // shl rax, 5
+	QUAD $0x000001f024b48b48     // mov rsi, qword ptr [rsp + 496]
+	WORD $0x2948; BYTE $0xc6     // sub rsi, rax
+	LONG $0x20fe8348             // cmp rsi, 32
+	LONG $0x000020b8; BYTE $0x00 // mov eax, 32
+	LONG $0xc64c0f48             // cmovl rax, rsi
+	WORD $0x8948; BYTE $0xf2     // mov rdx, rsi
+	WORD $0x2948; BYTE $0xc2     // sub rdx, rax
+	LONG $0x20fa8348             // cmp rdx, 32
+	LONG $0xd14d0f48             // cmovge rdx, rcx
+	QUAD $0x0000014824948948     // mov qword ptr [rsp + 328], rdx
+	LONG $0x20fe8348             // cmp rsi, 32
+	LONG $0x000020b8; BYTE $0x00 // mov eax, 32
+	LONG $0xc64c0f48             // cmovl rax, rsi
+	WORD $0x2948; BYTE $0xc6     // sub rsi, rax
+	LONG $0x20fe8348             // cmp rsi, 32
+	LONG $0xf14d0f48             // cmovge rsi, rcx
+	QUAD $0x000001d024b48948     // mov qword ptr [rsp + 464], rsi
+	WORD $0x894c; BYTE $0xd0     // mov rax, r10
+	WORD $0x8948; BYTE $0xf9     // mov rcx, rdi
+	QUAD $0x0000012024bc8948     // mov qword ptr [rsp + 288], rdi
+	WORD $0x2948; BYTE $0xf8     // sub rax, rdi
+	LONG $0x20f88348             // cmp rax, 32
+	LONG $0x000020b9; BYTE $0x00 // mov ecx, 32
+	LONG $0xc84c0f48             // cmovl rcx, rax
+	LONG $0x244c8948; BYTE $0x38 // mov qword ptr [rsp + 56], rcx
+	WORD $0x854d; BYTE $0xe4     // test r12, r12
+	QUAD $0x000001f824848b4c     // mov r8, qword ptr [rsp + 504]
+	JLE  LBB7_139
+	WORD $0x8548; BYTE $0xc0     // test rax, rax
+	JLE  LBB7_139
+	LONG $0x244c8b48; BYTE $0x38 // mov rcx, qword ptr [rsp + 56]
+	LONG $0x0f418d48             // lea rax, [rcx + 15]
+	LONG $0x1e718d48             // lea rsi, [rcx + 30]
+	WORD $0x8548; BYTE $0xc0     // test rax, rax
+	LONG $0xf0490f48             // cmovns rsi, rax
+	LONG $0x04fec148             // sar rsi, 4
+	LONG $0x02fe8348             // cmp rsi, 2
+	LONG $0x000001b8; BYTE $0x00 // mov eax, 1
+	LONG $0xf04c0f48             // cmovl rsi, rax
+	LONG $0x04e6c148             // shl rsi, 4
+	QUAD $0x000001a824ac8b4c     // mov r13, qword ptr [rsp + 424]
+	QUAD $0x0001468024b48d4c     // lea r14, [rsp + 83584]
+	QUAD $0x0000ca0024bc8d48     // lea rdi, [rsp + 51712]
+	QUAD $0x0000015824948b4c     // mov r10, qword ptr [rsp + 344]
+	WORD $0xc031                 // xor eax, eax
+	LONG $0x24748948; BYTE $0x20 // mov qword ptr [rsp + 32], rsi
 	JMP  LBB7_60
 	PCALIGN $16
 
-LBB7_58:
-	LONG $0x030c8d42                           // lea ecx, [rbx + r8]
+LBB7_59:
+	QUAD $0x000000d824848b48                   // mov rax, qword ptr [rsp + 216]
+	LONG $0x01c08348                           // add rax, 1
+	LONG $0x247c8b48; BYTE $0x28               // mov rdi, qword ptr [rsp + 40]
+	LONG $0x00c78148; WORD $0x0004; BYTE $0x00 // add rdi, 1024
+	QUAD $0x000000e024b48b4c                   // mov r14, qword ptr [rsp + 224]
+	LONG $0x80ee8349                           // sub r14, -128
+	QUAD $0x0000009024ac8b4c                   // mov r13, qword ptr [rsp + 144]
+	LONG $0x22c58349                           // add r13, 34
+	LONG $0x24443b48; BYTE $0x48               // cmp rax, qword ptr [rsp + 72]
+	JE   LBB7_139
+
+LBB7_60:
+	QUAD $0x000000d824848948     // mov qword ptr [rsp + 216], rax
+	QUAD $0x0000009024ac894c     // mov qword ptr [rsp + 144], r13
+	QUAD $0x000000e024b4894c     // mov qword ptr [rsp + 224], r14
+	LONG $0x247c8948; BYTE $0x28 // mov qword ptr [rsp + 40], rdi
+	WORD $0x3145; BYTE $0xe4     // xor r12d, r12d
+	JMP  LBB7_63
+	PCALIGN $16
+
+LBB7_61:
+	LONG $0x230c8d42                           // lea ecx, [rbx + r12]
 	LONG $0xffffffba; BYTE $0xff               // mov edx, -1
 	WORD $0xe2d3                               // shl edx, cl
-	QUAD $0x00000080248c8b48                   // mov rcx, qword ptr [rsp + 128]
-	WORD $0x0148; BYTE $0xf9                   // add rcx, rdi
+	QUAD $0x000000f8248c8b48                   // mov rcx, qword ptr [rsp + 248]
+	WORD $0x014c; BYTE $0xe9                   // add rcx, r13
 	WORD $0xd2f7                               // not edx
 	WORD $0xc084                               // test al, al
 	LONG $0x00ffffb8; BYTE $0x00               // mov eax, 65535
@@ -5998,188 +6001,191 @@ LBB7_58:
 	LONG $0xc9eff1c5                           // vpxor xmm1, xmm1, xmm1
 	LONG $0x497df262; WORD $0x0c90; BYTE $0x01 // vpgatherdd zmm1 {k1}, [rcx + zmm0]
 
-LBB7_59:
+LBB7_62:
 	LONG $0x487ef262; WORD $0xc933 // vpmovdw ymm1, zmm1
 	LONG $0x487df262; WORD $0xc913 // vcvtph2ps zmm1, ymm1
 	LONG $0x4874f162; WORD $0xd15c // vsubps zmm2, zmm1, zmm1
 	LONG $0x486cf162; WORD $0xc958 // vaddps zmm1, zmm2, zmm1
 	LONG $0x487cd162; WORD $0x0e29 // vmovaps zmmword ptr [r14], zmm1
-	LONG $0xf0c08349               // add r8, -16
-	LONG $0x40c28349               // add r10, 64
+	LONG $0xf0c48349               // add r12, -16
+	LONG $0x40c78348               // add rdi, 64
 	LONG $0x40c68349               // add r14, 64
-	QUAD $0x0000047824bc0348       // add rdi, qword ptr [rsp + 1144]
-	WORD $0x894c; BYTE $0xd8       // mov rax, r11
-	WORD $0x014c; BYTE $0xc0       // add rax, r8
-	JE   LBB7_56
+	LONG $0x246c034c; BYTE $0x10   // add r13, qword ptr [rsp + 16]
+	WORD $0x8948; BYTE $0xf0       // mov rax, rsi
+	WORD $0x014c; BYTE $0xe0       // add rax, r12
+	JE   LBB7_59
 
-LBB7_60:
-	LONG $0x030c8d4a                           // lea rcx, [rbx + r8]
-	LONG $0x03248d4e                           // lea r12, [rbx + r8]
-	LONG $0xf7c48349                           // add r12, -9
+LBB7_63:
+	LONG $0x230c8d4a                           // lea rcx, [rbx + r12]
+	LONG $0x230c8d4e                           // lea r9, [rbx + r12]
+	LONG $0xf7c18349                           // add r9, -9
 	LONG $0x006da162; WORD $0xd2ef             // vpxord xmm18, xmm18, xmm18
 	LONG $0x005da162; WORD $0xe4ef             // vpxord xmm20, xmm20, xmm20
 	WORD $0x8548; BYTE $0xc9                   // test rcx, rcx
-	JLE  LBB7_72
-	QUAD $0x0000008024848b48                   // mov rax, qword ptr [rsp + 128]
-	LONG $0x4c6ffec5; WORD $0x0238             // vmovdqu ymm1, ymmword ptr [rax + rdi + 2]
+	JLE  LBB7_75
+	QUAD $0x000000f824848b48                   // mov rax, qword ptr [rsp + 248]
+	LONG $0x6f7ea1c4; WORD $0x284c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [rax + r13 + 2]
 	LONG $0x08f98348                           // cmp rcx, 8
-	JBE  LBB7_73
+	JBE  LBB7_76
 	LONG $0xd2efe9c5                           // vpxor xmm2, xmm2, xmm2
 	LONG $0x006da162; WORD $0xd2ef             // vpxord xmm18, xmm18, xmm18
-	WORD $0x854d; BYTE $0xe4                   // test r12, r12
-	JE   LBB7_64
-	QUAD $0x0000016024848b48                   // mov rax, qword ptr [rsp + 352]
-	LONG $0x28fee162; WORD $0x146f; BYTE $0x38 // vmovdqu64 ymm18, ymmword ptr [rax + rdi]
+	WORD $0x854d; BYTE $0xc9                   // test r9, r9
+	JE   LBB7_67
+	QUAD $0x0000013824848b48                   // mov rax, qword ptr [rsp + 312]
+	LONG $0x28fea162; WORD $0x146f; BYTE $0x28 // vmovdqu64 ymm18, ymmword ptr [rax + r13]
 
-LBB7_64:
+LBB7_67:
 	LONG $0x0bf98348               // cmp rcx, 11
-	JB   LBB7_65
-	QUAD $0x0000013824848b48       // mov rax, qword ptr [rsp + 312]
-	LONG $0x146ffec5; BYTE $0x38   // vmovdqu ymm2, ymmword ptr [rax + rdi]
+	JB   LBB7_68
+	LONG $0x24448b48; BYTE $0x40   // mov rax, qword ptr [rsp + 64]
+	LONG $0x6f7ea1c4; WORD $0x2814 // vmovdqu ymm2, ymmword ptr [rax + r13]
 	LONG $0x005da162; WORD $0xe4ef // vpxord xmm20, xmm20, xmm20
 	LONG $0x0045a162; WORD $0xffef // vpxord xmm23, xmm23, xmm23
 	LONG $0x0cf98348               // cmp rcx, 12
-	JAE  LBB7_82
+	JAE  LBB7_85
 
-LBB7_66:
+LBB7_69:
 	LONG $0x0df98348 // cmp rcx, 13
-	JB   LBB7_67
+	JB   LBB7_70
 
-LBB7_83:
-	QUAD $0x0000012824848b48                   // mov rax, qword ptr [rsp + 296]
-	LONG $0x28fee162; WORD $0x246f; BYTE $0x38 // vmovdqu64 ymm20, ymmword ptr [rax + rdi]
+LBB7_86:
+	LONG $0x24448b48; BYTE $0x70               // mov rax, qword ptr [rsp + 112]
+	LONG $0x28fea162; WORD $0x246f; BYTE $0x28 // vmovdqu64 ymm20, ymmword ptr [rax + r13]
 	LONG $0x00350162; WORD $0xc9ef             // vpxord xmm25, xmm25, xmm25
 	LONG $0x003d0162; WORD $0xc0ef             // vpxord xmm24, xmm24, xmm24
 	LONG $0x0ef98348                           // cmp rcx, 14
-	JAE  LBB7_84
+	JAE  LBB7_87
 
-LBB7_68:
+LBB7_71:
 	LONG $0x0ff98348 // cmp rcx, 15
-	JB   LBB7_70
-
-LBB7_69:
-	QUAD $0x000000b824848b48                   // mov rax, qword ptr [rsp + 184]
-	LONG $0x28fe6162; WORD $0x0c6f; BYTE $0x38 // vmovdqu64 ymm25, ymmword ptr [rax + rdi]
-
-LBB7_70:
-	QUAD $0x0000016824848b48                   // mov rax, qword ptr [rsp + 360]
-	QUAD $0x01381c3a48f5e362                   // vinserti64x4 zmm19, zmm1, ymmword ptr [rax + rdi], 1
-	QUAD $0x000000d024848b48                   // mov rax, qword ptr [rsp + 208]
-	LONG $0x0c6ffec5; BYTE $0x38               // vmovdqu ymm1, ymmword ptr [rax + rdi]
-	LONG $0x48f5a362; WORD $0xea3a; BYTE $0x01 // vinserti64x4 zmm21, zmm1, ymm18, 1
-	LONG $0x6f7ec1c4; WORD $0x3d4c; BYTE $0x00 // vmovdqu ymm1, ymmword ptr [r13 + rdi]
-	LONG $0x48f5e362; WORD $0xf23a; BYTE $0x01 // vinserti64x4 zmm22, zmm1, ymm2, 1
-	QUAD $0x000000c824848b48                   // mov rax, qword ptr [rsp + 200]
-	LONG $0x0c6ffec5; BYTE $0x38               // vmovdqu ymm1, ymmword ptr [rax + rdi]
-	LONG $0x48f5b362; WORD $0xcf3a; BYTE $0x01 // vinserti64x4 zmm1, zmm1, ymm23, 1
-	LONG $0x146ffec5; BYTE $0x3e               // vmovdqu ymm2, ymmword ptr [rsi + rdi]
-	LONG $0x48edb362; WORD $0xd43a; BYTE $0x01 // vinserti64x4 zmm2, zmm2, ymm20, 1
-	QUAD $0x000000c024848b48                   // mov rax, qword ptr [rsp + 192]
-	LONG $0x28fee162; WORD $0x146f; BYTE $0x38 // vmovdqu64 ymm18, ymmword ptr [rax + rdi]
-	LONG $0x40ed0362; WORD $0xc03a; BYTE $0x01 // vinserti64x4 zmm24, zmm18, ymm24, 1
-	QUAD $0x000000f024848b48                   // mov rax, qword ptr [rsp + 240]
-	LONG $0x28fee162; WORD $0x146f; BYTE $0x38 // vmovdqu64 ymm18, ymmword ptr [rax + rdi]
-	LONG $0x40ed8362; WORD $0xd13a; BYTE $0x01 // vinserti64x4 zmm18, zmm18, ymm25, 1
-	QUAD $0x000000e824848b48                   // mov rax, qword ptr [rsp + 232]
-	LONG $0x28fee162; WORD $0x3c6f; BYTE $0x38 // vmovdqu64 ymm23, ymmword ptr [rax + rdi]
-	LONG $0x10f98348                           // cmp rcx, 16
-	JB   LBB7_85
-	QUAD $0x000000b024848b48                   // mov rax, qword ptr [rsp + 176]
-	LONG $0x28fee162; WORD $0x246f; BYTE $0x38 // vmovdqu64 ymm20, ymmword ptr [rax + rdi]
-	WORD $0x01b0                               // mov al, 1
-	JMP  LBB7_88
-	PCALIGN $16
+	JB   LBB7_73
 
 LBB7_72:
+	QUAD $0x000000f024848b48                   // mov rax, qword ptr [rsp + 240]
+	LONG $0x28fe2162; WORD $0x0c6f; BYTE $0x28 // vmovdqu64 ymm25, ymmword ptr [rax + r13]
+
+LBB7_73:
+	LONG $0x24448b48; BYTE $0x58               // mov rax, qword ptr [rsp + 88]
+	QUAD $0x01281c3a48f5a362                   // vinserti64x4 zmm19, zmm1, ymmword ptr [rax + r13], 1
+	QUAD $0x0000011024848b48                   // mov rax, qword ptr [rsp + 272]
+	LONG $0x6f7ea1c4; WORD $0x280c             // vmovdqu ymm1, ymmword ptr [rax + r13]
+	LONG $0x48f5a362; WORD $0xea3a; BYTE $0x01 // vinserti64x4 zmm21, zmm1, ymm18, 1
+	LONG $0x6f7e81c4; WORD $0x280c             // vmovdqu ymm1, ymmword ptr [r8 + r13]
+	LONG $0x48f5e362; WORD $0xf23a; BYTE $0x01 // vinserti64x4 zmm22, zmm1, ymm2, 1
+	QUAD $0x0000012824848b48                   // mov rax, qword ptr [rsp + 296]
+	LONG $0x6f7ea1c4; WORD $0x280c             // vmovdqu ymm1, ymmword ptr [rax + r13]
+	LONG $0x48f5b362; WORD $0xcf3a; BYTE $0x01 // vinserti64x4 zmm1, zmm1, ymm23, 1
+	LONG $0x6f7e81c4; WORD $0x2a14             // vmovdqu ymm2, ymmword ptr [r10 + r13]
+	LONG $0x48edb362; WORD $0xd43a; BYTE $0x01 // vinserti64x4 zmm2, zmm2, ymm20, 1
+	QUAD $0x0000010824848b48                   // mov rax, qword ptr [rsp + 264]
+	LONG $0x28fea162; WORD $0x146f; BYTE $0x28 // vmovdqu64 ymm18, ymmword ptr [rax + r13]
+	LONG $0x40ed0362; WORD $0xc03a; BYTE $0x01 // vinserti64x4 zmm24, zmm18, ymm24, 1
+	QUAD $0x0000010024848b48                   // mov rax, qword ptr [rsp + 256]
+	LONG $0x28fea162; WORD $0x146f; BYTE $0x28 // vmovdqu64 ymm18, ymmword ptr [rax + r13]
+	LONG $0x40ed8362; WORD $0xd13a; BYTE $0x01 // vinserti64x4 zmm18, zmm18, ymm25, 1
+	QUAD $0x0000008024848b48                   // mov rax, qword ptr [rsp + 128]
+	LONG $0x28fea162; WORD $0x3c6f; BYTE $0x28 // vmovdqu64 ymm23, ymmword ptr [rax + r13]
+	LONG $0x10f98348                           // cmp rcx, 16
+	JB   LBB7_88
+	QUAD $0x0000013024848b48                   // mov rax, qword ptr [rsp + 304]
+	LONG $0x28fea162; WORD $0x246f; BYTE $0x28 // vmovdqu64 ymm20, ymmword ptr [rax + r13]
+	WORD $0x01b0                               // mov al, 1
+	JMP  LBB7_91
+	PCALIGN $16
+
+LBB7_75:
 	WORD $0xc031                   // xor eax, eax
 	LONG $0x0045a162; WORD $0xffef // vpxord xmm23, xmm23, xmm23
 	LONG $0x0065a162; WORD $0xdbef // vpxord xmm19, xmm19, xmm19
-	JMP  LBB7_87
+	JMP  LBB7_90
 	PCALIGN $16
 
-LBB7_73:
+LBB7_76:
 	LONG $0x28fde162; WORD $0xd96f             // vmovdqa64 ymm19, ymm1
 	LONG $0x02f98348                           // cmp rcx, 2
-	JB   LBB7_86
-	WORD $0x894c; BYTE $0xea                   // mov rdx, r13
-	WORD $0x894d; BYTE $0xcd                   // mov r13, r9
-	WORD $0x8949; BYTE $0xf1                   // mov r9, rsi
-	LONG $0x03048d4a                           // lea rax, [rbx + r8]
+	JB   LBB7_89
+	WORD $0x894c; BYTE $0xc2                   // mov rdx, r8
+	WORD $0x894d; BYTE $0xf8                   // mov r8, r15
+	WORD $0x894d; BYTE $0xd7                   // mov r15, r10
+	LONG $0x23048d4a                           // lea rax, [rbx + r12]
 	LONG $0xfec08348                           // add rax, -2
-	QUAD $0x000000d024b48b48                   // mov rsi, qword ptr [rsp + 208]
-	LONG $0x28fee162; WORD $0x2c6f; BYTE $0x3e // vmovdqu64 ymm21, ymmword ptr [rsi + rdi]
+	QUAD $0x0000011024b48b48                   // mov rsi, qword ptr [rsp + 272]
+	LONG $0x28fea162; WORD $0x2c6f; BYTE $0x2e // vmovdqu64 ymm21, ymmword ptr [rsi + r13]
 	WORD $0x8548; BYTE $0xc0                   // test rax, rax
-	JE   LBB7_123
-	LONG $0x28fee162; WORD $0x346f; BYTE $0x3a // vmovdqu64 ymm22, ymmword ptr [rdx + rdi]
+	JE   LBB7_124
+	LONG $0x28fea162; WORD $0x346f; BYTE $0x2a // vmovdqu64 ymm22, ymmword ptr [rdx + r13]
 	LONG $0x04f98348                           // cmp rcx, 4
-	JB   LBB7_124
-	LONG $0x03048d4a                           // lea rax, [rbx + r8]
+	JB   LBB7_125
+	WORD $0x8948; BYTE $0xd6                   // mov rsi, rdx
+	LONG $0x23048d4a                           // lea rax, [rbx + r12]
 	LONG $0xfcc08348                           // add rax, -4
-	QUAD $0x000000c8249c8b4c                   // mov r11, qword ptr [rsp + 200]
-	LONG $0x6f7ec1c4; WORD $0x3b0c             // vmovdqu ymm1, ymmword ptr [r11 + rdi]
+	QUAD $0x00000128249c8b4c                   // mov r11, qword ptr [rsp + 296]
+	LONG $0x6f7e81c4; WORD $0x2b0c             // vmovdqu ymm1, ymmword ptr [r11 + r13]
 	WORD $0x8548; BYTE $0xc0                   // test rax, rax
-	JE   LBB7_128
-	LONG $0x6f7ec1c4; WORD $0x3914             // vmovdqu ymm2, ymmword ptr [r9 + rdi]
+	JE   LBB7_127
+	LONG $0x6f7e81c4; WORD $0x2f14             // vmovdqu ymm2, ymmword ptr [r15 + r13]
 	LONG $0x06f98348                           // cmp rcx, 6
-	JB   LBB7_129
-	LONG $0x03048d4a                           // lea rax, [rbx + r8]
+	JB   LBB7_128
+	LONG $0x23048d4a                           // lea rax, [rbx + r12]
 	LONG $0xfac08348                           // add rax, -6
-	QUAD $0x000000c0249c8b4c                   // mov r11, qword ptr [rsp + 192]
-	LONG $0x28fe4162; WORD $0x046f; BYTE $0x3b // vmovdqu64 ymm24, ymmword ptr [r11 + rdi]
+	QUAD $0x00000108249c8b4c                   // mov r11, qword ptr [rsp + 264]
+	LONG $0x28fe0162; WORD $0x046f; BYTE $0x2b // vmovdqu64 ymm24, ymmword ptr [r11 + r13]
 	WORD $0x8548; BYTE $0xc0                   // test rax, rax
-	JE   LBB7_131
-	QUAD $0x000000f024848b48                   // mov rax, qword ptr [rsp + 240]
-	LONG $0x28fee162; WORD $0x146f; BYTE $0x38 // vmovdqu64 ymm18, ymmword ptr [rax + rdi]
+	JE   LBB7_134
+	QUAD $0x0000010024848b48                   // mov rax, qword ptr [rsp + 256]
+	LONG $0x28fea162; WORD $0x146f; BYTE $0x28 // vmovdqu64 ymm18, ymmword ptr [rax + r13]
 	LONG $0x08f98348                           // cmp rcx, 8
-	JB   LBB7_131
-	QUAD $0x000000e824848b48                   // mov rax, qword ptr [rsp + 232]
-	LONG $0x28fee162; WORD $0x3c6f; BYTE $0x38 // vmovdqu64 ymm23, ymmword ptr [rax + rdi]
+	WORD $0x894d; BYTE $0xc7                   // mov r15, r8
+	JB   LBB7_135
+	QUAD $0x0000008024848b48                   // mov rax, qword ptr [rsp + 128]
+	LONG $0x28fea162; WORD $0x3c6f; BYTE $0x28 // vmovdqu64 ymm23, ymmword ptr [rax + r13]
 	WORD $0xc031                               // xor eax, eax
-	JMP  LBB7_132
+	QUAD $0x0000015824948b4c                   // mov r10, qword ptr [rsp + 344]
+	JMP  LBB7_131
 	PCALIGN $16
 
-LBB7_65:
+LBB7_68:
 	LONG $0x005da162; WORD $0xe4ef // vpxord xmm20, xmm20, xmm20
 	LONG $0x0045a162; WORD $0xffef // vpxord xmm23, xmm23, xmm23
 	LONG $0x0cf98348               // cmp rcx, 12
-	JB   LBB7_66
+	JB   LBB7_69
 
-LBB7_82:
-	QUAD $0x0000013024848b48                   // mov rax, qword ptr [rsp + 304]
-	LONG $0x28fee162; WORD $0x3c6f; BYTE $0x38 // vmovdqu64 ymm23, ymmword ptr [rax + rdi]
+LBB7_85:
+	QUAD $0x000000a024848b48                   // mov rax, qword ptr [rsp + 160]
+	LONG $0x28fea162; WORD $0x3c6f; BYTE $0x28 // vmovdqu64 ymm23, ymmword ptr [rax + r13]
 	LONG $0x0df98348                           // cmp rcx, 13
-	JAE  LBB7_83
+	JAE  LBB7_86
 
-LBB7_67:
+LBB7_70:
 	LONG $0x00350162; WORD $0xc9ef // vpxord xmm25, xmm25, xmm25
 	LONG $0x003d0162; WORD $0xc0ef // vpxord xmm24, xmm24, xmm24
 	LONG $0x0ef98348               // cmp rcx, 14
-	JB   LBB7_68
+	JB   LBB7_71
 
-LBB7_84:
-	QUAD $0x0000012024848b48                   // mov rax, qword ptr [rsp + 288]
-	LONG $0x28fe6162; WORD $0x046f; BYTE $0x38 // vmovdqu64 ymm24, ymmword ptr [rax + rdi]
+LBB7_87:
+	LONG $0x24448b48; BYTE $0x68               // mov rax, qword ptr [rsp + 104]
+	LONG $0x28fe2162; WORD $0x046f; BYTE $0x28 // vmovdqu64 ymm24, ymmword ptr [rax + r13]
 	LONG $0x0ff98348                           // cmp rcx, 15
-	JAE  LBB7_69
-	JMP  LBB7_70
+	JAE  LBB7_72
+	JMP  LBB7_73
 
-LBB7_85:
+LBB7_88:
 	LONG $0x005da162; WORD $0xe4ef // vpxord xmm20, xmm20, xmm20
 	WORD $0xc031                   // xor eax, eax
-	JMP  LBB7_88
+	JMP  LBB7_91
 
-LBB7_86:
+LBB7_89:
 	WORD $0xc031                   // xor eax, eax
 	LONG $0x0045a162; WORD $0xffef // vpxord xmm23, xmm23, xmm23
 
-LBB7_87:
+LBB7_90:
 	LONG $0x0055a162; WORD $0xedef // vpxord xmm21, xmm21, xmm21
 	LONG $0x004da162; WORD $0xf6ef // vpxord xmm22, xmm22, xmm22
 	LONG $0xc9eff1c5               // vpxor xmm1, xmm1, xmm1
 	LONG $0xd2efe9c5               // vpxor xmm2, xmm2, xmm2
 	LONG $0x003d0162; WORD $0xc0ef // vpxord xmm24, xmm24, xmm24
 
-LBB7_88:
+LBB7_91:
 	LONG $0x40c5a362; WORD $0xe43a; BYTE $0x01 // vinserti64x4 zmm20, zmm23, ymm20, 1
 	LONG $0x4065a162; WORD $0xfd62             // vpunpckldq zmm23, zmm19, zmm21
 	LONG $0x4065a162; WORD $0xdd6a             // vpunpckhdq zmm19, zmm19, zmm21
@@ -6211,593 +6217,548 @@ LBB7_88:
 	LONG $0x48ddf262; WORD $0xca7e             // vpermt2q zmm1, zmm4, zmm2
 	QUAD $0x0420955948fdf262; WORD $0x0000     // vpbroadcastq zmm2, qword ptr [rbp + 1056] /* [rip + .LCPI7_4] */
 	LONG $0x40ede162; WORD $0xd2ef             // vpxorq zmm18, zmm18, zmm2
-	LONG $0x48fdc162; WORD $0x527f; BYTE $0xf2 // vmovdqa64 zmmword ptr [r10 - 896], zmm18
+	LONG $0x48fde162; WORD $0x577f; BYTE $0xf2 // vmovdqa64 zmmword ptr [rdi - 896], zmm18
 	LONG $0x40e5e162; WORD $0xd2ef             // vpxorq zmm18, zmm19, zmm2
-	LONG $0x48fdc162; WORD $0x527f; BYTE $0xf4 // vmovdqa64 zmmword ptr [r10 - 768], zmm18
+	LONG $0x48fde162; WORD $0x577f; BYTE $0xf4 // vmovdqa64 zmmword ptr [rdi - 768], zmm18
 	LONG $0x40cde162; WORD $0xd2ef             // vpxorq zmm18, zmm22, zmm2
-	LONG $0x48fdc162; WORD $0x527f; BYTE $0xf6 // vmovdqa64 zmmword ptr [r10 - 640], zmm18
+	LONG $0x48fde162; WORD $0x577f; BYTE $0xf6 // vmovdqa64 zmmword ptr [rdi - 640], zmm18
 	LONG $0x40bde162; WORD $0xd2ef             // vpxorq zmm18, zmm24, zmm2
-	LONG $0x48fdc162; WORD $0x527f; BYTE $0xf8 // vmovdqa64 zmmword ptr [r10 - 512], zmm18
+	LONG $0x48fde162; WORD $0x577f; BYTE $0xf8 // vmovdqa64 zmmword ptr [rdi - 512], zmm18
 	LONG $0x40dde162; WORD $0xd2ef             // vpxorq zmm18, zmm20, zmm2
-	LONG $0x48fdc162; WORD $0x527f; BYTE $0xfa // vmovdqa64 zmmword ptr [r10 - 384], zmm18
+	LONG $0x48fde162; WORD $0x577f; BYTE $0xfa // vmovdqa64 zmmword ptr [rdi - 384], zmm18
 	LONG $0x40d5e162; WORD $0xd2ef             // vpxorq zmm18, zmm21, zmm2
-	LONG $0x48fdc162; WORD $0x527f; BYTE $0xfc // vmovdqa64 zmmword ptr [r10 - 256], zmm18
+	LONG $0x48fde162; WORD $0x577f; BYTE $0xfc // vmovdqa64 zmmword ptr [rdi - 256], zmm18
 	LONG $0x40c5e162; WORD $0xd2ef             // vpxorq zmm18, zmm23, zmm2
-	LONG $0x48fdc162; WORD $0x527f; BYTE $0xfe // vmovdqa64 zmmword ptr [r10 - 128], zmm18
+	LONG $0x48fde162; WORD $0x577f; BYTE $0xfe // vmovdqa64 zmmword ptr [rdi - 128], zmm18
 	LONG $0x48f5f162; WORD $0xcaef             // vpxorq zmm1, zmm1, zmm2
-	LONG $0x48fdd162; WORD $0x0a7f             // vmovdqa64 zmmword ptr [r10], zmm1
-	LONG $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
-	JL   LBB7_58
+	LONG $0x48fdf162; WORD $0x0f7f             // vmovdqa64 zmmword ptr [rdi], zmm1
+	LONG $0x00ff8149; WORD $0x0000; BYTE $0x08 // cmp r15, 134217728
+	JL   LBB7_61
 	WORD $0x8548; BYTE $0xc9                   // test rcx, rcx
-	JLE  LBB7_106
-	LONG $0x03048d4a                           // lea rax, [rbx + r8]
+	JLE  LBB7_109
+	LONG $0x23048d4a                           // lea rax, [rbx + r12]
 	LONG $0xffc08348                           // add rax, -1
-	QUAD $0x00000080249c8b4c                   // mov r11, qword ptr [rsp + 128]
-	LONG $0x6e79c1c4; WORD $0x3b0c             // vmovd xmm1, dword ptr [r11 + rdi]
+	QUAD $0x000000f8249c8b4c                   // mov r11, qword ptr [rsp + 248]
+	LONG $0x6e7981c4; WORD $0x2b0c             // vmovd xmm1, dword ptr [r11 + r13]
 	WORD $0x8548; BYTE $0xc0                   // test rax, rax
-	JE   LBB7_107
-	QUAD $0x0000015824848b48                   // mov rax, qword ptr [rsp + 344]
-	LONG $0x2271e3c4; WORD $0x3814; BYTE $0x01 // vpinsrd xmm2, xmm1, dword ptr [rax + rdi], 1
+	JE   LBB7_110
+	LONG $0x24448b48; BYTE $0x50               // mov rax, qword ptr [rsp + 80]
+	LONG $0x2271a3c4; WORD $0x2814; BYTE $0x01 // vpinsrd xmm2, xmm1, dword ptr [rax + r13], 1
 	LONG $0x4875f362; WORD $0xca38; BYTE $0x00 // vinserti32x4 zmm1, zmm1, xmm2, 0
 	LONG $0x48759162; WORD $0xcedb             // vpandd zmm1, zmm1, zmm30
 	LONG $0x03f98348                           // cmp rcx, 3
-	JB   LBB7_109
-	QUAD $0x0000015024848b48                   // mov rax, qword ptr [rsp + 336]
-	LONG $0x2271e3c4; WORD $0x3814; BYTE $0x02 // vpinsrd xmm2, xmm1, dword ptr [rax + rdi], 2
-	LONG $0x03048d4a                           // lea rax, [rbx + r8]
+	JB   LBB7_111
+	QUAD $0x000000a824848b48                   // mov rax, qword ptr [rsp + 168]
+	LONG $0x2271a3c4; WORD $0x2814; BYTE $0x02 // vpinsrd xmm2, xmm1, dword ptr [rax + r13], 2
+	LONG $0x23048d4a                           // lea rax, [rbx + r12]
 	LONG $0xfdc08348                           // add rax, -3
 	LONG $0x4875f362; WORD $0xca38; BYTE $0x00 // vinserti32x4 zmm1, zmm1, xmm2, 0
 	LONG $0x48759162; WORD $0xcfdb             // vpandd zmm1, zmm1, zmm31
 	WORD $0x8548; BYTE $0xc0                   // test rax, rax
-	JE   LBB7_126
-	QUAD $0x0000046824848b48                   // mov rax, qword ptr [rsp + 1128]
-	LONG $0x2271e3c4; WORD $0x3814; BYTE $0x03 // vpinsrd xmm2, xmm1, dword ptr [rax + rdi], 3
+	JE   LBB7_112
+	QUAD $0x0000017024848b48                   // mov rax, qword ptr [rsp + 368]
+	LONG $0x2271a3c4; WORD $0x2814; BYTE $0x03 // vpinsrd xmm2, xmm1, dword ptr [rax + r13], 3
 	LONG $0x4875f362; WORD $0xca38; BYTE $0x00 // vinserti32x4 zmm1, zmm1, xmm2, 0
 	LONG $0x4875f162; WORD $0xcddb             // vpandd zmm1, zmm1, zmm5
 	LONG $0x05f98348                           // cmp rcx, 5
-	JB   LBB7_127
-	WORD $0x8949; BYTE $0xf3                   // mov r11, rsi
-	LONG $0x03048d4a                           // lea rax, [rbx + r8]
+	JB   LBB7_113
+	WORD $0x894c; BYTE $0xd6                   // mov rsi, r10
+	LONG $0x23048d4a                           // lea rax, [rbx + r12]
 	LONG $0xfbc08348                           // add rax, -5
-	LONG $0x0010be66                           // mov si, 16
-	LONG $0xce92fbc5                           // kmovd k1, esi
-	QUAD $0x0000046024b48b48                   // mov rsi, qword ptr [rsp + 1120]
-	LONG $0x497df262; WORD $0x0c58; BYTE $0x3e // vpbroadcastd zmm1 {k1}, dword ptr [rsi + rdi]
+	LONG $0x10ba4166; BYTE $0x00               // mov r10w, 16
+	LONG $0x927bc1c4; BYTE $0xca               // kmovd k1, r10d
+	QUAD $0x000000c024948b48                   // mov rdx, qword ptr [rsp + 192]
+	LONG $0x497db262; WORD $0x0c58; BYTE $0x2a // vpbroadcastd zmm1 {k1}, dword ptr [rdx + r13]
 	LONG $0x4875f162; WORD $0xcedb             // vpandd zmm1, zmm1, zmm6
 	WORD $0x8548; BYTE $0xc0                   // test rax, rax
-	JE   LBB7_130
+	JE   LBB7_132
 	LONG $0x0020b866                           // mov ax, 32
 	LONG $0xc892fbc5                           // kmovd k1, eax
-	QUAD $0x0000045824848b48                   // mov rax, qword ptr [rsp + 1112]
-	LONG $0x497df262; WORD $0x0c58; BYTE $0x38 // vpbroadcastd zmm1 {k1}, dword ptr [rax + rdi]
+	QUAD $0x0000016024848b48                   // mov rax, qword ptr [rsp + 352]
+	LONG $0x497db262; WORD $0x0c58; BYTE $0x28 // vpbroadcastd zmm1 {k1}, dword ptr [rax + r13]
 	LONG $0x4875f162; WORD $0xcfdb             // vpandd zmm1, zmm1, zmm7
 	LONG $0x07f98348                           // cmp rcx, 7
-	JB   LBB7_135
-	LONG $0x03048d4a                           // lea rax, [rbx + r8]
-	LONG $0xf9c08348                           // add rax, -7
-	LONG $0x0040be66                           // mov si, 64
-	LONG $0xce92fbc5                           // kmovd k1, esi
-	QUAD $0x0000045024b48b48                   // mov rsi, qword ptr [rsp + 1104]
-	LONG $0x497df262; WORD $0x0c58; BYTE $0x3e // vpbroadcastd zmm1 {k1}, dword ptr [rsi + rdi]
+	JB   LBB7_133
+	LONG $0x23148d4e                           // lea r10, [rbx + r12]
+	LONG $0xf9c28349                           // add r10, -7
+	LONG $0x0040b866                           // mov ax, 64
+	LONG $0xc892fbc5                           // kmovd k1, eax
+	QUAD $0x0000018024848b48                   // mov rax, qword ptr [rsp + 384]
+	LONG $0x497db262; WORD $0x0c58; BYTE $0x28 // vpbroadcastd zmm1 {k1}, dword ptr [rax + r13]
 	LONG $0x4875d162; WORD $0xc8db             // vpandd zmm1, zmm1, zmm8
-	WORD $0x8548; BYTE $0xc0                   // test rax, rax
+	WORD $0x854d; BYTE $0xd2                   // test r10, r10
 	JE   LBB7_136
 	LONG $0x0080b866                           // mov ax, 128
 	LONG $0xc892fbc5                           // kmovd k1, eax
-	QUAD $0x0000044824848b48                   // mov rax, qword ptr [rsp + 1096]
-	LONG $0x497df262; WORD $0x0c58; BYTE $0x38 // vpbroadcastd zmm1 {k1}, dword ptr [rax + rdi]
+	QUAD $0x000001a024848b48                   // mov rax, qword ptr [rsp + 416]
+	LONG $0x497db262; WORD $0x0c58; BYTE $0x28 // vpbroadcastd zmm1 {k1}, dword ptr [rax + r13]
 	LONG $0x4875d162; WORD $0xcbdb             // vpandd zmm1, zmm1, zmm11
 	LONG $0x09f98348                           // cmp rcx, 9
 	JB   LBB7_137
 	LONG $0x0100b866                           // mov ax, 256
 	LONG $0xc892fbc5                           // kmovd k1, eax
-	QUAD $0x0000042824848b48                   // mov rax, qword ptr [rsp + 1064]
-	LONG $0x497df262; WORD $0x0c58; BYTE $0x38 // vpbroadcastd zmm1 {k1}, dword ptr [rax + rdi]
+	QUAD $0x0000015024848b48                   // mov rax, qword ptr [rsp + 336]
+	LONG $0x497db262; WORD $0x0c58; BYTE $0x28 // vpbroadcastd zmm1 {k1}, dword ptr [rax + r13]
 	LONG $0x4875d162; WORD $0xccdb             // vpandd zmm1, zmm1, zmm12
-	WORD $0x854d; BYTE $0xe4                   // test r12, r12
+	WORD $0x854d; BYTE $0xc9                   // test r9, r9
+	WORD $0x8949; BYTE $0xf2                   // mov r10, rsi
 	JE   LBB7_138
 	LONG $0x0200b866                           // mov ax, 512
 	LONG $0xc892fbc5                           // kmovd k1, eax
-	QUAD $0x0000040824848b48                   // mov rax, qword ptr [rsp + 1032]
-	LONG $0x497df262; WORD $0x0c58; BYTE $0x38 // vpbroadcastd zmm1 {k1}, dword ptr [rax + rdi]
+	QUAD $0x0000046024848b48                   // mov rax, qword ptr [rsp + 1120]
+	LONG $0x497db262; WORD $0x0c58; BYTE $0x28 // vpbroadcastd zmm1 {k1}, dword ptr [rax + r13]
 	LONG $0x4875d162; WORD $0xcddb             // vpandd zmm1, zmm1, zmm13
 	LONG $0x0bf98348                           // cmp rcx, 11
-	JB   LBB7_139
-	LONG $0x03048d4a                           // lea rax, [rbx + r8]
+	LONG $0x24748b48; BYTE $0x20               // mov rsi, qword ptr [rsp + 32]
+	JB   LBB7_119
+	LONG $0x23048d4a                           // lea rax, [rbx + r12]
 	LONG $0xf5c08348                           // add rax, -11
 	LONG $0x0400ba66                           // mov dx, 1024
 	LONG $0xca92fbc5                           // kmovd k1, edx
-	QUAD $0x0000040024948b48                   // mov rdx, qword ptr [rsp + 1024]
-	LONG $0x497df262; WORD $0x0c58; BYTE $0x3a // vpbroadcastd zmm1 {k1}, dword ptr [rdx + rdi]
+	QUAD $0x0000045824948b48                   // mov rdx, qword ptr [rsp + 1112]
+	LONG $0x497db262; WORD $0x0c58; BYTE $0x2a // vpbroadcastd zmm1 {k1}, dword ptr [rdx + r13]
 	LONG $0x4875d162; WORD $0xcedb             // vpandd zmm1, zmm1, zmm14
 	WORD $0x8548; BYTE $0xc0                   // test rax, rax
-	JE   LBB7_140
+	JE   LBB7_120
 	LONG $0x0800b866                           // mov ax, 2048
 	LONG $0xc892fbc5                           // kmovd k1, eax
-	QUAD $0x000003f824848b48                   // mov rax, qword ptr [rsp + 1016]
-	LONG $0x497df262; WORD $0x0c58; BYTE $0x38 // vpbroadcastd zmm1 {k1}, dword ptr [rax + rdi]
+	QUAD $0x0000045024848b48                   // mov rax, qword ptr [rsp + 1104]
+	LONG $0x497db262; WORD $0x0c58; BYTE $0x28 // vpbroadcastd zmm1 {k1}, dword ptr [rax + r13]
 	LONG $0x4875d162; WORD $0xcfdb             // vpandd zmm1, zmm1, zmm15
 	LONG $0x0df98348                           // cmp rcx, 13
-	JB   LBB7_141
-	LONG $0x03048d4a                           // lea rax, [rbx + r8]
+	JB   LBB7_121
+	LONG $0x23048d4a                           // lea rax, [rbx + r12]
 	LONG $0xf3c08348                           // add rax, -13
 	LONG $0x1000ba66                           // mov dx, 4096
 	LONG $0xca92fbc5                           // kmovd k1, edx
-	QUAD $0x000003f024948b48                   // mov rdx, qword ptr [rsp + 1008]
-	LONG $0x497df262; WORD $0x0c58; BYTE $0x3a // vpbroadcastd zmm1 {k1}, dword ptr [rdx + rdi]
+	QUAD $0x0000044824948b48                   // mov rdx, qword ptr [rsp + 1096]
+	LONG $0x497db262; WORD $0x0c58; BYTE $0x2a // vpbroadcastd zmm1 {k1}, dword ptr [rdx + r13]
 	LONG $0x4875b162; WORD $0xc8db             // vpandd zmm1, zmm1, zmm16
 	WORD $0x8548; BYTE $0xc0                   // test rax, rax
-	JE   LBB7_142
+	JE   LBB7_122
 	LONG $0x2000b866                           // mov ax, 8192
 	LONG $0xc892fbc5                           // kmovd k1, eax
-	QUAD $0x000003e024848b48                   // mov rax, qword ptr [rsp + 992]
-	LONG $0x497df262; WORD $0x0c58; BYTE $0x38 // vpbroadcastd zmm1 {k1}, dword ptr [rax + rdi]
+	QUAD $0x0000043824848b48                   // mov rax, qword ptr [rsp + 1080]
+	LONG $0x497db262; WORD $0x0c58; BYTE $0x28 // vpbroadcastd zmm1 {k1}, dword ptr [rax + r13]
 	LONG $0x4875b162; WORD $0xc9db             // vpandd zmm1, zmm1, zmm17
 	LONG $0x0ff98348                           // cmp rcx, 15
-	JB   LBB7_143
-	LONG $0x03048d4a                           // lea rax, [rbx + r8]
+	JB   LBB7_123
+	LONG $0x23048d4a                           // lea rax, [rbx + r12]
 	LONG $0xf1c08348                           // add rax, -15
 	LONG $0x4000b966                           // mov cx, 16384
 	LONG $0xc992fbc5                           // kmovd k1, ecx
-	QUAD $0x000003d0248c8b48                   // mov rcx, qword ptr [rsp + 976]
-	LONG $0x497df262; WORD $0x0c58; BYTE $0x39 // vpbroadcastd zmm1 {k1}, dword ptr [rcx + rdi]
+	QUAD $0x00000428248c8b48                   // mov rcx, qword ptr [rsp + 1064]
+	LONG $0x497db262; WORD $0x0c58; BYTE $0x29 // vpbroadcastd zmm1 {k1}, dword ptr [rcx + r13]
 	LONG $0x7fffb966                           // mov cx, 32767
 	LONG $0xc992fbc5                           // kmovd k1, ecx
 	LONG $0xc97df262; WORD $0xc989             // vpexpandd zmm1 {k1} {z}, zmm1
 	WORD $0x8548; BYTE $0xc0                   // test rax, rax
-	WORD $0x894c; BYTE $0xde                   // mov rsi, r11
-	JE   LBB7_144
+	JE   LBB7_62
 	LONG $0x8000b866                           // mov ax, -32768
 	LONG $0xc892fbc5                           // kmovd k1, eax
-	QUAD $0x000003b824848b48                   // mov rax, qword ptr [rsp + 952]
-	LONG $0x497df262; WORD $0x0c58; BYTE $0x38 // vpbroadcastd zmm1 {k1}, dword ptr [rax + rdi]
-	LONG $0x245c8b4c; BYTE $0x08               // mov r11, qword ptr [rsp + 8]
-	JMP  LBB7_59
-
-LBB7_106:
-	LONG $0xc9eff1c5 // vpxor xmm1, xmm1, xmm1
-	JMP  LBB7_108
-
-LBB7_107:
-	LONG $0x245c8b4c; BYTE $0x08 // mov r11, qword ptr [rsp + 8]
-
-LBB7_108:
-	LONG $0x48759162; WORD $0xcedb // vpandd zmm1, zmm1, zmm30
-	JMP  LBB7_110
+	QUAD $0x0000041024848b48                   // mov rax, qword ptr [rsp + 1040]
+	LONG $0x497db262; WORD $0x0c58; BYTE $0x28 // vpbroadcastd zmm1 {k1}, dword ptr [rax + r13]
+	JMP  LBB7_62
 
 LBB7_109:
-	LONG $0x245c8b4c; BYTE $0x08 // mov r11, qword ptr [rsp + 8]
+	LONG $0xc9eff1c5 // vpxor xmm1, xmm1, xmm1
 
 LBB7_110:
-	LONG $0x48759162; WORD $0xcfdb // vpandd zmm1, zmm1, zmm31
+	LONG $0x48759162; WORD $0xcedb // vpandd zmm1, zmm1, zmm30
 
 LBB7_111:
-	LONG $0x4875f162; WORD $0xcddb // vpandd zmm1, zmm1, zmm5
+	LONG $0x48759162; WORD $0xcfdb // vpandd zmm1, zmm1, zmm31
 
 LBB7_112:
-	LONG $0x4875f162; WORD $0xcedb // vpandd zmm1, zmm1, zmm6
+	LONG $0x4875f162; WORD $0xcddb // vpandd zmm1, zmm1, zmm5
 
 LBB7_113:
-	LONG $0x4875f162; WORD $0xcfdb // vpandd zmm1, zmm1, zmm7
+	LONG $0x4875f162; WORD $0xcedb // vpandd zmm1, zmm1, zmm6
 
 LBB7_114:
-	LONG $0x4875d162; WORD $0xc8db // vpandd zmm1, zmm1, zmm8
+	LONG $0x4875f162; WORD $0xcfdb // vpandd zmm1, zmm1, zmm7
 
 LBB7_115:
-	LONG $0x4875d162; WORD $0xcbdb // vpandd zmm1, zmm1, zmm11
+	LONG $0x4875d162; WORD $0xc8db // vpandd zmm1, zmm1, zmm8
 
 LBB7_116:
-	LONG $0x4875d162; WORD $0xccdb // vpandd zmm1, zmm1, zmm12
+	LONG $0x4875d162; WORD $0xcbdb // vpandd zmm1, zmm1, zmm11
 
 LBB7_117:
-	LONG $0x4875d162; WORD $0xcddb // vpandd zmm1, zmm1, zmm13
+	LONG $0x4875d162; WORD $0xccdb // vpandd zmm1, zmm1, zmm12
 
 LBB7_118:
-	LONG $0x4875d162; WORD $0xcedb // vpandd zmm1, zmm1, zmm14
+	LONG $0x4875d162; WORD $0xcddb // vpandd zmm1, zmm1, zmm13
 
 LBB7_119:
-	LONG $0x4875d162; WORD $0xcfdb // vpandd zmm1, zmm1, zmm15
+	LONG $0x4875d162; WORD $0xcedb // vpandd zmm1, zmm1, zmm14
 
 LBB7_120:
-	LONG $0x4875b162; WORD $0xc8db // vpandd zmm1, zmm1, zmm16
+	LONG $0x4875d162; WORD $0xcfdb // vpandd zmm1, zmm1, zmm15
 
 LBB7_121:
-	LONG $0x4875b162; WORD $0xc9db // vpandd zmm1, zmm1, zmm17
+	LONG $0x4875b162; WORD $0xc8db // vpandd zmm1, zmm1, zmm16
 
 LBB7_122:
+	LONG $0x4875b162; WORD $0xc9db // vpandd zmm1, zmm1, zmm17
+
+LBB7_123:
 	LONG $0x7fffb866               // mov ax, 32767
 	LONG $0xc892fbc5               // kmovd k1, eax
 	LONG $0xc97df262; WORD $0xc989 // vpexpandd zmm1 {k1} {z}, zmm1
-	JMP  LBB7_59
-
-LBB7_123:
-	WORD $0xc031                   // xor eax, eax
-	LONG $0x0045a162; WORD $0xffef // vpxord xmm23, xmm23, xmm23
-	LONG $0x004da162; WORD $0xf6ef // vpxord xmm22, xmm22, xmm22
-	JMP  LBB7_125
+	JMP  LBB7_62
 
 LBB7_124:
 	WORD $0xc031                   // xor eax, eax
 	LONG $0x0045a162; WORD $0xffef // vpxord xmm23, xmm23, xmm23
+	LONG $0x004da162; WORD $0xf6ef // vpxord xmm22, xmm22, xmm22
+	JMP  LBB7_126
 
 LBB7_125:
+	WORD $0xc031                   // xor eax, eax
+	LONG $0x0045a162; WORD $0xffef // vpxord xmm23, xmm23, xmm23
+
+LBB7_126:
 	LONG $0xc9eff1c5               // vpxor xmm1, xmm1, xmm1
 	LONG $0xd2efe9c5               // vpxor xmm2, xmm2, xmm2
 	LONG $0x003d0162; WORD $0xc0ef // vpxord xmm24, xmm24, xmm24
-	WORD $0x894c; BYTE $0xce       // mov rsi, r9
-	QUAD $0x000000a024bc8b4c       // mov r15, qword ptr [rsp + 160]
-	WORD $0x894d; BYTE $0xe9       // mov r9, r13
-	WORD $0x8949; BYTE $0xd5       // mov r13, rdx
-	JMP  LBB7_88
-
-LBB7_126:
-	LONG $0x245c8b4c; BYTE $0x08 // mov r11, qword ptr [rsp + 8]
-	JMP  LBB7_111
+	WORD $0x894d; BYTE $0xfa       // mov r10, r15
+	WORD $0x894d; BYTE $0xc7       // mov r15, r8
+	WORD $0x8949; BYTE $0xd0       // mov r8, rdx
+	LONG $0x24748b48; BYTE $0x20   // mov rsi, qword ptr [rsp + 32]
+	JMP  LBB7_91
 
 LBB7_127:
-	LONG $0x245c8b4c; BYTE $0x08 // mov r11, qword ptr [rsp + 8]
-	JMP  LBB7_112
+	WORD $0xc031                   // xor eax, eax
+	LONG $0x0045a162; WORD $0xffef // vpxord xmm23, xmm23, xmm23
+	LONG $0xd2efe9c5               // vpxor xmm2, xmm2, xmm2
+	JMP  LBB7_129
 
 LBB7_128:
 	WORD $0xc031                   // xor eax, eax
 	LONG $0x0045a162; WORD $0xffef // vpxord xmm23, xmm23, xmm23
-	LONG $0xd2efe9c5               // vpxor xmm2, xmm2, xmm2
-	LONG $0x003d0162; WORD $0xc0ef // vpxord xmm24, xmm24, xmm24
-	LONG $0x24548b48; BYTE $0x58   // mov rdx, qword ptr [rsp + 88]
-	WORD $0x894c; BYTE $0xce       // mov rsi, r9
-	JMP  LBB7_134
 
 LBB7_129:
-	WORD $0x894c; BYTE $0xce       // mov rsi, r9
-	WORD $0xc031                   // xor eax, eax
-	LONG $0x0045a162; WORD $0xffef // vpxord xmm23, xmm23, xmm23
 	LONG $0x003d0162; WORD $0xc0ef // vpxord xmm24, xmm24, xmm24
-	JMP  LBB7_133
+	WORD $0x894d; BYTE $0xfa       // mov r10, r15
 
 LBB7_130:
-	WORD $0x894c; BYTE $0xde     // mov rsi, r11
-	LONG $0x245c8b4c; BYTE $0x08 // mov r11, qword ptr [rsp + 8]
-	JMP  LBB7_113
+	WORD $0x894d; BYTE $0xc7 // mov r15, r8
 
 LBB7_131:
-	WORD $0xc031                   // xor eax, eax
-	LONG $0x0045a162; WORD $0xffef // vpxord xmm23, xmm23, xmm23
+	WORD $0x8949; BYTE $0xf0     // mov r8, rsi
+	LONG $0x24748b48; BYTE $0x20 // mov rsi, qword ptr [rsp + 32]
+	JMP  LBB7_91
 
 LBB7_132:
-	LONG $0x24748b48; BYTE $0x10 // mov rsi, qword ptr [rsp + 16]
-
-LBB7_133:
-	LONG $0x24548b48; BYTE $0x58 // mov rdx, qword ptr [rsp + 88]
-
-LBB7_134:
-	QUAD $0x000000a024bc8b4c     // mov r15, qword ptr [rsp + 160]
-	WORD $0x894d; BYTE $0xe9     // mov r9, r13
-	WORD $0x8949; BYTE $0xd5     // mov r13, rdx
-	LONG $0x245c8b4c; BYTE $0x08 // mov r11, qword ptr [rsp + 8]
-	JMP  LBB7_88
-
-LBB7_135:
-	WORD $0x894c; BYTE $0xde     // mov rsi, r11
-	LONG $0x245c8b4c; BYTE $0x08 // mov r11, qword ptr [rsp + 8]
+	WORD $0x8949; BYTE $0xf2     // mov r10, rsi
+	LONG $0x24748b48; BYTE $0x20 // mov rsi, qword ptr [rsp + 32]
 	JMP  LBB7_114
 
-LBB7_136:
-	WORD $0x894c; BYTE $0xde     // mov rsi, r11
-	LONG $0x245c8b4c; BYTE $0x08 // mov r11, qword ptr [rsp + 8]
+LBB7_133:
+	WORD $0x8949; BYTE $0xf2     // mov r10, rsi
+	LONG $0x24748b48; BYTE $0x20 // mov rsi, qword ptr [rsp + 32]
 	JMP  LBB7_115
 
-LBB7_137:
-	WORD $0x894c; BYTE $0xde     // mov rsi, r11
-	LONG $0x245c8b4c; BYTE $0x08 // mov r11, qword ptr [rsp + 8]
+LBB7_134:
+	WORD $0xc031                   // xor eax, eax
+	LONG $0x0045a162; WORD $0xffef // vpxord xmm23, xmm23, xmm23
+	QUAD $0x0000015824948b4c       // mov r10, qword ptr [rsp + 344]
+	JMP  LBB7_130
+
+LBB7_135:
+	WORD $0xc031                   // xor eax, eax
+	LONG $0x0045a162; WORD $0xffef // vpxord xmm23, xmm23, xmm23
+	QUAD $0x0000015824948b4c       // mov r10, qword ptr [rsp + 344]
+	JMP  LBB7_131
+
+LBB7_136:
+	WORD $0x8949; BYTE $0xf2     // mov r10, rsi
+	LONG $0x24748b48; BYTE $0x20 // mov rsi, qword ptr [rsp + 32]
 	JMP  LBB7_116
 
-LBB7_138:
-	WORD $0x894c; BYTE $0xde     // mov rsi, r11
-	LONG $0x245c8b4c; BYTE $0x08 // mov r11, qword ptr [rsp + 8]
+LBB7_137:
+	WORD $0x8949; BYTE $0xf2     // mov r10, rsi
+	LONG $0x24748b48; BYTE $0x20 // mov rsi, qword ptr [rsp + 32]
 	JMP  LBB7_117
 
-LBB7_139:
-	WORD $0x894c; BYTE $0xde     // mov rsi, r11
-	LONG $0x245c8b4c; BYTE $0x08 // mov r11, qword ptr [rsp + 8]
+LBB7_138:
+	LONG $0x24748b48; BYTE $0x20 // mov rsi, qword ptr [rsp + 32]
 	JMP  LBB7_118
+	PCALIGN $16
 
-LBB7_140:
-	WORD $0x894c; BYTE $0xde     // mov rsi, r11
-	LONG $0x245c8b4c; BYTE $0x08 // mov r11, qword ptr [rsp + 8]
-	JMP  LBB7_119
-
-LBB7_141:
-	WORD $0x894c; BYTE $0xde     // mov rsi, r11
-	LONG $0x245c8b4c; BYTE $0x08 // mov r11, qword ptr [rsp + 8]
-	JMP  LBB7_120
-
-LBB7_142:
-	WORD $0x894c; BYTE $0xde     // mov rsi, r11
-	LONG $0x245c8b4c; BYTE $0x08 // mov r11, qword ptr [rsp + 8]
-	JMP  LBB7_121
-
-LBB7_143:
-	WORD $0x894c; BYTE $0xde     // mov rsi, r11
-	LONG $0x245c8b4c; BYTE $0x08 // mov r11, qword ptr [rsp + 8]
-	JMP  LBB7_122
+LBB7_139:
+	LONG $0x247c8b48; BYTE $0x18   // mov rdi, qword ptr [rsp + 24]
+	LONG $0x10ff8348               // cmp rdi, 16
+	QUAD $0x000000b024ac8b4c       // mov r13, qword ptr [rsp + 176]
+	QUAD $0x0000008824a48b4c       // mov r12, qword ptr [rsp + 136]
+	QUAD $0x0000047024b48b48       // mov rsi, qword ptr [rsp + 1136]
+	QUAD $0x00000468248c8b4c       // mov r9, qword ptr [rsp + 1128]
+	JL   LBB7_161
+	QUAD $0x0000012024848b48       // mov rax, qword ptr [rsp + 288]
+	LONG $0x244c8b48; BYTE $0x38   // mov rcx, qword ptr [rsp + 56]
+	LONG $0x01148d4c               // lea r10, [rcx + rax]
+	QUAD $0x000001182494394c       // cmp qword ptr [rsp + 280], r10
+	JLE  LBB7_161
+	QUAD $0x0000019824848b48       // mov rax, qword ptr [rsp + 408]
+	LONG $0x03148d48               // lea rdx, [rbx + rax]
+	QUAD $0x0000012024848b48       // mov rax, qword ptr [rsp + 288]
+	LONG $0x03048d4c               // lea r8, [rbx + rax]
+	LONG $0xd4af0f49               // imul rdx, r12
+	LONG $0xc4af0f4d               // imul r8, r12
+	LONG $0x247c8348; WORD $0x0048 // cmp qword ptr [rsp + 72], 0
+	JLE  LBB7_144
+	QUAD $0x00000148249c8b4c       // mov r11, qword ptr [rsp + 328]
+	LONG $0x01fb8349               // cmp r11, 1
+	JNE  LBB7_146
+	WORD $0x3145; BYTE $0xf6       // xor r14d, r14d
+	JMP  LBB7_152
 
 LBB7_144:
-	LONG $0x245c8b4c; BYTE $0x08 // mov r11, qword ptr [rsp + 8]
-	JMP  LBB7_59
-	PCALIGN $16
-
-LBB7_145:
-	LONG $0x247c8b48; BYTE $0x68   // mov rdi, qword ptr [rsp + 104]
-	LONG $0x10ff8348               // cmp rdi, 16
-	QUAD $0x0000010824ac8b4c       // mov r13, qword ptr [rsp + 264]
-	LONG $0x24748b4c; BYTE $0x18   // mov r14, qword ptr [rsp + 24]
-	QUAD $0x0000041024a48b4c       // mov r12, qword ptr [rsp + 1040]
-	QUAD $0x00000430249c8b4c       // mov r11, qword ptr [rsp + 1072]
-	JL   LBB7_167
-	LONG $0x24448b48; BYTE $0x28   // mov rax, qword ptr [rsp + 40]
-	QUAD $0x000000d8248c8b48       // mov rcx, qword ptr [rsp + 216]
-	LONG $0x01148d4c               // lea r10, [rcx + rax]
-	QUAD $0x000001102494394c       // cmp qword ptr [rsp + 272], r10
-	JLE  LBB7_167
-	QUAD $0x000002a824848b48       // mov rax, qword ptr [rsp + 680]
-	LONG $0x03148d48               // lea rdx, [rbx + rax]
-	LONG $0x24448b48; BYTE $0x28   // mov rax, qword ptr [rsp + 40]
-	LONG $0x030c8d48               // lea rcx, [rbx + rax]
-	LONG $0xd6af0f49               // imul rdx, r14
-	LONG $0xceaf0f49               // imul rcx, r14
-	LONG $0x247c8348; WORD $0x0020 // cmp qword ptr [rsp + 32], 0
-	JLE  LBB7_150
-	QUAD $0x000002b024848b4c       // mov r8, qword ptr [rsp + 688]
-	LONG $0x01f88349               // cmp r8, 1
-	JNE  LBB7_152
-	WORD $0xc931                   // xor ecx, ecx
+	QUAD $0x000001d024848b48 // mov rax, qword ptr [rsp + 464]
+	LONG $0xffc08348         // add rax, -1
+	LONG $0x03f88348         // cmp rax, 3
+	JAE  LBB7_156
+	WORD $0xc031             // xor eax, eax
 	JMP  LBB7_158
 
-LBB7_150:
-	QUAD $0x000002a024848b48     // mov rax, qword ptr [rsp + 672]
-	LONG $0xffc08348             // add rax, -1
-	LONG $0x03f88348             // cmp rax, 3
-	JAE  LBB7_162
-	WORD $0xc031                 // xor eax, eax
-	LONG $0x247c8b48; BYTE $0x68 // mov rdi, qword ptr [rsp + 104]
-	JMP  LBB7_164
-
-LBB7_152:
+LBB7_146:
 	WORD    $0x8948; BYTE $0xd0 // mov rax, rdx
 	LONG    $0x05e0c148         // shl rax, 5
-	WORD    $0x8948; BYTE $0xce // mov rsi, rcx
-	LONG    $0x05e6c148         // shl rsi, 5
+	WORD    $0x894c; BYTE $0xc1 // mov rcx, r8
+	LONG    $0x05e1c148         // shl rcx, 5
 	LONG    $0x50148d48         // lea rdx, [rax + 2*rdx]
-	QUAD    $0x000003d824848b48 // mov rax, qword ptr [rsp + 984]
+	QUAD    $0x0000043024848b48 // mov rax, qword ptr [rsp + 1072]
 	WORD    $0x0148; BYTE $0xc2 // add rdx, rax
-	LONG    $0x4e348d48         // lea rsi, [rsi + 2*rcx]
-	WORD    $0x0148; BYTE $0xc6 // add rsi, rax
+	LONG    $0x413c8d4a         // lea rdi, [rcx + 2*r8]
+	WORD    $0x0148; BYTE $0xc7 // add rdi, rax
+	WORD    $0x894d; BYTE $0xd8 // mov r8, r11
 	LONG    $0xfee08349         // and r8, -2
+	WORD    $0x3145; BYTE $0xf6 // xor r14d, r14d
+	PCALIGN $16
+
+LBB7_147:
+	LONG    $0x16048d4b         // lea rax, [r14 + r10]
+	LONG    $0xc4af0f49         // imul rax, r12
+	QUAD    $0x000000c824840348 // add rax, qword ptr [rsp + 200]
+	WORD    $0x8948; BYTE $0xc1 // mov rcx, rax
+	LONG    $0x05e1c148         // shl rcx, 5
+	LONG    $0x41048d48         // lea rax, [rcx + 2*rax]
+	WORD    $0x014c; BYTE $0xe8 // add rax, r13
 	WORD    $0xc931             // xor ecx, ecx
+	QUAD    $0x00000190249c8b4c // mov r11, qword ptr [rsp + 400]
 	PCALIGN $16
 
-LBB7_153:
-	LONG    $0x11048d4a             // lea rax, [rcx + r10]
-	LONG    $0xc6af0f49             // imul rax, r14
-	LONG    $0x24440348; BYTE $0x30 // add rax, qword ptr [rsp + 48]
-	WORD    $0x8948; BYTE $0xc7     // mov rdi, rax
-	LONG    $0x05e7c148             // shl rdi, 5
-	LONG    $0x473c8d48             // lea rdi, [rdi + 2*rax]
-	WORD    $0x014c; BYTE $0xef     // add rdi, r13
-	WORD    $0xc031                 // xor eax, eax
-	QUAD    $0x000002b8249c8b4c     // mov r11, qword ptr [rsp + 696]
-	PCALIGN $16
-
-LBB7_154:
-	LONG    $0x0614180f               // prefetcht1 byte ptr [rsi + rax]
-	LONG    $0x40c08348               // add rax, 64
-	WORD    $0x394c; BYTE $0xd8       // cmp rax, r11
-	JL      LBB7_154
-	LONG    $0x54180f42; WORD $0xff1f // prefetcht1 byte ptr [rdi + r11 - 1]
-	WORD    $0x8948; BYTE $0xc8       // mov rax, rcx
+LBB7_148:
+	LONG    $0x0f14180f               // prefetcht1 byte ptr [rdi + rcx]
+	LONG    $0x40c18348               // add rcx, 64
+	WORD    $0x394c; BYTE $0xd9       // cmp rcx, r11
+	JL      LBB7_148
+	LONG    $0x54180f42; WORD $0xff18 // prefetcht1 byte ptr [rax + r11 - 1]
+	WORD    $0x894c; BYTE $0xf0       // mov rax, r14
 	LONG    $0x01c88348               // or rax, 1
 	WORD    $0x014c; BYTE $0xd0       // add rax, r10
-	LONG    $0xc6af0f49               // imul rax, r14
-	LONG    $0x24440348; BYTE $0x30   // add rax, qword ptr [rsp + 48]
-	WORD    $0x8948; BYTE $0xc7       // mov rdi, rax
-	LONG    $0x05e7c148               // shl rdi, 5
-	LONG    $0x473c8d48               // lea rdi, [rdi + 2*rax]
-	WORD    $0x014c; BYTE $0xef       // add rdi, r13
-	WORD    $0xc031                   // xor eax, eax
+	LONG    $0xc4af0f49               // imul rax, r12
+	QUAD    $0x000000c824840348       // add rax, qword ptr [rsp + 200]
+	WORD    $0x8948; BYTE $0xc1       // mov rcx, rax
+	LONG    $0x05e1c148               // shl rcx, 5
+	LONG    $0x41048d48               // lea rax, [rcx + 2*rax]
+	WORD    $0x014c; BYTE $0xe8       // add rax, r13
+	WORD    $0xc931                   // xor ecx, ecx
 	PCALIGN $16
 
-LBB7_156:
-	LONG $0x0214180f               // prefetcht1 byte ptr [rdx + rax]
-	LONG $0x40c08348               // add rax, 64
-	WORD $0x394c; BYTE $0xd8       // cmp rax, r11
-	JL   LBB7_156
-	LONG $0x54180f42; WORD $0xff1f // prefetcht1 byte ptr [rdi + r11 - 1]
-	LONG $0x02c18348               // add rcx, 2
-	WORD $0x014c; BYTE $0xfe       // add rsi, r15
-	WORD $0x014c; BYTE $0xfa       // add rdx, r15
-	WORD $0x394c; BYTE $0xc1       // cmp rcx, r8
-	JNE  LBB7_153
+LBB7_150:
+	LONG $0x0a14180f               // prefetcht1 byte ptr [rdx + rcx]
+	LONG $0x40c18348               // add rcx, 64
+	WORD $0x394c; BYTE $0xd9       // cmp rcx, r11
+	JL   LBB7_150
+	LONG $0x54180f42; WORD $0xff18 // prefetcht1 byte ptr [rax + r11 - 1]
+	LONG $0x02c68349               // add r14, 2
+	WORD $0x014c; BYTE $0xcf       // add rdi, r9
+	WORD $0x014c; BYTE $0xca       // add rdx, r9
+	WORD $0x394d; BYTE $0xc6       // cmp r14, r8
+	JNE  LBB7_147
 
-LBB7_158:
-	QUAD    $0x01000002b02484f6     // test byte ptr [rsp + 688], 1
-	LONG    $0x247c8b48; BYTE $0x68 // mov rdi, qword ptr [rsp + 104]
-	LONG    $0x24748b48; BYTE $0x10 // mov rsi, qword ptr [rsp + 16]
-	JE      LBB7_167
+LBB7_152:
+	QUAD    $0x01000001482484f6     // test byte ptr [rsp + 328], 1
+	LONG    $0x247c8b48; BYTE $0x18 // mov rdi, qword ptr [rsp + 24]
+	JE      LBB7_161
+	WORD    $0x014d; BYTE $0xf2     // add r10, r14
+	LONG    $0xd4af0f4d             // imul r10, r12
+	QUAD    $0x000000c8248c8b48     // mov rcx, qword ptr [rsp + 200]
 	WORD    $0x0149; BYTE $0xca     // add r10, rcx
-	LONG    $0xd6af0f4d             // imul r10, r14
-	LONG    $0x24548b48; BYTE $0x30 // mov rdx, qword ptr [rsp + 48]
-	WORD    $0x0149; BYTE $0xd2     // add r10, rdx
 	WORD    $0x894c; BYTE $0xd0     // mov rax, r10
 	LONG    $0x05e0c148             // shl rax, 5
 	LONG    $0x50048d4a             // lea rax, [rax + 2*r10]
 	WORD    $0x014c; BYTE $0xe8     // add rax, r13
+	WORD    $0x014c; BYTE $0xf3     // add rbx, r14
+	QUAD    $0x00000120249c0348     // add rbx, qword ptr [rsp + 288]
+	LONG    $0xdcaf0f49             // imul rbx, r12
 	WORD    $0x0148; BYTE $0xcb     // add rbx, rcx
-	LONG    $0x245c0348; BYTE $0x28 // add rbx, qword ptr [rsp + 40]
-	LONG    $0xdeaf0f49             // imul rbx, r14
-	WORD    $0x0148; BYTE $0xd3     // add rbx, rdx
 	WORD    $0x8948; BYTE $0xd9     // mov rcx, rbx
 	LONG    $0x05e1c148             // shl rcx, 5
 	LONG    $0x590c8d48             // lea rcx, [rcx + 2*rbx]
 	WORD    $0x014c; BYTE $0xe9     // add rcx, r13
 	WORD    $0xd231                 // xor edx, edx
-	QUAD    $0x000002b8249c8b48     // mov rbx, qword ptr [rsp + 696]
+	QUAD    $0x00000190249c8b48     // mov rbx, qword ptr [rsp + 400]
 	PCALIGN $16
 
-LBB7_160:
+LBB7_154:
 	LONG $0x1114180f             // prefetcht1 byte ptr [rcx + rdx]
 	LONG $0x40c28348             // add rdx, 64
 	WORD $0x3948; BYTE $0xda     // cmp rdx, rbx
-	JL   LBB7_160
+	JL   LBB7_154
 	LONG $0x1854180f; BYTE $0xff // prefetcht1 byte ptr [rax + rbx - 1]
-	JMP  LBB7_167
+	JMP  LBB7_161
 
-LBB7_162:
-	QUAD    $0x0000029024848b48     // mov rax, qword ptr [rsp + 656]
-	WORD    $0x0148; BYTE $0xd8     // add rax, rbx
-	QUAD    $0x0000029824b48b48     // mov rsi, qword ptr [rsp + 664]
-	WORD    $0x0148; BYTE $0xde     // add rsi, rbx
-	LONG    $0xc6af0f49             // imul rax, r14
-	LONG    $0xf6af0f49             // imul rsi, r14
-	QUAD    $0x0000010024bc8b48     // mov rdi, qword ptr [rsp + 256]
-	WORD    $0x0148; BYTE $0xf8     // add rax, rdi
-	WORD    $0x0148; BYTE $0xfa     // add rdx, rdi
-	WORD    $0x0148; BYTE $0xfe     // add rsi, rdi
-	WORD    $0x0148; BYTE $0xf9     // add rcx, rdi
-	WORD    $0x8949; BYTE $0xc2     // mov r10, rax
-	LONG    $0x05e2c149             // shl r10, 5
-	WORD    $0x8949; BYTE $0xd0     // mov r8, rdx
-	LONG    $0x05e0c149             // shl r8, 5
-	WORD    $0x8948; BYTE $0xf7     // mov rdi, rsi
-	LONG    $0x05e7c148             // shl rdi, 5
-	LONG    $0x42148d4d             // lea r10, [r10 + 2*rax]
-	LONG    $0xffc28349             // add r10, -1
-	WORD    $0x8948; BYTE $0xc8     // mov rax, rcx
-	LONG    $0x05e0c148             // shl rax, 5
-	LONG    $0x50348d4d             // lea r14, [r8 + 2*rdx]
-	LONG    $0xffc68349             // add r14, -1
-	WORD    $0x894d; BYTE $0xd8     // mov r8, r11
-	LONG    $0xfce08349             // and r8, -4
-	LONG    $0x772c8d4c             // lea r13, [rdi + 2*rsi]
-	LONG    $0xffc58349             // add r13, -1
-	LONG    $0x48348d48             // lea rsi, [rax + 2*rcx]
-	LONG    $0xffc68348             // add rsi, -1
-	QUAD    $0x0000010824948b48     // mov rdx, qword ptr [rsp + 264]
-	WORD    $0xc031                 // xor eax, eax
-	QUAD    $0x00000118248c8b48     // mov rcx, qword ptr [rsp + 280]
-	LONG    $0x247c8b48; BYTE $0x68 // mov rdi, qword ptr [rsp + 104]
+LBB7_156:
+	QUAD    $0x000001b824848b48 // mov rax, qword ptr [rsp + 440]
+	WORD    $0x0148; BYTE $0xd8 // add rax, rbx
+	QUAD    $0x000001c0248c8b48 // mov rcx, qword ptr [rsp + 448]
+	LONG    $0x0b3c8d48         // lea rdi, [rbx + rcx]
+	LONG    $0xc4af0f49         // imul rax, r12
+	LONG    $0xfcaf0f49         // imul rdi, r12
+	QUAD    $0x000001e8248c8b48 // mov rcx, qword ptr [rsp + 488]
+	WORD    $0x0148; BYTE $0xc8 // add rax, rcx
+	WORD    $0x0148; BYTE $0xca // add rdx, rcx
+	WORD    $0x0148; BYTE $0xcf // add rdi, rcx
+	WORD    $0x0149; BYTE $0xc8 // add r8, rcx
+	WORD    $0x8949; BYTE $0xc2 // mov r10, rax
+	LONG    $0x05e2c149         // shl r10, 5
+	WORD    $0x8948; BYTE $0xd1 // mov rcx, rdx
+	LONG    $0x05e1c148         // shl rcx, 5
+	WORD    $0x8949; BYTE $0xfc // mov r12, rdi
+	LONG    $0x05e4c149         // shl r12, 5
+	LONG    $0x42148d4d         // lea r10, [r10 + 2*rax]
+	LONG    $0xffc28349         // add r10, -1
+	WORD    $0x894c; BYTE $0xc0 // mov rax, r8
+	LONG    $0x05e0c148         // shl rax, 5
+	LONG    $0x51348d4c         // lea r14, [rcx + 2*rdx]
+	LONG    $0xffc68349         // add r14, -1
+	QUAD    $0x000001c8248c8b48 // mov rcx, qword ptr [rsp + 456]
+	LONG    $0xfce18348         // and rcx, -4
+	LONG    $0x7c248d4d         // lea r12, [r12 + 2*rdi]
+	LONG    $0xffc48349         // add r12, -1
+	LONG    $0x40048d4e         // lea r8, [rax + 2*r8]
+	LONG    $0xffc08349         // add r8, -1
+	WORD    $0x894c; BYTE $0xef // mov rdi, r13
+	WORD    $0xc031             // xor eax, eax
+	QUAD    $0x000000e824948b48 // mov rdx, qword ptr [rsp + 232]
 	PCALIGN $16
 
-LBB7_163:
-	LONG $0x3214180f             // prefetcht1 byte ptr [rdx + rsi]
-	LONG $0x14180f42; BYTE $0x32 // prefetcht1 byte ptr [rdx + r14]
-	LONG $0x14180f42; BYTE $0x12 // prefetcht1 byte ptr [rdx + r10]
-	LONG $0x14180f42; BYTE $0x2a // prefetcht1 byte ptr [rdx + r13]
+LBB7_157:
+	LONG $0x14180f42; BYTE $0x07 // prefetcht1 byte ptr [rdi + r8]
+	LONG $0x14180f42; BYTE $0x37 // prefetcht1 byte ptr [rdi + r14]
+	LONG $0x14180f42; BYTE $0x17 // prefetcht1 byte ptr [rdi + r10]
+	LONG $0x14180f42; BYTE $0x27 // prefetcht1 byte ptr [rdi + r12]
 	LONG $0x04c08348             // add rax, 4
-	WORD $0x0148; BYTE $0xca     // add rdx, rcx
-	WORD $0x3949; BYTE $0xc0     // cmp r8, rax
-	JNE  LBB7_163
+	WORD $0x0148; BYTE $0xd7     // add rdi, rdx
+	WORD $0x3948; BYTE $0xc1     // cmp rcx, rax
+	JNE  LBB7_157
 
-LBB7_164:
-	QUAD    $0x03000002a02484f6     // test byte ptr [rsp + 672], 3
-	LONG    $0x24748b4c; BYTE $0x18 // mov r14, qword ptr [rsp + 24]
-	LONG    $0x24748b48; BYTE $0x10 // mov rsi, qword ptr [rsp + 16]
-	JE      LBB7_167
-	LONG    $0x03e38341             // and r11d, 3
-	WORD    $0xf749; BYTE $0xdb     // neg r11
+LBB7_158:
+	QUAD    $0x03000001d02484f6     // test byte ptr [rsp + 464], 3
+	QUAD    $0x0000008824a48b4c     // mov r12, qword ptr [rsp + 136]
+	LONG    $0x247c8b48; BYTE $0x18 // mov rdi, qword ptr [rsp + 24]
+	QUAD    $0x000001c824948b48     // mov rdx, qword ptr [rsp + 456]
+	JE      LBB7_161
+	WORD    $0xe283; BYTE $0x03     // and edx, 3
+	WORD    $0xf748; BYTE $0xda     // neg rdx
 	WORD    $0x0148; BYTE $0xd8     // add rax, rbx
-	LONG    $0x24440348; BYTE $0x28 // add rax, qword ptr [rsp + 40]
-	LONG    $0xc6af0f49             // imul rax, r14
-	QUAD    $0x0000010024840348     // add rax, qword ptr [rsp + 256]
+	QUAD    $0x0000012024840348     // add rax, qword ptr [rsp + 288]
+	LONG    $0xc4af0f49             // imul rax, r12
+	QUAD    $0x000001e824840348     // add rax, qword ptr [rsp + 488]
 	WORD    $0x8948; BYTE $0xc1     // mov rcx, rax
 	LONG    $0x05e1c148             // shl rcx, 5
 	LONG    $0x41048d48             // lea rax, [rcx + 2*rax]
-	QUAD    $0x000003b024840348     // add rax, qword ptr [rsp + 944]
+	QUAD    $0x0000040824840348     // add rax, qword ptr [rsp + 1032]
 	PCALIGN $16
 
-LBB7_166:
+LBB7_160:
 	WORD    $0x180f; BYTE $0x10 // prefetcht1 byte ptr [rax]
-	WORD    $0x014c; BYTE $0xc8 // add rax, r9
-	WORD    $0xff49; BYTE $0xc3 // inc r11
-	JNE     LBB7_166
+	WORD    $0x014c; BYTE $0xf8 // add rax, r15
+	WORD    $0xff48; BYTE $0xc2 // inc rdx
+	JNE     LBB7_160
 	PCALIGN $16
 
-LBB7_167:
-	QUAD $0x000000d824948b48     // mov rdx, qword ptr [rsp + 216]
-	LONG $0x0ffa8348             // cmp rdx, 15
-	JLE  LBB7_182
-	LONG $0x1ffa8348             // cmp rdx, 31
-	JBE  LBB7_189
-	QUAD $0x0000028824848b48     // mov rax, qword ptr [rsp + 648]
+LBB7_161:
+	LONG $0x24748b4c; BYTE $0x38 // mov r14, qword ptr [rsp + 56]
+	LONG $0x0ffe8349             // cmp r14, 15
+	QUAD $0x000000b824848b4c     // mov r8, qword ptr [rsp + 184]
+	JLE  LBB7_176
+	LONG $0x1ffe8349             // cmp r14, 31
+	LONG $0x245c8b48; BYTE $0x30 // mov rbx, qword ptr [rsp + 48]
+	QUAD $0x00000120249c8b4c     // mov r11, qword ptr [rsp + 288]
+	JBE  LBB7_178
+	QUAD $0x000001b024848b48     // mov rax, qword ptr [rsp + 432]
 	WORD $0x8548; BYTE $0xc0     // test rax, rax
-	LONG $0x244c8b48; BYTE $0x28 // mov rcx, qword ptr [rsp + 40]
-	LONG $0x880c8d48             // lea rcx, [rax + 4*rcx]
+	LONG $0x980c8d4a             // lea rcx, [rax + 4*r11]
 	LONG $0xc8440f48             // cmove rcx, rax
-	LONG $0x244c8948; BYTE $0x08 // mov qword ptr [rsp + 8], rcx
+	LONG $0x244c8948; BYTE $0x20 // mov qword ptr [rsp + 32], rcx
 	LONG $0xd046fcc5             // kxnorw k2, k0, k0
-	LONG $0xffbb4166; BYTE $0xff // mov r11w, -1
+	LONG $0xffffba66             // mov dx, -1
 	LONG $0xffba4166; BYTE $0xff // mov r10w, -1
 	LONG $0xc846fcc5             // kxnorw k1, k0, k0
-	LONG $0x24448b4c; BYTE $0x60 // mov r8, qword ptr [rsp + 96]
-	QUAD $0x00000098249c8b48     // mov rbx, qword ptr [rsp + 152]
-	LONG $0x246c8b4c; BYTE $0x58 // mov r13, qword ptr [rsp + 88]
 	LONG $0x04ff8348             // cmp rdi, 4
-	QUAD $0x00000090249c8944     // mov dword ptr [rsp + 144], r11d
-	JL   LBB7_192
+	LONG $0x28245489             // mov dword ptr [rsp + 40], edx
+	JL   LBB7_181
 
-LBB7_170:
-	LONG $0x24448b48; BYTE $0x78               // mov rax, qword ptr [rsp + 120]
-	LONG $0x24443b48; BYTE $0x40               // cmp rax, qword ptr [rsp + 64]
-	LONG $0xc6940f40                           // sete sil
-	LONG $0x24448b48; BYTE $0x48               // mov rax, qword ptr [rsp + 72]
-	LONG $0x24548b48; BYTE $0x28               // mov rdx, qword ptr [rsp + 40]
-	LONG $0x90048d48                           // lea rax, [rax + 4*rdx]
-	LONG $0x24548b48; BYTE $0x08               // mov rdx, qword ptr [rsp + 8]
-	WORD $0x8548; BYTE $0xd2                   // test rdx, rdx
-	WORD $0x950f; BYTE $0xc1                   // setne cl
-	WORD $0x2040; BYTE $0xf1                   // and cl, sil
-	LONG $0xe0248c88; WORD $0x0000; BYTE $0x00 // mov byte ptr [rsp + 224], cl
-	LONG $0x24548944; BYTE $0x70               // mov dword ptr [rsp + 112], r10d
-	LONG $0x927bc1c4; BYTE $0xda               // kmovd k3, r10d
-	LONG $0x40528d4c                           // lea r10, [rdx + 64]
-	LONG $0x927bc1c4; BYTE $0xe3               // kmovd k4, r11d
-	LONG $0x000004ba; BYTE $0x00               // mov edx, 4
-	QUAD $0x0000028024ac8b4c                   // mov r13, qword ptr [rsp + 640]
-	WORD $0x3145; BYTE $0xdb                   // xor r11d, r11d
-	WORD $0x3145; BYTE $0xf6                   // xor r14d, r14d
-	JMP  LBB7_173
+LBB7_164:
+	LONG $0x24448b48; BYTE $0x60 // mov rax, qword ptr [rsp + 96]
+	QUAD $0x0000016824843b48     // cmp rax, qword ptr [rsp + 360]
+	LONG $0xc4940f41             // sete r12b
+	QUAD $0x0000017824848b48     // mov rax, qword ptr [rsp + 376]
+	LONG $0x98348d4e             // lea r14, [rax + 4*r11]
+	LONG $0x244c8b48; BYTE $0x20 // mov rcx, qword ptr [rsp + 32]
+	WORD $0x8548; BYTE $0xc9     // test rcx, rcx
+	LONG $0xc3950f41             // setne r11b
+	WORD $0x2045; BYTE $0xe3     // and r11b, r12b
+	QUAD $0x000000e024948944     // mov dword ptr [rsp + 224], r10d
+	LONG $0x927bc1c4; BYTE $0xda // kmovd k3, r10d
+	LONG $0x244c8948; BYTE $0x20 // mov qword ptr [rsp + 32], rcx
+	LONG $0x40c18348             // add rcx, 64
+	QUAD $0x00000090248c8948     // mov qword ptr [rsp + 144], rcx
+	LONG $0xe292fbc5             // kmovd k4, edx
+	LONG $0x000004ba; BYTE $0x00 // mov edx, 4
+	QUAD $0x000002f824a48b4c     // mov r12, qword ptr [rsp + 760]
+	WORD $0x3145; BYTE $0xed     // xor r13d, r13d
+	WORD $0x3145; BYTE $0xd2     // xor r10d, r10d
+	JMP  LBB7_167
 	PCALIGN $16
 
-LBB7_171:
-	LONG $0x24748b48; BYTE $0x08               // mov rsi, qword ptr [rsp + 8]
-	LONG $0xcb7cf162; WORD $0x0e10             // vmovups zmm1 {k3} {z}, zmmword ptr [rsi]
+LBB7_165:
+	LONG $0x24548b48; BYTE $0x20               // mov rdx, qword ptr [rsp + 32]
+	LONG $0xcb7cf162; WORD $0x0a10             // vmovups zmm1 {k3} {z}, zmmword ptr [rdx]
 	LONG $0x4034f162; WORD $0xc958             // vaddps zmm1, zmm25, zmm1
-	LONG $0x4b7cf162; WORD $0x0a11             // vmovups zmmword ptr [rdx] {k3}, zmm1
-	LONG $0xcc7cd162; WORD $0x0a10             // vmovups zmm1 {k4} {z}, zmmword ptr [r10]
+	LONG $0x4b7cf162; WORD $0x0f11             // vmovups zmmword ptr [rdi] {k3}, zmm1
+	QUAD $0x00000090249c8b48                   // mov rbx, qword ptr [rsp + 144]
+	LONG $0xcc7cf162; WORD $0x0b10             // vmovups zmm1 {k4} {z}, zmmword ptr [rbx]
 	LONG $0x4044f162; WORD $0xc958             // vaddps zmm1, zmm23, zmm1
-	LONG $0x4c7cf162; WORD $0x4a11; BYTE $0x01 // vmovups zmmword ptr [rdx + 64] {k4}, zmm1
-	LONG $0xcb7cf162; WORD $0x0e10             // vmovups zmm1 {k3} {z}, zmmword ptr [rsi]
+	LONG $0x4c7cf162; WORD $0x4f11; BYTE $0x01 // vmovups zmmword ptr [rdi + 64] {k4}, zmm1
+	LONG $0xcb7cf162; WORD $0x0a10             // vmovups zmm1 {k3} {z}, zmmword ptr [rdx]
 	LONG $0x403cf162; WORD $0xc958             // vaddps zmm1, zmm24, zmm1
-	LONG $0x24448b4c; BYTE $0x60               // mov r8, qword ptr [rsp + 96]
-	LONG $0x4b7cb162; WORD $0x0c11; BYTE $0x82 // vmovups zmmword ptr [rdx + 4*r8] {k3}, zmm1
-	LONG $0xcc7cd162; WORD $0x0a10             // vmovups zmm1 {k4} {z}, zmmword ptr [r10]
+	LONG $0x24448b48; BYTE $0x30               // mov rax, qword ptr [rsp + 48]
+	LONG $0x4b7cf162; WORD $0x0c11; BYTE $0x87 // vmovups zmmword ptr [rdi + 4*rax] {k3}, zmm1
+	LONG $0xcc7cf162; WORD $0x0b10             // vmovups zmm1 {k4} {z}, zmmword ptr [rbx]
 	LONG $0x4054f162; WORD $0xc958             // vaddps zmm1, zmm21, zmm1
-	QUAD $0x01824c114c7cb162                   // vmovups zmmword ptr [rdx + 4*r8 + 64] {k4}, zmm1
-	LONG $0xcb7cf162; WORD $0x0e10             // vmovups zmm1 {k3} {z}, zmmword ptr [rsi]
+	QUAD $0x01874c114c7cf162                   // vmovups zmmword ptr [rdi + 4*rax + 64] {k4}, zmm1
+	LONG $0xcb7cf162; WORD $0x0a10             // vmovups zmm1 {k3} {z}, zmmword ptr [rdx]
 	LONG $0x404cf162; WORD $0xc958             // vaddps zmm1, zmm22, zmm1
-	LONG $0x244c8b48; BYTE $0x50               // mov rcx, qword ptr [rsp + 80]
-	LONG $0x4b7cf162; WORD $0x0c11; BYTE $0x8a // vmovups zmmword ptr [rdx + 4*rcx] {k3}, zmm1
-	LONG $0xcc7cd162; WORD $0x0a10             // vmovups zmm1 {k4} {z}, zmmword ptr [r10]
+	QUAD $0x00000098248c8b48                   // mov rcx, qword ptr [rsp + 152]
+	LONG $0x4b7cf162; WORD $0x0c11; BYTE $0x8f // vmovups zmmword ptr [rdi + 4*rcx] {k3}, zmm1
+	LONG $0xcc7cf162; WORD $0x0b10             // vmovups zmm1 {k4} {z}, zmmword ptr [rbx]
 	LONG $0x4064f162; WORD $0xc958             // vaddps zmm1, zmm19, zmm1
-	QUAD $0x018a4c114c7cf162                   // vmovups zmmword ptr [rdx + 4*rcx + 64] {k4}, zmm1
-	LONG $0xcb7cf162; WORD $0x0e10             // vmovups zmm1 {k3} {z}, zmmword ptr [rsi]
+	QUAD $0x018f4c114c7cf162                   // vmovups zmmword ptr [rdi + 4*rcx + 64] {k4}, zmm1
+	LONG $0xcb7cf162; WORD $0x0a10             // vmovups zmm1 {k3} {z}, zmmword ptr [rdx]
 	LONG $0x405cf162; WORD $0xc958             // vaddps zmm1, zmm20, zmm1
-	QUAD $0x00000098249c8b48                   // mov rbx, qword ptr [rsp + 152]
-	LONG $0x4b7cf162; WORD $0x0c11; BYTE $0x9a // vmovups zmmword ptr [rdx + 4*rbx] {k3}, zmm1
-	LONG $0xcc7cd162; WORD $0x0a10             // vmovups zmm1 {k4} {z}, zmmword ptr [r10]
+	QUAD $0x000000b824848b4c                   // mov r8, qword ptr [rsp + 184]
+	LONG $0x4b7cb162; WORD $0x0c11; BYTE $0x87 // vmovups zmmword ptr [rdi + 4*r8] {k3}, zmm1
+	LONG $0xcc7cf162; WORD $0x0b10             // vmovups zmm1 {k4} {z}, zmmword ptr [rbx]
+	WORD $0x8948; BYTE $0xc3                   // mov rbx, rax
 	LONG $0x406ce162; WORD $0xd158             // vaddps zmm18, zmm18, zmm1
 
-LBB7_172:
-	QUAD $0x00000118248c8b48                   // mov rcx, qword ptr [rsp + 280]
+LBB7_166:
+	QUAD $0x000000e8248c8b48                   // mov rcx, qword ptr [rsp + 232]
 	LONG $0x28fe6162; WORD $0x656f; BYTE $0x20 // vmovdqu64 ymm28, ymmword ptr [rbp + 1024] /* [rip + .LCPI7_1] */
 	LONG $0x00150162; WORD $0xedef             // vpxord xmm29, xmm29, xmm29
 	LONG $0x48fe6162; WORD $0x756f; BYTE $0x03 // vmovdqu64 zmm30, zmmword ptr [rbp + 192] /* [rip + .LCPI7_5] */
@@ -6806,71 +6767,76 @@ LBB7_172:
 	LONG $0x48fef162; WORD $0x756f; BYTE $0x06 // vmovdqu64 zmm6, zmmword ptr [rbp + 384] /* [rip + .LCPI7_8] */
 	LONG $0x48fef162; WORD $0x7d6f; BYTE $0x07 // vmovdqu64 zmm7, zmmword ptr [rbp + 448] /* [rip + .LCPI7_9] */
 	LONG $0x48fe7162; WORD $0x456f; BYTE $0x08 // vmovdqu64 zmm8, zmmword ptr [rbp + 512] /* [rip + .LCPI7_10] */
-	LONG $0x247c8b48; BYTE $0x68               // mov rdi, qword ptr [rsp + 104]
-	QUAD $0x019a54114c7ce162                   // vmovups zmmword ptr [rdx + 4*rbx + 64] {k4}, zmm18
-	LONG $0x04568d49                           // lea rdx, [r14 + 4]
-	LONG $0x80eb8349                           // sub r11, -128
-	WORD $0x0149; BYTE $0xcd                   // add r13, rcx
+	QUAD $0x018754114c7ca162                   // vmovups zmmword ptr [rdi + 4*r8 + 64] {k4}, zmm18
+	LONG $0x04528d49                           // lea rdx, [r10 + 4]
+	LONG $0x80ed8349                           // sub r13, -128
+	WORD $0x0149; BYTE $0xcc                   // add r12, rcx
 	LONG $0x90f8e1c4; BYTE $0xd4               // kmovq k2, k4
 	LONG $0x90f8e1c4; BYTE $0xcb               // kmovq k1, k3
+	LONG $0x247c8b48; BYTE $0x18               // mov rdi, qword ptr [rsp + 24]
 	WORD $0x3948; BYTE $0xfa                   // cmp rdx, rdi
-	JG   LBB7_183
+	JG   LBB7_177
 
-LBB7_173:
-	WORD $0x894c; BYTE $0xf1       // mov rcx, r14
-	WORD $0x8949; BYTE $0xd6       // mov r14, rdx
+LBB7_167:
+	WORD $0x894c; BYTE $0xd1       // mov rcx, r10
+	WORD $0x8949; BYTE $0xd2       // mov r10, rdx
 	LONG $0x08518d48               // lea rdx, [rcx + 8]
-	LONG $0x244c0348; BYTE $0x38   // add rcx, qword ptr [rsp + 56]
+	LONG $0x244c0348; BYTE $0x78   // add rcx, qword ptr [rsp + 120]
 	WORD $0x3948; BYTE $0xfa       // cmp rdx, rdi
-	JG   LBB7_175
+	JG   LBB7_169
 	LONG $0x04518d48               // lea rdx, [rcx + 4]
-	LONG $0xd0af0f49               // imul rdx, r8
-	LONG $0x903c8d48               // lea rdi, [rax + 4*rdx]
-	LONG $0x900c180f               // prefetcht0 byte ptr [rax + 4*rdx]
-	QUAD $0x000000d824b48b48       // mov rsi, qword ptr [rsp + 216]
-	LONG $0xb74c180f; BYTE $0xfc   // prefetcht0 byte ptr [rdi + 4*rsi - 4]
-	LONG $0x904c180f; BYTE $0x40   // prefetcht0 byte ptr [rax + 4*rdx + 64]
+	LONG $0xd3af0f48               // imul rdx, rbx
+	LONG $0x963c8d49               // lea rdi, [r14 + 4*rdx]
+	LONG $0x0c180f41; BYTE $0x96   // prefetcht0 byte ptr [r14 + 4*rdx]
+	WORD $0x894c; BYTE $0xd0       // mov rax, r10
+	WORD $0x894d; BYTE $0xc2       // mov r10, r8
+	WORD $0x8945; BYTE $0xd8       // mov r8d, r11d
+	LONG $0x245c8b4c; BYTE $0x38   // mov r11, qword ptr [rsp + 56]
+	LONG $0x4c180f42; WORD $0xfc9f // prefetcht0 byte ptr [rdi + 4*r11 - 4]
+	LONG $0x4c180f41; WORD $0x4096 // prefetcht0 byte ptr [r14 + 4*rdx + 64]
 	LONG $0x05518d48               // lea rdx, [rcx + 5]
-	LONG $0x54af0f48; WORD $0x6024 // imul rdx, qword ptr [rsp + 96]
-	LONG $0x903c8d48               // lea rdi, [rax + 4*rdx]
-	LONG $0x900c180f               // prefetcht0 byte ptr [rax + 4*rdx]
-	LONG $0xb74c180f; BYTE $0xfc   // prefetcht0 byte ptr [rdi + 4*rsi - 4]
-	LONG $0x904c180f; BYTE $0x40   // prefetcht0 byte ptr [rax + 4*rdx + 64]
+	LONG $0xd3af0f48               // imul rdx, rbx
+	LONG $0x963c8d49               // lea rdi, [r14 + 4*rdx]
+	LONG $0x0c180f41; BYTE $0x96   // prefetcht0 byte ptr [r14 + 4*rdx]
+	LONG $0x4c180f42; WORD $0xfc9f // prefetcht0 byte ptr [rdi + 4*r11 - 4]
+	LONG $0x4c180f41; WORD $0x4096 // prefetcht0 byte ptr [r14 + 4*rdx + 64]
 	LONG $0x06518d48               // lea rdx, [rcx + 6]
-	LONG $0x54af0f48; WORD $0x6024 // imul rdx, qword ptr [rsp + 96]
-	LONG $0x903c8d48               // lea rdi, [rax + 4*rdx]
-	LONG $0x900c180f               // prefetcht0 byte ptr [rax + 4*rdx]
-	LONG $0xb74c180f; BYTE $0xfc   // prefetcht0 byte ptr [rdi + 4*rsi - 4]
-	LONG $0x904c180f; BYTE $0x40   // prefetcht0 byte ptr [rax + 4*rdx + 64]
+	LONG $0xd3af0f48               // imul rdx, rbx
+	LONG $0x963c8d49               // lea rdi, [r14 + 4*rdx]
+	LONG $0x0c180f41; BYTE $0x96   // prefetcht0 byte ptr [r14 + 4*rdx]
+	LONG $0x4c180f42; WORD $0xfc9f // prefetcht0 byte ptr [rdi + 4*r11 - 4]
+	LONG $0x4c180f41; WORD $0x4096 // prefetcht0 byte ptr [r14 + 4*rdx + 64]
 	LONG $0x07518d48               // lea rdx, [rcx + 7]
-	LONG $0x54af0f48; WORD $0x6024 // imul rdx, qword ptr [rsp + 96]
-	LONG $0x903c8d48               // lea rdi, [rax + 4*rdx]
-	LONG $0x900c180f               // prefetcht0 byte ptr [rax + 4*rdx]
-	LONG $0xb74c180f; BYTE $0xfc   // prefetcht0 byte ptr [rdi + 4*rsi - 4]
-	LONG $0x24448b4c; BYTE $0x60   // mov r8, qword ptr [rsp + 96]
-	LONG $0x904c180f; BYTE $0x40   // prefetcht0 byte ptr [rax + 4*rdx + 64]
+	LONG $0xd3af0f48               // imul rdx, rbx
+	LONG $0x963c8d49               // lea rdi, [r14 + 4*rdx]
+	LONG $0x0c180f41; BYTE $0x96   // prefetcht0 byte ptr [r14 + 4*rdx]
+	LONG $0x4c180f42; WORD $0xfc9f // prefetcht0 byte ptr [rdi + 4*r11 - 4]
+	WORD $0x8945; BYTE $0xc3       // mov r11d, r8d
+	WORD $0x894d; BYTE $0xd0       // mov r8, r10
+	WORD $0x8949; BYTE $0xc2       // mov r10, rax
+	LONG $0x4c180f41; WORD $0x4096 // prefetcht0 byte ptr [r14 + 4*rdx + 64]
 
-LBB7_175:
-	LONG $0xc8af0f49                           // imul rcx, r8
-	LONG $0x88148d48                           // lea rdx, [rax + 4*rcx]
-	LONG $0x247c8348; WORD $0x0078             // cmp qword ptr [rsp + 120], 0
-	JE   LBB7_177
-	LONG $0xc97c6162; WORD $0x0a10             // vmovups zmm25 {k1} {z}, zmmword ptr [rdx]
-	LONG $0xca7ce162; WORD $0x7a10; BYTE $0x01 // vmovups zmm23 {k2} {z}, zmmword ptr [rdx + 64]
-	LONG $0xc97c2162; WORD $0x0410; BYTE $0x82 // vmovups zmm24 {k1} {z}, zmmword ptr [rdx + 4*r8]
-	QUAD $0x01826c10ca7ca162                   // vmovups zmm21 {k2} {z}, zmmword ptr [rdx + 4*r8 + 64]
-	LONG $0x244c8b48; BYTE $0x50               // mov rcx, qword ptr [rsp + 80]
-	LONG $0xc97ce162; WORD $0x3410; BYTE $0x8a // vmovups zmm22 {k1} {z}, zmmword ptr [rdx + 4*rcx]
-	QUAD $0x018a5c10ca7ce162                   // vmovups zmm19 {k2} {z}, zmmword ptr [rdx + 4*rcx + 64]
-	LONG $0xc97ce162; WORD $0x2410; BYTE $0x9a // vmovups zmm20 {k1} {z}, zmmword ptr [rdx + 4*rbx]
-	QUAD $0x019a5410ca7ce162                   // vmovups zmm18 {k2} {z}, zmmword ptr [rdx + 4*rbx + 64]
-	LONG $0x244c8b48; BYTE $0x20               // mov rcx, qword ptr [rsp + 32]
+LBB7_169:
+	LONG $0xcbaf0f48                           // imul rcx, rbx
+	LONG $0x8e3c8d49                           // lea rdi, [r14 + 4*rcx]
+	LONG $0x247c8348; WORD $0x0060             // cmp qword ptr [rsp + 96], 0
+	JE   LBB7_171
+	LONG $0xc97c6162; WORD $0x0f10             // vmovups zmm25 {k1} {z}, zmmword ptr [rdi]
+	LONG $0xca7ce162; WORD $0x7f10; BYTE $0x01 // vmovups zmm23 {k2} {z}, zmmword ptr [rdi + 64]
+	LONG $0xc97c6162; WORD $0x0410; BYTE $0x9f // vmovups zmm24 {k1} {z}, zmmword ptr [rdi + 4*rbx]
+	QUAD $0x019f6c10ca7ce162                   // vmovups zmm21 {k2} {z}, zmmword ptr [rdi + 4*rbx + 64]
+	QUAD $0x00000098248c8b48                   // mov rcx, qword ptr [rsp + 152]
+	LONG $0xc97ce162; WORD $0x3410; BYTE $0x8f // vmovups zmm22 {k1} {z}, zmmword ptr [rdi + 4*rcx]
+	QUAD $0x018f5c10ca7ce162                   // vmovups zmm19 {k2} {z}, zmmword ptr [rdi + 4*rcx + 64]
+	LONG $0xc97ca162; WORD $0x2410; BYTE $0x87 // vmovups zmm20 {k1} {z}, zmmword ptr [rdi + 4*r8]
+	QUAD $0x01875410ca7ca162                   // vmovups zmm18 {k2} {z}, zmmword ptr [rdi + 4*r8 + 64]
+	LONG $0x244c8b48; BYTE $0x48               // mov rcx, qword ptr [rsp + 72]
 	WORD $0x8548; BYTE $0xc9                   // test rcx, rcx
-	JG   LBB7_178
-	JMP  LBB7_180
+	JG   LBB7_172
+	JMP  LBB7_174
 	PCALIGN $16
 
-LBB7_177:
+LBB7_171:
 	LONG $0x006da162; WORD $0xd2ef // vpxord xmm18, xmm18, xmm18
 	LONG $0x0065a162; WORD $0xdbef // vpxord xmm19, xmm19, xmm19
 	LONG $0x0055a162; WORD $0xedef // vpxord xmm21, xmm21, xmm21
@@ -6879,147 +6845,147 @@ LBB7_177:
 	LONG $0x004da162; WORD $0xf6ef // vpxord xmm22, xmm22, xmm22
 	LONG $0x003d0162; WORD $0xc0ef // vpxord xmm24, xmm24, xmm24
 	LONG $0x00350162; WORD $0xc9ef // vpxord xmm25, xmm25, xmm25
-	LONG $0x244c8b48; BYTE $0x20   // mov rcx, qword ptr [rsp + 32]
+	LONG $0x244c8b48; BYTE $0x48   // mov rcx, qword ptr [rsp + 72]
 	WORD $0x8548; BYTE $0xc9       // test rcx, rcx
-	JLE  LBB7_180
+	JLE  LBB7_174
 
-LBB7_178:
-	WORD    $0x894c; BYTE $0xef // mov rdi, r13
-	WORD    $0x894c; BYTE $0xdb // mov rbx, r11
+LBB7_172:
+	WORD    $0x894c; BYTE $0xe3 // mov rbx, r12
+	WORD    $0x894c; BYTE $0xea // mov rdx, r13
 	WORD    $0x3145; BYTE $0xc0 // xor r8d, r8d
 	PCALIGN $16
 
-LBB7_179:
-	QUAD $0x809c9458487df262; WORD $0x0004; BYTE $0x00 // vpbroadcastd zmm2, dword ptr [rsp + 4*rbx + 1152]
-	QUAD $0x009c8c58487df262; WORD $0x0005; BYTE $0x00 // vpbroadcastd zmm1, dword ptr [rsp + 4*rbx + 1280]
-	QUAD $0x809c9c58487d6262; WORD $0x0005; BYTE $0x00 // vpbroadcastd zmm27, dword ptr [rsp + 4*rbx + 1408]
-	QUAD $0x009c9458487d6262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm26, dword ptr [rsp + 4*rbx + 1536]
-	QUAD $0x0002a758487d6262; WORD $0x0000             // vpbroadcastd zmm28, dword ptr [rdi + 2]
-	QUAD $0x80c4ac6f48fdb162; WORD $0x00c4; BYTE $0x00 // vmovdqa64 zmm5, zmmword ptr [rsp + 8*r8 + 50304]
-	QUAD $0xc0c4b46f48fdb162; WORD $0x00c4; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*r8 + 50368]
-	QUAD $0x00c4bc6f48fdb162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*r8 + 50432]
-	QUAD $0x40c4846f48fd3162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*r8 + 50496]
+LBB7_173:
+	QUAD $0x80949458487df262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm2, dword ptr [rsp + 4*rdx + 1664]
+	QUAD $0x00948c58487df262; WORD $0x0007; BYTE $0x00 // vpbroadcastd zmm1, dword ptr [rsp + 4*rdx + 1792]
+	QUAD $0x80949c58487d6262; WORD $0x0007; BYTE $0x00 // vpbroadcastd zmm27, dword ptr [rsp + 4*rdx + 1920]
+	QUAD $0x00949458487d6262; WORD $0x0008; BYTE $0x00 // vpbroadcastd zmm26, dword ptr [rsp + 4*rdx + 2048]
+	QUAD $0x0002a358487d6262; WORD $0x0000             // vpbroadcastd zmm28, dword ptr [rbx + 2]
+	QUAD $0x80c4ac6f48fdb162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm5, zmmword ptr [rsp + 8*r8 + 50816]
+	QUAD $0xc0c4b46f48fdb162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*r8 + 50880]
+	QUAD $0x00c4bc6f48fdb162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*r8 + 50944]
+	QUAD $0x40c4846f48fd3162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*r8 + 51008]
 	LONG $0x48fd6162; WORD $0xea6f                     // vmovdqa64 zmm29, zmm2
 	LONG $0x48550262; WORD $0xec50                     // vpdpbusd zmm29, zmm5, zmm28
-	QUAD $0x020fb458487d2262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm30, dword ptr [rdi + r9 + 2]
+	QUAD $0x023bb458487d2262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm30, dword ptr [rbx + r15 + 2]
 	LONG $0x484d9262; WORD $0xd450                     // vpdpbusd zmm2, zmm6, zmm28
 	LONG $0x48fd6162; WORD $0xe16f                     // vmovdqa64 zmm28, zmm1
 	LONG $0x48550262; WORD $0xe650                     // vpdpbusd zmm28, zmm5, zmm30
-	QUAD $0x023f8c58487d3262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm9, dword ptr [rdi + r15 + 2]
+	QUAD $0x020b8c58487d3262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm9, dword ptr [rbx + r9 + 2]
 	LONG $0x484d9262; WORD $0xce50                     // vpdpbusd zmm1, zmm6, zmm30
 	LONG $0x48fd0162; WORD $0xfb6f                     // vmovdqa64 zmm31, zmm27
 	LONG $0x48554262; WORD $0xf950                     // vpdpbusd zmm31, zmm5, zmm9
-	QUAD $0x02279458487d3262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm10, dword ptr [rdi + r12 + 2]
+	QUAD $0x02339458487d7262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm10, dword ptr [rbx + rsi + 2]
 	LONG $0x484d4262; WORD $0xd950                     // vpdpbusd zmm27, zmm6, zmm9
 	LONG $0x48fd0162; WORD $0xf26f                     // vmovdqa64 zmm30, zmm26
 	LONG $0x48554262; WORD $0xf250                     // vpdpbusd zmm30, zmm5, zmm10
-	QUAD $0x0006af58487df262; WORD $0x0000             // vpbroadcastd zmm5, dword ptr [rdi + 6]
+	QUAD $0x0006ab58487df262; WORD $0x0000             // vpbroadcastd zmm5, dword ptr [rbx + 6]
 	LONG $0x484d4262; WORD $0xd250                     // vpdpbusd zmm26, zmm6, zmm10
 	LONG $0x48456262; WORD $0xed50                     // vpdpbusd zmm29, zmm7, zmm5
-	QUAD $0x060fb458487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm6, dword ptr [rdi + r9 + 6]
+	QUAD $0x063bb458487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm6, dword ptr [rbx + r15 + 6]
 	LONG $0x483df262; WORD $0xd550                     // vpdpbusd zmm2, zmm8, zmm5
 	LONG $0x48456262; WORD $0xe650                     // vpdpbusd zmm28, zmm7, zmm6
-	QUAD $0x063fac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rdi + r15 + 6]
+	QUAD $0x060bac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rbx + r9 + 6]
 	LONG $0x483df262; WORD $0xce50                     // vpdpbusd zmm1, zmm8, zmm6
 	LONG $0x48456262; WORD $0xfd50                     // vpdpbusd zmm31, zmm7, zmm5
-	QUAD $0x0627b458487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm6, dword ptr [rdi + r12 + 6]
+	QUAD $0x0633b458487df262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm6, dword ptr [rbx + rsi + 6]
 	LONG $0x483d6262; WORD $0xdd50                     // vpdpbusd zmm27, zmm8, zmm5
 	LONG $0x48456262; WORD $0xf650                     // vpdpbusd zmm30, zmm7, zmm6
-	QUAD $0x80c4ac6f48fdb162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm5, zmmword ptr [rsp + 8*r8 + 50560]
-	QUAD $0xc0c4bc6f48fdb162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*r8 + 50624]
+	QUAD $0x80c4ac6f48fdb162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm5, zmmword ptr [rsp + 8*r8 + 51072]
+	QUAD $0xc0c4bc6f48fdb162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*r8 + 51136]
 	LONG $0x483d6262; WORD $0xd650                     // vpdpbusd zmm26, zmm8, zmm6
-	QUAD $0x000ab758487df262; WORD $0x0000             // vpbroadcastd zmm6, dword ptr [rdi + 10]
+	QUAD $0x000ab358487df262; WORD $0x0000             // vpbroadcastd zmm6, dword ptr [rbx + 10]
 	LONG $0x48556262; WORD $0xee50                     // vpdpbusd zmm29, zmm5, zmm6
 	LONG $0x4845f262; WORD $0xd650                     // vpdpbusd zmm2, zmm7, zmm6
-	QUAD $0x0a0fb458487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm6, dword ptr [rdi + r9 + 10]
+	QUAD $0x0a3bb458487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm6, dword ptr [rbx + r15 + 10]
 	LONG $0x48556262; WORD $0xe650                     // vpdpbusd zmm28, zmm5, zmm6
 	LONG $0x4845f262; WORD $0xce50                     // vpdpbusd zmm1, zmm7, zmm6
-	QUAD $0x0a3fb458487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm6, dword ptr [rdi + r15 + 10]
+	QUAD $0x0a0bb458487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm6, dword ptr [rbx + r9 + 10]
 	LONG $0x48556262; WORD $0xfe50                     // vpdpbusd zmm31, zmm5, zmm6
 	LONG $0x48456262; WORD $0xde50                     // vpdpbusd zmm27, zmm7, zmm6
-	QUAD $0x0a27b458487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm6, dword ptr [rdi + r12 + 10]
-	QUAD $0x00c4846f48fd3162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*r8 + 50688]
+	QUAD $0x0a33b458487df262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm6, dword ptr [rbx + rsi + 10]
+	QUAD $0x00c4846f48fd3162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*r8 + 51200]
 	LONG $0x48556262; WORD $0xf650                     // vpdpbusd zmm30, zmm5, zmm6
-	QUAD $0x40c4ac6f48fdb162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm5, zmmword ptr [rsp + 8*r8 + 50752]
-	QUAD $0x000e8f58487d7262; WORD $0x0000             // vpbroadcastd zmm9, dword ptr [rdi + 14]
+	QUAD $0x40c4ac6f48fdb162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm5, zmmword ptr [rsp + 8*r8 + 51264]
+	QUAD $0x000e8b58487d7262; WORD $0x0000             // vpbroadcastd zmm9, dword ptr [rbx + 14]
 	LONG $0x48456262; WORD $0xd650                     // vpdpbusd zmm26, zmm7, zmm6
 	LONG $0x483d4262; WORD $0xe950                     // vpdpbusd zmm29, zmm8, zmm9
-	QUAD $0x0e0fb458487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm6, dword ptr [rdi + r9 + 14]
+	QUAD $0x0e3bb458487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm6, dword ptr [rbx + r15 + 14]
 	LONG $0x4855d262; WORD $0xd150                     // vpdpbusd zmm2, zmm5, zmm9
 	LONG $0x483d6262; WORD $0xe650                     // vpdpbusd zmm28, zmm8, zmm6
-	QUAD $0x0e3fbc58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm7, dword ptr [rdi + r15 + 14]
+	QUAD $0x0e0bbc58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm7, dword ptr [rbx + r9 + 14]
 	LONG $0x4855f262; WORD $0xce50                     // vpdpbusd zmm1, zmm5, zmm6
 	LONG $0x483d6262; WORD $0xff50                     // vpdpbusd zmm31, zmm8, zmm7
-	QUAD $0x0e27b458487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm6, dword ptr [rdi + r12 + 14]
+	QUAD $0x0e33b458487df262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm6, dword ptr [rbx + rsi + 14]
 	LONG $0x48556262; WORD $0xdf50                     // vpdpbusd zmm27, zmm5, zmm7
 	LONG $0x483d6262; WORD $0xf650                     // vpdpbusd zmm30, zmm8, zmm6
-	QUAD $0x80c4bc6f48fdb162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*r8 + 50816]
-	QUAD $0xc0c4846f48fd3162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*r8 + 50880]
+	QUAD $0x80c4bc6f48fdb162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*r8 + 51328]
+	QUAD $0xc0c4846f48fd3162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*r8 + 51392]
 	LONG $0x48556262; WORD $0xd650                     // vpdpbusd zmm26, zmm5, zmm6
-	QUAD $0x0012af58487df262; WORD $0x0000             // vpbroadcastd zmm5, dword ptr [rdi + 18]
+	QUAD $0x0012ab58487df262; WORD $0x0000             // vpbroadcastd zmm5, dword ptr [rbx + 18]
 	LONG $0x48456262; WORD $0xed50                     // vpdpbusd zmm29, zmm7, zmm5
 	LONG $0x483df262; WORD $0xd550                     // vpdpbusd zmm2, zmm8, zmm5
-	QUAD $0x120fac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rdi + r9 + 18]
+	QUAD $0x123bac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rbx + r15 + 18]
 	LONG $0x48456262; WORD $0xe550                     // vpdpbusd zmm28, zmm7, zmm5
 	LONG $0x483df262; WORD $0xcd50                     // vpdpbusd zmm1, zmm8, zmm5
-	QUAD $0x123fac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rdi + r15 + 18]
+	QUAD $0x120bac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rbx + r9 + 18]
 	LONG $0x48456262; WORD $0xfd50                     // vpdpbusd zmm31, zmm7, zmm5
 	LONG $0x483d6262; WORD $0xdd50                     // vpdpbusd zmm27, zmm8, zmm5
-	QUAD $0x1227ac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rdi + r12 + 18]
-	QUAD $0x00c4b46f48fdb162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*r8 + 50944]
+	QUAD $0x1233ac58487df262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rbx + rsi + 18]
+	QUAD $0x00c4b46f48fdb162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*r8 + 51456]
 	LONG $0x48456262; WORD $0xf550                     // vpdpbusd zmm30, zmm7, zmm5
-	QUAD $0x40c4bc6f48fdb162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*r8 + 51008]
-	QUAD $0x00168f58487d7262; WORD $0x0000             // vpbroadcastd zmm9, dword ptr [rdi + 22]
+	QUAD $0x40c4bc6f48fdb162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*r8 + 51520]
+	QUAD $0x00168b58487d7262; WORD $0x0000             // vpbroadcastd zmm9, dword ptr [rbx + 22]
 	LONG $0x483d6262; WORD $0xd550                     // vpdpbusd zmm26, zmm8, zmm5
 	LONG $0x484d4262; WORD $0xe950                     // vpdpbusd zmm29, zmm6, zmm9
-	QUAD $0x160fac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rdi + r9 + 22]
+	QUAD $0x163bac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rbx + r15 + 22]
 	LONG $0x4845d262; WORD $0xd150                     // vpdpbusd zmm2, zmm7, zmm9
 	LONG $0x484d6262; WORD $0xe550                     // vpdpbusd zmm28, zmm6, zmm5
-	QUAD $0x163f8458487d3262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm8, dword ptr [rdi + r15 + 22]
+	QUAD $0x160b8458487d3262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm8, dword ptr [rbx + r9 + 22]
 	LONG $0x4845f262; WORD $0xcd50                     // vpdpbusd zmm1, zmm7, zmm5
 	LONG $0x484d4262; WORD $0xf850                     // vpdpbusd zmm31, zmm6, zmm8
-	QUAD $0x1627ac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rdi + r12 + 22]
+	QUAD $0x1633ac58487df262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rbx + rsi + 22]
 	LONG $0x48454262; WORD $0xd850                     // vpdpbusd zmm27, zmm7, zmm8
 	LONG $0x484d6262; WORD $0xf550                     // vpdpbusd zmm30, zmm6, zmm5
-	QUAD $0x80c4b46f48fdb162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*r8 + 51072]
-	QUAD $0xc0c4846f48fd3162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*r8 + 51136]
+	QUAD $0x80c4b46f48fdb162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*r8 + 51584]
+	QUAD $0xc0c4846f48fd3162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*r8 + 51648]
 	LONG $0x48456262; WORD $0xd550                     // vpdpbusd zmm26, zmm7, zmm5
-	QUAD $0x001aaf58487df262; WORD $0x0000             // vpbroadcastd zmm5, dword ptr [rdi + 26]
+	QUAD $0x001aab58487df262; WORD $0x0000             // vpbroadcastd zmm5, dword ptr [rbx + 26]
 	LONG $0x484d6262; WORD $0xed50                     // vpdpbusd zmm29, zmm6, zmm5
 	LONG $0x483df262; WORD $0xd550                     // vpdpbusd zmm2, zmm8, zmm5
-	QUAD $0x1a0fac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rdi + r9 + 26]
+	QUAD $0x1a3bac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rbx + r15 + 26]
 	LONG $0x484d6262; WORD $0xe550                     // vpdpbusd zmm28, zmm6, zmm5
 	LONG $0x483df262; WORD $0xcd50                     // vpdpbusd zmm1, zmm8, zmm5
-	QUAD $0x1a3fac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rdi + r15 + 26]
+	QUAD $0x1a0bac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rbx + r9 + 26]
 	LONG $0x484d6262; WORD $0xfd50                     // vpdpbusd zmm31, zmm6, zmm5
 	LONG $0x483d6262; WORD $0xdd50                     // vpdpbusd zmm27, zmm8, zmm5
-	QUAD $0x1a27ac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rdi + r12 + 26]
-	QUAD $0x00c4bc6f48fdb162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*r8 + 51200]
+	QUAD $0x1a33ac58487df262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rbx + rsi + 26]
+	QUAD $0x00c4bc6f48fdb162; WORD $0x00ca; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*r8 + 51712]
 	LONG $0x484d6262; WORD $0xf550                     // vpdpbusd zmm30, zmm6, zmm5
-	QUAD $0x40c4b46f48fdb162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*r8 + 51264]
-	QUAD $0x001e8f58487d7262; WORD $0x0000             // vpbroadcastd zmm9, dword ptr [rdi + 30]
+	QUAD $0x40c4b46f48fdb162; WORD $0x00ca; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*r8 + 51776]
+	QUAD $0x001e8b58487d7262; WORD $0x0000             // vpbroadcastd zmm9, dword ptr [rbx + 30]
 	LONG $0x483d6262; WORD $0xd550                     // vpdpbusd zmm26, zmm8, zmm5
 	LONG $0x48454262; WORD $0xe950                     // vpdpbusd zmm29, zmm7, zmm9
-	QUAD $0x1e0fac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rdi + r9 + 30]
+	QUAD $0x1e3bac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rbx + r15 + 30]
 	LONG $0x484dd262; WORD $0xd150                     // vpdpbusd zmm2, zmm6, zmm9
 	LONG $0x48456262; WORD $0xe550                     // vpdpbusd zmm28, zmm7, zmm5
-	QUAD $0x1e3f8458487d3262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm8, dword ptr [rdi + r15 + 30]
+	QUAD $0x1e0b8458487d3262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm8, dword ptr [rbx + r9 + 30]
 	LONG $0x484df262; WORD $0xcd50                     // vpdpbusd zmm1, zmm6, zmm5
 	LONG $0x48454262; WORD $0xf850                     // vpdpbusd zmm31, zmm7, zmm8
-	QUAD $0x1e27ac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rdi + r12 + 30]
+	QUAD $0x1e33ac58487df262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rbx + rsi + 30]
 	LONG $0x484d4262; WORD $0xd850                     // vpdpbusd zmm27, zmm6, zmm8
 	LONG $0x48456262; WORD $0xf550                     // vpdpbusd zmm30, zmm7, zmm5
-	QUAD $0x809cbc18487df262; WORD $0x0044; BYTE $0x00 // vbroadcastss zmm7, dword ptr [rsp + 4*rbx + 17536]
+	QUAD $0x8094bc18487df262; WORD $0x0046; BYTE $0x00 // vbroadcastss zmm7, dword ptr [rsp + 4*rdx + 18048]
 	LONG $0x484d6262; WORD $0xd550                     // vpdpbusd zmm26, zmm6, zmm5
-	QUAD $0x8004ac28487cb162; WORD $0x0144; BYTE $0x00 // vmovaps zmm5, zmmword ptr [rsp + r8 + 83072]
-	QUAD $0xc004b428487cb162; WORD $0x0144; BYTE $0x00 // vmovaps zmm6, zmmword ptr [rsp + r8 + 83136]
+	QUAD $0x8004ac28487cb162; WORD $0x0146; BYTE $0x00 // vmovaps zmm5, zmmword ptr [rsp + r8 + 83584]
+	QUAD $0xc004b428487cb162; WORD $0x0146; BYTE $0x00 // vmovaps zmm6, zmmword ptr [rsp + r8 + 83648]
 	LONG $0x48547162; WORD $0xc759                     // vmulps zmm8, zmm5, zmm7
 	LONG $0x487c1162; WORD $0xcd5b                     // vcvtdq2ps zmm9, zmm29
 	LONG $0x483c5162; WORD $0xc159                     // vmulps zmm8, zmm8, zmm9
 	LONG $0x4844f162; WORD $0xfe59                     // vmulps zmm7, zmm7, zmm6
 	LONG $0x487cf162; WORD $0xd25b                     // vcvtdq2ps zmm2, zmm2
 	LONG $0x4844f162; WORD $0xd259                     // vmulps zmm2, zmm7, zmm2
-	QUAD $0x009cbc18487df262; WORD $0x0045; BYTE $0x00 // vbroadcastss zmm7, dword ptr [rsp + 4*rbx + 17664]
+	QUAD $0x0094bc18487df262; WORD $0x0047; BYTE $0x00 // vbroadcastss zmm7, dword ptr [rsp + 4*rdx + 18176]
 	LONG $0x48547162; WORD $0xcf59                     // vmulps zmm9, zmm5, zmm7
 	LONG $0x40344162; WORD $0xc858                     // vaddps zmm25, zmm25, zmm8
 	LONG $0x487c1162; WORD $0xc45b                     // vcvtdq2ps zmm8, zmm28
@@ -7027,7 +6993,7 @@ LBB7_179:
 	LONG $0x484cf162; WORD $0xff59                     // vmulps zmm7, zmm6, zmm7
 	LONG $0x4044e162; WORD $0xfa58                     // vaddps zmm23, zmm23, zmm2
 	LONG $0x487cf162; WORD $0xc95b                     // vcvtdq2ps zmm1, zmm1
-	QUAD $0x809c9418487df262; WORD $0x0045; BYTE $0x00 // vbroadcastss zmm2, dword ptr [rsp + 4*rbx + 17792]
+	QUAD $0x80949418487df262; WORD $0x0047; BYTE $0x00 // vbroadcastss zmm2, dword ptr [rsp + 4*rdx + 18304]
 	LONG $0x403c4162; WORD $0xc058                     // vaddps zmm24, zmm24, zmm8
 	LONG $0x4844f162; WORD $0xc959                     // vmulps zmm1, zmm7, zmm1
 	LONG $0x4854f162; WORD $0xfa59                     // vmulps zmm7, zmm5, zmm2
@@ -7038,7 +7004,7 @@ LBB7_179:
 	LONG $0x487c9162; WORD $0xfb5b                     // vcvtdq2ps zmm7, zmm27
 	LONG $0x404ce162; WORD $0xf158                     // vaddps zmm22, zmm22, zmm1
 	LONG $0x486cf162; WORD $0xcf59                     // vmulps zmm1, zmm2, zmm7
-	QUAD $0x009c9418487df262; WORD $0x0046; BYTE $0x00 // vbroadcastss zmm2, dword ptr [rsp + 4*rbx + 17920]
+	QUAD $0x00949418487df262; WORD $0x0048; BYTE $0x00 // vbroadcastss zmm2, dword ptr [rsp + 4*rdx + 18432]
 	LONG $0x4064e162; WORD $0xd958                     // vaddps zmm19, zmm19, zmm1
 	LONG $0x4854f162; WORD $0xca59                     // vmulps zmm1, zmm5, zmm2
 	LONG $0x487c9162; WORD $0xee5b                     // vcvtdq2ps zmm5, zmm30
@@ -7049,868 +7015,531 @@ LBB7_179:
 	LONG $0x4874f162; WORD $0xca59                     // vmulps zmm1, zmm1, zmm2
 	LONG $0x406ce162; WORD $0xd158                     // vaddps zmm18, zmm18, zmm1
 	LONG $0x80e88349                                   // sub r8, -128
-	LONG $0x01c38348                                   // add rbx, 1
-	LONG $0x22c78348                                   // add rdi, 34
+	LONG $0x01c28348                                   // add rdx, 1
+	LONG $0x22c38348                                   // add rbx, 34
 	LONG $0xffc18348                                   // add rcx, -1
-	JNE  LBB7_179
+	JNE  LBB7_173
 
-LBB7_180:
-	QUAD $0x00000000e024bc80                   // cmp byte ptr [rsp + 224], 0
-	JNE  LBB7_171
-	LONG $0x4b7c6162; WORD $0x0a11             // vmovups zmmword ptr [rdx] {k3}, zmm25
-	LONG $0x4c7ce162; WORD $0x7a11; BYTE $0x01 // vmovups zmmword ptr [rdx + 64] {k4}, zmm23
-	LONG $0x24448b4c; BYTE $0x60               // mov r8, qword ptr [rsp + 96]
-	LONG $0x4b7c2162; WORD $0x0411; BYTE $0x82 // vmovups zmmword ptr [rdx + 4*r8] {k3}, zmm24
-	QUAD $0x01826c114c7ca162                   // vmovups zmmword ptr [rdx + 4*r8 + 64] {k4}, zmm21
-	LONG $0x244c8b48; BYTE $0x50               // mov rcx, qword ptr [rsp + 80]
-	LONG $0x4b7ce162; WORD $0x3411; BYTE $0x8a // vmovups zmmword ptr [rdx + 4*rcx] {k3}, zmm22
-	QUAD $0x018a5c114c7ce162                   // vmovups zmmword ptr [rdx + 4*rcx + 64] {k4}, zmm19
-	QUAD $0x00000098249c8b48                   // mov rbx, qword ptr [rsp + 152]
-	LONG $0x4b7ce162; WORD $0x2411; BYTE $0x9a // vmovups zmmword ptr [rdx + 4*rbx] {k3}, zmm20
-	JMP  LBB7_172
+LBB7_174:
+	WORD $0x8445; BYTE $0xdb                   // test r11b, r11b
+	JNE  LBB7_165
+	LONG $0x4b7c6162; WORD $0x0f11             // vmovups zmmword ptr [rdi] {k3}, zmm25
+	LONG $0x4c7ce162; WORD $0x7f11; BYTE $0x01 // vmovups zmmword ptr [rdi + 64] {k4}, zmm23
+	LONG $0x245c8b48; BYTE $0x30               // mov rbx, qword ptr [rsp + 48]
+	LONG $0x4b7c6162; WORD $0x0411; BYTE $0x9f // vmovups zmmword ptr [rdi + 4*rbx] {k3}, zmm24
+	QUAD $0x019f6c114c7ce162                   // vmovups zmmword ptr [rdi + 4*rbx + 64] {k4}, zmm21
+	QUAD $0x00000098248c8b48                   // mov rcx, qword ptr [rsp + 152]
+	LONG $0x4b7ce162; WORD $0x3411; BYTE $0x8f // vmovups zmmword ptr [rdi + 4*rcx] {k3}, zmm22
+	QUAD $0x018f5c114c7ce162                   // vmovups zmmword ptr [rdi + 4*rcx + 64] {k4}, zmm19
+	QUAD $0x000000b824848b4c                   // mov r8, qword ptr [rsp + 184]
+	LONG $0x4b7ca162; WORD $0x2411; BYTE $0x87 // vmovups zmmword ptr [rdi + 4*r8] {k3}, zmm20
+	JMP  LBB7_166
 	PCALIGN $16
 
-LBB7_182:
+LBB7_176:
 	LONG $0xffffba41; WORD $0xffff // mov r10d, -1
-	WORD $0xd189                   // mov ecx, edx
+	WORD $0x8944; BYTE $0xf1       // mov ecx, r14d
 	WORD $0xd341; BYTE $0xe2       // shl r10d, cl
-	WORD $0x8548; BYTE $0xd2       // test rdx, rdx
+	WORD $0x854d; BYTE $0xf6       // test r14, r14
 	WORD $0xf741; BYTE $0xd2       // not r10d
 	LONG $0x000000b8; BYTE $0x00   // mov eax, 0
 	LONG $0xd04e0f44               // cmovle r10d, eax
 	LONG $0x927bc1c4; BYTE $0xca   // kmovd k1, r10d
-	WORD $0xd189                   // mov ecx, edx
-	LONG $0x24448b4c; BYTE $0x60   // mov r8, qword ptr [rsp + 96]
-	QUAD $0x00000098249c8b48       // mov rbx, qword ptr [rsp + 152]
-	JMP  LBB7_190
+	WORD $0x8944; BYTE $0xf1       // mov ecx, r14d
+	LONG $0x245c8b48; BYTE $0x30   // mov rbx, qword ptr [rsp + 48]
+	QUAD $0x00000120249c8b4c       // mov r11, qword ptr [rsp + 288]
+	JMP  LBB7_179
 	PCALIGN $16
 
-LBB7_183:
+LBB7_177:
 	LONG $0x90f8e1c4; BYTE $0xd4 // kmovq k2, k4
 	LONG $0x90f8e1c4; BYTE $0xcb // kmovq k1, k3
-	LONG $0x245c8b4c; BYTE $0x78 // mov r11, qword ptr [rsp + 120]
-	LONG $0x24748b48; BYTE $0x10 // mov rsi, qword ptr [rsp + 16]
-	LONG $0x246c8b4c; BYTE $0x58 // mov r13, qword ptr [rsp + 88]
-	LONG $0x244c8b48; BYTE $0x08 // mov rcx, qword ptr [rsp + 8]
-	LONG $0x24548b44; BYTE $0x70 // mov r10d, dword ptr [rsp + 112]
-	WORD $0x8948; BYTE $0xf8     // mov rax, rdi
-	WORD $0x294c; BYTE $0xf0     // sub rax, r14
-	LONG $0x02f88348             // cmp rax, 2
-	JLE  LBB7_193
-
-LBB7_184:
-	LONG $0x03f88348                           // cmp rax, 3
-	JE   LBB7_221
-	LONG $0x04f88348                           // cmp rax, 4
-	JE   LBB7_223
-	LONG $0x05f88348                           // cmp rax, 5
-	JNE  LBB7_52
-	WORD $0x8949; BYTE $0xca                   // mov r10, rcx
-	LONG $0x24448b48; BYTE $0x38               // mov rax, qword ptr [rsp + 56]
-	LONG $0x060c8d49                           // lea rcx, [r14 + rax]
-	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
-	LONG $0xc0af0f49                           // imul rax, r8
-	LONG $0x24548b48; BYTE $0x48               // mov rdx, qword ptr [rsp + 72]
-	LONG $0x82048d48                           // lea rax, [rdx + 4*rax]
-	LONG $0x24548b48; BYTE $0x28               // mov rdx, qword ptr [rsp + 40]
-	LONG $0x90048d48                           // lea rax, [rax + 4*rdx]
-	WORD $0x854d; BYTE $0xdb                   // test r11, r11
-	JE   LBB7_233
-	LONG $0xc97cf162; WORD $0x1010             // vmovups zmm2 {k1} {z}, zmmword ptr [rax]
-	LONG $0xca7cf162; WORD $0x4810; BYTE $0x01 // vmovups zmm1 {k2} {z}, zmmword ptr [rax + 64]
-	LONG $0x247c8348; WORD $0x0020             // cmp qword ptr [rsp + 32], 0
-	JG   LBB7_234
-	JMP  LBB7_256
+	QUAD $0x0000008824a48b4c     // mov r12, qword ptr [rsp + 136]
+	WORD $0x894c; BYTE $0xd1     // mov rcx, r10
+	QUAD $0x000000e024948b44     // mov r10d, dword ptr [rsp + 224]
+	JMP  LBB7_182
 	PCALIGN $16
 
-LBB7_189:
+LBB7_178:
 	LONG $0xc846fcc5             // kxnorw k1, k0, k0
 	LONG $0xffba4166; BYTE $0xff // mov r10w, -1
-	WORD $0xd189                 // mov ecx, edx
-	LONG $0x24448b4c; BYTE $0x60 // mov r8, qword ptr [rsp + 96]
-	QUAD $0x00000098249c8b48     // mov rbx, qword ptr [rsp + 152]
+	WORD $0x8944; BYTE $0xf1     // mov ecx, r14d
 	WORD $0xc031                 // xor eax, eax
 
-LBB7_190:
-	LONG $0x246c8b4c; BYTE $0x58   // mov r13, qword ptr [rsp + 88]
-	WORD $0xc180; BYTE $0xf0       // add cl, -16
-	LONG $0xffffbb41; WORD $0xffff // mov r11d, -1
-	WORD $0xd341; BYTE $0xe3       // shl r11d, cl
-	LONG $0x11fa8348               // cmp rdx, 17
-	WORD $0xf741; BYTE $0xd3       // not r11d
-	LONG $0xd84c0f44               // cmovl r11d, eax
-	QUAD $0x0000028824848b48       // mov rax, qword ptr [rsp + 648]
-	WORD $0x8548; BYTE $0xc0       // test rax, rax
-	LONG $0x244c8b48; BYTE $0x28   // mov rcx, qword ptr [rsp + 40]
-	LONG $0x880c8d48               // lea rcx, [rax + 4*rcx]
-	LONG $0xc8440f48               // cmove rcx, rax
-	LONG $0x244c8948; BYTE $0x08   // mov qword ptr [rsp + 8], rcx
-	LONG $0x10fa8348               // cmp rdx, 16
-	JLE  LBB7_197
-	LONG $0x927bc1c4; BYTE $0xd3   // kmovd k2, r11d
-	LONG $0x04ff8348               // cmp rdi, 4
-	QUAD $0x00000090249c8944       // mov dword ptr [rsp + 144], r11d
-	JGE  LBB7_170
+LBB7_179:
+	WORD $0xc180; BYTE $0xf0     // add cl, -16
+	LONG $0xffffffba; BYTE $0xff // mov edx, -1
+	WORD $0xe2d3                 // shl edx, cl
+	LONG $0x11fe8349             // cmp r14, 17
+	WORD $0xd2f7                 // not edx
+	WORD $0x4c0f; BYTE $0xd0     // cmovl edx, eax
+	QUAD $0x000001b024848b48     // mov rax, qword ptr [rsp + 432]
+	WORD $0x8548; BYTE $0xc0     // test rax, rax
+	LONG $0x980c8d4a             // lea rcx, [rax + 4*r11]
+	LONG $0xc8440f48             // cmove rcx, rax
+	LONG $0x244c8948; BYTE $0x20 // mov qword ptr [rsp + 32], rcx
+	LONG $0x10fe8349             // cmp r14, 16
+	JLE  LBB7_188
+	LONG $0xd292fbc5             // kmovd k2, edx
+	LONG $0x04ff8348             // cmp rdi, 4
+	LONG $0x28245489             // mov dword ptr [rsp + 40], edx
+	JGE  LBB7_164
 
-LBB7_192:
-	WORD $0x3145; BYTE $0xf6     // xor r14d, r14d
-	LONG $0x245c8b4c; BYTE $0x78 // mov r11, qword ptr [rsp + 120]
-	LONG $0x244c8b48; BYTE $0x08 // mov rcx, qword ptr [rsp + 8]
-	WORD $0x8948; BYTE $0xf8     // mov rax, rdi
-	WORD $0x294c; BYTE $0xf0     // sub rax, r14
-	LONG $0x02f88348             // cmp rax, 2
-	JG   LBB7_184
+LBB7_181:
+	WORD $0xc931 // xor ecx, ecx
 
-LBB7_193:
-	LONG $0x01f88348                           // cmp rax, 1
-	LONG $0x245c8b48; BYTE $0x28               // mov rbx, qword ptr [rsp + 40]
-	JE   LBB7_225
+LBB7_182:
+	WORD $0x8948; BYTE $0xf8                   // mov rax, rdi
+	WORD $0x8948; BYTE $0xcf                   // mov rdi, rcx
+	WORD $0x2948; BYTE $0xc8                   // sub rax, rcx
 	LONG $0x02f88348                           // cmp rax, 2
-	JNE  LBB7_52
-	LONG $0x244c8948; BYTE $0x08               // mov qword ptr [rsp + 8], rcx
-	LONG $0x24448b48; BYTE $0x38               // mov rax, qword ptr [rsp + 56]
-	LONG $0x060c8d49                           // lea rcx, [r14 + rax]
+	JLE  LBB7_195
+	LONG $0x03f88348                           // cmp rax, 3
+	JE   LBB7_216
+	LONG $0x04f88348                           // cmp rax, 4
+	JE   LBB7_222
+	LONG $0x05f88348                           // cmp rax, 5
+	LONG $0x24648b4c; BYTE $0x48               // mov r12, qword ptr [rsp + 72]
+	JNE  LBB7_55
+	LONG $0x24448b48; BYTE $0x78               // mov rax, qword ptr [rsp + 120]
+	WORD $0x8949; BYTE $0xfa                   // mov r10, rdi
+	LONG $0x070c8d48                           // lea rcx, [rdi + rax]
 	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
-	LONG $0xc0af0f49                           // imul rax, r8
-	LONG $0x24548b48; BYTE $0x48               // mov rdx, qword ptr [rsp + 72]
+	LONG $0xc3af0f48                           // imul rax, rbx
+	QUAD $0x0000017824948b48                   // mov rdx, qword ptr [rsp + 376]
 	LONG $0x82048d48                           // lea rax, [rdx + 4*rax]
-	LONG $0x24548b48; BYTE $0x28               // mov rdx, qword ptr [rsp + 40]
+	QUAD $0x0000012024948b48                   // mov rdx, qword ptr [rsp + 288]
 	LONG $0x90048d48                           // lea rax, [rax + 4*rdx]
-	WORD $0x854d; BYTE $0xdb                   // test r11, r11
-	JE   LBB7_236
-	LONG $0xc97ce162; WORD $0x2810             // vmovups zmm21 {k1} {z}, zmmword ptr [rax]
-	LONG $0xca7ce162; WORD $0x6010; BYTE $0x01 // vmovups zmm20 {k2} {z}, zmmword ptr [rax + 64]
-	LONG $0xc97ca162; WORD $0x1c10; BYTE $0x80 // vmovups zmm19 {k1} {z}, zmmword ptr [rax + 4*r8]
-	QUAD $0x01805410ca7ca162                   // vmovups zmm18 {k2} {z}, zmmword ptr [rax + 4*r8 + 64]
-	WORD $0x8944; BYTE $0xd7                   // mov edi, r10d
-	LONG $0x24748b48; BYTE $0x20               // mov rsi, qword ptr [rsp + 32]
-	WORD $0x8548; BYTE $0xf6                   // test rsi, rsi
-	JG   LBB7_237
-	JMP  LBB7_239
+	LONG $0x245c8b48; BYTE $0x60               // mov rbx, qword ptr [rsp + 96]
+	WORD $0x8548; BYTE $0xdb                   // test rbx, rbx
+	JE   LBB7_242
+	LONG $0xc97cf162; WORD $0x1010             // vmovups zmm2 {k1} {z}, zmmword ptr [rax]
+	LONG $0xca7cf162; WORD $0x4810; BYTE $0x01 // vmovups zmm1 {k2} {z}, zmmword ptr [rax + 64]
+	QUAD $0x0000008824948b48                   // mov rdx, qword ptr [rsp + 136]
+	WORD $0x854d; BYTE $0xe4                   // test r12, r12
+	JG   LBB7_243
+	JMP  LBB7_261
 	PCALIGN $16
 
-LBB7_197:
-	LONG $0x04ff8348             // cmp rdi, 4
-	LONG $0x24548944; BYTE $0x70 // mov dword ptr [rsp + 112], r10d
-	JGE  LBB7_204
-	WORD $0x3145; BYTE $0xd2     // xor r10d, r10d
-	LONG $0x245c8b48; BYTE $0x78 // mov rbx, qword ptr [rsp + 120]
-	WORD $0x8948; BYTE $0xf8     // mov rax, rdi
-	WORD $0x294c; BYTE $0xd0     // sub rax, r10
-	LONG $0x02f88348             // cmp rax, 2
-	JLE  LBB7_217
+LBB7_188:
+	LONG $0x04ff8348         // cmp rdi, 4
+	QUAD $0x000000e024948944 // mov dword ptr [rsp + 224], r10d
+	JGE  LBB7_199
+	WORD $0x3145; BYTE $0xd2 // xor r10d, r10d
+	WORD $0x8948; BYTE $0xf8 // mov rax, rdi
+	WORD $0x294c; BYTE $0xd0 // sub rax, r10
+	LONG $0x02f88348         // cmp rax, 2
+	JLE  LBB7_212
 
-LBB7_199:
+LBB7_190:
 	LONG $0x03f88348               // cmp rax, 3
-	JE   LBB7_227
+	JE   LBB7_228
 	LONG $0x04f88348               // cmp rax, 4
-	JE   LBB7_229
+	JE   LBB7_232
 	LONG $0x05f88348               // cmp rax, 5
-	JNE  LBB7_52
-	LONG $0x24448b48; BYTE $0x38   // mov rax, qword ptr [rsp + 56]
+	LONG $0x24648b4c; BYTE $0x48   // mov r12, qword ptr [rsp + 72]
+	LONG $0x245c8b4c; BYTE $0x20   // mov r11, qword ptr [rsp + 32]
+	JNE  LBB7_55
+	LONG $0x24448b48; BYTE $0x78   // mov rax, qword ptr [rsp + 120]
 	LONG $0x020c8d49               // lea rcx, [r10 + rax]
 	WORD $0x8948; BYTE $0xc8       // mov rax, rcx
-	LONG $0xc0af0f49               // imul rax, r8
-	LONG $0x24548b48; BYTE $0x48   // mov rdx, qword ptr [rsp + 72]
+	LONG $0xc3af0f48               // imul rax, rbx
+	QUAD $0x0000017824948b48       // mov rdx, qword ptr [rsp + 376]
 	LONG $0x82048d48               // lea rax, [rdx + 4*rax]
-	LONG $0x24548b48; BYTE $0x28   // mov rdx, qword ptr [rsp + 40]
+	QUAD $0x0000012024948b48       // mov rdx, qword ptr [rsp + 288]
 	LONG $0x90048d48               // lea rax, [rax + 4*rdx]
+	LONG $0x245c8b48; BYTE $0x60   // mov rbx, qword ptr [rsp + 96]
 	WORD $0x8548; BYTE $0xdb       // test rbx, rbx
-	JE   LBB7_259
+	JE   LBB7_264
 	LONG $0xc97cf162; WORD $0x0810 // vmovups zmm1 {k1} {z}, zmmword ptr [rax]
-	LONG $0x24548b48; BYTE $0x18   // mov rdx, qword ptr [rsp + 24]
-	LONG $0x24748b48; BYTE $0x20   // mov rsi, qword ptr [rsp + 32]
-	WORD $0x8548; BYTE $0xf6       // test rsi, rsi
-	JG   LBB7_260
-	JMP  LBB7_283
-
-LBB7_204:
-	LONG $0x24448b48; BYTE $0x78   // mov rax, qword ptr [rsp + 120]
-	LONG $0x24443b48; BYTE $0x40   // cmp rax, qword ptr [rsp + 64]
-	WORD $0x940f; BYTE $0xc0       // sete al
-	LONG $0x244c8b48; BYTE $0x48   // mov rcx, qword ptr [rsp + 72]
-	LONG $0x24548b48; BYTE $0x28   // mov rdx, qword ptr [rsp + 40]
-	LONG $0x91348d4c               // lea r14, [rcx + 4*rdx]
-	LONG $0x247c8348; WORD $0x0008 // cmp qword ptr [rsp + 8], 0
-	LONG $0xc3950f41               // setne r11b
-	WORD $0x2041; BYTE $0xc3       // and r11b, al
-	LONG $0x927bc1c4; BYTE $0xd2   // kmovd k2, r10d
-	LONG $0x000004ba; BYTE $0x00   // mov edx, 4
-	QUAD $0x0000028024ac8b4c       // mov r13, qword ptr [rsp + 640]
-	WORD $0xc031                   // xor eax, eax
-	WORD $0x3145; BYTE $0xd2       // xor r10d, r10d
-	JMP  LBB7_207
+	QUAD $0x0000008824948b48       // mov rdx, qword ptr [rsp + 136]
+	WORD $0x854d; BYTE $0xe4       // test r12, r12
+	JG   LBB7_265
+	JMP  LBB7_267
 	PCALIGN $16
 
-LBB7_205:
-	LONG $0x24548b48; BYTE $0x08               // mov rdx, qword ptr [rsp + 8]
-	LONG $0xca7ce162; WORD $0x2210             // vmovups zmm20 {k2} {z}, zmmword ptr [rdx]
+LBB7_195:
+	LONG $0x01f88348                           // cmp rax, 1
+	JE   LBB7_226
+	LONG $0x02f88348                           // cmp rax, 2
+	LONG $0x24648b4c; BYTE $0x48               // mov r12, qword ptr [rsp + 72]
+	JNE  LBB7_55
+	LONG $0x24448b48; BYTE $0x78               // mov rax, qword ptr [rsp + 120]
+	LONG $0x070c8d48                           // lea rcx, [rdi + rax]
+	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
+	LONG $0xc3af0f48                           // imul rax, rbx
+	QUAD $0x0000017824948b48                   // mov rdx, qword ptr [rsp + 376]
+	LONG $0x82048d48                           // lea rax, [rdx + 4*rax]
+	QUAD $0x0000012024948b48                   // mov rdx, qword ptr [rsp + 288]
+	LONG $0x901c8d4c                           // lea r11, [rax + 4*rdx]
+	LONG $0x247c8348; WORD $0x0060             // cmp qword ptr [rsp + 96], 0
+	JE   LBB7_245
+	LONG $0xc97cc162; WORD $0x2b10             // vmovups zmm21 {k1} {z}, zmmword ptr [r11]
+	LONG $0xca7cc162; WORD $0x6310; BYTE $0x01 // vmovups zmm20 {k2} {z}, zmmword ptr [r11 + 64]
+	LONG $0xc97cc162; WORD $0x1c10; BYTE $0x9b // vmovups zmm19 {k1} {z}, zmmword ptr [r11 + 4*rbx]
+	QUAD $0x019b5410ca7cc162                   // vmovups zmm18 {k2} {z}, zmmword ptr [r11 + 4*rbx + 64]
+	QUAD $0x0000008824948b48                   // mov rdx, qword ptr [rsp + 136]
+	WORD $0x854d; BYTE $0xe4                   // test r12, r12
+	JG   LBB7_246
+	JMP  LBB7_248
+
+LBB7_199:
+	LONG $0x24448b48; BYTE $0x60 // mov rax, qword ptr [rsp + 96]
+	QUAD $0x0000016824843b48     // cmp rax, qword ptr [rsp + 360]
+	WORD $0x940f; BYTE $0xc0     // sete al
+	QUAD $0x00000178248c8b48     // mov rcx, qword ptr [rsp + 376]
+	LONG $0x99348d4e             // lea r14, [rcx + 4*r11]
+	LONG $0x245c8b4c; BYTE $0x20 // mov r11, qword ptr [rsp + 32]
+	WORD $0x854d; BYTE $0xdb     // test r11, r11
+	LONG $0xc0950f41             // setne r8b
+	WORD $0x2041; BYTE $0xc0     // and r8b, al
+	LONG $0x927bc1c4; BYTE $0xd2 // kmovd k2, r10d
+	LONG $0x000004b9; BYTE $0x00 // mov ecx, 4
+	QUAD $0x000002f824a48b4c     // mov r12, qword ptr [rsp + 760]
+	WORD $0x3145; BYTE $0xed     // xor r13d, r13d
+	WORD $0x3145; BYTE $0xd2     // xor r10d, r10d
+	JMP  LBB7_202
+	PCALIGN $16
+
+LBB7_200:
+	LONG $0xca7cc162; WORD $0x2310             // vmovups zmm20 {k2} {z}, zmmword ptr [r11]
 	LONG $0x4064a162; WORD $0xdc58             // vaddps zmm19, zmm19, zmm20
-	LONG $0x4a7ce162; WORD $0x1b11             // vmovups zmmword ptr [rbx] {k2}, zmm19
-	LONG $0xca7ce162; WORD $0x1a10             // vmovups zmm19 {k2} {z}, zmmword ptr [rdx]
+	LONG $0x4a7ce162; WORD $0x1a11             // vmovups zmmword ptr [rdx] {k2}, zmm19
+	LONG $0xca7cc162; WORD $0x1b10             // vmovups zmm19 {k2} {z}, zmmword ptr [r11]
 	LONG $0x486cb162; WORD $0xd358             // vaddps zmm2, zmm2, zmm19
-	LONG $0x24448b4c; BYTE $0x60               // mov r8, qword ptr [rsp + 96]
-	LONG $0x4a7cb162; WORD $0x1411; BYTE $0x83 // vmovups zmmword ptr [rbx + 4*r8] {k2}, zmm2
-	LONG $0xca7cf162; WORD $0x1210             // vmovups zmm2 {k2} {z}, zmmword ptr [rdx]
+	LONG $0x245c8b48; BYTE $0x30               // mov rbx, qword ptr [rsp + 48]
+	LONG $0x4a7cf162; WORD $0x1411; BYTE $0x9a // vmovups zmmword ptr [rdx + 4*rbx] {k2}, zmm2
+	LONG $0xca7cd162; WORD $0x1310             // vmovups zmm2 {k2} {z}, zmmword ptr [r11]
 	LONG $0x4874f162; WORD $0xca58             // vaddps zmm1, zmm1, zmm2
-	LONG $0x244c8b48; BYTE $0x50               // mov rcx, qword ptr [rsp + 80]
-	LONG $0x4a7cf162; WORD $0x0c11; BYTE $0x8b // vmovups zmmword ptr [rbx + 4*rcx] {k2}, zmm1
-	LONG $0xca7cf162; WORD $0x0a10             // vmovups zmm1 {k2} {z}, zmmword ptr [rdx]
+	QUAD $0x0000009824848b48                   // mov rax, qword ptr [rsp + 152]
+	LONG $0x4a7cf162; WORD $0x0c11; BYTE $0x82 // vmovups zmmword ptr [rdx + 4*rax] {k2}, zmm1
+	LONG $0xca7cd162; WORD $0x0b10             // vmovups zmm1 {k2} {z}, zmmword ptr [r11]
 	LONG $0x406ce162; WORD $0xd158             // vaddps zmm18, zmm18, zmm1
 
-LBB7_206:
-	LONG $0x24748b48; BYTE $0x10               // mov rsi, qword ptr [rsp + 16]
-	QUAD $0x00000098248c8b48                   // mov rcx, qword ptr [rsp + 152]
-	LONG $0x4a7ce162; WORD $0x1411; BYTE $0x8b // vmovups zmmword ptr [rbx + 4*rcx] {k2}, zmm18
-	LONG $0x04528d49                           // lea rdx, [r10 + 4]
-	LONG $0x80e88348                           // sub rax, -128
-	QUAD $0x0000011824ac034c                   // add r13, qword ptr [rsp + 280]
+LBB7_201:
+	LONG $0x247c8b48; BYTE $0x18               // mov rdi, qword ptr [rsp + 24]
+	QUAD $0x000000b824848b48                   // mov rax, qword ptr [rsp + 184]
+	LONG $0x4a7ce162; WORD $0x1411; BYTE $0x82 // vmovups zmmword ptr [rdx + 4*rax] {k2}, zmm18
+	LONG $0x044a8d49                           // lea rcx, [r10 + 4]
+	LONG $0x80ed8349                           // sub r13, -128
+	QUAD $0x000000e824a4034c                   // add r12, qword ptr [rsp + 232]
 	LONG $0x90f8e1c4; BYTE $0xca               // kmovq k1, k2
-	LONG $0x247c8b48; BYTE $0x68               // mov rdi, qword ptr [rsp + 104]
-	WORD $0x3948; BYTE $0xfa                   // cmp rdx, rdi
-	JG   LBB7_216
+	WORD $0x3948; BYTE $0xf9                   // cmp rcx, rdi
+	JG   LBB7_211
 
-LBB7_207:
-	WORD $0x894c; BYTE $0xd1     // mov rcx, r10
-	WORD $0x8949; BYTE $0xd2     // mov r10, rdx
-	LONG $0x08518d48             // lea rdx, [rcx + 8]
-	LONG $0x244c0348; BYTE $0x38 // add rcx, qword ptr [rsp + 56]
-	WORD $0x3948; BYTE $0xfa     // cmp rdx, rdi
-	JG   LBB7_209
-	LONG $0x04518d48             // lea rdx, [rcx + 4]
-	LONG $0xd0af0f49             // imul rdx, r8
-	LONG $0x96348d49             // lea rsi, [r14 + 4*rdx]
-	LONG $0x0c180f41; BYTE $0x96 // prefetcht0 byte ptr [r14 + 4*rdx]
-	QUAD $0x000000d824bc8b48     // mov rdi, qword ptr [rsp + 216]
-	LONG $0xbe4c180f; BYTE $0xfc // prefetcht0 byte ptr [rsi + 4*rdi - 4]
-	LONG $0x05518d48             // lea rdx, [rcx + 5]
-	LONG $0xd0af0f49             // imul rdx, r8
-	LONG $0x96348d49             // lea rsi, [r14 + 4*rdx]
-	LONG $0x0c180f41; BYTE $0x96 // prefetcht0 byte ptr [r14 + 4*rdx]
-	LONG $0xbe4c180f; BYTE $0xfc // prefetcht0 byte ptr [rsi + 4*rdi - 4]
-	LONG $0x06518d48             // lea rdx, [rcx + 6]
-	LONG $0xd0af0f49             // imul rdx, r8
-	LONG $0x96348d49             // lea rsi, [r14 + 4*rdx]
-	LONG $0x0c180f41; BYTE $0x96 // prefetcht0 byte ptr [r14 + 4*rdx]
-	LONG $0xbe4c180f; BYTE $0xfc // prefetcht0 byte ptr [rsi + 4*rdi - 4]
-	LONG $0x07518d48             // lea rdx, [rcx + 7]
-	LONG $0xd0af0f49             // imul rdx, r8
-	LONG $0x96348d49             // lea rsi, [r14 + 4*rdx]
-	LONG $0x0c180f41; BYTE $0x96 // prefetcht0 byte ptr [r14 + 4*rdx]
-	LONG $0xbe4c180f; BYTE $0xfc // prefetcht0 byte ptr [rsi + 4*rdi - 4]
+LBB7_202:
+	WORD $0x894c; BYTE $0xd0     // mov rax, r10
+	WORD $0x8949; BYTE $0xca     // mov r10, rcx
+	LONG $0x08488d48             // lea rcx, [rax + 8]
+	LONG $0x24440348; BYTE $0x78 // add rax, qword ptr [rsp + 120]
+	WORD $0x3948; BYTE $0xf9     // cmp rcx, rdi
+	JG   LBB7_204
+	LONG $0x04488d48             // lea rcx, [rax + 4]
+	LONG $0xcbaf0f48             // imul rcx, rbx
+	LONG $0x8e148d49             // lea rdx, [r14 + 4*rcx]
+	LONG $0x0c180f41; BYTE $0x8e // prefetcht0 byte ptr [r14 + 4*rcx]
+	LONG $0x247c8b48; BYTE $0x38 // mov rdi, qword ptr [rsp + 56]
+	LONG $0xba4c180f; BYTE $0xfc // prefetcht0 byte ptr [rdx + 4*rdi - 4]
+	LONG $0x05488d48             // lea rcx, [rax + 5]
+	LONG $0xcbaf0f48             // imul rcx, rbx
+	LONG $0x8e148d49             // lea rdx, [r14 + 4*rcx]
+	LONG $0x0c180f41; BYTE $0x8e // prefetcht0 byte ptr [r14 + 4*rcx]
+	LONG $0xba4c180f; BYTE $0xfc // prefetcht0 byte ptr [rdx + 4*rdi - 4]
+	LONG $0x06488d48             // lea rcx, [rax + 6]
+	LONG $0xcbaf0f48             // imul rcx, rbx
+	LONG $0x8e148d49             // lea rdx, [r14 + 4*rcx]
+	LONG $0x0c180f41; BYTE $0x8e // prefetcht0 byte ptr [r14 + 4*rcx]
+	LONG $0xba4c180f; BYTE $0xfc // prefetcht0 byte ptr [rdx + 4*rdi - 4]
+	LONG $0x07488d48             // lea rcx, [rax + 7]
+	LONG $0xcbaf0f48             // imul rcx, rbx
+	LONG $0x8e148d49             // lea rdx, [r14 + 4*rcx]
+	LONG $0x0c180f41; BYTE $0x8e // prefetcht0 byte ptr [r14 + 4*rcx]
+	LONG $0xba4c180f; BYTE $0xfc // prefetcht0 byte ptr [rdx + 4*rdi - 4]
 
-LBB7_209:
-	LONG $0xc8af0f49                           // imul rcx, r8
-	LONG $0x8e1c8d49                           // lea rbx, [r14 + 4*rcx]
-	LONG $0x247c8348; WORD $0x0078             // cmp qword ptr [rsp + 120], 0
-	JE   LBB7_211
-	LONG $0xc97ce162; WORD $0x1b10             // vmovups zmm19 {k1} {z}, zmmword ptr [rbx]
-	LONG $0xc97cb162; WORD $0x1410; BYTE $0x83 // vmovups zmm2 {k1} {z}, zmmword ptr [rbx + 4*r8]
-	LONG $0x244c8b48; BYTE $0x50               // mov rcx, qword ptr [rsp + 80]
-	LONG $0xc97cf162; WORD $0x0c10; BYTE $0x8b // vmovups zmm1 {k1} {z}, zmmword ptr [rbx + 4*rcx]
-	QUAD $0x00000098248c8b48                   // mov rcx, qword ptr [rsp + 152]
-	LONG $0xc97ce162; WORD $0x1410; BYTE $0x8b // vmovups zmm18 {k1} {z}, zmmword ptr [rbx + 4*rcx]
-	LONG $0x244c8b48; BYTE $0x20               // mov rcx, qword ptr [rsp + 32]
-	WORD $0x8548; BYTE $0xc9                   // test rcx, rcx
-	JG   LBB7_212
-	JMP  LBB7_214
+LBB7_204:
+	LONG $0xc3af0f48                           // imul rax, rbx
+	LONG $0x86148d49                           // lea rdx, [r14 + 4*rax]
+	LONG $0x247c8348; WORD $0x0060             // cmp qword ptr [rsp + 96], 0
+	JE   LBB7_206
+	LONG $0xc97ce162; WORD $0x1a10             // vmovups zmm19 {k1} {z}, zmmword ptr [rdx]
+	LONG $0xc97cf162; WORD $0x1410; BYTE $0x9a // vmovups zmm2 {k1} {z}, zmmword ptr [rdx + 4*rbx]
+	QUAD $0x0000009824848b48                   // mov rax, qword ptr [rsp + 152]
+	LONG $0xc97cf162; WORD $0x0c10; BYTE $0x82 // vmovups zmm1 {k1} {z}, zmmword ptr [rdx + 4*rax]
+	QUAD $0x000000b824848b48                   // mov rax, qword ptr [rsp + 184]
+	LONG $0xc97ce162; WORD $0x1410; BYTE $0x82 // vmovups zmm18 {k1} {z}, zmmword ptr [rdx + 4*rax]
+	LONG $0x24448b48; BYTE $0x48               // mov rax, qword ptr [rsp + 72]
+	WORD $0x8548; BYTE $0xc0                   // test rax, rax
+	JG   LBB7_207
+	JMP  LBB7_209
 	PCALIGN $16
 
-LBB7_211:
+LBB7_206:
 	LONG $0x0065a162; WORD $0xdbef // vpxord xmm19, xmm19, xmm19
 	LONG $0xd2efe9c5               // vpxor xmm2, xmm2, xmm2
 	LONG $0xc9eff1c5               // vpxor xmm1, xmm1, xmm1
 	LONG $0x006da162; WORD $0xd2ef // vpxord xmm18, xmm18, xmm18
-	LONG $0x244c8b48; BYTE $0x20   // mov rcx, qword ptr [rsp + 32]
-	WORD $0x8548; BYTE $0xc9       // test rcx, rcx
-	JLE  LBB7_214
+	LONG $0x24448b48; BYTE $0x48   // mov rax, qword ptr [rsp + 72]
+	WORD $0x8548; BYTE $0xc0       // test rax, rax
+	JLE  LBB7_209
 
-LBB7_212:
-	WORD    $0x894c; BYTE $0xee // mov rsi, r13
-	WORD    $0x8948; BYTE $0xc7 // mov rdi, rax
-	WORD    $0xd231             // xor edx, edx
+LBB7_207:
+	WORD    $0x894c; BYTE $0xe7 // mov rdi, r12
+	WORD    $0x894c; BYTE $0xeb // mov rbx, r13
+	WORD    $0xc931             // xor ecx, ecx
 	PCALIGN $16
 
-LBB7_213:
-	QUAD $0x80bcbc58487de262; WORD $0x0004; BYTE $0x00 // vpbroadcastd zmm23, dword ptr [rsp + 4*rdi + 1152]
-	QUAD $0x00bcb458487de262; WORD $0x0005; BYTE $0x00 // vpbroadcastd zmm22, dword ptr [rsp + 4*rdi + 1280]
-	QUAD $0x80bcac58487de262; WORD $0x0005; BYTE $0x00 // vpbroadcastd zmm21, dword ptr [rsp + 4*rdi + 1408]
-	QUAD $0x80d4846f48fd6162; WORD $0x00c4; BYTE $0x00 // vmovdqa64 zmm24, zmmword ptr [rsp + 8*rdx + 50304]
-	QUAD $0x00d48c6f48fd6162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm25, zmmword ptr [rsp + 8*rdx + 50432]
-	QUAD $0x00bca458487de262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm20, dword ptr [rsp + 4*rdi + 1536]
-	QUAD $0x80d4946f48fd6162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm26, zmmword ptr [rsp + 8*rdx + 50560]
-	QUAD $0x00d49c6f48fd6162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm27, zmmword ptr [rsp + 8*rdx + 50688]
-	QUAD $0x0002be50503de262; WORD $0x0000             // vpdpbusd zmm23, zmm24, dword ptr [rsi + 2]{1to16}
-	QUAD $0x020eb450503da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm22, zmm24, dword ptr [rsi + r9 + 2]{1to16}
-	QUAD $0x023eac50503da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm24, dword ptr [rsi + r15 + 2]{1to16}
-	QUAD $0x0226a450503da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm20, zmm24, dword ptr [rsi + r12 + 2]{1to16}
-	QUAD $0x0006be505035e262; WORD $0x0000             // vpdpbusd zmm23, zmm25, dword ptr [rsi + 6]{1to16}
-	QUAD $0x060eb4505035a262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm22, zmm25, dword ptr [rsi + r9 + 6]{1to16}
-	QUAD $0x063eac505035a262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm25, dword ptr [rsi + r15 + 6]{1to16}
-	QUAD $0x0626a4505035a262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm20, zmm25, dword ptr [rsi + r12 + 6]{1to16}
-	QUAD $0x000abe50502de262; WORD $0x0000             // vpdpbusd zmm23, zmm26, dword ptr [rsi + 10]{1to16}
-	QUAD $0x0a0eb450502da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm22, zmm26, dword ptr [rsi + r9 + 10]{1to16}
-	QUAD $0x0a3eac50502da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm26, dword ptr [rsi + r15 + 10]{1to16}
-	QUAD $0x0a26a450502da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm20, zmm26, dword ptr [rsi + r12 + 10]{1to16}
-	QUAD $0x000ebe505025e262; WORD $0x0000             // vpdpbusd zmm23, zmm27, dword ptr [rsi + 14]{1to16}
-	QUAD $0x0e0eb4505025a262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm22, zmm27, dword ptr [rsi + r9 + 14]{1to16}
-	QUAD $0x0e3eac505025a262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm27, dword ptr [rsi + r15 + 14]{1to16}
-	QUAD $0x80d4846f48fd6162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm24, zmmword ptr [rsp + 8*rdx + 50816]
-	QUAD $0x0e26a4505025a262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm20, zmm27, dword ptr [rsi + r12 + 14]{1to16}
-	QUAD $0x0012be50503de262; WORD $0x0000             // vpdpbusd zmm23, zmm24, dword ptr [rsi + 18]{1to16}
-	QUAD $0x120eb450503da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm22, zmm24, dword ptr [rsi + r9 + 18]{1to16}
-	QUAD $0x123eac50503da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm24, dword ptr [rsi + r15 + 18]{1to16}
-	QUAD $0x1226a450503da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm20, zmm24, dword ptr [rsi + r12 + 18]{1to16}
-	QUAD $0x00d4846f48fd6162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm24, zmmword ptr [rsp + 8*rdx + 50944]
-	QUAD $0x0016be50503de262; WORD $0x0000             // vpdpbusd zmm23, zmm24, dword ptr [rsi + 22]{1to16}
-	QUAD $0x160eb450503da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm22, zmm24, dword ptr [rsi + r9 + 22]{1to16}
-	QUAD $0x163eac50503da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm24, dword ptr [rsi + r15 + 22]{1to16}
-	QUAD $0x80d48c6f48fd6162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm25, zmmword ptr [rsp + 8*rdx + 51072]
-	QUAD $0x1626a450503da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm20, zmm24, dword ptr [rsi + r12 + 22]{1to16}
-	QUAD $0x001abe505035e262; WORD $0x0000             // vpdpbusd zmm23, zmm25, dword ptr [rsi + 26]{1to16}
-	QUAD $0x1a0eb4505035a262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm22, zmm25, dword ptr [rsi + r9 + 26]{1to16}
-	QUAD $0x1a3eac505035a262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm25, dword ptr [rsi + r15 + 26]{1to16}
-	QUAD $0x1a26a4505035a262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm20, zmm25, dword ptr [rsi + r12 + 26]{1to16}
-	QUAD $0x00d4846f48fd6162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm24, zmmword ptr [rsp + 8*rdx + 51200]
-	QUAD $0x001ebe50503de262; WORD $0x0000             // vpdpbusd zmm23, zmm24, dword ptr [rsi + 30]{1to16}
-	QUAD $0x1e0eb450503da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm22, zmm24, dword ptr [rsi + r9 + 30]{1to16}
-	QUAD $0x1e3eac50503da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm24, dword ptr [rsi + r15 + 30]{1to16}
-	QUAD $0x1e26a450503da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm20, zmm24, dword ptr [rsi + r12 + 30]{1to16}
-	QUAD $0x80148428487c6162; WORD $0x0144; BYTE $0x00 // vmovaps zmm24, zmmword ptr [rsp + rdx + 83072]
-	QUAD $0x80bc8c59503c6162; WORD $0x0044; BYTE $0x00 // vmulps zmm25, zmm24, dword ptr [rsp + 4*rdi + 17536]{1to16}
+LBB7_208:
+	QUAD $0x809cbc58487de262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm23, dword ptr [rsp + 4*rbx + 1664]
+	QUAD $0x009cb458487de262; WORD $0x0007; BYTE $0x00 // vpbroadcastd zmm22, dword ptr [rsp + 4*rbx + 1792]
+	QUAD $0x809cac58487de262; WORD $0x0007; BYTE $0x00 // vpbroadcastd zmm21, dword ptr [rsp + 4*rbx + 1920]
+	QUAD $0x80cc846f48fd6162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm24, zmmword ptr [rsp + 8*rcx + 50816]
+	QUAD $0x00cc8c6f48fd6162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm25, zmmword ptr [rsp + 8*rcx + 50944]
+	QUAD $0x009ca458487de262; WORD $0x0008; BYTE $0x00 // vpbroadcastd zmm20, dword ptr [rsp + 4*rbx + 2048]
+	QUAD $0x80cc946f48fd6162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm26, zmmword ptr [rsp + 8*rcx + 51072]
+	QUAD $0x00cc9c6f48fd6162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm27, zmmword ptr [rsp + 8*rcx + 51200]
+	QUAD $0x0002bf50503de262; WORD $0x0000             // vpdpbusd zmm23, zmm24, dword ptr [rdi + 2]{1to16}
+	QUAD $0x023fb450503da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm22, zmm24, dword ptr [rdi + r15 + 2]{1to16}
+	QUAD $0x020fac50503da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm24, dword ptr [rdi + r9 + 2]{1to16}
+	QUAD $0x0237a450503de262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm20, zmm24, dword ptr [rdi + rsi + 2]{1to16}
+	QUAD $0x0006bf505035e262; WORD $0x0000             // vpdpbusd zmm23, zmm25, dword ptr [rdi + 6]{1to16}
+	QUAD $0x063fb4505035a262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm22, zmm25, dword ptr [rdi + r15 + 6]{1to16}
+	QUAD $0x060fac505035a262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm25, dword ptr [rdi + r9 + 6]{1to16}
+	QUAD $0x0637a4505035e262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm20, zmm25, dword ptr [rdi + rsi + 6]{1to16}
+	QUAD $0x000abf50502de262; WORD $0x0000             // vpdpbusd zmm23, zmm26, dword ptr [rdi + 10]{1to16}
+	QUAD $0x0a3fb450502da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm22, zmm26, dword ptr [rdi + r15 + 10]{1to16}
+	QUAD $0x0a0fac50502da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm26, dword ptr [rdi + r9 + 10]{1to16}
+	QUAD $0x0a37a450502de262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm20, zmm26, dword ptr [rdi + rsi + 10]{1to16}
+	QUAD $0x000ebf505025e262; WORD $0x0000             // vpdpbusd zmm23, zmm27, dword ptr [rdi + 14]{1to16}
+	QUAD $0x0e3fb4505025a262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm22, zmm27, dword ptr [rdi + r15 + 14]{1to16}
+	QUAD $0x0e0fac505025a262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm27, dword ptr [rdi + r9 + 14]{1to16}
+	QUAD $0x80cc846f48fd6162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm24, zmmword ptr [rsp + 8*rcx + 51328]
+	QUAD $0x0e37a4505025e262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm20, zmm27, dword ptr [rdi + rsi + 14]{1to16}
+	QUAD $0x0012bf50503de262; WORD $0x0000             // vpdpbusd zmm23, zmm24, dword ptr [rdi + 18]{1to16}
+	QUAD $0x123fb450503da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm22, zmm24, dword ptr [rdi + r15 + 18]{1to16}
+	QUAD $0x120fac50503da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm24, dword ptr [rdi + r9 + 18]{1to16}
+	QUAD $0x1237a450503de262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm20, zmm24, dword ptr [rdi + rsi + 18]{1to16}
+	QUAD $0x00cc846f48fd6162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm24, zmmword ptr [rsp + 8*rcx + 51456]
+	QUAD $0x0016bf50503de262; WORD $0x0000             // vpdpbusd zmm23, zmm24, dword ptr [rdi + 22]{1to16}
+	QUAD $0x163fb450503da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm22, zmm24, dword ptr [rdi + r15 + 22]{1to16}
+	QUAD $0x160fac50503da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm24, dword ptr [rdi + r9 + 22]{1to16}
+	QUAD $0x80cc8c6f48fd6162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm25, zmmword ptr [rsp + 8*rcx + 51584]
+	QUAD $0x1637a450503de262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm20, zmm24, dword ptr [rdi + rsi + 22]{1to16}
+	QUAD $0x001abf505035e262; WORD $0x0000             // vpdpbusd zmm23, zmm25, dword ptr [rdi + 26]{1to16}
+	QUAD $0x1a3fb4505035a262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm22, zmm25, dword ptr [rdi + r15 + 26]{1to16}
+	QUAD $0x1a0fac505035a262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm25, dword ptr [rdi + r9 + 26]{1to16}
+	QUAD $0x1a37a4505035e262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm20, zmm25, dword ptr [rdi + rsi + 26]{1to16}
+	QUAD $0x00cc846f48fd6162; WORD $0x00ca; BYTE $0x00 // vmovdqa64 zmm24, zmmword ptr [rsp + 8*rcx + 51712]
+	QUAD $0x001ebf50503de262; WORD $0x0000             // vpdpbusd zmm23, zmm24, dword ptr [rdi + 30]{1to16}
+	QUAD $0x1e3fb450503da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm22, zmm24, dword ptr [rdi + r15 + 30]{1to16}
+	QUAD $0x1e0fac50503da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm24, dword ptr [rdi + r9 + 30]{1to16}
+	QUAD $0x1e37a450503de262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm20, zmm24, dword ptr [rdi + rsi + 30]{1to16}
+	QUAD $0x800c8428487c6162; WORD $0x0146; BYTE $0x00 // vmovaps zmm24, zmmword ptr [rsp + rcx + 83584]
+	QUAD $0x809c8c59503c6162; WORD $0x0046; BYTE $0x00 // vmulps zmm25, zmm24, dword ptr [rsp + 4*rbx + 18048]{1to16}
 	LONG $0x487ca162; WORD $0xff5b                     // vcvtdq2ps zmm23, zmm23
 	LONG $0x4034a162; WORD $0xff59                     // vmulps zmm23, zmm25, zmm23
-	QUAD $0x00bc8c59503c6162; WORD $0x0045; BYTE $0x00 // vmulps zmm25, zmm24, dword ptr [rsp + 4*rdi + 17664]{1to16}
+	QUAD $0x009c8c59503c6162; WORD $0x0047; BYTE $0x00 // vmulps zmm25, zmm24, dword ptr [rsp + 4*rbx + 18176]{1to16}
 	LONG $0x487ca162; WORD $0xf65b                     // vcvtdq2ps zmm22, zmm22
 	LONG $0x4034a162; WORD $0xf659                     // vmulps zmm22, zmm25, zmm22
-	QUAD $0x80bc8c59503c6162; WORD $0x0045; BYTE $0x00 // vmulps zmm25, zmm24, dword ptr [rsp + 4*rdi + 17792]{1to16}
+	QUAD $0x809c8c59503c6162; WORD $0x0047; BYTE $0x00 // vmulps zmm25, zmm24, dword ptr [rsp + 4*rbx + 18304]{1to16}
 	LONG $0x487ca162; WORD $0xed5b                     // vcvtdq2ps zmm21, zmm21
 	LONG $0x4064a162; WORD $0xdf58                     // vaddps zmm19, zmm19, zmm23
 	LONG $0x4034a162; WORD $0xed59                     // vmulps zmm21, zmm25, zmm21
-	QUAD $0x00bcbc59503ce162; WORD $0x0046; BYTE $0x00 // vmulps zmm23, zmm24, dword ptr [rsp + 4*rdi + 17920]{1to16}
+	QUAD $0x009cbc59503ce162; WORD $0x0048; BYTE $0x00 // vmulps zmm23, zmm24, dword ptr [rsp + 4*rbx + 18432]{1to16}
 	LONG $0x486cb162; WORD $0xd658                     // vaddps zmm2, zmm2, zmm22
 	LONG $0x4874b162; WORD $0xcd58                     // vaddps zmm1, zmm1, zmm21
 	LONG $0x487ca162; WORD $0xe45b                     // vcvtdq2ps zmm20, zmm20
 	LONG $0x4044a162; WORD $0xe459                     // vmulps zmm20, zmm23, zmm20
 	LONG $0x406ca162; WORD $0xd458                     // vaddps zmm18, zmm18, zmm20
-	LONG $0x80ea8348                                   // sub rdx, -128
-	LONG $0x01c78348                                   // add rdi, 1
-	LONG $0x22c68348                                   // add rsi, 34
-	LONG $0xffc18348                                   // add rcx, -1
-	JNE  LBB7_213
+	LONG $0x80e98348                                   // sub rcx, -128
+	LONG $0x01c38348                                   // add rbx, 1
+	LONG $0x22c78348                                   // add rdi, 34
+	LONG $0xffc08348                                   // add rax, -1
+	JNE  LBB7_208
 
-LBB7_214:
-	WORD $0x8445; BYTE $0xdb                   // test r11b, r11b
-	JNE  LBB7_205
-	LONG $0x4a7ce162; WORD $0x1b11             // vmovups zmmword ptr [rbx] {k2}, zmm19
-	LONG $0x24448b4c; BYTE $0x60               // mov r8, qword ptr [rsp + 96]
-	LONG $0x4a7cb162; WORD $0x1411; BYTE $0x83 // vmovups zmmword ptr [rbx + 4*r8] {k2}, zmm2
-	LONG $0x244c8b48; BYTE $0x50               // mov rcx, qword ptr [rsp + 80]
-	LONG $0x4a7cf162; WORD $0x0c11; BYTE $0x8b // vmovups zmmword ptr [rbx + 4*rcx] {k2}, zmm1
-	JMP  LBB7_206
+LBB7_209:
+	WORD $0x8445; BYTE $0xc0                   // test r8b, r8b
+	JNE  LBB7_200
+	LONG $0x4a7ce162; WORD $0x1a11             // vmovups zmmword ptr [rdx] {k2}, zmm19
+	LONG $0x245c8b48; BYTE $0x30               // mov rbx, qword ptr [rsp + 48]
+	LONG $0x4a7cf162; WORD $0x1411; BYTE $0x9a // vmovups zmmword ptr [rdx + 4*rbx] {k2}, zmm2
+	QUAD $0x0000009824848b48                   // mov rax, qword ptr [rsp + 152]
+	LONG $0x4a7cf162; WORD $0x0c11; BYTE $0x82 // vmovups zmmword ptr [rdx + 4*rax] {k2}, zmm1
+	JMP  LBB7_201
 
-LBB7_216:
+LBB7_211:
 	LONG $0x90f8e1c4; BYTE $0xca // kmovq k1, k2
-	LONG $0x24748b4c; BYTE $0x18 // mov r14, qword ptr [rsp + 24]
-	LONG $0x245c8b48; BYTE $0x78 // mov rbx, qword ptr [rsp + 120]
-	LONG $0x246c8b4c; BYTE $0x58 // mov r13, qword ptr [rsp + 88]
+	QUAD $0x0000008824a48b4c     // mov r12, qword ptr [rsp + 136]
+	QUAD $0x00000120249c8b4c     // mov r11, qword ptr [rsp + 288]
 	WORD $0x8948; BYTE $0xf8     // mov rax, rdi
 	WORD $0x294c; BYTE $0xd0     // sub rax, r10
 	LONG $0x02f88348             // cmp rax, 2
-	JG   LBB7_199
+	JG   LBB7_190
 
-LBB7_217:
+LBB7_212:
 	LONG $0x01f88348                           // cmp rax, 1
-	LONG $0x247c8b48; BYTE $0x28               // mov rdi, qword ptr [rsp + 40]
-	JE   LBB7_231
+	JE   LBB7_237
 	LONG $0x02f88348                           // cmp rax, 2
-	JNE  LBB7_52
-	LONG $0x24448b48; BYTE $0x38               // mov rax, qword ptr [rsp + 56]
+	LONG $0x24648b4c; BYTE $0x48               // mov r12, qword ptr [rsp + 72]
+	LONG $0x245c8b4c; BYTE $0x20               // mov r11, qword ptr [rsp + 32]
+	JNE  LBB7_55
+	LONG $0x24448b48; BYTE $0x78               // mov rax, qword ptr [rsp + 120]
 	LONG $0x020c8d49                           // lea rcx, [r10 + rax]
 	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
-	LONG $0xc0af0f49                           // imul rax, r8
-	LONG $0x24548b48; BYTE $0x48               // mov rdx, qword ptr [rsp + 72]
+	LONG $0xc3af0f48                           // imul rax, rbx
+	QUAD $0x0000017824948b48                   // mov rdx, qword ptr [rsp + 376]
 	LONG $0x82048d48                           // lea rax, [rdx + 4*rax]
-	LONG $0x24548b48; BYTE $0x28               // mov rdx, qword ptr [rsp + 40]
+	QUAD $0x0000012024948b48                   // mov rdx, qword ptr [rsp + 288]
 	LONG $0x90048d48                           // lea rax, [rax + 4*rdx]
-	WORD $0x8548; BYTE $0xdb                   // test rbx, rbx
-	JE   LBB7_262
+	LONG $0x247c8348; WORD $0x0060             // cmp qword ptr [rsp + 96], 0
+	JE   LBB7_271
 	LONG $0xc97cf162; WORD $0x1010             // vmovups zmm2 {k1} {z}, zmmword ptr [rax]
-	LONG $0xc97cb162; WORD $0x0c10; BYTE $0x80 // vmovups zmm1 {k1} {z}, zmmword ptr [rax + 4*r8]
-	LONG $0x24548b48; BYTE $0x18               // mov rdx, qword ptr [rsp + 24]
-	LONG $0x24748b48; BYTE $0x20               // mov rsi, qword ptr [rsp + 32]
-	WORD $0x8548; BYTE $0xf6                   // test rsi, rsi
-	JG   LBB7_263
-	JMP  LBB7_265
+	LONG $0xc97cf162; WORD $0x0c10; BYTE $0x98 // vmovups zmm1 {k1} {z}, zmmword ptr [rax + 4*rbx]
+	QUAD $0x0000008824948b48                   // mov rdx, qword ptr [rsp + 136]
+	WORD $0x854d; BYTE $0xe4                   // test r12, r12
+	JG   LBB7_272
+	JMP  LBB7_274
 
-LBB7_221:
-	LONG $0x244c8948; BYTE $0x08               // mov qword ptr [rsp + 8], rcx
-	LONG $0x24448b48; BYTE $0x38               // mov rax, qword ptr [rsp + 56]
-	LONG $0x060c8d49                           // lea rcx, [r14 + rax]
+LBB7_216:
+	WORD $0x8945; BYTE $0xd3                   // mov r11d, r10d
+	LONG $0x24448b48; BYTE $0x78               // mov rax, qword ptr [rsp + 120]
+	LONG $0x070c8d48                           // lea rcx, [rdi + rax]
 	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
-	LONG $0xc0af0f49                           // imul rax, r8
-	LONG $0x24548b48; BYTE $0x48               // mov rdx, qword ptr [rsp + 72]
+	LONG $0xc3af0f48                           // imul rax, rbx
+	QUAD $0x0000017824948b48                   // mov rdx, qword ptr [rsp + 376]
 	LONG $0x82048d48                           // lea rax, [rdx + 4*rax]
-	LONG $0x24548b48; BYTE $0x28               // mov rdx, qword ptr [rsp + 40]
-	LONG $0x90048d48                           // lea rax, [rax + 4*rdx]
-	WORD $0x854d; BYTE $0xdb                   // test r11, r11
-	JE   LBB7_243
-	LONG $0xc97ce162; WORD $0x3810             // vmovups zmm23 {k1} {z}, zmmword ptr [rax]
-	LONG $0xca7ce162; WORD $0x7010; BYTE $0x01 // vmovups zmm22 {k2} {z}, zmmword ptr [rax + 64]
-	LONG $0xc97ca162; WORD $0x2c10; BYTE $0x80 // vmovups zmm21 {k1} {z}, zmmword ptr [rax + 4*r8]
-	QUAD $0x01806410ca7ca162                   // vmovups zmm20 {k2} {z}, zmmword ptr [rax + 4*r8 + 64]
-	LONG $0x24548b48; BYTE $0x50               // mov rdx, qword ptr [rsp + 80]
-	LONG $0xc97ce162; WORD $0x1c10; BYTE $0x90 // vmovups zmm19 {k1} {z}, zmmword ptr [rax + 4*rdx]
-	QUAD $0x01905410ca7ce162                   // vmovups zmm18 {k2} {z}, zmmword ptr [rax + 4*rdx + 64]
-	LONG $0x24748b48; BYTE $0x20               // mov rsi, qword ptr [rsp + 32]
-	WORD $0x8548; BYTE $0xf6                   // test rsi, rsi
-	JG   LBB7_244
-	JMP  LBB7_246
+	QUAD $0x0000012024948b48                   // mov rdx, qword ptr [rsp + 288]
+	LONG $0x90148d4c                           // lea r10, [rax + 4*rdx]
+	LONG $0x247c8348; WORD $0x0060             // cmp qword ptr [rsp + 96], 0
+	JE   LBB7_252
+	LONG $0xc97cc162; WORD $0x3a10             // vmovups zmm23 {k1} {z}, zmmword ptr [r10]
+	LONG $0xca7cc162; WORD $0x7210; BYTE $0x01 // vmovups zmm22 {k2} {z}, zmmword ptr [r10 + 64]
+	LONG $0xc97cc162; WORD $0x2c10; BYTE $0x9a // vmovups zmm21 {k1} {z}, zmmword ptr [r10 + 4*rbx]
+	QUAD $0x019a6410ca7cc162                   // vmovups zmm20 {k2} {z}, zmmword ptr [r10 + 4*rbx + 64]
+	QUAD $0x0000009824948b48                   // mov rdx, qword ptr [rsp + 152]
+	LONG $0xc97cc162; WORD $0x1c10; BYTE $0x92 // vmovups zmm19 {k1} {z}, zmmword ptr [r10 + 4*rdx]
+	QUAD $0x01925410ca7cc162                   // vmovups zmm18 {k2} {z}, zmmword ptr [r10 + 4*rdx + 64]
+	LONG $0x24748b4c; BYTE $0x48               // mov r14, qword ptr [rsp + 72]
+	WORD $0x854d; BYTE $0xf6                   // test r14, r14
+	JLE  LBB7_253
 
-LBB7_223:
-	WORD $0x8949; BYTE $0xca                   // mov r10, rcx
-	LONG $0x24448b48; BYTE $0x38               // mov rax, qword ptr [rsp + 56]
-	LONG $0x060c8d49                           // lea rcx, [r14 + rax]
-	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
-	LONG $0xc0af0f49                           // imul rax, r8
-	LONG $0x24548b48; BYTE $0x48               // mov rdx, qword ptr [rsp + 72]
-	LONG $0x82048d48                           // lea rax, [rdx + 4*rax]
-	LONG $0x24548b48; BYTE $0x28               // mov rdx, qword ptr [rsp + 40]
-	LONG $0x90048d48                           // lea rax, [rax + 4*rdx]
-	WORD $0x854d; BYTE $0xdb                   // test r11, r11
-	JE   LBB7_250
-	LONG $0xc97cf162; WORD $0x1010             // vmovups zmm2 {k1} {z}, zmmword ptr [rax]
-	LONG $0xca7cf162; WORD $0x4810; BYTE $0x01 // vmovups zmm1 {k2} {z}, zmmword ptr [rax + 64]
-	LONG $0x247c8348; WORD $0x0020             // cmp qword ptr [rsp + 32], 0
-	JG   LBB7_251
-	JMP  LBB7_256
-
-LBB7_225:
-	WORD $0x8949; BYTE $0xca                   // mov r10, rcx
-	LONG $0x24448b48; BYTE $0x38               // mov rax, qword ptr [rsp + 56]
-	LONG $0x060c8d49                           // lea rcx, [r14 + rax]
-	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
-	LONG $0xc0af0f49                           // imul rax, r8
-	LONG $0x24548b48; BYTE $0x48               // mov rdx, qword ptr [rsp + 72]
-	LONG $0x82048d48                           // lea rax, [rdx + 4*rax]
-	LONG $0x98048d48                           // lea rax, [rax + 4*rbx]
-	WORD $0x854d; BYTE $0xdb                   // test r11, r11
-	JE   LBB7_253
-	LONG $0xc97cf162; WORD $0x1010             // vmovups zmm2 {k1} {z}, zmmword ptr [rax]
-	LONG $0xca7cf162; WORD $0x4810; BYTE $0x01 // vmovups zmm1 {k2} {z}, zmmword ptr [rax + 64]
-	LONG $0x247c8348; WORD $0x0020             // cmp qword ptr [rsp + 32], 0
-	JG   LBB7_254
-	JMP  LBB7_256
-
-LBB7_227:
-	LONG $0x24448b48; BYTE $0x38               // mov rax, qword ptr [rsp + 56]
-	LONG $0x020c8d49                           // lea rcx, [r10 + rax]
-	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
-	LONG $0xc0af0f49                           // imul rax, r8
-	LONG $0x24548b48; BYTE $0x48               // mov rdx, qword ptr [rsp + 72]
-	LONG $0x82048d48                           // lea rax, [rdx + 4*rax]
-	LONG $0x24548b48; BYTE $0x28               // mov rdx, qword ptr [rsp + 40]
-	LONG $0x90048d48                           // lea rax, [rax + 4*rdx]
-	WORD $0x8548; BYTE $0xdb                   // test rbx, rbx
-	JE   LBB7_269
-	LONG $0xc97ce162; WORD $0x1010             // vmovups zmm18 {k1} {z}, zmmword ptr [rax]
-	LONG $0xc97cb162; WORD $0x1410; BYTE $0x80 // vmovups zmm2 {k1} {z}, zmmword ptr [rax + 4*r8]
-	LONG $0x24548b48; BYTE $0x50               // mov rdx, qword ptr [rsp + 80]
-	LONG $0xc97cf162; WORD $0x0c10; BYTE $0x90 // vmovups zmm1 {k1} {z}, zmmword ptr [rax + 4*rdx]
-	LONG $0x24748b48; BYTE $0x20               // mov rsi, qword ptr [rsp + 32]
-	WORD $0x8548; BYTE $0xf6                   // test rsi, rsi
-	JG   LBB7_270
-	JMP  LBB7_272
-
-LBB7_229:
-	LONG $0x24448b48; BYTE $0x38   // mov rax, qword ptr [rsp + 56]
-	LONG $0x020c8d49               // lea rcx, [r10 + rax]
-	WORD $0x8948; BYTE $0xc8       // mov rax, rcx
-	LONG $0xc0af0f49               // imul rax, r8
-	LONG $0x24548b48; BYTE $0x48   // mov rdx, qword ptr [rsp + 72]
-	LONG $0x82048d48               // lea rax, [rdx + 4*rax]
-	LONG $0x24548b48; BYTE $0x28   // mov rdx, qword ptr [rsp + 40]
-	LONG $0x90048d48               // lea rax, [rax + 4*rdx]
-	WORD $0x8548; BYTE $0xdb       // test rbx, rbx
-	JE   LBB7_277
-	LONG $0xc97cf162; WORD $0x0810 // vmovups zmm1 {k1} {z}, zmmword ptr [rax]
-	LONG $0x24748b48; BYTE $0x20   // mov rsi, qword ptr [rsp + 32]
-	WORD $0x8548; BYTE $0xf6       // test rsi, rsi
-	JG   LBB7_278
-	JMP  LBB7_283
-
-LBB7_231:
-	LONG $0x24448b48; BYTE $0x38   // mov rax, qword ptr [rsp + 56]
-	LONG $0x020c8d49               // lea rcx, [r10 + rax]
-	WORD $0x8948; BYTE $0xc8       // mov rax, rcx
-	LONG $0xc0af0f49               // imul rax, r8
-	LONG $0x24548b48; BYTE $0x48   // mov rdx, qword ptr [rsp + 72]
-	LONG $0x82048d48               // lea rax, [rdx + 4*rax]
-	LONG $0xb8048d48               // lea rax, [rax + 4*rdi]
-	WORD $0x8548; BYTE $0xdb       // test rbx, rbx
-	JE   LBB7_280
-	LONG $0xc97cf162; WORD $0x0810 // vmovups zmm1 {k1} {z}, zmmword ptr [rax]
-	LONG $0x24748b48; BYTE $0x20   // mov rsi, qword ptr [rsp + 32]
-	WORD $0x8548; BYTE $0xf6       // test rsi, rsi
-	JG   LBB7_281
-	JMP  LBB7_283
-
-LBB7_233:
-	LONG $0xc9eff1c5               // vpxor xmm1, xmm1, xmm1
-	LONG $0xd2efe9c5               // vpxor xmm2, xmm2, xmm2
-	LONG $0x247c8348; WORD $0x0020 // cmp qword ptr [rsp + 32], 0
-	JLE  LBB7_256
-
-LBB7_234:
-	LONG    $0x4caf0f48; WORD $0x1824 // imul rcx, qword ptr [rsp + 24]
-	LONG    $0x244c0348; BYTE $0x30   // add rcx, qword ptr [rsp + 48]
-	WORD    $0x8948; BYTE $0xca       // mov rdx, rcx
-	LONG    $0x05e2c148               // shl rdx, 5
-	LONG    $0x4a0c8d48               // lea rcx, [rdx + 2*rcx]
-	LONG    $0x07e6c149               // shl r14, 7
-	QUAD    $0x0000448024948d48       // lea rdx, [rsp + 17536]
-	WORD    $0x0149; BYTE $0xd6       // add r14, rdx
-	QUAD    $0x00000088248c0348       // add rcx, qword ptr [rsp + 136]
-	WORD    $0xd231                   // xor edx, edx
-	WORD    $0xf631                   // xor esi, esi
-	LONG    $0x247c8b48; BYTE $0x20   // mov rdi, qword ptr [rsp + 32]
+LBB7_218:
+	LONG    $0xccaf0f49         // imul rcx, r12
+	QUAD    $0x000000c8248c0348 // add rcx, qword ptr [rsp + 200]
+	WORD    $0x8948; BYTE $0xf8 // mov rax, rdi
+	LONG    $0x05e0c148         // shl rax, 5
+	WORD    $0x8948; BYTE $0xca // mov rdx, rcx
+	LONG    $0x05e2c148         // shl rdx, 5
+	LONG    $0x4a0c8d48         // lea rcx, [rdx + 2*rcx]
+	QUAD    $0x00000140248c0348 // add rcx, qword ptr [rsp + 320]
+	WORD    $0x894c; BYTE $0xf2 // mov rdx, r14
+	WORD    $0xff31             // xor edi, edi
+	WORD    $0x894d; BYTE $0xf4 // mov r12, r14
 	PCALIGN $16
 
-LBB7_235:
-	QUAD $0x00b6ac58487dd262; WORD $0xffc0; BYTE $0xff // vpbroadcastd zmm5, dword ptr [r14 + 4*rsi - 16384]
-	LONG $0x487df262; WORD $0x7158; BYTE $0xf9         // vpbroadcastd zmm6, dword ptr [rcx - 28]
-	QUAD $0x80d4bc6f48fdf162; WORD $0x00c4; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 50304]
-	QUAD $0xc0d4846f48fd7162; WORD $0x00c4; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rdx + 50368]
-	QUAD $0x00d48c6f48fd7162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm9, zmmword ptr [rsp + 8*rdx + 50432]
-	QUAD $0x40d4946f48fd7162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm10, zmmword ptr [rsp + 8*rdx + 50496]
-	LONG $0x48fde162; WORD $0xd56f                     // vmovdqa64 zmm18, zmm5
-	LONG $0x4845e262; WORD $0xd650                     // vpdpbusd zmm18, zmm7, zmm6
-	LONG $0x483df262; WORD $0xee50                     // vpdpbusd zmm5, zmm8, zmm6
-	LONG $0x487df262; WORD $0x7158; BYTE $0xfa         // vpbroadcastd zmm6, dword ptr [rcx - 24]
-	QUAD $0x80d4bc6f48fdf162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 50560]
-	LONG $0x4835e262; WORD $0xd650                     // vpdpbusd zmm18, zmm9, zmm6
-	QUAD $0xc0d4846f48fd7162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rdx + 50624]
-	LONG $0x487d7262; WORD $0x4958; BYTE $0xfb         // vpbroadcastd zmm9, dword ptr [rcx - 20]
-	LONG $0x482df262; WORD $0xee50                     // vpdpbusd zmm5, zmm10, zmm6
-	LONG $0x4845c262; WORD $0xd150                     // vpdpbusd zmm18, zmm7, zmm9
-	QUAD $0x00d4b46f48fdf162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdx + 50688]
-	QUAD $0x40d4bc6f48fdf162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 50752]
-	LONG $0x483dd262; WORD $0xe950                     // vpdpbusd zmm5, zmm8, zmm9
-	LONG $0x487d7262; WORD $0x4158; BYTE $0xfc         // vpbroadcastd zmm8, dword ptr [rcx - 16]
-	QUAD $0x80d48c6f48fd7162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm9, zmmword ptr [rsp + 8*rdx + 50816]
-	LONG $0x484dc262; WORD $0xd050                     // vpdpbusd zmm18, zmm6, zmm8
-	QUAD $0xc0d4b46f48fdf162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdx + 50880]
-	LONG $0x487d7262; WORD $0x5158; BYTE $0xfd         // vpbroadcastd zmm10, dword ptr [rcx - 12]
-	LONG $0x4845d262; WORD $0xe850                     // vpdpbusd zmm5, zmm7, zmm8
-	LONG $0x4835c262; WORD $0xd250                     // vpdpbusd zmm18, zmm9, zmm10
-	QUAD $0x00d4bc6f48fdf162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 50944]
-	QUAD $0x40d4846f48fd7162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rdx + 51008]
-	LONG $0x484dd262; WORD $0xea50                     // vpdpbusd zmm5, zmm6, zmm10
-	LONG $0x487df262; WORD $0x7158; BYTE $0xfe         // vpbroadcastd zmm6, dword ptr [rcx - 8]
-	QUAD $0x80d48c6f48fd7162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm9, zmmword ptr [rsp + 8*rdx + 51072]
-	LONG $0x4845e262; WORD $0xd650                     // vpdpbusd zmm18, zmm7, zmm6
-	QUAD $0xc0d4bc6f48fdf162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 51136]
-	LONG $0x487d7262; WORD $0x5158; BYTE $0xff         // vpbroadcastd zmm10, dword ptr [rcx - 4]
-	LONG $0x483df262; WORD $0xee50                     // vpdpbusd zmm5, zmm8, zmm6
-	QUAD $0x00d4b46f48fdf162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdx + 51200]
-	LONG $0x487d7262; WORD $0x0158                     // vpbroadcastd zmm8, dword ptr [rcx]
-	LONG $0x4835c262; WORD $0xd250                     // vpdpbusd zmm18, zmm9, zmm10
-	QUAD $0x40d48c6f48fd7162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm9, zmmword ptr [rsp + 8*rdx + 51264]
-	LONG $0x487dc262; WORD $0x1c18; BYTE $0xb6         // vbroadcastss zmm19, dword ptr [r14 + 4*rsi]
-	LONG $0x4845d262; WORD $0xea50                     // vpdpbusd zmm5, zmm7, zmm10
-	LONG $0x484dc262; WORD $0xd050                     // vpdpbusd zmm18, zmm6, zmm8
-	QUAD $0x8014b4594064f162; WORD $0x0144; BYTE $0x00 // vmulps zmm6, zmm19, zmmword ptr [rsp + rdx + 83072]
-	LONG $0x4835d262; WORD $0xe850                     // vpdpbusd zmm5, zmm9, zmm8
-	LONG $0x487cb162; WORD $0xfa5b                     // vcvtdq2ps zmm7, zmm18
-	QUAD $0xc014845940647162; WORD $0x0144; BYTE $0x00 // vmulps zmm8, zmm19, zmmword ptr [rsp + rdx + 83136]
-	LONG $0x484cf162; WORD $0xf759                     // vmulps zmm6, zmm6, zmm7
-	LONG $0x486cf162; WORD $0xd658                     // vaddps zmm2, zmm2, zmm6
-	LONG $0x487cf162; WORD $0xed5b                     // vcvtdq2ps zmm5, zmm5
-	LONG $0x483cf162; WORD $0xed59                     // vmulps zmm5, zmm8, zmm5
-	LONG $0x4874f162; WORD $0xcd58                     // vaddps zmm1, zmm1, zmm5
-	LONG $0x01c68348                                   // add rsi, 1
-	LONG $0x80ea8348                                   // sub rdx, -128
-	LONG $0x22c18348                                   // add rcx, 34
-	WORD $0x3948; BYTE $0xf7                           // cmp rdi, rsi
-	JNE  LBB7_235
-	JMP  LBB7_256
-
-LBB7_236:
-	LONG $0x0055a162; WORD $0xedef // vpxord xmm21, xmm21, xmm21
-	LONG $0x0065a162; WORD $0xdbef // vpxord xmm19, xmm19, xmm19
-	LONG $0x005da162; WORD $0xe4ef // vpxord xmm20, xmm20, xmm20
-	LONG $0x006da162; WORD $0xd2ef // vpxord xmm18, xmm18, xmm18
-	WORD $0x8944; BYTE $0xd7       // mov edi, r10d
-	LONG $0x24748b48; BYTE $0x20   // mov rsi, qword ptr [rsp + 32]
-	WORD $0x8548; BYTE $0xf6       // test rsi, rsi
-	JLE  LBB7_239
-
-LBB7_237:
-	LONG    $0x4caf0f48; WORD $0x1824             // imul rcx, qword ptr [rsp + 24]
-	LONG    $0x244c0348; BYTE $0x30               // add rcx, qword ptr [rsp + 48]
-	WORD    $0x8948; BYTE $0xca                   // mov rdx, rcx
-	LONG    $0x05e2c148                           // shl rdx, 5
-	LONG    $0x4a0c8d48                           // lea rcx, [rdx + 2*rcx]
-	LONG    $0x05e6c149                           // shl r14, 5
-	LONG    $0x20c68149; WORD $0x0010; BYTE $0x00 // add r14, 4128
-	QUAD    $0x00000088248c0348                   // add rcx, qword ptr [rsp + 136]
-	LONG    $0x014040ba; BYTE $0x00               // mov edx, 81984
-	PCALIGN $16
-
-LBB7_238:
-	QUAD $0x00b49458487db262; WORD $0xffc4; BYTE $0xff // vpbroadcastd zmm2, dword ptr [rsp + 4*r14 - 15360]
-	QUAD $0x80b48c58487db262; WORD $0xffc4; BYTE $0xff // vpbroadcastd zmm1, dword ptr [rsp + 4*r14 - 15232]
-	LONG $0x487df262; WORD $0x6958; BYTE $0xf9         // vpbroadcastd zmm5, dword ptr [rcx - 28]
-	QUAD $0x80d4b46f48fdf162; WORD $0xf6c2; BYTE $0xff // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdx - 605568]
-	QUAD $0xc0d4bc6f48fdf162; WORD $0xf6c2; BYTE $0xff // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx - 605504]
-	QUAD $0x00d4846f48fd7162; WORD $0xf6c3; BYTE $0xff // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rdx - 605440]
-	QUAD $0x40d48c6f48fd7162; WORD $0xf6c3; BYTE $0xff // vmovdqa64 zmm9, zmmword ptr [rsp + 8*rdx - 605376]
-	LONG $0x48fde162; WORD $0xfa6f                     // vmovdqa64 zmm23, zmm2
-	LONG $0x484de262; WORD $0xfd50                     // vpdpbusd zmm23, zmm6, zmm5
-	QUAD $0xf9095458487d3262                           // vpbroadcastd zmm10, dword ptr [rcx + r9 - 28]
-	LONG $0x4845f262; WORD $0xd550                     // vpdpbusd zmm2, zmm7, zmm5
-	LONG $0x48fde162; WORD $0xf16f                     // vmovdqa64 zmm22, zmm1
-	LONG $0x484dc262; WORD $0xf250                     // vpdpbusd zmm22, zmm6, zmm10
-	LONG $0x487df262; WORD $0x6958; BYTE $0xfa         // vpbroadcastd zmm5, dword ptr [rcx - 24]
-	LONG $0x4845d262; WORD $0xca50                     // vpdpbusd zmm1, zmm7, zmm10
-	LONG $0x483de262; WORD $0xfd50                     // vpdpbusd zmm23, zmm8, zmm5
-	QUAD $0xfa097458487db262                           // vpbroadcastd zmm6, dword ptr [rcx + r9 - 24]
-	LONG $0x4835f262; WORD $0xd550                     // vpdpbusd zmm2, zmm9, zmm5
-	LONG $0x483de262; WORD $0xf650                     // vpdpbusd zmm22, zmm8, zmm6
-	QUAD $0x80d4ac6f48fdf162; WORD $0xf6c3; BYTE $0xff // vmovdqa64 zmm5, zmmword ptr [rsp + 8*rdx - 605312]
-	QUAD $0xc0d4bc6f48fdf162; WORD $0xf6c3; BYTE $0xff // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx - 605248]
-	LONG $0x4835f262; WORD $0xce50                     // vpdpbusd zmm1, zmm9, zmm6
-	LONG $0x487df262; WORD $0x7158; BYTE $0xfb         // vpbroadcastd zmm6, dword ptr [rcx - 20]
-	LONG $0x4855e262; WORD $0xfe50                     // vpdpbusd zmm23, zmm5, zmm6
-	LONG $0x4845f262; WORD $0xd650                     // vpdpbusd zmm2, zmm7, zmm6
-	QUAD $0xfb097458487db262                           // vpbroadcastd zmm6, dword ptr [rcx + r9 - 20]
-	QUAD $0x00d4846f48fd7162; WORD $0xf6c4; BYTE $0xff // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rdx - 605184]
-	LONG $0x4855e262; WORD $0xf650                     // vpdpbusd zmm22, zmm5, zmm6
-	QUAD $0x40d4ac6f48fdf162; WORD $0xf6c4; BYTE $0xff // vmovdqa64 zmm5, zmmword ptr [rsp + 8*rdx - 605120]
-	LONG $0x487d7262; WORD $0x4958; BYTE $0xfc         // vpbroadcastd zmm9, dword ptr [rcx - 16]
-	LONG $0x4845f262; WORD $0xce50                     // vpdpbusd zmm1, zmm7, zmm6
-	LONG $0x483dc262; WORD $0xf950                     // vpdpbusd zmm23, zmm8, zmm9
-	QUAD $0xfc097458487db262                           // vpbroadcastd zmm6, dword ptr [rcx + r9 - 16]
-	LONG $0x4855d262; WORD $0xd150                     // vpdpbusd zmm2, zmm5, zmm9
-	LONG $0x483de262; WORD $0xf650                     // vpdpbusd zmm22, zmm8, zmm6
-	QUAD $0x80d4bc6f48fdf162; WORD $0xf6c4; BYTE $0xff // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx - 605056]
-	QUAD $0xc0d4846f48fd7162; WORD $0xf6c4; BYTE $0xff // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rdx - 604992]
-	LONG $0x4855f262; WORD $0xce50                     // vpdpbusd zmm1, zmm5, zmm6
-	LONG $0x487df262; WORD $0x6958; BYTE $0xfd         // vpbroadcastd zmm5, dword ptr [rcx - 12]
-	LONG $0x4845e262; WORD $0xfd50                     // vpdpbusd zmm23, zmm7, zmm5
-	LONG $0x483df262; WORD $0xd550                     // vpdpbusd zmm2, zmm8, zmm5
-	QUAD $0xfd096c58487db262                           // vpbroadcastd zmm5, dword ptr [rcx + r9 - 12]
-	QUAD $0x00d4b46f48fdf162; WORD $0xf6c5; BYTE $0xff // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdx - 604928]
-	LONG $0x4845e262; WORD $0xf550                     // vpdpbusd zmm22, zmm7, zmm5
-	QUAD $0x40d4bc6f48fdf162; WORD $0xf6c5; BYTE $0xff // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx - 604864]
-	LONG $0x487d7262; WORD $0x4958; BYTE $0xfe         // vpbroadcastd zmm9, dword ptr [rcx - 8]
-	LONG $0x483df262; WORD $0xcd50                     // vpdpbusd zmm1, zmm8, zmm5
-	LONG $0x484dc262; WORD $0xf950                     // vpdpbusd zmm23, zmm6, zmm9
-	QUAD $0xfe096c58487db262                           // vpbroadcastd zmm5, dword ptr [rcx + r9 - 8]
-	LONG $0x4845d262; WORD $0xd150                     // vpdpbusd zmm2, zmm7, zmm9
-	LONG $0x484de262; WORD $0xf550                     // vpdpbusd zmm22, zmm6, zmm5
-	QUAD $0x80d4b46f48fdf162; WORD $0xf6c5; BYTE $0xff // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdx - 604800]
-	QUAD $0xc0d4846f48fd7162; WORD $0xf6c5; BYTE $0xff // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rdx - 604736]
-	LONG $0x4845f262; WORD $0xcd50                     // vpdpbusd zmm1, zmm7, zmm5
-	LONG $0x487df262; WORD $0x6958; BYTE $0xff         // vpbroadcastd zmm5, dword ptr [rcx - 4]
-	LONG $0x484de262; WORD $0xfd50                     // vpdpbusd zmm23, zmm6, zmm5
-	LONG $0x483df262; WORD $0xd550                     // vpdpbusd zmm2, zmm8, zmm5
-	QUAD $0xff096c58487db262                           // vpbroadcastd zmm5, dword ptr [rcx + r9 - 4]
-	QUAD $0x00d4bc6f48fdf162; WORD $0xf6c6; BYTE $0xff // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx - 604672]
-	LONG $0x484de262; WORD $0xf550                     // vpdpbusd zmm22, zmm6, zmm5
-	QUAD $0x40d4b46f48fdf162; WORD $0xf6c6; BYTE $0xff // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdx - 604608]
-	LONG $0x487d7262; WORD $0x0958                     // vpbroadcastd zmm9, dword ptr [rcx]
-	LONG $0x483df262; WORD $0xcd50                     // vpdpbusd zmm1, zmm8, zmm5
-	LONG $0x4845c262; WORD $0xf950                     // vpdpbusd zmm23, zmm7, zmm9
-	LONG $0x487db262; WORD $0x2c58; BYTE $0x09         // vpbroadcastd zmm5, dword ptr [rcx + r9]
-	LONG $0x484dd262; WORD $0xd150                     // vpdpbusd zmm2, zmm6, zmm9
-	LONG $0x4845e262; WORD $0xf550                     // vpdpbusd zmm22, zmm7, zmm5
-	QUAD $0x00b4bc18487db262; WORD $0x0004; BYTE $0x00 // vbroadcastss zmm7, dword ptr [rsp + 4*r14 + 1024]
-	LONG $0x484df262; WORD $0xcd50                     // vpdpbusd zmm1, zmm6, zmm5
-	QUAD $0x11146c28487cf162                           // vmovaps zmm5, zmmword ptr [rsp + rdx + 1088]
-	QUAD $0x12147428487cf162                           // vmovaps zmm6, zmmword ptr [rsp + rdx + 1152]
-	LONG $0x48547162; WORD $0xc759                     // vmulps zmm8, zmm5, zmm7
-	LONG $0x487c3162; WORD $0xcf5b                     // vcvtdq2ps zmm9, zmm23
-	LONG $0x483c5162; WORD $0xc159                     // vmulps zmm8, zmm8, zmm9
-	LONG $0x4844f162; WORD $0xfe59                     // vmulps zmm7, zmm7, zmm6
-	LONG $0x487cf162; WORD $0xd25b                     // vcvtdq2ps zmm2, zmm2
-	LONG $0x4054c162; WORD $0xe858                     // vaddps zmm21, zmm21, zmm8
-	LONG $0x4844f162; WORD $0xd259                     // vmulps zmm2, zmm7, zmm2
-	QUAD $0x80b4bc18487db262; WORD $0x0004; BYTE $0x00 // vbroadcastss zmm7, dword ptr [rsp + 4*r14 + 1152]
-	LONG $0x405ce162; WORD $0xe258                     // vaddps zmm20, zmm20, zmm2
-	LONG $0x4854f162; WORD $0xd759                     // vmulps zmm2, zmm5, zmm7
-	LONG $0x487cb162; WORD $0xee5b                     // vcvtdq2ps zmm5, zmm22
-	LONG $0x486cf162; WORD $0xd559                     // vmulps zmm2, zmm2, zmm5
-	LONG $0x4064e162; WORD $0xda58                     // vaddps zmm19, zmm19, zmm2
-	LONG $0x484cf162; WORD $0xd759                     // vmulps zmm2, zmm6, zmm7
-	LONG $0x487cf162; WORD $0xc95b                     // vcvtdq2ps zmm1, zmm1
-	LONG $0x486cf162; WORD $0xc959                     // vmulps zmm1, zmm2, zmm1
-	LONG $0x406ce162; WORD $0xd158                     // vaddps zmm18, zmm18, zmm1
-	LONG $0x80ea8348                                   // sub rdx, -128
-	LONG $0x01c68349                                   // add r14, 1
-	LONG $0x22c18348                                   // add rcx, 34
-	LONG $0xffc68348                                   // add rsi, -1
-	JNE  LBB7_238
-
-LBB7_239:
-	LONG $0xcf92fbc5                           // kmovd k1, edi
-	LONG $0x245c3b4c; BYTE $0x40               // cmp r11, qword ptr [rsp + 64]
-	LONG $0x24548b48; BYTE $0x08               // mov rdx, qword ptr [rsp + 8]
-	JNE  LBB7_242
-	WORD $0x8548; BYTE $0xd2                   // test rdx, rdx
-	JE   LBB7_242
-	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
-	LONG $0x4054f162; WORD $0xc958             // vaddps zmm1, zmm21, zmm1
-	LONG $0x497cf162; WORD $0x0811             // vmovups zmmword ptr [rax] {k1}, zmm1
-	LONG $0x90248c8b; WORD $0x0000; BYTE $0x00 // mov ecx, dword ptr [rsp + 144]
-	LONG $0xd192fbc5                           // kmovd k2, ecx
-	LONG $0xca7cf162; WORD $0x4a10; BYTE $0x01 // vmovups zmm1 {k2} {z}, zmmword ptr [rdx + 64]
-	LONG $0x405cf162; WORD $0xc958             // vaddps zmm1, zmm20, zmm1
-	LONG $0x4a7cf162; WORD $0x4811; BYTE $0x01 // vmovups zmmword ptr [rax + 64] {k2}, zmm1
-	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
-	LONG $0x4064f162; WORD $0xc958             // vaddps zmm1, zmm19, zmm1
-	LONG $0x497cb162; WORD $0x0c11; BYTE $0x80 // vmovups zmmword ptr [rax + 4*r8] {k1}, zmm1
-	LONG $0xca7cf162; WORD $0x4a10; BYTE $0x01 // vmovups zmm1 {k2} {z}, zmmword ptr [rdx + 64]
-	LONG $0x406cf162; WORD $0xc958             // vaddps zmm1, zmm18, zmm1
-	QUAD $0x01804c114a7cb162                   // vmovups zmmword ptr [rax + 4*r8 + 64] {k2}, zmm1
-	JMP  LBB7_50
-
-LBB7_242:
-	LONG $0x497ce162; WORD $0x2811             // vmovups zmmword ptr [rax] {k1}, zmm21
-	LONG $0x90248c8b; WORD $0x0000; BYTE $0x00 // mov ecx, dword ptr [rsp + 144]
-	LONG $0xd192fbc5                           // kmovd k2, ecx
-	LONG $0x4a7ce162; WORD $0x6011; BYTE $0x01 // vmovups zmmword ptr [rax + 64] {k2}, zmm20
-	LONG $0x497ca162; WORD $0x1c11; BYTE $0x80 // vmovups zmmword ptr [rax + 4*r8] {k1}, zmm19
-	QUAD $0x018054114a7ca162                   // vmovups zmmword ptr [rax + 4*r8 + 64] {k2}, zmm18
-	JMP  LBB7_50
-
-LBB7_243:
-	LONG $0x006da162; WORD $0xd2ef // vpxord xmm18, xmm18, xmm18
-	LONG $0x005da162; WORD $0xe4ef // vpxord xmm20, xmm20, xmm20
-	LONG $0x004da162; WORD $0xf6ef // vpxord xmm22, xmm22, xmm22
-	LONG $0x0065a162; WORD $0xdbef // vpxord xmm19, xmm19, xmm19
-	LONG $0x0055a162; WORD $0xedef // vpxord xmm21, xmm21, xmm21
-	LONG $0x0045a162; WORD $0xffef // vpxord xmm23, xmm23, xmm23
-	LONG $0x24748b48; BYTE $0x20   // mov rsi, qword ptr [rsp + 32]
-	WORD $0x8548; BYTE $0xf6       // test rsi, rsi
-	JLE  LBB7_246
-
-LBB7_244:
-	LONG    $0x4caf0f48; WORD $0x1824 // imul rcx, qword ptr [rsp + 24]
-	LONG    $0x244c0348; BYTE $0x30   // add rcx, qword ptr [rsp + 48]
-	LONG    $0x05e6c149               // shl r14, 5
-	WORD    $0x8948; BYTE $0xca       // mov rdx, rcx
-	LONG    $0x05e2c148               // shl rdx, 5
-	LONG    $0x4a0c8d48               // lea rcx, [rdx + 2*rcx]
-	QUAD    $0x000000a8248c0348       // add rcx, qword ptr [rsp + 168]
-	WORD    $0x8948; BYTE $0xf2       // mov rdx, rsi
-	WORD    $0xf631                   // xor esi, esi
-	PCALIGN $16
-
-LBB7_245:
-	QUAD $0x80b48458487d2262; WORD $0x0004; BYTE $0x00 // vpbroadcastd zmm24, dword ptr [rsp + 4*r14 + 1152]
-	QUAD $0x00b49458487db262; WORD $0x0005; BYTE $0x00 // vpbroadcastd zmm2, dword ptr [rsp + 4*r14 + 1280]
-	QUAD $0x80b48c58487db262; WORD $0x0005; BYTE $0x00 // vpbroadcastd zmm1, dword ptr [rsp + 4*r14 + 1408]
+LBB7_219:
+	QUAD $0x80848458487d6262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm24, dword ptr [rsp + 4*rax + 1664]
+	QUAD $0x00849458487df262; WORD $0x0007; BYTE $0x00 // vpbroadcastd zmm2, dword ptr [rsp + 4*rax + 1792]
+	QUAD $0x80848c58487df262; WORD $0x0007; BYTE $0x00 // vpbroadcastd zmm1, dword ptr [rsp + 4*rax + 1920]
 	QUAD $0x0002a958487df262; WORD $0x0000             // vpbroadcastd zmm5, dword ptr [rcx + 2]
-	QUAD $0x80f4b46f48fdf162; WORD $0x00c4; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rsi + 50304]
-	QUAD $0xc0f4bc6f48fdf162; WORD $0x00c4; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rsi + 50368]
-	QUAD $0x00f4846f48fd7162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rsi + 50432]
-	QUAD $0x40f48c6f48fd7162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm9, zmmword ptr [rsp + 8*rsi + 50496]
+	QUAD $0x80fcb46f48fdf162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdi + 50816]
+	QUAD $0xc0fcbc6f48fdf162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdi + 50880]
+	QUAD $0x00fc846f48fd7162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rdi + 50944]
+	QUAD $0x40fc8c6f48fd7162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm9, zmmword ptr [rsp + 8*rdi + 51008]
 	LONG $0x48fd0162; WORD $0xd86f                     // vmovdqa64 zmm27, zmm24
 	LONG $0x484d6262; WORD $0xdd50                     // vpdpbusd zmm27, zmm6, zmm5
 	LONG $0x48456262; WORD $0xc550                     // vpdpbusd zmm24, zmm7, zmm5
-	QUAD $0x0209ac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rcx + r9 + 2]
+	QUAD $0x0239ac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rcx + r15 + 2]
 	LONG $0x48fd6162; WORD $0xd26f                     // vmovdqa64 zmm26, zmm2
 	LONG $0x484d6262; WORD $0xd550                     // vpdpbusd zmm26, zmm6, zmm5
 	LONG $0x4845f262; WORD $0xd550                     // vpdpbusd zmm2, zmm7, zmm5
-	QUAD $0x0239ac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rcx + r15 + 2]
+	QUAD $0x0209ac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rcx + r9 + 2]
 	LONG $0x48fd6162; WORD $0xc96f                     // vmovdqa64 zmm25, zmm1
 	LONG $0x484d6262; WORD $0xcd50                     // vpdpbusd zmm25, zmm6, zmm5
 	LONG $0x4845f262; WORD $0xcd50                     // vpdpbusd zmm1, zmm7, zmm5
 	QUAD $0x0006a958487df262; WORD $0x0000             // vpbroadcastd zmm5, dword ptr [rcx + 6]
 	LONG $0x483d6262; WORD $0xdd50                     // vpdpbusd zmm27, zmm8, zmm5
 	LONG $0x48356262; WORD $0xc550                     // vpdpbusd zmm24, zmm9, zmm5
-	QUAD $0x0609ac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rcx + r9 + 6]
+	QUAD $0x0639ac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rcx + r15 + 6]
 	LONG $0x483d6262; WORD $0xd550                     // vpdpbusd zmm26, zmm8, zmm5
 	LONG $0x4835f262; WORD $0xd550                     // vpdpbusd zmm2, zmm9, zmm5
-	QUAD $0x0639ac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rcx + r15 + 6]
-	QUAD $0x80f4b46f48fdf162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rsi + 50560]
+	QUAD $0x0609ac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rcx + r9 + 6]
+	QUAD $0x80fcb46f48fdf162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdi + 51072]
 	LONG $0x483d6262; WORD $0xcd50                     // vpdpbusd zmm25, zmm8, zmm5
-	QUAD $0xc0f4bc6f48fdf162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rsi + 50624]
+	QUAD $0xc0fcbc6f48fdf162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdi + 51136]
 	QUAD $0x000a8158487d7262; WORD $0x0000             // vpbroadcastd zmm8, dword ptr [rcx + 10]
 	LONG $0x4835f262; WORD $0xcd50                     // vpdpbusd zmm1, zmm9, zmm5
 	LONG $0x484d4262; WORD $0xd850                     // vpdpbusd zmm27, zmm6, zmm8
-	QUAD $0x0a09ac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rcx + r9 + 10]
+	QUAD $0x0a39ac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rcx + r15 + 10]
 	LONG $0x48454262; WORD $0xc050                     // vpdpbusd zmm24, zmm7, zmm8
 	LONG $0x484d6262; WORD $0xd550                     // vpdpbusd zmm26, zmm6, zmm5
-	QUAD $0x0a398458487d3262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm8, dword ptr [rcx + r15 + 10]
+	QUAD $0x0a098458487d3262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm8, dword ptr [rcx + r9 + 10]
 	LONG $0x4845f262; WORD $0xd550                     // vpdpbusd zmm2, zmm7, zmm5
 	LONG $0x484d4262; WORD $0xc850                     // vpdpbusd zmm25, zmm6, zmm8
-	QUAD $0x00f4ac6f48fdf162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm5, zmmword ptr [rsp + 8*rsi + 50688]
-	QUAD $0x40f4b46f48fdf162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rsi + 50752]
+	QUAD $0x00fcac6f48fdf162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm5, zmmword ptr [rsp + 8*rdi + 51200]
+	QUAD $0x40fcb46f48fdf162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdi + 51264]
 	LONG $0x4845d262; WORD $0xc850                     // vpdpbusd zmm1, zmm7, zmm8
 	QUAD $0x000eb958487df262; WORD $0x0000             // vpbroadcastd zmm7, dword ptr [rcx + 14]
 	LONG $0x48556262; WORD $0xdf50                     // vpdpbusd zmm27, zmm5, zmm7
 	LONG $0x484d6262; WORD $0xc750                     // vpdpbusd zmm24, zmm6, zmm7
-	QUAD $0x0e09bc58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm7, dword ptr [rcx + r9 + 14]
+	QUAD $0x0e39bc58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm7, dword ptr [rcx + r15 + 14]
 	LONG $0x48556262; WORD $0xd750                     // vpdpbusd zmm26, zmm5, zmm7
 	LONG $0x484df262; WORD $0xd750                     // vpdpbusd zmm2, zmm6, zmm7
-	QUAD $0x0e39bc58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm7, dword ptr [rcx + r15 + 14]
-	QUAD $0x80f4846f48fd7162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rsi + 50816]
+	QUAD $0x0e09bc58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm7, dword ptr [rcx + r9 + 14]
+	QUAD $0x80fc846f48fd7162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rdi + 51328]
 	LONG $0x48556262; WORD $0xcf50                     // vpdpbusd zmm25, zmm5, zmm7
-	QUAD $0xc0f4ac6f48fdf162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm5, zmmword ptr [rsp + 8*rsi + 50880]
+	QUAD $0xc0fcac6f48fdf162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm5, zmmword ptr [rsp + 8*rdi + 51392]
 	QUAD $0x00128958487d7262; WORD $0x0000             // vpbroadcastd zmm9, dword ptr [rcx + 18]
 	LONG $0x484df262; WORD $0xcf50                     // vpdpbusd zmm1, zmm6, zmm7
 	LONG $0x483d4262; WORD $0xd950                     // vpdpbusd zmm27, zmm8, zmm9
-	QUAD $0x1209b458487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm6, dword ptr [rcx + r9 + 18]
+	QUAD $0x1239b458487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm6, dword ptr [rcx + r15 + 18]
 	LONG $0x48554262; WORD $0xc150                     // vpdpbusd zmm24, zmm5, zmm9
 	LONG $0x483d6262; WORD $0xd650                     // vpdpbusd zmm26, zmm8, zmm6
-	QUAD $0x1239bc58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm7, dword ptr [rcx + r15 + 18]
+	QUAD $0x1209bc58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm7, dword ptr [rcx + r9 + 18]
 	LONG $0x4855f262; WORD $0xd650                     // vpdpbusd zmm2, zmm5, zmm6
 	LONG $0x483d6262; WORD $0xcf50                     // vpdpbusd zmm25, zmm8, zmm7
-	QUAD $0x00f4b46f48fdf162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rsi + 50944]
-	QUAD $0x40f4846f48fd7162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rsi + 51008]
+	QUAD $0x00fcb46f48fdf162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdi + 51456]
+	QUAD $0x40fc846f48fd7162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rdi + 51520]
 	LONG $0x4855f262; WORD $0xcf50                     // vpdpbusd zmm1, zmm5, zmm7
 	QUAD $0x0016a958487df262; WORD $0x0000             // vpbroadcastd zmm5, dword ptr [rcx + 22]
 	LONG $0x484d6262; WORD $0xdd50                     // vpdpbusd zmm27, zmm6, zmm5
 	LONG $0x483d6262; WORD $0xc550                     // vpdpbusd zmm24, zmm8, zmm5
-	QUAD $0x1609ac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rcx + r9 + 22]
+	QUAD $0x1639ac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rcx + r15 + 22]
 	LONG $0x484d6262; WORD $0xd550                     // vpdpbusd zmm26, zmm6, zmm5
 	LONG $0x483df262; WORD $0xd550                     // vpdpbusd zmm2, zmm8, zmm5
-	QUAD $0x1639ac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rcx + r15 + 22]
-	QUAD $0x80f4bc6f48fdf162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rsi + 51072]
+	QUAD $0x1609ac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rcx + r9 + 22]
+	QUAD $0x80fcbc6f48fdf162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdi + 51584]
 	LONG $0x484d6262; WORD $0xcd50                     // vpdpbusd zmm25, zmm6, zmm5
-	QUAD $0xc0f4b46f48fdf162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rsi + 51136]
+	QUAD $0xc0fcb46f48fdf162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdi + 51648]
 	QUAD $0x001a8958487d7262; WORD $0x0000             // vpbroadcastd zmm9, dword ptr [rcx + 26]
 	LONG $0x483df262; WORD $0xcd50                     // vpdpbusd zmm1, zmm8, zmm5
 	LONG $0x48454262; WORD $0xd950                     // vpdpbusd zmm27, zmm7, zmm9
-	QUAD $0x1a09ac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rcx + r9 + 26]
+	QUAD $0x1a39ac58487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm5, dword ptr [rcx + r15 + 26]
 	LONG $0x484d4262; WORD $0xc150                     // vpdpbusd zmm24, zmm6, zmm9
 	LONG $0x48456262; WORD $0xd550                     // vpdpbusd zmm26, zmm7, zmm5
-	QUAD $0x1a398458487d3262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm8, dword ptr [rcx + r15 + 26]
+	QUAD $0x1a098458487d3262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm8, dword ptr [rcx + r9 + 26]
 	LONG $0x484df262; WORD $0xd550                     // vpdpbusd zmm2, zmm6, zmm5
-	QUAD $0x00f4ac6f48fdf162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm5, zmmword ptr [rsp + 8*rsi + 51200]
+	QUAD $0x00fcac6f48fdf162; WORD $0x00ca; BYTE $0x00 // vmovdqa64 zmm5, zmmword ptr [rsp + 8*rdi + 51712]
 	QUAD $0x001e8958487d7262; WORD $0x0000             // vpbroadcastd zmm9, dword ptr [rcx + 30]
 	LONG $0x48454262; WORD $0xc850                     // vpdpbusd zmm25, zmm7, zmm8
-	QUAD $0x40f4bc6f48fdf162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rsi + 51264]
-	QUAD $0x1e099458487d3262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm10, dword ptr [rcx + r9 + 30]
+	QUAD $0x40fcbc6f48fdf162; WORD $0x00ca; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdi + 51776]
+	QUAD $0x1e399458487d3262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm10, dword ptr [rcx + r15 + 30]
 	LONG $0x484dd262; WORD $0xc850                     // vpdpbusd zmm1, zmm6, zmm8
 	LONG $0x48554262; WORD $0xd950                     // vpdpbusd zmm27, zmm5, zmm9
-	QUAD $0x1e39b458487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm6, dword ptr [rcx + r15 + 30]
+	QUAD $0x1e09b458487db262; WORD $0x0000; BYTE $0x00 // vpbroadcastd zmm6, dword ptr [rcx + r9 + 30]
 	LONG $0x48454262; WORD $0xc150                     // vpdpbusd zmm24, zmm7, zmm9
 	LONG $0x48554262; WORD $0xd250                     // vpdpbusd zmm26, zmm5, zmm10
-	QUAD $0x80b48418487d3262; WORD $0x0044; BYTE $0x00 // vbroadcastss zmm8, dword ptr [rsp + 4*r14 + 17536]
+	QUAD $0x80848418487d7262; WORD $0x0046; BYTE $0x00 // vbroadcastss zmm8, dword ptr [rsp + 4*rax + 18048]
 	LONG $0x4845d262; WORD $0xd250                     // vpdpbusd zmm2, zmm7, zmm10
 	LONG $0x48556262; WORD $0xce50                     // vpdpbusd zmm25, zmm5, zmm6
-	QUAD $0x8034ac28487cf162; WORD $0x0144; BYTE $0x00 // vmovaps zmm5, zmmword ptr [rsp + rsi + 83072]
-	QUAD $0xc0348c28487c7162; WORD $0x0144; BYTE $0x00 // vmovaps zmm9, zmmword ptr [rsp + rsi + 83136]
+	QUAD $0x803cac28487cf162; WORD $0x0146; BYTE $0x00 // vmovaps zmm5, zmmword ptr [rsp + rdi + 83584]
+	QUAD $0xc03c8c28487c7162; WORD $0x0146; BYTE $0x00 // vmovaps zmm9, zmmword ptr [rsp + rdi + 83648]
 	LONG $0x4845f262; WORD $0xce50                     // vpdpbusd zmm1, zmm7, zmm6
 	LONG $0x4854d162; WORD $0xf059                     // vmulps zmm6, zmm5, zmm8
 	LONG $0x487c9162; WORD $0xfb5b                     // vcvtdq2ps zmm7, zmm27
 	LONG $0x483c5162; WORD $0xc159                     // vmulps zmm8, zmm8, zmm9
 	LONG $0x484cf162; WORD $0xf759                     // vmulps zmm6, zmm6, zmm7
 	LONG $0x487c9162; WORD $0xf85b                     // vcvtdq2ps zmm7, zmm24
-	QUAD $0x00b49418487d3262; WORD $0x0045; BYTE $0x00 // vbroadcastss zmm10, dword ptr [rsp + 4*r14 + 17664]
+	QUAD $0x00849418487d7262; WORD $0x0047; BYTE $0x00 // vbroadcastss zmm10, dword ptr [rsp + 4*rax + 18176]
 	LONG $0x4044e162; WORD $0xfe58                     // vaddps zmm23, zmm23, zmm6
 	LONG $0x483cf162; WORD $0xf759                     // vmulps zmm6, zmm8, zmm7
 	LONG $0x4854d162; WORD $0xfa59                     // vmulps zmm7, zmm5, zmm10
@@ -7921,7 +7550,7 @@ LBB7_245:
 	LONG $0x487cf162; WORD $0xd25b                     // vcvtdq2ps zmm2, zmm2
 	LONG $0x4054e162; WORD $0xee58                     // vaddps zmm21, zmm21, zmm6
 	LONG $0x4844f162; WORD $0xd259                     // vmulps zmm2, zmm7, zmm2
-	QUAD $0x80b4b418487db262; WORD $0x0045; BYTE $0x00 // vbroadcastss zmm6, dword ptr [rsp + 4*r14 + 17792]
+	QUAD $0x8084b418487df262; WORD $0x0047; BYTE $0x00 // vbroadcastss zmm6, dword ptr [rsp + 4*rax + 18304]
 	LONG $0x405ce162; WORD $0xe258                     // vaddps zmm20, zmm20, zmm2
 	LONG $0x4854f162; WORD $0xd659                     // vmulps zmm2, zmm5, zmm6
 	LONG $0x487c9162; WORD $0xe95b                     // vcvtdq2ps zmm5, zmm25
@@ -7931,326 +7560,755 @@ LBB7_245:
 	LONG $0x487cf162; WORD $0xc95b                     // vcvtdq2ps zmm1, zmm1
 	LONG $0x486cf162; WORD $0xc959                     // vmulps zmm1, zmm2, zmm1
 	LONG $0x406ce162; WORD $0xd158                     // vaddps zmm18, zmm18, zmm1
-	LONG $0x80ee8348                                   // sub rsi, -128
-	LONG $0x01c68349                                   // add r14, 1
+	LONG $0x80ef8348                                   // sub rdi, -128
+	LONG $0x01c08348                                   // add rax, 1
 	LONG $0x22c18348                                   // add rcx, 34
 	LONG $0xffc28348                                   // add rdx, -1
-	JNE  LBB7_245
+	JNE  LBB7_219
+	LONG $0x927bc1c4; BYTE $0xcb                       // kmovd k1, r11d
+	LONG $0x244c8b48; BYTE $0x60                       // mov rcx, qword ptr [rsp + 96]
+	QUAD $0x00000168248c3b48                           // cmp rcx, qword ptr [rsp + 360]
+	JE   LBB7_254
+	JMP  LBB7_221
 
-LBB7_246:
-	LONG $0x927bc1c4; BYTE $0xca               // kmovd k1, r10d
-	LONG $0x245c3b4c; BYTE $0x40               // cmp r11, qword ptr [rsp + 64]
-	LONG $0x24548b48; BYTE $0x08               // mov rdx, qword ptr [rsp + 8]
-	JNE  LBB7_249
-	WORD $0x8548; BYTE $0xd2                   // test rdx, rdx
-	JE   LBB7_249
-	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
-	LONG $0x4044f162; WORD $0xc958             // vaddps zmm1, zmm23, zmm1
-	LONG $0x497cf162; WORD $0x0811             // vmovups zmmword ptr [rax] {k1}, zmm1
-	LONG $0x90248c8b; WORD $0x0000; BYTE $0x00 // mov ecx, dword ptr [rsp + 144]
-	LONG $0xd192fbc5                           // kmovd k2, ecx
-	LONG $0xca7cf162; WORD $0x4a10; BYTE $0x01 // vmovups zmm1 {k2} {z}, zmmword ptr [rdx + 64]
-	LONG $0x404cf162; WORD $0xc958             // vaddps zmm1, zmm22, zmm1
-	LONG $0x4a7cf162; WORD $0x4811; BYTE $0x01 // vmovups zmmword ptr [rax + 64] {k2}, zmm1
-	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
-	LONG $0x4054f162; WORD $0xc958             // vaddps zmm1, zmm21, zmm1
-	LONG $0x497cb162; WORD $0x0c11; BYTE $0x80 // vmovups zmmword ptr [rax + 4*r8] {k1}, zmm1
-	LONG $0xca7cf162; WORD $0x4a10; BYTE $0x01 // vmovups zmm1 {k2} {z}, zmmword ptr [rdx + 64]
-	LONG $0x405cf162; WORD $0xc958             // vaddps zmm1, zmm20, zmm1
-	QUAD $0x01804c114a7cb162                   // vmovups zmmword ptr [rax + 4*r8 + 64] {k2}, zmm1
-	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
-	LONG $0x4064f162; WORD $0xc958             // vaddps zmm1, zmm19, zmm1
-	LONG $0x244c8b48; BYTE $0x50               // mov rcx, qword ptr [rsp + 80]
-	LONG $0x497cf162; WORD $0x0c11; BYTE $0x88 // vmovups zmmword ptr [rax + 4*rcx] {k1}, zmm1
-	LONG $0xca7cf162; WORD $0x4a10; BYTE $0x01 // vmovups zmm1 {k2} {z}, zmmword ptr [rdx + 64]
-	LONG $0x406cf162; WORD $0xc958             // vaddps zmm1, zmm18, zmm1
-	QUAD $0x01884c114a7cf162                   // vmovups zmmword ptr [rax + 4*rcx + 64] {k2}, zmm1
-	JMP  LBB7_50
+LBB7_222:
+	LONG $0x24448b48; BYTE $0x78               // mov rax, qword ptr [rsp + 120]
+	WORD $0x8949; BYTE $0xfa                   // mov r10, rdi
+	LONG $0x070c8d48                           // lea rcx, [rdi + rax]
+	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
+	LONG $0xc3af0f48                           // imul rax, rbx
+	QUAD $0x0000017824948b48                   // mov rdx, qword ptr [rsp + 376]
+	LONG $0x82048d48                           // lea rax, [rdx + 4*rax]
+	QUAD $0x0000012024948b48                   // mov rdx, qword ptr [rsp + 288]
+	LONG $0x90048d48                           // lea rax, [rax + 4*rdx]
+	LONG $0x245c8b48; BYTE $0x60               // mov rbx, qword ptr [rsp + 96]
+	WORD $0x8548; BYTE $0xdb                   // test rbx, rbx
+	JE   LBB7_256
+	LONG $0xc97cf162; WORD $0x1010             // vmovups zmm2 {k1} {z}, zmmword ptr [rax]
+	LONG $0xca7cf162; WORD $0x4810; BYTE $0x01 // vmovups zmm1 {k2} {z}, zmmword ptr [rax + 64]
+	LONG $0x247c8348; WORD $0x0048             // cmp qword ptr [rsp + 72], 0
+	JLE  LBB7_257
 
-LBB7_249:
-	LONG $0x497ce162; WORD $0x3811             // vmovups zmmword ptr [rax] {k1}, zmm23
-	LONG $0x90248c8b; WORD $0x0000; BYTE $0x00 // mov ecx, dword ptr [rsp + 144]
-	LONG $0xd192fbc5                           // kmovd k2, ecx
-	LONG $0x4a7ce162; WORD $0x7011; BYTE $0x01 // vmovups zmmword ptr [rax + 64] {k2}, zmm22
-	LONG $0x497ca162; WORD $0x2c11; BYTE $0x80 // vmovups zmmword ptr [rax + 4*r8] {k1}, zmm21
-	QUAD $0x018064114a7ca162                   // vmovups zmmword ptr [rax + 4*r8 + 64] {k2}, zmm20
-	LONG $0x244c8b48; BYTE $0x50               // mov rcx, qword ptr [rsp + 80]
-	LONG $0x497ce162; WORD $0x1c11; BYTE $0x88 // vmovups zmmword ptr [rax + 4*rcx] {k1}, zmm19
-	QUAD $0x018854114a7ce162                   // vmovups zmmword ptr [rax + 4*rcx + 64] {k2}, zmm18
-	JMP  LBB7_50
-
-LBB7_250:
-	LONG $0xc9eff1c5               // vpxor xmm1, xmm1, xmm1
-	LONG $0xd2efe9c5               // vpxor xmm2, xmm2, xmm2
-	LONG $0x247c8348; WORD $0x0020 // cmp qword ptr [rsp + 32], 0
-	JLE  LBB7_256
-
-LBB7_251:
-	LONG    $0x4caf0f48; WORD $0x1824 // imul rcx, qword ptr [rsp + 24]
-	LONG    $0x244c0348; BYTE $0x30   // add rcx, qword ptr [rsp + 48]
-	WORD    $0x8948; BYTE $0xca       // mov rdx, rcx
-	LONG    $0x05e2c148               // shl rdx, 5
-	LONG    $0x4a0c8d48               // lea rcx, [rdx + 2*rcx]
-	LONG    $0x07e6c149               // shl r14, 7
-	QUAD    $0x0000448024948d48       // lea rdx, [rsp + 17536]
-	WORD    $0x0149; BYTE $0xd6       // add r14, rdx
-	QUAD    $0x00000088248c0348       // add rcx, qword ptr [rsp + 136]
-	WORD    $0xd231                   // xor edx, edx
-	WORD    $0xf631                   // xor esi, esi
-	LONG    $0x247c8b48; BYTE $0x20   // mov rdi, qword ptr [rsp + 32]
-	PCALIGN $16
-
-LBB7_252:
-	QUAD $0x00b6ac58487dd262; WORD $0xffc0; BYTE $0xff // vpbroadcastd zmm5, dword ptr [r14 + 4*rsi - 16384]
-	LONG $0x487df262; WORD $0x7158; BYTE $0xf9         // vpbroadcastd zmm6, dword ptr [rcx - 28]
-	QUAD $0x80d4bc6f48fdf162; WORD $0x00c4; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 50304]
-	QUAD $0xc0d4846f48fd7162; WORD $0x00c4; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rdx + 50368]
-	QUAD $0x00d48c6f48fd7162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm9, zmmword ptr [rsp + 8*rdx + 50432]
-	QUAD $0x40d4946f48fd7162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm10, zmmword ptr [rsp + 8*rdx + 50496]
-	LONG $0x48fde162; WORD $0xd56f                     // vmovdqa64 zmm18, zmm5
-	LONG $0x4845e262; WORD $0xd650                     // vpdpbusd zmm18, zmm7, zmm6
-	LONG $0x483df262; WORD $0xee50                     // vpdpbusd zmm5, zmm8, zmm6
-	LONG $0x487df262; WORD $0x7158; BYTE $0xfa         // vpbroadcastd zmm6, dword ptr [rcx - 24]
-	QUAD $0x80d4bc6f48fdf162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 50560]
-	LONG $0x4835e262; WORD $0xd650                     // vpdpbusd zmm18, zmm9, zmm6
-	QUAD $0xc0d4846f48fd7162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rdx + 50624]
-	LONG $0x487d7262; WORD $0x4958; BYTE $0xfb         // vpbroadcastd zmm9, dword ptr [rcx - 20]
-	LONG $0x482df262; WORD $0xee50                     // vpdpbusd zmm5, zmm10, zmm6
-	LONG $0x4845c262; WORD $0xd150                     // vpdpbusd zmm18, zmm7, zmm9
-	QUAD $0x00d4b46f48fdf162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdx + 50688]
-	QUAD $0x40d4bc6f48fdf162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 50752]
-	LONG $0x483dd262; WORD $0xe950                     // vpdpbusd zmm5, zmm8, zmm9
-	LONG $0x487d7262; WORD $0x4158; BYTE $0xfc         // vpbroadcastd zmm8, dword ptr [rcx - 16]
-	QUAD $0x80d48c6f48fd7162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm9, zmmword ptr [rsp + 8*rdx + 50816]
-	LONG $0x484dc262; WORD $0xd050                     // vpdpbusd zmm18, zmm6, zmm8
-	QUAD $0xc0d4b46f48fdf162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdx + 50880]
-	LONG $0x487d7262; WORD $0x5158; BYTE $0xfd         // vpbroadcastd zmm10, dword ptr [rcx - 12]
-	LONG $0x4845d262; WORD $0xe850                     // vpdpbusd zmm5, zmm7, zmm8
-	LONG $0x4835c262; WORD $0xd250                     // vpdpbusd zmm18, zmm9, zmm10
-	QUAD $0x00d4bc6f48fdf162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 50944]
-	QUAD $0x40d4846f48fd7162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rdx + 51008]
-	LONG $0x484dd262; WORD $0xea50                     // vpdpbusd zmm5, zmm6, zmm10
-	LONG $0x487df262; WORD $0x7158; BYTE $0xfe         // vpbroadcastd zmm6, dword ptr [rcx - 8]
-	QUAD $0x80d48c6f48fd7162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm9, zmmword ptr [rsp + 8*rdx + 51072]
-	LONG $0x4845e262; WORD $0xd650                     // vpdpbusd zmm18, zmm7, zmm6
-	QUAD $0xc0d4bc6f48fdf162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 51136]
-	LONG $0x487d7262; WORD $0x5158; BYTE $0xff         // vpbroadcastd zmm10, dword ptr [rcx - 4]
-	LONG $0x483df262; WORD $0xee50                     // vpdpbusd zmm5, zmm8, zmm6
-	QUAD $0x00d4b46f48fdf162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdx + 51200]
-	LONG $0x487d7262; WORD $0x0158                     // vpbroadcastd zmm8, dword ptr [rcx]
-	LONG $0x4835c262; WORD $0xd250                     // vpdpbusd zmm18, zmm9, zmm10
-	QUAD $0x40d48c6f48fd7162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm9, zmmword ptr [rsp + 8*rdx + 51264]
-	LONG $0x487dc262; WORD $0x1c18; BYTE $0xb6         // vbroadcastss zmm19, dword ptr [r14 + 4*rsi]
-	LONG $0x4845d262; WORD $0xea50                     // vpdpbusd zmm5, zmm7, zmm10
-	LONG $0x484dc262; WORD $0xd050                     // vpdpbusd zmm18, zmm6, zmm8
-	QUAD $0x8014b4594064f162; WORD $0x0144; BYTE $0x00 // vmulps zmm6, zmm19, zmmword ptr [rsp + rdx + 83072]
-	LONG $0x4835d262; WORD $0xe850                     // vpdpbusd zmm5, zmm9, zmm8
-	LONG $0x487cb162; WORD $0xfa5b                     // vcvtdq2ps zmm7, zmm18
-	QUAD $0xc014845940647162; WORD $0x0144; BYTE $0x00 // vmulps zmm8, zmm19, zmmword ptr [rsp + rdx + 83136]
-	LONG $0x484cf162; WORD $0xf759                     // vmulps zmm6, zmm6, zmm7
-	LONG $0x486cf162; WORD $0xd658                     // vaddps zmm2, zmm2, zmm6
-	LONG $0x487cf162; WORD $0xed5b                     // vcvtdq2ps zmm5, zmm5
-	LONG $0x483cf162; WORD $0xed59                     // vmulps zmm5, zmm8, zmm5
-	LONG $0x4874f162; WORD $0xcd58                     // vaddps zmm1, zmm1, zmm5
-	LONG $0x01c68348                                   // add rsi, 1
-	LONG $0x80ea8348                                   // sub rdx, -128
-	LONG $0x22c18348                                   // add rcx, 34
-	WORD $0x3948; BYTE $0xf7                           // cmp rdi, rsi
-	JNE  LBB7_252
-	JMP  LBB7_256
-
-LBB7_253:
-	LONG $0xc9eff1c5               // vpxor xmm1, xmm1, xmm1
-	LONG $0xd2efe9c5               // vpxor xmm2, xmm2, xmm2
-	LONG $0x247c8348; WORD $0x0020 // cmp qword ptr [rsp + 32], 0
-	JLE  LBB7_256
-
-LBB7_254:
-	LONG    $0x4caf0f48; WORD $0x1824 // imul rcx, qword ptr [rsp + 24]
-	LONG    $0x244c0348; BYTE $0x30   // add rcx, qword ptr [rsp + 48]
-	WORD    $0x8948; BYTE $0xca       // mov rdx, rcx
-	LONG    $0x05e2c148               // shl rdx, 5
-	LONG    $0x4a0c8d48               // lea rcx, [rdx + 2*rcx]
-	LONG    $0x07e6c149               // shl r14, 7
-	QUAD    $0x0000448024948d48       // lea rdx, [rsp + 17536]
-	WORD    $0x0149; BYTE $0xd6       // add r14, rdx
-	QUAD    $0x00000088248c0348       // add rcx, qword ptr [rsp + 136]
-	WORD    $0xd231                   // xor edx, edx
-	WORD    $0xf631                   // xor esi, esi
-	LONG    $0x247c8b48; BYTE $0x20   // mov rdi, qword ptr [rsp + 32]
-	PCALIGN $16
-
-LBB7_255:
-	QUAD $0x00b6ac58487dd262; WORD $0xffc0; BYTE $0xff // vpbroadcastd zmm5, dword ptr [r14 + 4*rsi - 16384]
-	LONG $0x487df262; WORD $0x7158; BYTE $0xf9         // vpbroadcastd zmm6, dword ptr [rcx - 28]
-	QUAD $0x80d4bc6f48fdf162; WORD $0x00c4; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 50304]
-	QUAD $0xc0d4846f48fd7162; WORD $0x00c4; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rdx + 50368]
-	QUAD $0x00d48c6f48fd7162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm9, zmmword ptr [rsp + 8*rdx + 50432]
-	QUAD $0x40d4946f48fd7162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm10, zmmword ptr [rsp + 8*rdx + 50496]
-	LONG $0x48fde162; WORD $0xd56f                     // vmovdqa64 zmm18, zmm5
-	LONG $0x4845e262; WORD $0xd650                     // vpdpbusd zmm18, zmm7, zmm6
-	LONG $0x483df262; WORD $0xee50                     // vpdpbusd zmm5, zmm8, zmm6
-	LONG $0x487df262; WORD $0x7158; BYTE $0xfa         // vpbroadcastd zmm6, dword ptr [rcx - 24]
-	QUAD $0x80d4bc6f48fdf162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 50560]
-	LONG $0x4835e262; WORD $0xd650                     // vpdpbusd zmm18, zmm9, zmm6
-	QUAD $0xc0d4846f48fd7162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rdx + 50624]
-	LONG $0x487d7262; WORD $0x4958; BYTE $0xfb         // vpbroadcastd zmm9, dword ptr [rcx - 20]
-	LONG $0x482df262; WORD $0xee50                     // vpdpbusd zmm5, zmm10, zmm6
-	LONG $0x4845c262; WORD $0xd150                     // vpdpbusd zmm18, zmm7, zmm9
-	QUAD $0x00d4b46f48fdf162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdx + 50688]
-	QUAD $0x40d4bc6f48fdf162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 50752]
-	LONG $0x483dd262; WORD $0xe950                     // vpdpbusd zmm5, zmm8, zmm9
-	LONG $0x487d7262; WORD $0x4158; BYTE $0xfc         // vpbroadcastd zmm8, dword ptr [rcx - 16]
-	QUAD $0x80d48c6f48fd7162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm9, zmmword ptr [rsp + 8*rdx + 50816]
-	LONG $0x484dc262; WORD $0xd050                     // vpdpbusd zmm18, zmm6, zmm8
-	QUAD $0xc0d4b46f48fdf162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdx + 50880]
-	LONG $0x487d7262; WORD $0x5158; BYTE $0xfd         // vpbroadcastd zmm10, dword ptr [rcx - 12]
-	LONG $0x4845d262; WORD $0xe850                     // vpdpbusd zmm5, zmm7, zmm8
-	LONG $0x4835c262; WORD $0xd250                     // vpdpbusd zmm18, zmm9, zmm10
-	QUAD $0x00d4bc6f48fdf162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 50944]
-	QUAD $0x40d4846f48fd7162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rdx + 51008]
-	LONG $0x484dd262; WORD $0xea50                     // vpdpbusd zmm5, zmm6, zmm10
-	LONG $0x487df262; WORD $0x7158; BYTE $0xfe         // vpbroadcastd zmm6, dword ptr [rcx - 8]
-	QUAD $0x80d48c6f48fd7162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm9, zmmword ptr [rsp + 8*rdx + 51072]
-	LONG $0x4845e262; WORD $0xd650                     // vpdpbusd zmm18, zmm7, zmm6
-	QUAD $0xc0d4bc6f48fdf162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 51136]
-	LONG $0x487d7262; WORD $0x5158; BYTE $0xff         // vpbroadcastd zmm10, dword ptr [rcx - 4]
-	LONG $0x483df262; WORD $0xee50                     // vpdpbusd zmm5, zmm8, zmm6
-	QUAD $0x00d4b46f48fdf162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdx + 51200]
-	LONG $0x487d7262; WORD $0x0158                     // vpbroadcastd zmm8, dword ptr [rcx]
-	LONG $0x4835c262; WORD $0xd250                     // vpdpbusd zmm18, zmm9, zmm10
-	QUAD $0x40d48c6f48fd7162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm9, zmmword ptr [rsp + 8*rdx + 51264]
-	LONG $0x487dc262; WORD $0x1c18; BYTE $0xb6         // vbroadcastss zmm19, dword ptr [r14 + 4*rsi]
-	LONG $0x4845d262; WORD $0xea50                     // vpdpbusd zmm5, zmm7, zmm10
-	LONG $0x484dc262; WORD $0xd050                     // vpdpbusd zmm18, zmm6, zmm8
-	QUAD $0x8014b4594064f162; WORD $0x0144; BYTE $0x00 // vmulps zmm6, zmm19, zmmword ptr [rsp + rdx + 83072]
-	LONG $0x4835d262; WORD $0xe850                     // vpdpbusd zmm5, zmm9, zmm8
-	LONG $0x487cb162; WORD $0xfa5b                     // vcvtdq2ps zmm7, zmm18
-	QUAD $0xc014845940647162; WORD $0x0144; BYTE $0x00 // vmulps zmm8, zmm19, zmmword ptr [rsp + rdx + 83136]
-	LONG $0x484cf162; WORD $0xf759                     // vmulps zmm6, zmm6, zmm7
-	LONG $0x486cf162; WORD $0xd658                     // vaddps zmm2, zmm2, zmm6
-	LONG $0x487cf162; WORD $0xed5b                     // vcvtdq2ps zmm5, zmm5
-	LONG $0x483cf162; WORD $0xed59                     // vmulps zmm5, zmm8, zmm5
-	LONG $0x4874f162; WORD $0xcd58                     // vaddps zmm1, zmm1, zmm5
-	LONG $0x01c68348                                   // add rsi, 1
-	LONG $0x80ea8348                                   // sub rdx, -128
-	LONG $0x22c18348                                   // add rcx, 34
-	WORD $0x3948; BYTE $0xf7                           // cmp rdi, rsi
-	JNE  LBB7_255
-
-LBB7_256:
-	LONG $0x245c3b4c; BYTE $0x40               // cmp r11, qword ptr [rsp + 64]
-	JNE  LBB7_48
-	WORD $0x854d; BYTE $0xd2                   // test r10, r10
-	JE   LBB7_48
-	LONG $0xc97cd162; WORD $0x2a10             // vmovups zmm5 {k1} {z}, zmmword ptr [r10]
-	LONG $0x486cf162; WORD $0xd558             // vaddps zmm2, zmm2, zmm5
-	LONG $0x497cf162; WORD $0x1011             // vmovups zmmword ptr [rax] {k1}, zmm2
-	LONG $0xca7cd162; WORD $0x5210; BYTE $0x01 // vmovups zmm2 {k2} {z}, zmmword ptr [r10 + 64]
-	LONG $0x4874f162; WORD $0xca58             // vaddps zmm1, zmm1, zmm2
-	JMP  LBB7_49
-
-LBB7_259:
-	LONG $0xc957f0c5             // vxorps xmm1, xmm1, xmm1
-	LONG $0x24548b48; BYTE $0x18 // mov rdx, qword ptr [rsp + 24]
-	LONG $0x24748b48; BYTE $0x20 // mov rsi, qword ptr [rsp + 32]
-	WORD $0x8548; BYTE $0xf6     // test rsi, rsi
-	JLE  LBB7_283
-
-LBB7_260:
-	LONG    $0xcaaf0f48             // imul rcx, rdx
-	LONG    $0x244c0348; BYTE $0x30 // add rcx, qword ptr [rsp + 48]
+LBB7_224:
+	LONG    $0xccaf0f49             // imul rcx, r12
+	QUAD    $0x000000c8248c0348     // add rcx, qword ptr [rsp + 200]
 	WORD    $0x8948; BYTE $0xca     // mov rdx, rcx
 	LONG    $0x05e2c148             // shl rdx, 5
 	LONG    $0x4a0c8d48             // lea rcx, [rdx + 2*rcx]
-	LONG    $0x05e2c149             // shl r10, 5
-	QUAD    $0x00000088248c0348     // add rcx, qword ptr [rsp + 136]
-	WORD    $0x8948; BYTE $0xf2     // mov rdx, rsi
-	WORD    $0xf631                 // xor esi, esi
+	LONG    $0x07e2c149             // shl r10, 7
+	QUAD    $0x0000468024948d48     // lea rdx, [rsp + 18048]
+	WORD    $0x0149; BYTE $0xd2     // add r10, rdx
+	QUAD    $0x00000188248c0348     // add rcx, qword ptr [rsp + 392]
+	WORD    $0xd231                 // xor edx, edx
+	WORD    $0xff31                 // xor edi, edi
+	LONG    $0x24648b4c; BYTE $0x48 // mov r12, qword ptr [rsp + 72]
 	PCALIGN $16
 
+LBB7_225:
+	QUAD $0x00baac58487dd262; WORD $0xffc0; BYTE $0xff // vpbroadcastd zmm5, dword ptr [r10 + 4*rdi - 16384]
+	LONG $0x487df262; WORD $0x7158; BYTE $0xf9         // vpbroadcastd zmm6, dword ptr [rcx - 28]
+	QUAD $0x80d4bc6f48fdf162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 50816]
+	QUAD $0xc0d4846f48fd7162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rdx + 50880]
+	QUAD $0x00d48c6f48fd7162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm9, zmmword ptr [rsp + 8*rdx + 50944]
+	QUAD $0x40d4946f48fd7162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm10, zmmword ptr [rsp + 8*rdx + 51008]
+	LONG $0x48fde162; WORD $0xd56f                     // vmovdqa64 zmm18, zmm5
+	LONG $0x4845e262; WORD $0xd650                     // vpdpbusd zmm18, zmm7, zmm6
+	LONG $0x483df262; WORD $0xee50                     // vpdpbusd zmm5, zmm8, zmm6
+	LONG $0x487df262; WORD $0x7158; BYTE $0xfa         // vpbroadcastd zmm6, dword ptr [rcx - 24]
+	QUAD $0x80d4bc6f48fdf162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 51072]
+	LONG $0x4835e262; WORD $0xd650                     // vpdpbusd zmm18, zmm9, zmm6
+	QUAD $0xc0d4846f48fd7162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rdx + 51136]
+	LONG $0x487d7262; WORD $0x4958; BYTE $0xfb         // vpbroadcastd zmm9, dword ptr [rcx - 20]
+	LONG $0x482df262; WORD $0xee50                     // vpdpbusd zmm5, zmm10, zmm6
+	LONG $0x4845c262; WORD $0xd150                     // vpdpbusd zmm18, zmm7, zmm9
+	QUAD $0x00d4b46f48fdf162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdx + 51200]
+	QUAD $0x40d4bc6f48fdf162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 51264]
+	LONG $0x483dd262; WORD $0xe950                     // vpdpbusd zmm5, zmm8, zmm9
+	LONG $0x487d7262; WORD $0x4158; BYTE $0xfc         // vpbroadcastd zmm8, dword ptr [rcx - 16]
+	QUAD $0x80d48c6f48fd7162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm9, zmmword ptr [rsp + 8*rdx + 51328]
+	LONG $0x484dc262; WORD $0xd050                     // vpdpbusd zmm18, zmm6, zmm8
+	QUAD $0xc0d4b46f48fdf162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdx + 51392]
+	LONG $0x487d7262; WORD $0x5158; BYTE $0xfd         // vpbroadcastd zmm10, dword ptr [rcx - 12]
+	LONG $0x4845d262; WORD $0xe850                     // vpdpbusd zmm5, zmm7, zmm8
+	LONG $0x4835c262; WORD $0xd250                     // vpdpbusd zmm18, zmm9, zmm10
+	QUAD $0x00d4bc6f48fdf162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 51456]
+	QUAD $0x40d4846f48fd7162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rdx + 51520]
+	LONG $0x484dd262; WORD $0xea50                     // vpdpbusd zmm5, zmm6, zmm10
+	LONG $0x487df262; WORD $0x7158; BYTE $0xfe         // vpbroadcastd zmm6, dword ptr [rcx - 8]
+	QUAD $0x80d48c6f48fd7162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm9, zmmword ptr [rsp + 8*rdx + 51584]
+	LONG $0x4845e262; WORD $0xd650                     // vpdpbusd zmm18, zmm7, zmm6
+	QUAD $0xc0d4bc6f48fdf162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 51648]
+	LONG $0x487d7262; WORD $0x5158; BYTE $0xff         // vpbroadcastd zmm10, dword ptr [rcx - 4]
+	LONG $0x483df262; WORD $0xee50                     // vpdpbusd zmm5, zmm8, zmm6
+	QUAD $0x00d4b46f48fdf162; WORD $0x00ca; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdx + 51712]
+	LONG $0x487d7262; WORD $0x0158                     // vpbroadcastd zmm8, dword ptr [rcx]
+	LONG $0x4835c262; WORD $0xd250                     // vpdpbusd zmm18, zmm9, zmm10
+	QUAD $0x40d48c6f48fd7162; WORD $0x00ca; BYTE $0x00 // vmovdqa64 zmm9, zmmword ptr [rsp + 8*rdx + 51776]
+	LONG $0x487dc262; WORD $0x1c18; BYTE $0xba         // vbroadcastss zmm19, dword ptr [r10 + 4*rdi]
+	LONG $0x4845d262; WORD $0xea50                     // vpdpbusd zmm5, zmm7, zmm10
+	LONG $0x484dc262; WORD $0xd050                     // vpdpbusd zmm18, zmm6, zmm8
+	QUAD $0x8014b4594064f162; WORD $0x0146; BYTE $0x00 // vmulps zmm6, zmm19, zmmword ptr [rsp + rdx + 83584]
+	LONG $0x4835d262; WORD $0xe850                     // vpdpbusd zmm5, zmm9, zmm8
+	LONG $0x487cb162; WORD $0xfa5b                     // vcvtdq2ps zmm7, zmm18
+	QUAD $0xc014845940647162; WORD $0x0146; BYTE $0x00 // vmulps zmm8, zmm19, zmmword ptr [rsp + rdx + 83648]
+	LONG $0x484cf162; WORD $0xf759                     // vmulps zmm6, zmm6, zmm7
+	LONG $0x486cf162; WORD $0xd658                     // vaddps zmm2, zmm2, zmm6
+	LONG $0x487cf162; WORD $0xed5b                     // vcvtdq2ps zmm5, zmm5
+	LONG $0x483cf162; WORD $0xed59                     // vmulps zmm5, zmm8, zmm5
+	LONG $0x4874f162; WORD $0xcd58                     // vaddps zmm1, zmm1, zmm5
+	LONG $0x01c78348                                   // add rdi, 1
+	LONG $0x80ea8348                                   // sub rdx, -128
+	LONG $0x22c18348                                   // add rcx, 34
+	WORD $0x3949; BYTE $0xfc                           // cmp r12, rdi
+	JNE  LBB7_225
+	JMP  LBB7_261
+
+LBB7_226:
+	LONG $0x24448b48; BYTE $0x78               // mov rax, qword ptr [rsp + 120]
+	WORD $0x8949; BYTE $0xfa                   // mov r10, rdi
+	LONG $0x070c8d48                           // lea rcx, [rdi + rax]
+	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
+	LONG $0xc3af0f48                           // imul rax, rbx
+	QUAD $0x0000017824948b48                   // mov rdx, qword ptr [rsp + 376]
+	LONG $0x82048d48                           // lea rax, [rdx + 4*rax]
+	QUAD $0x0000012024948b48                   // mov rdx, qword ptr [rsp + 288]
+	LONG $0x90048d48                           // lea rax, [rax + 4*rdx]
+	LONG $0x245c8b48; BYTE $0x60               // mov rbx, qword ptr [rsp + 96]
+	WORD $0x8548; BYTE $0xdb                   // test rbx, rbx
+	LONG $0x24648b4c; BYTE $0x48               // mov r12, qword ptr [rsp + 72]
+	JE   LBB7_258
+	LONG $0xc97cf162; WORD $0x1010             // vmovups zmm2 {k1} {z}, zmmword ptr [rax]
+	LONG $0xca7cf162; WORD $0x4810; BYTE $0x01 // vmovups zmm1 {k2} {z}, zmmword ptr [rax + 64]
+	QUAD $0x0000008824948b48                   // mov rdx, qword ptr [rsp + 136]
+	WORD $0x854d; BYTE $0xe4                   // test r12, r12
+	JG   LBB7_259
+	JMP  LBB7_261
+
+LBB7_228:
+	LONG $0x24448b48; BYTE $0x78               // mov rax, qword ptr [rsp + 120]
+	LONG $0x020c8d49                           // lea rcx, [r10 + rax]
+	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
+	LONG $0xc3af0f48                           // imul rax, rbx
+	QUAD $0x0000017824948b48                   // mov rdx, qword ptr [rsp + 376]
+	LONG $0x82048d48                           // lea rax, [rdx + 4*rax]
+	LONG $0x98348d4e                           // lea r14, [rax + 4*r11]
+	LONG $0x247c8348; WORD $0x0060             // cmp qword ptr [rsp + 96], 0
+	JE   LBB7_278
+	LONG $0xc97cc162; WORD $0x1610             // vmovups zmm18 {k1} {z}, zmmword ptr [r14]
+	LONG $0xc97cd162; WORD $0x1410; BYTE $0x9e // vmovups zmm2 {k1} {z}, zmmword ptr [r14 + 4*rbx]
+	QUAD $0x0000009824948b48                   // mov rdx, qword ptr [rsp + 152]
+	LONG $0xc97cd162; WORD $0x0c10; BYTE $0x96 // vmovups zmm1 {k1} {z}, zmmword ptr [r14 + 4*rdx]
+	LONG $0x245c8b4c; BYTE $0x20               // mov r11, qword ptr [rsp + 32]
+	LONG $0x24448b48; BYTE $0x48               // mov rax, qword ptr [rsp + 72]
+	WORD $0x8548; BYTE $0xc0                   // test rax, rax
+	JLE  LBB7_279
+
+LBB7_230:
+	LONG    $0xccaf0f49         // imul rcx, r12
+	QUAD    $0x000000c8248c0348 // add rcx, qword ptr [rsp + 200]
+	LONG    $0x05e2c149         // shl r10, 5
+	WORD    $0x8948; BYTE $0xca // mov rdx, rcx
+	LONG    $0x05e2c148         // shl rdx, 5
+	LONG    $0x4a0c8d48         // lea rcx, [rdx + 2*rcx]
+	QUAD    $0x00000140248c0348 // add rcx, qword ptr [rsp + 320]
+	WORD    $0x8948; BYTE $0xc2 // mov rdx, rax
+	WORD    $0xff31             // xor edi, edi
+	WORD    $0x8949; BYTE $0xc4 // mov r12, rax
+	PCALIGN $16
+
+LBB7_231:
+	QUAD $0x8094a458487da262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm20, dword ptr [rsp + 4*r10 + 1664]
+	QUAD $0x0094ac58487da262; WORD $0x0007; BYTE $0x00 // vpbroadcastd zmm21, dword ptr [rsp + 4*r10 + 1792]
+	QUAD $0x80949c58487da262; WORD $0x0007; BYTE $0x00 // vpbroadcastd zmm19, dword ptr [rsp + 4*r10 + 1920]
+	QUAD $0x80fcb46f48fde162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm22, zmmword ptr [rsp + 8*rdi + 50816]
+	QUAD $0x00fcbc6f48fde162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm23, zmmword ptr [rsp + 8*rdi + 50944]
+	QUAD $0x80fc846f48fd6162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm24, zmmword ptr [rsp + 8*rdi + 51072]
+	QUAD $0x00fc8c6f48fd6162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm25, zmmword ptr [rsp + 8*rdi + 51200]
+	QUAD $0x0002a150504de262; WORD $0x0000             // vpdpbusd zmm20, zmm22, dword ptr [rcx + 2]{1to16}
+	QUAD $0x0239ac50504da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm22, dword ptr [rcx + r15 + 2]{1to16}
+	QUAD $0x02099c50504da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm19, zmm22, dword ptr [rcx + r9 + 2]{1to16}
+	QUAD $0x0006a1505045e262; WORD $0x0000             // vpdpbusd zmm20, zmm23, dword ptr [rcx + 6]{1to16}
+	QUAD $0x0639ac505045a262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm23, dword ptr [rcx + r15 + 6]{1to16}
+	QUAD $0x06099c505045a262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm19, zmm23, dword ptr [rcx + r9 + 6]{1to16}
+	QUAD $0x000aa150503de262; WORD $0x0000             // vpdpbusd zmm20, zmm24, dword ptr [rcx + 10]{1to16}
+	QUAD $0x0a39ac50503da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm24, dword ptr [rcx + r15 + 10]{1to16}
+	QUAD $0x0a099c50503da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm19, zmm24, dword ptr [rcx + r9 + 10]{1to16}
+	QUAD $0x000ea1505035e262; WORD $0x0000             // vpdpbusd zmm20, zmm25, dword ptr [rcx + 14]{1to16}
+	QUAD $0x0e39ac505035a262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm25, dword ptr [rcx + r15 + 14]{1to16}
+	QUAD $0x0e099c505035a262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm19, zmm25, dword ptr [rcx + r9 + 14]{1to16}
+	QUAD $0x80fcb46f48fde162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm22, zmmword ptr [rsp + 8*rdi + 51328]
+	QUAD $0x0012a150504de262; WORD $0x0000             // vpdpbusd zmm20, zmm22, dword ptr [rcx + 18]{1to16}
+	QUAD $0x1239ac50504da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm22, dword ptr [rcx + r15 + 18]{1to16}
+	QUAD $0x12099c50504da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm19, zmm22, dword ptr [rcx + r9 + 18]{1to16}
+	QUAD $0x00fcb46f48fde162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm22, zmmword ptr [rsp + 8*rdi + 51456]
+	QUAD $0x0016a150504de262; WORD $0x0000             // vpdpbusd zmm20, zmm22, dword ptr [rcx + 22]{1to16}
+	QUAD $0x1639ac50504da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm22, dword ptr [rcx + r15 + 22]{1to16}
+	QUAD $0x16099c50504da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm19, zmm22, dword ptr [rcx + r9 + 22]{1to16}
+	QUAD $0x80fcb46f48fde162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm22, zmmword ptr [rsp + 8*rdi + 51584]
+	QUAD $0x001aa150504de262; WORD $0x0000             // vpdpbusd zmm20, zmm22, dword ptr [rcx + 26]{1to16}
+	QUAD $0x1a39ac50504da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm22, dword ptr [rcx + r15 + 26]{1to16}
+	QUAD $0x1a099c50504da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm19, zmm22, dword ptr [rcx + r9 + 26]{1to16}
+	QUAD $0x00fcb46f48fde162; WORD $0x00ca; BYTE $0x00 // vmovdqa64 zmm22, zmmword ptr [rsp + 8*rdi + 51712]
+	QUAD $0x001ea150504de262; WORD $0x0000             // vpdpbusd zmm20, zmm22, dword ptr [rcx + 30]{1to16}
+	QUAD $0x1e39ac50504da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm22, dword ptr [rcx + r15 + 30]{1to16}
+	QUAD $0x1e099c50504da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm19, zmm22, dword ptr [rcx + r9 + 30]{1to16}
+	QUAD $0x803cb428487ce162; WORD $0x0146; BYTE $0x00 // vmovaps zmm22, zmmword ptr [rsp + rdi + 83584]
+	QUAD $0x8094bc59504ca162; WORD $0x0046; BYTE $0x00 // vmulps zmm23, zmm22, dword ptr [rsp + 4*r10 + 18048]{1to16}
+	LONG $0x487ca162; WORD $0xe45b                     // vcvtdq2ps zmm20, zmm20
+	LONG $0x4044a162; WORD $0xe459                     // vmulps zmm20, zmm23, zmm20
+	LONG $0x406ca162; WORD $0xd458                     // vaddps zmm18, zmm18, zmm20
+	QUAD $0x0094a459504ca162; WORD $0x0047; BYTE $0x00 // vmulps zmm20, zmm22, dword ptr [rsp + 4*r10 + 18176]{1to16}
+	LONG $0x487ca162; WORD $0xed5b                     // vcvtdq2ps zmm21, zmm21
+	LONG $0x405ca162; WORD $0xe559                     // vmulps zmm20, zmm20, zmm21
+	QUAD $0x8094ac59504ca162; WORD $0x0047; BYTE $0x00 // vmulps zmm21, zmm22, dword ptr [rsp + 4*r10 + 18304]{1to16}
+	LONG $0x486cb162; WORD $0xd458                     // vaddps zmm2, zmm2, zmm20
+	LONG $0x487ca162; WORD $0xdb5b                     // vcvtdq2ps zmm19, zmm19
+	LONG $0x4054a162; WORD $0xdb59                     // vmulps zmm19, zmm21, zmm19
+	LONG $0x4874b162; WORD $0xcb58                     // vaddps zmm1, zmm1, zmm19
+	LONG $0x80ef8348                                   // sub rdi, -128
+	LONG $0x01c28349                                   // add r10, 1
+	LONG $0x22c18348                                   // add rcx, 34
+	LONG $0xffc28348                                   // add rdx, -1
+	JNE  LBB7_231
+	JMP  LBB7_280
+
+LBB7_232:
+	LONG $0x24448b48; BYTE $0x78   // mov rax, qword ptr [rsp + 120]
+	LONG $0x020c8d49               // lea rcx, [r10 + rax]
+	WORD $0x8948; BYTE $0xc8       // mov rax, rcx
+	LONG $0xc3af0f48               // imul rax, rbx
+	QUAD $0x0000017824948b48       // mov rdx, qword ptr [rsp + 376]
+	LONG $0x82048d48               // lea rax, [rdx + 4*rax]
+	LONG $0x98348d4e               // lea r14, [rax + 4*r11]
+	LONG $0x245c8b48; BYTE $0x60   // mov rbx, qword ptr [rsp + 96]
+	WORD $0x8548; BYTE $0xdb       // test rbx, rbx
+	JE   LBB7_285
+	LONG $0xc97cd162; WORD $0x0e10 // vmovups zmm1 {k1} {z}, zmmword ptr [r14]
+	LONG $0x245c8b4c; BYTE $0x20   // mov r11, qword ptr [rsp + 32]
+	LONG $0x24448b48; BYTE $0x48   // mov rax, qword ptr [rsp + 72]
+	WORD $0x8548; BYTE $0xc0       // test rax, rax
+	JG   LBB7_234
+	JMP  LBB7_288
+
+LBB7_237:
+	LONG $0x24448b48; BYTE $0x78   // mov rax, qword ptr [rsp + 120]
+	LONG $0x020c8d49               // lea rcx, [r10 + rax]
+	WORD $0x8948; BYTE $0xc8       // mov rax, rcx
+	LONG $0xc3af0f48               // imul rax, rbx
+	QUAD $0x0000017824948b48       // mov rdx, qword ptr [rsp + 376]
+	LONG $0x82048d48               // lea rax, [rdx + 4*rax]
+	LONG $0x98348d4e               // lea r14, [rax + 4*r11]
+	LONG $0x245c8b48; BYTE $0x60   // mov rbx, qword ptr [rsp + 96]
+	WORD $0x8548; BYTE $0xdb       // test rbx, rbx
+	JE   LBB7_287
+	LONG $0xc97cd162; WORD $0x0e10 // vmovups zmm1 {k1} {z}, zmmword ptr [r14]
+	LONG $0x245c8b4c; BYTE $0x20   // mov r11, qword ptr [rsp + 32]
+	LONG $0x24448b48; BYTE $0x48   // mov rax, qword ptr [rsp + 72]
+	WORD $0x8548; BYTE $0xc0       // test rax, rax
+	JG   LBB7_239
+	JMP  LBB7_288
+
+LBB7_242:
+	LONG $0xc9eff1c5         // vpxor xmm1, xmm1, xmm1
+	LONG $0xd2efe9c5         // vpxor xmm2, xmm2, xmm2
+	QUAD $0x0000008824948b48 // mov rdx, qword ptr [rsp + 136]
+	WORD $0x854d; BYTE $0xe4 // test r12, r12
+	JLE  LBB7_261
+
+LBB7_243:
+	LONG    $0xcaaf0f48         // imul rcx, rdx
+	QUAD    $0x000000c8248c0348 // add rcx, qword ptr [rsp + 200]
+	WORD    $0x8948; BYTE $0xca // mov rdx, rcx
+	LONG    $0x05e2c148         // shl rdx, 5
+	LONG    $0x4a0c8d48         // lea rcx, [rdx + 2*rcx]
+	LONG    $0x07e2c149         // shl r10, 7
+	QUAD    $0x0000468024948d48 // lea rdx, [rsp + 18048]
+	WORD    $0x0149; BYTE $0xd2 // add r10, rdx
+	QUAD    $0x00000188248c0348 // add rcx, qword ptr [rsp + 392]
+	WORD    $0xd231             // xor edx, edx
+	WORD    $0xff31             // xor edi, edi
+	PCALIGN $16
+
+LBB7_244:
+	QUAD $0x00baac58487dd262; WORD $0xffc0; BYTE $0xff // vpbroadcastd zmm5, dword ptr [r10 + 4*rdi - 16384]
+	LONG $0x487df262; WORD $0x7158; BYTE $0xf9         // vpbroadcastd zmm6, dword ptr [rcx - 28]
+	QUAD $0x80d4bc6f48fdf162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 50816]
+	QUAD $0xc0d4846f48fd7162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rdx + 50880]
+	QUAD $0x00d48c6f48fd7162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm9, zmmword ptr [rsp + 8*rdx + 50944]
+	QUAD $0x40d4946f48fd7162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm10, zmmword ptr [rsp + 8*rdx + 51008]
+	LONG $0x48fde162; WORD $0xd56f                     // vmovdqa64 zmm18, zmm5
+	LONG $0x4845e262; WORD $0xd650                     // vpdpbusd zmm18, zmm7, zmm6
+	LONG $0x483df262; WORD $0xee50                     // vpdpbusd zmm5, zmm8, zmm6
+	LONG $0x487df262; WORD $0x7158; BYTE $0xfa         // vpbroadcastd zmm6, dword ptr [rcx - 24]
+	QUAD $0x80d4bc6f48fdf162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 51072]
+	LONG $0x4835e262; WORD $0xd650                     // vpdpbusd zmm18, zmm9, zmm6
+	QUAD $0xc0d4846f48fd7162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rdx + 51136]
+	LONG $0x487d7262; WORD $0x4958; BYTE $0xfb         // vpbroadcastd zmm9, dword ptr [rcx - 20]
+	LONG $0x482df262; WORD $0xee50                     // vpdpbusd zmm5, zmm10, zmm6
+	LONG $0x4845c262; WORD $0xd150                     // vpdpbusd zmm18, zmm7, zmm9
+	QUAD $0x00d4b46f48fdf162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdx + 51200]
+	QUAD $0x40d4bc6f48fdf162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 51264]
+	LONG $0x483dd262; WORD $0xe950                     // vpdpbusd zmm5, zmm8, zmm9
+	LONG $0x487d7262; WORD $0x4158; BYTE $0xfc         // vpbroadcastd zmm8, dword ptr [rcx - 16]
+	QUAD $0x80d48c6f48fd7162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm9, zmmword ptr [rsp + 8*rdx + 51328]
+	LONG $0x484dc262; WORD $0xd050                     // vpdpbusd zmm18, zmm6, zmm8
+	QUAD $0xc0d4b46f48fdf162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdx + 51392]
+	LONG $0x487d7262; WORD $0x5158; BYTE $0xfd         // vpbroadcastd zmm10, dword ptr [rcx - 12]
+	LONG $0x4845d262; WORD $0xe850                     // vpdpbusd zmm5, zmm7, zmm8
+	LONG $0x4835c262; WORD $0xd250                     // vpdpbusd zmm18, zmm9, zmm10
+	QUAD $0x00d4bc6f48fdf162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 51456]
+	QUAD $0x40d4846f48fd7162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rdx + 51520]
+	LONG $0x484dd262; WORD $0xea50                     // vpdpbusd zmm5, zmm6, zmm10
+	LONG $0x487df262; WORD $0x7158; BYTE $0xfe         // vpbroadcastd zmm6, dword ptr [rcx - 8]
+	QUAD $0x80d48c6f48fd7162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm9, zmmword ptr [rsp + 8*rdx + 51584]
+	LONG $0x4845e262; WORD $0xd650                     // vpdpbusd zmm18, zmm7, zmm6
+	QUAD $0xc0d4bc6f48fdf162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 51648]
+	LONG $0x487d7262; WORD $0x5158; BYTE $0xff         // vpbroadcastd zmm10, dword ptr [rcx - 4]
+	LONG $0x483df262; WORD $0xee50                     // vpdpbusd zmm5, zmm8, zmm6
+	QUAD $0x00d4b46f48fdf162; WORD $0x00ca; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdx + 51712]
+	LONG $0x487d7262; WORD $0x0158                     // vpbroadcastd zmm8, dword ptr [rcx]
+	LONG $0x4835c262; WORD $0xd250                     // vpdpbusd zmm18, zmm9, zmm10
+	QUAD $0x40d48c6f48fd7162; WORD $0x00ca; BYTE $0x00 // vmovdqa64 zmm9, zmmword ptr [rsp + 8*rdx + 51776]
+	LONG $0x487dc262; WORD $0x1c18; BYTE $0xba         // vbroadcastss zmm19, dword ptr [r10 + 4*rdi]
+	LONG $0x4845d262; WORD $0xea50                     // vpdpbusd zmm5, zmm7, zmm10
+	LONG $0x484dc262; WORD $0xd050                     // vpdpbusd zmm18, zmm6, zmm8
+	QUAD $0x8014b4594064f162; WORD $0x0146; BYTE $0x00 // vmulps zmm6, zmm19, zmmword ptr [rsp + rdx + 83584]
+	LONG $0x4835d262; WORD $0xe850                     // vpdpbusd zmm5, zmm9, zmm8
+	LONG $0x487cb162; WORD $0xfa5b                     // vcvtdq2ps zmm7, zmm18
+	QUAD $0xc014845940647162; WORD $0x0146; BYTE $0x00 // vmulps zmm8, zmm19, zmmword ptr [rsp + rdx + 83648]
+	LONG $0x484cf162; WORD $0xf759                     // vmulps zmm6, zmm6, zmm7
+	LONG $0x486cf162; WORD $0xd658                     // vaddps zmm2, zmm2, zmm6
+	LONG $0x487cf162; WORD $0xed5b                     // vcvtdq2ps zmm5, zmm5
+	LONG $0x483cf162; WORD $0xed59                     // vmulps zmm5, zmm8, zmm5
+	LONG $0x4874f162; WORD $0xcd58                     // vaddps zmm1, zmm1, zmm5
+	LONG $0x01c78348                                   // add rdi, 1
+	LONG $0x80ea8348                                   // sub rdx, -128
+	LONG $0x22c18348                                   // add rcx, 34
+	WORD $0x3949; BYTE $0xfc                           // cmp r12, rdi
+	JNE  LBB7_244
+	JMP  LBB7_261
+
+LBB7_245:
+	LONG $0x0055a162; WORD $0xedef // vpxord xmm21, xmm21, xmm21
+	LONG $0x0065a162; WORD $0xdbef // vpxord xmm19, xmm19, xmm19
+	LONG $0x005da162; WORD $0xe4ef // vpxord xmm20, xmm20, xmm20
+	LONG $0x006da162; WORD $0xd2ef // vpxord xmm18, xmm18, xmm18
+	QUAD $0x0000008824948b48       // mov rdx, qword ptr [rsp + 136]
+	WORD $0x854d; BYTE $0xe4       // test r12, r12
+	JLE  LBB7_248
+
+LBB7_246:
+	LONG    $0xcaaf0f48               // imul rcx, rdx
+	QUAD    $0x000000c8248c0348       // add rcx, qword ptr [rsp + 200]
+	WORD    $0x8948; BYTE $0xca       // mov rdx, rcx
+	LONG    $0x05e2c148               // shl rdx, 5
+	LONG    $0x4a0c8d48               // lea rcx, [rdx + 2*rcx]
+	WORD    $0x8948; BYTE $0xf8       // mov rax, rdi
+	LONG    $0x05e0c148               // shl rax, 5
+	LONG    $0x10200548; WORD $0x0000 // add rax, 4128
+	QUAD    $0x00000188248c0348       // add rcx, qword ptr [rsp + 392]
+	LONG    $0x014040ba; BYTE $0x00   // mov edx, 81984
+	WORD    $0x894c; BYTE $0xe7       // mov rdi, r12
+	PCALIGN $16
+
+LBB7_247:
+	QUAD $0x00849458487df262; WORD $0xffc6; BYTE $0xff // vpbroadcastd zmm2, dword ptr [rsp + 4*rax - 14848]
+	QUAD $0x80848c58487df262; WORD $0xffc6; BYTE $0xff // vpbroadcastd zmm1, dword ptr [rsp + 4*rax - 14720]
+	LONG $0x487df262; WORD $0x6958; BYTE $0xf9         // vpbroadcastd zmm5, dword ptr [rcx - 28]
+	QUAD $0x80d4b46f48fdf162; WORD $0xf6c4; BYTE $0xff // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdx - 605056]
+	QUAD $0xc0d4bc6f48fdf162; WORD $0xf6c4; BYTE $0xff // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx - 604992]
+	QUAD $0x00d4846f48fd7162; WORD $0xf6c5; BYTE $0xff // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rdx - 604928]
+	QUAD $0x40d48c6f48fd7162; WORD $0xf6c5; BYTE $0xff // vmovdqa64 zmm9, zmmword ptr [rsp + 8*rdx - 604864]
+	LONG $0x48fde162; WORD $0xfa6f                     // vmovdqa64 zmm23, zmm2
+	LONG $0x484de262; WORD $0xfd50                     // vpdpbusd zmm23, zmm6, zmm5
+	QUAD $0xf9395458487d3262                           // vpbroadcastd zmm10, dword ptr [rcx + r15 - 28]
+	LONG $0x4845f262; WORD $0xd550                     // vpdpbusd zmm2, zmm7, zmm5
+	LONG $0x48fde162; WORD $0xf16f                     // vmovdqa64 zmm22, zmm1
+	LONG $0x484dc262; WORD $0xf250                     // vpdpbusd zmm22, zmm6, zmm10
+	LONG $0x487df262; WORD $0x6958; BYTE $0xfa         // vpbroadcastd zmm5, dword ptr [rcx - 24]
+	LONG $0x4845d262; WORD $0xca50                     // vpdpbusd zmm1, zmm7, zmm10
+	LONG $0x483de262; WORD $0xfd50                     // vpdpbusd zmm23, zmm8, zmm5
+	QUAD $0xfa397458487db262                           // vpbroadcastd zmm6, dword ptr [rcx + r15 - 24]
+	LONG $0x4835f262; WORD $0xd550                     // vpdpbusd zmm2, zmm9, zmm5
+	LONG $0x483de262; WORD $0xf650                     // vpdpbusd zmm22, zmm8, zmm6
+	QUAD $0x80d4ac6f48fdf162; WORD $0xf6c5; BYTE $0xff // vmovdqa64 zmm5, zmmword ptr [rsp + 8*rdx - 604800]
+	QUAD $0xc0d4bc6f48fdf162; WORD $0xf6c5; BYTE $0xff // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx - 604736]
+	LONG $0x4835f262; WORD $0xce50                     // vpdpbusd zmm1, zmm9, zmm6
+	LONG $0x487df262; WORD $0x7158; BYTE $0xfb         // vpbroadcastd zmm6, dword ptr [rcx - 20]
+	LONG $0x4855e262; WORD $0xfe50                     // vpdpbusd zmm23, zmm5, zmm6
+	LONG $0x4845f262; WORD $0xd650                     // vpdpbusd zmm2, zmm7, zmm6
+	QUAD $0xfb397458487db262                           // vpbroadcastd zmm6, dword ptr [rcx + r15 - 20]
+	QUAD $0x00d4846f48fd7162; WORD $0xf6c6; BYTE $0xff // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rdx - 604672]
+	LONG $0x4855e262; WORD $0xf650                     // vpdpbusd zmm22, zmm5, zmm6
+	QUAD $0x40d4ac6f48fdf162; WORD $0xf6c6; BYTE $0xff // vmovdqa64 zmm5, zmmword ptr [rsp + 8*rdx - 604608]
+	LONG $0x487d7262; WORD $0x4958; BYTE $0xfc         // vpbroadcastd zmm9, dword ptr [rcx - 16]
+	LONG $0x4845f262; WORD $0xce50                     // vpdpbusd zmm1, zmm7, zmm6
+	LONG $0x483dc262; WORD $0xf950                     // vpdpbusd zmm23, zmm8, zmm9
+	QUAD $0xfc397458487db262                           // vpbroadcastd zmm6, dword ptr [rcx + r15 - 16]
+	LONG $0x4855d262; WORD $0xd150                     // vpdpbusd zmm2, zmm5, zmm9
+	LONG $0x483de262; WORD $0xf650                     // vpdpbusd zmm22, zmm8, zmm6
+	QUAD $0x80d4bc6f48fdf162; WORD $0xf6c6; BYTE $0xff // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx - 604544]
+	QUAD $0xc0d4846f48fd7162; WORD $0xf6c6; BYTE $0xff // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rdx - 604480]
+	LONG $0x4855f262; WORD $0xce50                     // vpdpbusd zmm1, zmm5, zmm6
+	LONG $0x487df262; WORD $0x6958; BYTE $0xfd         // vpbroadcastd zmm5, dword ptr [rcx - 12]
+	LONG $0x4845e262; WORD $0xfd50                     // vpdpbusd zmm23, zmm7, zmm5
+	LONG $0x483df262; WORD $0xd550                     // vpdpbusd zmm2, zmm8, zmm5
+	QUAD $0xfd396c58487db262                           // vpbroadcastd zmm5, dword ptr [rcx + r15 - 12]
+	QUAD $0x00d4b46f48fdf162; WORD $0xf6c7; BYTE $0xff // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdx - 604416]
+	LONG $0x4845e262; WORD $0xf550                     // vpdpbusd zmm22, zmm7, zmm5
+	QUAD $0x40d4bc6f48fdf162; WORD $0xf6c7; BYTE $0xff // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx - 604352]
+	LONG $0x487d7262; WORD $0x4958; BYTE $0xfe         // vpbroadcastd zmm9, dword ptr [rcx - 8]
+	LONG $0x483df262; WORD $0xcd50                     // vpdpbusd zmm1, zmm8, zmm5
+	LONG $0x484dc262; WORD $0xf950                     // vpdpbusd zmm23, zmm6, zmm9
+	QUAD $0xfe396c58487db262                           // vpbroadcastd zmm5, dword ptr [rcx + r15 - 8]
+	LONG $0x4845d262; WORD $0xd150                     // vpdpbusd zmm2, zmm7, zmm9
+	LONG $0x484de262; WORD $0xf550                     // vpdpbusd zmm22, zmm6, zmm5
+	QUAD $0x80d4b46f48fdf162; WORD $0xf6c7; BYTE $0xff // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdx - 604288]
+	QUAD $0xc0d4846f48fd7162; WORD $0xf6c7; BYTE $0xff // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rdx - 604224]
+	LONG $0x4845f262; WORD $0xcd50                     // vpdpbusd zmm1, zmm7, zmm5
+	LONG $0x487df262; WORD $0x6958; BYTE $0xff         // vpbroadcastd zmm5, dword ptr [rcx - 4]
+	LONG $0x484de262; WORD $0xfd50                     // vpdpbusd zmm23, zmm6, zmm5
+	LONG $0x483df262; WORD $0xd550                     // vpdpbusd zmm2, zmm8, zmm5
+	QUAD $0xff396c58487db262                           // vpbroadcastd zmm5, dword ptr [rcx + r15 - 4]
+	QUAD $0x00d4bc6f48fdf162; WORD $0xf6c8; BYTE $0xff // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx - 604160]
+	LONG $0x484de262; WORD $0xf550                     // vpdpbusd zmm22, zmm6, zmm5
+	QUAD $0x40d4b46f48fdf162; WORD $0xf6c8; BYTE $0xff // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdx - 604096]
+	LONG $0x487d7262; WORD $0x0958                     // vpbroadcastd zmm9, dword ptr [rcx]
+	LONG $0x483df262; WORD $0xcd50                     // vpdpbusd zmm1, zmm8, zmm5
+	LONG $0x4845c262; WORD $0xf950                     // vpdpbusd zmm23, zmm7, zmm9
+	LONG $0x487db262; WORD $0x2c58; BYTE $0x39         // vpbroadcastd zmm5, dword ptr [rcx + r15]
+	LONG $0x484dd262; WORD $0xd150                     // vpdpbusd zmm2, zmm6, zmm9
+	LONG $0x4845e262; WORD $0xf550                     // vpdpbusd zmm22, zmm7, zmm5
+	QUAD $0x0084bc18487df262; WORD $0x0006; BYTE $0x00 // vbroadcastss zmm7, dword ptr [rsp + 4*rax + 1536]
+	LONG $0x484df262; WORD $0xcd50                     // vpdpbusd zmm1, zmm6, zmm5
+	QUAD $0x19146c28487cf162                           // vmovaps zmm5, zmmword ptr [rsp + rdx + 1600]
+	QUAD $0x1a147428487cf162                           // vmovaps zmm6, zmmword ptr [rsp + rdx + 1664]
+	LONG $0x48547162; WORD $0xc759                     // vmulps zmm8, zmm5, zmm7
+	LONG $0x487c3162; WORD $0xcf5b                     // vcvtdq2ps zmm9, zmm23
+	LONG $0x483c5162; WORD $0xc159                     // vmulps zmm8, zmm8, zmm9
+	LONG $0x4844f162; WORD $0xfe59                     // vmulps zmm7, zmm7, zmm6
+	LONG $0x487cf162; WORD $0xd25b                     // vcvtdq2ps zmm2, zmm2
+	LONG $0x4054c162; WORD $0xe858                     // vaddps zmm21, zmm21, zmm8
+	LONG $0x4844f162; WORD $0xd259                     // vmulps zmm2, zmm7, zmm2
+	QUAD $0x8084bc18487df262; WORD $0x0006; BYTE $0x00 // vbroadcastss zmm7, dword ptr [rsp + 4*rax + 1664]
+	LONG $0x405ce162; WORD $0xe258                     // vaddps zmm20, zmm20, zmm2
+	LONG $0x4854f162; WORD $0xd759                     // vmulps zmm2, zmm5, zmm7
+	LONG $0x487cb162; WORD $0xee5b                     // vcvtdq2ps zmm5, zmm22
+	LONG $0x486cf162; WORD $0xd559                     // vmulps zmm2, zmm2, zmm5
+	LONG $0x4064e162; WORD $0xda58                     // vaddps zmm19, zmm19, zmm2
+	LONG $0x484cf162; WORD $0xd759                     // vmulps zmm2, zmm6, zmm7
+	LONG $0x487cf162; WORD $0xc95b                     // vcvtdq2ps zmm1, zmm1
+	LONG $0x486cf162; WORD $0xc959                     // vmulps zmm1, zmm2, zmm1
+	LONG $0x406ce162; WORD $0xd158                     // vaddps zmm18, zmm18, zmm1
+	LONG $0x80ea8348                                   // sub rdx, -128
+	LONG $0x01c08348                                   // add rax, 1
+	LONG $0x22c18348                                   // add rcx, 34
+	LONG $0xffc78348                                   // add rdi, -1
+	JNE  LBB7_247
+
+LBB7_248:
+	LONG $0x927bc1c4; BYTE $0xca               // kmovd k1, r10d
+	LONG $0x244c8b48; BYTE $0x60               // mov rcx, qword ptr [rsp + 96]
+	QUAD $0x00000168248c3b48                   // cmp rcx, qword ptr [rsp + 360]
+	JNE  LBB7_251
+	LONG $0x247c8348; WORD $0x0020             // cmp qword ptr [rsp + 32], 0
+	JE   LBB7_251
+	LONG $0x244c8b48; BYTE $0x20               // mov rcx, qword ptr [rsp + 32]
+	LONG $0xc97cf162; WORD $0x0910             // vmovups zmm1 {k1} {z}, zmmword ptr [rcx]
+	LONG $0x4054f162; WORD $0xc958             // vaddps zmm1, zmm21, zmm1
+	LONG $0x497cd162; WORD $0x0b11             // vmovups zmmword ptr [r11] {k1}, zmm1
+	LONG $0x2824548b                           // mov edx, dword ptr [rsp + 40]
+	LONG $0xd292fbc5                           // kmovd k2, edx
+	LONG $0xca7cf162; WORD $0x4910; BYTE $0x01 // vmovups zmm1 {k2} {z}, zmmword ptr [rcx + 64]
+	LONG $0x405cf162; WORD $0xc958             // vaddps zmm1, zmm20, zmm1
+	LONG $0x4a7cd162; WORD $0x4b11; BYTE $0x01 // vmovups zmmword ptr [r11 + 64] {k2}, zmm1
+	LONG $0xc97cf162; WORD $0x0910             // vmovups zmm1 {k1} {z}, zmmword ptr [rcx]
+	LONG $0x4064f162; WORD $0xc958             // vaddps zmm1, zmm19, zmm1
+	LONG $0x497cd162; WORD $0x0c11; BYTE $0x9b // vmovups zmmword ptr [r11 + 4*rbx] {k1}, zmm1
+	LONG $0xca7cf162; WORD $0x4910; BYTE $0x01 // vmovups zmm1 {k2} {z}, zmmword ptr [rcx + 64]
+	LONG $0x406cf162; WORD $0xc958             // vaddps zmm1, zmm18, zmm1
+	QUAD $0x019b4c114a7cd162                   // vmovups zmmword ptr [r11 + 4*rbx + 64] {k2}, zmm1
+	JMP  LBB7_54
+
+LBB7_251:
+	LONG $0x497cc162; WORD $0x2b11             // vmovups zmmword ptr [r11] {k1}, zmm21
+	LONG $0x28244c8b                           // mov ecx, dword ptr [rsp + 40]
+	LONG $0xd192fbc5                           // kmovd k2, ecx
+	LONG $0x4a7cc162; WORD $0x6311; BYTE $0x01 // vmovups zmmword ptr [r11 + 64] {k2}, zmm20
+	LONG $0x497cc162; WORD $0x1c11; BYTE $0x9b // vmovups zmmword ptr [r11 + 4*rbx] {k1}, zmm19
+	QUAD $0x019b54114a7cc162                   // vmovups zmmword ptr [r11 + 4*rbx + 64] {k2}, zmm18
+	JMP  LBB7_54
+
+LBB7_252:
+	LONG $0x006da162; WORD $0xd2ef // vpxord xmm18, xmm18, xmm18
+	LONG $0x005da162; WORD $0xe4ef // vpxord xmm20, xmm20, xmm20
+	LONG $0x004da162; WORD $0xf6ef // vpxord xmm22, xmm22, xmm22
+	LONG $0x0065a162; WORD $0xdbef // vpxord xmm19, xmm19, xmm19
+	LONG $0x0055a162; WORD $0xedef // vpxord xmm21, xmm21, xmm21
+	LONG $0x0045a162; WORD $0xffef // vpxord xmm23, xmm23, xmm23
+	LONG $0x24748b4c; BYTE $0x48   // mov r14, qword ptr [rsp + 72]
+	WORD $0x854d; BYTE $0xf6       // test r14, r14
+	JG   LBB7_218
+
+LBB7_253:
+	WORD $0x894d; BYTE $0xf4     // mov r12, r14
+	LONG $0x927bc1c4; BYTE $0xcb // kmovd k1, r11d
+	LONG $0x244c8b48; BYTE $0x60 // mov rcx, qword ptr [rsp + 96]
+	QUAD $0x00000168248c3b48     // cmp rcx, qword ptr [rsp + 360]
+	JNE  LBB7_221
+
+LBB7_254:
+	LONG $0x247c8348; WORD $0x0020             // cmp qword ptr [rsp + 32], 0
+	JE   LBB7_221
+	LONG $0x24448b48; BYTE $0x20               // mov rax, qword ptr [rsp + 32]
+	LONG $0xc97cf162; WORD $0x0810             // vmovups zmm1 {k1} {z}, zmmword ptr [rax]
+	LONG $0x4044f162; WORD $0xc958             // vaddps zmm1, zmm23, zmm1
+	LONG $0x497cd162; WORD $0x0a11             // vmovups zmmword ptr [r10] {k1}, zmm1
+	LONG $0x28244c8b                           // mov ecx, dword ptr [rsp + 40]
+	LONG $0xd192fbc5                           // kmovd k2, ecx
+	LONG $0xca7cf162; WORD $0x4810; BYTE $0x01 // vmovups zmm1 {k2} {z}, zmmword ptr [rax + 64]
+	LONG $0x404cf162; WORD $0xc958             // vaddps zmm1, zmm22, zmm1
+	LONG $0x4a7cd162; WORD $0x4a11; BYTE $0x01 // vmovups zmmword ptr [r10 + 64] {k2}, zmm1
+	LONG $0xc97cf162; WORD $0x0810             // vmovups zmm1 {k1} {z}, zmmword ptr [rax]
+	LONG $0x4054f162; WORD $0xc958             // vaddps zmm1, zmm21, zmm1
+	LONG $0x497cd162; WORD $0x0c11; BYTE $0x9a // vmovups zmmword ptr [r10 + 4*rbx] {k1}, zmm1
+	LONG $0xca7cf162; WORD $0x4810; BYTE $0x01 // vmovups zmm1 {k2} {z}, zmmword ptr [rax + 64]
+	LONG $0x405cf162; WORD $0xc958             // vaddps zmm1, zmm20, zmm1
+	QUAD $0x019a4c114a7cd162                   // vmovups zmmword ptr [r10 + 4*rbx + 64] {k2}, zmm1
+	LONG $0xc97cf162; WORD $0x0810             // vmovups zmm1 {k1} {z}, zmmword ptr [rax]
+	LONG $0x4064f162; WORD $0xc958             // vaddps zmm1, zmm19, zmm1
+	QUAD $0x00000098248c8b48                   // mov rcx, qword ptr [rsp + 152]
+	LONG $0x497cd162; WORD $0x0c11; BYTE $0x8a // vmovups zmmword ptr [r10 + 4*rcx] {k1}, zmm1
+	LONG $0xca7cf162; WORD $0x4810; BYTE $0x01 // vmovups zmm1 {k2} {z}, zmmword ptr [rax + 64]
+	LONG $0x406cf162; WORD $0xc958             // vaddps zmm1, zmm18, zmm1
+	QUAD $0x018a4c114a7cd162                   // vmovups zmmword ptr [r10 + 4*rcx + 64] {k2}, zmm1
+	JMP  LBB7_54
+
+LBB7_221:
+	LONG $0x497cc162; WORD $0x3a11             // vmovups zmmword ptr [r10] {k1}, zmm23
+	LONG $0x2824448b                           // mov eax, dword ptr [rsp + 40]
+	LONG $0xd092fbc5                           // kmovd k2, eax
+	LONG $0x4a7cc162; WORD $0x7211; BYTE $0x01 // vmovups zmmword ptr [r10 + 64] {k2}, zmm22
+	LONG $0x497cc162; WORD $0x2c11; BYTE $0x9a // vmovups zmmword ptr [r10 + 4*rbx] {k1}, zmm21
+	QUAD $0x019a64114a7cc162                   // vmovups zmmword ptr [r10 + 4*rbx + 64] {k2}, zmm20
+	QUAD $0x00000098248c8b48                   // mov rcx, qword ptr [rsp + 152]
+	LONG $0x497cc162; WORD $0x1c11; BYTE $0x8a // vmovups zmmword ptr [r10 + 4*rcx] {k1}, zmm19
+	QUAD $0x018a54114a7cc162                   // vmovups zmmword ptr [r10 + 4*rcx + 64] {k2}, zmm18
+	JMP  LBB7_54
+
+LBB7_256:
+	LONG $0xc9eff1c5               // vpxor xmm1, xmm1, xmm1
+	LONG $0xd2efe9c5               // vpxor xmm2, xmm2, xmm2
+	LONG $0x247c8348; WORD $0x0048 // cmp qword ptr [rsp + 72], 0
+	JG   LBB7_224
+
+LBB7_257:
+	LONG $0x24648b4c; BYTE $0x48 // mov r12, qword ptr [rsp + 72]
+	JMP  LBB7_261
+
+LBB7_258:
+	LONG $0xc9eff1c5         // vpxor xmm1, xmm1, xmm1
+	LONG $0xd2efe9c5         // vpxor xmm2, xmm2, xmm2
+	QUAD $0x0000008824948b48 // mov rdx, qword ptr [rsp + 136]
+	WORD $0x854d; BYTE $0xe4 // test r12, r12
+	JLE  LBB7_261
+
+LBB7_259:
+	LONG    $0xcaaf0f48         // imul rcx, rdx
+	QUAD    $0x000000c8248c0348 // add rcx, qword ptr [rsp + 200]
+	WORD    $0x8948; BYTE $0xca // mov rdx, rcx
+	LONG    $0x05e2c148         // shl rdx, 5
+	LONG    $0x4a0c8d48         // lea rcx, [rdx + 2*rcx]
+	LONG    $0x07e2c149         // shl r10, 7
+	QUAD    $0x0000468024948d48 // lea rdx, [rsp + 18048]
+	WORD    $0x0149; BYTE $0xd2 // add r10, rdx
+	QUAD    $0x00000188248c0348 // add rcx, qword ptr [rsp + 392]
+	WORD    $0xd231             // xor edx, edx
+	WORD    $0xff31             // xor edi, edi
+	PCALIGN $16
+
+LBB7_260:
+	QUAD $0x00baac58487dd262; WORD $0xffc0; BYTE $0xff // vpbroadcastd zmm5, dword ptr [r10 + 4*rdi - 16384]
+	LONG $0x487df262; WORD $0x7158; BYTE $0xf9         // vpbroadcastd zmm6, dword ptr [rcx - 28]
+	QUAD $0x80d4bc6f48fdf162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 50816]
+	QUAD $0xc0d4846f48fd7162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rdx + 50880]
+	QUAD $0x00d48c6f48fd7162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm9, zmmword ptr [rsp + 8*rdx + 50944]
+	QUAD $0x40d4946f48fd7162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm10, zmmword ptr [rsp + 8*rdx + 51008]
+	LONG $0x48fde162; WORD $0xd56f                     // vmovdqa64 zmm18, zmm5
+	LONG $0x4845e262; WORD $0xd650                     // vpdpbusd zmm18, zmm7, zmm6
+	LONG $0x483df262; WORD $0xee50                     // vpdpbusd zmm5, zmm8, zmm6
+	LONG $0x487df262; WORD $0x7158; BYTE $0xfa         // vpbroadcastd zmm6, dword ptr [rcx - 24]
+	QUAD $0x80d4bc6f48fdf162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 51072]
+	LONG $0x4835e262; WORD $0xd650                     // vpdpbusd zmm18, zmm9, zmm6
+	QUAD $0xc0d4846f48fd7162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rdx + 51136]
+	LONG $0x487d7262; WORD $0x4958; BYTE $0xfb         // vpbroadcastd zmm9, dword ptr [rcx - 20]
+	LONG $0x482df262; WORD $0xee50                     // vpdpbusd zmm5, zmm10, zmm6
+	LONG $0x4845c262; WORD $0xd150                     // vpdpbusd zmm18, zmm7, zmm9
+	QUAD $0x00d4b46f48fdf162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdx + 51200]
+	QUAD $0x40d4bc6f48fdf162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 51264]
+	LONG $0x483dd262; WORD $0xe950                     // vpdpbusd zmm5, zmm8, zmm9
+	LONG $0x487d7262; WORD $0x4158; BYTE $0xfc         // vpbroadcastd zmm8, dword ptr [rcx - 16]
+	QUAD $0x80d48c6f48fd7162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm9, zmmword ptr [rsp + 8*rdx + 51328]
+	LONG $0x484dc262; WORD $0xd050                     // vpdpbusd zmm18, zmm6, zmm8
+	QUAD $0xc0d4b46f48fdf162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdx + 51392]
+	LONG $0x487d7262; WORD $0x5158; BYTE $0xfd         // vpbroadcastd zmm10, dword ptr [rcx - 12]
+	LONG $0x4845d262; WORD $0xe850                     // vpdpbusd zmm5, zmm7, zmm8
+	LONG $0x4835c262; WORD $0xd250                     // vpdpbusd zmm18, zmm9, zmm10
+	QUAD $0x00d4bc6f48fdf162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 51456]
+	QUAD $0x40d4846f48fd7162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm8, zmmword ptr [rsp + 8*rdx + 51520]
+	LONG $0x484dd262; WORD $0xea50                     // vpdpbusd zmm5, zmm6, zmm10
+	LONG $0x487df262; WORD $0x7158; BYTE $0xfe         // vpbroadcastd zmm6, dword ptr [rcx - 8]
+	QUAD $0x80d48c6f48fd7162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm9, zmmword ptr [rsp + 8*rdx + 51584]
+	LONG $0x4845e262; WORD $0xd650                     // vpdpbusd zmm18, zmm7, zmm6
+	QUAD $0xc0d4bc6f48fdf162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm7, zmmword ptr [rsp + 8*rdx + 51648]
+	LONG $0x487d7262; WORD $0x5158; BYTE $0xff         // vpbroadcastd zmm10, dword ptr [rcx - 4]
+	LONG $0x483df262; WORD $0xee50                     // vpdpbusd zmm5, zmm8, zmm6
+	QUAD $0x00d4b46f48fdf162; WORD $0x00ca; BYTE $0x00 // vmovdqa64 zmm6, zmmword ptr [rsp + 8*rdx + 51712]
+	LONG $0x487d7262; WORD $0x0158                     // vpbroadcastd zmm8, dword ptr [rcx]
+	LONG $0x4835c262; WORD $0xd250                     // vpdpbusd zmm18, zmm9, zmm10
+	QUAD $0x40d48c6f48fd7162; WORD $0x00ca; BYTE $0x00 // vmovdqa64 zmm9, zmmword ptr [rsp + 8*rdx + 51776]
+	LONG $0x487dc262; WORD $0x1c18; BYTE $0xba         // vbroadcastss zmm19, dword ptr [r10 + 4*rdi]
+	LONG $0x4845d262; WORD $0xea50                     // vpdpbusd zmm5, zmm7, zmm10
+	LONG $0x484dc262; WORD $0xd050                     // vpdpbusd zmm18, zmm6, zmm8
+	QUAD $0x8014b4594064f162; WORD $0x0146; BYTE $0x00 // vmulps zmm6, zmm19, zmmword ptr [rsp + rdx + 83584]
+	LONG $0x4835d262; WORD $0xe850                     // vpdpbusd zmm5, zmm9, zmm8
+	LONG $0x487cb162; WORD $0xfa5b                     // vcvtdq2ps zmm7, zmm18
+	QUAD $0xc014845940647162; WORD $0x0146; BYTE $0x00 // vmulps zmm8, zmm19, zmmword ptr [rsp + rdx + 83648]
+	LONG $0x484cf162; WORD $0xf759                     // vmulps zmm6, zmm6, zmm7
+	LONG $0x486cf162; WORD $0xd658                     // vaddps zmm2, zmm2, zmm6
+	LONG $0x487cf162; WORD $0xed5b                     // vcvtdq2ps zmm5, zmm5
+	LONG $0x483cf162; WORD $0xed59                     // vmulps zmm5, zmm8, zmm5
+	LONG $0x4874f162; WORD $0xcd58                     // vaddps zmm1, zmm1, zmm5
+	LONG $0x01c78348                                   // add rdi, 1
+	LONG $0x80ea8348                                   // sub rdx, -128
+	LONG $0x22c18348                                   // add rcx, 34
+	WORD $0x3949; BYTE $0xfc                           // cmp r12, rdi
+	JNE  LBB7_260
+
 LBB7_261:
-	QUAD $0x80949458487db262; WORD $0x0004; BYTE $0x00 // vpbroadcastd zmm2, dword ptr [rsp + 4*r10 + 1152]
-	QUAD $0x80f4946f48fde162; WORD $0x00c4; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rsi + 50304]
-	QUAD $0x00f49c6f48fde162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm19, zmmword ptr [rsp + 8*rsi + 50432]
-	QUAD $0x80f4a46f48fde162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm20, zmmword ptr [rsp + 8*rsi + 50560]
-	QUAD $0x00f4ac6f48fde162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm21, zmmword ptr [rsp + 8*rsi + 50688]
+	QUAD $0x00000168249c3b48                   // cmp rbx, qword ptr [rsp + 360]
+	JNE  LBB7_52
+	LONG $0x247c8348; WORD $0x0020             // cmp qword ptr [rsp + 32], 0
+	JE   LBB7_52
+	LONG $0x244c8b48; BYTE $0x20               // mov rcx, qword ptr [rsp + 32]
+	LONG $0xc97cf162; WORD $0x2910             // vmovups zmm5 {k1} {z}, zmmword ptr [rcx]
+	LONG $0x486cf162; WORD $0xd558             // vaddps zmm2, zmm2, zmm5
+	LONG $0x497cf162; WORD $0x1011             // vmovups zmmword ptr [rax] {k1}, zmm2
+	LONG $0xca7cf162; WORD $0x5110; BYTE $0x01 // vmovups zmm2 {k2} {z}, zmmword ptr [rcx + 64]
+	LONG $0x4874f162; WORD $0xca58             // vaddps zmm1, zmm1, zmm2
+	JMP  LBB7_53
+
+LBB7_264:
+	LONG $0xc957f0c5         // vxorps xmm1, xmm1, xmm1
+	QUAD $0x0000008824948b48 // mov rdx, qword ptr [rsp + 136]
+	WORD $0x854d; BYTE $0xe4 // test r12, r12
+	JLE  LBB7_267
+
+LBB7_265:
+	LONG    $0xcaaf0f48         // imul rcx, rdx
+	QUAD    $0x000000c8248c0348 // add rcx, qword ptr [rsp + 200]
+	WORD    $0x8948; BYTE $0xca // mov rdx, rcx
+	LONG    $0x05e2c148         // shl rdx, 5
+	LONG    $0x4a0c8d48         // lea rcx, [rdx + 2*rcx]
+	LONG    $0x05e2c149         // shl r10, 5
+	QUAD    $0x00000188248c0348 // add rcx, qword ptr [rsp + 392]
+	WORD    $0x894c; BYTE $0xe2 // mov rdx, r12
+	WORD    $0xff31             // xor edi, edi
+	PCALIGN $16
+
+LBB7_266:
+	QUAD $0x80949458487db262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm2, dword ptr [rsp + 4*r10 + 1664]
+	QUAD $0x80fc946f48fde162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rdi + 50816]
+	QUAD $0x00fc9c6f48fde162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm19, zmmword ptr [rsp + 8*rdi + 50944]
+	QUAD $0x80fca46f48fde162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm20, zmmword ptr [rsp + 8*rdi + 51072]
+	QUAD $0x00fcac6f48fde162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm21, zmmword ptr [rsp + 8*rdi + 51200]
 	LONG $0x506df262; WORD $0x5150; BYTE $0xf9         // vpdpbusd zmm2, zmm18, dword ptr [rcx - 28]{1to16}
 	LONG $0x5065f262; WORD $0x5150; BYTE $0xfa         // vpdpbusd zmm2, zmm19, dword ptr [rcx - 24]{1to16}
 	LONG $0x505df262; WORD $0x5150; BYTE $0xfb         // vpdpbusd zmm2, zmm20, dword ptr [rcx - 20]{1to16}
 	LONG $0x5055f262; WORD $0x5150; BYTE $0xfc         // vpdpbusd zmm2, zmm21, dword ptr [rcx - 16]{1to16}
-	QUAD $0x80f4946f48fde162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rsi + 50816]
+	QUAD $0x80fc946f48fde162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rdi + 51328]
 	LONG $0x506df262; WORD $0x5150; BYTE $0xfd         // vpdpbusd zmm2, zmm18, dword ptr [rcx - 12]{1to16}
-	QUAD $0x00f4946f48fde162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rsi + 50944]
+	QUAD $0x00fc946f48fde162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rdi + 51456]
 	LONG $0x506df262; WORD $0x5150; BYTE $0xfe         // vpdpbusd zmm2, zmm18, dword ptr [rcx - 8]{1to16}
-	QUAD $0x80f4946f48fde162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rsi + 51072]
+	QUAD $0x80fc946f48fde162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rdi + 51584]
 	LONG $0x506df262; WORD $0x5150; BYTE $0xff         // vpdpbusd zmm2, zmm18, dword ptr [rcx - 4]{1to16}
-	QUAD $0x00f4946f48fde162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rsi + 51200]
+	QUAD $0x00fc946f48fde162; WORD $0x00ca; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rdi + 51712]
 	LONG $0x506df262; WORD $0x1150                     // vpdpbusd zmm2, zmm18, dword ptr [rcx]{1to16}
-	QUAD $0x80349428487ce162; WORD $0x0144; BYTE $0x00 // vmovaps zmm18, zmmword ptr [rsp + rsi + 83072]
-	QUAD $0x80949459506ca162; WORD $0x0044; BYTE $0x00 // vmulps zmm18, zmm18, dword ptr [rsp + 4*r10 + 17536]{1to16}
+	QUAD $0x803c9428487ce162; WORD $0x0146; BYTE $0x00 // vmovaps zmm18, zmmword ptr [rsp + rdi + 83584]
+	QUAD $0x80949459506ca162; WORD $0x0046; BYTE $0x00 // vmulps zmm18, zmm18, dword ptr [rsp + 4*r10 + 18048]{1to16}
 	LONG $0x487cf162; WORD $0xd25b                     // vcvtdq2ps zmm2, zmm2
 	LONG $0x406cf162; WORD $0xd259                     // vmulps zmm2, zmm18, zmm2
 	LONG $0x4874f162; WORD $0xca58                     // vaddps zmm1, zmm1, zmm2
-	LONG $0x80ee8348                                   // sub rsi, -128
+	LONG $0x80ef8348                                   // sub rdi, -128
 	LONG $0x01c28349                                   // add r10, 1
 	LONG $0x22c18348                                   // add rcx, 34
 	LONG $0xffc28348                                   // add rdx, -1
-	JNE  LBB7_261
-	JMP  LBB7_283
+	JNE  LBB7_266
 
-LBB7_262:
-	LONG $0xd257e8c5             // vxorps xmm2, xmm2, xmm2
-	LONG $0xc957f0c5             // vxorps xmm1, xmm1, xmm1
-	LONG $0x24548b48; BYTE $0x18 // mov rdx, qword ptr [rsp + 24]
-	LONG $0x24748b48; BYTE $0x20 // mov rsi, qword ptr [rsp + 32]
-	WORD $0x8548; BYTE $0xf6     // test rsi, rsi
-	JLE  LBB7_265
+LBB7_267:
+	QUAD $0x00000168249c3b48       // cmp rbx, qword ptr [rsp + 360]
+	JNE  LBB7_270
+	WORD $0x854d; BYTE $0xdb       // test r11, r11
+	JE   LBB7_270
+	LONG $0xc97cd162; WORD $0x1310 // vmovups zmm2 {k1} {z}, zmmword ptr [r11]
+	LONG $0x4874f162; WORD $0xca58 // vaddps zmm1, zmm1, zmm2
 
-LBB7_263:
+LBB7_270:
+	LONG $0x497cf162; WORD $0x0811 // vmovups zmmword ptr [rax] {k1}, zmm1
+	JMP  LBB7_55
+
+LBB7_271:
+	LONG $0xd257e8c5         // vxorps xmm2, xmm2, xmm2
+	LONG $0xc957f0c5         // vxorps xmm1, xmm1, xmm1
+	QUAD $0x0000008824948b48 // mov rdx, qword ptr [rsp + 136]
+	WORD $0x854d; BYTE $0xe4 // test r12, r12
+	JLE  LBB7_274
+
+LBB7_272:
 	LONG    $0xcaaf0f48                           // imul rcx, rdx
-	LONG    $0x244c0348; BYTE $0x30               // add rcx, qword ptr [rsp + 48]
+	QUAD    $0x000000c8248c0348                   // add rcx, qword ptr [rsp + 200]
 	WORD    $0x8948; BYTE $0xca                   // mov rdx, rcx
 	LONG    $0x05e2c148                           // shl rdx, 5
 	LONG    $0x4a0c8d48                           // lea rcx, [rdx + 2*rcx]
 	LONG    $0x05e2c149                           // shl r10, 5
 	LONG    $0x20c28149; WORD $0x0010; BYTE $0x00 // add r10, 4128
-	QUAD    $0x00000088248c0348                   // add rcx, qword ptr [rsp + 136]
+	QUAD    $0x00000188248c0348                   // add rcx, qword ptr [rsp + 392]
 	LONG    $0x014000ba; BYTE $0x00               // mov edx, 81920
+	WORD    $0x894c; BYTE $0xe7                   // mov rdi, r12
 	PCALIGN $16
 
-LBB7_264:
-	QUAD $0x00949458487da262; WORD $0xffc4; BYTE $0xff // vpbroadcastd zmm18, dword ptr [rsp + 4*r10 - 15360]
-	QUAD $0x80949c58487da262; WORD $0xffc4; BYTE $0xff // vpbroadcastd zmm19, dword ptr [rsp + 4*r10 - 15232]
-	QUAD $0x80d4a46f48fde162; WORD $0xf6c4; BYTE $0xff // vmovdqa64 zmm20, zmmword ptr [rsp + 8*rdx - 605056]
-	QUAD $0x00d4ac6f48fde162; WORD $0xf6c5; BYTE $0xff // vmovdqa64 zmm21, zmmword ptr [rsp + 8*rdx - 604928]
-	QUAD $0x80d4b46f48fde162; WORD $0xf6c5; BYTE $0xff // vmovdqa64 zmm22, zmmword ptr [rsp + 8*rdx - 604800]
-	QUAD $0x00d4bc6f48fde162; WORD $0xf6c6; BYTE $0xff // vmovdqa64 zmm23, zmmword ptr [rsp + 8*rdx - 604672]
-	LONG $0x505de262; WORD $0x5150; BYTE $0xf9         // vpdpbusd zmm18, zmm20, dword ptr [rcx - 28]{1to16}
-	QUAD $0xf9095c50505da262                           // vpdpbusd zmm19, zmm20, dword ptr [rcx + r9 - 28]{1to16}
-	LONG $0x5055e262; WORD $0x5150; BYTE $0xfa         // vpdpbusd zmm18, zmm21, dword ptr [rcx - 24]{1to16}
-	QUAD $0xfa095c505055a262                           // vpdpbusd zmm19, zmm21, dword ptr [rcx + r9 - 24]{1to16}
-	LONG $0x504de262; WORD $0x5150; BYTE $0xfb         // vpdpbusd zmm18, zmm22, dword ptr [rcx - 20]{1to16}
-	QUAD $0xfb095c50504da262                           // vpdpbusd zmm19, zmm22, dword ptr [rcx + r9 - 20]{1to16}
-	LONG $0x5045e262; WORD $0x5150; BYTE $0xfc         // vpdpbusd zmm18, zmm23, dword ptr [rcx - 16]{1to16}
-	QUAD $0xfc095c505045a262                           // vpdpbusd zmm19, zmm23, dword ptr [rcx + r9 - 16]{1to16}
+LBB7_273:
+	QUAD $0x00949458487da262; WORD $0xffc6; BYTE $0xff // vpbroadcastd zmm18, dword ptr [rsp + 4*r10 - 14848]
+	QUAD $0x80949c58487da262; WORD $0xffc6; BYTE $0xff // vpbroadcastd zmm19, dword ptr [rsp + 4*r10 - 14720]
 	QUAD $0x80d4a46f48fde162; WORD $0xf6c6; BYTE $0xff // vmovdqa64 zmm20, zmmword ptr [rsp + 8*rdx - 604544]
+	QUAD $0x00d4ac6f48fde162; WORD $0xf6c7; BYTE $0xff // vmovdqa64 zmm21, zmmword ptr [rsp + 8*rdx - 604416]
+	QUAD $0x80d4b46f48fde162; WORD $0xf6c7; BYTE $0xff // vmovdqa64 zmm22, zmmword ptr [rsp + 8*rdx - 604288]
+	QUAD $0x00d4bc6f48fde162; WORD $0xf6c8; BYTE $0xff // vmovdqa64 zmm23, zmmword ptr [rsp + 8*rdx - 604160]
+	LONG $0x505de262; WORD $0x5150; BYTE $0xf9         // vpdpbusd zmm18, zmm20, dword ptr [rcx - 28]{1to16}
+	QUAD $0xf9395c50505da262                           // vpdpbusd zmm19, zmm20, dword ptr [rcx + r15 - 28]{1to16}
+	LONG $0x5055e262; WORD $0x5150; BYTE $0xfa         // vpdpbusd zmm18, zmm21, dword ptr [rcx - 24]{1to16}
+	QUAD $0xfa395c505055a262                           // vpdpbusd zmm19, zmm21, dword ptr [rcx + r15 - 24]{1to16}
+	LONG $0x504de262; WORD $0x5150; BYTE $0xfb         // vpdpbusd zmm18, zmm22, dword ptr [rcx - 20]{1to16}
+	QUAD $0xfb395c50504da262                           // vpdpbusd zmm19, zmm22, dword ptr [rcx + r15 - 20]{1to16}
+	LONG $0x5045e262; WORD $0x5150; BYTE $0xfc         // vpdpbusd zmm18, zmm23, dword ptr [rcx - 16]{1to16}
+	QUAD $0xfc395c505045a262                           // vpdpbusd zmm19, zmm23, dword ptr [rcx + r15 - 16]{1to16}
+	QUAD $0x80d4a46f48fde162; WORD $0xf6c8; BYTE $0xff // vmovdqa64 zmm20, zmmword ptr [rsp + 8*rdx - 604032]
 	LONG $0x505de262; WORD $0x5150; BYTE $0xfd         // vpdpbusd zmm18, zmm20, dword ptr [rcx - 12]{1to16}
-	QUAD $0xfd095c50505da262                           // vpdpbusd zmm19, zmm20, dword ptr [rcx + r9 - 12]{1to16}
-	QUAD $0x00d4a46f48fde162; WORD $0xf6c7; BYTE $0xff // vmovdqa64 zmm20, zmmword ptr [rsp + 8*rdx - 604416]
+	QUAD $0xfd395c50505da262                           // vpdpbusd zmm19, zmm20, dword ptr [rcx + r15 - 12]{1to16}
+	QUAD $0x00d4a46f48fde162; WORD $0xf6c9; BYTE $0xff // vmovdqa64 zmm20, zmmword ptr [rsp + 8*rdx - 603904]
 	LONG $0x505de262; WORD $0x5150; BYTE $0xfe         // vpdpbusd zmm18, zmm20, dword ptr [rcx - 8]{1to16}
-	QUAD $0xfe095c50505da262                           // vpdpbusd zmm19, zmm20, dword ptr [rcx + r9 - 8]{1to16}
-	QUAD $0x80d4a46f48fde162; WORD $0xf6c7; BYTE $0xff // vmovdqa64 zmm20, zmmword ptr [rsp + 8*rdx - 604288]
+	QUAD $0xfe395c50505da262                           // vpdpbusd zmm19, zmm20, dword ptr [rcx + r15 - 8]{1to16}
+	QUAD $0x80d4a46f48fde162; WORD $0xf6c9; BYTE $0xff // vmovdqa64 zmm20, zmmword ptr [rsp + 8*rdx - 603776]
 	LONG $0x505de262; WORD $0x5150; BYTE $0xff         // vpdpbusd zmm18, zmm20, dword ptr [rcx - 4]{1to16}
-	QUAD $0xff095c50505da262                           // vpdpbusd zmm19, zmm20, dword ptr [rcx + r9 - 4]{1to16}
-	QUAD $0x00d4a46f48fde162; WORD $0xf6c8; BYTE $0xff // vmovdqa64 zmm20, zmmword ptr [rsp + 8*rdx - 604160]
+	QUAD $0xff395c50505da262                           // vpdpbusd zmm19, zmm20, dword ptr [rcx + r15 - 4]{1to16}
+	QUAD $0x00d4a46f48fde162; WORD $0xf6ca; BYTE $0xff // vmovdqa64 zmm20, zmmword ptr [rsp + 8*rdx - 603648]
 	LONG $0x505de262; WORD $0x1150                     // vpdpbusd zmm18, zmm20, dword ptr [rcx]{1to16}
-	LONG $0x505da262; WORD $0x1c50; BYTE $0x09         // vpdpbusd zmm19, zmm20, dword ptr [rcx + r9]{1to16}
-	QUAD $0x12146428487ce162                           // vmovaps zmm20, zmmword ptr [rsp + rdx + 1152]
-	QUAD $0x0094ac59505ca162; WORD $0x0004; BYTE $0x00 // vmulps zmm21, zmm20, dword ptr [rsp + 4*r10 + 1024]{1to16}
+	LONG $0x505da262; WORD $0x1c50; BYTE $0x39         // vpdpbusd zmm19, zmm20, dword ptr [rcx + r15]{1to16}
+	QUAD $0x1a146428487ce162                           // vmovaps zmm20, zmmword ptr [rsp + rdx + 1664]
+	QUAD $0x0094ac59505ca162; WORD $0x0006; BYTE $0x00 // vmulps zmm21, zmm20, dword ptr [rsp + 4*r10 + 1536]{1to16}
 	LONG $0x487ca162; WORD $0xd25b                     // vcvtdq2ps zmm18, zmm18
 	LONG $0x4054a162; WORD $0xd259                     // vmulps zmm18, zmm21, zmm18
-	QUAD $0x8094a459505ca162; WORD $0x0004; BYTE $0x00 // vmulps zmm20, zmm20, dword ptr [rsp + 4*r10 + 1152]{1to16}
+	QUAD $0x8094a459505ca162; WORD $0x0006; BYTE $0x00 // vmulps zmm20, zmm20, dword ptr [rsp + 4*r10 + 1664]{1to16}
 	LONG $0x486cb162; WORD $0xd258                     // vaddps zmm2, zmm2, zmm18
 	LONG $0x487ca162; WORD $0xd35b                     // vcvtdq2ps zmm18, zmm19
 	LONG $0x405ca162; WORD $0xd259                     // vmulps zmm18, zmm20, zmm18
@@ -8258,242 +8316,7980 @@ LBB7_264:
 	LONG $0x80ea8348                                   // sub rdx, -128
 	LONG $0x01c28349                                   // add r10, 1
 	LONG $0x22c18348                                   // add rcx, 34
-	LONG $0xffc68348                                   // add rsi, -1
-	JNE  LBB7_264
+	LONG $0xffc78348                                   // add rdi, -1
+	JNE  LBB7_273
 
-LBB7_265:
-	LONG $0x70244c8b                           // mov ecx, dword ptr [rsp + 112]
+LBB7_274:
+	LONG $0xe0248c8b; WORD $0x0000; BYTE $0x00 // mov ecx, dword ptr [rsp + 224]
 	LONG $0xc992fbc5                           // kmovd k1, ecx
-	LONG $0x245c3b48; BYTE $0x40               // cmp rbx, qword ptr [rsp + 64]
-	JNE  LBB7_268
-	LONG $0x247c8348; WORD $0x0008             // cmp qword ptr [rsp + 8], 0
-	JE   LBB7_268
-	LONG $0x244c8b48; BYTE $0x08               // mov rcx, qword ptr [rsp + 8]
-	LONG $0xc97ce162; WORD $0x1110             // vmovups zmm18 {k1} {z}, zmmword ptr [rcx]
+	LONG $0x244c8b48; BYTE $0x60               // mov rcx, qword ptr [rsp + 96]
+	QUAD $0x00000168248c3b48                   // cmp rcx, qword ptr [rsp + 360]
+	JNE  LBB7_277
+	WORD $0x854d; BYTE $0xdb                   // test r11, r11
+	JE   LBB7_277
+	LONG $0xc97cc162; WORD $0x1310             // vmovups zmm18 {k1} {z}, zmmword ptr [r11]
 	LONG $0x486cb162; WORD $0xd258             // vaddps zmm2, zmm2, zmm18
 	LONG $0x497cf162; WORD $0x1011             // vmovups zmmword ptr [rax] {k1}, zmm2
-	LONG $0xc97cf162; WORD $0x1110             // vmovups zmm2 {k1} {z}, zmmword ptr [rcx]
+	LONG $0xc97cd162; WORD $0x1310             // vmovups zmm2 {k1} {z}, zmmword ptr [r11]
 	LONG $0x4874f162; WORD $0xca58             // vaddps zmm1, zmm1, zmm2
-	LONG $0x497cb162; WORD $0x0c11; BYTE $0x80 // vmovups zmmword ptr [rax + 4*r8] {k1}, zmm1
-	JMP  LBB7_51
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x98 // vmovups zmmword ptr [rax + 4*rbx] {k1}, zmm1
+	JMP  LBB7_55
 
-LBB7_268:
+LBB7_277:
 	LONG $0x497cf162; WORD $0x1011             // vmovups zmmword ptr [rax] {k1}, zmm2
-	LONG $0x497cb162; WORD $0x0c11; BYTE $0x80 // vmovups zmmword ptr [rax + 4*r8] {k1}, zmm1
-	JMP  LBB7_51
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x98 // vmovups zmmword ptr [rax + 4*rbx] {k1}, zmm1
+	JMP  LBB7_55
 
-LBB7_269:
+LBB7_278:
 	LONG $0x006ca162; WORD $0xd257 // vxorps xmm18, xmm18, xmm18
 	LONG $0xd257e8c5               // vxorps xmm2, xmm2, xmm2
 	LONG $0xc957f0c5               // vxorps xmm1, xmm1, xmm1
-	LONG $0x24748b48; BYTE $0x20   // mov rsi, qword ptr [rsp + 32]
-	WORD $0x8548; BYTE $0xf6       // test rsi, rsi
-	JLE  LBB7_272
-
-LBB7_270:
-	LONG    $0xceaf0f49             // imul rcx, r14
-	LONG    $0x244c0348; BYTE $0x30 // add rcx, qword ptr [rsp + 48]
-	LONG    $0x05e2c149             // shl r10, 5
-	WORD    $0x8948; BYTE $0xca     // mov rdx, rcx
-	LONG    $0x05e2c148             // shl rdx, 5
-	LONG    $0x4a0c8d48             // lea rcx, [rdx + 2*rcx]
-	QUAD    $0x000000a8248c0348     // add rcx, qword ptr [rsp + 168]
-	WORD    $0x8948; BYTE $0xf2     // mov rdx, rsi
-	WORD    $0xf631                 // xor esi, esi
-	PCALIGN $16
-
-LBB7_271:
-	QUAD $0x8094a458487da262; WORD $0x0004; BYTE $0x00 // vpbroadcastd zmm20, dword ptr [rsp + 4*r10 + 1152]
-	QUAD $0x0094ac58487da262; WORD $0x0005; BYTE $0x00 // vpbroadcastd zmm21, dword ptr [rsp + 4*r10 + 1280]
-	QUAD $0x80949c58487da262; WORD $0x0005; BYTE $0x00 // vpbroadcastd zmm19, dword ptr [rsp + 4*r10 + 1408]
-	QUAD $0x80f4b46f48fde162; WORD $0x00c4; BYTE $0x00 // vmovdqa64 zmm22, zmmword ptr [rsp + 8*rsi + 50304]
-	QUAD $0x00f4bc6f48fde162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm23, zmmword ptr [rsp + 8*rsi + 50432]
-	QUAD $0x80f4846f48fd6162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm24, zmmword ptr [rsp + 8*rsi + 50560]
-	QUAD $0x00f48c6f48fd6162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm25, zmmword ptr [rsp + 8*rsi + 50688]
-	QUAD $0x0002a150504de262; WORD $0x0000             // vpdpbusd zmm20, zmm22, dword ptr [rcx + 2]{1to16}
-	QUAD $0x0209ac50504da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm22, dword ptr [rcx + r9 + 2]{1to16}
-	QUAD $0x02399c50504da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm19, zmm22, dword ptr [rcx + r15 + 2]{1to16}
-	QUAD $0x0006a1505045e262; WORD $0x0000             // vpdpbusd zmm20, zmm23, dword ptr [rcx + 6]{1to16}
-	QUAD $0x0609ac505045a262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm23, dword ptr [rcx + r9 + 6]{1to16}
-	QUAD $0x06399c505045a262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm19, zmm23, dword ptr [rcx + r15 + 6]{1to16}
-	QUAD $0x000aa150503de262; WORD $0x0000             // vpdpbusd zmm20, zmm24, dword ptr [rcx + 10]{1to16}
-	QUAD $0x0a09ac50503da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm24, dword ptr [rcx + r9 + 10]{1to16}
-	QUAD $0x0a399c50503da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm19, zmm24, dword ptr [rcx + r15 + 10]{1to16}
-	QUAD $0x000ea1505035e262; WORD $0x0000             // vpdpbusd zmm20, zmm25, dword ptr [rcx + 14]{1to16}
-	QUAD $0x0e09ac505035a262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm25, dword ptr [rcx + r9 + 14]{1to16}
-	QUAD $0x0e399c505035a262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm19, zmm25, dword ptr [rcx + r15 + 14]{1to16}
-	QUAD $0x80f4b46f48fde162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm22, zmmword ptr [rsp + 8*rsi + 50816]
-	QUAD $0x0012a150504de262; WORD $0x0000             // vpdpbusd zmm20, zmm22, dword ptr [rcx + 18]{1to16}
-	QUAD $0x1209ac50504da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm22, dword ptr [rcx + r9 + 18]{1to16}
-	QUAD $0x12399c50504da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm19, zmm22, dword ptr [rcx + r15 + 18]{1to16}
-	QUAD $0x00f4b46f48fde162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm22, zmmword ptr [rsp + 8*rsi + 50944]
-	QUAD $0x0016a150504de262; WORD $0x0000             // vpdpbusd zmm20, zmm22, dword ptr [rcx + 22]{1to16}
-	QUAD $0x1609ac50504da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm22, dword ptr [rcx + r9 + 22]{1to16}
-	QUAD $0x16399c50504da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm19, zmm22, dword ptr [rcx + r15 + 22]{1to16}
-	QUAD $0x80f4b46f48fde162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm22, zmmword ptr [rsp + 8*rsi + 51072]
-	QUAD $0x001aa150504de262; WORD $0x0000             // vpdpbusd zmm20, zmm22, dword ptr [rcx + 26]{1to16}
-	QUAD $0x1a09ac50504da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm22, dword ptr [rcx + r9 + 26]{1to16}
-	QUAD $0x1a399c50504da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm19, zmm22, dword ptr [rcx + r15 + 26]{1to16}
-	QUAD $0x00f4b46f48fde162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm22, zmmword ptr [rsp + 8*rsi + 51200]
-	QUAD $0x001ea150504de262; WORD $0x0000             // vpdpbusd zmm20, zmm22, dword ptr [rcx + 30]{1to16}
-	QUAD $0x1e09ac50504da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm21, zmm22, dword ptr [rcx + r9 + 30]{1to16}
-	QUAD $0x1e399c50504da262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm19, zmm22, dword ptr [rcx + r15 + 30]{1to16}
-	QUAD $0x8034b428487ce162; WORD $0x0144; BYTE $0x00 // vmovaps zmm22, zmmword ptr [rsp + rsi + 83072]
-	QUAD $0x8094bc59504ca162; WORD $0x0044; BYTE $0x00 // vmulps zmm23, zmm22, dword ptr [rsp + 4*r10 + 17536]{1to16}
-	LONG $0x487ca162; WORD $0xe45b                     // vcvtdq2ps zmm20, zmm20
-	LONG $0x4044a162; WORD $0xe459                     // vmulps zmm20, zmm23, zmm20
-	LONG $0x406ca162; WORD $0xd458                     // vaddps zmm18, zmm18, zmm20
-	QUAD $0x0094a459504ca162; WORD $0x0045; BYTE $0x00 // vmulps zmm20, zmm22, dword ptr [rsp + 4*r10 + 17664]{1to16}
-	LONG $0x487ca162; WORD $0xed5b                     // vcvtdq2ps zmm21, zmm21
-	LONG $0x405ca162; WORD $0xe559                     // vmulps zmm20, zmm20, zmm21
-	QUAD $0x8094ac59504ca162; WORD $0x0045; BYTE $0x00 // vmulps zmm21, zmm22, dword ptr [rsp + 4*r10 + 17792]{1to16}
-	LONG $0x486cb162; WORD $0xd458                     // vaddps zmm2, zmm2, zmm20
-	LONG $0x487ca162; WORD $0xdb5b                     // vcvtdq2ps zmm19, zmm19
-	LONG $0x4054a162; WORD $0xdb59                     // vmulps zmm19, zmm21, zmm19
-	LONG $0x4874b162; WORD $0xcb58                     // vaddps zmm1, zmm1, zmm19
-	LONG $0x80ee8348                                   // sub rsi, -128
-	LONG $0x01c28349                                   // add r10, 1
-	LONG $0x22c18348                                   // add rcx, 34
-	LONG $0xffc28348                                   // add rdx, -1
-	JNE  LBB7_271
-
-LBB7_272:
-	LONG $0x70244c8b                           // mov ecx, dword ptr [rsp + 112]
-	LONG $0xc992fbc5                           // kmovd k1, ecx
-	LONG $0x245c3b48; BYTE $0x40               // cmp rbx, qword ptr [rsp + 64]
-	JNE  LBB7_275
-	LONG $0x247c8348; WORD $0x0008             // cmp qword ptr [rsp + 8], 0
-	JE   LBB7_275
-	LONG $0x244c8b48; BYTE $0x08               // mov rcx, qword ptr [rsp + 8]
-	LONG $0xc97ce162; WORD $0x1910             // vmovups zmm19 {k1} {z}, zmmword ptr [rcx]
-	LONG $0x406ca162; WORD $0xd358             // vaddps zmm18, zmm18, zmm19
-	LONG $0x497ce162; WORD $0x1011             // vmovups zmmword ptr [rax] {k1}, zmm18
-	LONG $0xc97ce162; WORD $0x1110             // vmovups zmm18 {k1} {z}, zmmword ptr [rcx]
-	LONG $0x486cb162; WORD $0xd258             // vaddps zmm2, zmm2, zmm18
-	LONG $0x497cb162; WORD $0x1411; BYTE $0x80 // vmovups zmmword ptr [rax + 4*r8] {k1}, zmm2
-	LONG $0xc97cf162; WORD $0x1110             // vmovups zmm2 {k1} {z}, zmmword ptr [rcx]
-	LONG $0x4874f162; WORD $0xca58             // vaddps zmm1, zmm1, zmm2
-	JMP  LBB7_276
-
-LBB7_275:
-	LONG $0x497ce162; WORD $0x1011             // vmovups zmmword ptr [rax] {k1}, zmm18
-	LONG $0x497cb162; WORD $0x1411; BYTE $0x80 // vmovups zmmword ptr [rax + 4*r8] {k1}, zmm2
-
-LBB7_276:
-	LONG $0x244c8b48; BYTE $0x50               // mov rcx, qword ptr [rsp + 80]
-	LONG $0x497cf162; WORD $0x0c11; BYTE $0x88 // vmovups zmmword ptr [rax + 4*rcx] {k1}, zmm1
-	JMP  LBB7_51
-
-LBB7_277:
-	LONG $0xc957f0c5             // vxorps xmm1, xmm1, xmm1
-	LONG $0x24748b48; BYTE $0x20 // mov rsi, qword ptr [rsp + 32]
-	WORD $0x8548; BYTE $0xf6     // test rsi, rsi
-	JLE  LBB7_283
-
-LBB7_278:
-	LONG    $0xceaf0f49             // imul rcx, r14
-	LONG    $0x244c0348; BYTE $0x30 // add rcx, qword ptr [rsp + 48]
-	WORD    $0x8948; BYTE $0xca     // mov rdx, rcx
-	LONG    $0x05e2c148             // shl rdx, 5
-	LONG    $0x4a0c8d48             // lea rcx, [rdx + 2*rcx]
-	LONG    $0x05e2c149             // shl r10, 5
-	QUAD    $0x00000088248c0348     // add rcx, qword ptr [rsp + 136]
-	WORD    $0x8948; BYTE $0xf2     // mov rdx, rsi
-	WORD    $0xf631                 // xor esi, esi
-	PCALIGN $16
+	LONG $0x245c8b4c; BYTE $0x20   // mov r11, qword ptr [rsp + 32]
+	LONG $0x24448b48; BYTE $0x48   // mov rax, qword ptr [rsp + 72]
+	WORD $0x8548; BYTE $0xc0       // test rax, rax
+	JG   LBB7_230
 
 LBB7_279:
-	QUAD $0x80949458487db262; WORD $0x0004; BYTE $0x00 // vpbroadcastd zmm2, dword ptr [rsp + 4*r10 + 1152]
-	QUAD $0x80f4946f48fde162; WORD $0x00c4; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rsi + 50304]
-	QUAD $0x00f49c6f48fde162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm19, zmmword ptr [rsp + 8*rsi + 50432]
-	QUAD $0x80f4a46f48fde162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm20, zmmword ptr [rsp + 8*rsi + 50560]
-	QUAD $0x00f4ac6f48fde162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm21, zmmword ptr [rsp + 8*rsi + 50688]
+	WORD $0x8949; BYTE $0xc4 // mov r12, rax
+
+LBB7_280:
+	LONG $0xe024848b; WORD $0x0000; BYTE $0x00 // mov eax, dword ptr [rsp + 224]
+	LONG $0xc892fbc5                           // kmovd k1, eax
+	LONG $0x244c8b48; BYTE $0x60               // mov rcx, qword ptr [rsp + 96]
+	QUAD $0x00000168248c3b48                   // cmp rcx, qword ptr [rsp + 360]
+	JNE  LBB7_283
+	WORD $0x854d; BYTE $0xdb                   // test r11, r11
+	JE   LBB7_283
+	LONG $0xc97cc162; WORD $0x1b10             // vmovups zmm19 {k1} {z}, zmmword ptr [r11]
+	LONG $0x406ca162; WORD $0xd358             // vaddps zmm18, zmm18, zmm19
+	LONG $0x497cc162; WORD $0x1611             // vmovups zmmword ptr [r14] {k1}, zmm18
+	LONG $0xc97cc162; WORD $0x1310             // vmovups zmm18 {k1} {z}, zmmword ptr [r11]
+	LONG $0x486cb162; WORD $0xd258             // vaddps zmm2, zmm2, zmm18
+	LONG $0x497cd162; WORD $0x1411; BYTE $0x9e // vmovups zmmword ptr [r14 + 4*rbx] {k1}, zmm2
+	LONG $0xc97cd162; WORD $0x1310             // vmovups zmm2 {k1} {z}, zmmword ptr [r11]
+	LONG $0x4874f162; WORD $0xca58             // vaddps zmm1, zmm1, zmm2
+	JMP  LBB7_284
+
+LBB7_283:
+	LONG $0x497cc162; WORD $0x1611             // vmovups zmmword ptr [r14] {k1}, zmm18
+	LONG $0x497cd162; WORD $0x1411; BYTE $0x9e // vmovups zmmword ptr [r14 + 4*rbx] {k1}, zmm2
+
+LBB7_284:
+	QUAD $0x00000098248c8b48                   // mov rcx, qword ptr [rsp + 152]
+	LONG $0x497cd162; WORD $0x0c11; BYTE $0x8e // vmovups zmmword ptr [r14 + 4*rcx] {k1}, zmm1
+	JMP  LBB7_55
+
+LBB7_285:
+	LONG $0xc957f0c5             // vxorps xmm1, xmm1, xmm1
+	LONG $0x245c8b4c; BYTE $0x20 // mov r11, qword ptr [rsp + 32]
+	LONG $0x24448b48; BYTE $0x48 // mov rax, qword ptr [rsp + 72]
+	WORD $0x8548; BYTE $0xc0     // test rax, rax
+	JLE  LBB7_288
+
+LBB7_234:
+	LONG    $0xccaf0f49         // imul rcx, r12
+	QUAD    $0x000000c8248c0348 // add rcx, qword ptr [rsp + 200]
+	WORD    $0x8948; BYTE $0xca // mov rdx, rcx
+	LONG    $0x05e2c148         // shl rdx, 5
+	LONG    $0x4a0c8d48         // lea rcx, [rdx + 2*rcx]
+	LONG    $0x05e2c149         // shl r10, 5
+	QUAD    $0x00000188248c0348 // add rcx, qword ptr [rsp + 392]
+	WORD    $0x8948; BYTE $0xc2 // mov rdx, rax
+	WORD    $0xff31             // xor edi, edi
+	WORD    $0x8949; BYTE $0xc4 // mov r12, rax
+	PCALIGN $16
+
+LBB7_235:
+	QUAD $0x80949458487db262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm2, dword ptr [rsp + 4*r10 + 1664]
+	QUAD $0x80fc946f48fde162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rdi + 50816]
+	QUAD $0x00fc9c6f48fde162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm19, zmmword ptr [rsp + 8*rdi + 50944]
+	QUAD $0x80fca46f48fde162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm20, zmmword ptr [rsp + 8*rdi + 51072]
+	QUAD $0x00fcac6f48fde162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm21, zmmword ptr [rsp + 8*rdi + 51200]
 	LONG $0x506df262; WORD $0x5150; BYTE $0xf9         // vpdpbusd zmm2, zmm18, dword ptr [rcx - 28]{1to16}
 	LONG $0x5065f262; WORD $0x5150; BYTE $0xfa         // vpdpbusd zmm2, zmm19, dword ptr [rcx - 24]{1to16}
 	LONG $0x505df262; WORD $0x5150; BYTE $0xfb         // vpdpbusd zmm2, zmm20, dword ptr [rcx - 20]{1to16}
 	LONG $0x5055f262; WORD $0x5150; BYTE $0xfc         // vpdpbusd zmm2, zmm21, dword ptr [rcx - 16]{1to16}
-	QUAD $0x80f4946f48fde162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rsi + 50816]
+	QUAD $0x80fc946f48fde162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rdi + 51328]
 	LONG $0x506df262; WORD $0x5150; BYTE $0xfd         // vpdpbusd zmm2, zmm18, dword ptr [rcx - 12]{1to16}
-	QUAD $0x00f4946f48fde162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rsi + 50944]
+	QUAD $0x00fc946f48fde162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rdi + 51456]
 	LONG $0x506df262; WORD $0x5150; BYTE $0xfe         // vpdpbusd zmm2, zmm18, dword ptr [rcx - 8]{1to16}
-	QUAD $0x80f4946f48fde162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rsi + 51072]
+	QUAD $0x80fc946f48fde162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rdi + 51584]
 	LONG $0x506df262; WORD $0x5150; BYTE $0xff         // vpdpbusd zmm2, zmm18, dword ptr [rcx - 4]{1to16}
-	QUAD $0x00f4946f48fde162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rsi + 51200]
+	QUAD $0x00fc946f48fde162; WORD $0x00ca; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rdi + 51712]
 	LONG $0x506df262; WORD $0x1150                     // vpdpbusd zmm2, zmm18, dword ptr [rcx]{1to16}
-	QUAD $0x80349428487ce162; WORD $0x0144; BYTE $0x00 // vmovaps zmm18, zmmword ptr [rsp + rsi + 83072]
-	QUAD $0x80949459506ca162; WORD $0x0044; BYTE $0x00 // vmulps zmm18, zmm18, dword ptr [rsp + 4*r10 + 17536]{1to16}
+	QUAD $0x803c9428487ce162; WORD $0x0146; BYTE $0x00 // vmovaps zmm18, zmmword ptr [rsp + rdi + 83584]
+	QUAD $0x80949459506ca162; WORD $0x0046; BYTE $0x00 // vmulps zmm18, zmm18, dword ptr [rsp + 4*r10 + 18048]{1to16}
 	LONG $0x487cf162; WORD $0xd25b                     // vcvtdq2ps zmm2, zmm2
 	LONG $0x406cf162; WORD $0xd259                     // vmulps zmm2, zmm18, zmm2
 	LONG $0x4874f162; WORD $0xca58                     // vaddps zmm1, zmm1, zmm2
-	LONG $0x80ee8348                                   // sub rsi, -128
+	LONG $0x80ef8348                                   // sub rdi, -128
 	LONG $0x01c28349                                   // add r10, 1
 	LONG $0x22c18348                                   // add rcx, 34
 	LONG $0xffc28348                                   // add rdx, -1
-	JNE  LBB7_279
-	JMP  LBB7_283
+	JNE  LBB7_235
+	JMP  LBB7_236
 
-LBB7_280:
+LBB7_287:
 	LONG $0xc957f0c5             // vxorps xmm1, xmm1, xmm1
-	LONG $0x24748b48; BYTE $0x20 // mov rsi, qword ptr [rsp + 32]
-	WORD $0x8548; BYTE $0xf6     // test rsi, rsi
-	JLE  LBB7_283
+	LONG $0x245c8b4c; BYTE $0x20 // mov r11, qword ptr [rsp + 32]
+	LONG $0x24448b48; BYTE $0x48 // mov rax, qword ptr [rsp + 72]
+	WORD $0x8548; BYTE $0xc0     // test rax, rax
+	JLE  LBB7_288
 
-LBB7_281:
-	LONG    $0xceaf0f49             // imul rcx, r14
-	LONG    $0x244c0348; BYTE $0x30 // add rcx, qword ptr [rsp + 48]
-	WORD    $0x8948; BYTE $0xca     // mov rdx, rcx
-	LONG    $0x05e2c148             // shl rdx, 5
-	LONG    $0x4a0c8d48             // lea rcx, [rdx + 2*rcx]
-	LONG    $0x05e2c149             // shl r10, 5
-	QUAD    $0x00000088248c0348     // add rcx, qword ptr [rsp + 136]
-	WORD    $0x8948; BYTE $0xf2     // mov rdx, rsi
+LBB7_239:
+	LONG    $0xccaf0f49         // imul rcx, r12
+	QUAD    $0x000000c8248c0348 // add rcx, qword ptr [rsp + 200]
+	WORD    $0x8948; BYTE $0xca // mov rdx, rcx
+	LONG    $0x05e2c148         // shl rdx, 5
+	LONG    $0x4a0c8d48         // lea rcx, [rdx + 2*rcx]
+	LONG    $0x05e2c149         // shl r10, 5
+	QUAD    $0x00000188248c0348 // add rcx, qword ptr [rsp + 392]
+	WORD    $0x8948; BYTE $0xc2 // mov rdx, rax
+	WORD    $0xff31             // xor edi, edi
+	WORD    $0x8949; BYTE $0xc4 // mov r12, rax
+	PCALIGN $16
+
+LBB7_240:
+	QUAD $0x80949458487db262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm2, dword ptr [rsp + 4*r10 + 1664]
+	QUAD $0x80fc946f48fde162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rdi + 50816]
+	QUAD $0x00fc9c6f48fde162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm19, zmmword ptr [rsp + 8*rdi + 50944]
+	QUAD $0x80fca46f48fde162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm20, zmmword ptr [rsp + 8*rdi + 51072]
+	QUAD $0x00fcac6f48fde162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm21, zmmword ptr [rsp + 8*rdi + 51200]
+	LONG $0x506df262; WORD $0x5150; BYTE $0xf9         // vpdpbusd zmm2, zmm18, dword ptr [rcx - 28]{1to16}
+	LONG $0x5065f262; WORD $0x5150; BYTE $0xfa         // vpdpbusd zmm2, zmm19, dword ptr [rcx - 24]{1to16}
+	LONG $0x505df262; WORD $0x5150; BYTE $0xfb         // vpdpbusd zmm2, zmm20, dword ptr [rcx - 20]{1to16}
+	LONG $0x5055f262; WORD $0x5150; BYTE $0xfc         // vpdpbusd zmm2, zmm21, dword ptr [rcx - 16]{1to16}
+	QUAD $0x80fc946f48fde162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rdi + 51328]
+	LONG $0x506df262; WORD $0x5150; BYTE $0xfd         // vpdpbusd zmm2, zmm18, dword ptr [rcx - 12]{1to16}
+	QUAD $0x00fc946f48fde162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rdi + 51456]
+	LONG $0x506df262; WORD $0x5150; BYTE $0xfe         // vpdpbusd zmm2, zmm18, dword ptr [rcx - 8]{1to16}
+	QUAD $0x80fc946f48fde162; WORD $0x00c9; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rdi + 51584]
+	LONG $0x506df262; WORD $0x5150; BYTE $0xff         // vpdpbusd zmm2, zmm18, dword ptr [rcx - 4]{1to16}
+	QUAD $0x00fc946f48fde162; WORD $0x00ca; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rdi + 51712]
+	LONG $0x506df262; WORD $0x1150                     // vpdpbusd zmm2, zmm18, dword ptr [rcx]{1to16}
+	QUAD $0x803c9428487ce162; WORD $0x0146; BYTE $0x00 // vmovaps zmm18, zmmword ptr [rsp + rdi + 83584]
+	QUAD $0x80949459506ca162; WORD $0x0046; BYTE $0x00 // vmulps zmm18, zmm18, dword ptr [rsp + 4*r10 + 18048]{1to16}
+	LONG $0x487cf162; WORD $0xd25b                     // vcvtdq2ps zmm2, zmm2
+	LONG $0x406cf162; WORD $0xd259                     // vmulps zmm2, zmm18, zmm2
+	LONG $0x4874f162; WORD $0xca58                     // vaddps zmm1, zmm1, zmm2
+	LONG $0x80ef8348                                   // sub rdi, -128
+	LONG $0x01c28349                                   // add r10, 1
+	LONG $0x22c18348                                   // add rcx, 34
+	LONG $0xffc28348                                   // add rdx, -1
+	JNE  LBB7_240
+
+LBB7_236:
+	QUAD $0x00000168249c3b48 // cmp rbx, qword ptr [rsp + 360]
+	JE   LBB7_289
+	JMP  LBB7_291
+
+LBB7_288:
+	WORD $0x8949; BYTE $0xc4 // mov r12, rax
+	QUAD $0x00000168249c3b48 // cmp rbx, qword ptr [rsp + 360]
+	JNE  LBB7_291
+
+LBB7_289:
+	WORD $0x854d; BYTE $0xdb       // test r11, r11
+	JE   LBB7_291
+	LONG $0xc97cd162; WORD $0x1310 // vmovups zmm2 {k1} {z}, zmmword ptr [r11]
+	LONG $0x4874f162; WORD $0xca58 // vaddps zmm1, zmm1, zmm2
+
+LBB7_291:
+	LONG $0x497cd162; WORD $0x0e11 // vmovups zmmword ptr [r14] {k1}, zmm1
+	JMP  LBB7_55
+
+LBB7_292:
+	WORD $0xd231             // xor edx, edx
+	WORD $0xf1f7             // div ecx
+	WORD $0xc789             // mov edi, eax
+	WORD $0x8548; BYTE $0xff // test rdi, rdi
+	JLE  LBB7_3
+
+LBB7_293:
+	LONG $0x03fbc148                           // sar rbx, 3
+	QUAD $0x000000d0249c8948                   // mov qword ptr [rsp + 208], rbx
+	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
+	LONG $0x05e0c148                           // shl rax, 5
+	LONG $0x700c8d4c                           // lea r9, [rax + 2*rsi]
+	LONG $0x10c66948; WORD $0x0001; BYTE $0x00 // imul rax, rsi, 272
+	QUAD $0x0000008024848948                   // mov qword ptr [rsp + 128], rax
+	LONG $0x32c66948; WORD $0x0001; BYTE $0x00 // imul rax, rsi, 306
+	LONG $0x24448948; BYTE $0x20               // mov qword ptr [rsp + 32], rax
+	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
+	LONG $0x06e0c148                           // shl rax, 6
+	LONG $0xb0048d48                           // lea rax, [rax + 4*rsi]
+	LONG $0x24448948; BYTE $0x58               // mov qword ptr [rsp + 88], rax
+	LONG $0x54c66948; WORD $0x0001; BYTE $0x00 // imul rax, rsi, 340
+	QUAD $0x000000a024848948                   // mov qword ptr [rsp + 160], rax
+	LONG $0x66c66b48                           // imul rax, rsi, 102
+	QUAD $0x000000e024848948                   // mov qword ptr [rsp + 224], rax
+	LONG $0x76c66948; WORD $0x0001; BYTE $0x00 // imul rax, rsi, 374
+	QUAD $0x0000009024848948                   // mov qword ptr [rsp + 144], rax
+	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
+	LONG $0x07e0c148                           // shl rax, 7
+	LONG $0x98ce6948; WORD $0x0001; BYTE $0x00 // imul rcx, rsi, 408
+	QUAD $0x000000a8248c8948                   // mov qword ptr [rsp + 168], rcx
+	LONG $0xaace6948; WORD $0x0000; BYTE $0x00 // imul rcx, rsi, 170
+	LONG $0x244c8948; BYTE $0x50               // mov qword ptr [rsp + 80], rcx
+	LONG $0xbace6948; WORD $0x0001; BYTE $0x00 // imul rcx, rsi, 442
+	LONG $0x244c8948; BYTE $0x48               // mov qword ptr [rsp + 72], rcx
+	LONG $0xccce6948; WORD $0x0000; BYTE $0x00 // imul rcx, rsi, 204
+	LONG $0x244c8948; BYTE $0x70               // mov qword ptr [rsp + 112], rcx
+	WORD $0x8948; BYTE $0xf1                   // mov rcx, rsi
+	LONG $0x09e1c148                           // shl rcx, 9
+	WORD $0x2948; BYTE $0xf1                   // sub rcx, rsi
+	WORD $0x2948; BYTE $0xf1                   // sub rcx, rsi
+	QUAD $0x000000d8248c8948                   // mov qword ptr [rsp + 216], rcx
+	LONG $0x487dd262; WORD $0xc17c             // vpbroadcastd zmm0, r9d
+	LONG $0x487d7262; WORD $0x7d40; BYTE $0x00 // vpmulld zmm15, zmm0, zmmword ptr [rbp + 0] /* [rip + .LCPI7_0] */
+	LONG $0xdcce6948; WORD $0x0001; BYTE $0x00 // imul rcx, rsi, 476
+	QUAD $0x00000098248c8948                   // mov qword ptr [rsp + 152], rcx
+	LONG $0xeece6948; WORD $0x0000; BYTE $0x00 // imul rcx, rsi, 238
+	LONG $0x244c8948; BYTE $0x68               // mov qword ptr [rsp + 104], rcx
+	LONG $0x02fb8348                           // cmp rbx, 2
+	LONG $0x000001b9; BYTE $0x00               // mov ecx, 1
+	LONG $0xcb4d0f48                           // cmovge rcx, rbx
+	QUAD $0x00000168248c8948                   // mov qword ptr [rsp + 360], rcx
+	LONG $0xf0048d48                           // lea rax, [rax + 8*rsi]
+	LONG $0x24448948; BYTE $0x40               // mov qword ptr [rsp + 64], rax
+	LONG $0x28fe6162; WORD $0x7d6f; BYTE $0x20 // vmovdqu64 ymm31, ymmword ptr [rbp + 1024] /* [rip + .LCPI7_1] */
+	LONG $0x000d0162; WORD $0xf6ef             // vpxord xmm30, xmm30, xmm30
+	LONG $0x48fee162; WORD $0x456f; BYTE $0x01 // vmovdqu64 zmm16, zmmword ptr [rbp + 64] /* [rip + .LCPI7_2] */
+	LONG $0x48fee162; WORD $0x4d6f; BYTE $0x02 // vmovdqu64 zmm17, zmmword ptr [rbp + 128] /* [rip + .LCPI7_3] */
+	LONG $0x48fee162; WORD $0x556f; BYTE $0x0f // vmovdqu64 zmm18, zmmword ptr [rbp + 960] /* [rip + .LCPI7_17] */
+	LONG $0xff478d48                           // lea rax, [rdi - 1]
+	QUAD $0x000001f824848948                   // mov qword ptr [rsp + 504], rax
+	QUAD $0x0000014024848b48                   // mov rax, qword ptr [rsp + 320]
+	LONG $0x02488d48                           // lea rcx, [rax + 2]
+	QUAD $0x000001f0248c8948                   // mov qword ptr [rsp + 496], rcx
+	LONG $0x1ec08348                           // add rax, 30
+	QUAD $0x0000019824848948                   // mov qword ptr [rsp + 408], rax
+	WORD $0xc031                               // xor eax, eax
+	QUAD $0x00000110248c894c                   // mov qword ptr [rsp + 272], r9
+	QUAD $0x000001b824bc8948                   // mov qword ptr [rsp + 440], rdi
+	JMP  LBB7_295
+	PCALIGN $16
+
+LBB7_294:
+	QUAD $0x000001b824bc8b48 // mov rdi, qword ptr [rsp + 440]
+	QUAD $0x000001c024848b48 // mov rax, qword ptr [rsp + 448]
+	WORD $0x3948; BYTE $0xf8 // cmp rax, rdi
+	JE   LBB7_3
+
+LBB7_295:
+	QUAD $0x0000011824848948 // mov qword ptr [rsp + 280], rax
+	LONG $0xc6af0f48         // imul rax, rsi
+	WORD $0x8948; BYTE $0xc1 // mov rcx, rax
+	WORD $0x0948; BYTE $0xf9 // or rcx, rdi
+	LONG $0x20e9c148         // shr rcx, 32
+	JE   LBB7_297
+	WORD $0x9948             // cqo
+	WORD $0xf748; BYTE $0xff // idiv rdi
+	JMP  LBB7_298
+	PCALIGN $16
+
+LBB7_297:
+	WORD $0xd231 // xor edx, edx
+	WORD $0xf7f7 // div edi
+
+LBB7_298:
+	QUAD $0x000000f024848948 // mov qword ptr [rsp + 240], rax
+	QUAD $0x00017ac024bc8b4c // mov r15, qword ptr [rsp + 96960] /* [rbp + 16] */
+	QUAD $0x0000011824848b48 // mov rax, qword ptr [rsp + 280]
+	LONG $0x01508d48         // lea rdx, [rax + 1]
+	WORD $0x8948; BYTE $0xd0 // mov rax, rdx
+	LONG $0xc6af0f48         // imul rax, rsi
+	WORD $0x8948; BYTE $0xc1 // mov rcx, rax
+	WORD $0x0948; BYTE $0xf9 // or rcx, rdi
+	LONG $0x20e9c148         // shr rcx, 32
+	QUAD $0x000001c024948948 // mov qword ptr [rsp + 448], rdx
+	WORD $0x8949; BYTE $0xf4 // mov r12, rsi
+	JE   LBB7_300
+	WORD $0x9948             // cqo
+	WORD $0xf748; BYTE $0xff // idiv rdi
+	JMP  LBB7_301
+	PCALIGN $16
+
+LBB7_300:
+	WORD $0xd231 // xor edx, edx
+	WORD $0xf7f7 // div edi
+
+LBB7_301:
+	WORD    $0x8948; BYTE $0xc1             // mov rcx, rax
+	QUAD    $0x000000b824848948             // mov qword ptr [rsp + 184], rax
+	QUAD    $0x000000f024842b48             // sub rax, qword ptr [rsp + 240]
+	QUAD    $0x0000017024848948             // mov qword ptr [rsp + 368], rax
+	WORD    $0x854d; BYTE $0xff             // test r15, r15
+	JLE     LBB7_307
+	QUAD    $0x0000017024bc8348; BYTE $0x00 // cmp qword ptr [rsp + 368], 0
+	JLE     LBB7_307
+	QUAD    $0x000000f0248c8b48             // mov rcx, qword ptr [rsp + 240]
+	WORD    $0x8948; BYTE $0xc8             // mov rax, rcx
+	LONG    $0x05e0c148                     // shl rax, 5
+	LONG    $0x48148d4c                     // lea r10, [rax + 2*rcx]
+	QUAD    $0x000001f02494034c             // add r10, qword ptr [rsp + 496]
+	QUAD    $0x000000b824848b48             // mov rax, qword ptr [rsp + 184]
+	QUAD    $0x0000000085048d4c             // lea r8, [4*rax]
+	QUAD    $0x000000008d148d48             // lea rdx, [4*rcx]
+	WORD    $0x2949; BYTE $0xd0             // sub r8, rdx
+	QUAD    $0x0000468024948d48             // lea rdx, [rsp + 18048]
+	WORD    $0xf631                         // xor esi, esi
+	PCALIGN $16
+
+LBB7_304:
+	WORD    $0x894c; BYTE $0xd7 // mov rdi, r10
+	WORD    $0xdb31             // xor ebx, ebx
+	QUAD    $0x0000017024b48b4c // mov r14, qword ptr [rsp + 368]
+	PCALIGN $16
+
+LBB7_305:
+	LONG $0xfe4fb70f                           // movzx ecx, word ptr [rdi - 2]
+	LONG $0xc96ef9c5                           // vmovd xmm1, ecx
+	LONG $0x1379e2c4; BYTE $0xc9               // vcvtph2ps xmm1, xmm1
+	LONG $0xd15cf2c5                           // vsubss xmm2, xmm1, xmm1
+	LONG $0xc958eac5                           // vaddss xmm1, xmm2, xmm1
+	LONG $0x0c11fac5; BYTE $0x9a               // vmovss dword ptr [rdx + 4*rbx], xmm1
+	LONG $0x2085f162; WORD $0x0fef             // vpxorq ymm1, ymm31, ymmword ptr [rdi]
+	LONG $0x28759162; WORD $0xcef6             // vpsadbw ymm1, ymm1, ymm30
+	LONG $0x397de3c4; WORD $0x01ca             // vextracti128 xmm2, ymm1, 1
+	LONG $0xc9d4e9c5                           // vpaddq xmm1, xmm2, xmm1
+	LONG $0xd170f9c5; BYTE $0xee               // vpshufd xmm2, xmm1, 238
+	LONG $0xc9d4e9c5                           // vpaddq xmm1, xmm2, xmm1
+	LONG $0xc97ef9c5                           // vmovd ecx, xmm1
+	WORD $0xe1c1; BYTE $0x07                   // shl ecx, 7
+	LONG $0x080000b8; BYTE $0x00               // mov eax, 524288
+	WORD $0xc829                               // sub eax, ecx
+	LONG $0x009a8489; WORD $0xffc0; BYTE $0xff // mov dword ptr [rdx + 4*rbx - 16384], eax
+	LONG $0x01c38348                           // add rbx, 1
+	LONG $0x22c78348                           // add rdi, 34
+	WORD $0x3949; BYTE $0xde                   // cmp r14, rbx
+	JNE  LBB7_305
+	LONG $0x01c68348                           // add rsi, 1
+	WORD $0x014d; BYTE $0xca                   // add r10, r9
+	WORD $0x014c; BYTE $0xc2                   // add rdx, r8
+	WORD $0x394c; BYTE $0xfe                   // cmp rsi, r15
+	JNE  LBB7_304
+
+LBB7_307:
+	QUAD $0x00017ac8249c3b4c                   // cmp r11, qword ptr [rsp + 96968] /* [rbp + 24] */
+	QUAD $0x000000e024b48b4c                   // mov r14, qword ptr [rsp + 224]
+	QUAD $0x000000b824948b4c                   // mov r10, qword ptr [rsp + 184]
+	WORD $0x894c; BYTE $0xe6                   // mov rsi, r12
+	JLE  LBB7_294
+	QUAD $0x000001b024bc8348; BYTE $0x00       // cmp qword ptr [rsp + 432], 0
+	QUAD $0x000001502484950f                   // setne byte ptr [rsp + 336]
+	QUAD $0x0000011824848b48                   // mov rax, qword ptr [rsp + 280]
+	QUAD $0x000001f824843b48                   // cmp rax, qword ptr [rsp + 504]
+	WORD $0x940f; BYTE $0xc0                   // sete al
+	QUAD $0x00017ac024bc8348; BYTE $0x00       // cmp qword ptr [rsp + 96960], 0 /* [rbp + 16] */
+	JLE  LBB7_294
+	QUAD $0x0000017024948b48                   // mov rdx, qword ptr [rsp + 368]
+	WORD $0x8948; BYTE $0xd1                   // mov rcx, rdx
+	LONG $0x05e1c148                           // shl rcx, 5
+	LONG $0x50248420; WORD $0x0001; BYTE $0x00 // and byte ptr [rsp + 336], al
+	LONG $0x51048d48                           // lea rax, [rcx + 2*rdx]
+	QUAD $0x000001c824848948                   // mov qword ptr [rsp + 456], rax
+	LONG $0x02e2c149                           // shl r10, 2
+	QUAD $0x000000f024848b48                   // mov rax, qword ptr [rsp + 240]
+	QUAD $0x0000000085048d48                   // lea rax, [4*rax]
+	WORD $0x2949; BYTE $0xc2                   // sub r10, rax
+	QUAD $0x00017ac824848b48                   // mov rax, qword ptr [rsp + 96968] /* [rbp + 24] */
+	QUAD $0x000000b82494894c                   // mov qword ptr [rsp + 184], r10
+	JMP  LBB7_311
+	PCALIGN $16
+
+LBB7_310:
+	QUAD $0x00017ad0249c8b4c // mov r11, qword ptr [rsp + 96976] /* [rbp + 32] */
+	QUAD $0x000001d024848b48 // mov rax, qword ptr [rsp + 464]
+	WORD $0x394c; BYTE $0xd8 // cmp rax, r11
+	QUAD $0x0000008824b48b48 // mov rsi, qword ptr [rsp + 136]
+	JGE  LBB7_294
+
+LBB7_311:
+	LONG $0x10508d48                     // lea rdx, [rax + 16]
+	WORD $0x894c; BYTE $0xdb             // mov rbx, r11
+	WORD $0x2948; BYTE $0xd3             // sub rbx, rdx
+	LONG $0x10fb8348                     // cmp rbx, 16
+	LONG $0x000010b9; BYTE $0x00         // mov ecx, 16
+	LONG $0xd94d0f48                     // cmovge rbx, rcx
+	WORD $0x3949; BYTE $0xd3             // cmp r11, rdx
+	LONG $0x000000b9; BYTE $0x00         // mov ecx, 0
+	LONG $0xd94e0f48                     // cmovle rbx, rcx
+	WORD $0x2949; BYTE $0xc3             // sub r11, rax
+	LONG $0x10fb8349                     // cmp r11, 16
+	LONG $0x0010bc41; WORD $0x0000       // mov r12d, 16
+	QUAD $0x00000138249c894c             // mov qword ptr [rsp + 312], r11
+	LONG $0xe34c0f4d                     // cmovl r12, r11
+	QUAD $0x000001d024948948             // mov qword ptr [rsp + 464], rdx
+	WORD $0x8948; BYTE $0xd1             // mov rcx, rdx
+	LONG $0xceaf0f48                     // imul rcx, rsi
+	QUAD $0x000000f024bc8b4c             // mov r15, qword ptr [rsp + 240]
+	WORD $0x014c; BYTE $0xf9             // add rcx, r15
+	WORD $0x8948; BYTE $0xca             // mov rdx, rcx
+	LONG $0x05e2c148                     // shl rdx, 5
+	LONG $0x4a3c8d48                     // lea rdi, [rdx + 2*rcx]
+	WORD $0x014c; BYTE $0xef             // add rdi, r13
+	WORD $0x8948; BYTE $0xda             // mov rdx, rbx
+	LONG $0x05e2c148                     // shl rdx, 5
+	WORD $0xc931                         // xor ecx, ecx
+	WORD $0x8548; BYTE $0xdb             // test rbx, rbx
+	WORD $0x950f; BYTE $0xc1             // setne cl
+	QUAD $0x00000170249c8b4c             // mov r11, qword ptr [rsp + 368]
+	WORD $0x3949; BYTE $0xf3             // cmp r11, rsi
+	LONG $0xcb450f48                     // cmovne rcx, rbx
+	QUAD $0x000000f8248c8948             // mov qword ptr [rsp + 248], rcx
+	LONG $0x0001b841; WORD $0x0000       // mov r8d, 1
+	LONG $0xc3440f4c                     // cmove r8, rbx
+	LONG $0xffffffbe; BYTE $0xff         // mov esi, -1
+	WORD $0x8944; BYTE $0xe1             // mov ecx, r12d
+	WORD $0xe6d3                         // shl esi, cl
+	QUAD $0x0001c82484af0f4c; BYTE $0x00 // imul r8, qword ptr [rsp + 456]
+	WORD $0xd6f7                         // not esi
+	LONG $0xce92fbc5                     // kmovd k1, esi
+	QUAD $0x00000178248c8b48             // mov rcx, qword ptr [rsp + 376]
+	LONG $0x810c8d48                     // lea rcx, [rcx + 4*rax]
+	LONG $0x244c8948; BYTE $0x38         // mov qword ptr [rsp + 56], rcx
+	QUAD $0x000001b0248c8b48             // mov rcx, qword ptr [rsp + 432]
+	LONG $0x810c8d48                     // lea rcx, [rcx + 4*rax]
+	QUAD $0x00000148248c8948             // mov qword ptr [rsp + 328], rcx
+	QUAD $0x0000882484af0f48; BYTE $0x00 // imul rax, qword ptr [rsp + 136]
+	WORD $0x014c; BYTE $0xf8             // add rax, r15
+	WORD $0x8948; BYTE $0xc1             // mov rcx, rax
+	LONG $0x05e1c148                     // shl rcx, 5
+	LONG $0x41048d48                     // lea rax, [rcx + 2*rax]
+	WORD $0x014c; BYTE $0xe8             // add rax, r13
+	QUAD $0x0000010024848948             // mov qword ptr [rsp + 256], rax
+	LONG $0x2464894c; BYTE $0x28         // mov qword ptr [rsp + 40], r12
+	LONG $0x10fc8349                     // cmp r12, 16
+	LONG $0x00ffffb8; BYTE $0x00         // mov eax, 65535
+	WORD $0x4d0f; BYTE $0xf0             // cmovge esi, eax
+	LONG $0xd692fbc5                     // kmovd k2, esi
+	QUAD $0x00000108249c8948             // mov qword ptr [rsp + 264], rbx
+	LONG $0x5a448d48; BYTE $0x40         // lea rax, [rdx + 2*rbx + 64]
+	QUAD $0x0000013024848948             // mov qword ptr [rsp + 304], rax
+	WORD $0x8948; BYTE $0xfb             // mov rbx, rdi
+	QUAD $0x000000d024bc8b48             // mov rdi, qword ptr [rsp + 208]
+	WORD $0xc031                         // xor eax, eax
+	WORD $0x3145; BYTE $0xe4             // xor r12d, r12d
+	WORD $0x3145; BYTE $0xff             // xor r15d, r15d
+	QUAD $0x00000128249c8948             // mov qword ptr [rsp + 296], rbx
+	LONG $0x2444894c; BYTE $0x10         // mov qword ptr [rsp + 16], r8
+	JMP  LBB7_317
+
+LBB7_312:
+	QUAD $0x0000014824948b48                   // mov rdx, qword ptr [rsp + 328]
+	LONG $0x4874f162; WORD $0x0258             // vaddps zmm0, zmm1, zmmword ptr [rdx]
+	LONG $0x24748b48; BYTE $0x18               // mov rsi, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
+	LONG $0x247c8b48; BYTE $0x30               // mov rdi, qword ptr [rsp + 48]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	QUAD $0x13244428487cf162                   // vmovaps zmm0, zmmword ptr [rsp + 1216]
+	LONG $0x487cf162; WORD $0x0258             // vaddps zmm0, zmm0, zmmword ptr [rdx]
+	LONG $0x01468d48                           // lea rax, [rsi + 1]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	QUAD $0x14244428487cf162                   // vmovaps zmm0, zmmword ptr [rsp + 1280]
+	LONG $0x487cf162; WORD $0x0258             // vaddps zmm0, zmm0, zmmword ptr [rdx]
+	LONG $0x02468d48                           // lea rax, [rsi + 2]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	QUAD $0x15244428487cf162                   // vmovaps zmm0, zmmword ptr [rsp + 1344]
+	LONG $0x487cf162; WORD $0x0258             // vaddps zmm0, zmm0, zmmword ptr [rdx]
+	LONG $0x03468d48                           // lea rax, [rsi + 3]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	QUAD $0x16244428487cf162                   // vmovaps zmm0, zmmword ptr [rsp + 1408]
+	LONG $0x487cf162; WORD $0x0258             // vaddps zmm0, zmm0, zmmword ptr [rdx]
+	LONG $0x04468d48                           // lea rax, [rsi + 4]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	QUAD $0x17244428487cf162                   // vmovaps zmm0, zmmword ptr [rsp + 1472]
+	LONG $0x487cf162; WORD $0x0258             // vaddps zmm0, zmm0, zmmword ptr [rdx]
+	LONG $0x05468d48                           // lea rax, [rsi + 5]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	QUAD $0x18244428487cf162                   // vmovaps zmm0, zmmword ptr [rsp + 1536]
+	LONG $0x487cf162; WORD $0x0258             // vaddps zmm0, zmm0, zmmword ptr [rdx]
+	LONG $0x06468d48                           // lea rax, [rsi + 6]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	QUAD $0x19244428487cf162                   // vmovaps zmm0, zmmword ptr [rsp + 1600]
+	LONG $0x487cf162; WORD $0x0a58             // vaddps zmm1, zmm0, zmmword ptr [rdx]
+
+LBB7_313:
+	QUAD $0x000000c024848b48 // mov rax, qword ptr [rsp + 192]
+	LONG $0x07c68348         // add rsi, 7
+
+LBB7_314:
+	LONG $0xf7af0f48                           // imul rsi, rdi
+	LONG $0x487cf162; WORD $0x0c11; BYTE $0xb1 // vmovups zmmword ptr [rcx + 4*rsi], zmm1
+
+LBB7_315:
+	QUAD $0x000000d024bc8b48 // mov rdi, qword ptr [rsp + 208]
+
+LBB7_316:
+	QUAD $0x0000016824843b48 // cmp rax, qword ptr [rsp + 360]
+	JE   LBB7_310
+
+LBB7_317:
+	WORD $0x8948; BYTE $0xc6             // mov rsi, rax
+	QUAD $0x017ac02484af0f48; BYTE $0x00 // imul rax, qword ptr [rsp + 96960] /* [rbp + 16] */
+	WORD $0x8948; BYTE $0xc1             // mov rcx, rax
+	WORD $0x0948; BYTE $0xf9             // or rcx, rdi
+	LONG $0x20e9c148                     // shr rcx, 32
+	JE   LBB7_319
+	WORD $0x9948                         // cqo
+	WORD $0xf748; BYTE $0xff             // idiv rdi
+	JMP  LBB7_320
+	PCALIGN $16
+
+LBB7_319:
+	WORD $0xd231 // xor edx, edx
+	WORD $0xf7f7 // div edi
+
+LBB7_320:
+	LONG $0x24448948; BYTE $0x18         // mov qword ptr [rsp + 24], rax
+	WORD $0x8948; BYTE $0xf0             // mov rax, rsi
+	LONG $0x01c08348                     // add rax, 1
+	QUAD $0x000000c024848948             // mov qword ptr [rsp + 192], rax
+	QUAD $0x017ac02484af0f48; BYTE $0x00 // imul rax, qword ptr [rsp + 96960] /* [rbp + 16] */
+	WORD $0x8948; BYTE $0xc1             // mov rcx, rax
+	WORD $0x0948; BYTE $0xf9             // or rcx, rdi
+	LONG $0x20e9c148                     // shr rcx, 32
+	JE   LBB7_330
+	WORD $0x9948                         // cqo
+	WORD $0xf748; BYTE $0xff             // idiv rdi
+	LONG $0x24442b48; BYTE $0x18         // sub rax, qword ptr [rsp + 24]
+	QUAD $0x0000013824bc8348; BYTE $0x0f // cmp qword ptr [rsp + 312], 15
+	JLE  LBB7_331
+
+LBB7_322:
+	LONG $0x03f88348                           // cmp rax, 3
+	JLE  LBB7_427
+	LONG $0x05f88348                           // cmp rax, 5
+	JG   LBB7_443
+	LONG $0x04f88348                           // cmp rax, 4
+	JE   LBB7_535
+	LONG $0x05f88348                           // cmp rax, 5
+	JNE  LBB7_663
+	QUAD $0x0000011824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 280], 0
+	JE   LBB7_754
+	LONG $0x24548b48; BYTE $0x18               // mov rdx, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xd0                   // mov rax, rdx
+	LONG $0x24748b48; BYTE $0x30               // mov rsi, qword ptr [rsp + 48]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x487ce162; WORD $0x3c10; BYTE $0x81 // vmovups zmm23, zmmword ptr [rcx + 4*rax]
+	LONG $0x01428d48                           // lea rax, [rdx + 1]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487ce162; WORD $0x3410; BYTE $0x81 // vmovups zmm22, zmmword ptr [rcx + 4*rax]
+	LONG $0x02428d48                           // lea rax, [rdx + 2]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487ce162; WORD $0x2c10; BYTE $0x81 // vmovups zmm21, zmmword ptr [rcx + 4*rax]
+	LONG $0x03428d48                           // lea rax, [rdx + 3]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487ce162; WORD $0x2410; BYTE $0x81 // vmovups zmm20, zmmword ptr [rcx + 4*rax]
+	LONG $0x04428d48                           // lea rax, [rdx + 4]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487ce162; WORD $0x1c10; BYTE $0x81 // vmovups zmm19, zmmword ptr [rcx + 4*rax]
+	LONG $0x246c8b4c; BYTE $0x40               // mov r13, qword ptr [rsp + 64]
+	QUAD $0x0000009024bc8b48                   // mov rdi, qword ptr [rsp + 144]
+	WORD $0x854d; BYTE $0xdb                   // test r11, r11
+	JG   LBB7_755
+	JMP  LBB7_328
+	PCALIGN $16
+
+LBB7_330:
+	WORD $0xd231                         // xor edx, edx
+	WORD $0xf7f7                         // div edi
+	LONG $0x24442b48; BYTE $0x18         // sub rax, qword ptr [rsp + 24]
+	QUAD $0x0000013824bc8348; BYTE $0x0f // cmp qword ptr [rsp + 312], 15
+	JG   LBB7_322
+
+LBB7_331:
+	LONG $0x03f88348                           // cmp rax, 3
+	JLE  LBB7_435
+	LONG $0x05f88348                           // cmp rax, 5
+	JG   LBB7_449
+	LONG $0x04f88348                           // cmp rax, 4
+	JE   LBB7_539
+	LONG $0x05f88348                           // cmp rax, 5
+	JNE  LBB7_670
+	QUAD $0x0000011824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 280], 0
+	JE   LBB7_768
+	LONG $0x24548b48; BYTE $0x18               // mov rdx, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xd0                   // mov rax, rdx
+	LONG $0x24748b48; BYTE $0x30               // mov rsi, qword ptr [rsp + 48]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0xc97ce162; WORD $0x3c10; BYTE $0x81 // vmovups zmm23 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	LONG $0x01428d48                           // lea rax, [rdx + 1]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0xc97ce162; WORD $0x3410; BYTE $0x81 // vmovups zmm22 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	LONG $0x02428d48                           // lea rax, [rdx + 2]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0xc97ce162; WORD $0x2c10; BYTE $0x81 // vmovups zmm21 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	LONG $0x03428d48                           // lea rax, [rdx + 3]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0xc97ce162; WORD $0x2410; BYTE $0x81 // vmovups zmm20 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	LONG $0x04428d48                           // lea rax, [rdx + 4]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0xc97ce162; WORD $0x1c10; BYTE $0x81 // vmovups zmm19 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	WORD $0x854d; BYTE $0xdb                   // test r11, r11
+	JLE  LBB7_769
+
+LBB7_337:
+	WORD $0x8948; BYTE $0xd1     // mov rcx, rdx
+	QUAD $0x0000008824848b48     // mov rax, qword ptr [rsp + 136]
+	LONG $0xc8af0f48             // imul rcx, rax
+	LONG $0x244c8948; BYTE $0x60 // mov qword ptr [rsp + 96], rcx
+	WORD $0x8948; BYTE $0xd1     // mov rcx, rdx
+	LONG $0xcbaf0f49             // imul rcx, r11
+	LONG $0x244c8948; BYTE $0x78 // mov qword ptr [rsp + 120], rcx
+	LONG $0x014a8d48             // lea rcx, [rdx + 1]
+	WORD $0x8948; BYTE $0xce     // mov rsi, rcx
+	LONG $0xf0af0f48             // imul rsi, rax
+	QUAD $0x0000016024b48948     // mov qword ptr [rsp + 352], rsi
+	LONG $0xcbaf0f49             // imul rcx, r11
+	QUAD $0x000000e8248c8948     // mov qword ptr [rsp + 232], rcx
+	LONG $0x026a8d4c             // lea r13, [rdx + 2]
+	WORD $0x894c; BYTE $0xe9     // mov rcx, r13
+	LONG $0xc8af0f48             // imul rcx, rax
+	QUAD $0x00000158248c8948     // mov qword ptr [rsp + 344], rcx
+	LONG $0xebaf0f4d             // imul r13, r11
+	LONG $0x037a8d48             // lea rdi, [rdx + 3]
+	WORD $0x8948; BYTE $0xf9     // mov rcx, rdi
+	LONG $0xc8af0f48             // imul rcx, rax
+	QUAD $0x000000c8248c8948     // mov qword ptr [rsp + 200], rcx
+	LONG $0xfbaf0f49             // imul rdi, r11
+	LONG $0x04528d4c             // lea r10, [rdx + 4]
+	WORD $0x894c; BYTE $0xd1     // mov rcx, r10
+	LONG $0xc8af0f48             // imul rcx, rax
+	QUAD $0x00000180248c8948     // mov qword ptr [rsp + 384], rcx
+	LONG $0xd3af0f4d             // imul r10, r11
+	WORD $0xd231                 // xor edx, edx
+	JMP  LBB7_341
+	PCALIGN $16
+
+LBB7_338:
+	LONG $0x90f8e1c4; BYTE $0xda               // kmovq k3, k2
+	LONG $0xd2efe9c5                           // vpxor xmm2, xmm2, xmm2
+	LONG $0x4b7d9262; WORD $0x1490; BYTE $0x38 // vpgatherdd zmm2 {k3}, [r8 + zmm15]
+
+LBB7_339:
+	LONG $0x24448b4c; BYTE $0x10 // mov r8, qword ptr [rsp + 16]
+
+LBB7_340:
+	LONG $0x48f59362; WORD $0xc83a; BYTE $0x01         // vinserti64x4 zmm1, zmm1, ymm24, 1
+	LONG $0x40359162; WORD $0xf262                     // vpunpckldq zmm6, zmm25, zmm26
+	LONG $0x40359162; WORD $0xfa6a                     // vpunpckhdq zmm7, zmm25, zmm26
+	LONG $0x40251162; WORD $0xc462                     // vpunpckldq zmm8, zmm27, zmm28
+	LONG $0x40251162; WORD $0xcc6a                     // vpunpckhdq zmm9, zmm27, zmm28
+	LONG $0x400d7162; WORD $0xd562                     // vpunpckldq zmm10, zmm30, zmm5
+	LONG $0x400df162; WORD $0xed6a                     // vpunpckhdq zmm5, zmm30, zmm5
+	LONG $0x40157162; WORD $0xd962                     // vpunpckldq zmm11, zmm29, zmm1
+	LONG $0x4015f162; WORD $0xc96a                     // vpunpckhdq zmm1, zmm29, zmm1
+	LONG $0x48cd5162; WORD $0xe06c                     // vpunpcklqdq zmm12, zmm6, zmm8
+	LONG $0x48cdd162; WORD $0xf06d                     // vpunpckhqdq zmm6, zmm6, zmm8
+	LONG $0x48c55162; WORD $0xc16c                     // vpunpcklqdq zmm8, zmm7, zmm9
+	LONG $0x48c55162; WORD $0xc96d                     // vpunpckhqdq zmm9, zmm7, zmm9
+	LONG $0x48add162; WORD $0xfb6c                     // vpunpcklqdq zmm7, zmm10, zmm11
+	LONG $0x48ad5162; WORD $0xd36d                     // vpunpckhqdq zmm10, zmm10, zmm11
+	LONG $0x48d57162; WORD $0xd96c                     // vpunpcklqdq zmm11, zmm5, zmm1
+	LONG $0x48d5f162; WORD $0xc96d                     // vpunpckhqdq zmm1, zmm5, zmm1
+	LONG $0x48fdd162; WORD $0xec6f                     // vmovdqa64 zmm5, zmm12
+	LONG $0x40fdf262; WORD $0xef7e                     // vpermt2q zmm5, zmm16, zmm7
+	LONG $0x40f57262; WORD $0xe77e                     // vpermt2q zmm12, zmm17, zmm7
+	LONG $0x48fdf162; WORD $0xfe6f                     // vmovdqa64 zmm7, zmm6
+	LONG $0x40fdd262; WORD $0xfa7e                     // vpermt2q zmm7, zmm16, zmm10
+	LONG $0x40f5d262; WORD $0xf27e                     // vpermt2q zmm6, zmm17, zmm10
+	LONG $0x48fd5162; WORD $0xd06f                     // vmovdqa64 zmm10, zmm8
+	LONG $0x40fd5262; WORD $0xd37e                     // vpermt2q zmm10, zmm16, zmm11
+	LONG $0x40f55262; WORD $0xc37e                     // vpermt2q zmm8, zmm17, zmm11
+	LONG $0x48fd5162; WORD $0xd96f                     // vmovdqa64 zmm11, zmm9
+	LONG $0x40fd7262; WORD $0xd97e                     // vpermt2q zmm11, zmm16, zmm1
+	LONG $0x40f57262; WORD $0xc97e                     // vpermt2q zmm9, zmm17, zmm1
+	LONG $0x487ef262; WORD $0xd133                     // vpmovdw ymm1, zmm2
+	LONG $0x487df262; WORD $0xc913                     // vcvtph2ps zmm1, ymm1
+	LONG $0x4874f162; WORD $0xd15c                     // vsubps zmm2, zmm1, zmm1
+	LONG $0x486cf162; WORD $0xc958                     // vaddps zmm1, zmm2, zmm1
+	QUAD $0x000000f024848b48                           // mov rax, qword ptr [rsp + 240]
+	LONG $0x02348d48                                   // lea rsi, [rdx + rax]
+	QUAD $0x04289558487df262; WORD $0x0000             // vpbroadcastd zmm2, dword ptr [rbp + 1064] /* [rip + .LCPI7_18] */
+	LONG $0x48556162; WORD $0xe2ef                     // vpxord zmm28, zmm5, zmm2
+	LONG $0x48456162; WORD $0xdaef                     // vpxord zmm27, zmm7, zmm2
+	LONG $0x482d6162; WORD $0xd2ef                     // vpxord zmm26, zmm10, zmm2
+	LONG $0x48256162; WORD $0xc2ef                     // vpxord zmm24, zmm11, zmm2
+	LONG $0x481df162; WORD $0xfaef                     // vpxord zmm7, zmm12, zmm2
+	LONG $0x484df162; WORD $0xf2ef                     // vpxord zmm6, zmm6, zmm2
+	LONG $0x483df162; WORD $0xeaef                     // vpxord zmm5, zmm8, zmm2
+	LONG $0x4835f162; WORD $0xd2ef                     // vpxord zmm2, zmm9, zmm2
+	LONG $0x24448b48; BYTE $0x60                       // mov rax, qword ptr [rsp + 96]
+	LONG $0x061c8d48                                   // lea rbx, [rsi + rax]
+	WORD $0x8948; BYTE $0xd9                           // mov rcx, rbx
+	LONG $0x05e1c148                                   // shl rcx, 5
+	LONG $0x590c8d48                                   // lea rcx, [rcx + 2*rbx]
+	LONG $0x24448b48; BYTE $0x78                       // mov rax, qword ptr [rsp + 120]
+	LONG $0x021c8d48                                   // lea rbx, [rdx + rax]
+	QUAD $0x809c8c58487d6262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm25, dword ptr [rsp + 4*rbx + 1664]
+	QUAD $0x0000014024848b48                           // mov rax, qword ptr [rsp + 320]
+	QUAD $0x02088c50501d6262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm25, zmm28, dword ptr [rax + rcx + 2]{1to16}
+	QUAD $0x06088c5050256262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm25, zmm27, dword ptr [rax + rcx + 6]{1to16}
+	QUAD $0x0a088c50502d6262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm25, zmm26, dword ptr [rax + rcx + 10]{1to16}
+	QUAD $0x0e088c50503d6262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm25, zmm24, dword ptr [rax + rcx + 14]{1to16}
+	QUAD $0x12088c5058456262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm25, zmm7, dword ptr [rax + rcx + 18]{1to16}
+	QUAD $0x16088c50584d6262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm25, zmm6, dword ptr [rax + rcx + 22]{1to16}
+	QUAD $0x1a088c5058556262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm25, zmm5, dword ptr [rax + rcx + 26]{1to16}
+	QUAD $0x1e088c50586d6262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm25, zmm2, dword ptr [rax + rcx + 30]{1to16}
+	QUAD $0x809c845958747162; WORD $0x0046; BYTE $0x00 // vmulps zmm8, zmm1, dword ptr [rsp + 4*rbx + 18048]{1to16}
+	QUAD $0x00000160248c8b48                           // mov rcx, qword ptr [rsp + 352]
+	LONG $0x0e1c8d48                                   // lea rbx, [rsi + rcx]
+	WORD $0x8948; BYTE $0xd9                           // mov rcx, rbx
+	LONG $0x05e1c148                                   // shl rcx, 5
+	LONG $0x590c8d48                                   // lea rcx, [rcx + 2*rbx]
+	QUAD $0x000000e8249c8b48                           // mov rbx, qword ptr [rsp + 232]
+	WORD $0x0148; BYTE $0xd3                           // add rbx, rdx
+	QUAD $0x809c8c58487d7262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm9, dword ptr [rsp + 4*rbx + 1664]
+	QUAD $0x02088c50501d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm28, dword ptr [rax + rcx + 2]{1to16}
+	QUAD $0x06088c5050257262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm27, dword ptr [rax + rcx + 6]{1to16}
+	QUAD $0x0a088c50502d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm26, dword ptr [rax + rcx + 10]{1to16}
+	QUAD $0x0e088c50503d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm24, dword ptr [rax + rcx + 14]{1to16}
+	QUAD $0x12088c5058457262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm7, dword ptr [rax + rcx + 18]{1to16}
+	QUAD $0x16088c50584d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm6, dword ptr [rax + rcx + 22]{1to16}
+	QUAD $0x1a088c5058557262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm5, dword ptr [rax + rcx + 26]{1to16}
+	QUAD $0x1e088c50586d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm2, dword ptr [rax + rcx + 30]{1to16}
+	QUAD $0x809c945958747162; WORD $0x0046; BYTE $0x00 // vmulps zmm10, zmm1, dword ptr [rsp + 4*rbx + 18048]{1to16}
+	QUAD $0x00000158248c8b48                           // mov rcx, qword ptr [rsp + 344]
+	LONG $0x0e1c8d48                                   // lea rbx, [rsi + rcx]
+	WORD $0x8948; BYTE $0xd9                           // mov rcx, rbx
+	LONG $0x05e1c148                                   // shl rcx, 5
+	LONG $0x590c8d48                                   // lea rcx, [rcx + 2*rbx]
+	LONG $0x2a1c8d4a                                   // lea rbx, [rdx + r13]
+	QUAD $0x809c9c58487d7262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm11, dword ptr [rsp + 4*rbx + 1664]
+	QUAD $0x02089c50501d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm28, dword ptr [rax + rcx + 2]{1to16}
+	QUAD $0x06089c5050257262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm27, dword ptr [rax + rcx + 6]{1to16}
+	QUAD $0x0a089c50502d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm26, dword ptr [rax + rcx + 10]{1to16}
+	QUAD $0x0e089c50503d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm24, dword ptr [rax + rcx + 14]{1to16}
+	QUAD $0x12089c5058457262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm7, dword ptr [rax + rcx + 18]{1to16}
+	QUAD $0x16089c50584d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm6, dword ptr [rax + rcx + 22]{1to16}
+	QUAD $0x1a089c5058557262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm5, dword ptr [rax + rcx + 26]{1to16}
+	QUAD $0x1e089c50586d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm2, dword ptr [rax + rcx + 30]{1to16}
+	QUAD $0x809ca45958747162; WORD $0x0046; BYTE $0x00 // vmulps zmm12, zmm1, dword ptr [rsp + 4*rbx + 18048]{1to16}
+	QUAD $0x000000c8248c8b48                           // mov rcx, qword ptr [rsp + 200]
+	LONG $0x0e1c8d48                                   // lea rbx, [rsi + rcx]
+	WORD $0x8948; BYTE $0xd9                           // mov rcx, rbx
+	LONG $0x05e1c148                                   // shl rcx, 5
+	LONG $0x590c8d48                                   // lea rcx, [rcx + 2*rbx]
+	LONG $0x3a1c8d48                                   // lea rbx, [rdx + rdi]
+	QUAD $0x809cac58487d7262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm13, dword ptr [rsp + 4*rbx + 1664]
+	QUAD $0x0208ac50501d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm28, dword ptr [rax + rcx + 2]{1to16}
+	QUAD $0x0608ac5050257262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm27, dword ptr [rax + rcx + 6]{1to16}
+	QUAD $0x0a08ac50502d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm26, dword ptr [rax + rcx + 10]{1to16}
+	QUAD $0x0e08ac50503d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm24, dword ptr [rax + rcx + 14]{1to16}
+	QUAD $0x1208ac5058457262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm7, dword ptr [rax + rcx + 18]{1to16}
+	QUAD $0x1608ac50584d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm6, dword ptr [rax + rcx + 22]{1to16}
+	QUAD $0x1a08ac5058557262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm5, dword ptr [rax + rcx + 26]{1to16}
+	QUAD $0x1e08ac50586d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm2, dword ptr [rax + rcx + 30]{1to16}
+	QUAD $0x809cb45958747162; WORD $0x0046; BYTE $0x00 // vmulps zmm14, zmm1, dword ptr [rsp + 4*rbx + 18048]{1to16}
+	QUAD $0x0000018024b40348                           // add rsi, qword ptr [rsp + 384]
+	WORD $0x8948; BYTE $0xf1                           // mov rcx, rsi
+	LONG $0x05e1c148                                   // shl rcx, 5
+	LONG $0x710c8d48                                   // lea rcx, [rcx + 2*rsi]
+	LONG $0x12348d4a                                   // lea rsi, [rdx + r10]
+	QUAD $0x80b4ac58487d6262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm29, dword ptr [rsp + 4*rsi + 1664]
+	QUAD $0x0208ac50501d6262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm29, zmm28, dword ptr [rax + rcx + 2]{1to16}
+	QUAD $0x0608ac5050256262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm29, zmm27, dword ptr [rax + rcx + 6]{1to16}
+	QUAD $0x0a08ac50502d6262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm29, zmm26, dword ptr [rax + rcx + 10]{1to16}
+	QUAD $0x0e08ac50503d6262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm29, zmm24, dword ptr [rax + rcx + 14]{1to16}
+	QUAD $0x1208ac5058456262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm29, zmm7, dword ptr [rax + rcx + 18]{1to16}
+	QUAD $0x1608ac50584d6262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm29, zmm6, dword ptr [rax + rcx + 22]{1to16}
+	QUAD $0x1a08ac5058556262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm29, zmm5, dword ptr [rax + rcx + 26]{1to16}
+	QUAD $0x1e08ac50586d6262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm29, zmm2, dword ptr [rax + rcx + 30]{1to16}
+	QUAD $0x80b48c595874f162; WORD $0x0046; BYTE $0x00 // vmulps zmm1, zmm1, dword ptr [rsp + 4*rsi + 18048]{1to16}
+	LONG $0x487c9162; WORD $0xd15b                     // vcvtdq2ps zmm2, zmm25
+	LONG $0x483cf162; WORD $0xd259                     // vmulps zmm2, zmm8, zmm2
+	LONG $0x4044e162; WORD $0xfa58                     // vaddps zmm23, zmm23, zmm2
+	LONG $0x487cd162; WORD $0xd15b                     // vcvtdq2ps zmm2, zmm9
+	LONG $0x482cf162; WORD $0xd259                     // vmulps zmm2, zmm10, zmm2
+	LONG $0x404ce162; WORD $0xf258                     // vaddps zmm22, zmm22, zmm2
+	LONG $0x487cd162; WORD $0xd35b                     // vcvtdq2ps zmm2, zmm11
+	LONG $0x481cf162; WORD $0xd259                     // vmulps zmm2, zmm12, zmm2
+	LONG $0x4054e162; WORD $0xea58                     // vaddps zmm21, zmm21, zmm2
+	LONG $0x487cd162; WORD $0xd55b                     // vcvtdq2ps zmm2, zmm13
+	LONG $0x480cf162; WORD $0xd259                     // vmulps zmm2, zmm14, zmm2
+	LONG $0x405ce162; WORD $0xe258                     // vaddps zmm20, zmm20, zmm2
+	LONG $0x487c9162; WORD $0xd55b                     // vcvtdq2ps zmm2, zmm29
+	LONG $0x4874f162; WORD $0xca59                     // vmulps zmm1, zmm1, zmm2
+	LONG $0x4064e162; WORD $0xd958                     // vaddps zmm19, zmm19, zmm1
+	LONG $0x01c28348                                   // add rdx, 1
+	WORD $0x394c; BYTE $0xda                           // cmp rdx, r11
+	LONG $0x24448b48; BYTE $0x30                       // mov rax, qword ptr [rsp + 48]
+	LONG $0x000d0162; WORD $0xf6ef                     // vpxord xmm30, xmm30, xmm30
+	QUAD $0x00000128249c8b48                           // mov rbx, qword ptr [rsp + 296]
+	JE   LBB7_770
+
+LBB7_341:
+	QUAD $0x0000010824bc8348; BYTE $0x00 // cmp qword ptr [rsp + 264], 0
+	JLE  LBB7_347
+	QUAD $0x0000013024b48b48             // mov rsi, qword ptr [rsp + 304]
+	JMP  LBB7_344
+	PCALIGN $16
+
+LBB7_343:
+	LONG $0xc0c68348 // add rsi, -64
+	LONG $0x40fe8348 // cmp rsi, 64
+	JBE  LBB7_347
+
+LBB7_344:
+	QUAD $0x000000f824bc3b4c       // cmp r15, qword ptr [rsp + 248]
+	JGE  LBB7_347
+	WORD $0x894c; BYTE $0xf9       // mov rcx, r15
+	LONG $0xc9af0f49               // imul rcx, r9
+	WORD $0x0148; BYTE $0xd9       // add rcx, rbx
+	LONG $0x14180f41; BYTE $0x0c   // prefetcht1 byte ptr [r12 + rcx]
+	LONG $0x40c48349               // add r12, 64
+	WORD $0x394d; BYTE $0xc4       // cmp r12, r8
+	JL   LBB7_343
+	LONG $0x54180f42; WORD $0xff01 // prefetcht1 byte ptr [rcx + r8 - 1]
+	LONG $0x01c78349               // add r15, 1
+	WORD $0x3145; BYTE $0xe4       // xor r12d, r12d
+	JMP  LBB7_343
+	PCALIGN $16
+
+LBB7_347:
+	WORD $0x8948; BYTE $0xd1                   // mov rcx, rdx
+	LONG $0x05e1c148                           // shl rcx, 5
+	LONG $0x51048d4c                           // lea r8, [rcx + 2*rdx]
+	QUAD $0x000001002484034c                   // add r8, qword ptr [rsp + 256]
+	LONG $0x00150162; WORD $0xedef             // vpxord xmm29, xmm29, xmm29
+	LONG $0x003d0162; WORD $0xc0ef             // vpxord xmm24, xmm24, xmm24
+	QUAD $0x0000013824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 312], 0
+	JLE  LBB7_357
+	LONG $0x6f7ec1c4; WORD $0x0248             // vmovdqu ymm1, ymmword ptr [r8 + 2]
+	LONG $0x244c8b48; BYTE $0x28               // mov rcx, qword ptr [rsp + 40]
+	LONG $0x08f98348                           // cmp rcx, 8
+	JBE  LBB7_358
+	QUAD $0x0000008024848b48                   // mov rax, qword ptr [rsp + 128]
+	QUAD $0x02008c3a48f54362; LONG $0x01000000 // vinserti64x4 zmm25, zmm1, ymmword ptr [r8 + rax + 2], 1
+	LONG $0x6f7e81c4; WORD $0x084c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [r8 + r9 + 2]
+	LONG $0x09f98348                           // cmp rcx, 9
+	JNE  LBB7_361
+	LONG $0x28fd6162; WORD $0xd16f             // vmovdqa64 ymm26, ymm1
+	LONG $0x24448b48; BYTE $0x58               // mov rax, qword ptr [rsp + 88]
+	LONG $0x6f7ec1c4; WORD $0x004c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [r8 + rax + 2]
+	JMP  LBB7_351
+	PCALIGN $16
+
+LBB7_357:
+	LONG $0xc9eff1c5                           // vpxor xmm1, xmm1, xmm1
+	LONG $0x00350162; WORD $0xc9ef             // vpxord xmm25, xmm25, xmm25
+	LONG $0x002d0162; WORD $0xd2ef             // vpxord xmm26, xmm26, xmm26
+	LONG $0x00250162; WORD $0xdbef             // vpxord xmm27, xmm27, xmm27
+	LONG $0x001d0162; WORD $0xe4ef             // vpxord xmm28, xmm28, xmm28
+	LONG $0x000d0162; WORD $0xf6ef             // vpxord xmm30, xmm30, xmm30
+	LONG $0xedefd1c5                           // vpxor xmm5, xmm5, xmm5
+	LONG $0x244c8b48; BYTE $0x28               // mov rcx, qword ptr [rsp + 40]
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
+	JL   LBB7_338
+	JMP  LBB7_374
+	PCALIGN $16
+
+LBB7_358:
+	LONG $0x28fd6162; WORD $0xc96f                     // vmovdqa64 ymm25, ymm1
+	LONG $0x02f98348                                   // cmp rcx, 2
+	JB   LBB7_368
+	QUAD $0x0208946f28fe0162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm26, ymmword ptr [r8 + r9 + 2]
+	JNE  LBB7_394
+	LONG $0xc9eff1c5                                   // vpxor xmm1, xmm1, xmm1
+	JMP  LBB7_369
+
+LBB7_361:
+	LONG $0x24448b48; BYTE $0x20                       // mov rax, qword ptr [rsp + 32]
+	QUAD $0x0200943a48f54362; LONG $0x01000000         // vinserti64x4 zmm26, zmm1, ymmword ptr [r8 + rax + 2], 1
+	LONG $0x24448b48; BYTE $0x58                       // mov rax, qword ptr [rsp + 88]
+	LONG $0x6f7ec1c4; WORD $0x004c; BYTE $0x02         // vmovdqu ymm1, ymmword ptr [r8 + rax + 2]
+	LONG $0x0bf98348                                   // cmp rcx, 11
+	JB   LBB7_351
+	QUAD $0x000000a024848b48                           // mov rax, qword ptr [rsp + 160]
+	QUAD $0x02009c3a48f54362; LONG $0x01000000         // vinserti64x4 zmm27, zmm1, ymmword ptr [r8 + rax + 2], 1
+	LONG $0x6f7e81c4; WORD $0x304c; BYTE $0x02         // vmovdqu ymm1, ymmword ptr [r8 + r14 + 2]
+	JE   LBB7_352
+	QUAD $0x0000009024848b48                           // mov rax, qword ptr [rsp + 144]
+	QUAD $0x0200a43a48f54362; LONG $0x01000000         // vinserti64x4 zmm28, zmm1, ymmword ptr [r8 + rax + 2], 1
+	LONG $0x24448b48; BYTE $0x40                       // mov rax, qword ptr [rsp + 64]
+	LONG $0x6f7ec1c4; WORD $0x004c; BYTE $0x02         // vmovdqu ymm1, ymmword ptr [r8 + rax + 2]
+	LONG $0x0df98348                                   // cmp rcx, 13
+	JB   LBB7_353
+	QUAD $0x000000a824848b48                           // mov rax, qword ptr [rsp + 168]
+	QUAD $0x0200b43a48f54362; LONG $0x01000000         // vinserti64x4 zmm30, zmm1, ymmword ptr [r8 + rax + 2], 1
+	LONG $0x24448b48; BYTE $0x50                       // mov rax, qword ptr [rsp + 80]
+	LONG $0x6f7ec1c4; WORD $0x004c; BYTE $0x02         // vmovdqu ymm1, ymmword ptr [r8 + rax + 2]
+	JE   LBB7_354
+	LONG $0x24448b48; BYTE $0x48                       // mov rax, qword ptr [rsp + 72]
+	QUAD $0x0200ac3a48f5d362; LONG $0x01000000         // vinserti64x4 zmm5, zmm1, ymmword ptr [r8 + rax + 2], 1
+	LONG $0x24448b48; BYTE $0x70                       // mov rax, qword ptr [rsp + 112]
+	LONG $0x6f7ec1c4; WORD $0x004c; BYTE $0x02         // vmovdqu ymm1, ymmword ptr [r8 + rax + 2]
+	LONG $0x0ff98348                                   // cmp rcx, 15
+	JB   LBB7_355
+	QUAD $0x0000009824848b48                           // mov rax, qword ptr [rsp + 152]
+	QUAD $0x0200ac3a48f54362; LONG $0x01000000         // vinserti64x4 zmm29, zmm1, ymmword ptr [r8 + rax + 2], 1
+	LONG $0x24448b48; BYTE $0x68                       // mov rax, qword ptr [rsp + 104]
+	LONG $0x6f7ec1c4; WORD $0x004c; BYTE $0x02         // vmovdqu ymm1, ymmword ptr [r8 + rax + 2]
+	JE   LBB7_373
+	QUAD $0x000000d824848b48                           // mov rax, qword ptr [rsp + 216]
+	QUAD $0x0200846f28fe4162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm24, ymmword ptr [r8 + rax + 2]
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08         // cmp r9, 134217728
+	JL   LBB7_338
+	JMP  LBB7_374
+	PCALIGN $16
+
+LBB7_351:
+	LONG $0x28fd6162; WORD $0xd96f             // vmovdqa64 ymm27, ymm1
+	LONG $0x6f7e81c4; WORD $0x304c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [r8 + r14 + 2]
+
+LBB7_352:
+	LONG $0x28fd6162; WORD $0xe16f             // vmovdqa64 ymm28, ymm1
+	LONG $0x24448b48; BYTE $0x40               // mov rax, qword ptr [rsp + 64]
+	LONG $0x6f7ec1c4; WORD $0x004c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [r8 + rax + 2]
+
+LBB7_353:
+	LONG $0x28fd6162; WORD $0xf16f             // vmovdqa64 ymm30, ymm1
+	LONG $0x24448b48; BYTE $0x50               // mov rax, qword ptr [rsp + 80]
+	LONG $0x6f7ec1c4; WORD $0x004c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [r8 + rax + 2]
+
+LBB7_354:
+	LONG $0xe96ffdc5                           // vmovdqa ymm5, ymm1
+	LONG $0x24448b48; BYTE $0x70               // mov rax, qword ptr [rsp + 112]
+	LONG $0x6f7ec1c4; WORD $0x004c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [r8 + rax + 2]
+
+LBB7_355:
+	LONG $0x28fd6162; WORD $0xe96f // vmovdqa64 ymm29, ymm1
+
+LBB7_356:
+	LONG $0x24448b48; BYTE $0x68               // mov rax, qword ptr [rsp + 104]
+	LONG $0x6f7ec1c4; WORD $0x004c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [r8 + rax + 2]
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
+	JL   LBB7_338
+	JMP  LBB7_374
+
+LBB7_368:
+	LONG $0xc9eff1c5               // vpxor xmm1, xmm1, xmm1
+	LONG $0x002d0162; WORD $0xd2ef // vpxord xmm26, xmm26, xmm26
+
+LBB7_369:
+	LONG $0x00250162; WORD $0xdbef // vpxord xmm27, xmm27, xmm27
+
+LBB7_370:
+	LONG $0x001d0162; WORD $0xe4ef // vpxord xmm28, xmm28, xmm28
+
+LBB7_371:
+	LONG $0x000d0162; WORD $0xf6ef // vpxord xmm30, xmm30, xmm30
+
+LBB7_372:
+	LONG $0xedefd1c5 // vpxor xmm5, xmm5, xmm5
+
+LBB7_373:
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
+	JL   LBB7_338
+
+LBB7_374:
+	QUAD $0x0000013824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 312], 0
+	JLE  LBB7_379
+	LONG $0x6e79c1c4; BYTE $0x10               // vmovd xmm2, dword ptr [r8]
+	LONG $0x01f98348                           // cmp rcx, 1
+	JE   LBB7_380
+	LONG $0x226983c4; WORD $0x0834; BYTE $0x01 // vpinsrd xmm6, xmm2, dword ptr [r8 + r9], 1
+	LONG $0x486df362; WORD $0xd638; BYTE $0x00 // vinserti32x4 zmm2, zmm2, xmm6, 0
+	LONG $0x486df162; WORD $0x55db; BYTE $0x03 // vpandd zmm2, zmm2, zmmword ptr [rbp + 192] /* [rip + .LCPI7_5] */
+	LONG $0x03f98348                           // cmp rcx, 3
+	JB   LBB7_381
+	LONG $0x24448b48; BYTE $0x58               // mov rax, qword ptr [rsp + 88]
+	LONG $0x2269c3c4; WORD $0x0034; BYTE $0x02 // vpinsrd xmm6, xmm2, dword ptr [r8 + rax], 2
+	LONG $0x486df362; WORD $0xd638; BYTE $0x00 // vinserti32x4 zmm2, zmm2, xmm6, 0
+	LONG $0x486df162; WORD $0x55db; BYTE $0x04 // vpandd zmm2, zmm2, zmmword ptr [rbp + 256] /* [rip + .LCPI7_6] */
+	JNE  LBB7_397
+	LONG $0x24448b4c; BYTE $0x10               // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_382
+
+LBB7_379:
+	LONG $0xd2efe9c5 // vpxor xmm2, xmm2, xmm2
+
+LBB7_380:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x03 // vpandd zmm2, zmm2, zmmword ptr [rbp + 192] /* [rip + .LCPI7_5] */
+
+LBB7_381:
+	LONG $0x24448b4c; BYTE $0x10               // mov r8, qword ptr [rsp + 16]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x04 // vpandd zmm2, zmm2, zmmword ptr [rbp + 256] /* [rip + .LCPI7_6] */
+
+LBB7_382:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x05 // vpandd zmm2, zmm2, zmmword ptr [rbp + 320] /* [rip + .LCPI7_7] */
+
+LBB7_383:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x06 // vpandd zmm2, zmm2, zmmword ptr [rbp + 384] /* [rip + .LCPI7_8] */
+
+LBB7_384:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x07 // vpandd zmm2, zmm2, zmmword ptr [rbp + 448] /* [rip + .LCPI7_9] */
+
+LBB7_385:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x08 // vpandd zmm2, zmm2, zmmword ptr [rbp + 512] /* [rip + .LCPI7_10] */
+
+LBB7_386:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x09 // vpandd zmm2, zmm2, zmmword ptr [rbp + 576] /* [rip + .LCPI7_11] */
+
+LBB7_387:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0a // vpandd zmm2, zmm2, zmmword ptr [rbp + 640] /* [rip + .LCPI7_12] */
+
+LBB7_388:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0b // vpandd zmm2, zmm2, zmmword ptr [rbp + 704] /* [rip + .LCPI7_13] */
+
+LBB7_389:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0c // vpandd zmm2, zmm2, zmmword ptr [rbp + 768] /* [rip + .LCPI7_14] */
+
+LBB7_390:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0d // vpandd zmm2, zmm2, zmmword ptr [rbp + 832] /* [rip + .LCPI7_15] */
+
+LBB7_391:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0e // vpandd zmm2, zmm2, zmmword ptr [rbp + 896] /* [rip + .LCPI7_16] */
+
+LBB7_392:
+	LONG $0x486db162; WORD $0xd2db // vpandd zmm2, zmm2, zmm18
+
+LBB7_393:
+	LONG $0x7fffb866               // mov ax, 32767
+	LONG $0xd892fbc5               // kmovd k3, eax
+	LONG $0xcb7df262; WORD $0xd289 // vpexpandd zmm2 {k3} {z}, zmm2
+	JMP  LBB7_340
+
+LBB7_394:
+	LONG $0x24448b48; BYTE $0x58                       // mov rax, qword ptr [rsp + 88]
+	QUAD $0x02009c6f28fe4162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm27, ymmword ptr [r8 + rax + 2]
+	LONG $0x04f98348                                   // cmp rcx, 4
+	JB   LBB7_400
+	QUAD $0x0230a46f28fe0162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm28, ymmword ptr [r8 + r14 + 2]
+	JNE  LBB7_401
+	LONG $0xc9eff1c5                                   // vpxor xmm1, xmm1, xmm1
+	JMP  LBB7_371
+
+LBB7_397:
+	LONG $0x226983c4; WORD $0x3034; BYTE $0x03 // vpinsrd xmm6, xmm2, dword ptr [r8 + r14], 3
+	LONG $0x486df362; WORD $0xd638; BYTE $0x00 // vinserti32x4 zmm2, zmm2, xmm6, 0
+	LONG $0x486df162; WORD $0x55db; BYTE $0x05 // vpandd zmm2, zmm2, zmmword ptr [rbp + 320] /* [rip + .LCPI7_7] */
+	LONG $0x05f98348                           // cmp rcx, 5
+	JB   LBB7_404
+	LONG $0x0010b866                           // mov ax, 16
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	LONG $0x24448b48; BYTE $0x40               // mov rax, qword ptr [rsp + 64]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x00 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x06 // vpandd zmm2, zmm2, zmmword ptr [rbp + 384] /* [rip + .LCPI7_8] */
+	JNE  LBB7_405
+	LONG $0x24448b4c; BYTE $0x10               // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_384
+
+LBB7_400:
+	LONG $0xc9eff1c5 // vpxor xmm1, xmm1, xmm1
+	JMP  LBB7_370
+
+LBB7_401:
+	LONG $0x24448b48; BYTE $0x40                       // mov rax, qword ptr [rsp + 64]
+	QUAD $0x0200b46f28fe4162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm30, ymmword ptr [r8 + rax + 2]
+	LONG $0x06f98348                                   // cmp rcx, 6
+	JB   LBB7_408
+	LONG $0x24448b48; BYTE $0x50                       // mov rax, qword ptr [rsp + 80]
+	LONG $0x6f7ec1c4; WORD $0x006c; BYTE $0x02         // vmovdqu ymm5, ymmword ptr [r8 + rax + 2]
+	JE   LBB7_403
+	LONG $0x24448b48; BYTE $0x70                       // mov rax, qword ptr [rsp + 112]
+	QUAD $0x0200ac6f28fe4162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm29, ymmword ptr [r8 + rax + 2]
+	LONG $0x08f98348                                   // cmp rcx, 8
+	JAE  LBB7_356
+
+LBB7_403:
+	LONG $0xc9eff1c5                           // vpxor xmm1, xmm1, xmm1
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
+	JL   LBB7_338
+	JMP  LBB7_374
+
+LBB7_404:
+	LONG $0x24448b4c; BYTE $0x10 // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_383
+
+LBB7_405:
+	LONG $0x0020b866                           // mov ax, 32
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	LONG $0x24448b48; BYTE $0x50               // mov rax, qword ptr [rsp + 80]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x00 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x07 // vpandd zmm2, zmm2, zmmword ptr [rbp + 448] /* [rip + .LCPI7_9] */
+	LONG $0x07f98348                           // cmp rcx, 7
+	JB   LBB7_410
+	LONG $0x0040b866                           // mov ax, 64
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	LONG $0x24448b48; BYTE $0x70               // mov rax, qword ptr [rsp + 112]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x00 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x08 // vpandd zmm2, zmm2, zmmword ptr [rbp + 512] /* [rip + .LCPI7_10] */
+	JNE  LBB7_411
+	LONG $0x24448b4c; BYTE $0x10               // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_386
+
+LBB7_408:
+	LONG $0xc9eff1c5 // vpxor xmm1, xmm1, xmm1
+	JMP  LBB7_372
+
+LBB7_410:
+	LONG $0x24448b4c; BYTE $0x10 // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_385
+
+LBB7_411:
+	LONG $0x0080b866                           // mov ax, 128
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	LONG $0x24448b48; BYTE $0x68               // mov rax, qword ptr [rsp + 104]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x00 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x09 // vpandd zmm2, zmm2, zmmword ptr [rbp + 576] /* [rip + .LCPI7_11] */
+	LONG $0x09f98348                           // cmp rcx, 9
+	JB   LBB7_414
+	LONG $0x0100b866                           // mov ax, 256
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	QUAD $0x0000008024848b48                   // mov rax, qword ptr [rsp + 128]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x00 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0a // vpandd zmm2, zmm2, zmmword ptr [rbp + 640] /* [rip + .LCPI7_12] */
+	JNE  LBB7_415
+	LONG $0x24448b4c; BYTE $0x10               // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_388
+
+LBB7_414:
+	LONG $0x24448b4c; BYTE $0x10 // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_387
+
+LBB7_415:
+	LONG $0x0200b866                           // mov ax, 512
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	LONG $0x24448b48; BYTE $0x20               // mov rax, qword ptr [rsp + 32]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x00 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0b // vpandd zmm2, zmm2, zmmword ptr [rbp + 704] /* [rip + .LCPI7_13] */
+	LONG $0x0bf98348                           // cmp rcx, 11
+	JB   LBB7_418
+	LONG $0x0400b866                           // mov ax, 1024
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	QUAD $0x000000a024848b48                   // mov rax, qword ptr [rsp + 160]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x00 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0c // vpandd zmm2, zmm2, zmmword ptr [rbp + 768] /* [rip + .LCPI7_14] */
+	JNE  LBB7_419
+	LONG $0x24448b4c; BYTE $0x10               // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_390
+
+LBB7_418:
+	LONG $0x24448b4c; BYTE $0x10 // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_389
+
+LBB7_419:
+	LONG $0x0800b866                           // mov ax, 2048
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	QUAD $0x0000009024848b48                   // mov rax, qword ptr [rsp + 144]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x00 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0d // vpandd zmm2, zmm2, zmmword ptr [rbp + 832] /* [rip + .LCPI7_15] */
+	LONG $0x0df98348                           // cmp rcx, 13
+	JB   LBB7_422
+	LONG $0x1000b866                           // mov ax, 4096
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	QUAD $0x000000a824848b48                   // mov rax, qword ptr [rsp + 168]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x00 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0e // vpandd zmm2, zmm2, zmmword ptr [rbp + 896] /* [rip + .LCPI7_16] */
+	JNE  LBB7_423
+	LONG $0x24448b4c; BYTE $0x10               // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_392
+
+LBB7_422:
+	LONG $0x24448b4c; BYTE $0x10 // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_391
+
+LBB7_423:
+	LONG $0x2000b866                           // mov ax, 8192
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	LONG $0x24448b48; BYTE $0x48               // mov rax, qword ptr [rsp + 72]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x00 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rax]
+	LONG $0x486db162; WORD $0xd2db             // vpandd zmm2, zmm2, zmm18
+	LONG $0x0ff98348                           // cmp rcx, 15
+	JB   LBB7_426
+	LONG $0x4000b866                           // mov ax, 16384
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	QUAD $0x0000009824848b48                   // mov rax, qword ptr [rsp + 152]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x00 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rax]
+	LONG $0x7fffb866                           // mov ax, 32767
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	LONG $0xcb7df262; WORD $0xd289             // vpexpandd zmm2 {k3} {z}, zmm2
+	JE   LBB7_339
+	LONG $0x8000b866                           // mov ax, -32768
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	QUAD $0x000000d824848b48                   // mov rax, qword ptr [rsp + 216]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x00 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rax]
+	JMP  LBB7_339
+
+LBB7_426:
+	LONG $0x24448b4c; BYTE $0x10 // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_393
+	PCALIGN $16
+
+LBB7_427:
+	LONG $0x01f88348                           // cmp rax, 1
+	JE   LBB7_632
+	LONG $0x02f88348                           // cmp rax, 2
+	JE   LBB7_637
+	LONG $0x03f88348                           // cmp rax, 3
+	JNE  LBB7_663
+	QUAD $0x0000011824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 280], 0
+	JE   LBB7_773
+	LONG $0x24548b48; BYTE $0x18               // mov rdx, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xd0                   // mov rax, rdx
+	LONG $0x24748b48; BYTE $0x30               // mov rsi, qword ptr [rsp + 48]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x487ce162; WORD $0x1c10; BYTE $0x81 // vmovups zmm19, zmmword ptr [rcx + 4*rax]
+	LONG $0x01428d48                           // lea rax, [rdx + 1]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487cf162; WORD $0x2c10; BYTE $0x81 // vmovups zmm5, zmmword ptr [rcx + 4*rax]
+	LONG $0x02428d48                           // lea rax, [rdx + 2]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487c7162; WORD $0x2410; BYTE $0x81 // vmovups zmm12, zmmword ptr [rcx + 4*rax]
+	WORD $0x854d; BYTE $0xdb                   // test r11, r11
+	JG   LBB7_774
+	JMP  LBB7_432
+	PCALIGN $16
+
+LBB7_435:
+	LONG $0x01f88348                           // cmp rax, 1
+	JE   LBB7_641
+	LONG $0x02f88348                           // cmp rax, 2
+	JE   LBB7_645
+	LONG $0x03f88348                           // cmp rax, 3
+	JNE  LBB7_670
+	QUAD $0x0000011824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 280], 0
+	JE   LBB7_787
+	LONG $0x24548b48; BYTE $0x18               // mov rdx, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xd0                   // mov rax, rdx
+	LONG $0x24748b48; BYTE $0x30               // mov rsi, qword ptr [rsp + 48]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0xc97ce162; WORD $0x2c10; BYTE $0x81 // vmovups zmm21 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	LONG $0x01428d48                           // lea rax, [rdx + 1]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0xc97ce162; WORD $0x2410; BYTE $0x81 // vmovups zmm20 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	LONG $0x02428d48                           // lea rax, [rdx + 2]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0xc97ce162; WORD $0x1c10; BYTE $0x81 // vmovups zmm19 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	WORD $0x854d; BYTE $0xdb                   // test r11, r11
+	JG   LBB7_788
+	JMP  LBB7_440
+
+LBB7_443:
+	LONG $0x06f88348                           // cmp rax, 6
+	JE   LBB7_649
+	LONG $0x07f88348                           // cmp rax, 7
+	JNE  LBB7_663
+	QUAD $0x0000011824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 280], 0
+	JE   LBB7_880
+	LONG $0x24548b48; BYTE $0x18               // mov rdx, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xd0                   // mov rax, rdx
+	LONG $0x24748b48; BYTE $0x30               // mov rsi, qword ptr [rsp + 48]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x48fef162; WORD $0x0c6f; BYTE $0x81 // vmovdqu64 zmm1, zmmword ptr [rcx + 4*rax]
+	QUAD $0x12244c7f48fdf162                   // vmovdqa64 zmmword ptr [rsp + 1152], zmm1
+	LONG $0x01428d48                           // lea rax, [rdx + 1]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487cf162; WORD $0x1410; BYTE $0x81 // vmovups zmm2, zmmword ptr [rcx + 4*rax]
+	QUAD $0x13245429487cf162                   // vmovaps zmmword ptr [rsp + 1216], zmm2
+	LONG $0x02428d48                           // lea rax, [rdx + 2]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487cf162; WORD $0x1410; BYTE $0x81 // vmovups zmm2, zmmword ptr [rcx + 4*rax]
+	QUAD $0x14245429487cf162                   // vmovaps zmmword ptr [rsp + 1280], zmm2
+	LONG $0x03428d48                           // lea rax, [rdx + 3]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487cf162; WORD $0x1410; BYTE $0x81 // vmovups zmm2, zmmword ptr [rcx + 4*rax]
+	QUAD $0x15245429487cf162                   // vmovaps zmmword ptr [rsp + 1344], zmm2
+	LONG $0x04428d48                           // lea rax, [rdx + 4]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487cf162; WORD $0x1410; BYTE $0x81 // vmovups zmm2, zmmword ptr [rcx + 4*rax]
+	QUAD $0x16245429487cf162                   // vmovaps zmmword ptr [rsp + 1408], zmm2
+	LONG $0x05428d48                           // lea rax, [rdx + 5]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487cf162; WORD $0x1410; BYTE $0x81 // vmovups zmm2, zmmword ptr [rcx + 4*rax]
+	QUAD $0x17245429487cf162                   // vmovaps zmmword ptr [rsp + 1472], zmm2
+	LONG $0x06428d48                           // lea rax, [rdx + 6]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x48fef162; WORD $0x146f; BYTE $0x81 // vmovdqu64 zmm2, zmmword ptr [rcx + 4*rax]
+	QUAD $0x1824547f48fdf162                   // vmovdqa64 zmmword ptr [rsp + 1536], zmm2
+	WORD $0x854d; BYTE $0xdb                   // test r11, r11
+	JLE  LBB7_447
+
+LBB7_881:
+	LONG    $0x24548b48; BYTE $0x18 // mov rdx, qword ptr [rsp + 24]
+	LONG    $0xdaaf0f4c             // imul r11, rdx
+	QUAD    $0x00004680248c8d48     // lea rcx, [rsp + 18048]
+	LONG    $0x99048d4a             // lea rax, [rcx + 4*r11]
+	LONG    $0x24448948; BYTE $0x78 // mov qword ptr [rsp + 120], rax
+	QUAD    $0x0000008824848b48     // mov rax, qword ptr [rsp + 136]
+	LONG    $0xc2af0f48             // imul rax, rdx
+	QUAD    $0x000000f024840348     // add rax, qword ptr [rsp + 240]
+	WORD    $0x8948; BYTE $0xc1     // mov rcx, rax
+	LONG    $0x05e1c148             // shl rcx, 5
+	LONG    $0x41048d48             // lea rax, [rcx + 2*rax]
+	QUAD    $0x0000019824840348     // add rax, qword ptr [rsp + 408]
+	QUAD    $0x000000e824848948     // mov qword ptr [rsp + 232], rax
+	WORD    $0xc031                 // xor eax, eax
+	LONG    $0x24448948; BYTE $0x60 // mov qword ptr [rsp + 96], rax
+	PCALIGN $16
+
+LBB7_882:
+	QUAD $0x0000010824bc8348; BYTE $0x00 // cmp qword ptr [rsp + 264], 0
+	JLE  LBB7_888
+	QUAD $0x0000013024bc8b48             // mov rdi, qword ptr [rsp + 304]
+	JMP  LBB7_885
+	PCALIGN $16
+
+LBB7_884:
+	LONG $0xc0c78348 // add rdi, -64
+	LONG $0x40ff8348 // cmp rdi, 64
+	JBE  LBB7_888
+
+LBB7_885:
+	QUAD $0x000000f824bc3b4c       // cmp r15, qword ptr [rsp + 248]
+	JGE  LBB7_888
+	WORD $0x894c; BYTE $0xf8       // mov rax, r15
+	LONG $0xc1af0f49               // imul rax, r9
+	WORD $0x0148; BYTE $0xd8       // add rax, rbx
+	LONG $0x14180f41; BYTE $0x04   // prefetcht1 byte ptr [r12 + rax]
+	LONG $0x40c48349               // add r12, 64
+	WORD $0x394d; BYTE $0xc4       // cmp r12, r8
+	JL   LBB7_884
+	LONG $0x54180f42; WORD $0xff00 // prefetcht1 byte ptr [rax + r8 - 1]
+	LONG $0x01c78349               // add r15, 1
+	WORD $0x3145; BYTE $0xe4       // xor r12d, r12d
+	JMP  LBB7_884
+	PCALIGN $16
+
+LBB7_888:
+	LONG $0x244c8b48; BYTE $0x60               // mov rcx, qword ptr [rsp + 96]
+	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
+	LONG $0x05e0c148                           // shl rax, 5
+	LONG $0x48048d48                           // lea rax, [rax + 2*rcx]
+	QUAD $0x00000100248c8b48                   // mov rcx, qword ptr [rsp + 256]
+	LONG $0x4c6ffec5; WORD $0x0201             // vmovdqu ymm1, ymmword ptr [rcx + rax + 2]
+	LONG $0x013c8d48                           // lea rdi, [rcx + rax]
+	QUAD $0x0000008024848b48                   // mov rax, qword ptr [rsp + 128]
+	QUAD $0x02388c3a48f5f362; LONG $0x01000000 // vinserti64x4 zmm1, zmm1, ymmword ptr [rax + rdi + 2], 1
+	LONG $0x6f7ea1c4; WORD $0x0f54; BYTE $0x02 // vmovdqu ymm2, ymmword ptr [rdi + r9 + 2]
+	LONG $0x24448b48; BYTE $0x20               // mov rax, qword ptr [rsp + 32]
+	QUAD $0x0238943a48edf362; LONG $0x01000000 // vinserti64x4 zmm2, zmm2, ymmword ptr [rax + rdi + 2], 1
+	LONG $0x24448b48; BYTE $0x58               // mov rax, qword ptr [rsp + 88]
+	LONG $0x6c6ffec5; WORD $0x0238             // vmovdqu ymm5, ymmword ptr [rax + rdi + 2]
+	QUAD $0x000000a024848b48                   // mov rax, qword ptr [rsp + 160]
+	QUAD $0x0238ac3a48d5f362; LONG $0x01000000 // vinserti64x4 zmm5, zmm5, ymmword ptr [rax + rdi + 2], 1
+	QUAD $0x000000e024b48b4c                   // mov r14, qword ptr [rsp + 224]
+	LONG $0x6f7ec1c4; WORD $0x3e74; BYTE $0x02 // vmovdqu ymm6, ymmword ptr [r14 + rdi + 2]
+	QUAD $0x00000090249c8b4c                   // mov r11, qword ptr [rsp + 144]
+	QUAD $0x023bb43a48cdd362; LONG $0x01000000 // vinserti64x4 zmm6, zmm6, ymmword ptr [r11 + rdi + 2], 1
+	LONG $0x24448b48; BYTE $0x40               // mov rax, qword ptr [rsp + 64]
+	LONG $0x7c6ffec5; WORD $0x0238             // vmovdqu ymm7, ymmword ptr [rax + rdi + 2]
+	QUAD $0x000000a824948b4c                   // mov r10, qword ptr [rsp + 168]
+	QUAD $0x023abc3a48c5d362; LONG $0x01000000 // vinserti64x4 zmm7, zmm7, ymmword ptr [r10 + rdi + 2], 1
+	LONG $0x24448b4c; BYTE $0x50               // mov r8, qword ptr [rsp + 80]
+	LONG $0x6f7e41c4; WORD $0x3844; BYTE $0x02 // vmovdqu ymm8, ymmword ptr [r8 + rdi + 2]
+	LONG $0x24548b48; BYTE $0x48               // mov rdx, qword ptr [rsp + 72]
+	QUAD $0x023a843a48bd7362; LONG $0x01000000 // vinserti64x4 zmm8, zmm8, ymmword ptr [rdx + rdi + 2], 1
+	LONG $0x24748b48; BYTE $0x70               // mov rsi, qword ptr [rsp + 112]
+	LONG $0x4c6f7ec5; WORD $0x023e             // vmovdqu ymm9, ymmword ptr [rsi + rdi + 2]
+	QUAD $0x00000098249c8b48                   // mov rbx, qword ptr [rsp + 152]
+	QUAD $0x023b8c3a48b57362; LONG $0x01000000 // vinserti64x4 zmm9, zmm9, ymmword ptr [rbx + rdi + 2], 1
+	LONG $0x24448b48; BYTE $0x68               // mov rax, qword ptr [rsp + 104]
+	LONG $0x546f7ec5; WORD $0x0238             // vmovdqu ymm10, ymmword ptr [rax + rdi + 2]
+	QUAD $0x000000d8248c8b48                   // mov rcx, qword ptr [rsp + 216]
+	QUAD $0x0239943a48ad7362; LONG $0x01000000 // vinserti64x4 zmm10, zmm10, ymmword ptr [rcx + rdi + 2], 1
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
+	JGE  LBB7_890
+	LONG $0xd846fcc5                           // kxnorw k3, k0, k0
+	LONG $0xef2141c4; BYTE $0xdb               // vpxor xmm11, xmm11, xmm11
+	LONG $0x4b7d3262; WORD $0x1c90; BYTE $0x3f // vpgatherdd zmm11 {k3}, [rdi + zmm15]
+	JMP  LBB7_891
+	PCALIGN $16
+
+LBB7_890:
+	WORD $0x0149; BYTE $0xf9                   // add r9, rdi
+	LONG $0x076ef9c5                           // vmovd xmm0, dword ptr [rdi]
+	LONG $0x227943c4; WORD $0x0119             // vpinsrd xmm11, xmm0, dword ptr [r9], 1
+	LONG $0x6e79a1c4; WORD $0x171c             // vmovd xmm3, dword ptr [rdi + r10]
+	LONG $0x2261e3c4; WORD $0x171c; BYTE $0x01 // vpinsrd xmm3, xmm3, dword ptr [rdi + rdx], 1
+	LONG $0x2261e3c4; WORD $0x1f1c; BYTE $0x02 // vpinsrd xmm3, xmm3, dword ptr [rdi + rbx], 2
+	LONG $0x226163c4; WORD $0x0f24; BYTE $0x03 // vpinsrd xmm12, xmm3, dword ptr [rdi + rcx], 3
+	QUAD $0x00000080248c8b48                   // mov rcx, qword ptr [rsp + 128]
+	LONG $0x246ef9c5; BYTE $0x0f               // vmovd xmm4, dword ptr [rdi + rcx]
+	LONG $0x244c8b48; BYTE $0x20               // mov rcx, qword ptr [rsp + 32]
+	LONG $0x2259e3c4; WORD $0x0f24; BYTE $0x01 // vpinsrd xmm4, xmm4, dword ptr [rdi + rcx], 1
+	QUAD $0x000000a0248c8b48                   // mov rcx, qword ptr [rsp + 160]
+	LONG $0x2259e3c4; WORD $0x0f24; BYTE $0x02 // vpinsrd xmm4, xmm4, dword ptr [rdi + rcx], 2
+	LONG $0x2259a3c4; WORD $0x1f24; BYTE $0x03 // vpinsrd xmm4, xmm4, dword ptr [rdi + r11], 3
+	LONG $0x244c8b48; BYTE $0x40               // mov rcx, qword ptr [rsp + 64]
+	LONG $0x046ef9c5; BYTE $0x0f               // vmovd xmm0, dword ptr [rdi + rcx]
+	LONG $0x2279a3c4; WORD $0x0704; BYTE $0x01 // vpinsrd xmm0, xmm0, dword ptr [rdi + r8], 1
+	LONG $0x2279e3c4; WORD $0x3704; BYTE $0x02 // vpinsrd xmm0, xmm0, dword ptr [rdi + rsi], 2
+	LONG $0x2279e3c4; WORD $0x0704; BYTE $0x03 // vpinsrd xmm0, xmm0, dword ptr [rdi + rax], 3
+	LONG $0x24448b48; BYTE $0x58               // mov rax, qword ptr [rsp + 88]
+	LONG $0x2221e3c4; WORD $0x071c; BYTE $0x02 // vpinsrd xmm3, xmm11, dword ptr [rdi + rax], 2
+	LONG $0x2261a3c4; WORD $0x371c; BYTE $0x03 // vpinsrd xmm3, xmm3, dword ptr [rdi + r14], 3
+	LONG $0x385dc3c4; WORD $0x01e4             // vinserti128 ymm4, ymm4, xmm12, 1
+	LONG $0x3865e3c4; WORD $0x01c0             // vinserti128 ymm0, ymm3, xmm0, 1
+	LONG $0x48fd7362; WORD $0xdc3a; BYTE $0x01 // vinserti64x4 zmm11, zmm0, ymm4, 1
+
+LBB7_891:
+	QUAD    $0x000000b824948b4c               // mov r10, qword ptr [rsp + 184]
+	LONG    $0x4875f162; WORD $0xc262         // vpunpckldq zmm0, zmm1, zmm2
+	LONG    $0x4875f162; WORD $0xca6a         // vpunpckhdq zmm1, zmm1, zmm2
+	LONG    $0x4855f162; WORD $0xd662         // vpunpckldq zmm2, zmm5, zmm6
+	LONG    $0x4855f162; WORD $0xde6a         // vpunpckhdq zmm3, zmm5, zmm6
+	LONG    $0x4845d162; WORD $0xe062         // vpunpckldq zmm4, zmm7, zmm8
+	LONG    $0x4845d162; WORD $0xe86a         // vpunpckhdq zmm5, zmm7, zmm8
+	LONG    $0x4835d162; WORD $0xf262         // vpunpckldq zmm6, zmm9, zmm10
+	LONG    $0x4835d162; WORD $0xfa6a         // vpunpckhdq zmm7, zmm9, zmm10
+	LONG    $0x48fd7162; WORD $0xc26c         // vpunpcklqdq zmm8, zmm0, zmm2
+	LONG    $0x48fdf162; WORD $0xc26d         // vpunpckhqdq zmm0, zmm0, zmm2
+	LONG    $0x48f57162; WORD $0xd36c         // vpunpcklqdq zmm10, zmm1, zmm3
+	LONG    $0x48f5f162; WORD $0xdb6d         // vpunpckhqdq zmm3, zmm1, zmm3
+	LONG    $0x48ddf162; WORD $0xce6c         // vpunpcklqdq zmm1, zmm4, zmm6
+	LONG    $0x48ddf162; WORD $0xd66d         // vpunpckhqdq zmm2, zmm4, zmm6
+	LONG    $0x48d5f162; WORD $0xe76c         // vpunpcklqdq zmm4, zmm5, zmm7
+	LONG    $0x48d5f162; WORD $0xef6d         // vpunpckhqdq zmm5, zmm5, zmm7
+	LONG    $0x48fdd162; WORD $0xf06f         // vmovdqa64 zmm6, zmm8
+	LONG    $0x40fdf262; WORD $0xf17e         // vpermt2q zmm6, zmm16, zmm1
+	LONG    $0x40f57262; WORD $0xc17e         // vpermt2q zmm8, zmm17, zmm1
+	LONG    $0x48fdf162; WORD $0xf86f         // vmovdqa64 zmm7, zmm0
+	LONG    $0x40fdf262; WORD $0xfa7e         // vpermt2q zmm7, zmm16, zmm2
+	LONG    $0x40f5f262; WORD $0xc27e         // vpermt2q zmm0, zmm17, zmm2
+	LONG    $0x48fd5162; WORD $0xca6f         // vmovdqa64 zmm9, zmm10
+	LONG    $0x40fd7262; WORD $0xcc7e         // vpermt2q zmm9, zmm16, zmm4
+	LONG    $0x40f57262; WORD $0xd47e         // vpermt2q zmm10, zmm17, zmm4
+	LONG    $0x48fdf162; WORD $0xe36f         // vmovdqa64 zmm4, zmm3
+	LONG    $0x40fdf262; WORD $0xe57e         // vpermt2q zmm4, zmm16, zmm5
+	LONG    $0x40f5f262; WORD $0xdd7e         // vpermt2q zmm3, zmm17, zmm5
+	LONG    $0x487e7262; WORD $0xd933         // vpmovdw ymm1, zmm11
+	LONG    $0x487df262; WORD $0xc913         // vcvtph2ps zmm1, ymm1
+	LONG    $0x4874f162; WORD $0xd15c         // vsubps zmm2, zmm1, zmm1
+	LONG    $0x486cf162; WORD $0xc958         // vaddps zmm1, zmm2, zmm1
+	QUAD    $0x04289d58487d7262; WORD $0x0000 // vpbroadcastd zmm11, dword ptr [rbp + 1064] /* [rip + .LCPI7_18] */
+	LONG    $0x484dd162; WORD $0xd3ef         // vpxord zmm2, zmm6, zmm11
+	LONG    $0x4845d162; WORD $0xebef         // vpxord zmm5, zmm7, zmm11
+	LONG    $0x4835d162; WORD $0xf3ef         // vpxord zmm6, zmm9, zmm11
+	LONG    $0x485dd162; WORD $0xfbef         // vpxord zmm7, zmm4, zmm11
+	LONG    $0x483d5162; WORD $0xc3ef         // vpxord zmm8, zmm8, zmm11
+	LONG    $0x487d5162; WORD $0xcbef         // vpxord zmm9, zmm0, zmm11
+	LONG    $0x482d5162; WORD $0xd3ef         // vpxord zmm10, zmm10, zmm11
+	LONG    $0x48655162; WORD $0xdbef         // vpxord zmm11, zmm3, zmm11
+	QUAD    $0x000000e824b48b48               // mov rsi, qword ptr [rsp + 232]
+	WORD    $0x8948; BYTE $0xf7               // mov rdi, rsi
+	LONG    $0x24548b48; BYTE $0x78           // mov rdx, qword ptr [rsp + 120]
+	WORD    $0x8948; BYTE $0xd0               // mov rax, rdx
+	WORD    $0xdb31                           // xor ebx, ebx
+	QUAD    $0x00000110248c8b4c               // mov r9, qword ptr [rsp + 272]
+	QUAD    $0x00000170249c8b4c               // mov r11, qword ptr [rsp + 368]
+	LONG    $0x24448b4c; BYTE $0x10           // mov r8, qword ptr [rsp + 16]
+	PCALIGN $16
+
+LBB7_892:
+	QUAD $0xc0008058487df262; WORD $0xffff     // vpbroadcastd zmm0, dword ptr [rax - 16384]
+	LONG $0x586df262; WORD $0x4750; BYTE $0xf9 // vpdpbusd zmm0, zmm2, dword ptr [rdi - 28]{1to16}
+	LONG $0x5855f262; WORD $0x4750; BYTE $0xfa // vpdpbusd zmm0, zmm5, dword ptr [rdi - 24]{1to16}
+	LONG $0x584df262; WORD $0x4750; BYTE $0xfb // vpdpbusd zmm0, zmm6, dword ptr [rdi - 20]{1to16}
+	LONG $0x5845f262; WORD $0x4750; BYTE $0xfc // vpdpbusd zmm0, zmm7, dword ptr [rdi - 16]{1to16}
+	LONG $0x583df262; WORD $0x4750; BYTE $0xfd // vpdpbusd zmm0, zmm8, dword ptr [rdi - 12]{1to16}
+	LONG $0x5835f262; WORD $0x4750; BYTE $0xfe // vpdpbusd zmm0, zmm9, dword ptr [rdi - 8]{1to16}
+	LONG $0x582df262; WORD $0x4750; BYTE $0xff // vpdpbusd zmm0, zmm10, dword ptr [rdi - 4]{1to16}
+	LONG $0x5825f262; WORD $0x0750             // vpdpbusd zmm0, zmm11, dword ptr [rdi]{1to16}
+	LONG $0x5874f162; WORD $0x1859             // vmulps zmm3, zmm1, dword ptr [rax]{1to16}
+	LONG $0x487cf162; WORD $0xc05b             // vcvtdq2ps zmm0, zmm0
+	LONG $0x4864f162; WORD $0xc059             // vmulps zmm0, zmm3, zmm0
+	QUAD $0x121c4458487cf162                   // vaddps zmm0, zmm0, zmmword ptr [rsp + rbx + 1152]
+	QUAD $0x121c4429487cf162                   // vmovaps zmmword ptr [rsp + rbx + 1152], zmm0
+	LONG $0x40c38348                           // add rbx, 64
+	WORD $0x014c; BYTE $0xd0                   // add rax, r10
+	WORD $0x014c; BYTE $0xcf                   // add rdi, r9
+	LONG $0xc0fb8148; WORD $0x0001; BYTE $0x00 // cmp rbx, 448
+	JNE  LBB7_892
+	LONG $0x247c8b48; BYTE $0x60               // mov rdi, qword ptr [rsp + 96]
+	LONG $0x01c78348                           // add rdi, 1
+	LONG $0x04c28348                           // add rdx, 4
+	LONG $0x24548948; BYTE $0x78               // mov qword ptr [rsp + 120], rdx
+	LONG $0x22c68348                           // add rsi, 34
+	QUAD $0x000000e824b48948                   // mov qword ptr [rsp + 232], rsi
+	WORD $0x8948; BYTE $0xf8                   // mov rax, rdi
+	LONG $0x247c8948; BYTE $0x60               // mov qword ptr [rsp + 96], rdi
+	WORD $0x394c; BYTE $0xdf                   // cmp rdi, r11
+	QUAD $0x00000128249c8b48                   // mov rbx, qword ptr [rsp + 296]
+	JNE  LBB7_882
+	QUAD $0x12244c6f48fdf162                   // vmovdqa64 zmm1, zmmword ptr [rsp + 1152]
+	QUAD $0x000000e024b48b4c                   // mov r14, qword ptr [rsp + 224]
+	QUAD $0x000000015024bc80                   // cmp byte ptr [rsp + 336], 0
+	JNE  LBB7_448
+
+LBB7_895:
+	LONG $0x24748b48; BYTE $0x18               // mov rsi, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
+	LONG $0x247c8b48; BYTE $0x30               // mov rdi, qword ptr [rsp + 48]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x48fef162; WORD $0x0c7f; BYTE $0x81 // vmovdqu64 zmmword ptr [rcx + 4*rax], zmm1
+	QUAD $0x13244428487cf162                   // vmovaps zmm0, zmmword ptr [rsp + 1216]
+	LONG $0x01468d48                           // lea rax, [rsi + 1]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	QUAD $0x14244428487cf162                   // vmovaps zmm0, zmmword ptr [rsp + 1280]
+	LONG $0x02468d48                           // lea rax, [rsi + 2]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	QUAD $0x15244428487cf162                   // vmovaps zmm0, zmmword ptr [rsp + 1344]
+	LONG $0x03468d48                           // lea rax, [rsi + 3]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	QUAD $0x16244428487cf162                   // vmovaps zmm0, zmmword ptr [rsp + 1408]
+	LONG $0x04468d48                           // lea rax, [rsi + 4]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	QUAD $0x17244428487cf162                   // vmovaps zmm0, zmmword ptr [rsp + 1472]
+	LONG $0x05468d48                           // lea rax, [rsi + 5]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	QUAD $0x18244c28487cf162                   // vmovaps zmm1, zmmword ptr [rsp + 1536]
+	JMP  LBB7_896
+
+LBB7_449:
+	LONG $0x06f88348                           // cmp rax, 6
+	JE   LBB7_666
+	LONG $0x07f88348                           // cmp rax, 7
+	JNE  LBB7_670
+	QUAD $0x0000011824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 280], 0
+	JE   LBB7_897
+	LONG $0x24548b48; BYTE $0x18               // mov rdx, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xd0                   // mov rax, rdx
+	LONG $0x24748b48; BYTE $0x30               // mov rsi, qword ptr [rsp + 48]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0xc97cf162; WORD $0x0c10; BYTE $0x81 // vmovups zmm1 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	QUAD $0x12244c29487cf162                   // vmovaps zmmword ptr [rsp + 1152], zmm1
+	LONG $0x01428d48                           // lea rax, [rdx + 1]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0xc97cf162; WORD $0x1410; BYTE $0x81 // vmovups zmm2 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	QUAD $0x13245429487cf162                   // vmovaps zmmword ptr [rsp + 1216], zmm2
+	LONG $0x02428d48                           // lea rax, [rdx + 2]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0xc97cf162; WORD $0x1410; BYTE $0x81 // vmovups zmm2 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	QUAD $0x14245429487cf162                   // vmovaps zmmword ptr [rsp + 1280], zmm2
+	LONG $0x03428d48                           // lea rax, [rdx + 3]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0xc97cf162; WORD $0x1410; BYTE $0x81 // vmovups zmm2 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	QUAD $0x15245429487cf162                   // vmovaps zmmword ptr [rsp + 1344], zmm2
+	LONG $0x04428d48                           // lea rax, [rdx + 4]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0xc97cf162; WORD $0x1410; BYTE $0x81 // vmovups zmm2 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	QUAD $0x16245429487cf162                   // vmovaps zmmword ptr [rsp + 1408], zmm2
+	LONG $0x05428d48                           // lea rax, [rdx + 5]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0xc97cf162; WORD $0x1410; BYTE $0x81 // vmovups zmm2 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	QUAD $0x17245429487cf162                   // vmovaps zmmword ptr [rsp + 1472], zmm2
+	LONG $0x06428d48                           // lea rax, [rdx + 6]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0xc97cf162; WORD $0x1410; BYTE $0x81 // vmovups zmm2 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	QUAD $0x18245429487cf162                   // vmovaps zmmword ptr [rsp + 1536], zmm2
+	WORD $0x854d; BYTE $0xdb                   // test r11, r11
+	JLE  LBB7_898
+
+LBB7_453:
+	WORD    $0x894c; BYTE $0xd8     // mov rax, r11
+	LONG    $0x24548b48; BYTE $0x18 // mov rdx, qword ptr [rsp + 24]
+	LONG    $0xc2af0f48             // imul rax, rdx
+	QUAD    $0x00004680248c8d48     // lea rcx, [rsp + 18048]
+	LONG    $0x81048d4c             // lea r8, [rcx + 4*rax]
+	QUAD    $0x0000008824848b48     // mov rax, qword ptr [rsp + 136]
+	LONG    $0xc2af0f48             // imul rax, rdx
+	QUAD    $0x000000f024840348     // add rax, qword ptr [rsp + 240]
+	WORD    $0x8948; BYTE $0xc1     // mov rcx, rax
+	LONG    $0x05e1c148             // shl rcx, 5
+	LONG    $0x41148d48             // lea rdx, [rcx + 2*rax]
+	QUAD    $0x0000019824940348     // add rdx, qword ptr [rsp + 408]
 	WORD    $0xf631                 // xor esi, esi
 	PCALIGN $16
 
-LBB7_282:
-	QUAD $0x80949458487db262; WORD $0x0004; BYTE $0x00 // vpbroadcastd zmm2, dword ptr [rsp + 4*r10 + 1152]
-	QUAD $0x80f4946f48fde162; WORD $0x00c4; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rsi + 50304]
-	QUAD $0x00f49c6f48fde162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm19, zmmword ptr [rsp + 8*rsi + 50432]
-	QUAD $0x80f4a46f48fde162; WORD $0x00c5; BYTE $0x00 // vmovdqa64 zmm20, zmmword ptr [rsp + 8*rsi + 50560]
-	QUAD $0x00f4ac6f48fde162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm21, zmmword ptr [rsp + 8*rsi + 50688]
-	LONG $0x506df262; WORD $0x5150; BYTE $0xf9         // vpdpbusd zmm2, zmm18, dword ptr [rcx - 28]{1to16}
-	LONG $0x5065f262; WORD $0x5150; BYTE $0xfa         // vpdpbusd zmm2, zmm19, dword ptr [rcx - 24]{1to16}
-	LONG $0x505df262; WORD $0x5150; BYTE $0xfb         // vpdpbusd zmm2, zmm20, dword ptr [rcx - 20]{1to16}
-	LONG $0x5055f262; WORD $0x5150; BYTE $0xfc         // vpdpbusd zmm2, zmm21, dword ptr [rcx - 16]{1to16}
-	QUAD $0x80f4946f48fde162; WORD $0x00c6; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rsi + 50816]
-	LONG $0x506df262; WORD $0x5150; BYTE $0xfd         // vpdpbusd zmm2, zmm18, dword ptr [rcx - 12]{1to16}
-	QUAD $0x00f4946f48fde162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rsi + 50944]
-	LONG $0x506df262; WORD $0x5150; BYTE $0xfe         // vpdpbusd zmm2, zmm18, dword ptr [rcx - 8]{1to16}
-	QUAD $0x80f4946f48fde162; WORD $0x00c7; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rsi + 51072]
-	LONG $0x506df262; WORD $0x5150; BYTE $0xff         // vpdpbusd zmm2, zmm18, dword ptr [rcx - 4]{1to16}
-	QUAD $0x00f4946f48fde162; WORD $0x00c8; BYTE $0x00 // vmovdqa64 zmm18, zmmword ptr [rsp + 8*rsi + 51200]
-	LONG $0x506df262; WORD $0x1150                     // vpdpbusd zmm2, zmm18, dword ptr [rcx]{1to16}
-	QUAD $0x80349428487ce162; WORD $0x0144; BYTE $0x00 // vmovaps zmm18, zmmword ptr [rsp + rsi + 83072]
-	QUAD $0x80949459506ca162; WORD $0x0044; BYTE $0x00 // vmulps zmm18, zmm18, dword ptr [rsp + 4*r10 + 17536]{1to16}
-	LONG $0x487cf162; WORD $0xd25b                     // vcvtdq2ps zmm2, zmm2
-	LONG $0x406cf162; WORD $0xd259                     // vmulps zmm2, zmm18, zmm2
-	LONG $0x4874f162; WORD $0xca58                     // vaddps zmm1, zmm1, zmm2
-	LONG $0x80ee8348                                   // sub rsi, -128
+LBB7_454:
+	QUAD $0x0000010824bc8348; BYTE $0x00 // cmp qword ptr [rsp + 264], 0
+	JLE  LBB7_460
+	QUAD $0x0000013024bc8b48             // mov rdi, qword ptr [rsp + 304]
+	JMP  LBB7_457
+	PCALIGN $16
+
+LBB7_456:
+	LONG $0xc0c78348 // add rdi, -64
+	LONG $0x40ff8348 // cmp rdi, 64
+	JBE  LBB7_460
+
+LBB7_457:
+	QUAD $0x000000f824bc3b4c     // cmp r15, qword ptr [rsp + 248]
+	JGE  LBB7_460
+	WORD $0x894c; BYTE $0xf8     // mov rax, r15
+	LONG $0xc1af0f49             // imul rax, r9
+	WORD $0x0148; BYTE $0xd8     // add rax, rbx
+	LONG $0x14180f41; BYTE $0x04 // prefetcht1 byte ptr [r12 + rax]
+	LONG $0x40c48349             // add r12, 64
+	LONG $0x244c8b48; BYTE $0x10 // mov rcx, qword ptr [rsp + 16]
+	WORD $0x3949; BYTE $0xcc     // cmp r12, rcx
+	JL   LBB7_456
+	LONG $0x0854180f; BYTE $0xff // prefetcht1 byte ptr [rax + rcx - 1]
+	LONG $0x01c78349             // add r15, 1
+	WORD $0x3145; BYTE $0xe4     // xor r12d, r12d
+	JMP  LBB7_456
+	PCALIGN $16
+
+LBB7_460:
+	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
+	LONG $0x05e0c148                           // shl rax, 5
+	LONG $0x703c8d48                           // lea rdi, [rax + 2*rsi]
+	QUAD $0x0000010024bc0348                   // add rdi, qword ptr [rsp + 256]
+	LONG $0x003d0162; WORD $0xc0ef             // vpxord xmm24, xmm24, xmm24
+	LONG $0x0065a162; WORD $0xdbef             // vpxord xmm19, xmm19, xmm19
+	QUAD $0x0000013824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 312], 0
+	JLE  LBB7_470
+	LONG $0x4f6ffec5; BYTE $0x02               // vmovdqu ymm1, ymmword ptr [rdi + 2]
+	LONG $0x244c8b48; BYTE $0x28               // mov rcx, qword ptr [rsp + 40]
+	LONG $0x08f98348                           // cmp rcx, 8
+	JBE  LBB7_471
+	QUAD $0x0000008024848b48                   // mov rax, qword ptr [rsp + 128]
+	QUAD $0x0207a43a48f5e362; LONG $0x01000000 // vinserti64x4 zmm20, zmm1, ymmword ptr [rdi + rax + 2], 1
+	LONG $0x6f7ea1c4; WORD $0x0f4c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [rdi + r9 + 2]
+	LONG $0x09f98348                           // cmp rcx, 9
+	JNE  LBB7_474
+	LONG $0x28fde162; WORD $0xe96f             // vmovdqa64 ymm21, ymm1
+	LONG $0x24448b48; BYTE $0x58               // mov rax, qword ptr [rsp + 88]
+	LONG $0x4c6ffec5; WORD $0x0207             // vmovdqu ymm1, ymmword ptr [rdi + rax + 2]
+	JMP  LBB7_464
+	PCALIGN $16
+
+LBB7_470:
+	LONG $0xedefd1c5               // vpxor xmm5, xmm5, xmm5
+	LONG $0x005da162; WORD $0xe4ef // vpxord xmm20, xmm20, xmm20
+	JMP  LBB7_482
+	PCALIGN $16
+
+LBB7_471:
+	LONG $0x28fde162; WORD $0xe16f                     // vmovdqa64 ymm20, ymm1
+	LONG $0x02f98348                                   // cmp rcx, 2
+	JB   LBB7_481
+	QUAD $0x020fac6f28fea162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm21, ymmword ptr [rdi + r9 + 2]
+	JNE  LBB7_526
+	LONG $0xedefd1c5                                   // vpxor xmm5, xmm5, xmm5
+	JMP  LBB7_483
+
+LBB7_474:
+	LONG $0x24448b48; BYTE $0x20                       // mov rax, qword ptr [rsp + 32]
+	QUAD $0x0207ac3a48f5e362; LONG $0x01000000         // vinserti64x4 zmm21, zmm1, ymmword ptr [rdi + rax + 2], 1
+	LONG $0x24448b48; BYTE $0x58                       // mov rax, qword ptr [rsp + 88]
+	LONG $0x4c6ffec5; WORD $0x0207                     // vmovdqu ymm1, ymmword ptr [rdi + rax + 2]
+	LONG $0x0bf98348                                   // cmp rcx, 11
+	JB   LBB7_464
+	QUAD $0x000000a024848b48                           // mov rax, qword ptr [rsp + 160]
+	QUAD $0x0207b43a48f5e362; LONG $0x01000000         // vinserti64x4 zmm22, zmm1, ymmword ptr [rdi + rax + 2], 1
+	LONG $0x6f7ea1c4; WORD $0x374c; BYTE $0x02         // vmovdqu ymm1, ymmword ptr [rdi + r14 + 2]
+	JE   LBB7_465
+	QUAD $0x0000009024848b48                           // mov rax, qword ptr [rsp + 144]
+	QUAD $0x0207bc3a48f5e362; LONG $0x01000000         // vinserti64x4 zmm23, zmm1, ymmword ptr [rdi + rax + 2], 1
+	LONG $0x24448b48; BYTE $0x40                       // mov rax, qword ptr [rsp + 64]
+	LONG $0x4c6ffec5; WORD $0x0207                     // vmovdqu ymm1, ymmword ptr [rdi + rax + 2]
+	LONG $0x247c8348; WORD $0x0d28                     // cmp qword ptr [rsp + 40], 13
+	JB   LBB7_466
+	QUAD $0x000000a824848b48                           // mov rax, qword ptr [rsp + 168]
+	QUAD $0x02078c3a48f56362; LONG $0x01000000         // vinserti64x4 zmm25, zmm1, ymmword ptr [rdi + rax + 2], 1
+	LONG $0x24448b48; BYTE $0x50                       // mov rax, qword ptr [rsp + 80]
+	LONG $0x4c6ffec5; WORD $0x0207                     // vmovdqu ymm1, ymmword ptr [rdi + rax + 2]
+	JE   LBB7_467
+	LONG $0x24448b48; BYTE $0x48                       // mov rax, qword ptr [rsp + 72]
+	QUAD $0x0207943a48f56362; LONG $0x01000000         // vinserti64x4 zmm26, zmm1, ymmword ptr [rdi + rax + 2], 1
+	LONG $0x24448b48; BYTE $0x70                       // mov rax, qword ptr [rsp + 112]
+	LONG $0x4c6ffec5; WORD $0x0207                     // vmovdqu ymm1, ymmword ptr [rdi + rax + 2]
+	LONG $0x247c8348; WORD $0x0f28                     // cmp qword ptr [rsp + 40], 15
+	JB   LBB7_468
+	QUAD $0x0000009824848b48                           // mov rax, qword ptr [rsp + 152]
+	QUAD $0x0207843a48f56362; LONG $0x01000000         // vinserti64x4 zmm24, zmm1, ymmword ptr [rdi + rax + 2], 1
+	LONG $0x24448b48; BYTE $0x68                       // mov rax, qword ptr [rsp + 104]
+	LONG $0x6c6ffec5; WORD $0x0207                     // vmovdqu ymm5, ymmword ptr [rdi + rax + 2]
+	JE   LBB7_487
+	QUAD $0x000000d824848b48                           // mov rax, qword ptr [rsp + 216]
+	QUAD $0x02079c6f28fee162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm19, ymmword ptr [rdi + rax + 2]
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08         // cmp r9, 134217728
+	JGE  LBB7_489
+	JMP  LBB7_488
+	PCALIGN $16
+
+LBB7_464:
+	LONG $0x28fde162; WORD $0xf16f             // vmovdqa64 ymm22, ymm1
+	LONG $0x6f7ea1c4; WORD $0x374c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [rdi + r14 + 2]
+
+LBB7_465:
+	LONG $0x28fde162; WORD $0xf96f // vmovdqa64 ymm23, ymm1
+	LONG $0x24448b48; BYTE $0x40   // mov rax, qword ptr [rsp + 64]
+	LONG $0x4c6ffec5; WORD $0x0207 // vmovdqu ymm1, ymmword ptr [rdi + rax + 2]
+
+LBB7_466:
+	LONG $0x28fd6162; WORD $0xc96f // vmovdqa64 ymm25, ymm1
+	LONG $0x24448b48; BYTE $0x50   // mov rax, qword ptr [rsp + 80]
+	LONG $0x4c6ffec5; WORD $0x0207 // vmovdqu ymm1, ymmword ptr [rdi + rax + 2]
+
+LBB7_467:
+	LONG $0x28fd6162; WORD $0xd16f // vmovdqa64 ymm26, ymm1
+	LONG $0x24448b48; BYTE $0x70   // mov rax, qword ptr [rsp + 112]
+	LONG $0x4c6ffec5; WORD $0x0207 // vmovdqu ymm1, ymmword ptr [rdi + rax + 2]
+
+LBB7_468:
+	LONG $0x28fd6162; WORD $0xc16f // vmovdqa64 ymm24, ymm1
+
+LBB7_469:
+	LONG $0x24448b48; BYTE $0x68               // mov rax, qword ptr [rsp + 104]
+	LONG $0x6c6ffec5; WORD $0x0207             // vmovdqu ymm5, ymmword ptr [rdi + rax + 2]
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
+	JGE  LBB7_489
+	JMP  LBB7_488
+
+LBB7_481:
+	LONG $0xedefd1c5 // vpxor xmm5, xmm5, xmm5
+
+LBB7_482:
+	LONG $0x0055a162; WORD $0xedef // vpxord xmm21, xmm21, xmm21
+
+LBB7_483:
+	LONG $0x004da162; WORD $0xf6ef // vpxord xmm22, xmm22, xmm22
+
+LBB7_484:
+	LONG $0x0045a162; WORD $0xffef // vpxord xmm23, xmm23, xmm23
+
+LBB7_485:
+	LONG $0x00350162; WORD $0xc9ef // vpxord xmm25, xmm25, xmm25
+
+LBB7_486:
+	LONG $0x002d0162; WORD $0xd2ef // vpxord xmm26, xmm26, xmm26
+
+LBB7_487:
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
+	JGE  LBB7_489
+
+LBB7_488:
+	LONG $0x90f8e1c4; BYTE $0xda               // kmovq k3, k2
+	LONG $0xc9eff1c5                           // vpxor xmm1, xmm1, xmm1
+	LONG $0x4b7db262; WORD $0x0c90; BYTE $0x3f // vpgatherdd zmm1 {k3}, [rdi + zmm15]
+	JMP  LBB7_521
+
+LBB7_526:
+	LONG $0x24448b48; BYTE $0x58                       // mov rax, qword ptr [rsp + 88]
+	QUAD $0x0207b46f28fee162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm22, ymmword ptr [rdi + rax + 2]
+	LONG $0x247c8348; WORD $0x0428                     // cmp qword ptr [rsp + 40], 4
+	JB   LBB7_529
+	QUAD $0x0237bc6f28fea162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm23, ymmword ptr [rdi + r14 + 2]
+	JNE  LBB7_530
+	LONG $0xedefd1c5                                   // vpxor xmm5, xmm5, xmm5
+	JMP  LBB7_485
+
+LBB7_529:
+	LONG $0xedefd1c5 // vpxor xmm5, xmm5, xmm5
+	JMP  LBB7_484
+
+LBB7_530:
+	LONG $0x24448b48; BYTE $0x40                       // mov rax, qword ptr [rsp + 64]
+	QUAD $0x02078c6f28fe6162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm25, ymmword ptr [rdi + rax + 2]
+	LONG $0x247c8348; WORD $0x0628                     // cmp qword ptr [rsp + 40], 6
+	JB   LBB7_533
+	LONG $0x24448b48; BYTE $0x50                       // mov rax, qword ptr [rsp + 80]
+	QUAD $0x0207946f28fe6162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm26, ymmword ptr [rdi + rax + 2]
+	JE   LBB7_532
+	LONG $0x24448b48; BYTE $0x70                       // mov rax, qword ptr [rsp + 112]
+	QUAD $0x0207846f28fe6162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm24, ymmword ptr [rdi + rax + 2]
+	LONG $0x247c8348; WORD $0x0828                     // cmp qword ptr [rsp + 40], 8
+	JAE  LBB7_469
+
+LBB7_532:
+	LONG    $0xedefd1c5                           // vpxor xmm5, xmm5, xmm5
+	LONG    $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
+	JL      LBB7_488
+	PCALIGN $16
+
+LBB7_489:
+	QUAD $0x0000013824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 312], 0
+	JLE  LBB7_506
+	LONG $0x0f6ef9c5                           // vmovd xmm1, dword ptr [rdi]
+	LONG $0x24448b48; BYTE $0x28               // mov rax, qword ptr [rsp + 40]
+	LONG $0x01f88348                           // cmp rax, 1
+	JE   LBB7_507
+	LONG $0x2271a3c4; WORD $0x0f14; BYTE $0x01 // vpinsrd xmm2, xmm1, dword ptr [rdi + r9], 1
+	LONG $0x4875f362; WORD $0xca38; BYTE $0x00 // vinserti32x4 zmm1, zmm1, xmm2, 0
+	LONG $0x4875f162; WORD $0x4ddb; BYTE $0x03 // vpandd zmm1, zmm1, zmmword ptr [rbp + 192] /* [rip + .LCPI7_5] */
+	LONG $0x03f88348                           // cmp rax, 3
+	JB   LBB7_508
+	LONG $0x24448b48; BYTE $0x58               // mov rax, qword ptr [rsp + 88]
+	LONG $0x2271e3c4; WORD $0x0714; BYTE $0x02 // vpinsrd xmm2, xmm1, dword ptr [rdi + rax], 2
+	LONG $0x4875f362; WORD $0xca38; BYTE $0x00 // vinserti32x4 zmm1, zmm1, xmm2, 0
+	LONG $0x4875f162; WORD $0x4ddb; BYTE $0x04 // vpandd zmm1, zmm1, zmmword ptr [rbp + 256] /* [rip + .LCPI7_6] */
+	JE   LBB7_509
+	LONG $0x2271a3c4; WORD $0x3714; BYTE $0x03 // vpinsrd xmm2, xmm1, dword ptr [rdi + r14], 3
+	LONG $0x4875f362; WORD $0xca38; BYTE $0x00 // vinserti32x4 zmm1, zmm1, xmm2, 0
+	LONG $0x4875f162; WORD $0x4ddb; BYTE $0x05 // vpandd zmm1, zmm1, zmmword ptr [rbp + 320] /* [rip + .LCPI7_7] */
+	LONG $0x247c8348; WORD $0x0528             // cmp qword ptr [rsp + 40], 5
+	JB   LBB7_510
+	LONG $0x0010b866                           // mov ax, 16
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	LONG $0x24448b48; BYTE $0x40               // mov rax, qword ptr [rsp + 64]
+	LONG $0x4b7df262; WORD $0x0c58; BYTE $0x07 // vpbroadcastd zmm1 {k3}, dword ptr [rdi + rax]
+	LONG $0x4875f162; WORD $0x4ddb; BYTE $0x06 // vpandd zmm1, zmm1, zmmword ptr [rbp + 384] /* [rip + .LCPI7_8] */
+	JE   LBB7_511
+	LONG $0x0020b866                           // mov ax, 32
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	LONG $0x24448b48; BYTE $0x50               // mov rax, qword ptr [rsp + 80]
+	LONG $0x4b7df262; WORD $0x0c58; BYTE $0x07 // vpbroadcastd zmm1 {k3}, dword ptr [rdi + rax]
+	LONG $0x4875f162; WORD $0x4ddb; BYTE $0x07 // vpandd zmm1, zmm1, zmmword ptr [rbp + 448] /* [rip + .LCPI7_9] */
+	LONG $0x247c8348; WORD $0x0728             // cmp qword ptr [rsp + 40], 7
+	JB   LBB7_512
+	LONG $0x0040b866                           // mov ax, 64
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	LONG $0x24448b48; BYTE $0x70               // mov rax, qword ptr [rsp + 112]
+	LONG $0x4b7df262; WORD $0x0c58; BYTE $0x07 // vpbroadcastd zmm1 {k3}, dword ptr [rdi + rax]
+	LONG $0x4875f162; WORD $0x4ddb; BYTE $0x08 // vpandd zmm1, zmm1, zmmword ptr [rbp + 512] /* [rip + .LCPI7_10] */
+	JE   LBB7_513
+	LONG $0x0080b866                           // mov ax, 128
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	LONG $0x24448b48; BYTE $0x68               // mov rax, qword ptr [rsp + 104]
+	LONG $0x4b7df262; WORD $0x0c58; BYTE $0x07 // vpbroadcastd zmm1 {k3}, dword ptr [rdi + rax]
+	LONG $0x4875f162; WORD $0x4ddb; BYTE $0x09 // vpandd zmm1, zmm1, zmmword ptr [rbp + 576] /* [rip + .LCPI7_11] */
+	LONG $0x247c8348; WORD $0x0928             // cmp qword ptr [rsp + 40], 9
+	JB   LBB7_514
+	LONG $0x0100b866                           // mov ax, 256
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	QUAD $0x0000008024848b48                   // mov rax, qword ptr [rsp + 128]
+	LONG $0x4b7df262; WORD $0x0c58; BYTE $0x07 // vpbroadcastd zmm1 {k3}, dword ptr [rdi + rax]
+	LONG $0x4875f162; WORD $0x4ddb; BYTE $0x0a // vpandd zmm1, zmm1, zmmword ptr [rbp + 640] /* [rip + .LCPI7_12] */
+	JE   LBB7_515
+	LONG $0x0200b866                           // mov ax, 512
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	LONG $0x24448b48; BYTE $0x20               // mov rax, qword ptr [rsp + 32]
+	LONG $0x4b7df262; WORD $0x0c58; BYTE $0x07 // vpbroadcastd zmm1 {k3}, dword ptr [rdi + rax]
+	LONG $0x4875f162; WORD $0x4ddb; BYTE $0x0b // vpandd zmm1, zmm1, zmmword ptr [rbp + 704] /* [rip + .LCPI7_13] */
+	LONG $0x247c8348; WORD $0x0b28             // cmp qword ptr [rsp + 40], 11
+	JB   LBB7_516
+	LONG $0x0400b866                           // mov ax, 1024
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	QUAD $0x000000a024848b48                   // mov rax, qword ptr [rsp + 160]
+	LONG $0x4b7df262; WORD $0x0c58; BYTE $0x07 // vpbroadcastd zmm1 {k3}, dword ptr [rdi + rax]
+	LONG $0x4875f162; WORD $0x4ddb; BYTE $0x0c // vpandd zmm1, zmm1, zmmword ptr [rbp + 768] /* [rip + .LCPI7_14] */
+	JE   LBB7_517
+	LONG $0x0800b866                           // mov ax, 2048
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	QUAD $0x0000009024848b48                   // mov rax, qword ptr [rsp + 144]
+	LONG $0x4b7df262; WORD $0x0c58; BYTE $0x07 // vpbroadcastd zmm1 {k3}, dword ptr [rdi + rax]
+	LONG $0x4875f162; WORD $0x4ddb; BYTE $0x0d // vpandd zmm1, zmm1, zmmword ptr [rbp + 832] /* [rip + .LCPI7_15] */
+	LONG $0x247c8348; WORD $0x0d28             // cmp qword ptr [rsp + 40], 13
+	JB   LBB7_518
+	LONG $0x1000b866                           // mov ax, 4096
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	QUAD $0x000000a824848b48                   // mov rax, qword ptr [rsp + 168]
+	LONG $0x4b7df262; WORD $0x0c58; BYTE $0x07 // vpbroadcastd zmm1 {k3}, dword ptr [rdi + rax]
+	LONG $0x4875f162; WORD $0x4ddb; BYTE $0x0e // vpandd zmm1, zmm1, zmmword ptr [rbp + 896] /* [rip + .LCPI7_16] */
+	JE   LBB7_519
+	LONG $0x2000b866                           // mov ax, 8192
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	LONG $0x24448b48; BYTE $0x48               // mov rax, qword ptr [rsp + 72]
+	LONG $0x4b7df262; WORD $0x0c58; BYTE $0x07 // vpbroadcastd zmm1 {k3}, dword ptr [rdi + rax]
+	LONG $0x4875b162; WORD $0xcadb             // vpandd zmm1, zmm1, zmm18
+	LONG $0x247c8348; WORD $0x0f28             // cmp qword ptr [rsp + 40], 15
+	JB   LBB7_520
+	LONG $0x4000b866                           // mov ax, 16384
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	QUAD $0x0000009824848b48                   // mov rax, qword ptr [rsp + 152]
+	LONG $0x4b7df262; WORD $0x0c58; BYTE $0x07 // vpbroadcastd zmm1 {k3}, dword ptr [rdi + rax]
+	LONG $0x7fffb866                           // mov ax, 32767
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	LONG $0xcb7df262; WORD $0xc989             // vpexpandd zmm1 {k3} {z}, zmm1
+	JE   LBB7_521
+	LONG $0x8000b866                           // mov ax, -32768
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	QUAD $0x000000d824848b48                   // mov rax, qword ptr [rsp + 216]
+	LONG $0x4b7df262; WORD $0x0c58; BYTE $0x07 // vpbroadcastd zmm1 {k3}, dword ptr [rdi + rax]
+	JMP  LBB7_521
+
+LBB7_506:
+	LONG $0xc9eff1c5 // vpxor xmm1, xmm1, xmm1
+
+LBB7_507:
+	LONG $0x4875f162; WORD $0x4ddb; BYTE $0x03 // vpandd zmm1, zmm1, zmmword ptr [rbp + 192] /* [rip + .LCPI7_5] */
+
+LBB7_508:
+	LONG $0x4875f162; WORD $0x4ddb; BYTE $0x04 // vpandd zmm1, zmm1, zmmword ptr [rbp + 256] /* [rip + .LCPI7_6] */
+
+LBB7_509:
+	LONG $0x4875f162; WORD $0x4ddb; BYTE $0x05 // vpandd zmm1, zmm1, zmmword ptr [rbp + 320] /* [rip + .LCPI7_7] */
+
+LBB7_510:
+	LONG $0x4875f162; WORD $0x4ddb; BYTE $0x06 // vpandd zmm1, zmm1, zmmword ptr [rbp + 384] /* [rip + .LCPI7_8] */
+
+LBB7_511:
+	LONG $0x4875f162; WORD $0x4ddb; BYTE $0x07 // vpandd zmm1, zmm1, zmmword ptr [rbp + 448] /* [rip + .LCPI7_9] */
+
+LBB7_512:
+	LONG $0x4875f162; WORD $0x4ddb; BYTE $0x08 // vpandd zmm1, zmm1, zmmword ptr [rbp + 512] /* [rip + .LCPI7_10] */
+
+LBB7_513:
+	LONG $0x4875f162; WORD $0x4ddb; BYTE $0x09 // vpandd zmm1, zmm1, zmmword ptr [rbp + 576] /* [rip + .LCPI7_11] */
+
+LBB7_514:
+	LONG $0x4875f162; WORD $0x4ddb; BYTE $0x0a // vpandd zmm1, zmm1, zmmword ptr [rbp + 640] /* [rip + .LCPI7_12] */
+
+LBB7_515:
+	LONG $0x4875f162; WORD $0x4ddb; BYTE $0x0b // vpandd zmm1, zmm1, zmmword ptr [rbp + 704] /* [rip + .LCPI7_13] */
+
+LBB7_516:
+	LONG $0x4875f162; WORD $0x4ddb; BYTE $0x0c // vpandd zmm1, zmm1, zmmword ptr [rbp + 768] /* [rip + .LCPI7_14] */
+
+LBB7_517:
+	LONG $0x4875f162; WORD $0x4ddb; BYTE $0x0d // vpandd zmm1, zmm1, zmmword ptr [rbp + 832] /* [rip + .LCPI7_15] */
+
+LBB7_518:
+	LONG $0x4875f162; WORD $0x4ddb; BYTE $0x0e // vpandd zmm1, zmm1, zmmword ptr [rbp + 896] /* [rip + .LCPI7_16] */
+
+LBB7_519:
+	LONG $0x4875b162; WORD $0xcadb // vpandd zmm1, zmm1, zmm18
+
+LBB7_520:
+	LONG $0x7fffb866               // mov ax, 32767
+	LONG $0xd892fbc5               // kmovd k3, eax
+	LONG $0xcb7df262; WORD $0xc989 // vpexpandd zmm1 {k3} {z}, zmm1
+
+LBB7_521:
+	LONG    $0x48d5b362; WORD $0xd33a; BYTE $0x01 // vinserti64x4 zmm2, zmm5, ymm19, 1
+	LONG    $0x405db162; WORD $0xed62             // vpunpckldq zmm5, zmm20, zmm21
+	LONG    $0x405db162; WORD $0xf56a             // vpunpckhdq zmm6, zmm20, zmm21
+	LONG    $0x404db162; WORD $0xff62             // vpunpckldq zmm7, zmm22, zmm23
+	LONG    $0x404d3162; WORD $0xc76a             // vpunpckhdq zmm8, zmm22, zmm23
+	LONG    $0x40351162; WORD $0xca62             // vpunpckldq zmm9, zmm25, zmm26
+	LONG    $0x40351162; WORD $0xd26a             // vpunpckhdq zmm10, zmm25, zmm26
+	LONG    $0x403d7162; WORD $0xda62             // vpunpckldq zmm11, zmm24, zmm2
+	LONG    $0x403df162; WORD $0xd26a             // vpunpckhdq zmm2, zmm24, zmm2
+	LONG    $0x48d5e162; WORD $0xdf6c             // vpunpcklqdq zmm19, zmm5, zmm7
+	LONG    $0x48d5e162; WORD $0xe76d             // vpunpckhqdq zmm20, zmm5, zmm7
+	LONG    $0x48cdc162; WORD $0xe86c             // vpunpcklqdq zmm21, zmm6, zmm8
+	LONG    $0x48cdc162; WORD $0xf06d             // vpunpckhqdq zmm22, zmm6, zmm8
+	LONG    $0x48b5d162; WORD $0xeb6c             // vpunpcklqdq zmm5, zmm9, zmm11
+	LONG    $0x48b5d162; WORD $0xf36d             // vpunpckhqdq zmm6, zmm9, zmm11
+	LONG    $0x48adf162; WORD $0xfa6c             // vpunpcklqdq zmm7, zmm10, zmm2
+	LONG    $0x48adf162; WORD $0xd26d             // vpunpckhqdq zmm2, zmm10, zmm2
+	LONG    $0x48fd3162; WORD $0xc36f             // vmovdqa64 zmm8, zmm19
+	LONG    $0x40fd7262; WORD $0xc57e             // vpermt2q zmm8, zmm16, zmm5
+	LONG    $0x40f5e262; WORD $0xdd7e             // vpermt2q zmm19, zmm17, zmm5
+	LONG    $0x48fdb162; WORD $0xec6f             // vmovdqa64 zmm5, zmm20
+	LONG    $0x40fdf262; WORD $0xee7e             // vpermt2q zmm5, zmm16, zmm6
+	LONG    $0x40f5e262; WORD $0xe67e             // vpermt2q zmm20, zmm17, zmm6
+	LONG    $0x48fdb162; WORD $0xf56f             // vmovdqa64 zmm6, zmm21
+	LONG    $0x40fdf262; WORD $0xf77e             // vpermt2q zmm6, zmm16, zmm7
+	LONG    $0x40f5e262; WORD $0xef7e             // vpermt2q zmm21, zmm17, zmm7
+	LONG    $0x48fdb162; WORD $0xfe6f             // vmovdqa64 zmm7, zmm22
+	LONG    $0x40fdf262; WORD $0xfa7e             // vpermt2q zmm7, zmm16, zmm2
+	LONG    $0x40f5e262; WORD $0xf27e             // vpermt2q zmm22, zmm17, zmm2
+	LONG    $0x487ef262; WORD $0xc933             // vpmovdw ymm1, zmm1
+	LONG    $0x487df262; WORD $0xc913             // vcvtph2ps zmm1, ymm1
+	LONG    $0x4874f162; WORD $0xd15c             // vsubps zmm2, zmm1, zmm1
+	LONG    $0x486cf162; WORD $0xc958             // vaddps zmm1, zmm2, zmm1
+	QUAD    $0x04289d58487d7262; WORD $0x0000     // vpbroadcastd zmm11, dword ptr [rbp + 1064] /* [rip + .LCPI7_18] */
+	LONG    $0x483dd162; WORD $0xd3ef             // vpxord zmm2, zmm8, zmm11
+	LONG    $0x4855d162; WORD $0xebef             // vpxord zmm5, zmm5, zmm11
+	LONG    $0x484dd162; WORD $0xf3ef             // vpxord zmm6, zmm6, zmm11
+	LONG    $0x4845d162; WORD $0xfbef             // vpxord zmm7, zmm7, zmm11
+	LONG    $0x40655162; WORD $0xc3ef             // vpxord zmm8, zmm19, zmm11
+	LONG    $0x405d5162; WORD $0xcbef             // vpxord zmm9, zmm20, zmm11
+	LONG    $0x40555162; WORD $0xd3ef             // vpxord zmm10, zmm21, zmm11
+	LONG    $0x404d5162; WORD $0xdbef             // vpxord zmm11, zmm22, zmm11
+	WORD    $0x8948; BYTE $0xd7                   // mov rdi, rdx
+	WORD    $0x894c; BYTE $0xc0                   // mov rax, r8
+	WORD    $0xdb31                               // xor ebx, ebx
+	PCALIGN $16
+
+LBB7_522:
+	QUAD $0xc0009858487de262; WORD $0xffff     // vpbroadcastd zmm19, dword ptr [rax - 16384]
+	LONG $0x586de262; WORD $0x5f50; BYTE $0xf9 // vpdpbusd zmm19, zmm2, dword ptr [rdi - 28]{1to16}
+	LONG $0x5855e262; WORD $0x5f50; BYTE $0xfa // vpdpbusd zmm19, zmm5, dword ptr [rdi - 24]{1to16}
+	LONG $0x584de262; WORD $0x5f50; BYTE $0xfb // vpdpbusd zmm19, zmm6, dword ptr [rdi - 20]{1to16}
+	LONG $0x5845e262; WORD $0x5f50; BYTE $0xfc // vpdpbusd zmm19, zmm7, dword ptr [rdi - 16]{1to16}
+	LONG $0x583de262; WORD $0x5f50; BYTE $0xfd // vpdpbusd zmm19, zmm8, dword ptr [rdi - 12]{1to16}
+	LONG $0x5835e262; WORD $0x5f50; BYTE $0xfe // vpdpbusd zmm19, zmm9, dword ptr [rdi - 8]{1to16}
+	LONG $0x582de262; WORD $0x5f50; BYTE $0xff // vpdpbusd zmm19, zmm10, dword ptr [rdi - 4]{1to16}
+	LONG $0x5825e262; WORD $0x1f50             // vpdpbusd zmm19, zmm11, dword ptr [rdi]{1to16}
+	LONG $0x5874e162; WORD $0x2059             // vmulps zmm20, zmm1, dword ptr [rax]{1to16}
+	LONG $0x487ca162; WORD $0xdb5b             // vcvtdq2ps zmm19, zmm19
+	LONG $0x405ca162; WORD $0xdb59             // vmulps zmm19, zmm20, zmm19
+	QUAD $0x121c5c584064e162                   // vaddps zmm19, zmm19, zmmword ptr [rsp + rbx + 1152]
+	QUAD $0x121c5c29487ce162                   // vmovaps zmmword ptr [rsp + rbx + 1152], zmm19
+	LONG $0x40c38348                           // add rbx, 64
+	WORD $0x014c; BYTE $0xd0                   // add rax, r10
+	WORD $0x014c; BYTE $0xcf                   // add rdi, r9
+	LONG $0xc0fb8148; WORD $0x0001; BYTE $0x00 // cmp rbx, 448
+	JNE  LBB7_522
+	LONG $0x01c68348                           // add rsi, 1
+	LONG $0x04c08349                           // add r8, 4
+	LONG $0x22c28348                           // add rdx, 34
+	WORD $0x394c; BYTE $0xde                   // cmp rsi, r11
+	LONG $0x247c8b48; BYTE $0x30               // mov rdi, qword ptr [rsp + 48]
+	QUAD $0x00000128249c8b48                   // mov rbx, qword ptr [rsp + 296]
+	JNE  LBB7_454
+	JMP  LBB7_524
+
+LBB7_533:
+	LONG $0xedefd1c5 // vpxor xmm5, xmm5, xmm5
+	JMP  LBB7_486
+
+LBB7_535:
+	QUAD $0x0000011824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 280], 0
+	JE   LBB7_901
+	LONG $0x24548b48; BYTE $0x18               // mov rdx, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xd0                   // mov rax, rdx
+	LONG $0x24748b48; BYTE $0x30               // mov rsi, qword ptr [rsp + 48]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x487ce162; WORD $0x3410; BYTE $0x81 // vmovups zmm22, zmmword ptr [rcx + 4*rax]
+	LONG $0x01428d48                           // lea rax, [rdx + 1]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487ce162; WORD $0x2c10; BYTE $0x81 // vmovups zmm21, zmmword ptr [rcx + 4*rax]
+	LONG $0x02428d48                           // lea rax, [rdx + 2]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487ce162; WORD $0x2410; BYTE $0x81 // vmovups zmm20, zmmword ptr [rcx + 4*rax]
+	LONG $0x03428d48                           // lea rax, [rdx + 3]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487ce162; WORD $0x1c10; BYTE $0x81 // vmovups zmm19, zmmword ptr [rcx + 4*rax]
+	WORD $0x854d; BYTE $0xdb                   // test r11, r11
+	JG   LBB7_902
+	JMP  LBB7_537
+
+LBB7_539:
+	QUAD $0x0000011824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 280], 0
+	JE   LBB7_915
+	LONG $0x24548b48; BYTE $0x18               // mov rdx, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xd0                   // mov rax, rdx
+	LONG $0x24748b48; BYTE $0x30               // mov rsi, qword ptr [rsp + 48]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0xc97ce162; WORD $0x3410; BYTE $0x81 // vmovups zmm22 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	LONG $0x01428d48                           // lea rax, [rdx + 1]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0xc97ce162; WORD $0x2c10; BYTE $0x81 // vmovups zmm21 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	LONG $0x02428d48                           // lea rax, [rdx + 2]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0xc97ce162; WORD $0x2410; BYTE $0x81 // vmovups zmm20 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	LONG $0x03428d48                           // lea rax, [rdx + 3]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0xc97ce162; WORD $0x1c10; BYTE $0x81 // vmovups zmm19 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	WORD $0x854d; BYTE $0xdb                   // test r11, r11
+	JLE  LBB7_916
+
+LBB7_541:
+	WORD $0x8948; BYTE $0xd0     // mov rax, rdx
+	QUAD $0x00000088248c8b48     // mov rcx, qword ptr [rsp + 136]
+	LONG $0xc1af0f48             // imul rax, rcx
+	LONG $0x24448948; BYTE $0x60 // mov qword ptr [rsp + 96], rax
+	WORD $0x8948; BYTE $0xd0     // mov rax, rdx
+	LONG $0xc3af0f49             // imul rax, r11
+	LONG $0x24448948; BYTE $0x78 // mov qword ptr [rsp + 120], rax
+	LONG $0x01428d48             // lea rax, [rdx + 1]
+	WORD $0x8948; BYTE $0xc6     // mov rsi, rax
+	LONG $0xf1af0f48             // imul rsi, rcx
+	QUAD $0x0000016024b48948     // mov qword ptr [rsp + 352], rsi
+	LONG $0xc3af0f49             // imul rax, r11
+	QUAD $0x000000e824848948     // mov qword ptr [rsp + 232], rax
+	LONG $0x02428d4c             // lea r8, [rdx + 2]
+	WORD $0x894c; BYTE $0xc0     // mov rax, r8
+	LONG $0xc1af0f48             // imul rax, rcx
+	QUAD $0x0000015824848948     // mov qword ptr [rsp + 344], rax
+	LONG $0xc3af0f4d             // imul r8, r11
+	LONG $0x037a8d48             // lea rdi, [rdx + 3]
+	WORD $0x8948; BYTE $0xf8     // mov rax, rdi
+	LONG $0xc1af0f48             // imul rax, rcx
+	QUAD $0x000000c824848948     // mov qword ptr [rsp + 200], rax
+	LONG $0xfbaf0f49             // imul rdi, r11
+	WORD $0x3145; BYTE $0xd2     // xor r10d, r10d
+	JMP  LBB7_545
+	PCALIGN $16
+
+LBB7_542:
+	LONG $0x90f8e1c4; BYTE $0xda // kmovq k3, k2
+	LONG $0xd2efe9c5             // vpxor xmm2, xmm2, xmm2
+	QUAD $0x003d54904b7d9262     // vpgatherdd zmm2 {k3}, [r13 + zmm15]
+
+LBB7_543:
+	QUAD $0x000000b024ac8b4c // mov r13, qword ptr [rsp + 176]
+
+LBB7_544:
+	LONG $0x48f5b362; WORD $0xcf3a; BYTE $0x01         // vinserti64x4 zmm1, zmm1, ymm23, 1
+	LONG $0x403d9162; WORD $0xf162                     // vpunpckldq zmm6, zmm24, zmm25
+	LONG $0x403d9162; WORD $0xf96a                     // vpunpckhdq zmm7, zmm24, zmm25
+	LONG $0x402d1162; WORD $0xc362                     // vpunpckldq zmm8, zmm26, zmm27
+	LONG $0x402d1162; WORD $0xcb6a                     // vpunpckhdq zmm9, zmm26, zmm27
+	LONG $0x40157162; WORD $0xd562                     // vpunpckldq zmm10, zmm29, zmm5
+	LONG $0x4015f162; WORD $0xed6a                     // vpunpckhdq zmm5, zmm29, zmm5
+	LONG $0x401d7162; WORD $0xd962                     // vpunpckldq zmm11, zmm28, zmm1
+	LONG $0x401df162; WORD $0xc96a                     // vpunpckhdq zmm1, zmm28, zmm1
+	LONG $0x48cd5162; WORD $0xe06c                     // vpunpcklqdq zmm12, zmm6, zmm8
+	LONG $0x48cdd162; WORD $0xf06d                     // vpunpckhqdq zmm6, zmm6, zmm8
+	LONG $0x48c55162; WORD $0xe96c                     // vpunpcklqdq zmm13, zmm7, zmm9
+	LONG $0x48c55162; WORD $0xc96d                     // vpunpckhqdq zmm9, zmm7, zmm9
+	LONG $0x48add162; WORD $0xfb6c                     // vpunpcklqdq zmm7, zmm10, zmm11
+	LONG $0x48ad5162; WORD $0xc36d                     // vpunpckhqdq zmm8, zmm10, zmm11
+	LONG $0x48d57162; WORD $0xd16c                     // vpunpcklqdq zmm10, zmm5, zmm1
+	LONG $0x48d5f162; WORD $0xc96d                     // vpunpckhqdq zmm1, zmm5, zmm1
+	LONG $0x48fdd162; WORD $0xec6f                     // vmovdqa64 zmm5, zmm12
+	LONG $0x40fdf262; WORD $0xef7e                     // vpermt2q zmm5, zmm16, zmm7
+	LONG $0x40f57262; WORD $0xe77e                     // vpermt2q zmm12, zmm17, zmm7
+	LONG $0x48fdf162; WORD $0xfe6f                     // vmovdqa64 zmm7, zmm6
+	LONG $0x40fdd262; WORD $0xf87e                     // vpermt2q zmm7, zmm16, zmm8
+	LONG $0x40f5d262; WORD $0xf07e                     // vpermt2q zmm6, zmm17, zmm8
+	LONG $0x48fd5162; WORD $0xc56f                     // vmovdqa64 zmm8, zmm13
+	LONG $0x40fd5262; WORD $0xc27e                     // vpermt2q zmm8, zmm16, zmm10
+	LONG $0x40f55262; WORD $0xea7e                     // vpermt2q zmm13, zmm17, zmm10
+	LONG $0x48fd5162; WORD $0xd16f                     // vmovdqa64 zmm10, zmm9
+	LONG $0x40fd7262; WORD $0xd17e                     // vpermt2q zmm10, zmm16, zmm1
+	LONG $0x40f57262; WORD $0xc97e                     // vpermt2q zmm9, zmm17, zmm1
+	LONG $0x487ef262; WORD $0xd133                     // vpmovdw ymm1, zmm2
+	LONG $0x487df262; WORD $0xc913                     // vcvtph2ps zmm1, ymm1
+	LONG $0x4874f162; WORD $0xd15c                     // vsubps zmm2, zmm1, zmm1
+	LONG $0x486cf162; WORD $0xc958                     // vaddps zmm1, zmm2, zmm1
+	QUAD $0x000000f0248c8b48                           // mov rcx, qword ptr [rsp + 240]
+	LONG $0x0a148d49                                   // lea rdx, [r10 + rcx]
+	QUAD $0x04289558487df262; WORD $0x0000             // vpbroadcastd zmm2, dword ptr [rbp + 1064] /* [rip + .LCPI7_18] */
+	LONG $0x48556162; WORD $0xcaef                     // vpxord zmm25, zmm5, zmm2
+	LONG $0x48456162; WORD $0xc2ef                     // vpxord zmm24, zmm7, zmm2
+	LONG $0x483de162; WORD $0xfaef                     // vpxord zmm23, zmm8, zmm2
+	LONG $0x482d7162; WORD $0xc2ef                     // vpxord zmm8, zmm10, zmm2
+	LONG $0x481df162; WORD $0xfaef                     // vpxord zmm7, zmm12, zmm2
+	LONG $0x484df162; WORD $0xf2ef                     // vpxord zmm6, zmm6, zmm2
+	LONG $0x4815f162; WORD $0xeaef                     // vpxord zmm5, zmm13, zmm2
+	LONG $0x4835f162; WORD $0xd2ef                     // vpxord zmm2, zmm9, zmm2
+	LONG $0x24448b48; BYTE $0x60                       // mov rax, qword ptr [rsp + 96]
+	LONG $0x020c8d48                                   // lea rcx, [rdx + rax]
+	WORD $0x8948; BYTE $0xcb                           // mov rbx, rcx
+	LONG $0x05e3c148                                   // shl rbx, 5
+	LONG $0x4b0c8d48                                   // lea rcx, [rbx + 2*rcx]
+	LONG $0x24448b48; BYTE $0x78                       // mov rax, qword ptr [rsp + 120]
+	LONG $0x021c8d49                                   // lea rbx, [r10 + rax]
+	QUAD $0x809c8c58487d7262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm9, dword ptr [rsp + 4*rbx + 1664]
+	QUAD $0x0000014024b48b48                           // mov rsi, qword ptr [rsp + 320]
+	QUAD $0x020e8c5050357262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm25, dword ptr [rsi + rcx + 2]{1to16}
+	QUAD $0x060e8c50503d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm24, dword ptr [rsi + rcx + 6]{1to16}
+	QUAD $0x0a0e8c5050457262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm23, dword ptr [rsi + rcx + 10]{1to16}
+	QUAD $0x0e0e8c50583d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm8, dword ptr [rsi + rcx + 14]{1to16}
+	QUAD $0x120e8c5058457262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm7, dword ptr [rsi + rcx + 18]{1to16}
+	QUAD $0x160e8c50584d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm6, dword ptr [rsi + rcx + 22]{1to16}
+	QUAD $0x1a0e8c5058557262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm5, dword ptr [rsi + rcx + 26]{1to16}
+	QUAD $0x1e0e8c50586d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm2, dword ptr [rsi + rcx + 30]{1to16}
+	QUAD $0x809c945958747162; WORD $0x0046; BYTE $0x00 // vmulps zmm10, zmm1, dword ptr [rsp + 4*rbx + 18048]{1to16}
+	QUAD $0x0000016024848b48                           // mov rax, qword ptr [rsp + 352]
+	LONG $0x020c8d48                                   // lea rcx, [rdx + rax]
+	WORD $0x8948; BYTE $0xcb                           // mov rbx, rcx
+	LONG $0x05e3c148                                   // shl rbx, 5
+	LONG $0x4b0c8d48                                   // lea rcx, [rbx + 2*rcx]
+	QUAD $0x000000e824848b48                           // mov rax, qword ptr [rsp + 232]
+	LONG $0x021c8d49                                   // lea rbx, [r10 + rax]
+	QUAD $0x809c9c58487d7262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm11, dword ptr [rsp + 4*rbx + 1664]
+	QUAD $0x020e9c5050357262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm25, dword ptr [rsi + rcx + 2]{1to16}
+	QUAD $0x060e9c50503d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm24, dword ptr [rsi + rcx + 6]{1to16}
+	QUAD $0x0a0e9c5050457262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm23, dword ptr [rsi + rcx + 10]{1to16}
+	QUAD $0x0e0e9c50583d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm8, dword ptr [rsi + rcx + 14]{1to16}
+	QUAD $0x120e9c5058457262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm7, dword ptr [rsi + rcx + 18]{1to16}
+	QUAD $0x160e9c50584d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm6, dword ptr [rsi + rcx + 22]{1to16}
+	QUAD $0x1a0e9c5058557262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm5, dword ptr [rsi + rcx + 26]{1to16}
+	QUAD $0x1e0e9c50586d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm2, dword ptr [rsi + rcx + 30]{1to16}
+	QUAD $0x809ca45958747162; WORD $0x0046; BYTE $0x00 // vmulps zmm12, zmm1, dword ptr [rsp + 4*rbx + 18048]{1to16}
+	QUAD $0x0000015824848b48                           // mov rax, qword ptr [rsp + 344]
+	LONG $0x020c8d48                                   // lea rcx, [rdx + rax]
+	WORD $0x8948; BYTE $0xcb                           // mov rbx, rcx
+	LONG $0x05e3c148                                   // shl rbx, 5
+	LONG $0x4b0c8d48                                   // lea rcx, [rbx + 2*rcx]
+	LONG $0x021c8d4b                                   // lea rbx, [r10 + r8]
+	QUAD $0x809cac58487d7262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm13, dword ptr [rsp + 4*rbx + 1664]
+	QUAD $0x020eac5050357262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm25, dword ptr [rsi + rcx + 2]{1to16}
+	QUAD $0x060eac50503d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm24, dword ptr [rsi + rcx + 6]{1to16}
+	QUAD $0x0a0eac5050457262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm23, dword ptr [rsi + rcx + 10]{1to16}
+	QUAD $0x0e0eac50583d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm8, dword ptr [rsi + rcx + 14]{1to16}
+	QUAD $0x120eac5058457262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm7, dword ptr [rsi + rcx + 18]{1to16}
+	QUAD $0x160eac50584d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm6, dword ptr [rsi + rcx + 22]{1to16}
+	QUAD $0x1a0eac5058557262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm5, dword ptr [rsi + rcx + 26]{1to16}
+	QUAD $0x1e0eac50586d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm2, dword ptr [rsi + rcx + 30]{1to16}
+	QUAD $0x809cb45958747162; WORD $0x0046; BYTE $0x00 // vmulps zmm14, zmm1, dword ptr [rsp + 4*rbx + 18048]{1to16}
+	QUAD $0x000000c824940348                           // add rdx, qword ptr [rsp + 200]
+	WORD $0x8948; BYTE $0xd1                           // mov rcx, rdx
+	LONG $0x05e1c148                                   // shl rcx, 5
+	LONG $0x510c8d48                                   // lea rcx, [rcx + 2*rdx]
+	LONG $0x3a148d49                                   // lea rdx, [r10 + rdi]
+	QUAD $0x80949458487d6262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm26, dword ptr [rsp + 4*rdx + 1664]
+	QUAD $0x020e945050356262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm26, zmm25, dword ptr [rsi + rcx + 2]{1to16}
+	QUAD $0x060e9450503d6262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm26, zmm24, dword ptr [rsi + rcx + 6]{1to16}
+	QUAD $0x0a0e945050456262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm26, zmm23, dword ptr [rsi + rcx + 10]{1to16}
+	QUAD $0x0e0e9450583d6262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm26, zmm8, dword ptr [rsi + rcx + 14]{1to16}
+	QUAD $0x120e945058456262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm26, zmm7, dword ptr [rsi + rcx + 18]{1to16}
+	QUAD $0x160e9450584d6262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm26, zmm6, dword ptr [rsi + rcx + 22]{1to16}
+	QUAD $0x1a0e945058556262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm26, zmm5, dword ptr [rsi + rcx + 26]{1to16}
+	QUAD $0x1e0e9450586d6262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm26, zmm2, dword ptr [rsi + rcx + 30]{1to16}
+	QUAD $0x80948c595874f162; WORD $0x0046; BYTE $0x00 // vmulps zmm1, zmm1, dword ptr [rsp + 4*rdx + 18048]{1to16}
+	LONG $0x487cd162; WORD $0xd15b                     // vcvtdq2ps zmm2, zmm9
+	LONG $0x482cf162; WORD $0xd259                     // vmulps zmm2, zmm10, zmm2
+	LONG $0x404ce162; WORD $0xf258                     // vaddps zmm22, zmm22, zmm2
+	LONG $0x487cd162; WORD $0xd35b                     // vcvtdq2ps zmm2, zmm11
+	LONG $0x481cf162; WORD $0xd259                     // vmulps zmm2, zmm12, zmm2
+	LONG $0x4054e162; WORD $0xea58                     // vaddps zmm21, zmm21, zmm2
+	LONG $0x487cd162; WORD $0xd55b                     // vcvtdq2ps zmm2, zmm13
+	LONG $0x480cf162; WORD $0xd259                     // vmulps zmm2, zmm14, zmm2
+	LONG $0x405ce162; WORD $0xe258                     // vaddps zmm20, zmm20, zmm2
+	LONG $0x487c9162; WORD $0xd25b                     // vcvtdq2ps zmm2, zmm26
+	LONG $0x4874f162; WORD $0xca59                     // vmulps zmm1, zmm1, zmm2
+	LONG $0x4064e162; WORD $0xd958                     // vaddps zmm19, zmm19, zmm1
 	LONG $0x01c28349                                   // add r10, 1
-	LONG $0x22c18348                                   // add rcx, 34
-	LONG $0xffc28348                                   // add rdx, -1
-	JNE  LBB7_282
+	WORD $0x394d; BYTE $0xda                           // cmp r10, r11
+	LONG $0x24448b48; BYTE $0x30                       // mov rax, qword ptr [rsp + 48]
+	QUAD $0x00000128249c8b48                           // mov rbx, qword ptr [rsp + 296]
+	JE   LBB7_917
 
-LBB7_283:
-	LONG $0x245c3b48; BYTE $0x40   // cmp rbx, qword ptr [rsp + 64]
-	JNE  LBB7_286
-	LONG $0x247c8348; WORD $0x0008 // cmp qword ptr [rsp + 8], 0
-	JE   LBB7_286
-	LONG $0x244c8b48; BYTE $0x08   // mov rcx, qword ptr [rsp + 8]
-	LONG $0xc97cf162; WORD $0x1110 // vmovups zmm2 {k1} {z}, zmmword ptr [rcx]
-	LONG $0x4874f162; WORD $0xca58 // vaddps zmm1, zmm1, zmm2
+LBB7_545:
+	QUAD $0x0000010824bc8348; BYTE $0x00 // cmp qword ptr [rsp + 264], 0
+	LONG $0x24748b48; BYTE $0x28         // mov rsi, qword ptr [rsp + 40]
+	JLE  LBB7_551
+	QUAD $0x0000013024948b48             // mov rdx, qword ptr [rsp + 304]
+	JMP  LBB7_548
+	PCALIGN $16
 
-LBB7_286:
-	LONG $0x497cf162; WORD $0x0811 // vmovups zmmword ptr [rax] {k1}, zmm1
-	JMP  LBB7_51
+LBB7_547:
+	LONG $0xc0c28348 // add rdx, -64
+	LONG $0x40fa8348 // cmp rdx, 64
+	JBE  LBB7_551
 
-LBB7_287:
-	MOVQ 96472(SP), SP
+LBB7_548:
+	QUAD $0x000000f824bc3b4c     // cmp r15, qword ptr [rsp + 248]
+	JGE  LBB7_551
+	WORD $0x894c; BYTE $0xf9     // mov rcx, r15
+	LONG $0xc9af0f49             // imul rcx, r9
+	WORD $0x0148; BYTE $0xd9     // add rcx, rbx
+	LONG $0x14180f41; BYTE $0x0c // prefetcht1 byte ptr [r12 + rcx]
+	LONG $0x40c48349             // add r12, 64
+	LONG $0x24448b48; BYTE $0x10 // mov rax, qword ptr [rsp + 16]
+	WORD $0x3949; BYTE $0xc4     // cmp r12, rax
+	JL   LBB7_547
+	LONG $0x0154180f; BYTE $0xff // prefetcht1 byte ptr [rcx + rax - 1]
+	LONG $0x01c78349             // add r15, 1
+	WORD $0x3145; BYTE $0xe4     // xor r12d, r12d
+	JMP  LBB7_547
+	PCALIGN $16
+
+LBB7_551:
+	WORD $0x894c; BYTE $0xd1                   // mov rcx, r10
+	LONG $0x05e1c148                           // shl rcx, 5
+	LONG $0x512c8d4e                           // lea r13, [rcx + 2*r10]
+	QUAD $0x0000010024ac034c                   // add r13, qword ptr [rsp + 256]
+	LONG $0x001d0162; WORD $0xe4ef             // vpxord xmm28, xmm28, xmm28
+	LONG $0x0045a162; WORD $0xffef             // vpxord xmm23, xmm23, xmm23
+	QUAD $0x0000013824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 312], 0
+	JLE  LBB7_561
+	LONG $0x6f7ec1c4; WORD $0x024d             // vmovdqu ymm1, ymmword ptr [r13 + 2]
+	LONG $0x08fe8348                           // cmp rsi, 8
+	JBE  LBB7_562
+	QUAD $0x00000080248c8b48                   // mov rcx, qword ptr [rsp + 128]
+	QUAD $0x020d843a48f54362; LONG $0x01000000 // vinserti64x4 zmm24, zmm1, ymmword ptr [r13 + rcx + 2], 1
+	LONG $0x6f7e81c4; WORD $0x0d4c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [r13 + r9 + 2]
+	LONG $0x09fe8348                           // cmp rsi, 9
+	JNE  LBB7_565
+	LONG $0x28fd6162; WORD $0xc96f             // vmovdqa64 ymm25, ymm1
+	LONG $0x244c8b48; BYTE $0x58               // mov rcx, qword ptr [rsp + 88]
+	LONG $0x6f7ec1c4; WORD $0x0d4c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [r13 + rcx + 2]
+	JMP  LBB7_555
+	PCALIGN $16
+
+LBB7_561:
+	LONG $0xc9eff1c5               // vpxor xmm1, xmm1, xmm1
+	LONG $0x003d0162; WORD $0xc0ef // vpxord xmm24, xmm24, xmm24
+	JMP  LBB7_573
+	PCALIGN $16
+
+LBB7_562:
+	LONG $0x28fd6162; WORD $0xc16f                     // vmovdqa64 ymm24, ymm1
+	LONG $0x02fe8348                                   // cmp rsi, 2
+	JB   LBB7_572
+	QUAD $0x020d8c6f28fe0162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm25, ymmword ptr [r13 + r9 + 2]
+	JNE  LBB7_599
+	LONG $0xc9eff1c5                                   // vpxor xmm1, xmm1, xmm1
+	JMP  LBB7_574
+
+LBB7_565:
+	LONG $0x244c8b48; BYTE $0x20                       // mov rcx, qword ptr [rsp + 32]
+	QUAD $0x020d8c3a48f54362; LONG $0x01000000         // vinserti64x4 zmm25, zmm1, ymmword ptr [r13 + rcx + 2], 1
+	LONG $0x244c8b48; BYTE $0x58                       // mov rcx, qword ptr [rsp + 88]
+	LONG $0x6f7ec1c4; WORD $0x0d4c; BYTE $0x02         // vmovdqu ymm1, ymmword ptr [r13 + rcx + 2]
+	LONG $0x0bfe8348                                   // cmp rsi, 11
+	JB   LBB7_555
+	QUAD $0x000000a0248c8b48                           // mov rcx, qword ptr [rsp + 160]
+	QUAD $0x020d943a48f54362; LONG $0x01000000         // vinserti64x4 zmm26, zmm1, ymmword ptr [r13 + rcx + 2], 1
+	LONG $0x6f7e81c4; WORD $0x354c; BYTE $0x02         // vmovdqu ymm1, ymmword ptr [r13 + r14 + 2]
+	JE   LBB7_556
+	QUAD $0x0000009024848b48                           // mov rax, qword ptr [rsp + 144]
+	QUAD $0x02059c3a48f54362; LONG $0x01000000         // vinserti64x4 zmm27, zmm1, ymmword ptr [r13 + rax + 2], 1
+	LONG $0x244c8b48; BYTE $0x40                       // mov rcx, qword ptr [rsp + 64]
+	LONG $0x6f7ec1c4; WORD $0x0d4c; BYTE $0x02         // vmovdqu ymm1, ymmword ptr [r13 + rcx + 2]
+	LONG $0x0dfe8348                                   // cmp rsi, 13
+	JB   LBB7_557
+	QUAD $0x000000a8248c8b48                           // mov rcx, qword ptr [rsp + 168]
+	QUAD $0x020dac3a48f54362; LONG $0x01000000         // vinserti64x4 zmm29, zmm1, ymmword ptr [r13 + rcx + 2], 1
+	LONG $0x24448b48; BYTE $0x50                       // mov rax, qword ptr [rsp + 80]
+	LONG $0x6f7ec1c4; WORD $0x054c; BYTE $0x02         // vmovdqu ymm1, ymmword ptr [r13 + rax + 2]
+	JE   LBB7_558
+	LONG $0x24448b48; BYTE $0x48                       // mov rax, qword ptr [rsp + 72]
+	QUAD $0x0205ac3a48f5d362; LONG $0x01000000         // vinserti64x4 zmm5, zmm1, ymmword ptr [r13 + rax + 2], 1
+	LONG $0x244c8b48; BYTE $0x70                       // mov rcx, qword ptr [rsp + 112]
+	LONG $0x6f7ec1c4; WORD $0x0d4c; BYTE $0x02         // vmovdqu ymm1, ymmword ptr [r13 + rcx + 2]
+	LONG $0x0ffe8348                                   // cmp rsi, 15
+	JB   LBB7_559
+	QUAD $0x0000009824848b48                           // mov rax, qword ptr [rsp + 152]
+	QUAD $0x0205a43a48f54362; LONG $0x01000000         // vinserti64x4 zmm28, zmm1, ymmword ptr [r13 + rax + 2], 1
+	LONG $0x24448b48; BYTE $0x68                       // mov rax, qword ptr [rsp + 104]
+	LONG $0x6f7ec1c4; WORD $0x054c; BYTE $0x02         // vmovdqu ymm1, ymmword ptr [r13 + rax + 2]
+	JE   LBB7_578
+	QUAD $0x000000d824848b48                           // mov rax, qword ptr [rsp + 216]
+	QUAD $0x0205bc6f28fec162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm23, ymmword ptr [r13 + rax + 2]
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08         // cmp r9, 134217728
+	JL   LBB7_542
+	JMP  LBB7_579
+	PCALIGN $16
+
+LBB7_555:
+	LONG $0x28fd6162; WORD $0xd16f             // vmovdqa64 ymm26, ymm1
+	LONG $0x6f7e81c4; WORD $0x354c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [r13 + r14 + 2]
+
+LBB7_556:
+	LONG $0x28fd6162; WORD $0xd96f             // vmovdqa64 ymm27, ymm1
+	LONG $0x244c8b48; BYTE $0x40               // mov rcx, qword ptr [rsp + 64]
+	LONG $0x6f7ec1c4; WORD $0x0d4c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [r13 + rcx + 2]
+
+LBB7_557:
+	LONG $0x28fd6162; WORD $0xe96f             // vmovdqa64 ymm29, ymm1
+	LONG $0x24448b48; BYTE $0x50               // mov rax, qword ptr [rsp + 80]
+	LONG $0x6f7ec1c4; WORD $0x054c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [r13 + rax + 2]
+
+LBB7_558:
+	LONG $0xe96ffdc5                           // vmovdqa ymm5, ymm1
+	LONG $0x244c8b48; BYTE $0x70               // mov rcx, qword ptr [rsp + 112]
+	LONG $0x6f7ec1c4; WORD $0x0d4c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [r13 + rcx + 2]
+
+LBB7_559:
+	LONG $0x28fd6162; WORD $0xe16f // vmovdqa64 ymm28, ymm1
+
+LBB7_560:
+	LONG $0x24448b48; BYTE $0x68               // mov rax, qword ptr [rsp + 104]
+	LONG $0x6f7ec1c4; WORD $0x054c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [r13 + rax + 2]
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
+	JL   LBB7_542
+	JMP  LBB7_579
+
+LBB7_572:
+	LONG $0xc9eff1c5 // vpxor xmm1, xmm1, xmm1
+
+LBB7_573:
+	LONG $0x00350162; WORD $0xc9ef // vpxord xmm25, xmm25, xmm25
+
+LBB7_574:
+	LONG $0x002d0162; WORD $0xd2ef // vpxord xmm26, xmm26, xmm26
+
+LBB7_575:
+	LONG $0x00250162; WORD $0xdbef // vpxord xmm27, xmm27, xmm27
+
+LBB7_576:
+	LONG $0x00150162; WORD $0xedef // vpxord xmm29, xmm29, xmm29
+
+LBB7_577:
+	LONG $0xedefd1c5 // vpxor xmm5, xmm5, xmm5
+
+LBB7_578:
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
+	JL   LBB7_542
+
+LBB7_579:
+	QUAD $0x0000013824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 312], 0
+	JLE  LBB7_584
+	LONG $0x6e79c1c4; WORD $0x0055             // vmovd xmm2, dword ptr [r13]
+	LONG $0x01fe8348                           // cmp rsi, 1
+	JE   LBB7_585
+	QUAD $0x01000d74226983c4                   // vpinsrd xmm6, xmm2, dword ptr [r13 + r9], 1
+	LONG $0x486df362; WORD $0xd638; BYTE $0x00 // vinserti32x4 zmm2, zmm2, xmm6, 0
+	LONG $0x486df162; WORD $0x55db; BYTE $0x03 // vpandd zmm2, zmm2, zmmword ptr [rbp + 192] /* [rip + .LCPI7_5] */
+	LONG $0x03fe8348                           // cmp rsi, 3
+	JB   LBB7_586
+	LONG $0x244c8b48; BYTE $0x58               // mov rcx, qword ptr [rsp + 88]
+	QUAD $0x02000d742269c3c4                   // vpinsrd xmm6, xmm2, dword ptr [r13 + rcx], 2
+	LONG $0x486df362; WORD $0xd638; BYTE $0x00 // vinserti32x4 zmm2, zmm2, xmm6, 0
+	LONG $0x486df162; WORD $0x55db; BYTE $0x04 // vpandd zmm2, zmm2, zmmword ptr [rbp + 256] /* [rip + .LCPI7_6] */
+	JNE  LBB7_602
+	QUAD $0x000000b024ac8b4c                   // mov r13, qword ptr [rsp + 176]
+	JMP  LBB7_587
+
+LBB7_584:
+	LONG $0xd2efe9c5 // vpxor xmm2, xmm2, xmm2
+
+LBB7_585:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x03 // vpandd zmm2, zmm2, zmmword ptr [rbp + 192] /* [rip + .LCPI7_5] */
+
+LBB7_586:
+	QUAD $0x000000b024ac8b4c                   // mov r13, qword ptr [rsp + 176]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x04 // vpandd zmm2, zmm2, zmmword ptr [rbp + 256] /* [rip + .LCPI7_6] */
+
+LBB7_587:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x05 // vpandd zmm2, zmm2, zmmword ptr [rbp + 320] /* [rip + .LCPI7_7] */
+
+LBB7_588:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x06 // vpandd zmm2, zmm2, zmmword ptr [rbp + 384] /* [rip + .LCPI7_8] */
+
+LBB7_589:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x07 // vpandd zmm2, zmm2, zmmword ptr [rbp + 448] /* [rip + .LCPI7_9] */
+
+LBB7_590:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x08 // vpandd zmm2, zmm2, zmmword ptr [rbp + 512] /* [rip + .LCPI7_10] */
+
+LBB7_591:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x09 // vpandd zmm2, zmm2, zmmword ptr [rbp + 576] /* [rip + .LCPI7_11] */
+
+LBB7_592:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0a // vpandd zmm2, zmm2, zmmword ptr [rbp + 640] /* [rip + .LCPI7_12] */
+
+LBB7_593:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0b // vpandd zmm2, zmm2, zmmword ptr [rbp + 704] /* [rip + .LCPI7_13] */
+
+LBB7_594:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0c // vpandd zmm2, zmm2, zmmword ptr [rbp + 768] /* [rip + .LCPI7_14] */
+
+LBB7_595:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0d // vpandd zmm2, zmm2, zmmword ptr [rbp + 832] /* [rip + .LCPI7_15] */
+
+LBB7_596:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0e // vpandd zmm2, zmm2, zmmword ptr [rbp + 896] /* [rip + .LCPI7_16] */
+
+LBB7_597:
+	LONG $0x486db162; WORD $0xd2db // vpandd zmm2, zmm2, zmm18
+
+LBB7_598:
+	LONG $0x7fffb966               // mov cx, 32767
+	LONG $0xd992fbc5               // kmovd k3, ecx
+	LONG $0xcb7df262; WORD $0xd289 // vpexpandd zmm2 {k3} {z}, zmm2
+	JMP  LBB7_544
+
+LBB7_599:
+	LONG $0x244c8b48; BYTE $0x58                       // mov rcx, qword ptr [rsp + 88]
+	QUAD $0x020d946f28fe4162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm26, ymmword ptr [r13 + rcx + 2]
+	LONG $0x04fe8348                                   // cmp rsi, 4
+	JB   LBB7_605
+	QUAD $0x02359c6f28fe0162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm27, ymmword ptr [r13 + r14 + 2]
+	JNE  LBB7_606
+	LONG $0xc9eff1c5                                   // vpxor xmm1, xmm1, xmm1
+	JMP  LBB7_576
+
+LBB7_602:
+	QUAD $0x03003574226983c4                   // vpinsrd xmm6, xmm2, dword ptr [r13 + r14], 3
+	LONG $0x486df362; WORD $0xd638; BYTE $0x00 // vinserti32x4 zmm2, zmm2, xmm6, 0
+	LONG $0x486df162; WORD $0x55db; BYTE $0x05 // vpandd zmm2, zmm2, zmmword ptr [rbp + 320] /* [rip + .LCPI7_7] */
+	LONG $0x05fe8348                           // cmp rsi, 5
+	JB   LBB7_609
+	LONG $0x0010b966                           // mov cx, 16
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	LONG $0x244c8b48; BYTE $0x40               // mov rcx, qword ptr [rsp + 64]
+	QUAD $0x000d54584b7dd262                   // vpbroadcastd zmm2 {k3}, dword ptr [r13 + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x06 // vpandd zmm2, zmm2, zmmword ptr [rbp + 384] /* [rip + .LCPI7_8] */
+	JNE  LBB7_610
+	QUAD $0x000000b024ac8b4c                   // mov r13, qword ptr [rsp + 176]
+	JMP  LBB7_589
+
+LBB7_605:
+	LONG $0xc9eff1c5 // vpxor xmm1, xmm1, xmm1
+	JMP  LBB7_575
+
+LBB7_606:
+	LONG $0x244c8b48; BYTE $0x40                       // mov rcx, qword ptr [rsp + 64]
+	QUAD $0x020dac6f28fe4162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm29, ymmword ptr [r13 + rcx + 2]
+	LONG $0x06fe8348                                   // cmp rsi, 6
+	JB   LBB7_613
+	LONG $0x24448b48; BYTE $0x50                       // mov rax, qword ptr [rsp + 80]
+	LONG $0x6f7ec1c4; WORD $0x056c; BYTE $0x02         // vmovdqu ymm5, ymmword ptr [r13 + rax + 2]
+	JE   LBB7_608
+	LONG $0x244c8b48; BYTE $0x70                       // mov rcx, qword ptr [rsp + 112]
+	QUAD $0x020da46f28fe4162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm28, ymmword ptr [r13 + rcx + 2]
+	LONG $0x08fe8348                                   // cmp rsi, 8
+	JAE  LBB7_560
+
+LBB7_608:
+	LONG $0xc9eff1c5                           // vpxor xmm1, xmm1, xmm1
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
+	JL   LBB7_542
+	JMP  LBB7_579
+
+LBB7_609:
+	QUAD $0x000000b024ac8b4c // mov r13, qword ptr [rsp + 176]
+	JMP  LBB7_588
+
+LBB7_610:
+	LONG $0x0020b966                           // mov cx, 32
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	LONG $0x24448b48; BYTE $0x50               // mov rax, qword ptr [rsp + 80]
+	QUAD $0x000554584b7dd262                   // vpbroadcastd zmm2 {k3}, dword ptr [r13 + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x07 // vpandd zmm2, zmm2, zmmword ptr [rbp + 448] /* [rip + .LCPI7_9] */
+	LONG $0x07fe8348                           // cmp rsi, 7
+	JB   LBB7_615
+	LONG $0x0040b966                           // mov cx, 64
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	LONG $0x244c8b48; BYTE $0x70               // mov rcx, qword ptr [rsp + 112]
+	QUAD $0x000d54584b7dd262                   // vpbroadcastd zmm2 {k3}, dword ptr [r13 + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x08 // vpandd zmm2, zmm2, zmmword ptr [rbp + 512] /* [rip + .LCPI7_10] */
+	JNE  LBB7_616
+	QUAD $0x000000b024ac8b4c                   // mov r13, qword ptr [rsp + 176]
+	JMP  LBB7_591
+
+LBB7_613:
+	LONG $0xc9eff1c5 // vpxor xmm1, xmm1, xmm1
+	JMP  LBB7_577
+
+LBB7_615:
+	QUAD $0x000000b024ac8b4c // mov r13, qword ptr [rsp + 176]
+	JMP  LBB7_590
+
+LBB7_616:
+	LONG $0x0080b966                           // mov cx, 128
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	LONG $0x24448b48; BYTE $0x68               // mov rax, qword ptr [rsp + 104]
+	QUAD $0x000554584b7dd262                   // vpbroadcastd zmm2 {k3}, dword ptr [r13 + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x09 // vpandd zmm2, zmm2, zmmword ptr [rbp + 576] /* [rip + .LCPI7_11] */
+	LONG $0x09fe8348                           // cmp rsi, 9
+	JB   LBB7_619
+	LONG $0x0100b966                           // mov cx, 256
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	QUAD $0x00000080248c8b48                   // mov rcx, qword ptr [rsp + 128]
+	QUAD $0x000d54584b7dd262                   // vpbroadcastd zmm2 {k3}, dword ptr [r13 + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0a // vpandd zmm2, zmm2, zmmword ptr [rbp + 640] /* [rip + .LCPI7_12] */
+	JNE  LBB7_620
+	QUAD $0x000000b024ac8b4c                   // mov r13, qword ptr [rsp + 176]
+	JMP  LBB7_593
+
+LBB7_619:
+	QUAD $0x000000b024ac8b4c // mov r13, qword ptr [rsp + 176]
+	JMP  LBB7_592
+
+LBB7_620:
+	LONG $0x0200b966                           // mov cx, 512
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	LONG $0x244c8b48; BYTE $0x20               // mov rcx, qword ptr [rsp + 32]
+	QUAD $0x000d54584b7dd262                   // vpbroadcastd zmm2 {k3}, dword ptr [r13 + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0b // vpandd zmm2, zmm2, zmmword ptr [rbp + 704] /* [rip + .LCPI7_13] */
+	LONG $0x0bfe8348                           // cmp rsi, 11
+	JB   LBB7_623
+	LONG $0x0400b966                           // mov cx, 1024
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	QUAD $0x000000a0248c8b48                   // mov rcx, qword ptr [rsp + 160]
+	QUAD $0x000d54584b7dd262                   // vpbroadcastd zmm2 {k3}, dword ptr [r13 + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0c // vpandd zmm2, zmm2, zmmword ptr [rbp + 768] /* [rip + .LCPI7_14] */
+	JNE  LBB7_624
+	QUAD $0x000000b024ac8b4c                   // mov r13, qword ptr [rsp + 176]
+	JMP  LBB7_595
+
+LBB7_623:
+	QUAD $0x000000b024ac8b4c // mov r13, qword ptr [rsp + 176]
+	JMP  LBB7_594
+
+LBB7_624:
+	LONG $0x0800b966                           // mov cx, 2048
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	QUAD $0x0000009024848b48                   // mov rax, qword ptr [rsp + 144]
+	QUAD $0x000554584b7dd262                   // vpbroadcastd zmm2 {k3}, dword ptr [r13 + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0d // vpandd zmm2, zmm2, zmmword ptr [rbp + 832] /* [rip + .LCPI7_15] */
+	LONG $0x0dfe8348                           // cmp rsi, 13
+	JB   LBB7_627
+	LONG $0x1000b966                           // mov cx, 4096
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	QUAD $0x000000a8248c8b48                   // mov rcx, qword ptr [rsp + 168]
+	QUAD $0x000d54584b7dd262                   // vpbroadcastd zmm2 {k3}, dword ptr [r13 + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0e // vpandd zmm2, zmm2, zmmword ptr [rbp + 896] /* [rip + .LCPI7_16] */
+	JNE  LBB7_628
+	QUAD $0x000000b024ac8b4c                   // mov r13, qword ptr [rsp + 176]
+	JMP  LBB7_597
+
+LBB7_627:
+	QUAD $0x000000b024ac8b4c // mov r13, qword ptr [rsp + 176]
+	JMP  LBB7_596
+
+LBB7_628:
+	LONG $0x2000b966               // mov cx, 8192
+	LONG $0xd992fbc5               // kmovd k3, ecx
+	LONG $0x24448b48; BYTE $0x48   // mov rax, qword ptr [rsp + 72]
+	QUAD $0x000554584b7dd262       // vpbroadcastd zmm2 {k3}, dword ptr [r13 + rax]
+	LONG $0x486db162; WORD $0xd2db // vpandd zmm2, zmm2, zmm18
+	LONG $0x0ffe8348               // cmp rsi, 15
+	JB   LBB7_631
+	LONG $0x4000b966               // mov cx, 16384
+	LONG $0xd992fbc5               // kmovd k3, ecx
+	QUAD $0x0000009824848b48       // mov rax, qword ptr [rsp + 152]
+	QUAD $0x000554584b7dd262       // vpbroadcastd zmm2 {k3}, dword ptr [r13 + rax]
+	LONG $0x7fffb966               // mov cx, 32767
+	LONG $0xd992fbc5               // kmovd k3, ecx
+	LONG $0xcb7df262; WORD $0xd289 // vpexpandd zmm2 {k3} {z}, zmm2
+	JE   LBB7_543
+	LONG $0x8000b966               // mov cx, -32768
+	LONG $0xd992fbc5               // kmovd k3, ecx
+	QUAD $0x000000d824848b48       // mov rax, qword ptr [rsp + 216]
+	QUAD $0x000554584b7dd262       // vpbroadcastd zmm2 {k3}, dword ptr [r13 + rax]
+	JMP  LBB7_543
+
+LBB7_631:
+	QUAD $0x000000b024ac8b4c // mov r13, qword ptr [rsp + 176]
+	JMP  LBB7_598
+
+LBB7_632:
+	QUAD $0x0000011824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 280], 0
+	JE   LBB7_920
+	LONG $0x24448b48; BYTE $0x18               // mov rax, qword ptr [rsp + 24]
+	LONG $0x44af0f48; WORD $0x3024             // imul rax, qword ptr [rsp + 48]
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x48fef162; WORD $0x0c6f; BYTE $0x81 // vmovdqu64 zmm1, zmmword ptr [rcx + 4*rax]
+	WORD $0x854d; BYTE $0xdb                   // test r11, r11
+	JG   LBB7_921
+	JMP  LBB7_634
+
+LBB7_637:
+	QUAD $0x0000011824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 280], 0
+	JE   LBB7_933
+	LONG $0x24548b48; BYTE $0x18               // mov rdx, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xd0                   // mov rax, rdx
+	LONG $0x24748b48; BYTE $0x30               // mov rsi, qword ptr [rsp + 48]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x487cf162; WORD $0x2c10; BYTE $0x81 // vmovups zmm5, zmmword ptr [rcx + 4*rax]
+	LONG $0x01428d48                           // lea rax, [rdx + 1]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487c7162; WORD $0x2410; BYTE $0x81 // vmovups zmm12, zmmword ptr [rcx + 4*rax]
+	LONG $0x24448b4c; BYTE $0x40               // mov r8, qword ptr [rsp + 64]
+	QUAD $0x0000009024ac8b4c                   // mov r13, qword ptr [rsp + 144]
+	WORD $0x854d; BYTE $0xdb                   // test r11, r11
+	JG   LBB7_934
+	JMP  LBB7_639
+
+LBB7_641:
+	QUAD $0x0000011824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 280], 0
+	JE   LBB7_948
+	LONG $0x24448b48; BYTE $0x18               // mov rax, qword ptr [rsp + 24]
+	LONG $0x44af0f48; WORD $0x3024             // imul rax, qword ptr [rsp + 48]
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0xc97ce162; WORD $0x1c10; BYTE $0x81 // vmovups zmm19 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	WORD $0x854d; BYTE $0xdb                   // test r11, r11
+	JG   LBB7_949
+	JMP  LBB7_643
+
+LBB7_645:
+	QUAD $0x0000011824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 280], 0
+	JE   LBB7_1029
+	LONG $0x24548b48; BYTE $0x18               // mov rdx, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xd0                   // mov rax, rdx
+	LONG $0x24748b48; BYTE $0x30               // mov rsi, qword ptr [rsp + 48]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0xc97ce162; WORD $0x2410; BYTE $0x81 // vmovups zmm20 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	LONG $0x01428d48                           // lea rax, [rdx + 1]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0xc97ce162; WORD $0x1c10; BYTE $0x81 // vmovups zmm19 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	WORD $0x854d; BYTE $0xdb                   // test r11, r11
+	JG   LBB7_1030
+	JMP  LBB7_647
+
+LBB7_649:
+	QUAD $0x0000011824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 280], 0
+	JE   LBB7_1111
+	LONG $0x24548b48; BYTE $0x18               // mov rdx, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xd0                   // mov rax, rdx
+	LONG $0x24748b48; BYTE $0x30               // mov rsi, qword ptr [rsp + 48]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x487c6162; WORD $0x0410; BYTE $0x81 // vmovups zmm24, zmmword ptr [rcx + 4*rax]
+	LONG $0x01428d48                           // lea rax, [rdx + 1]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487ce162; WORD $0x3c10; BYTE $0x81 // vmovups zmm23, zmmword ptr [rcx + 4*rax]
+	LONG $0x02428d48                           // lea rax, [rdx + 2]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487ce162; WORD $0x3410; BYTE $0x81 // vmovups zmm22, zmmword ptr [rcx + 4*rax]
+	LONG $0x03428d48                           // lea rax, [rdx + 3]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487ce162; WORD $0x2c10; BYTE $0x81 // vmovups zmm21, zmmword ptr [rcx + 4*rax]
+	LONG $0x04428d48                           // lea rax, [rdx + 4]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487ce162; WORD $0x2410; BYTE $0x81 // vmovups zmm20, zmmword ptr [rcx + 4*rax]
+	LONG $0x05428d48                           // lea rax, [rdx + 5]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487ce162; WORD $0x1c10; BYTE $0x81 // vmovups zmm19, zmmword ptr [rcx + 4*rax]
+	WORD $0x854d; BYTE $0xdb                   // test r11, r11
+	JLE  LBB7_1112
+
+LBB7_651:
+	WORD $0x8948; BYTE $0xd1     // mov rcx, rdx
+	QUAD $0x0000008824848b48     // mov rax, qword ptr [rsp + 136]
+	LONG $0xc8af0f48             // imul rcx, rax
+	LONG $0x244c8948; BYTE $0x60 // mov qword ptr [rsp + 96], rcx
+	WORD $0x8948; BYTE $0xd1     // mov rcx, rdx
+	LONG $0xcbaf0f49             // imul rcx, r11
+	LONG $0x244c8948; BYTE $0x78 // mov qword ptr [rsp + 120], rcx
+	LONG $0x014a8d48             // lea rcx, [rdx + 1]
+	WORD $0x8948; BYTE $0xce     // mov rsi, rcx
+	LONG $0xf0af0f48             // imul rsi, rax
+	QUAD $0x0000016024b48948     // mov qword ptr [rsp + 352], rsi
+	LONG $0xcbaf0f49             // imul rcx, r11
+	QUAD $0x000000e8248c8948     // mov qword ptr [rsp + 232], rcx
+	LONG $0x024a8d48             // lea rcx, [rdx + 2]
+	WORD $0x8948; BYTE $0xce     // mov rsi, rcx
+	LONG $0xf0af0f48             // imul rsi, rax
+	QUAD $0x000000c824b48948     // mov qword ptr [rsp + 200], rsi
+	LONG $0xcbaf0f49             // imul rcx, r11
+	QUAD $0x00000158248c8948     // mov qword ptr [rsp + 344], rcx
+	LONG $0x034a8d48             // lea rcx, [rdx + 3]
+	WORD $0x8948; BYTE $0xce     // mov rsi, rcx
+	LONG $0xf0af0f48             // imul rsi, rax
+	QUAD $0x0000012024b48948     // mov qword ptr [rsp + 288], rsi
+	LONG $0xcbaf0f49             // imul rcx, r11
+	QUAD $0x00000180248c8948     // mov qword ptr [rsp + 384], rcx
+	LONG $0x044a8d48             // lea rcx, [rdx + 4]
+	WORD $0x8948; BYTE $0xce     // mov rsi, rcx
+	LONG $0xf0af0f48             // imul rsi, rax
+	QUAD $0x0000019024b48948     // mov qword ptr [rsp + 400], rsi
+	LONG $0xcbaf0f49             // imul rcx, r11
+	QUAD $0x000001a0248c8948     // mov qword ptr [rsp + 416], rcx
+	LONG $0x054a8d48             // lea rcx, [rdx + 5]
+	WORD $0x8948; BYTE $0xca     // mov rdx, rcx
+	LONG $0xd0af0f48             // imul rdx, rax
+	QUAD $0x0000020024948948     // mov qword ptr [rsp + 512], rdx
+	LONG $0xcbaf0f49             // imul rcx, r11
+	QUAD $0x000001a8248c8948     // mov qword ptr [rsp + 424], rcx
+	WORD $0xf631                 // xor esi, esi
+	JMP  LBB7_654
+	PCALIGN $16
+
+LBB7_652:
+	LONG $0xd846fcc5                           // kxnorw k3, k0, k0
+	LONG $0xef2141c4; BYTE $0xdb               // vpxor xmm11, xmm11, xmm11
+	LONG $0x4b7d3262; WORD $0x1c90; BYTE $0x38 // vpgatherdd zmm11 {k3}, [rax + zmm15]
+
+LBB7_653:
+	WORD $0x894d; BYTE $0xd6                           // mov r14, r10
+	LONG $0x4875f162; WORD $0xc262                     // vpunpckldq zmm0, zmm1, zmm2
+	LONG $0x4875f162; WORD $0xca6a                     // vpunpckhdq zmm1, zmm1, zmm2
+	LONG $0x4855f162; WORD $0xd662                     // vpunpckldq zmm2, zmm5, zmm6
+	LONG $0x4855f162; WORD $0xde6a                     // vpunpckhdq zmm3, zmm5, zmm6
+	LONG $0x4845d162; WORD $0xe062                     // vpunpckldq zmm4, zmm7, zmm8
+	LONG $0x4845d162; WORD $0xe86a                     // vpunpckhdq zmm5, zmm7, zmm8
+	LONG $0x4835d162; WORD $0xf262                     // vpunpckldq zmm6, zmm9, zmm10
+	LONG $0x4835d162; WORD $0xfa6a                     // vpunpckhdq zmm7, zmm9, zmm10
+	LONG $0x48fd7162; WORD $0xc26c                     // vpunpcklqdq zmm8, zmm0, zmm2
+	LONG $0x48fdf162; WORD $0xc26d                     // vpunpckhqdq zmm0, zmm0, zmm2
+	LONG $0x48f57162; WORD $0xcb6c                     // vpunpcklqdq zmm9, zmm1, zmm3
+	LONG $0x48f5f162; WORD $0xdb6d                     // vpunpckhqdq zmm3, zmm1, zmm3
+	LONG $0x48ddf162; WORD $0xce6c                     // vpunpcklqdq zmm1, zmm4, zmm6
+	LONG $0x48ddf162; WORD $0xd66d                     // vpunpckhqdq zmm2, zmm4, zmm6
+	LONG $0x48d5f162; WORD $0xe76c                     // vpunpcklqdq zmm4, zmm5, zmm7
+	LONG $0x48d5f162; WORD $0xef6d                     // vpunpckhqdq zmm5, zmm5, zmm7
+	LONG $0x48fdd162; WORD $0xf06f                     // vmovdqa64 zmm6, zmm8
+	LONG $0x40fdf262; WORD $0xf17e                     // vpermt2q zmm6, zmm16, zmm1
+	LONG $0x40f57262; WORD $0xc17e                     // vpermt2q zmm8, zmm17, zmm1
+	LONG $0x48fdf162; WORD $0xf86f                     // vmovdqa64 zmm7, zmm0
+	LONG $0x40fdf262; WORD $0xfa7e                     // vpermt2q zmm7, zmm16, zmm2
+	LONG $0x40f5f262; WORD $0xc27e                     // vpermt2q zmm0, zmm17, zmm2
+	LONG $0x48fd5162; WORD $0xd16f                     // vmovdqa64 zmm10, zmm9
+	LONG $0x40fd7262; WORD $0xd47e                     // vpermt2q zmm10, zmm16, zmm4
+	LONG $0x40f57262; WORD $0xcc7e                     // vpermt2q zmm9, zmm17, zmm4
+	LONG $0x48fdf162; WORD $0xe36f                     // vmovdqa64 zmm4, zmm3
+	LONG $0x40fdf262; WORD $0xe57e                     // vpermt2q zmm4, zmm16, zmm5
+	LONG $0x40f5f262; WORD $0xdd7e                     // vpermt2q zmm3, zmm17, zmm5
+	LONG $0x487e7262; WORD $0xd933                     // vpmovdw ymm1, zmm11
+	LONG $0x487df262; WORD $0xc913                     // vcvtph2ps zmm1, ymm1
+	LONG $0x4874f162; WORD $0xd15c                     // vsubps zmm2, zmm1, zmm1
+	LONG $0x486cf162; WORD $0xc958                     // vaddps zmm1, zmm2, zmm1
+	QUAD $0x000000f024848b48                           // mov rax, qword ptr [rsp + 240]
+	LONG $0x062c8d4c                                   // lea r13, [rsi + rax]
+	QUAD $0x0428ad58487df262; WORD $0x0000             // vpbroadcastd zmm5, dword ptr [rbp + 1064] /* [rip + .LCPI7_18] */
+	LONG $0x484df162; WORD $0xd5ef                     // vpxord zmm2, zmm6, zmm5
+	LONG $0x48456162; WORD $0xfdef                     // vpxord zmm31, zmm7, zmm5
+	LONG $0x482d6162; WORD $0xf5ef                     // vpxord zmm30, zmm10, zmm5
+	LONG $0x485d6162; WORD $0xe5ef                     // vpxord zmm28, zmm4, zmm5
+	LONG $0x483d6162; WORD $0xddef                     // vpxord zmm27, zmm8, zmm5
+	LONG $0x487d6162; WORD $0xd5ef                     // vpxord zmm26, zmm0, zmm5
+	LONG $0x48356162; WORD $0xcdef                     // vpxord zmm25, zmm9, zmm5
+	LONG $0x4865f162; WORD $0xedef                     // vpxord zmm5, zmm3, zmm5
+	LONG $0x24448b48; BYTE $0x60                       // mov rax, qword ptr [rsp + 96]
+	WORD $0x014c; BYTE $0xe8                           // add rax, r13
+	WORD $0x8948; BYTE $0xc1                           // mov rcx, rax
+	LONG $0x05e1c148                                   // shl rcx, 5
+	LONG $0x41048d48                                   // lea rax, [rcx + 2*rax]
+	LONG $0x244c8b48; BYTE $0x78                       // mov rcx, qword ptr [rsp + 120]
+	WORD $0x0148; BYTE $0xf1                           // add rcx, rsi
+	QUAD $0x808cac58487d6262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm29, dword ptr [rsp + 4*rcx + 1664]
+	QUAD $0x0000014024848b4c                           // mov r8, qword ptr [rsp + 320]
+	QUAD $0x0200ac50586d4262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm29, zmm2, dword ptr [r8 + rax + 2]{1to16}
+	QUAD $0x0600ac5050054262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm29, zmm31, dword ptr [r8 + rax + 6]{1to16}
+	QUAD $0x0a00ac50500d4262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm29, zmm30, dword ptr [r8 + rax + 10]{1to16}
+	QUAD $0x0e00ac50501d4262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm29, zmm28, dword ptr [r8 + rax + 14]{1to16}
+	QUAD $0x1200ac5050254262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm29, zmm27, dword ptr [r8 + rax + 18]{1to16}
+	QUAD $0x1600ac50502d4262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm29, zmm26, dword ptr [r8 + rax + 22]{1to16}
+	QUAD $0x1a00ac5050354262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm29, zmm25, dword ptr [r8 + rax + 26]{1to16}
+	QUAD $0x1e00ac5058554262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm29, zmm5, dword ptr [r8 + rax + 30]{1to16}
+	QUAD $0x808cb4595874f162; WORD $0x0046; BYTE $0x00 // vmulps zmm6, zmm1, dword ptr [rsp + 4*rcx + 18048]{1to16}
+	QUAD $0x0000016024848b48                           // mov rax, qword ptr [rsp + 352]
+	WORD $0x014c; BYTE $0xe8                           // add rax, r13
+	WORD $0x8948; BYTE $0xc1                           // mov rcx, rax
+	LONG $0x05e1c148                                   // shl rcx, 5
+	LONG $0x41048d48                                   // lea rax, [rcx + 2*rax]
+	QUAD $0x000000e8248c8b48                           // mov rcx, qword ptr [rsp + 232]
+	WORD $0x0148; BYTE $0xf1                           // add rcx, rsi
+	QUAD $0x808cbc58487df262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm7, dword ptr [rsp + 4*rcx + 1664]
+	QUAD $0x0200bc50586dd262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm7, zmm2, dword ptr [r8 + rax + 2]{1to16}
+	QUAD $0x0600bc505005d262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm7, zmm31, dword ptr [r8 + rax + 6]{1to16}
+	QUAD $0x0a00bc50500dd262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm7, zmm30, dword ptr [r8 + rax + 10]{1to16}
+	QUAD $0x0e00bc50501dd262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm7, zmm28, dword ptr [r8 + rax + 14]{1to16}
+	QUAD $0x1200bc505025d262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm7, zmm27, dword ptr [r8 + rax + 18]{1to16}
+	QUAD $0x1600bc50502dd262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm7, zmm26, dword ptr [r8 + rax + 22]{1to16}
+	QUAD $0x1a00bc505035d262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm7, zmm25, dword ptr [r8 + rax + 26]{1to16}
+	QUAD $0x1e00bc505855d262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm7, zmm5, dword ptr [r8 + rax + 30]{1to16}
+	QUAD $0x808c845958747162; WORD $0x0046; BYTE $0x00 // vmulps zmm8, zmm1, dword ptr [rsp + 4*rcx + 18048]{1to16}
+	QUAD $0x000000c824848b48                           // mov rax, qword ptr [rsp + 200]
+	WORD $0x014c; BYTE $0xe8                           // add rax, r13
+	WORD $0x8948; BYTE $0xc1                           // mov rcx, rax
+	LONG $0x05e1c148                                   // shl rcx, 5
+	LONG $0x41048d48                                   // lea rax, [rcx + 2*rax]
+	QUAD $0x00000158248c8b48                           // mov rcx, qword ptr [rsp + 344]
+	WORD $0x0148; BYTE $0xf1                           // add rcx, rsi
+	QUAD $0x808c8c58487d7262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm9, dword ptr [rsp + 4*rcx + 1664]
+	QUAD $0x02008c50586d5262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm2, dword ptr [r8 + rax + 2]{1to16}
+	QUAD $0x06008c5050055262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm31, dword ptr [r8 + rax + 6]{1to16}
+	QUAD $0x0a008c50500d5262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm30, dword ptr [r8 + rax + 10]{1to16}
+	QUAD $0x0e008c50501d5262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm28, dword ptr [r8 + rax + 14]{1to16}
+	QUAD $0x12008c5050255262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm27, dword ptr [r8 + rax + 18]{1to16}
+	QUAD $0x16008c50502d5262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm26, dword ptr [r8 + rax + 22]{1to16}
+	QUAD $0x1a008c5050355262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm25, dword ptr [r8 + rax + 26]{1to16}
+	QUAD $0x1e008c5058555262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm5, dword ptr [r8 + rax + 30]{1to16}
+	QUAD $0x808c945958747162; WORD $0x0046; BYTE $0x00 // vmulps zmm10, zmm1, dword ptr [rsp + 4*rcx + 18048]{1to16}
+	QUAD $0x0000012024848b48                           // mov rax, qword ptr [rsp + 288]
+	WORD $0x014c; BYTE $0xe8                           // add rax, r13
+	WORD $0x8948; BYTE $0xc1                           // mov rcx, rax
+	LONG $0x05e1c148                                   // shl rcx, 5
+	LONG $0x41048d48                                   // lea rax, [rcx + 2*rax]
+	QUAD $0x00000180248c8b48                           // mov rcx, qword ptr [rsp + 384]
+	WORD $0x0148; BYTE $0xf1                           // add rcx, rsi
+	QUAD $0x808c9c58487d7262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm11, dword ptr [rsp + 4*rcx + 1664]
+	QUAD $0x02009c50586d5262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm2, dword ptr [r8 + rax + 2]{1to16}
+	QUAD $0x06009c5050055262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm31, dword ptr [r8 + rax + 6]{1to16}
+	QUAD $0x0a009c50500d5262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm30, dword ptr [r8 + rax + 10]{1to16}
+	QUAD $0x0e009c50501d5262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm28, dword ptr [r8 + rax + 14]{1to16}
+	QUAD $0x12009c5050255262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm27, dword ptr [r8 + rax + 18]{1to16}
+	QUAD $0x16009c50502d5262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm26, dword ptr [r8 + rax + 22]{1to16}
+	QUAD $0x1a009c5050355262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm25, dword ptr [r8 + rax + 26]{1to16}
+	QUAD $0x1e009c5058555262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm5, dword ptr [r8 + rax + 30]{1to16}
+	QUAD $0x808c84595874f162; WORD $0x0046; BYTE $0x00 // vmulps zmm0, zmm1, dword ptr [rsp + 4*rcx + 18048]{1to16}
+	QUAD $0x0000019024848b48                           // mov rax, qword ptr [rsp + 400]
+	WORD $0x014c; BYTE $0xe8                           // add rax, r13
+	WORD $0x8948; BYTE $0xc1                           // mov rcx, rax
+	LONG $0x05e1c148                                   // shl rcx, 5
+	LONG $0x410c8d48                                   // lea rcx, [rcx + 2*rax]
+	QUAD $0x000001a024848b48                           // mov rax, qword ptr [rsp + 416]
+	WORD $0x0148; BYTE $0xf0                           // add rax, rsi
+	QUAD $0x80849c58487df262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm3, dword ptr [rsp + 4*rax + 1664]
+	QUAD $0x02089c50586dd262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm3, zmm2, dword ptr [r8 + rcx + 2]{1to16}
+	QUAD $0x06089c505005d262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm3, zmm31, dword ptr [r8 + rcx + 6]{1to16}
+	QUAD $0x0a089c50500dd262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm3, zmm30, dword ptr [r8 + rcx + 10]{1to16}
+	QUAD $0x0e089c50501dd262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm3, zmm28, dword ptr [r8 + rcx + 14]{1to16}
+	QUAD $0x12089c505025d262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm3, zmm27, dword ptr [r8 + rcx + 18]{1to16}
+	QUAD $0x16089c50502dd262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm3, zmm26, dword ptr [r8 + rcx + 22]{1to16}
+	QUAD $0x1a089c505035d262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm3, zmm25, dword ptr [r8 + rcx + 26]{1to16}
+	QUAD $0x1e089c505855d262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm3, zmm5, dword ptr [r8 + rcx + 30]{1to16}
+	QUAD $0x0000020024ac034c                           // add r13, qword ptr [rsp + 512]
+	WORD $0x894c; BYTE $0xe9                           // mov rcx, r13
+	LONG $0x05e1c148                                   // shl rcx, 5
+	LONG $0x690c8d4a                                   // lea rcx, [rcx + 2*r13]
+	QUAD $0x000001a824948b48                           // mov rdx, qword ptr [rsp + 424]
+	LONG $0x161c8d48                                   // lea rbx, [rsi + rdx]
+	QUAD $0x809ca458487df262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm4, dword ptr [rsp + 4*rbx + 1664]
+	QUAD $0x0208a450586dd262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm4, zmm2, dword ptr [r8 + rcx + 2]{1to16}
+	QUAD $0x0608a4505005d262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm4, zmm31, dword ptr [r8 + rcx + 6]{1to16}
+	QUAD $0x0a08a450500dd262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm4, zmm30, dword ptr [r8 + rcx + 10]{1to16}
+	QUAD $0x0e08a450501dd262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm4, zmm28, dword ptr [r8 + rcx + 14]{1to16}
+	QUAD $0x1208a4505025d262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm4, zmm27, dword ptr [r8 + rcx + 18]{1to16}
+	QUAD $0x1608a450502dd262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm4, zmm26, dword ptr [r8 + rcx + 22]{1to16}
+	QUAD $0x1a08a4505035d262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm4, zmm25, dword ptr [r8 + rcx + 26]{1to16}
+	QUAD $0x1e08a4505855d262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm4, zmm5, dword ptr [r8 + rcx + 30]{1to16}
+	QUAD $0x808494595874f162; WORD $0x0046; BYTE $0x00 // vmulps zmm2, zmm1, dword ptr [rsp + 4*rax + 18048]{1to16}
+	QUAD $0x809c8c595874f162; WORD $0x0046; BYTE $0x00 // vmulps zmm1, zmm1, dword ptr [rsp + 4*rbx + 18048]{1to16}
+	LONG $0x487c9162; WORD $0xed5b                     // vcvtdq2ps zmm5, zmm29
+	LONG $0x484cf162; WORD $0xed59                     // vmulps zmm5, zmm6, zmm5
+	LONG $0x403c6162; WORD $0xc558                     // vaddps zmm24, zmm24, zmm5
+	LONG $0x487cf162; WORD $0xef5b                     // vcvtdq2ps zmm5, zmm7
+	LONG $0x483cf162; WORD $0xed59                     // vmulps zmm5, zmm8, zmm5
+	LONG $0x4044e162; WORD $0xfd58                     // vaddps zmm23, zmm23, zmm5
+	LONG $0x487cd162; WORD $0xe95b                     // vcvtdq2ps zmm5, zmm9
+	LONG $0x482cf162; WORD $0xed59                     // vmulps zmm5, zmm10, zmm5
+	LONG $0x404ce162; WORD $0xf558                     // vaddps zmm22, zmm22, zmm5
+	LONG $0x487cd162; WORD $0xeb5b                     // vcvtdq2ps zmm5, zmm11
+	LONG $0x487cf162; WORD $0xc559                     // vmulps zmm0, zmm0, zmm5
+	LONG $0x4054e162; WORD $0xe858                     // vaddps zmm21, zmm21, zmm0
+	LONG $0x487cf162; WORD $0xc35b                     // vcvtdq2ps zmm0, zmm3
+	LONG $0x486cf162; WORD $0xc059                     // vmulps zmm0, zmm2, zmm0
+	LONG $0x405ce162; WORD $0xe058                     // vaddps zmm20, zmm20, zmm0
+	LONG $0x487cf162; WORD $0xc45b                     // vcvtdq2ps zmm0, zmm4
+	LONG $0x4874f162; WORD $0xc059                     // vmulps zmm0, zmm1, zmm0
+	LONG $0x4064e162; WORD $0xd858                     // vaddps zmm19, zmm19, zmm0
+	LONG $0x01c68348                                   // add rsi, 1
+	QUAD $0x00000170249c8b4c                           // mov r11, qword ptr [rsp + 368]
+	WORD $0x394c; BYTE $0xde                           // cmp rsi, r11
+	LONG $0x24448b48; BYTE $0x30                       // mov rax, qword ptr [rsp + 48]
+	QUAD $0x000000b024ac8b4c                           // mov r13, qword ptr [rsp + 176]
+	QUAD $0x00000110248c8b4c                           // mov r9, qword ptr [rsp + 272]
+	LONG $0x28fe6162; WORD $0x7d6f; BYTE $0x20         // vmovdqu64 ymm31, ymmword ptr [rbp + 1024] /* [rip + .LCPI7_1] */
+	LONG $0x000d0162; WORD $0xf6ef                     // vpxord xmm30, xmm30, xmm30
+	JE   LBB7_1113
+
+LBB7_654:
+	QUAD $0x0000010824bc8348; BYTE $0x00 // cmp qword ptr [rsp + 264], 0
+	JLE  LBB7_660
+	QUAD $0x0000013024848b48             // mov rax, qword ptr [rsp + 304]
+	QUAD $0x0000008024848b4c             // mov r8, qword ptr [rsp + 128]
+	LONG $0x244c8b4c; BYTE $0x20         // mov r9, qword ptr [rsp + 32]
+	QUAD $0x000000a024bc8b48             // mov rdi, qword ptr [rsp + 160]
+	QUAD $0x000000a824ac8b4c             // mov r13, qword ptr [rsp + 168]
+	LONG $0x245c8b48; BYTE $0x48         // mov rbx, qword ptr [rsp + 72]
+	JMP  LBB7_657
+	PCALIGN $16
+
+LBB7_656:
+	LONG $0xc0c08348 // add rax, -64
+	LONG $0x40f88348 // cmp rax, 64
+	JBE  LBB7_661
+
+LBB7_657:
+	QUAD $0x000000f824bc3b4c             // cmp r15, qword ptr [rsp + 248]
+	JGE  LBB7_661
+	WORD $0x894c; BYTE $0xf9             // mov rcx, r15
+	QUAD $0x000110248caf0f48; BYTE $0x00 // imul rcx, qword ptr [rsp + 272]
+	QUAD $0x00000128248c0348             // add rcx, qword ptr [rsp + 296]
+	LONG $0x14180f41; BYTE $0x0c         // prefetcht1 byte ptr [r12 + rcx]
+	LONG $0x40c48349                     // add r12, 64
+	LONG $0x24548b48; BYTE $0x10         // mov rdx, qword ptr [rsp + 16]
+	WORD $0x3949; BYTE $0xd4             // cmp r12, rdx
+	JL   LBB7_656
+	LONG $0x1154180f; BYTE $0xff         // prefetcht1 byte ptr [rcx + rdx - 1]
+	LONG $0x01c78349                     // add r15, 1
+	WORD $0x3145; BYTE $0xe4             // xor r12d, r12d
+	JMP  LBB7_656
+	PCALIGN $16
+
+LBB7_660:
+	QUAD $0x0000008024848b4c     // mov r8, qword ptr [rsp + 128]
+	LONG $0x244c8b4c; BYTE $0x20 // mov r9, qword ptr [rsp + 32]
+	QUAD $0x000000a024bc8b48     // mov rdi, qword ptr [rsp + 160]
+	QUAD $0x000000a824ac8b4c     // mov r13, qword ptr [rsp + 168]
+	LONG $0x245c8b48; BYTE $0x48 // mov rbx, qword ptr [rsp + 72]
+
+LBB7_661:
+	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
+	LONG $0x05e0c148                           // shl rax, 5
+	LONG $0x70048d48                           // lea rax, [rax + 2*rsi]
+	QUAD $0x00000100248c8b48                   // mov rcx, qword ptr [rsp + 256]
+	LONG $0x446ffec5; WORD $0x0201             // vmovdqu ymm0, ymmword ptr [rcx + rax + 2]
+	WORD $0x0148; BYTE $0xc8                   // add rax, rcx
+	QUAD $0x02008c3a48fdd362; LONG $0x01000000 // vinserti64x4 zmm1, zmm0, ymmword ptr [r8 + rax + 2], 1
+	QUAD $0x00000110248c8b48                   // mov rcx, qword ptr [rsp + 272]
+	LONG $0x446ffec5; WORD $0x0208             // vmovdqu ymm0, ymmword ptr [rax + rcx + 2]
+	QUAD $0x0201943a48fdd362; LONG $0x01000000 // vinserti64x4 zmm2, zmm0, ymmword ptr [r9 + rax + 2], 1
+	LONG $0x24548b48; BYTE $0x58               // mov rdx, qword ptr [rsp + 88]
+	LONG $0x446ffec5; WORD $0x0202             // vmovdqu ymm0, ymmword ptr [rdx + rax + 2]
+	QUAD $0x0207ac3a48fdf362; LONG $0x01000000 // vinserti64x4 zmm5, zmm0, ymmword ptr [rdi + rax + 2], 1
+	LONG $0x6f7ec1c4; WORD $0x0644; BYTE $0x02 // vmovdqu ymm0, ymmword ptr [r14 + rax + 2]
+	WORD $0x894d; BYTE $0xf2                   // mov r10, r14
+	QUAD $0x0000009024b48b4c                   // mov r14, qword ptr [rsp + 144]
+	QUAD $0x0206b43a48fdd362; LONG $0x01000000 // vinserti64x4 zmm6, zmm0, ymmword ptr [r14 + rax + 2], 1
+	LONG $0x245c8b4c; BYTE $0x40               // mov r11, qword ptr [rsp + 64]
+	LONG $0x6f7ec1c4; WORD $0x0344; BYTE $0x02 // vmovdqu ymm0, ymmword ptr [r11 + rax + 2]
+	QUAD $0x0205bc3a48fdd362; LONG $0x01000000 // vinserti64x4 zmm7, zmm0, ymmword ptr [r13 + rax + 2], 1
+	LONG $0x24448b4c; BYTE $0x50               // mov r8, qword ptr [rsp + 80]
+	LONG $0x6f7ec1c4; WORD $0x0044; BYTE $0x02 // vmovdqu ymm0, ymmword ptr [r8 + rax + 2]
+	QUAD $0x0203843a48fd7362; LONG $0x01000000 // vinserti64x4 zmm8, zmm0, ymmword ptr [rbx + rax + 2], 1
+	LONG $0x247c8b48; BYTE $0x70               // mov rdi, qword ptr [rsp + 112]
+	LONG $0x446ffec5; WORD $0x0207             // vmovdqu ymm0, ymmword ptr [rdi + rax + 2]
+	QUAD $0x00000098248c8b4c                   // mov r9, qword ptr [rsp + 152]
+	QUAD $0x02018c3a48fd5362; LONG $0x01000000 // vinserti64x4 zmm9, zmm0, ymmword ptr [r9 + rax + 2], 1
+	LONG $0x246c8b4c; BYTE $0x68               // mov r13, qword ptr [rsp + 104]
+	LONG $0x6f7ec1c4; WORD $0x0544; BYTE $0x02 // vmovdqu ymm0, ymmword ptr [r13 + rax + 2]
+	QUAD $0x000000d8249c8b48                   // mov rbx, qword ptr [rsp + 216]
+	QUAD $0x0203943a48fd7362; LONG $0x01000000 // vinserti64x4 zmm10, zmm0, ymmword ptr [rbx + rax + 2], 1
+	LONG $0x00f98148; WORD $0x0000; BYTE $0x08 // cmp rcx, 134217728
+	JL   LBB7_652
+	WORD $0x0148; BYTE $0xc1                   // add rcx, rax
+	LONG $0x006ef9c5                           // vmovd xmm0, dword ptr [rax]
+	LONG $0x227963c4; WORD $0x0119             // vpinsrd xmm11, xmm0, dword ptr [rcx], 1
+	QUAD $0x000000a8248c8b48                   // mov rcx, qword ptr [rsp + 168]
+	LONG $0x1c6ef9c5; BYTE $0x08               // vmovd xmm3, dword ptr [rax + rcx]
+	LONG $0x244c8b48; BYTE $0x48               // mov rcx, qword ptr [rsp + 72]
+	LONG $0x2261e3c4; WORD $0x081c; BYTE $0x01 // vpinsrd xmm3, xmm3, dword ptr [rax + rcx], 1
+	LONG $0x2261a3c4; WORD $0x081c; BYTE $0x02 // vpinsrd xmm3, xmm3, dword ptr [rax + r9], 2
+	LONG $0x226163c4; WORD $0x1824; BYTE $0x03 // vpinsrd xmm12, xmm3, dword ptr [rax + rbx], 3
+	QUAD $0x00000080248c8b48                   // mov rcx, qword ptr [rsp + 128]
+	LONG $0x246ef9c5; BYTE $0x08               // vmovd xmm4, dword ptr [rax + rcx]
+	LONG $0x244c8b48; BYTE $0x20               // mov rcx, qword ptr [rsp + 32]
+	LONG $0x2259e3c4; WORD $0x0824; BYTE $0x01 // vpinsrd xmm4, xmm4, dword ptr [rax + rcx], 1
+	QUAD $0x000000a0248c8b48                   // mov rcx, qword ptr [rsp + 160]
+	LONG $0x2259e3c4; WORD $0x0824; BYTE $0x02 // vpinsrd xmm4, xmm4, dword ptr [rax + rcx], 2
+	LONG $0x2259a3c4; WORD $0x3024; BYTE $0x03 // vpinsrd xmm4, xmm4, dword ptr [rax + r14], 3
+	LONG $0x6e79a1c4; WORD $0x1804             // vmovd xmm0, dword ptr [rax + r11]
+	LONG $0x2279a3c4; WORD $0x0004; BYTE $0x01 // vpinsrd xmm0, xmm0, dword ptr [rax + r8], 1
+	LONG $0x2279e3c4; WORD $0x3804; BYTE $0x02 // vpinsrd xmm0, xmm0, dword ptr [rax + rdi], 2
+	LONG $0x2279a3c4; WORD $0x2804; BYTE $0x03 // vpinsrd xmm0, xmm0, dword ptr [rax + r13], 3
+	LONG $0x2221e3c4; WORD $0x101c; BYTE $0x02 // vpinsrd xmm3, xmm11, dword ptr [rax + rdx], 2
+	LONG $0x2261a3c4; WORD $0x101c; BYTE $0x03 // vpinsrd xmm3, xmm3, dword ptr [rax + r10], 3
+	LONG $0x385dc3c4; WORD $0x01e4             // vinserti128 ymm4, ymm4, xmm12, 1
+	LONG $0x3865e3c4; WORD $0x01c0             // vinserti128 ymm0, ymm3, xmm0, 1
+	LONG $0x48fd7362; WORD $0xdc3a; BYTE $0x01 // vinserti64x4 zmm11, zmm0, ymm4, 1
+	JMP  LBB7_653
+
+LBB7_663:
+	QUAD $0x0000011824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 280], 0
+	JE   LBB7_1118
+	LONG $0x24548b48; BYTE $0x18               // mov rdx, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xd0                   // mov rax, rdx
+	LONG $0x24748b48; BYTE $0x30               // mov rsi, qword ptr [rsp + 48]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x48fef162; WORD $0x0c6f; BYTE $0x81 // vmovdqu64 zmm1, zmmword ptr [rcx + 4*rax]
+	QUAD $0x12244c7f48fdf162                   // vmovdqa64 zmmword ptr [rsp + 1152], zmm1
+	LONG $0x01428d48                           // lea rax, [rdx + 1]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487cf162; WORD $0x0410; BYTE $0x81 // vmovups zmm0, zmmword ptr [rcx + 4*rax]
+	QUAD $0x13244429487cf162                   // vmovaps zmmword ptr [rsp + 1216], zmm0
+	LONG $0x02428d48                           // lea rax, [rdx + 2]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487cf162; WORD $0x0410; BYTE $0x81 // vmovups zmm0, zmmword ptr [rcx + 4*rax]
+	QUAD $0x14244429487cf162                   // vmovaps zmmword ptr [rsp + 1280], zmm0
+	LONG $0x03428d48                           // lea rax, [rdx + 3]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487cf162; WORD $0x0410; BYTE $0x81 // vmovups zmm0, zmmword ptr [rcx + 4*rax]
+	QUAD $0x15244429487cf162                   // vmovaps zmmword ptr [rsp + 1344], zmm0
+	LONG $0x04428d48                           // lea rax, [rdx + 4]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487cf162; WORD $0x0410; BYTE $0x81 // vmovups zmm0, zmmword ptr [rcx + 4*rax]
+	QUAD $0x16244429487cf162                   // vmovaps zmmword ptr [rsp + 1408], zmm0
+	LONG $0x05428d48                           // lea rax, [rdx + 5]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487cf162; WORD $0x0410; BYTE $0x81 // vmovups zmm0, zmmword ptr [rcx + 4*rax]
+	QUAD $0x17244429487cf162                   // vmovaps zmmword ptr [rsp + 1472], zmm0
+	LONG $0x06428d48                           // lea rax, [rdx + 6]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487cf162; WORD $0x0410; BYTE $0x81 // vmovups zmm0, zmmword ptr [rcx + 4*rax]
+	QUAD $0x18244429487cf162                   // vmovaps zmmword ptr [rsp + 1536], zmm0
+	LONG $0x07428d48                           // lea rax, [rdx + 7]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x48fef162; WORD $0x046f; BYTE $0x81 // vmovdqu64 zmm0, zmmword ptr [rcx + 4*rax]
+	QUAD $0x1924447f48fdf162                   // vmovdqa64 zmmword ptr [rsp + 1600], zmm0
+	WORD $0x854d; BYTE $0xdb                   // test r11, r11
+	JLE  LBB7_665
+
+LBB7_1119:
+	LONG    $0x24748b48; BYTE $0x18 // mov rsi, qword ptr [rsp + 24]
+	LONG    $0xdeaf0f4c             // imul r11, rsi
+	QUAD    $0x00004680248c8d48     // lea rcx, [rsp + 18048]
+	LONG    $0x99148d4a             // lea rdx, [rcx + 4*r11]
+	QUAD    $0x0000008824848b48     // mov rax, qword ptr [rsp + 136]
+	LONG    $0xc6af0f48             // imul rax, rsi
+	QUAD    $0x000000f024840348     // add rax, qword ptr [rsp + 240]
+	WORD    $0x8948; BYTE $0xc1     // mov rcx, rax
+	LONG    $0x05e1c148             // shl rcx, 5
+	LONG    $0x41048d48             // lea rax, [rcx + 2*rax]
+	QUAD    $0x0000019824840348     // add rax, qword ptr [rsp + 408]
+	LONG    $0x24448948; BYTE $0x78 // mov qword ptr [rsp + 120], rax
+	WORD    $0xc031                 // xor eax, eax
+	LONG    $0x24448948; BYTE $0x60 // mov qword ptr [rsp + 96], rax
+	LONG    $0x24748b4c; BYTE $0x58 // mov r14, qword ptr [rsp + 88]
+	PCALIGN $16
+
+LBB7_1120:
+	QUAD $0x0000010824bc8348; BYTE $0x00 // cmp qword ptr [rsp + 264], 0
+	JLE  LBB7_1126
+	QUAD $0x0000013024bc8b48             // mov rdi, qword ptr [rsp + 304]
+	LONG $0x24748b48; BYTE $0x50         // mov rsi, qword ptr [rsp + 80]
+	JMP  LBB7_1123
+	PCALIGN $16
+
+LBB7_1122:
+	LONG $0xc0c78348 // add rdi, -64
+	LONG $0x40ff8348 // cmp rdi, 64
+	JBE  LBB7_1127
+
+LBB7_1123:
+	QUAD $0x000000f824bc3b4c             // cmp r15, qword ptr [rsp + 248]
+	JGE  LBB7_1127
+	WORD $0x894c; BYTE $0xf8             // mov rax, r15
+	QUAD $0x0001102484af0f48; BYTE $0x00 // imul rax, qword ptr [rsp + 272]
+	WORD $0x0148; BYTE $0xd8             // add rax, rbx
+	LONG $0x14180f41; BYTE $0x04         // prefetcht1 byte ptr [r12 + rax]
+	LONG $0x40c48349                     // add r12, 64
+	WORD $0x394d; BYTE $0xc4             // cmp r12, r8
+	JL   LBB7_1122
+	LONG $0x54180f42; WORD $0xff00       // prefetcht1 byte ptr [rax + r8 - 1]
+	LONG $0x01c78349                     // add r15, 1
+	WORD $0x3145; BYTE $0xe4             // xor r12d, r12d
+	JMP  LBB7_1122
+	PCALIGN $16
+
+LBB7_1126:
+	LONG $0x24748b48; BYTE $0x50 // mov rsi, qword ptr [rsp + 80]
+
+LBB7_1127:
+	QUAD $0x000000e824948948                   // mov qword ptr [rsp + 232], rdx
+	LONG $0x244c8b48; BYTE $0x60               // mov rcx, qword ptr [rsp + 96]
+	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
+	LONG $0x05e0c148                           // shl rax, 5
+	LONG $0x48048d48                           // lea rax, [rax + 2*rcx]
+	QUAD $0x00000100248c8b48                   // mov rcx, qword ptr [rsp + 256]
+	LONG $0x446ffec5; WORD $0x0201             // vmovdqu ymm0, ymmword ptr [rcx + rax + 2]
+	LONG $0x013c8d48                           // lea rdi, [rcx + rax]
+	QUAD $0x0000008024848b48                   // mov rax, qword ptr [rsp + 128]
+	QUAD $0x02388c3a48fdf362; LONG $0x01000000 // vinserti64x4 zmm1, zmm0, ymmword ptr [rax + rdi + 2], 1
+	QUAD $0x00000110248c8b48                   // mov rcx, qword ptr [rsp + 272]
+	LONG $0x446ffec5; WORD $0x020f             // vmovdqu ymm0, ymmword ptr [rdi + rcx + 2]
+	LONG $0x24548b4c; BYTE $0x20               // mov r10, qword ptr [rsp + 32]
+	QUAD $0x023a943a48fdd362; LONG $0x01000000 // vinserti64x4 zmm2, zmm0, ymmword ptr [r10 + rdi + 2], 1
+	LONG $0x6f7ec1c4; WORD $0x3e44; BYTE $0x02 // vmovdqu ymm0, ymmword ptr [r14 + rdi + 2]
+	QUAD $0x000000a024848b48                   // mov rax, qword ptr [rsp + 160]
+	QUAD $0x0238ac3a48fdf362; LONG $0x01000000 // vinserti64x4 zmm5, zmm0, ymmword ptr [rax + rdi + 2], 1
+	QUAD $0x000000e024948b48                   // mov rdx, qword ptr [rsp + 224]
+	LONG $0x446ffec5; WORD $0x023a             // vmovdqu ymm0, ymmword ptr [rdx + rdi + 2]
+	QUAD $0x00000090248c8b4c                   // mov r9, qword ptr [rsp + 144]
+	QUAD $0x0239b43a48fdd362; LONG $0x01000000 // vinserti64x4 zmm6, zmm0, ymmword ptr [r9 + rdi + 2], 1
+	LONG $0x24448b4c; BYTE $0x40               // mov r8, qword ptr [rsp + 64]
+	LONG $0x6f7ec1c4; WORD $0x3844; BYTE $0x02 // vmovdqu ymm0, ymmword ptr [r8 + rdi + 2]
+	QUAD $0x000000a824948b48                   // mov rdx, qword ptr [rsp + 168]
+	QUAD $0x023abc3a48fdf362; LONG $0x01000000 // vinserti64x4 zmm7, zmm0, ymmword ptr [rdx + rdi + 2], 1
+	LONG $0x446ffec5; WORD $0x023e             // vmovdqu ymm0, ymmword ptr [rsi + rdi + 2]
+	LONG $0x24748b48; BYTE $0x48               // mov rsi, qword ptr [rsp + 72]
+	QUAD $0x023e843a48fd7362; LONG $0x01000000 // vinserti64x4 zmm8, zmm0, ymmword ptr [rsi + rdi + 2], 1
+	LONG $0x24748b48; BYTE $0x70               // mov rsi, qword ptr [rsp + 112]
+	LONG $0x446ffec5; WORD $0x023e             // vmovdqu ymm0, ymmword ptr [rsi + rdi + 2]
+	QUAD $0x00000098249c8b48                   // mov rbx, qword ptr [rsp + 152]
+	QUAD $0x023b8c3a48fd7362; LONG $0x01000000 // vinserti64x4 zmm9, zmm0, ymmword ptr [rbx + rdi + 2], 1
+	LONG $0x245c8b4c; BYTE $0x68               // mov r11, qword ptr [rsp + 104]
+	LONG $0x6f7ec1c4; WORD $0x3b44; BYTE $0x02 // vmovdqu ymm0, ymmword ptr [r11 + rdi + 2]
+	QUAD $0x000000d824b48b4c                   // mov r14, qword ptr [rsp + 216]
+	QUAD $0x023e943a48fd5362; LONG $0x01000000 // vinserti64x4 zmm10, zmm0, ymmword ptr [r14 + rdi + 2], 1
+	LONG $0x00f98148; WORD $0x0000; BYTE $0x08 // cmp rcx, 134217728
+	JGE  LBB7_1129
+	LONG $0xd846fcc5                           // kxnorw k3, k0, k0
+	LONG $0xef2141c4; BYTE $0xdb               // vpxor xmm11, xmm11, xmm11
+	LONG $0x4b7d3262; WORD $0x1c90; BYTE $0x3f // vpgatherdd zmm11 {k3}, [rdi + zmm15]
+	QUAD $0x000000b824948b4c                   // mov r10, qword ptr [rsp + 184]
+	LONG $0x24748b4c; BYTE $0x58               // mov r14, qword ptr [rsp + 88]
+	JMP  LBB7_1130
+	PCALIGN $16
+
+LBB7_1129:
+	WORD $0x0148; BYTE $0xf9                   // add rcx, rdi
+	LONG $0x076ef9c5                           // vmovd xmm0, dword ptr [rdi]
+	LONG $0x227963c4; WORD $0x0119             // vpinsrd xmm11, xmm0, dword ptr [rcx], 1
+	QUAD $0x000000e0248c8b48                   // mov rcx, qword ptr [rsp + 224]
+	LONG $0x1c6ef9c5; BYTE $0x17               // vmovd xmm3, dword ptr [rdi + rdx]
+	LONG $0x24548b48; BYTE $0x48               // mov rdx, qword ptr [rsp + 72]
+	LONG $0x2261e3c4; WORD $0x171c; BYTE $0x01 // vpinsrd xmm3, xmm3, dword ptr [rdi + rdx], 1
+	LONG $0x2261e3c4; WORD $0x1f1c; BYTE $0x02 // vpinsrd xmm3, xmm3, dword ptr [rdi + rbx], 2
+	LONG $0x226123c4; WORD $0x3724; BYTE $0x03 // vpinsrd xmm12, xmm3, dword ptr [rdi + r14], 3
+	WORD $0x8948; BYTE $0xca                   // mov rdx, rcx
+	QUAD $0x00000080248c8b48                   // mov rcx, qword ptr [rsp + 128]
+	LONG $0x246ef9c5; BYTE $0x0f               // vmovd xmm4, dword ptr [rdi + rcx]
+	LONG $0x2259a3c4; WORD $0x1724; BYTE $0x01 // vpinsrd xmm4, xmm4, dword ptr [rdi + r10], 1
+	LONG $0x2259e3c4; WORD $0x0724; BYTE $0x02 // vpinsrd xmm4, xmm4, dword ptr [rdi + rax], 2
+	LONG $0x2259a3c4; WORD $0x0f24; BYTE $0x03 // vpinsrd xmm4, xmm4, dword ptr [rdi + r9], 3
+	LONG $0x6e79a1c4; WORD $0x0704             // vmovd xmm0, dword ptr [rdi + r8]
+	LONG $0x24448b48; BYTE $0x50               // mov rax, qword ptr [rsp + 80]
+	LONG $0x2279e3c4; WORD $0x0704; BYTE $0x01 // vpinsrd xmm0, xmm0, dword ptr [rdi + rax], 1
+	LONG $0x2279e3c4; WORD $0x3704; BYTE $0x02 // vpinsrd xmm0, xmm0, dword ptr [rdi + rsi], 2
+	LONG $0x2279a3c4; WORD $0x1f04; BYTE $0x03 // vpinsrd xmm0, xmm0, dword ptr [rdi + r11], 3
+	LONG $0x24748b4c; BYTE $0x58               // mov r14, qword ptr [rsp + 88]
+	LONG $0x2221a3c4; WORD $0x371c; BYTE $0x02 // vpinsrd xmm3, xmm11, dword ptr [rdi + r14], 2
+	LONG $0x2261e3c4; WORD $0x171c; BYTE $0x03 // vpinsrd xmm3, xmm3, dword ptr [rdi + rdx], 3
+	LONG $0x385dc3c4; WORD $0x01e4             // vinserti128 ymm4, ymm4, xmm12, 1
+	LONG $0x3865e3c4; WORD $0x01c0             // vinserti128 ymm0, ymm3, xmm0, 1
+	LONG $0x48fd7362; WORD $0xdc3a; BYTE $0x01 // vinserti64x4 zmm11, zmm0, ymm4, 1
+	QUAD $0x000000b824948b4c                   // mov r10, qword ptr [rsp + 184]
+
+LBB7_1130:
+	LONG    $0x4875f162; WORD $0xc262         // vpunpckldq zmm0, zmm1, zmm2
+	LONG    $0x4875f162; WORD $0xca6a         // vpunpckhdq zmm1, zmm1, zmm2
+	LONG    $0x4855f162; WORD $0xd662         // vpunpckldq zmm2, zmm5, zmm6
+	LONG    $0x4855f162; WORD $0xde6a         // vpunpckhdq zmm3, zmm5, zmm6
+	LONG    $0x4845d162; WORD $0xe062         // vpunpckldq zmm4, zmm7, zmm8
+	LONG    $0x4845d162; WORD $0xe86a         // vpunpckhdq zmm5, zmm7, zmm8
+	LONG    $0x4835d162; WORD $0xf262         // vpunpckldq zmm6, zmm9, zmm10
+	LONG    $0x4835d162; WORD $0xfa6a         // vpunpckhdq zmm7, zmm9, zmm10
+	LONG    $0x48fd7162; WORD $0xc26c         // vpunpcklqdq zmm8, zmm0, zmm2
+	LONG    $0x48fdf162; WORD $0xc26d         // vpunpckhqdq zmm0, zmm0, zmm2
+	LONG    $0x48f57162; WORD $0xd36c         // vpunpcklqdq zmm10, zmm1, zmm3
+	LONG    $0x48f5f162; WORD $0xdb6d         // vpunpckhqdq zmm3, zmm1, zmm3
+	LONG    $0x48ddf162; WORD $0xce6c         // vpunpcklqdq zmm1, zmm4, zmm6
+	LONG    $0x48ddf162; WORD $0xd66d         // vpunpckhqdq zmm2, zmm4, zmm6
+	LONG    $0x48d5f162; WORD $0xe76c         // vpunpcklqdq zmm4, zmm5, zmm7
+	LONG    $0x48d5f162; WORD $0xef6d         // vpunpckhqdq zmm5, zmm5, zmm7
+	LONG    $0x48fdd162; WORD $0xf06f         // vmovdqa64 zmm6, zmm8
+	LONG    $0x40fdf262; WORD $0xf17e         // vpermt2q zmm6, zmm16, zmm1
+	LONG    $0x40f57262; WORD $0xc17e         // vpermt2q zmm8, zmm17, zmm1
+	LONG    $0x48fdf162; WORD $0xf86f         // vmovdqa64 zmm7, zmm0
+	LONG    $0x40fdf262; WORD $0xfa7e         // vpermt2q zmm7, zmm16, zmm2
+	LONG    $0x40f5f262; WORD $0xc27e         // vpermt2q zmm0, zmm17, zmm2
+	LONG    $0x48fd5162; WORD $0xca6f         // vmovdqa64 zmm9, zmm10
+	LONG    $0x40fd7262; WORD $0xcc7e         // vpermt2q zmm9, zmm16, zmm4
+	LONG    $0x40f57262; WORD $0xd47e         // vpermt2q zmm10, zmm17, zmm4
+	LONG    $0x48fdf162; WORD $0xe36f         // vmovdqa64 zmm4, zmm3
+	LONG    $0x40fdf262; WORD $0xe57e         // vpermt2q zmm4, zmm16, zmm5
+	LONG    $0x40f5f262; WORD $0xdd7e         // vpermt2q zmm3, zmm17, zmm5
+	LONG    $0x487e7262; WORD $0xd933         // vpmovdw ymm1, zmm11
+	LONG    $0x487df262; WORD $0xc913         // vcvtph2ps zmm1, ymm1
+	LONG    $0x4874f162; WORD $0xd15c         // vsubps zmm2, zmm1, zmm1
+	LONG    $0x486cf162; WORD $0xc958         // vaddps zmm1, zmm2, zmm1
+	QUAD    $0x04289d58487d7262; WORD $0x0000 // vpbroadcastd zmm11, dword ptr [rbp + 1064] /* [rip + .LCPI7_18] */
+	LONG    $0x484dd162; WORD $0xd3ef         // vpxord zmm2, zmm6, zmm11
+	LONG    $0x4845d162; WORD $0xebef         // vpxord zmm5, zmm7, zmm11
+	LONG    $0x4835d162; WORD $0xf3ef         // vpxord zmm6, zmm9, zmm11
+	LONG    $0x485dd162; WORD $0xfbef         // vpxord zmm7, zmm4, zmm11
+	LONG    $0x483d5162; WORD $0xc3ef         // vpxord zmm8, zmm8, zmm11
+	LONG    $0x487d5162; WORD $0xcbef         // vpxord zmm9, zmm0, zmm11
+	LONG    $0x482d5162; WORD $0xd3ef         // vpxord zmm10, zmm10, zmm11
+	LONG    $0x48655162; WORD $0xdbef         // vpxord zmm11, zmm3, zmm11
+	LONG    $0x247c8b48; BYTE $0x78           // mov rdi, qword ptr [rsp + 120]
+	QUAD    $0x000000e824948b48               // mov rdx, qword ptr [rsp + 232]
+	WORD    $0x8948; BYTE $0xd0               // mov rax, rdx
+	WORD    $0xdb31                           // xor ebx, ebx
+	QUAD    $0x00000110248c8b48               // mov rcx, qword ptr [rsp + 272]
+	QUAD    $0x00000170249c8b4c               // mov r11, qword ptr [rsp + 368]
+	LONG    $0x24448b4c; BYTE $0x10           // mov r8, qword ptr [rsp + 16]
+	PCALIGN $16
+
+LBB7_1131:
+	QUAD $0xc0008058487df262; WORD $0xffff     // vpbroadcastd zmm0, dword ptr [rax - 16384]
+	LONG $0x586df262; WORD $0x4750; BYTE $0xf9 // vpdpbusd zmm0, zmm2, dword ptr [rdi - 28]{1to16}
+	LONG $0x5855f262; WORD $0x4750; BYTE $0xfa // vpdpbusd zmm0, zmm5, dword ptr [rdi - 24]{1to16}
+	LONG $0x584df262; WORD $0x4750; BYTE $0xfb // vpdpbusd zmm0, zmm6, dword ptr [rdi - 20]{1to16}
+	LONG $0x5845f262; WORD $0x4750; BYTE $0xfc // vpdpbusd zmm0, zmm7, dword ptr [rdi - 16]{1to16}
+	LONG $0x583df262; WORD $0x4750; BYTE $0xfd // vpdpbusd zmm0, zmm8, dword ptr [rdi - 12]{1to16}
+	LONG $0x5835f262; WORD $0x4750; BYTE $0xfe // vpdpbusd zmm0, zmm9, dword ptr [rdi - 8]{1to16}
+	LONG $0x582df262; WORD $0x4750; BYTE $0xff // vpdpbusd zmm0, zmm10, dword ptr [rdi - 4]{1to16}
+	LONG $0x5825f262; WORD $0x0750             // vpdpbusd zmm0, zmm11, dword ptr [rdi]{1to16}
+	LONG $0x5874f162; WORD $0x1859             // vmulps zmm3, zmm1, dword ptr [rax]{1to16}
+	LONG $0x487cf162; WORD $0xc05b             // vcvtdq2ps zmm0, zmm0
+	LONG $0x4864f162; WORD $0xc059             // vmulps zmm0, zmm3, zmm0
+	QUAD $0x121c4458487cf162                   // vaddps zmm0, zmm0, zmmword ptr [rsp + rbx + 1152]
+	QUAD $0x121c4429487cf162                   // vmovaps zmmword ptr [rsp + rbx + 1152], zmm0
+	LONG $0x40c38348                           // add rbx, 64
+	WORD $0x014c; BYTE $0xd0                   // add rax, r10
+	WORD $0x0148; BYTE $0xcf                   // add rdi, rcx
+	LONG $0x00fb8148; WORD $0x0002; BYTE $0x00 // cmp rbx, 512
+	JNE  LBB7_1131
+	LONG $0x244c8b48; BYTE $0x60               // mov rcx, qword ptr [rsp + 96]
+	LONG $0x01c18348                           // add rcx, 1
+	LONG $0x04c28348                           // add rdx, 4
+	LONG $0x24448348; WORD $0x2278             // add qword ptr [rsp + 120], 34
+	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
+	LONG $0x244c8948; BYTE $0x60               // mov qword ptr [rsp + 96], rcx
+	WORD $0x394c; BYTE $0xd9                   // cmp rcx, r11
+	QUAD $0x00000128249c8b48                   // mov rbx, qword ptr [rsp + 296]
+	JNE  LBB7_1120
+	QUAD $0x12244c6f48fdf162                   // vmovdqa64 zmm1, zmmword ptr [rsp + 1152]
+	QUAD $0x00000110248c8b4c                   // mov r9, qword ptr [rsp + 272]
+	QUAD $0x000000e024b48b4c                   // mov r14, qword ptr [rsp + 224]
+	QUAD $0x000000015024bc80                   // cmp byte ptr [rsp + 336], 0
+	JNE  LBB7_312
+	JMP  LBB7_1134
+
+LBB7_666:
+	QUAD $0x0000011824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 280], 0
+	JE   LBB7_1135
+	LONG $0x24548b48; BYTE $0x18               // mov rdx, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xd0                   // mov rax, rdx
+	LONG $0x24748b48; BYTE $0x30               // mov rsi, qword ptr [rsp + 48]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0xc97c6162; WORD $0x0410; BYTE $0x81 // vmovups zmm24 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	LONG $0x01428d48                           // lea rax, [rdx + 1]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0xc97ce162; WORD $0x3c10; BYTE $0x81 // vmovups zmm23 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	LONG $0x02428d48                           // lea rax, [rdx + 2]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0xc97ce162; WORD $0x3410; BYTE $0x81 // vmovups zmm22 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	LONG $0x03428d48                           // lea rax, [rdx + 3]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0xc97ce162; WORD $0x2c10; BYTE $0x81 // vmovups zmm21 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	LONG $0x04428d48                           // lea rax, [rdx + 4]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0xc97ce162; WORD $0x2410; BYTE $0x81 // vmovups zmm20 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	LONG $0x05428d48                           // lea rax, [rdx + 5]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0xc97ce162; WORD $0x1c10; BYTE $0x81 // vmovups zmm19 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	WORD $0x854d; BYTE $0xdb                   // test r11, r11
+	JG   LBB7_1136
+	JMP  LBB7_668
+
+LBB7_670:
+	QUAD $0x0000011824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 280], 0
+	JE   LBB7_1229
+	LONG $0x24548b48; BYTE $0x18               // mov rdx, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xd0                   // mov rax, rdx
+	LONG $0x24748b48; BYTE $0x30               // mov rsi, qword ptr [rsp + 48]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0xc97cf162; WORD $0x0c10; BYTE $0x81 // vmovups zmm1 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	QUAD $0x12244c29487cf162                   // vmovaps zmmword ptr [rsp + 1152], zmm1
+	LONG $0x01428d48                           // lea rax, [rdx + 1]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0xc97cf162; WORD $0x1410; BYTE $0x81 // vmovups zmm2 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	QUAD $0x13245429487cf162                   // vmovaps zmmword ptr [rsp + 1216], zmm2
+	LONG $0x02428d48                           // lea rax, [rdx + 2]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0xc97cf162; WORD $0x1410; BYTE $0x81 // vmovups zmm2 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	QUAD $0x14245429487cf162                   // vmovaps zmmword ptr [rsp + 1280], zmm2
+	LONG $0x03428d48                           // lea rax, [rdx + 3]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0xc97cf162; WORD $0x1410; BYTE $0x81 // vmovups zmm2 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	QUAD $0x15245429487cf162                   // vmovaps zmmword ptr [rsp + 1344], zmm2
+	LONG $0x04428d48                           // lea rax, [rdx + 4]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0xc97cf162; WORD $0x1410; BYTE $0x81 // vmovups zmm2 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	QUAD $0x16245429487cf162                   // vmovaps zmmword ptr [rsp + 1408], zmm2
+	LONG $0x05428d48                           // lea rax, [rdx + 5]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0xc97cf162; WORD $0x1410; BYTE $0x81 // vmovups zmm2 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	QUAD $0x17245429487cf162                   // vmovaps zmmword ptr [rsp + 1472], zmm2
+	LONG $0x06428d48                           // lea rax, [rdx + 6]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0xc97cf162; WORD $0x1410; BYTE $0x81 // vmovups zmm2 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	QUAD $0x18245429487cf162                   // vmovaps zmmword ptr [rsp + 1536], zmm2
+	LONG $0x07428d48                           // lea rax, [rdx + 7]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0xc97cf162; WORD $0x1410; BYTE $0x81 // vmovups zmm2 {k1} {z}, zmmword ptr [rcx + 4*rax]
+	QUAD $0x19245429487cf162                   // vmovaps zmmword ptr [rsp + 1600], zmm2
+	WORD $0x854d; BYTE $0xdb                   // test r11, r11
+	JLE  LBB7_1230
+
+LBB7_672:
+	WORD    $0x894c; BYTE $0xd8     // mov rax, r11
+	LONG    $0x24548b48; BYTE $0x18 // mov rdx, qword ptr [rsp + 24]
+	LONG    $0xc2af0f48             // imul rax, rdx
+	QUAD    $0x00004680248c8d48     // lea rcx, [rsp + 18048]
+	LONG    $0x81048d4c             // lea r8, [rcx + 4*rax]
+	QUAD    $0x0000008824848b48     // mov rax, qword ptr [rsp + 136]
+	LONG    $0xc2af0f48             // imul rax, rdx
+	QUAD    $0x000000f024840348     // add rax, qword ptr [rsp + 240]
+	WORD    $0x8948; BYTE $0xc1     // mov rcx, rax
+	LONG    $0x05e1c148             // shl rcx, 5
+	LONG    $0x41148d48             // lea rdx, [rcx + 2*rax]
+	QUAD    $0x0000019824940348     // add rdx, qword ptr [rsp + 408]
+	WORD    $0xf631                 // xor esi, esi
+	PCALIGN $16
+
+LBB7_673:
+	QUAD $0x0000010824bc8348; BYTE $0x00 // cmp qword ptr [rsp + 264], 0
+	JLE  LBB7_679
+	QUAD $0x0000013024bc8b48             // mov rdi, qword ptr [rsp + 304]
+	JMP  LBB7_676
+	PCALIGN $16
+
+LBB7_675:
+	LONG $0xc0c78348 // add rdi, -64
+	LONG $0x40ff8348 // cmp rdi, 64
+	JBE  LBB7_679
+
+LBB7_676:
+	QUAD $0x000000f824bc3b4c     // cmp r15, qword ptr [rsp + 248]
+	JGE  LBB7_679
+	WORD $0x894c; BYTE $0xf8     // mov rax, r15
+	LONG $0xc1af0f49             // imul rax, r9
+	WORD $0x0148; BYTE $0xd8     // add rax, rbx
+	LONG $0x14180f41; BYTE $0x04 // prefetcht1 byte ptr [r12 + rax]
+	LONG $0x40c48349             // add r12, 64
+	LONG $0x244c8b48; BYTE $0x10 // mov rcx, qword ptr [rsp + 16]
+	WORD $0x3949; BYTE $0xcc     // cmp r12, rcx
+	JL   LBB7_675
+	LONG $0x0854180f; BYTE $0xff // prefetcht1 byte ptr [rax + rcx - 1]
+	LONG $0x01c78349             // add r15, 1
+	WORD $0x3145; BYTE $0xe4     // xor r12d, r12d
+	JMP  LBB7_675
+	PCALIGN $16
+
+LBB7_679:
+	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
+	LONG $0x05e0c148                           // shl rax, 5
+	LONG $0x703c8d48                           // lea rdi, [rax + 2*rsi]
+	QUAD $0x0000010024bc0348                   // add rdi, qword ptr [rsp + 256]
+	LONG $0x003d0162; WORD $0xc0ef             // vpxord xmm24, xmm24, xmm24
+	LONG $0x0065a162; WORD $0xdbef             // vpxord xmm19, xmm19, xmm19
+	QUAD $0x0000013824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 312], 0
+	JLE  LBB7_689
+	LONG $0x4f6ffec5; BYTE $0x02               // vmovdqu ymm1, ymmword ptr [rdi + 2]
+	LONG $0x244c8b48; BYTE $0x28               // mov rcx, qword ptr [rsp + 40]
+	LONG $0x08f98348                           // cmp rcx, 8
+	JBE  LBB7_690
+	QUAD $0x0000008024848b48                   // mov rax, qword ptr [rsp + 128]
+	QUAD $0x0207a43a48f5e362; LONG $0x01000000 // vinserti64x4 zmm20, zmm1, ymmword ptr [rdi + rax + 2], 1
+	LONG $0x6f7ea1c4; WORD $0x0f4c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [rdi + r9 + 2]
+	LONG $0x09f98348                           // cmp rcx, 9
+	JNE  LBB7_693
+	LONG $0x28fde162; WORD $0xe96f             // vmovdqa64 ymm21, ymm1
+	LONG $0x24448b48; BYTE $0x58               // mov rax, qword ptr [rsp + 88]
+	LONG $0x4c6ffec5; WORD $0x0207             // vmovdqu ymm1, ymmword ptr [rdi + rax + 2]
+	JMP  LBB7_683
+	PCALIGN $16
+
+LBB7_689:
+	LONG $0xc9eff1c5               // vpxor xmm1, xmm1, xmm1
+	LONG $0x005da162; WORD $0xe4ef // vpxord xmm20, xmm20, xmm20
+	JMP  LBB7_701
+	PCALIGN $16
+
+LBB7_690:
+	LONG $0x28fde162; WORD $0xe16f                     // vmovdqa64 ymm20, ymm1
+	LONG $0x02f98348                                   // cmp rcx, 2
+	JB   LBB7_700
+	QUAD $0x020fac6f28fea162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm21, ymmword ptr [rdi + r9 + 2]
+	JNE  LBB7_745
+	LONG $0xc9eff1c5                                   // vpxor xmm1, xmm1, xmm1
+	JMP  LBB7_702
+
+LBB7_693:
+	LONG $0x24448b48; BYTE $0x20                       // mov rax, qword ptr [rsp + 32]
+	QUAD $0x0207ac3a48f5e362; LONG $0x01000000         // vinserti64x4 zmm21, zmm1, ymmword ptr [rdi + rax + 2], 1
+	LONG $0x24448b48; BYTE $0x58                       // mov rax, qword ptr [rsp + 88]
+	LONG $0x4c6ffec5; WORD $0x0207                     // vmovdqu ymm1, ymmword ptr [rdi + rax + 2]
+	LONG $0x0bf98348                                   // cmp rcx, 11
+	JB   LBB7_683
+	QUAD $0x000000a024848b48                           // mov rax, qword ptr [rsp + 160]
+	QUAD $0x0207b43a48f5e362; LONG $0x01000000         // vinserti64x4 zmm22, zmm1, ymmword ptr [rdi + rax + 2], 1
+	LONG $0x6f7ea1c4; WORD $0x374c; BYTE $0x02         // vmovdqu ymm1, ymmword ptr [rdi + r14 + 2]
+	JE   LBB7_684
+	QUAD $0x0000009024848b48                           // mov rax, qword ptr [rsp + 144]
+	QUAD $0x0207bc3a48f5e362; LONG $0x01000000         // vinserti64x4 zmm23, zmm1, ymmword ptr [rdi + rax + 2], 1
+	LONG $0x24448b48; BYTE $0x40                       // mov rax, qword ptr [rsp + 64]
+	LONG $0x4c6ffec5; WORD $0x0207                     // vmovdqu ymm1, ymmword ptr [rdi + rax + 2]
+	LONG $0x247c8348; WORD $0x0d28                     // cmp qword ptr [rsp + 40], 13
+	JB   LBB7_685
+	QUAD $0x000000a824848b48                           // mov rax, qword ptr [rsp + 168]
+	QUAD $0x02078c3a48f56362; LONG $0x01000000         // vinserti64x4 zmm25, zmm1, ymmword ptr [rdi + rax + 2], 1
+	LONG $0x24448b48; BYTE $0x50                       // mov rax, qword ptr [rsp + 80]
+	LONG $0x4c6ffec5; WORD $0x0207                     // vmovdqu ymm1, ymmword ptr [rdi + rax + 2]
+	JE   LBB7_686
+	LONG $0x24448b48; BYTE $0x48                       // mov rax, qword ptr [rsp + 72]
+	QUAD $0x0207ac3a48f5f362; LONG $0x01000000         // vinserti64x4 zmm5, zmm1, ymmword ptr [rdi + rax + 2], 1
+	LONG $0x24448b48; BYTE $0x70                       // mov rax, qword ptr [rsp + 112]
+	LONG $0x4c6ffec5; WORD $0x0207                     // vmovdqu ymm1, ymmword ptr [rdi + rax + 2]
+	LONG $0x247c8348; WORD $0x0f28                     // cmp qword ptr [rsp + 40], 15
+	JB   LBB7_687
+	QUAD $0x0000009824848b48                           // mov rax, qword ptr [rsp + 152]
+	QUAD $0x0207843a48f56362; LONG $0x01000000         // vinserti64x4 zmm24, zmm1, ymmword ptr [rdi + rax + 2], 1
+	LONG $0x24448b48; BYTE $0x68                       // mov rax, qword ptr [rsp + 104]
+	LONG $0x4c6ffec5; WORD $0x0207                     // vmovdqu ymm1, ymmword ptr [rdi + rax + 2]
+	JE   LBB7_706
+	QUAD $0x000000d824848b48                           // mov rax, qword ptr [rsp + 216]
+	QUAD $0x02079c6f28fee162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm19, ymmword ptr [rdi + rax + 2]
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08         // cmp r9, 134217728
+	JGE  LBB7_708
+	JMP  LBB7_707
+	PCALIGN $16
+
+LBB7_683:
+	LONG $0x28fde162; WORD $0xf16f             // vmovdqa64 ymm22, ymm1
+	LONG $0x6f7ea1c4; WORD $0x374c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [rdi + r14 + 2]
+
+LBB7_684:
+	LONG $0x28fde162; WORD $0xf96f // vmovdqa64 ymm23, ymm1
+	LONG $0x24448b48; BYTE $0x40   // mov rax, qword ptr [rsp + 64]
+	LONG $0x4c6ffec5; WORD $0x0207 // vmovdqu ymm1, ymmword ptr [rdi + rax + 2]
+
+LBB7_685:
+	LONG $0x28fd6162; WORD $0xc96f // vmovdqa64 ymm25, ymm1
+	LONG $0x24448b48; BYTE $0x50   // mov rax, qword ptr [rsp + 80]
+	LONG $0x4c6ffec5; WORD $0x0207 // vmovdqu ymm1, ymmword ptr [rdi + rax + 2]
+
+LBB7_686:
+	LONG $0xe96ffdc5               // vmovdqa ymm5, ymm1
+	LONG $0x24448b48; BYTE $0x70   // mov rax, qword ptr [rsp + 112]
+	LONG $0x4c6ffec5; WORD $0x0207 // vmovdqu ymm1, ymmword ptr [rdi + rax + 2]
+
+LBB7_687:
+	LONG $0x28fd6162; WORD $0xc16f // vmovdqa64 ymm24, ymm1
+
+LBB7_688:
+	LONG $0x24448b48; BYTE $0x68               // mov rax, qword ptr [rsp + 104]
+	LONG $0x4c6ffec5; WORD $0x0207             // vmovdqu ymm1, ymmword ptr [rdi + rax + 2]
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
+	JGE  LBB7_708
+	JMP  LBB7_707
+
+LBB7_700:
+	LONG $0xc9eff1c5 // vpxor xmm1, xmm1, xmm1
+
+LBB7_701:
+	LONG $0x0055a162; WORD $0xedef // vpxord xmm21, xmm21, xmm21
+
+LBB7_702:
+	LONG $0x004da162; WORD $0xf6ef // vpxord xmm22, xmm22, xmm22
+
+LBB7_703:
+	LONG $0x0045a162; WORD $0xffef // vpxord xmm23, xmm23, xmm23
+
+LBB7_704:
+	LONG $0x00350162; WORD $0xc9ef // vpxord xmm25, xmm25, xmm25
+
+LBB7_705:
+	LONG $0xedefd1c5 // vpxor xmm5, xmm5, xmm5
+
+LBB7_706:
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
+	JGE  LBB7_708
+
+LBB7_707:
+	LONG $0x90f8e1c4; BYTE $0xda               // kmovq k3, k2
+	LONG $0xd2efe9c5                           // vpxor xmm2, xmm2, xmm2
+	LONG $0x4b7db262; WORD $0x1490; BYTE $0x3f // vpgatherdd zmm2 {k3}, [rdi + zmm15]
+	JMP  LBB7_740
+
+LBB7_745:
+	LONG $0x24448b48; BYTE $0x58                       // mov rax, qword ptr [rsp + 88]
+	QUAD $0x0207b46f28fee162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm22, ymmword ptr [rdi + rax + 2]
+	LONG $0x247c8348; WORD $0x0428                     // cmp qword ptr [rsp + 40], 4
+	JB   LBB7_748
+	QUAD $0x0237bc6f28fea162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm23, ymmword ptr [rdi + r14 + 2]
+	JNE  LBB7_749
+	LONG $0xc9eff1c5                                   // vpxor xmm1, xmm1, xmm1
+	JMP  LBB7_704
+
+LBB7_748:
+	LONG $0xc9eff1c5 // vpxor xmm1, xmm1, xmm1
+	JMP  LBB7_703
+
+LBB7_749:
+	LONG $0x24448b48; BYTE $0x40                       // mov rax, qword ptr [rsp + 64]
+	QUAD $0x02078c6f28fe6162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm25, ymmword ptr [rdi + rax + 2]
+	LONG $0x247c8348; WORD $0x0628                     // cmp qword ptr [rsp + 40], 6
+	JB   LBB7_752
+	LONG $0x24448b48; BYTE $0x50                       // mov rax, qword ptr [rsp + 80]
+	LONG $0x6c6ffec5; WORD $0x0207                     // vmovdqu ymm5, ymmword ptr [rdi + rax + 2]
+	JE   LBB7_751
+	LONG $0x24448b48; BYTE $0x70                       // mov rax, qword ptr [rsp + 112]
+	QUAD $0x0207846f28fe6162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm24, ymmword ptr [rdi + rax + 2]
+	LONG $0x247c8348; WORD $0x0828                     // cmp qword ptr [rsp + 40], 8
+	JAE  LBB7_688
+
+LBB7_751:
+	LONG    $0xc9eff1c5                           // vpxor xmm1, xmm1, xmm1
+	LONG    $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
+	JL      LBB7_707
+	PCALIGN $16
+
+LBB7_708:
+	QUAD $0x0000013824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 312], 0
+	JLE  LBB7_725
+	LONG $0x176ef9c5                           // vmovd xmm2, dword ptr [rdi]
+	LONG $0x24448b48; BYTE $0x28               // mov rax, qword ptr [rsp + 40]
+	LONG $0x01f88348                           // cmp rax, 1
+	JE   LBB7_726
+	LONG $0x2269a3c4; WORD $0x0f34; BYTE $0x01 // vpinsrd xmm6, xmm2, dword ptr [rdi + r9], 1
+	LONG $0x486df362; WORD $0xd638; BYTE $0x00 // vinserti32x4 zmm2, zmm2, xmm6, 0
+	LONG $0x486df162; WORD $0x55db; BYTE $0x03 // vpandd zmm2, zmm2, zmmword ptr [rbp + 192] /* [rip + .LCPI7_5] */
+	LONG $0x03f88348                           // cmp rax, 3
+	JB   LBB7_727
+	LONG $0x24448b48; BYTE $0x58               // mov rax, qword ptr [rsp + 88]
+	LONG $0x2269e3c4; WORD $0x0734; BYTE $0x02 // vpinsrd xmm6, xmm2, dword ptr [rdi + rax], 2
+	LONG $0x486df362; WORD $0xd638; BYTE $0x00 // vinserti32x4 zmm2, zmm2, xmm6, 0
+	LONG $0x486df162; WORD $0x55db; BYTE $0x04 // vpandd zmm2, zmm2, zmmword ptr [rbp + 256] /* [rip + .LCPI7_6] */
+	JE   LBB7_728
+	LONG $0x2269a3c4; WORD $0x3734; BYTE $0x03 // vpinsrd xmm6, xmm2, dword ptr [rdi + r14], 3
+	LONG $0x486df362; WORD $0xd638; BYTE $0x00 // vinserti32x4 zmm2, zmm2, xmm6, 0
+	LONG $0x486df162; WORD $0x55db; BYTE $0x05 // vpandd zmm2, zmm2, zmmword ptr [rbp + 320] /* [rip + .LCPI7_7] */
+	LONG $0x247c8348; WORD $0x0528             // cmp qword ptr [rsp + 40], 5
+	JB   LBB7_729
+	LONG $0x0010b866                           // mov ax, 16
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	LONG $0x24448b48; BYTE $0x40               // mov rax, qword ptr [rsp + 64]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x07 // vpbroadcastd zmm2 {k3}, dword ptr [rdi + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x06 // vpandd zmm2, zmm2, zmmword ptr [rbp + 384] /* [rip + .LCPI7_8] */
+	JE   LBB7_730
+	LONG $0x0020b866                           // mov ax, 32
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	LONG $0x24448b48; BYTE $0x50               // mov rax, qword ptr [rsp + 80]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x07 // vpbroadcastd zmm2 {k3}, dword ptr [rdi + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x07 // vpandd zmm2, zmm2, zmmword ptr [rbp + 448] /* [rip + .LCPI7_9] */
+	LONG $0x247c8348; WORD $0x0728             // cmp qword ptr [rsp + 40], 7
+	JB   LBB7_731
+	LONG $0x0040b866                           // mov ax, 64
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	LONG $0x24448b48; BYTE $0x70               // mov rax, qword ptr [rsp + 112]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x07 // vpbroadcastd zmm2 {k3}, dword ptr [rdi + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x08 // vpandd zmm2, zmm2, zmmword ptr [rbp + 512] /* [rip + .LCPI7_10] */
+	JE   LBB7_732
+	LONG $0x0080b866                           // mov ax, 128
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	LONG $0x24448b48; BYTE $0x68               // mov rax, qword ptr [rsp + 104]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x07 // vpbroadcastd zmm2 {k3}, dword ptr [rdi + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x09 // vpandd zmm2, zmm2, zmmword ptr [rbp + 576] /* [rip + .LCPI7_11] */
+	LONG $0x247c8348; WORD $0x0928             // cmp qword ptr [rsp + 40], 9
+	JB   LBB7_733
+	LONG $0x0100b866                           // mov ax, 256
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	QUAD $0x0000008024848b48                   // mov rax, qword ptr [rsp + 128]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x07 // vpbroadcastd zmm2 {k3}, dword ptr [rdi + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0a // vpandd zmm2, zmm2, zmmword ptr [rbp + 640] /* [rip + .LCPI7_12] */
+	JE   LBB7_734
+	LONG $0x0200b866                           // mov ax, 512
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	LONG $0x24448b48; BYTE $0x20               // mov rax, qword ptr [rsp + 32]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x07 // vpbroadcastd zmm2 {k3}, dword ptr [rdi + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0b // vpandd zmm2, zmm2, zmmword ptr [rbp + 704] /* [rip + .LCPI7_13] */
+	LONG $0x247c8348; WORD $0x0b28             // cmp qword ptr [rsp + 40], 11
+	JB   LBB7_735
+	LONG $0x0400b866                           // mov ax, 1024
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	QUAD $0x000000a024848b48                   // mov rax, qword ptr [rsp + 160]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x07 // vpbroadcastd zmm2 {k3}, dword ptr [rdi + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0c // vpandd zmm2, zmm2, zmmword ptr [rbp + 768] /* [rip + .LCPI7_14] */
+	JE   LBB7_736
+	LONG $0x0800b866                           // mov ax, 2048
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	QUAD $0x0000009024848b48                   // mov rax, qword ptr [rsp + 144]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x07 // vpbroadcastd zmm2 {k3}, dword ptr [rdi + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0d // vpandd zmm2, zmm2, zmmword ptr [rbp + 832] /* [rip + .LCPI7_15] */
+	LONG $0x247c8348; WORD $0x0d28             // cmp qword ptr [rsp + 40], 13
+	JB   LBB7_737
+	LONG $0x1000b866                           // mov ax, 4096
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	QUAD $0x000000a824848b48                   // mov rax, qword ptr [rsp + 168]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x07 // vpbroadcastd zmm2 {k3}, dword ptr [rdi + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0e // vpandd zmm2, zmm2, zmmword ptr [rbp + 896] /* [rip + .LCPI7_16] */
+	JE   LBB7_738
+	LONG $0x2000b866                           // mov ax, 8192
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	LONG $0x24448b48; BYTE $0x48               // mov rax, qword ptr [rsp + 72]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x07 // vpbroadcastd zmm2 {k3}, dword ptr [rdi + rax]
+	LONG $0x486db162; WORD $0xd2db             // vpandd zmm2, zmm2, zmm18
+	LONG $0x247c8348; WORD $0x0f28             // cmp qword ptr [rsp + 40], 15
+	JB   LBB7_739
+	LONG $0x4000b866                           // mov ax, 16384
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	QUAD $0x0000009824848b48                   // mov rax, qword ptr [rsp + 152]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x07 // vpbroadcastd zmm2 {k3}, dword ptr [rdi + rax]
+	LONG $0x7fffb866                           // mov ax, 32767
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	LONG $0xcb7df262; WORD $0xd289             // vpexpandd zmm2 {k3} {z}, zmm2
+	JE   LBB7_740
+	LONG $0x8000b866                           // mov ax, -32768
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	QUAD $0x000000d824848b48                   // mov rax, qword ptr [rsp + 216]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x07 // vpbroadcastd zmm2 {k3}, dword ptr [rdi + rax]
+	JMP  LBB7_740
+
+LBB7_725:
+	LONG $0xd2efe9c5 // vpxor xmm2, xmm2, xmm2
+
+LBB7_726:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x03 // vpandd zmm2, zmm2, zmmword ptr [rbp + 192] /* [rip + .LCPI7_5] */
+
+LBB7_727:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x04 // vpandd zmm2, zmm2, zmmword ptr [rbp + 256] /* [rip + .LCPI7_6] */
+
+LBB7_728:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x05 // vpandd zmm2, zmm2, zmmword ptr [rbp + 320] /* [rip + .LCPI7_7] */
+
+LBB7_729:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x06 // vpandd zmm2, zmm2, zmmword ptr [rbp + 384] /* [rip + .LCPI7_8] */
+
+LBB7_730:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x07 // vpandd zmm2, zmm2, zmmword ptr [rbp + 448] /* [rip + .LCPI7_9] */
+
+LBB7_731:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x08 // vpandd zmm2, zmm2, zmmword ptr [rbp + 512] /* [rip + .LCPI7_10] */
+
+LBB7_732:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x09 // vpandd zmm2, zmm2, zmmword ptr [rbp + 576] /* [rip + .LCPI7_11] */
+
+LBB7_733:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0a // vpandd zmm2, zmm2, zmmword ptr [rbp + 640] /* [rip + .LCPI7_12] */
+
+LBB7_734:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0b // vpandd zmm2, zmm2, zmmword ptr [rbp + 704] /* [rip + .LCPI7_13] */
+
+LBB7_735:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0c // vpandd zmm2, zmm2, zmmword ptr [rbp + 768] /* [rip + .LCPI7_14] */
+
+LBB7_736:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0d // vpandd zmm2, zmm2, zmmword ptr [rbp + 832] /* [rip + .LCPI7_15] */
+
+LBB7_737:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0e // vpandd zmm2, zmm2, zmmword ptr [rbp + 896] /* [rip + .LCPI7_16] */
+
+LBB7_738:
+	LONG $0x486db162; WORD $0xd2db // vpandd zmm2, zmm2, zmm18
+
+LBB7_739:
+	LONG $0x7fffb866               // mov ax, 32767
+	LONG $0xd892fbc5               // kmovd k3, eax
+	LONG $0xcb7df262; WORD $0xd289 // vpexpandd zmm2 {k3} {z}, zmm2
+
+LBB7_740:
+	LONG    $0x48f5b362; WORD $0xcb3a; BYTE $0x01 // vinserti64x4 zmm1, zmm1, ymm19, 1
+	LONG    $0x405db162; WORD $0xf562             // vpunpckldq zmm6, zmm20, zmm21
+	LONG    $0x405db162; WORD $0xfd6a             // vpunpckhdq zmm7, zmm20, zmm21
+	LONG    $0x404d3162; WORD $0xc762             // vpunpckldq zmm8, zmm22, zmm23
+	LONG    $0x404d3162; WORD $0xcf6a             // vpunpckhdq zmm9, zmm22, zmm23
+	LONG    $0x40357162; WORD $0xd562             // vpunpckldq zmm10, zmm25, zmm5
+	LONG    $0x4035f162; WORD $0xed6a             // vpunpckhdq zmm5, zmm25, zmm5
+	LONG    $0x403d7162; WORD $0xd962             // vpunpckldq zmm11, zmm24, zmm1
+	LONG    $0x403df162; WORD $0xc96a             // vpunpckhdq zmm1, zmm24, zmm1
+	LONG    $0x48cd5162; WORD $0xe06c             // vpunpcklqdq zmm12, zmm6, zmm8
+	LONG    $0x48cd5162; WORD $0xe86d             // vpunpckhqdq zmm13, zmm6, zmm8
+	LONG    $0x48c55162; WORD $0xf16c             // vpunpcklqdq zmm14, zmm7, zmm9
+	LONG    $0x48c5c162; WORD $0xd96d             // vpunpckhqdq zmm19, zmm7, zmm9
+	LONG    $0x48add162; WORD $0xf36c             // vpunpcklqdq zmm6, zmm10, zmm11
+	LONG    $0x48add162; WORD $0xfb6d             // vpunpckhqdq zmm7, zmm10, zmm11
+	LONG    $0x48d57162; WORD $0xc16c             // vpunpcklqdq zmm8, zmm5, zmm1
+	LONG    $0x48d5f162; WORD $0xc96d             // vpunpckhqdq zmm1, zmm5, zmm1
+	LONG    $0x48fdd162; WORD $0xec6f             // vmovdqa64 zmm5, zmm12
+	LONG    $0x40fdf262; WORD $0xee7e             // vpermt2q zmm5, zmm16, zmm6
+	LONG    $0x40f57262; WORD $0xe67e             // vpermt2q zmm12, zmm17, zmm6
+	LONG    $0x48fdd162; WORD $0xf56f             // vmovdqa64 zmm6, zmm13
+	LONG    $0x40fdf262; WORD $0xf77e             // vpermt2q zmm6, zmm16, zmm7
+	LONG    $0x40f57262; WORD $0xef7e             // vpermt2q zmm13, zmm17, zmm7
+	LONG    $0x48fdd162; WORD $0xfe6f             // vmovdqa64 zmm7, zmm14
+	LONG    $0x40fdd262; WORD $0xf87e             // vpermt2q zmm7, zmm16, zmm8
+	LONG    $0x40f55262; WORD $0xf07e             // vpermt2q zmm14, zmm17, zmm8
+	LONG    $0x48fd3162; WORD $0xc36f             // vmovdqa64 zmm8, zmm19
+	LONG    $0x40fd7262; WORD $0xc17e             // vpermt2q zmm8, zmm16, zmm1
+	LONG    $0x40f5e262; WORD $0xd97e             // vpermt2q zmm19, zmm17, zmm1
+	LONG    $0x487ef262; WORD $0xd133             // vpmovdw ymm1, zmm2
+	LONG    $0x487df262; WORD $0xc913             // vcvtph2ps zmm1, ymm1
+	LONG    $0x4874f162; WORD $0xd15c             // vsubps zmm2, zmm1, zmm1
+	LONG    $0x486cf162; WORD $0xc958             // vaddps zmm1, zmm2, zmm1
+	QUAD    $0x04289d58487d7262; WORD $0x0000     // vpbroadcastd zmm11, dword ptr [rbp + 1064] /* [rip + .LCPI7_18] */
+	LONG    $0x4855d162; WORD $0xd3ef             // vpxord zmm2, zmm5, zmm11
+	LONG    $0x484dd162; WORD $0xebef             // vpxord zmm5, zmm6, zmm11
+	LONG    $0x4845d162; WORD $0xf3ef             // vpxord zmm6, zmm7, zmm11
+	LONG    $0x483dd162; WORD $0xfbef             // vpxord zmm7, zmm8, zmm11
+	LONG    $0x481d5162; WORD $0xc3ef             // vpxord zmm8, zmm12, zmm11
+	LONG    $0x48155162; WORD $0xcbef             // vpxord zmm9, zmm13, zmm11
+	LONG    $0x480d5162; WORD $0xd3ef             // vpxord zmm10, zmm14, zmm11
+	LONG    $0x40655162; WORD $0xdbef             // vpxord zmm11, zmm19, zmm11
+	WORD    $0x8948; BYTE $0xd7                   // mov rdi, rdx
+	WORD    $0x894c; BYTE $0xc0                   // mov rax, r8
+	WORD    $0xdb31                               // xor ebx, ebx
+	PCALIGN $16
+
+LBB7_741:
+	QUAD $0xc000a058487d7262; WORD $0xffff     // vpbroadcastd zmm12, dword ptr [rax - 16384]
+	LONG $0x586d7262; WORD $0x6750; BYTE $0xf9 // vpdpbusd zmm12, zmm2, dword ptr [rdi - 28]{1to16}
+	LONG $0x58557262; WORD $0x6750; BYTE $0xfa // vpdpbusd zmm12, zmm5, dword ptr [rdi - 24]{1to16}
+	LONG $0x584d7262; WORD $0x6750; BYTE $0xfb // vpdpbusd zmm12, zmm6, dword ptr [rdi - 20]{1to16}
+	LONG $0x58457262; WORD $0x6750; BYTE $0xfc // vpdpbusd zmm12, zmm7, dword ptr [rdi - 16]{1to16}
+	LONG $0x583d7262; WORD $0x6750; BYTE $0xfd // vpdpbusd zmm12, zmm8, dword ptr [rdi - 12]{1to16}
+	LONG $0x58357262; WORD $0x6750; BYTE $0xfe // vpdpbusd zmm12, zmm9, dword ptr [rdi - 8]{1to16}
+	LONG $0x582d7262; WORD $0x6750; BYTE $0xff // vpdpbusd zmm12, zmm10, dword ptr [rdi - 4]{1to16}
+	LONG $0x58257262; WORD $0x2750             // vpdpbusd zmm12, zmm11, dword ptr [rdi]{1to16}
+	LONG $0x58747162; WORD $0x2859             // vmulps zmm13, zmm1, dword ptr [rax]{1to16}
+	LONG $0x487c5162; WORD $0xe45b             // vcvtdq2ps zmm12, zmm12
+	LONG $0x48145162; WORD $0xe459             // vmulps zmm12, zmm13, zmm12
+	QUAD $0x121c6458481c7162                   // vaddps zmm12, zmm12, zmmword ptr [rsp + rbx + 1152]
+	QUAD $0x121c6429487c7162                   // vmovaps zmmword ptr [rsp + rbx + 1152], zmm12
+	LONG $0x40c38348                           // add rbx, 64
+	WORD $0x014c; BYTE $0xd0                   // add rax, r10
+	WORD $0x014c; BYTE $0xcf                   // add rdi, r9
+	LONG $0x00fb8148; WORD $0x0002; BYTE $0x00 // cmp rbx, 512
+	JNE  LBB7_741
+	LONG $0x01c68348                           // add rsi, 1
+	LONG $0x04c08349                           // add r8, 4
+	LONG $0x22c28348                           // add rdx, 34
+	WORD $0x394c; BYTE $0xde                   // cmp rsi, r11
+	LONG $0x247c8b48; BYTE $0x30               // mov rdi, qword ptr [rsp + 48]
+	QUAD $0x00000128249c8b48                   // mov rbx, qword ptr [rsp + 296]
+	JNE  LBB7_673
+	JMP  LBB7_743
+
+LBB7_752:
+	LONG $0xc9eff1c5 // vpxor xmm1, xmm1, xmm1
+	JMP  LBB7_705
+
+LBB7_524:
+	QUAD $0x12244c6f48fdf162     // vmovdqa64 zmm1, zmmword ptr [rsp + 1152]
+	LONG $0x24448b4c; BYTE $0x10 // mov r8, qword ptr [rsp + 16]
+	QUAD $0x000000015024bc80     // cmp byte ptr [rsp + 336], 0
+	JE   LBB7_899
+
+LBB7_525:
+	QUAD $0x0000014824948b48                   // mov rdx, qword ptr [rsp + 328]
+	LONG $0xc97cf162; WORD $0x1210             // vmovups zmm2 {k1} {z}, zmmword ptr [rdx]
+	LONG $0x4874f162; WORD $0xca58             // vaddps zmm1, zmm1, zmm2
+	LONG $0x24748b48; BYTE $0x18               // mov rsi, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	QUAD $0x13244c584874f162                   // vaddps zmm1, zmm1, zmmword ptr [rsp + 1216]
+	LONG $0x01468d48                           // lea rax, [rsi + 1]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	QUAD $0x14244c584874f162                   // vaddps zmm1, zmm1, zmmword ptr [rsp + 1280]
+	LONG $0x02468d48                           // lea rax, [rsi + 2]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	QUAD $0x15244c584874f162                   // vaddps zmm1, zmm1, zmmword ptr [rsp + 1344]
+	LONG $0x03468d48                           // lea rax, [rsi + 3]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	QUAD $0x16244c584874f162                   // vaddps zmm1, zmm1, zmmword ptr [rsp + 1408]
+	LONG $0x04468d48                           // lea rax, [rsi + 4]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	QUAD $0x17244c584874f162                   // vaddps zmm1, zmm1, zmmword ptr [rsp + 1472]
+	LONG $0x05468d48                           // lea rax, [rsi + 5]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	QUAD $0x18244c584874f162                   // vaddps zmm1, zmm1, zmmword ptr [rsp + 1536]
+	JMP  LBB7_900
+
+LBB7_743:
+	QUAD $0x12244c6f48fdf162     // vmovdqa64 zmm1, zmmword ptr [rsp + 1152]
+	LONG $0x24448b4c; BYTE $0x10 // mov r8, qword ptr [rsp + 16]
+	QUAD $0x000000015024bc80     // cmp byte ptr [rsp + 336], 0
+	JE   LBB7_1231
+
+LBB7_744:
+	QUAD $0x0000014824948b48                   // mov rdx, qword ptr [rsp + 328]
+	LONG $0xc97cf162; WORD $0x1210             // vmovups zmm2 {k1} {z}, zmmword ptr [rdx]
+	LONG $0x4874f162; WORD $0xca58             // vaddps zmm1, zmm1, zmm2
+	LONG $0x24748b48; BYTE $0x18               // mov rsi, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	QUAD $0x13244c584874f162                   // vaddps zmm1, zmm1, zmmword ptr [rsp + 1216]
+	LONG $0x01468d48                           // lea rax, [rsi + 1]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	QUAD $0x14244c584874f162                   // vaddps zmm1, zmm1, zmmword ptr [rsp + 1280]
+	LONG $0x02468d48                           // lea rax, [rsi + 2]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	QUAD $0x15244c584874f162                   // vaddps zmm1, zmm1, zmmword ptr [rsp + 1344]
+	LONG $0x03468d48                           // lea rax, [rsi + 3]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	QUAD $0x16244c584874f162                   // vaddps zmm1, zmm1, zmmword ptr [rsp + 1408]
+	LONG $0x04468d48                           // lea rax, [rsi + 4]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	QUAD $0x17244c584874f162                   // vaddps zmm1, zmm1, zmmword ptr [rsp + 1472]
+	LONG $0x05468d48                           // lea rax, [rsi + 5]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	QUAD $0x18244c584874f162                   // vaddps zmm1, zmm1, zmmword ptr [rsp + 1536]
+	LONG $0x06468d48                           // lea rax, [rsi + 6]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	QUAD $0x19244c584874f162                   // vaddps zmm1, zmm1, zmmword ptr [rsp + 1600]
+	JMP  LBB7_1232
+
+LBB7_754:
+	LONG $0x0064a162; WORD $0xdb57 // vxorps xmm19, xmm19, xmm19
+	LONG $0x005ca162; WORD $0xe457 // vxorps xmm20, xmm20, xmm20
+	LONG $0x0054a162; WORD $0xed57 // vxorps xmm21, xmm21, xmm21
+	LONG $0x004ca162; WORD $0xf657 // vxorps xmm22, xmm22, xmm22
+	LONG $0x0044a162; WORD $0xff57 // vxorps xmm23, xmm23, xmm23
+	LONG $0x246c8b4c; BYTE $0x40   // mov r13, qword ptr [rsp + 64]
+	QUAD $0x0000009024bc8b48       // mov rdi, qword ptr [rsp + 144]
+	WORD $0x854d; BYTE $0xdb       // test r11, r11
+	JLE  LBB7_328
+
+LBB7_755:
+	LONG $0x24448b48; BYTE $0x18 // mov rax, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xc2     // mov rdx, rax
+	QUAD $0x00000088248c8b48     // mov rcx, qword ptr [rsp + 136]
+	LONG $0xd1af0f48             // imul rdx, rcx
+	LONG $0x24548948; BYTE $0x60 // mov qword ptr [rsp + 96], rdx
+	WORD $0x8948; BYTE $0xc2     // mov rdx, rax
+	LONG $0xd3af0f49             // imul rdx, r11
+	LONG $0x24548948; BYTE $0x78 // mov qword ptr [rsp + 120], rdx
+	LONG $0x01508d48             // lea rdx, [rax + 1]
+	WORD $0x8948; BYTE $0xd6     // mov rsi, rdx
+	LONG $0xf1af0f48             // imul rsi, rcx
+	QUAD $0x0000016024b48948     // mov qword ptr [rsp + 352], rsi
+	LONG $0xd3af0f49             // imul rdx, r11
+	QUAD $0x000000e824948948     // mov qword ptr [rsp + 232], rdx
+	LONG $0x02508d48             // lea rdx, [rax + 2]
+	WORD $0x8948; BYTE $0xd6     // mov rsi, rdx
+	LONG $0xf1af0f48             // imul rsi, rcx
+	QUAD $0x000000c824b48948     // mov qword ptr [rsp + 200], rsi
+	LONG $0xd3af0f49             // imul rdx, r11
+	QUAD $0x0000015824948948     // mov qword ptr [rsp + 344], rdx
+	LONG $0x03508d48             // lea rdx, [rax + 3]
+	WORD $0x8948; BYTE $0xd6     // mov rsi, rdx
+	LONG $0xf1af0f48             // imul rsi, rcx
+	QUAD $0x0000012024b48948     // mov qword ptr [rsp + 288], rsi
+	LONG $0xd3af0f49             // imul rdx, r11
+	QUAD $0x0000018024948948     // mov qword ptr [rsp + 384], rdx
+	LONG $0x04c08348             // add rax, 4
+	WORD $0x8948; BYTE $0xc2     // mov rdx, rax
+	LONG $0xd1af0f48             // imul rdx, rcx
+	QUAD $0x0000019024948948     // mov qword ptr [rsp + 400], rdx
+	LONG $0xc3af0f49             // imul rax, r11
+	QUAD $0x000001a024848948     // mov qword ptr [rsp + 416], rax
+	WORD $0xd231                 // xor edx, edx
+	JMP  LBB7_758
+	PCALIGN $16
+
+LBB7_756:
+	LONG $0xd846fcc5                           // kxnorw k3, k0, k0
+	LONG $0xef2141c4; BYTE $0xdb               // vpxor xmm11, xmm11, xmm11
+	LONG $0x4b7d3262; WORD $0x1c90; BYTE $0x3e // vpgatherdd zmm11 {k3}, [rsi + zmm15]
+	LONG $0x246c8b4c; BYTE $0x40               // mov r13, qword ptr [rsp + 64]
+	QUAD $0x000000b824948b4c                   // mov r10, qword ptr [rsp + 184]
+	QUAD $0x0000009024bc8b48                   // mov rdi, qword ptr [rsp + 144]
+
+LBB7_757:
+	LONG $0x4875f162; WORD $0xc262                     // vpunpckldq zmm0, zmm1, zmm2
+	LONG $0x4875f162; WORD $0xca6a                     // vpunpckhdq zmm1, zmm1, zmm2
+	LONG $0x4855f162; WORD $0xd662                     // vpunpckldq zmm2, zmm5, zmm6
+	LONG $0x4855f162; WORD $0xde6a                     // vpunpckhdq zmm3, zmm5, zmm6
+	LONG $0x4845d162; WORD $0xe062                     // vpunpckldq zmm4, zmm7, zmm8
+	LONG $0x4845d162; WORD $0xe86a                     // vpunpckhdq zmm5, zmm7, zmm8
+	LONG $0x4835d162; WORD $0xf262                     // vpunpckldq zmm6, zmm9, zmm10
+	LONG $0x4835d162; WORD $0xfa6a                     // vpunpckhdq zmm7, zmm9, zmm10
+	LONG $0x48fd7162; WORD $0xc26c                     // vpunpcklqdq zmm8, zmm0, zmm2
+	LONG $0x48fdf162; WORD $0xc26d                     // vpunpckhqdq zmm0, zmm0, zmm2
+	LONG $0x48f5f162; WORD $0xd36c                     // vpunpcklqdq zmm2, zmm1, zmm3
+	LONG $0x48f5f162; WORD $0xdb6d                     // vpunpckhqdq zmm3, zmm1, zmm3
+	LONG $0x48ddf162; WORD $0xce6c                     // vpunpcklqdq zmm1, zmm4, zmm6
+	LONG $0x48ddf162; WORD $0xe66d                     // vpunpckhqdq zmm4, zmm4, zmm6
+	LONG $0x48d5f162; WORD $0xf76c                     // vpunpcklqdq zmm6, zmm5, zmm7
+	LONG $0x48d5f162; WORD $0xef6d                     // vpunpckhqdq zmm5, zmm5, zmm7
+	LONG $0x48fdd162; WORD $0xf86f                     // vmovdqa64 zmm7, zmm8
+	LONG $0x40fdf262; WORD $0xf97e                     // vpermt2q zmm7, zmm16, zmm1
+	LONG $0x40f57262; WORD $0xc17e                     // vpermt2q zmm8, zmm17, zmm1
+	LONG $0x48fd7162; WORD $0xc86f                     // vmovdqa64 zmm9, zmm0
+	LONG $0x40fd7262; WORD $0xcc7e                     // vpermt2q zmm9, zmm16, zmm4
+	LONG $0x40f5f262; WORD $0xc47e                     // vpermt2q zmm0, zmm17, zmm4
+	LONG $0x48fdf162; WORD $0xe26f                     // vmovdqa64 zmm4, zmm2
+	LONG $0x40fdf262; WORD $0xe67e                     // vpermt2q zmm4, zmm16, zmm6
+	LONG $0x40f5f262; WORD $0xd67e                     // vpermt2q zmm2, zmm17, zmm6
+	LONG $0x48fdf162; WORD $0xf36f                     // vmovdqa64 zmm6, zmm3
+	LONG $0x40fdf262; WORD $0xf57e                     // vpermt2q zmm6, zmm16, zmm5
+	LONG $0x40f5f262; WORD $0xdd7e                     // vpermt2q zmm3, zmm17, zmm5
+	LONG $0x487e7262; WORD $0xd933                     // vpmovdw ymm1, zmm11
+	LONG $0x487df262; WORD $0xc913                     // vcvtph2ps zmm1, ymm1
+	LONG $0x4874f162; WORD $0xe95c                     // vsubps zmm5, zmm1, zmm1
+	LONG $0x4854f162; WORD $0xc958                     // vaddps zmm1, zmm5, zmm1
+	QUAD $0x000000f024848b48                           // mov rax, qword ptr [rsp + 240]
+	LONG $0x02348d48                                   // lea rsi, [rdx + rax]
+	QUAD $0x04289558487d7262; WORD $0x0000             // vpbroadcastd zmm10, dword ptr [rbp + 1064] /* [rip + .LCPI7_18] */
+	LONG $0x48454162; WORD $0xe2ef                     // vpxord zmm28, zmm7, zmm10
+	LONG $0x48354162; WORD $0xdaef                     // vpxord zmm27, zmm9, zmm10
+	LONG $0x485d4162; WORD $0xd2ef                     // vpxord zmm26, zmm4, zmm10
+	LONG $0x484d4162; WORD $0xc2ef                     // vpxord zmm24, zmm6, zmm10
+	LONG $0x483dd162; WORD $0xfaef                     // vpxord zmm7, zmm8, zmm10
+	LONG $0x487dd162; WORD $0xf2ef                     // vpxord zmm6, zmm0, zmm10
+	LONG $0x486dd162; WORD $0xeaef                     // vpxord zmm5, zmm2, zmm10
+	LONG $0x4865d162; WORD $0xd2ef                     // vpxord zmm2, zmm3, zmm10
+	LONG $0x24448b48; BYTE $0x60                       // mov rax, qword ptr [rsp + 96]
+	LONG $0x060c8d48                                   // lea rcx, [rsi + rax]
+	WORD $0x8948; BYTE $0xcb                           // mov rbx, rcx
+	LONG $0x05e3c148                                   // shl rbx, 5
+	LONG $0x4b0c8d48                                   // lea rcx, [rbx + 2*rcx]
+	LONG $0x24448b48; BYTE $0x78                       // mov rax, qword ptr [rsp + 120]
+	LONG $0x021c8d48                                   // lea rbx, [rdx + rax]
+	QUAD $0x809c8c58487d6262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm25, dword ptr [rsp + 4*rbx + 1664]
+	QUAD $0x0000014024848b4c                           // mov r8, qword ptr [rsp + 320]
+	QUAD $0x02088c50501d4262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm25, zmm28, dword ptr [r8 + rcx + 2]{1to16}
+	QUAD $0x06088c5050254262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm25, zmm27, dword ptr [r8 + rcx + 6]{1to16}
+	QUAD $0x0a088c50502d4262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm25, zmm26, dword ptr [r8 + rcx + 10]{1to16}
+	QUAD $0x0e088c50503d4262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm25, zmm24, dword ptr [r8 + rcx + 14]{1to16}
+	QUAD $0x12088c5058454262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm25, zmm7, dword ptr [r8 + rcx + 18]{1to16}
+	QUAD $0x16088c50584d4262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm25, zmm6, dword ptr [r8 + rcx + 22]{1to16}
+	QUAD $0x1a088c5058554262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm25, zmm5, dword ptr [r8 + rcx + 26]{1to16}
+	QUAD $0x1e088c50586d4262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm25, zmm2, dword ptr [r8 + rcx + 30]{1to16}
+	QUAD $0x809c845958747162; WORD $0x0046; BYTE $0x00 // vmulps zmm8, zmm1, dword ptr [rsp + 4*rbx + 18048]{1to16}
+	QUAD $0x0000016024848b48                           // mov rax, qword ptr [rsp + 352]
+	LONG $0x060c8d48                                   // lea rcx, [rsi + rax]
+	WORD $0x8948; BYTE $0xcb                           // mov rbx, rcx
+	LONG $0x05e3c148                                   // shl rbx, 5
+	LONG $0x4b0c8d48                                   // lea rcx, [rbx + 2*rcx]
+	QUAD $0x000000e824848b48                           // mov rax, qword ptr [rsp + 232]
+	LONG $0x021c8d48                                   // lea rbx, [rdx + rax]
+	QUAD $0x809c8c58487d7262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm9, dword ptr [rsp + 4*rbx + 1664]
+	QUAD $0x02088c50501d5262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm28, dword ptr [r8 + rcx + 2]{1to16}
+	QUAD $0x06088c5050255262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm27, dword ptr [r8 + rcx + 6]{1to16}
+	QUAD $0x0a088c50502d5262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm26, dword ptr [r8 + rcx + 10]{1to16}
+	QUAD $0x0e088c50503d5262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm24, dword ptr [r8 + rcx + 14]{1to16}
+	QUAD $0x12088c5058455262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm7, dword ptr [r8 + rcx + 18]{1to16}
+	QUAD $0x16088c50584d5262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm6, dword ptr [r8 + rcx + 22]{1to16}
+	QUAD $0x1a088c5058555262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm5, dword ptr [r8 + rcx + 26]{1to16}
+	QUAD $0x1e088c50586d5262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm2, dword ptr [r8 + rcx + 30]{1to16}
+	QUAD $0x809c945958747162; WORD $0x0046; BYTE $0x00 // vmulps zmm10, zmm1, dword ptr [rsp + 4*rbx + 18048]{1to16}
+	QUAD $0x000000c824848b48                           // mov rax, qword ptr [rsp + 200]
+	LONG $0x060c8d48                                   // lea rcx, [rsi + rax]
+	WORD $0x8948; BYTE $0xcb                           // mov rbx, rcx
+	LONG $0x05e3c148                                   // shl rbx, 5
+	LONG $0x4b0c8d48                                   // lea rcx, [rbx + 2*rcx]
+	QUAD $0x0000015824848b48                           // mov rax, qword ptr [rsp + 344]
+	LONG $0x021c8d48                                   // lea rbx, [rdx + rax]
+	QUAD $0x809c9c58487d7262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm11, dword ptr [rsp + 4*rbx + 1664]
+	QUAD $0x02089c50501d5262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm28, dword ptr [r8 + rcx + 2]{1to16}
+	QUAD $0x06089c5050255262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm27, dword ptr [r8 + rcx + 6]{1to16}
+	QUAD $0x0a089c50502d5262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm26, dword ptr [r8 + rcx + 10]{1to16}
+	QUAD $0x0e089c50503d5262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm24, dword ptr [r8 + rcx + 14]{1to16}
+	QUAD $0x12089c5058455262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm7, dword ptr [r8 + rcx + 18]{1to16}
+	QUAD $0x16089c50584d5262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm6, dword ptr [r8 + rcx + 22]{1to16}
+	QUAD $0x1a089c5058555262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm5, dword ptr [r8 + rcx + 26]{1to16}
+	QUAD $0x1e089c50586d5262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm2, dword ptr [r8 + rcx + 30]{1to16}
+	QUAD $0x809c84595874f162; WORD $0x0046; BYTE $0x00 // vmulps zmm0, zmm1, dword ptr [rsp + 4*rbx + 18048]{1to16}
+	QUAD $0x0000012024848b48                           // mov rax, qword ptr [rsp + 288]
+	LONG $0x060c8d48                                   // lea rcx, [rsi + rax]
+	WORD $0x8948; BYTE $0xcb                           // mov rbx, rcx
+	LONG $0x05e3c148                                   // shl rbx, 5
+	LONG $0x4b0c8d48                                   // lea rcx, [rbx + 2*rcx]
+	QUAD $0x0000018024848b48                           // mov rax, qword ptr [rsp + 384]
+	LONG $0x021c8d48                                   // lea rbx, [rdx + rax]
+	QUAD $0x809c9c58487df262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm3, dword ptr [rsp + 4*rbx + 1664]
+	QUAD $0x02089c50501dd262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm3, zmm28, dword ptr [r8 + rcx + 2]{1to16}
+	QUAD $0x06089c505025d262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm3, zmm27, dword ptr [r8 + rcx + 6]{1to16}
+	QUAD $0x0a089c50502dd262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm3, zmm26, dword ptr [r8 + rcx + 10]{1to16}
+	QUAD $0x0e089c50503dd262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm3, zmm24, dword ptr [r8 + rcx + 14]{1to16}
+	QUAD $0x12089c505845d262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm3, zmm7, dword ptr [r8 + rcx + 18]{1to16}
+	QUAD $0x16089c50584dd262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm3, zmm6, dword ptr [r8 + rcx + 22]{1to16}
+	QUAD $0x1a089c505855d262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm3, zmm5, dword ptr [r8 + rcx + 26]{1to16}
+	QUAD $0x1e089c50586dd262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm3, zmm2, dword ptr [r8 + rcx + 30]{1to16}
+	QUAD $0x809ca4595874f162; WORD $0x0046; BYTE $0x00 // vmulps zmm4, zmm1, dword ptr [rsp + 4*rbx + 18048]{1to16}
+	QUAD $0x0000019024b40348                           // add rsi, qword ptr [rsp + 400]
+	WORD $0x8948; BYTE $0xf1                           // mov rcx, rsi
+	LONG $0x05e1c148                                   // shl rcx, 5
+	LONG $0x710c8d48                                   // lea rcx, [rcx + 2*rsi]
+	QUAD $0x000001a024848b48                           // mov rax, qword ptr [rsp + 416]
+	LONG $0x02348d48                                   // lea rsi, [rdx + rax]
+	QUAD $0x80b4a458487d7262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm12, dword ptr [rsp + 4*rsi + 1664]
+	QUAD $0x0208a450501d5262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm28, dword ptr [r8 + rcx + 2]{1to16}
+	QUAD $0x0608a45050255262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm27, dword ptr [r8 + rcx + 6]{1to16}
+	QUAD $0x0a08a450502d5262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm26, dword ptr [r8 + rcx + 10]{1to16}
+	QUAD $0x0e08a450503d5262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm24, dword ptr [r8 + rcx + 14]{1to16}
+	QUAD $0x1208a45058455262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm7, dword ptr [r8 + rcx + 18]{1to16}
+	QUAD $0x1608a450584d5262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm6, dword ptr [r8 + rcx + 22]{1to16}
+	QUAD $0x1a08a45058555262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm5, dword ptr [r8 + rcx + 26]{1to16}
+	QUAD $0x1e08a450586d5262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm2, dword ptr [r8 + rcx + 30]{1to16}
+	QUAD $0x80b48c595874f162; WORD $0x0046; BYTE $0x00 // vmulps zmm1, zmm1, dword ptr [rsp + 4*rsi + 18048]{1to16}
+	LONG $0x487c9162; WORD $0xd15b                     // vcvtdq2ps zmm2, zmm25
+	LONG $0x483cf162; WORD $0xd259                     // vmulps zmm2, zmm8, zmm2
+	LONG $0x4044e162; WORD $0xfa58                     // vaddps zmm23, zmm23, zmm2
+	LONG $0x487cd162; WORD $0xd15b                     // vcvtdq2ps zmm2, zmm9
+	LONG $0x482cf162; WORD $0xd259                     // vmulps zmm2, zmm10, zmm2
+	LONG $0x404ce162; WORD $0xf258                     // vaddps zmm22, zmm22, zmm2
+	LONG $0x487cd162; WORD $0xd35b                     // vcvtdq2ps zmm2, zmm11
+	LONG $0x487cf162; WORD $0xc259                     // vmulps zmm0, zmm0, zmm2
+	LONG $0x4054e162; WORD $0xe858                     // vaddps zmm21, zmm21, zmm0
+	LONG $0x487cf162; WORD $0xc35b                     // vcvtdq2ps zmm0, zmm3
+	LONG $0x485cf162; WORD $0xc059                     // vmulps zmm0, zmm4, zmm0
+	LONG $0x405ce162; WORD $0xe058                     // vaddps zmm20, zmm20, zmm0
+	LONG $0x487cd162; WORD $0xc45b                     // vcvtdq2ps zmm0, zmm12
+	LONG $0x4874f162; WORD $0xc059                     // vmulps zmm0, zmm1, zmm0
+	LONG $0x4064e162; WORD $0xd858                     // vaddps zmm19, zmm19, zmm0
+	LONG $0x01c28348                                   // add rdx, 1
+	QUAD $0x00000170249c8b4c                           // mov r11, qword ptr [rsp + 368]
+	WORD $0x394c; BYTE $0xda                           // cmp rdx, r11
+	QUAD $0x00000110248c8b4c                           // mov r9, qword ptr [rsp + 272]
+	QUAD $0x00000128249c8b48                           // mov rbx, qword ptr [rsp + 296]
+	LONG $0x24448b4c; BYTE $0x10                       // mov r8, qword ptr [rsp + 16]
+	QUAD $0x000000e024b48b4c                           // mov r14, qword ptr [rsp + 224]
+	JE   LBB7_328
+
+LBB7_758:
+	QUAD $0x0000010824bc8348; BYTE $0x00 // cmp qword ptr [rsp + 264], 0
+	JLE  LBB7_764
+	QUAD $0x0000013024b48b48             // mov rsi, qword ptr [rsp + 304]
+	JMP  LBB7_761
+	PCALIGN $16
+
+LBB7_760:
+	LONG $0xc0c68348 // add rsi, -64
+	LONG $0x40fe8348 // cmp rsi, 64
+	JBE  LBB7_764
+
+LBB7_761:
+	QUAD $0x000000f824bc3b4c       // cmp r15, qword ptr [rsp + 248]
+	JGE  LBB7_764
+	WORD $0x894c; BYTE $0xf9       // mov rcx, r15
+	LONG $0xc9af0f49               // imul rcx, r9
+	WORD $0x0148; BYTE $0xd9       // add rcx, rbx
+	LONG $0x14180f41; BYTE $0x0c   // prefetcht1 byte ptr [r12 + rcx]
+	LONG $0x40c48349               // add r12, 64
+	WORD $0x394d; BYTE $0xc4       // cmp r12, r8
+	JL   LBB7_760
+	LONG $0x54180f42; WORD $0xff01 // prefetcht1 byte ptr [rcx + r8 - 1]
+	LONG $0x01c78349               // add r15, 1
+	WORD $0x3145; BYTE $0xe4       // xor r12d, r12d
+	JMP  LBB7_760
+	PCALIGN $16
+
+LBB7_764:
+	WORD $0x8948; BYTE $0xd1                   // mov rcx, rdx
+	LONG $0x05e1c148                           // shl rcx, 5
+	LONG $0x510c8d48                           // lea rcx, [rcx + 2*rdx]
+	QUAD $0x0000010024848b48                   // mov rax, qword ptr [rsp + 256]
+	LONG $0x446ffec5; WORD $0x0208             // vmovdqu ymm0, ymmword ptr [rax + rcx + 2]
+	LONG $0x08348d48                           // lea rsi, [rax + rcx]
+	QUAD $0x0000008024848b48                   // mov rax, qword ptr [rsp + 128]
+	QUAD $0x02308c3a48fdf362; LONG $0x01000000 // vinserti64x4 zmm1, zmm0, ymmword ptr [rax + rsi + 2], 1
+	LONG $0x6f7ea1c4; WORD $0x0e44; BYTE $0x02 // vmovdqu ymm0, ymmword ptr [rsi + r9 + 2]
+	LONG $0x24448b48; BYTE $0x20               // mov rax, qword ptr [rsp + 32]
+	QUAD $0x0230943a48fdf362; LONG $0x01000000 // vinserti64x4 zmm2, zmm0, ymmword ptr [rax + rsi + 2], 1
+	WORD $0x894c; BYTE $0xcb                   // mov rbx, r9
+	LONG $0x244c8b48; BYTE $0x58               // mov rcx, qword ptr [rsp + 88]
+	LONG $0x446ffec5; WORD $0x0231             // vmovdqu ymm0, ymmword ptr [rcx + rsi + 2]
+	QUAD $0x000000a0248c8b48                   // mov rcx, qword ptr [rsp + 160]
+	QUAD $0x0231ac3a48fdf362; LONG $0x01000000 // vinserti64x4 zmm5, zmm0, ymmword ptr [rcx + rsi + 2], 1
+	LONG $0x6f7ec1c4; WORD $0x3644; BYTE $0x02 // vmovdqu ymm0, ymmword ptr [r14 + rsi + 2]
+	QUAD $0x0237b43a48fdf362; LONG $0x01000000 // vinserti64x4 zmm6, zmm0, ymmword ptr [rdi + rsi + 2], 1
+	LONG $0x6f7ec1c4; WORD $0x3544; BYTE $0x02 // vmovdqu ymm0, ymmword ptr [r13 + rsi + 2]
+	QUAD $0x000000a824ac8b4c                   // mov r13, qword ptr [rsp + 168]
+	QUAD $0x0235bc3a48fdd362; LONG $0x01000000 // vinserti64x4 zmm7, zmm0, ymmword ptr [r13 + rsi + 2], 1
+	LONG $0x24548b4c; BYTE $0x50               // mov r10, qword ptr [rsp + 80]
+	LONG $0x6f7ec1c4; WORD $0x3244; BYTE $0x02 // vmovdqu ymm0, ymmword ptr [r10 + rsi + 2]
+	LONG $0x244c8b4c; BYTE $0x48               // mov r9, qword ptr [rsp + 72]
+	QUAD $0x0231843a48fd5362; LONG $0x01000000 // vinserti64x4 zmm8, zmm0, ymmword ptr [r9 + rsi + 2], 1
+	LONG $0x247c8b48; BYTE $0x70               // mov rdi, qword ptr [rsp + 112]
+	LONG $0x446ffec5; WORD $0x0237             // vmovdqu ymm0, ymmword ptr [rdi + rsi + 2]
+	QUAD $0x0000009824b48b4c                   // mov r14, qword ptr [rsp + 152]
+	QUAD $0x02368c3a48fd5362; LONG $0x01000000 // vinserti64x4 zmm9, zmm0, ymmword ptr [r14 + rsi + 2], 1
+	LONG $0x245c8b4c; BYTE $0x68               // mov r11, qword ptr [rsp + 104]
+	LONG $0x6f7ec1c4; WORD $0x3344; BYTE $0x02 // vmovdqu ymm0, ymmword ptr [r11 + rsi + 2]
+	QUAD $0x000000d824848b4c                   // mov r8, qword ptr [rsp + 216]
+	QUAD $0x0230943a48fd5362; LONG $0x01000000 // vinserti64x4 zmm10, zmm0, ymmword ptr [r8 + rsi + 2], 1
+	LONG $0x00fb8148; WORD $0x0000; BYTE $0x08 // cmp rbx, 134217728
+	JL   LBB7_756
+	WORD $0x0148; BYTE $0xf3                   // add rbx, rsi
+	LONG $0x066ef9c5                           // vmovd xmm0, dword ptr [rsi]
+	LONG $0x227963c4; WORD $0x011b             // vpinsrd xmm11, xmm0, dword ptr [rbx], 1
+	LONG $0x6e79a1c4; WORD $0x2e1c             // vmovd xmm3, dword ptr [rsi + r13]
+	LONG $0x2261a3c4; WORD $0x0e1c; BYTE $0x01 // vpinsrd xmm3, xmm3, dword ptr [rsi + r9], 1
+	LONG $0x2261a3c4; WORD $0x361c; BYTE $0x02 // vpinsrd xmm3, xmm3, dword ptr [rsi + r14], 2
+	LONG $0x226123c4; WORD $0x0624; BYTE $0x03 // vpinsrd xmm12, xmm3, dword ptr [rsi + r8], 3
+	QUAD $0x00000080249c8b48                   // mov rbx, qword ptr [rsp + 128]
+	LONG $0x246ef9c5; BYTE $0x1e               // vmovd xmm4, dword ptr [rsi + rbx]
+	LONG $0x2259e3c4; WORD $0x0624; BYTE $0x01 // vpinsrd xmm4, xmm4, dword ptr [rsi + rax], 1
+	LONG $0x2259e3c4; WORD $0x0e24; BYTE $0x02 // vpinsrd xmm4, xmm4, dword ptr [rsi + rcx], 2
+	QUAD $0x0000009024848b48                   // mov rax, qword ptr [rsp + 144]
+	LONG $0x2259e3c4; WORD $0x0624; BYTE $0x03 // vpinsrd xmm4, xmm4, dword ptr [rsi + rax], 3
+	LONG $0x246c8b4c; BYTE $0x40               // mov r13, qword ptr [rsp + 64]
+	LONG $0x6e79a1c4; WORD $0x2e04             // vmovd xmm0, dword ptr [rsi + r13]
+	LONG $0x2279a3c4; WORD $0x1604; BYTE $0x01 // vpinsrd xmm0, xmm0, dword ptr [rsi + r10], 1
+	LONG $0x2279e3c4; WORD $0x3e04; BYTE $0x02 // vpinsrd xmm0, xmm0, dword ptr [rsi + rdi], 2
+	LONG $0x2279a3c4; WORD $0x1e04; BYTE $0x03 // vpinsrd xmm0, xmm0, dword ptr [rsi + r11], 3
+	LONG $0x244c8b48; BYTE $0x58               // mov rcx, qword ptr [rsp + 88]
+	LONG $0x2221e3c4; WORD $0x0e1c; BYTE $0x02 // vpinsrd xmm3, xmm11, dword ptr [rsi + rcx], 2
+	QUAD $0x000000e0248c8b48                   // mov rcx, qword ptr [rsp + 224]
+	LONG $0x2261e3c4; WORD $0x0e1c; BYTE $0x03 // vpinsrd xmm3, xmm3, dword ptr [rsi + rcx], 3
+	LONG $0x385dc3c4; WORD $0x01e4             // vinserti128 ymm4, ymm4, xmm12, 1
+	LONG $0x3865e3c4; WORD $0x01c0             // vinserti128 ymm0, ymm3, xmm0, 1
+	LONG $0x48fd7362; WORD $0xdc3a; BYTE $0x01 // vinserti64x4 zmm11, zmm0, ymm4, 1
+	QUAD $0x000000b824948b4c                   // mov r10, qword ptr [rsp + 184]
+	WORD $0x8948; BYTE $0xc7                   // mov rdi, rax
+	JMP  LBB7_757
+
+LBB7_328:
+	QUAD $0x000000015024bc80                   // cmp byte ptr [rsp + 336], 0
+	JE   LBB7_766
+	QUAD $0x0000014824948b48                   // mov rdx, qword ptr [rsp + 328]
+	LONG $0x4044f162; WORD $0x0258             // vaddps zmm0, zmm23, zmmword ptr [rdx]
+	LONG $0x24748b48; BYTE $0x18               // mov rsi, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
+	LONG $0x247c8b48; BYTE $0x30               // mov rdi, qword ptr [rsp + 48]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	LONG $0x404cf162; WORD $0x0258             // vaddps zmm0, zmm22, zmmword ptr [rdx]
+	LONG $0x01468d48                           // lea rax, [rsi + 1]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	LONG $0x4054f162; WORD $0x0258             // vaddps zmm0, zmm21, zmmword ptr [rdx]
+	LONG $0x02468d48                           // lea rax, [rsi + 2]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	LONG $0x405cf162; WORD $0x0258             // vaddps zmm0, zmm20, zmmword ptr [rdx]
+	LONG $0x03468d48                           // lea rax, [rsi + 3]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	LONG $0x4064f162; WORD $0x0258             // vaddps zmm0, zmm19, zmmword ptr [rdx]
+	LONG $0x04c68348                           // add rsi, 4
+	LONG $0xf7af0f48                           // imul rsi, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0xb1 // vmovups zmmword ptr [rcx + 4*rsi], zmm0
+	JMP  LBB7_767
+
+LBB7_766:
+	LONG $0x24548b48; BYTE $0x18               // mov rdx, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xd0                   // mov rax, rdx
+	LONG $0x24748b48; BYTE $0x30               // mov rsi, qword ptr [rsp + 48]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x487ce162; WORD $0x3c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm23
+	LONG $0x01428d48                           // lea rax, [rdx + 1]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487ce162; WORD $0x3411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm22
+	LONG $0x02428d48                           // lea rax, [rdx + 2]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487ce162; WORD $0x2c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm21
+	LONG $0x03428d48                           // lea rax, [rdx + 3]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487ce162; WORD $0x2411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm20
+	LONG $0x04c28348                           // add rdx, 4
+	LONG $0xd6af0f48                           // imul rdx, rsi
+	LONG $0x487ce162; WORD $0x1c11; BYTE $0x91 // vmovups zmmword ptr [rcx + 4*rdx], zmm19
+
+LBB7_767:
+	QUAD $0x000000b024ac8b4c // mov r13, qword ptr [rsp + 176]
+	QUAD $0x000000d024bc8b48 // mov rdi, qword ptr [rsp + 208]
+	QUAD $0x000000c024848b48 // mov rax, qword ptr [rsp + 192]
+	JMP  LBB7_316
+
+LBB7_768:
+	LONG $0x0054a162; WORD $0xed57 // vxorps xmm21, xmm21, xmm21
+	LONG $0x004ca162; WORD $0xf657 // vxorps xmm22, xmm22, xmm22
+	LONG $0x0044a162; WORD $0xff57 // vxorps xmm23, xmm23, xmm23
+	LONG $0x005ca162; WORD $0xe457 // vxorps xmm20, xmm20, xmm20
+	LONG $0x0064a162; WORD $0xdb57 // vxorps xmm19, xmm19, xmm19
+	LONG $0x24548b48; BYTE $0x18   // mov rdx, qword ptr [rsp + 24]
+	WORD $0x854d; BYTE $0xdb       // test r11, r11
+	JG   LBB7_337
+
+LBB7_769:
+	LONG $0x24448b48; BYTE $0x30 // mov rax, qword ptr [rsp + 48]
+
+LBB7_770:
+	QUAD $0x000000015024bc80                   // cmp byte ptr [rsp + 336], 0
+	JE   LBB7_772
+	QUAD $0x0000014824948b48                   // mov rdx, qword ptr [rsp + 328]
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	LONG $0x4044f162; WORD $0xc958             // vaddps zmm1, zmm23, zmm1
+	LONG $0x24748b48; BYTE $0x18               // mov rsi, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xc7                   // mov rdi, rax
+	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	LONG $0x404cf162; WORD $0xc958             // vaddps zmm1, zmm22, zmm1
+	LONG $0x01468d48                           // lea rax, [rsi + 1]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	LONG $0x4054f162; WORD $0xc958             // vaddps zmm1, zmm21, zmm1
+	LONG $0x02468d48                           // lea rax, [rsi + 2]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	LONG $0x405cf162; WORD $0xc958             // vaddps zmm1, zmm20, zmm1
+	LONG $0x03468d48                           // lea rax, [rsi + 3]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	LONG $0x4064f162; WORD $0xc958             // vaddps zmm1, zmm19, zmm1
+	LONG $0x04c68348                           // add rsi, 4
+	JMP  LBB7_442
+
+LBB7_772:
+	LONG $0x24548b48; BYTE $0x18               // mov rdx, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xc6                   // mov rsi, rax
+	WORD $0x8948; BYTE $0xd0                   // mov rax, rdx
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x497ce162; WORD $0x3c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm23
+	LONG $0x01428d48                           // lea rax, [rdx + 1]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x497ce162; WORD $0x3411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm22
+	LONG $0x02428d48                           // lea rax, [rdx + 2]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x497ce162; WORD $0x2c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm21
+	LONG $0x03428d48                           // lea rax, [rdx + 3]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x497ce162; WORD $0x2411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm20
+	LONG $0x04c28348                           // add rdx, 4
+	JMP  LBB7_1227
+
+LBB7_773:
+	LONG $0x571841c4; BYTE $0xe4   // vxorps xmm12, xmm12, xmm12
+	LONG $0xed57d0c5               // vxorps xmm5, xmm5, xmm5
+	LONG $0x0064a162; WORD $0xdb57 // vxorps xmm19, xmm19, xmm19
+	LONG $0x24548b48; BYTE $0x18   // mov rdx, qword ptr [rsp + 24]
+	WORD $0x854d; BYTE $0xdb       // test r11, r11
+	JLE  LBB7_432
+
+LBB7_774:
+	WORD $0x8948; BYTE $0xd0     // mov rax, rdx
+	QUAD $0x00000088248c8b48     // mov rcx, qword ptr [rsp + 136]
+	LONG $0xc1af0f48             // imul rax, rcx
+	LONG $0x24448948; BYTE $0x60 // mov qword ptr [rsp + 96], rax
+	WORD $0x8948; BYTE $0xd0     // mov rax, rdx
+	LONG $0xc3af0f49             // imul rax, r11
+	LONG $0x24448948; BYTE $0x78 // mov qword ptr [rsp + 120], rax
+	LONG $0x01428d48             // lea rax, [rdx + 1]
+	WORD $0x8948; BYTE $0xc6     // mov rsi, rax
+	LONG $0xf1af0f48             // imul rsi, rcx
+	QUAD $0x0000016024b48948     // mov qword ptr [rsp + 352], rsi
+	LONG $0xc3af0f49             // imul rax, r11
+	QUAD $0x000000e824848948     // mov qword ptr [rsp + 232], rax
+	LONG $0x02428d48             // lea rax, [rdx + 2]
+	WORD $0x8948; BYTE $0xc2     // mov rdx, rax
+	LONG $0xd1af0f48             // imul rdx, rcx
+	QUAD $0x000000c824948948     // mov qword ptr [rsp + 200], rdx
+	LONG $0xc3af0f49             // imul rax, r11
+	QUAD $0x0000015824848948     // mov qword ptr [rsp + 344], rax
+	WORD $0xff31                 // xor edi, edi
+	JMP  LBB7_777
+	PCALIGN $16
+
+LBB7_775:
+	LONG $0xd846fcc5                           // kxnorw k3, k0, k0
+	LONG $0x0055a162; WORD $0xedef             // vpxord xmm21, xmm21, xmm21
+	LONG $0x4b7da262; WORD $0x2c90; BYTE $0x3a // vpgatherdd zmm21 {k3}, [rdx + zmm15]
+
+LBB7_776:
+	LONG $0x486df162; WORD $0xc662                     // vpunpckldq zmm0, zmm2, zmm6
+	LONG $0x486df162; WORD $0xce6a                     // vpunpckhdq zmm1, zmm2, zmm6
+	LONG $0x4845d162; WORD $0xd062                     // vpunpckldq zmm2, zmm7, zmm8
+	LONG $0x4845d162; WORD $0xd86a                     // vpunpckhdq zmm3, zmm7, zmm8
+	LONG $0x4835d162; WORD $0xe262                     // vpunpckldq zmm4, zmm9, zmm10
+	LONG $0x4835d162; WORD $0xf26a                     // vpunpckhdq zmm6, zmm9, zmm10
+	LONG $0x4825b162; WORD $0xfc62                     // vpunpckldq zmm7, zmm11, zmm20
+	LONG $0x48253162; WORD $0xc46a                     // vpunpckhdq zmm8, zmm11, zmm20
+	LONG $0x48fd7162; WORD $0xca6c                     // vpunpcklqdq zmm9, zmm0, zmm2
+	LONG $0x48fdf162; WORD $0xc26d                     // vpunpckhqdq zmm0, zmm0, zmm2
+	LONG $0x48f57162; WORD $0xeb6c                     // vpunpcklqdq zmm13, zmm1, zmm3
+	LONG $0x48f5f162; WORD $0xcb6d                     // vpunpckhqdq zmm1, zmm1, zmm3
+	LONG $0x48ddf162; WORD $0xd76c                     // vpunpcklqdq zmm2, zmm4, zmm7
+	LONG $0x48ddf162; WORD $0xdf6d                     // vpunpckhqdq zmm3, zmm4, zmm7
+	LONG $0x48cdd162; WORD $0xe06c                     // vpunpcklqdq zmm4, zmm6, zmm8
+	LONG $0x48cdd162; WORD $0xf06d                     // vpunpckhqdq zmm6, zmm6, zmm8
+	LONG $0x48fdd162; WORD $0xf96f                     // vmovdqa64 zmm7, zmm9
+	LONG $0x40fdf262; WORD $0xfa7e                     // vpermt2q zmm7, zmm16, zmm2
+	LONG $0x40f57262; WORD $0xca7e                     // vpermt2q zmm9, zmm17, zmm2
+	LONG $0x48fd7162; WORD $0xc06f                     // vmovdqa64 zmm8, zmm0
+	LONG $0x40fd7262; WORD $0xc37e                     // vpermt2q zmm8, zmm16, zmm3
+	LONG $0x40f5f262; WORD $0xc37e                     // vpermt2q zmm0, zmm17, zmm3
+	LONG $0x48fdd162; WORD $0xdd6f                     // vmovdqa64 zmm3, zmm13
+	LONG $0x40fdf262; WORD $0xdc7e                     // vpermt2q zmm3, zmm16, zmm4
+	LONG $0x40f57262; WORD $0xec7e                     // vpermt2q zmm13, zmm17, zmm4
+	LONG $0x48fdf162; WORD $0xe16f                     // vmovdqa64 zmm4, zmm1
+	LONG $0x40fdf262; WORD $0xe67e                     // vpermt2q zmm4, zmm16, zmm6
+	LONG $0x40f5f262; WORD $0xce7e                     // vpermt2q zmm1, zmm17, zmm6
+	LONG $0x487ee262; WORD $0xea33                     // vpmovdw ymm2, zmm21
+	LONG $0x487df262; WORD $0xd213                     // vcvtph2ps zmm2, ymm2
+	LONG $0x486cf162; WORD $0xf25c                     // vsubps zmm6, zmm2, zmm2
+	LONG $0x484cf162; WORD $0xd258                     // vaddps zmm2, zmm6, zmm2
+	QUAD $0x000000f024848b48                           // mov rax, qword ptr [rsp + 240]
+	LONG $0x07048d4c                                   // lea r8, [rdi + rax]
+	QUAD $0x0428b558487df262; WORD $0x0000             // vpbroadcastd zmm6, dword ptr [rbp + 1064] /* [rip + .LCPI7_18] */
+	LONG $0x4845e162; WORD $0xeeef                     // vpxord zmm21, zmm7, zmm6
+	LONG $0x483de162; WORD $0xe6ef                     // vpxord zmm20, zmm8, zmm6
+	LONG $0x48657162; WORD $0xdeef                     // vpxord zmm11, zmm3, zmm6
+	LONG $0x485d7162; WORD $0xd6ef                     // vpxord zmm10, zmm4, zmm6
+	LONG $0x48357162; WORD $0xceef                     // vpxord zmm9, zmm9, zmm6
+	LONG $0x487d7162; WORD $0xc6ef                     // vpxord zmm8, zmm0, zmm6
+	LONG $0x4815f162; WORD $0xfeef                     // vpxord zmm7, zmm13, zmm6
+	LONG $0x4875f162; WORD $0xf6ef                     // vpxord zmm6, zmm1, zmm6
+	LONG $0x24448b48; BYTE $0x60                       // mov rax, qword ptr [rsp + 96]
+	LONG $0x000c8d49                                   // lea rcx, [r8 + rax]
+	WORD $0x8948; BYTE $0xca                           // mov rdx, rcx
+	LONG $0x05e2c148                                   // shl rdx, 5
+	LONG $0x4a0c8d48                                   // lea rcx, [rdx + 2*rcx]
+	LONG $0x24448b48; BYTE $0x78                       // mov rax, qword ptr [rsp + 120]
+	LONG $0x07148d48                                   // lea rdx, [rdi + rax]
+	QUAD $0x80948458487df262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm0, dword ptr [rsp + 4*rdx + 1664]
+	QUAD $0x0000014024ac8b4c                           // mov r13, qword ptr [rsp + 320]
+	QUAD $0x020d84505055d262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm0, zmm21, dword ptr [r13 + rcx + 2]{1to16}
+	QUAD $0x060d8450505dd262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm0, zmm20, dword ptr [r13 + rcx + 6]{1to16}
+	QUAD $0x0a0d84505825d262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm0, zmm11, dword ptr [r13 + rcx + 10]{1to16}
+	QUAD $0x0e0d8450582dd262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm0, zmm10, dword ptr [r13 + rcx + 14]{1to16}
+	QUAD $0x120d84505835d262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm0, zmm9, dword ptr [r13 + rcx + 18]{1to16}
+	QUAD $0x160d8450583dd262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm0, zmm8, dword ptr [r13 + rcx + 22]{1to16}
+	QUAD $0x1a0d84505845d262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm0, zmm7, dword ptr [r13 + rcx + 26]{1to16}
+	QUAD $0x1e0d8450584dd262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm0, zmm6, dword ptr [r13 + rcx + 30]{1to16}
+	QUAD $0x80948c59586cf162; WORD $0x0046; BYTE $0x00 // vmulps zmm1, zmm2, dword ptr [rsp + 4*rdx + 18048]{1to16}
+	LONG $0x487cf162; WORD $0xc05b                     // vcvtdq2ps zmm0, zmm0
+	LONG $0x4874f162; WORD $0xc059                     // vmulps zmm0, zmm1, zmm0
+	LONG $0x4064e162; WORD $0xd858                     // vaddps zmm19, zmm19, zmm0
+	QUAD $0x0000016024848b48                           // mov rax, qword ptr [rsp + 352]
+	LONG $0x000c8d49                                   // lea rcx, [r8 + rax]
+	WORD $0x8948; BYTE $0xca                           // mov rdx, rcx
+	LONG $0x05e2c148                                   // shl rdx, 5
+	LONG $0x4a0c8d48                                   // lea rcx, [rdx + 2*rcx]
+	QUAD $0x000000e824848b48                           // mov rax, qword ptr [rsp + 232]
+	LONG $0x07148d48                                   // lea rdx, [rdi + rax]
+	QUAD $0x80948458487df262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm0, dword ptr [rsp + 4*rdx + 1664]
+	QUAD $0x020d84505055d262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm0, zmm21, dword ptr [r13 + rcx + 2]{1to16}
+	QUAD $0x060d8450505dd262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm0, zmm20, dword ptr [r13 + rcx + 6]{1to16}
+	QUAD $0x0a0d84505825d262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm0, zmm11, dword ptr [r13 + rcx + 10]{1to16}
+	QUAD $0x0e0d8450582dd262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm0, zmm10, dword ptr [r13 + rcx + 14]{1to16}
+	QUAD $0x120d84505835d262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm0, zmm9, dword ptr [r13 + rcx + 18]{1to16}
+	QUAD $0x160d8450583dd262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm0, zmm8, dword ptr [r13 + rcx + 22]{1to16}
+	QUAD $0x1a0d84505845d262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm0, zmm7, dword ptr [r13 + rcx + 26]{1to16}
+	QUAD $0x1e0d8450584dd262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm0, zmm6, dword ptr [r13 + rcx + 30]{1to16}
+	QUAD $0x80948c59586cf162; WORD $0x0046; BYTE $0x00 // vmulps zmm1, zmm2, dword ptr [rsp + 4*rdx + 18048]{1to16}
+	LONG $0x487cf162; WORD $0xc05b                     // vcvtdq2ps zmm0, zmm0
+	LONG $0x4874f162; WORD $0xc059                     // vmulps zmm0, zmm1, zmm0
+	QUAD $0x000000c82484034c                           // add r8, qword ptr [rsp + 200]
+	WORD $0x894c; BYTE $0xc1                           // mov rcx, r8
+	LONG $0x05e1c148                                   // shl rcx, 5
+	LONG $0x410c8d4a                                   // lea rcx, [rcx + 2*r8]
+	QUAD $0x0000015824848b48                           // mov rax, qword ptr [rsp + 344]
+	LONG $0x07148d48                                   // lea rdx, [rdi + rax]
+	QUAD $0x80948c58487df262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm1, dword ptr [rsp + 4*rdx + 1664]
+	QUAD $0x020d8c505055d262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm1, zmm21, dword ptr [r13 + rcx + 2]{1to16}
+	QUAD $0x060d8c50505dd262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm1, zmm20, dword ptr [r13 + rcx + 6]{1to16}
+	QUAD $0x0a0d8c505825d262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm1, zmm11, dword ptr [r13 + rcx + 10]{1to16}
+	QUAD $0x0e0d8c50582dd262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm1, zmm10, dword ptr [r13 + rcx + 14]{1to16}
+	QUAD $0x120d8c505835d262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm1, zmm9, dword ptr [r13 + rcx + 18]{1to16}
+	QUAD $0x160d8c50583dd262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm1, zmm8, dword ptr [r13 + rcx + 22]{1to16}
+	QUAD $0x1a0d8c505845d262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm1, zmm7, dword ptr [r13 + rcx + 26]{1to16}
+	QUAD $0x1e0d8c50584dd262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm1, zmm6, dword ptr [r13 + rcx + 30]{1to16}
+	LONG $0x4854f162; WORD $0xe858                     // vaddps zmm5, zmm5, zmm0
+	QUAD $0x80948459586cf162; WORD $0x0046; BYTE $0x00 // vmulps zmm0, zmm2, dword ptr [rsp + 4*rdx + 18048]{1to16}
+	LONG $0x487cf162; WORD $0xc95b                     // vcvtdq2ps zmm1, zmm1
+	LONG $0x487cf162; WORD $0xc159                     // vmulps zmm0, zmm0, zmm1
+	LONG $0x481c7162; WORD $0xe058                     // vaddps zmm12, zmm12, zmm0
+	LONG $0x01c78348                                   // add rdi, 1
+	QUAD $0x00000170249c8b4c                           // mov r11, qword ptr [rsp + 368]
+	WORD $0x394c; BYTE $0xdf                           // cmp rdi, r11
+	QUAD $0x000000b024ac8b4c                           // mov r13, qword ptr [rsp + 176]
+	QUAD $0x00000110248c8b4c                           // mov r9, qword ptr [rsp + 272]
+	QUAD $0x00000128249c8b48                           // mov rbx, qword ptr [rsp + 296]
+	JE   LBB7_432
+
+LBB7_777:
+	QUAD $0x0000010824bc8348; BYTE $0x00 // cmp qword ptr [rsp + 264], 0
+	JLE  LBB7_783
+	QUAD $0x0000013024948b48             // mov rdx, qword ptr [rsp + 304]
+	QUAD $0x0000008024b48b48             // mov rsi, qword ptr [rsp + 128]
+	LONG $0x24548b4c; BYTE $0x20         // mov r10, qword ptr [rsp + 32]
+	QUAD $0x000000a024848b4c             // mov r8, qword ptr [rsp + 160]
+	QUAD $0x000000a8249c8b4c             // mov r11, qword ptr [rsp + 168]
+	LONG $0x244c8b4c; BYTE $0x48         // mov r9, qword ptr [rsp + 72]
+	JMP  LBB7_780
+	PCALIGN $16
+
+LBB7_779:
+	LONG $0xc0c28348 // add rdx, -64
+	LONG $0x40fa8348 // cmp rdx, 64
+	JBE  LBB7_784
+
+LBB7_780:
+	QUAD $0x000000f824bc3b4c             // cmp r15, qword ptr [rsp + 248]
+	JGE  LBB7_784
+	WORD $0x894c; BYTE $0xf9             // mov rcx, r15
+	QUAD $0x000110248caf0f48; BYTE $0x00 // imul rcx, qword ptr [rsp + 272]
+	WORD $0x0148; BYTE $0xd9             // add rcx, rbx
+	LONG $0x14180f41; BYTE $0x0c         // prefetcht1 byte ptr [r12 + rcx]
+	LONG $0x40c48349                     // add r12, 64
+	LONG $0x24448b48; BYTE $0x10         // mov rax, qword ptr [rsp + 16]
+	WORD $0x3949; BYTE $0xc4             // cmp r12, rax
+	JL   LBB7_779
+	LONG $0x0154180f; BYTE $0xff         // prefetcht1 byte ptr [rcx + rax - 1]
+	LONG $0x01c78349                     // add r15, 1
+	WORD $0x3145; BYTE $0xe4             // xor r12d, r12d
+	JMP  LBB7_779
+	PCALIGN $16
+
+LBB7_783:
+	QUAD $0x0000008024b48b48     // mov rsi, qword ptr [rsp + 128]
+	LONG $0x24548b4c; BYTE $0x20 // mov r10, qword ptr [rsp + 32]
+	QUAD $0x000000a024848b4c     // mov r8, qword ptr [rsp + 160]
+	QUAD $0x000000a8249c8b4c     // mov r11, qword ptr [rsp + 168]
+	LONG $0x244c8b4c; BYTE $0x48 // mov r9, qword ptr [rsp + 72]
+
+LBB7_784:
+	WORD $0x8948; BYTE $0xf9                   // mov rcx, rdi
+	LONG $0x05e1c148                           // shl rcx, 5
+	LONG $0x790c8d48                           // lea rcx, [rcx + 2*rdi]
+	QUAD $0x0000010024848b48                   // mov rax, qword ptr [rsp + 256]
+	LONG $0x446ffec5; WORD $0x0208             // vmovdqu ymm0, ymmword ptr [rax + rcx + 2]
+	LONG $0x08148d48                           // lea rdx, [rax + rcx]
+	QUAD $0x0216943a48fdf362; LONG $0x01000000 // vinserti64x4 zmm2, zmm0, ymmword ptr [rsi + rdx + 2], 1
+	QUAD $0x00000110248c8b48                   // mov rcx, qword ptr [rsp + 272]
+	LONG $0x446ffec5; WORD $0x020a             // vmovdqu ymm0, ymmword ptr [rdx + rcx + 2]
+	QUAD $0x0212b43a48fdd362; LONG $0x01000000 // vinserti64x4 zmm6, zmm0, ymmword ptr [r10 + rdx + 2], 1
+	LONG $0x24548b4c; BYTE $0x58               // mov r10, qword ptr [rsp + 88]
+	LONG $0x6f7ec1c4; WORD $0x1244; BYTE $0x02 // vmovdqu ymm0, ymmword ptr [r10 + rdx + 2]
+	QUAD $0x0210bc3a48fdd362; LONG $0x01000000 // vinserti64x4 zmm7, zmm0, ymmword ptr [r8 + rdx + 2], 1
+	QUAD $0x000000e024b48b4c                   // mov r14, qword ptr [rsp + 224]
+	LONG $0x6f7ec1c4; WORD $0x1644; BYTE $0x02 // vmovdqu ymm0, ymmword ptr [r14 + rdx + 2]
+	QUAD $0x00000090249c8b48                   // mov rbx, qword ptr [rsp + 144]
+	QUAD $0x0213843a48fd7362; LONG $0x01000000 // vinserti64x4 zmm8, zmm0, ymmword ptr [rbx + rdx + 2], 1
+	LONG $0x24748b48; BYTE $0x40               // mov rsi, qword ptr [rsp + 64]
+	LONG $0x446ffec5; WORD $0x0216             // vmovdqu ymm0, ymmword ptr [rsi + rdx + 2]
+	QUAD $0x02138c3a48fd5362; LONG $0x01000000 // vinserti64x4 zmm9, zmm0, ymmword ptr [r11 + rdx + 2], 1
+	LONG $0x24448b4c; BYTE $0x50               // mov r8, qword ptr [rsp + 80]
+	LONG $0x6f7ec1c4; WORD $0x1044; BYTE $0x02 // vmovdqu ymm0, ymmword ptr [r8 + rdx + 2]
+	QUAD $0x0211943a48fd5362; LONG $0x01000000 // vinserti64x4 zmm10, zmm0, ymmword ptr [r9 + rdx + 2], 1
+	LONG $0x24448b48; BYTE $0x70               // mov rax, qword ptr [rsp + 112]
+	LONG $0x446ffec5; WORD $0x0210             // vmovdqu ymm0, ymmword ptr [rax + rdx + 2]
+	QUAD $0x00000098248c8b4c                   // mov r9, qword ptr [rsp + 152]
+	QUAD $0x02119c3a48fd5362; LONG $0x01000000 // vinserti64x4 zmm11, zmm0, ymmword ptr [r9 + rdx + 2], 1
+	LONG $0x246c8b4c; BYTE $0x68               // mov r13, qword ptr [rsp + 104]
+	LONG $0x6f7ec1c4; WORD $0x1544; BYTE $0x02 // vmovdqu ymm0, ymmword ptr [r13 + rdx + 2]
+	QUAD $0x000000d8249c8b4c                   // mov r11, qword ptr [rsp + 216]
+	QUAD $0x0213a43a48fdc362; LONG $0x01000000 // vinserti64x4 zmm20, zmm0, ymmword ptr [r11 + rdx + 2], 1
+	LONG $0x00f98148; WORD $0x0000; BYTE $0x08 // cmp rcx, 134217728
+	JL   LBB7_775
+	WORD $0x0148; BYTE $0xd1                   // add rcx, rdx
+	LONG $0x026ef9c5                           // vmovd xmm0, dword ptr [rdx]
+	LONG $0x2279e3c4; WORD $0x0101             // vpinsrd xmm0, xmm0, dword ptr [rcx], 1
+	QUAD $0x000000a8248c8b48                   // mov rcx, qword ptr [rsp + 168]
+	LONG $0x1c6ef9c5; BYTE $0x0a               // vmovd xmm3, dword ptr [rdx + rcx]
+	LONG $0x244c8b48; BYTE $0x48               // mov rcx, qword ptr [rsp + 72]
+	LONG $0x2261e3c4; WORD $0x0a1c; BYTE $0x01 // vpinsrd xmm3, xmm3, dword ptr [rdx + rcx], 1
+	LONG $0x2261a3c4; WORD $0x0a1c; BYTE $0x02 // vpinsrd xmm3, xmm3, dword ptr [rdx + r9], 2
+	LONG $0x2261a3c4; WORD $0x1a1c; BYTE $0x03 // vpinsrd xmm3, xmm3, dword ptr [rdx + r11], 3
+	QUAD $0x00000080248c8b48                   // mov rcx, qword ptr [rsp + 128]
+	LONG $0x246ef9c5; BYTE $0x0a               // vmovd xmm4, dword ptr [rdx + rcx]
+	LONG $0x244c8b48; BYTE $0x20               // mov rcx, qword ptr [rsp + 32]
+	LONG $0x2259e3c4; WORD $0x0a24; BYTE $0x01 // vpinsrd xmm4, xmm4, dword ptr [rdx + rcx], 1
+	QUAD $0x000000a0248c8b48                   // mov rcx, qword ptr [rsp + 160]
+	LONG $0x2259e3c4; WORD $0x0a24; BYTE $0x02 // vpinsrd xmm4, xmm4, dword ptr [rdx + rcx], 2
+	LONG $0x2259e3c4; WORD $0x1a24; BYTE $0x03 // vpinsrd xmm4, xmm4, dword ptr [rdx + rbx], 3
+	LONG $0x0c6ef9c5; BYTE $0x32               // vmovd xmm1, dword ptr [rdx + rsi]
+	LONG $0x2271a3c4; WORD $0x020c; BYTE $0x01 // vpinsrd xmm1, xmm1, dword ptr [rdx + r8], 1
+	LONG $0x2271e3c4; WORD $0x020c; BYTE $0x02 // vpinsrd xmm1, xmm1, dword ptr [rdx + rax], 2
+	LONG $0x2271a3c4; WORD $0x2a0c; BYTE $0x03 // vpinsrd xmm1, xmm1, dword ptr [rdx + r13], 3
+	LONG $0x2279a3c4; WORD $0x1204; BYTE $0x02 // vpinsrd xmm0, xmm0, dword ptr [rdx + r10], 2
+	LONG $0x2279a3c4; WORD $0x3204; BYTE $0x03 // vpinsrd xmm0, xmm0, dword ptr [rdx + r14], 3
+	LONG $0x385de3c4; WORD $0x01db             // vinserti128 ymm3, ymm4, xmm3, 1
+	LONG $0x387de3c4; WORD $0x01c1             // vinserti128 ymm0, ymm0, xmm1, 1
+	LONG $0x48fde362; WORD $0xeb3a; BYTE $0x01 // vinserti64x4 zmm21, zmm0, ymm3, 1
+	JMP  LBB7_776
+
+LBB7_432:
+	QUAD $0x000000015024bc80                   // cmp byte ptr [rsp + 336], 0
+	JE   LBB7_786
+	QUAD $0x0000014824948b48                   // mov rdx, qword ptr [rsp + 328]
+	LONG $0x4064f162; WORD $0x0258             // vaddps zmm0, zmm19, zmmword ptr [rdx]
+	LONG $0x24748b48; BYTE $0x18               // mov rsi, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
+	LONG $0x247c8b48; BYTE $0x30               // mov rdi, qword ptr [rsp + 48]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	LONG $0x4854f162; WORD $0x0258             // vaddps zmm0, zmm5, zmmword ptr [rdx]
+	LONG $0x01468d48                           // lea rax, [rsi + 1]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	LONG $0x481cf162; WORD $0x0258             // vaddps zmm0, zmm12, zmmword ptr [rdx]
+	LONG $0x02c68348                           // add rsi, 2
+	JMP  LBB7_434
+
+LBB7_786:
+	LONG $0x24548b48; BYTE $0x18               // mov rdx, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xd0                   // mov rax, rdx
+	LONG $0x24748b48; BYTE $0x30               // mov rsi, qword ptr [rsp + 48]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x487ce162; WORD $0x1c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm19
+	LONG $0x01428d48                           // lea rax, [rdx + 1]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487cf162; WORD $0x2c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm5
+	LONG $0x02c28348                           // add rdx, 2
+	LONG $0xd6af0f48                           // imul rdx, rsi
+	LONG $0x487c7162; WORD $0x2411; BYTE $0x91 // vmovups zmmword ptr [rcx + 4*rdx], zmm12
+	JMP  LBB7_1110
+
+LBB7_787:
+	LONG $0x0064a162; WORD $0xdb57 // vxorps xmm19, xmm19, xmm19
+	LONG $0x005ca162; WORD $0xe457 // vxorps xmm20, xmm20, xmm20
+	LONG $0x0054a162; WORD $0xed57 // vxorps xmm21, xmm21, xmm21
+	LONG $0x24548b48; BYTE $0x18   // mov rdx, qword ptr [rsp + 24]
+	WORD $0x854d; BYTE $0xdb       // test r11, r11
+	JLE  LBB7_440
+
+LBB7_788:
+	WORD $0x8948; BYTE $0xd0     // mov rax, rdx
+	QUAD $0x00000088248c8b48     // mov rcx, qword ptr [rsp + 136]
+	LONG $0xc1af0f48             // imul rax, rcx
+	LONG $0x24448948; BYTE $0x60 // mov qword ptr [rsp + 96], rax
+	WORD $0x8948; BYTE $0xd0     // mov rax, rdx
+	LONG $0xc3af0f49             // imul rax, r11
+	LONG $0x24448948; BYTE $0x78 // mov qword ptr [rsp + 120], rax
+	LONG $0x016a8d4c             // lea r13, [rdx + 1]
+	WORD $0x894c; BYTE $0xe8     // mov rax, r13
+	LONG $0xc1af0f48             // imul rax, rcx
+	QUAD $0x000000e824848948     // mov qword ptr [rsp + 232], rax
+	LONG $0xebaf0f4d             // imul r13, r11
+	LONG $0x02428d48             // lea rax, [rdx + 2]
+	WORD $0x8949; BYTE $0xc2     // mov r10, rax
+	LONG $0xd1af0f4c             // imul r10, rcx
+	LONG $0xc3af0f49             // imul rax, r11
+	WORD $0xff31                 // xor edi, edi
+	JMP  LBB7_792
+	PCALIGN $16
+
+LBB7_789:
+	LONG $0x90f8e1c4; BYTE $0xda               // kmovq k3, k2
+	LONG $0xd2efe9c5                           // vpxor xmm2, xmm2, xmm2
+	LONG $0x4b7d9262; WORD $0x1490; BYTE $0x38 // vpgatherdd zmm2 {k3}, [r8 + zmm15]
+
+LBB7_790:
+	LONG $0x24448b4c; BYTE $0x10 // mov r8, qword ptr [rsp + 16]
+
+LBB7_791:
+	LONG $0x48f5b362; WORD $0xce3a; BYTE $0x01         // vinserti64x4 zmm1, zmm1, ymm22, 1
+	LONG $0x40459162; WORD $0xf062                     // vpunpckldq zmm6, zmm23, zmm24
+	LONG $0x40459162; WORD $0xf86a                     // vpunpckhdq zmm7, zmm23, zmm24
+	LONG $0x40351162; WORD $0xc262                     // vpunpckldq zmm8, zmm25, zmm26
+	LONG $0x40351162; WORD $0xca6a                     // vpunpckhdq zmm9, zmm25, zmm26
+	LONG $0x401d7162; WORD $0xd562                     // vpunpckldq zmm10, zmm28, zmm5
+	LONG $0x401df162; WORD $0xed6a                     // vpunpckhdq zmm5, zmm28, zmm5
+	LONG $0x40257162; WORD $0xd962                     // vpunpckldq zmm11, zmm27, zmm1
+	LONG $0x4025f162; WORD $0xc96a                     // vpunpckhdq zmm1, zmm27, zmm1
+	LONG $0x48cd5162; WORD $0xe06c                     // vpunpcklqdq zmm12, zmm6, zmm8
+	LONG $0x48cdd162; WORD $0xf06d                     // vpunpckhqdq zmm6, zmm6, zmm8
+	LONG $0x48c55162; WORD $0xe96c                     // vpunpcklqdq zmm13, zmm7, zmm9
+	LONG $0x48c55162; WORD $0xf16d                     // vpunpckhqdq zmm14, zmm7, zmm9
+	LONG $0x48add162; WORD $0xfb6c                     // vpunpcklqdq zmm7, zmm10, zmm11
+	LONG $0x48ad5162; WORD $0xc36d                     // vpunpckhqdq zmm8, zmm10, zmm11
+	LONG $0x48d57162; WORD $0xc96c                     // vpunpcklqdq zmm9, zmm5, zmm1
+	LONG $0x48d5f162; WORD $0xc96d                     // vpunpckhqdq zmm1, zmm5, zmm1
+	LONG $0x48fdd162; WORD $0xec6f                     // vmovdqa64 zmm5, zmm12
+	LONG $0x40fdf262; WORD $0xef7e                     // vpermt2q zmm5, zmm16, zmm7
+	LONG $0x40f57262; WORD $0xe77e                     // vpermt2q zmm12, zmm17, zmm7
+	LONG $0x48fdf162; WORD $0xfe6f                     // vmovdqa64 zmm7, zmm6
+	LONG $0x40fdd262; WORD $0xf87e                     // vpermt2q zmm7, zmm16, zmm8
+	LONG $0x40f5d262; WORD $0xf07e                     // vpermt2q zmm6, zmm17, zmm8
+	LONG $0x48fd5162; WORD $0xc56f                     // vmovdqa64 zmm8, zmm13
+	LONG $0x40fd5262; WORD $0xc17e                     // vpermt2q zmm8, zmm16, zmm9
+	LONG $0x40f55262; WORD $0xe97e                     // vpermt2q zmm13, zmm17, zmm9
+	LONG $0x48fdc162; WORD $0xf66f                     // vmovdqa64 zmm22, zmm14
+	LONG $0x40fde262; WORD $0xf17e                     // vpermt2q zmm22, zmm16, zmm1
+	LONG $0x40f57262; WORD $0xf17e                     // vpermt2q zmm14, zmm17, zmm1
+	LONG $0x487ef262; WORD $0xd133                     // vpmovdw ymm1, zmm2
+	LONG $0x487df262; WORD $0xc913                     // vcvtph2ps zmm1, ymm1
+	LONG $0x4874f162; WORD $0xd15c                     // vsubps zmm2, zmm1, zmm1
+	LONG $0x486cf162; WORD $0xc958                     // vaddps zmm1, zmm2, zmm1
+	QUAD $0x000000f0248c8b48                           // mov rcx, qword ptr [rsp + 240]
+	LONG $0x0f148d48                                   // lea rdx, [rdi + rcx]
+	QUAD $0x04289558487df262; WORD $0x0000             // vpbroadcastd zmm2, dword ptr [rbp + 1064] /* [rip + .LCPI7_18] */
+	LONG $0x48557162; WORD $0xdaef                     // vpxord zmm11, zmm5, zmm2
+	LONG $0x48457162; WORD $0xd2ef                     // vpxord zmm10, zmm7, zmm2
+	LONG $0x483d7162; WORD $0xcaef                     // vpxord zmm9, zmm8, zmm2
+	LONG $0x404d7162; WORD $0xc2ef                     // vpxord zmm8, zmm22, zmm2
+	LONG $0x481df162; WORD $0xfaef                     // vpxord zmm7, zmm12, zmm2
+	LONG $0x484df162; WORD $0xf2ef                     // vpxord zmm6, zmm6, zmm2
+	LONG $0x4815f162; WORD $0xeaef                     // vpxord zmm5, zmm13, zmm2
+	LONG $0x480df162; WORD $0xd2ef                     // vpxord zmm2, zmm14, zmm2
+	LONG $0x244c8b48; BYTE $0x60                       // mov rcx, qword ptr [rsp + 96]
+	LONG $0x0a1c8d48                                   // lea rbx, [rdx + rcx]
+	WORD $0x8948; BYTE $0xd9                           // mov rcx, rbx
+	LONG $0x05e1c148                                   // shl rcx, 5
+	LONG $0x590c8d48                                   // lea rcx, [rcx + 2*rbx]
+	LONG $0x24748b48; BYTE $0x78                       // mov rsi, qword ptr [rsp + 120]
+	LONG $0x371c8d48                                   // lea rbx, [rdi + rsi]
+	QUAD $0x809ca458487d7262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm12, dword ptr [rsp + 4*rbx + 1664]
+	QUAD $0x0000014024b48b48                           // mov rsi, qword ptr [rsp + 320]
+	QUAD $0x020ea45058257262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm11, dword ptr [rsi + rcx + 2]{1to16}
+	QUAD $0x060ea450582d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm10, dword ptr [rsi + rcx + 6]{1to16}
+	QUAD $0x0a0ea45058357262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm9, dword ptr [rsi + rcx + 10]{1to16}
+	QUAD $0x0e0ea450583d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm8, dword ptr [rsi + rcx + 14]{1to16}
+	QUAD $0x120ea45058457262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm7, dword ptr [rsi + rcx + 18]{1to16}
+	QUAD $0x160ea450584d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm6, dword ptr [rsi + rcx + 22]{1to16}
+	QUAD $0x1a0ea45058557262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm5, dword ptr [rsi + rcx + 26]{1to16}
+	QUAD $0x1e0ea450586d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm2, dword ptr [rsi + rcx + 30]{1to16}
+	QUAD $0x809cac5958747162; WORD $0x0046; BYTE $0x00 // vmulps zmm13, zmm1, dword ptr [rsp + 4*rbx + 18048]{1to16}
+	LONG $0x487c5162; WORD $0xe45b                     // vcvtdq2ps zmm12, zmm12
+	LONG $0x48145162; WORD $0xe459                     // vmulps zmm12, zmm13, zmm12
+	LONG $0x4054c162; WORD $0xec58                     // vaddps zmm21, zmm21, zmm12
+	QUAD $0x000000e8248c8b48                           // mov rcx, qword ptr [rsp + 232]
+	LONG $0x0a1c8d48                                   // lea rbx, [rdx + rcx]
+	WORD $0x8948; BYTE $0xd9                           // mov rcx, rbx
+	LONG $0x05e1c148                                   // shl rcx, 5
+	LONG $0x590c8d48                                   // lea rcx, [rcx + 2*rbx]
+	LONG $0x2f1c8d4a                                   // lea rbx, [rdi + r13]
+	QUAD $0x809ca458487d7262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm12, dword ptr [rsp + 4*rbx + 1664]
+	QUAD $0x020ea45058257262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm11, dword ptr [rsi + rcx + 2]{1to16}
+	QUAD $0x060ea450582d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm10, dword ptr [rsi + rcx + 6]{1to16}
+	QUAD $0x0a0ea45058357262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm9, dword ptr [rsi + rcx + 10]{1to16}
+	QUAD $0x0e0ea450583d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm8, dword ptr [rsi + rcx + 14]{1to16}
+	QUAD $0x120ea45058457262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm7, dword ptr [rsi + rcx + 18]{1to16}
+	QUAD $0x160ea450584d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm6, dword ptr [rsi + rcx + 22]{1to16}
+	QUAD $0x1a0ea45058557262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm5, dword ptr [rsi + rcx + 26]{1to16}
+	QUAD $0x1e0ea450586d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm2, dword ptr [rsi + rcx + 30]{1to16}
+	QUAD $0x809cac5958747162; WORD $0x0046; BYTE $0x00 // vmulps zmm13, zmm1, dword ptr [rsp + 4*rbx + 18048]{1to16}
+	LONG $0x487c5162; WORD $0xe45b                     // vcvtdq2ps zmm12, zmm12
+	LONG $0x48145162; WORD $0xe459                     // vmulps zmm12, zmm13, zmm12
+	WORD $0x014c; BYTE $0xd2                           // add rdx, r10
+	WORD $0x8948; BYTE $0xd1                           // mov rcx, rdx
+	LONG $0x05e1c148                                   // shl rcx, 5
+	LONG $0x510c8d48                                   // lea rcx, [rcx + 2*rdx]
+	LONG $0x07148d48                                   // lea rdx, [rdi + rax]
+	QUAD $0x8094ac58487d7262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm13, dword ptr [rsp + 4*rdx + 1664]
+	QUAD $0x020eac5058257262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm11, dword ptr [rsi + rcx + 2]{1to16}
+	QUAD $0x060eac50582d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm10, dword ptr [rsi + rcx + 6]{1to16}
+	QUAD $0x0a0eac5058357262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm9, dword ptr [rsi + rcx + 10]{1to16}
+	QUAD $0x0e0eac50583d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm8, dword ptr [rsi + rcx + 14]{1to16}
+	QUAD $0x120eac5058457262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm7, dword ptr [rsi + rcx + 18]{1to16}
+	QUAD $0x160eac50584d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm6, dword ptr [rsi + rcx + 22]{1to16}
+	QUAD $0x1a0eac5058557262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm5, dword ptr [rsi + rcx + 26]{1to16}
+	QUAD $0x1e0eac50586d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm2, dword ptr [rsi + rcx + 30]{1to16}
+	LONG $0x405cc162; WORD $0xe458                     // vaddps zmm20, zmm20, zmm12
+	QUAD $0x80948c595874f162; WORD $0x0046; BYTE $0x00 // vmulps zmm1, zmm1, dword ptr [rsp + 4*rdx + 18048]{1to16}
+	LONG $0x487cd162; WORD $0xd55b                     // vcvtdq2ps zmm2, zmm13
+	LONG $0x4874f162; WORD $0xca59                     // vmulps zmm1, zmm1, zmm2
+	LONG $0x4064e162; WORD $0xd958                     // vaddps zmm19, zmm19, zmm1
+	LONG $0x01c78348                                   // add rdi, 1
+	WORD $0x394c; BYTE $0xdf                           // cmp rdi, r11
+	QUAD $0x00000128249c8b48                           // mov rbx, qword ptr [rsp + 296]
+	JE   LBB7_440
+
+LBB7_792:
+	QUAD $0x0000010824bc8348; BYTE $0x00 // cmp qword ptr [rsp + 264], 0
+	LONG $0x24748b48; BYTE $0x28         // mov rsi, qword ptr [rsp + 40]
+	JLE  LBB7_798
+	QUAD $0x0000013024948b48             // mov rdx, qword ptr [rsp + 304]
+	JMP  LBB7_795
+	PCALIGN $16
+
+LBB7_794:
+	LONG $0xc0c28348 // add rdx, -64
+	LONG $0x40fa8348 // cmp rdx, 64
+	JBE  LBB7_798
+
+LBB7_795:
+	QUAD $0x000000f824bc3b4c       // cmp r15, qword ptr [rsp + 248]
+	JGE  LBB7_798
+	WORD $0x894c; BYTE $0xf9       // mov rcx, r15
+	LONG $0xc9af0f49               // imul rcx, r9
+	WORD $0x0148; BYTE $0xd9       // add rcx, rbx
+	LONG $0x14180f41; BYTE $0x0c   // prefetcht1 byte ptr [r12 + rcx]
+	LONG $0x40c48349               // add r12, 64
+	WORD $0x394d; BYTE $0xc4       // cmp r12, r8
+	JL   LBB7_794
+	LONG $0x54180f42; WORD $0xff01 // prefetcht1 byte ptr [rcx + r8 - 1]
+	LONG $0x01c78349               // add r15, 1
+	WORD $0x3145; BYTE $0xe4       // xor r12d, r12d
+	JMP  LBB7_794
+	PCALIGN $16
+
+LBB7_798:
+	WORD $0x8948; BYTE $0xf9                   // mov rcx, rdi
+	LONG $0x05e1c148                           // shl rcx, 5
+	LONG $0x79048d4c                           // lea r8, [rcx + 2*rdi]
+	QUAD $0x000001002484034c                   // add r8, qword ptr [rsp + 256]
+	LONG $0x00250162; WORD $0xdbef             // vpxord xmm27, xmm27, xmm27
+	LONG $0x004da162; WORD $0xf6ef             // vpxord xmm22, xmm22, xmm22
+	QUAD $0x0000013824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 312], 0
+	JLE  LBB7_808
+	LONG $0x6f7ec1c4; WORD $0x0248             // vmovdqu ymm1, ymmword ptr [r8 + 2]
+	LONG $0x08fe8348                           // cmp rsi, 8
+	JBE  LBB7_809
+	QUAD $0x00000080248c8b48                   // mov rcx, qword ptr [rsp + 128]
+	QUAD $0x0208bc3a48f5c362; LONG $0x01000000 // vinserti64x4 zmm23, zmm1, ymmword ptr [r8 + rcx + 2], 1
+	LONG $0x6f7e81c4; WORD $0x084c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [r8 + r9 + 2]
+	LONG $0x09fe8348                           // cmp rsi, 9
+	JNE  LBB7_812
+	LONG $0x28fd6162; WORD $0xc16f             // vmovdqa64 ymm24, ymm1
+	LONG $0x244c8b48; BYTE $0x58               // mov rcx, qword ptr [rsp + 88]
+	LONG $0x6f7ec1c4; WORD $0x084c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [r8 + rcx + 2]
+	JMP  LBB7_802
+	PCALIGN $16
+
+LBB7_808:
+	LONG $0xc9eff1c5               // vpxor xmm1, xmm1, xmm1
+	LONG $0x0045a162; WORD $0xffef // vpxord xmm23, xmm23, xmm23
+	JMP  LBB7_820
+	PCALIGN $16
+
+LBB7_809:
+	LONG $0x28fde162; WORD $0xf96f                     // vmovdqa64 ymm23, ymm1
+	LONG $0x02fe8348                                   // cmp rsi, 2
+	JB   LBB7_819
+	QUAD $0x0208846f28fe0162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm24, ymmword ptr [r8 + r9 + 2]
+	JNE  LBB7_846
+	LONG $0xc9eff1c5                                   // vpxor xmm1, xmm1, xmm1
+	JMP  LBB7_821
+
+LBB7_812:
+	LONG $0x244c8b48; BYTE $0x20                       // mov rcx, qword ptr [rsp + 32]
+	QUAD $0x0208843a48f54362; LONG $0x01000000         // vinserti64x4 zmm24, zmm1, ymmword ptr [r8 + rcx + 2], 1
+	LONG $0x244c8b48; BYTE $0x58                       // mov rcx, qword ptr [rsp + 88]
+	LONG $0x6f7ec1c4; WORD $0x084c; BYTE $0x02         // vmovdqu ymm1, ymmword ptr [r8 + rcx + 2]
+	LONG $0x0bfe8348                                   // cmp rsi, 11
+	JB   LBB7_802
+	QUAD $0x000000a0248c8b48                           // mov rcx, qword ptr [rsp + 160]
+	QUAD $0x02088c3a48f54362; LONG $0x01000000         // vinserti64x4 zmm25, zmm1, ymmword ptr [r8 + rcx + 2], 1
+	LONG $0x6f7e81c4; WORD $0x304c; BYTE $0x02         // vmovdqu ymm1, ymmword ptr [r8 + r14 + 2]
+	JE   LBB7_803
+	QUAD $0x00000090248c8b48                           // mov rcx, qword ptr [rsp + 144]
+	QUAD $0x0208943a48f54362; LONG $0x01000000         // vinserti64x4 zmm26, zmm1, ymmword ptr [r8 + rcx + 2], 1
+	LONG $0x244c8b48; BYTE $0x40                       // mov rcx, qword ptr [rsp + 64]
+	LONG $0x6f7ec1c4; WORD $0x084c; BYTE $0x02         // vmovdqu ymm1, ymmword ptr [r8 + rcx + 2]
+	LONG $0x0dfe8348                                   // cmp rsi, 13
+	JB   LBB7_804
+	QUAD $0x000000a8248c8b48                           // mov rcx, qword ptr [rsp + 168]
+	QUAD $0x0208a43a48f54362; LONG $0x01000000         // vinserti64x4 zmm28, zmm1, ymmword ptr [r8 + rcx + 2], 1
+	LONG $0x244c8b48; BYTE $0x50                       // mov rcx, qword ptr [rsp + 80]
+	LONG $0x6f7ec1c4; WORD $0x084c; BYTE $0x02         // vmovdqu ymm1, ymmword ptr [r8 + rcx + 2]
+	JE   LBB7_805
+	LONG $0x244c8b48; BYTE $0x48                       // mov rcx, qword ptr [rsp + 72]
+	QUAD $0x0208ac3a48f5d362; LONG $0x01000000         // vinserti64x4 zmm5, zmm1, ymmword ptr [r8 + rcx + 2], 1
+	LONG $0x244c8b48; BYTE $0x70                       // mov rcx, qword ptr [rsp + 112]
+	LONG $0x6f7ec1c4; WORD $0x084c; BYTE $0x02         // vmovdqu ymm1, ymmword ptr [r8 + rcx + 2]
+	LONG $0x0ffe8348                                   // cmp rsi, 15
+	JB   LBB7_806
+	QUAD $0x00000098248c8b48                           // mov rcx, qword ptr [rsp + 152]
+	QUAD $0x02089c3a48f54362; LONG $0x01000000         // vinserti64x4 zmm27, zmm1, ymmword ptr [r8 + rcx + 2], 1
+	LONG $0x244c8b48; BYTE $0x68                       // mov rcx, qword ptr [rsp + 104]
+	LONG $0x6f7ec1c4; WORD $0x084c; BYTE $0x02         // vmovdqu ymm1, ymmword ptr [r8 + rcx + 2]
+	JE   LBB7_825
+	QUAD $0x000000d8248c8b48                           // mov rcx, qword ptr [rsp + 216]
+	QUAD $0x0208b46f28fec162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm22, ymmword ptr [r8 + rcx + 2]
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08         // cmp r9, 134217728
+	JL   LBB7_789
+	JMP  LBB7_826
+	PCALIGN $16
+
+LBB7_802:
+	LONG $0x28fd6162; WORD $0xc96f             // vmovdqa64 ymm25, ymm1
+	LONG $0x6f7e81c4; WORD $0x304c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [r8 + r14 + 2]
+
+LBB7_803:
+	LONG $0x28fd6162; WORD $0xd16f             // vmovdqa64 ymm26, ymm1
+	LONG $0x244c8b48; BYTE $0x40               // mov rcx, qword ptr [rsp + 64]
+	LONG $0x6f7ec1c4; WORD $0x084c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [r8 + rcx + 2]
+
+LBB7_804:
+	LONG $0x28fd6162; WORD $0xe16f             // vmovdqa64 ymm28, ymm1
+	LONG $0x244c8b48; BYTE $0x50               // mov rcx, qword ptr [rsp + 80]
+	LONG $0x6f7ec1c4; WORD $0x084c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [r8 + rcx + 2]
+
+LBB7_805:
+	LONG $0xe96ffdc5                           // vmovdqa ymm5, ymm1
+	LONG $0x244c8b48; BYTE $0x70               // mov rcx, qword ptr [rsp + 112]
+	LONG $0x6f7ec1c4; WORD $0x084c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [r8 + rcx + 2]
+
+LBB7_806:
+	LONG $0x28fd6162; WORD $0xd96f // vmovdqa64 ymm27, ymm1
+
+LBB7_807:
+	LONG $0x244c8b48; BYTE $0x68               // mov rcx, qword ptr [rsp + 104]
+	LONG $0x6f7ec1c4; WORD $0x084c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [r8 + rcx + 2]
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
+	JL   LBB7_789
+	JMP  LBB7_826
+
+LBB7_819:
+	LONG $0xc9eff1c5 // vpxor xmm1, xmm1, xmm1
+
+LBB7_820:
+	LONG $0x003d0162; WORD $0xc0ef // vpxord xmm24, xmm24, xmm24
+
+LBB7_821:
+	LONG $0x00350162; WORD $0xc9ef // vpxord xmm25, xmm25, xmm25
+
+LBB7_822:
+	LONG $0x002d0162; WORD $0xd2ef // vpxord xmm26, xmm26, xmm26
+
+LBB7_823:
+	LONG $0x001d0162; WORD $0xe4ef // vpxord xmm28, xmm28, xmm28
+
+LBB7_824:
+	LONG $0xedefd1c5 // vpxor xmm5, xmm5, xmm5
+
+LBB7_825:
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
+	JL   LBB7_789
+
+LBB7_826:
+	QUAD $0x0000013824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 312], 0
+	JLE  LBB7_831
+	LONG $0x6e79c1c4; BYTE $0x10               // vmovd xmm2, dword ptr [r8]
+	LONG $0x01fe8348                           // cmp rsi, 1
+	JE   LBB7_832
+	LONG $0x226983c4; WORD $0x0834; BYTE $0x01 // vpinsrd xmm6, xmm2, dword ptr [r8 + r9], 1
+	LONG $0x486df362; WORD $0xd638; BYTE $0x00 // vinserti32x4 zmm2, zmm2, xmm6, 0
+	LONG $0x486df162; WORD $0x55db; BYTE $0x03 // vpandd zmm2, zmm2, zmmword ptr [rbp + 192] /* [rip + .LCPI7_5] */
+	LONG $0x03fe8348                           // cmp rsi, 3
+	JB   LBB7_833
+	LONG $0x244c8b48; BYTE $0x58               // mov rcx, qword ptr [rsp + 88]
+	LONG $0x2269c3c4; WORD $0x0834; BYTE $0x02 // vpinsrd xmm6, xmm2, dword ptr [r8 + rcx], 2
+	LONG $0x486df362; WORD $0xd638; BYTE $0x00 // vinserti32x4 zmm2, zmm2, xmm6, 0
+	LONG $0x486df162; WORD $0x55db; BYTE $0x04 // vpandd zmm2, zmm2, zmmword ptr [rbp + 256] /* [rip + .LCPI7_6] */
+	JNE  LBB7_849
+	LONG $0x24448b4c; BYTE $0x10               // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_834
+
+LBB7_831:
+	LONG $0xd2efe9c5 // vpxor xmm2, xmm2, xmm2
+
+LBB7_832:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x03 // vpandd zmm2, zmm2, zmmword ptr [rbp + 192] /* [rip + .LCPI7_5] */
+
+LBB7_833:
+	LONG $0x24448b4c; BYTE $0x10               // mov r8, qword ptr [rsp + 16]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x04 // vpandd zmm2, zmm2, zmmword ptr [rbp + 256] /* [rip + .LCPI7_6] */
+
+LBB7_834:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x05 // vpandd zmm2, zmm2, zmmword ptr [rbp + 320] /* [rip + .LCPI7_7] */
+
+LBB7_835:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x06 // vpandd zmm2, zmm2, zmmword ptr [rbp + 384] /* [rip + .LCPI7_8] */
+
+LBB7_836:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x07 // vpandd zmm2, zmm2, zmmword ptr [rbp + 448] /* [rip + .LCPI7_9] */
+
+LBB7_837:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x08 // vpandd zmm2, zmm2, zmmword ptr [rbp + 512] /* [rip + .LCPI7_10] */
+
+LBB7_838:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x09 // vpandd zmm2, zmm2, zmmword ptr [rbp + 576] /* [rip + .LCPI7_11] */
+
+LBB7_839:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0a // vpandd zmm2, zmm2, zmmword ptr [rbp + 640] /* [rip + .LCPI7_12] */
+
+LBB7_840:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0b // vpandd zmm2, zmm2, zmmword ptr [rbp + 704] /* [rip + .LCPI7_13] */
+
+LBB7_841:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0c // vpandd zmm2, zmm2, zmmword ptr [rbp + 768] /* [rip + .LCPI7_14] */
+
+LBB7_842:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0d // vpandd zmm2, zmm2, zmmword ptr [rbp + 832] /* [rip + .LCPI7_15] */
+
+LBB7_843:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0e // vpandd zmm2, zmm2, zmmword ptr [rbp + 896] /* [rip + .LCPI7_16] */
+
+LBB7_844:
+	LONG $0x486db162; WORD $0xd2db // vpandd zmm2, zmm2, zmm18
+
+LBB7_845:
+	LONG $0x7fffb966               // mov cx, 32767
+	LONG $0xd992fbc5               // kmovd k3, ecx
+	LONG $0xcb7df262; WORD $0xd289 // vpexpandd zmm2 {k3} {z}, zmm2
+	JMP  LBB7_791
+
+LBB7_846:
+	LONG $0x244c8b48; BYTE $0x58                       // mov rcx, qword ptr [rsp + 88]
+	QUAD $0x02088c6f28fe4162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm25, ymmword ptr [r8 + rcx + 2]
+	LONG $0x04fe8348                                   // cmp rsi, 4
+	JB   LBB7_852
+	QUAD $0x0230946f28fe0162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm26, ymmword ptr [r8 + r14 + 2]
+	JNE  LBB7_853
+	LONG $0xc9eff1c5                                   // vpxor xmm1, xmm1, xmm1
+	JMP  LBB7_823
+
+LBB7_849:
+	LONG $0x226983c4; WORD $0x3034; BYTE $0x03 // vpinsrd xmm6, xmm2, dword ptr [r8 + r14], 3
+	LONG $0x486df362; WORD $0xd638; BYTE $0x00 // vinserti32x4 zmm2, zmm2, xmm6, 0
+	LONG $0x486df162; WORD $0x55db; BYTE $0x05 // vpandd zmm2, zmm2, zmmword ptr [rbp + 320] /* [rip + .LCPI7_7] */
+	LONG $0x05fe8348                           // cmp rsi, 5
+	JB   LBB7_856
+	LONG $0x0010b966                           // mov cx, 16
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	LONG $0x244c8b48; BYTE $0x40               // mov rcx, qword ptr [rsp + 64]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x08 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x06 // vpandd zmm2, zmm2, zmmword ptr [rbp + 384] /* [rip + .LCPI7_8] */
+	JNE  LBB7_857
+	LONG $0x24448b4c; BYTE $0x10               // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_836
+
+LBB7_852:
+	LONG $0xc9eff1c5 // vpxor xmm1, xmm1, xmm1
+	JMP  LBB7_822
+
+LBB7_853:
+	LONG $0x244c8b48; BYTE $0x40                       // mov rcx, qword ptr [rsp + 64]
+	QUAD $0x0208a46f28fe4162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm28, ymmword ptr [r8 + rcx + 2]
+	LONG $0x06fe8348                                   // cmp rsi, 6
+	JB   LBB7_860
+	LONG $0x244c8b48; BYTE $0x50                       // mov rcx, qword ptr [rsp + 80]
+	LONG $0x6f7ec1c4; WORD $0x086c; BYTE $0x02         // vmovdqu ymm5, ymmword ptr [r8 + rcx + 2]
+	JE   LBB7_855
+	LONG $0x244c8b48; BYTE $0x70                       // mov rcx, qword ptr [rsp + 112]
+	QUAD $0x02089c6f28fe4162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm27, ymmword ptr [r8 + rcx + 2]
+	LONG $0x08fe8348                                   // cmp rsi, 8
+	JAE  LBB7_807
+
+LBB7_855:
+	LONG $0xc9eff1c5                           // vpxor xmm1, xmm1, xmm1
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
+	JL   LBB7_789
+	JMP  LBB7_826
+
+LBB7_856:
+	LONG $0x24448b4c; BYTE $0x10 // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_835
+
+LBB7_857:
+	LONG $0x0020b966                           // mov cx, 32
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	LONG $0x244c8b48; BYTE $0x50               // mov rcx, qword ptr [rsp + 80]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x08 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x07 // vpandd zmm2, zmm2, zmmword ptr [rbp + 448] /* [rip + .LCPI7_9] */
+	LONG $0x07fe8348                           // cmp rsi, 7
+	JB   LBB7_862
+	LONG $0x0040b966                           // mov cx, 64
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	LONG $0x244c8b48; BYTE $0x70               // mov rcx, qword ptr [rsp + 112]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x08 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x08 // vpandd zmm2, zmm2, zmmword ptr [rbp + 512] /* [rip + .LCPI7_10] */
+	JNE  LBB7_863
+	LONG $0x24448b4c; BYTE $0x10               // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_838
+
+LBB7_860:
+	LONG $0xc9eff1c5 // vpxor xmm1, xmm1, xmm1
+	JMP  LBB7_824
+
+LBB7_862:
+	LONG $0x24448b4c; BYTE $0x10 // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_837
+
+LBB7_863:
+	LONG $0x0080b966                           // mov cx, 128
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	LONG $0x244c8b48; BYTE $0x68               // mov rcx, qword ptr [rsp + 104]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x08 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x09 // vpandd zmm2, zmm2, zmmword ptr [rbp + 576] /* [rip + .LCPI7_11] */
+	LONG $0x09fe8348                           // cmp rsi, 9
+	JB   LBB7_866
+	LONG $0x0100b966                           // mov cx, 256
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	QUAD $0x00000080248c8b48                   // mov rcx, qword ptr [rsp + 128]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x08 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0a // vpandd zmm2, zmm2, zmmword ptr [rbp + 640] /* [rip + .LCPI7_12] */
+	JNE  LBB7_867
+	LONG $0x24448b4c; BYTE $0x10               // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_840
+
+LBB7_866:
+	LONG $0x24448b4c; BYTE $0x10 // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_839
+
+LBB7_867:
+	LONG $0x0200b966                           // mov cx, 512
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	LONG $0x244c8b48; BYTE $0x20               // mov rcx, qword ptr [rsp + 32]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x08 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0b // vpandd zmm2, zmm2, zmmword ptr [rbp + 704] /* [rip + .LCPI7_13] */
+	LONG $0x0bfe8348                           // cmp rsi, 11
+	JB   LBB7_870
+	LONG $0x0400b966                           // mov cx, 1024
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	QUAD $0x000000a0248c8b48                   // mov rcx, qword ptr [rsp + 160]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x08 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0c // vpandd zmm2, zmm2, zmmword ptr [rbp + 768] /* [rip + .LCPI7_14] */
+	JNE  LBB7_871
+	LONG $0x24448b4c; BYTE $0x10               // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_842
+
+LBB7_870:
+	LONG $0x24448b4c; BYTE $0x10 // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_841
+
+LBB7_871:
+	LONG $0x0800b966                           // mov cx, 2048
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	QUAD $0x00000090248c8b48                   // mov rcx, qword ptr [rsp + 144]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x08 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0d // vpandd zmm2, zmm2, zmmword ptr [rbp + 832] /* [rip + .LCPI7_15] */
+	LONG $0x0dfe8348                           // cmp rsi, 13
+	JB   LBB7_874
+	LONG $0x1000b966                           // mov cx, 4096
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	QUAD $0x000000a8248c8b48                   // mov rcx, qword ptr [rsp + 168]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x08 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0e // vpandd zmm2, zmm2, zmmword ptr [rbp + 896] /* [rip + .LCPI7_16] */
+	JNE  LBB7_875
+	LONG $0x24448b4c; BYTE $0x10               // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_844
+
+LBB7_874:
+	LONG $0x24448b4c; BYTE $0x10 // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_843
+
+LBB7_875:
+	LONG $0x2000b966                           // mov cx, 8192
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	LONG $0x244c8b48; BYTE $0x48               // mov rcx, qword ptr [rsp + 72]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x08 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rcx]
+	LONG $0x486db162; WORD $0xd2db             // vpandd zmm2, zmm2, zmm18
+	LONG $0x0ffe8348                           // cmp rsi, 15
+	JB   LBB7_878
+	LONG $0x4000b966                           // mov cx, 16384
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	QUAD $0x00000098248c8b48                   // mov rcx, qword ptr [rsp + 152]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x08 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rcx]
+	LONG $0x7fffb966                           // mov cx, 32767
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	LONG $0xcb7df262; WORD $0xd289             // vpexpandd zmm2 {k3} {z}, zmm2
+	JE   LBB7_790
+	LONG $0x8000b966                           // mov cx, -32768
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	QUAD $0x000000d8248c8b48                   // mov rcx, qword ptr [rsp + 216]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x08 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rcx]
+	JMP  LBB7_790
+
+LBB7_878:
+	LONG $0x24448b4c; BYTE $0x10 // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_845
+
+LBB7_440:
+	QUAD $0x000000015024bc80                   // cmp byte ptr [rsp + 336], 0
+	JE   LBB7_879
+	QUAD $0x0000014824948b48                   // mov rdx, qword ptr [rsp + 328]
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	LONG $0x4054f162; WORD $0xc958             // vaddps zmm1, zmm21, zmm1
+	LONG $0x24748b48; BYTE $0x18               // mov rsi, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
+	LONG $0x247c8b48; BYTE $0x30               // mov rdi, qword ptr [rsp + 48]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	LONG $0x405cf162; WORD $0xc958             // vaddps zmm1, zmm20, zmm1
+	LONG $0x01468d48                           // lea rax, [rsi + 1]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	LONG $0x4064f162; WORD $0xc958             // vaddps zmm1, zmm19, zmm1
+	LONG $0x02c68348                           // add rsi, 2
+	JMP  LBB7_442
+
+LBB7_879:
+	LONG $0x24548b48; BYTE $0x18               // mov rdx, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xd0                   // mov rax, rdx
+	LONG $0x24748b48; BYTE $0x30               // mov rsi, qword ptr [rsp + 48]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x497ce162; WORD $0x2c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm21
+	LONG $0x01428d48                           // lea rax, [rdx + 1]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x497ce162; WORD $0x2411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm20
+	LONG $0x02c28348                           // add rdx, 2
+	JMP  LBB7_1227
+
+LBB7_880:
+	LONG $0xc0eff9c5         // vpxor xmm0, xmm0, xmm0
+	QUAD $0x1824447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1536], zmm0
+	QUAD $0x1724447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1472], zmm0
+	QUAD $0x1624447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1408], zmm0
+	QUAD $0x1524447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1344], zmm0
+	QUAD $0x1424447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1280], zmm0
+	QUAD $0x1324447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1216], zmm0
+	QUAD $0x1224447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1152], zmm0
+	LONG $0xc9eff1c5         // vpxor xmm1, xmm1, xmm1
+	WORD $0x854d; BYTE $0xdb // test r11, r11
+	JG   LBB7_881
+
+LBB7_447:
+	QUAD $0x000000015024bc80 // cmp byte ptr [rsp + 336], 0
+	JE   LBB7_895
+
+LBB7_448:
+	QUAD $0x0000014824948b48                   // mov rdx, qword ptr [rsp + 328]
+	LONG $0x4874f162; WORD $0x0258             // vaddps zmm0, zmm1, zmmword ptr [rdx]
+	LONG $0x24748b48; BYTE $0x18               // mov rsi, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
+	LONG $0x247c8b48; BYTE $0x30               // mov rdi, qword ptr [rsp + 48]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	QUAD $0x13244428487cf162                   // vmovaps zmm0, zmmword ptr [rsp + 1216]
+	LONG $0x487cf162; WORD $0x0258             // vaddps zmm0, zmm0, zmmword ptr [rdx]
+	LONG $0x01468d48                           // lea rax, [rsi + 1]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	QUAD $0x14244428487cf162                   // vmovaps zmm0, zmmword ptr [rsp + 1280]
+	LONG $0x487cf162; WORD $0x0258             // vaddps zmm0, zmm0, zmmword ptr [rdx]
+	LONG $0x02468d48                           // lea rax, [rsi + 2]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	QUAD $0x15244428487cf162                   // vmovaps zmm0, zmmword ptr [rsp + 1344]
+	LONG $0x487cf162; WORD $0x0258             // vaddps zmm0, zmm0, zmmword ptr [rdx]
+	LONG $0x03468d48                           // lea rax, [rsi + 3]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	QUAD $0x16244428487cf162                   // vmovaps zmm0, zmmword ptr [rsp + 1408]
+	LONG $0x487cf162; WORD $0x0258             // vaddps zmm0, zmm0, zmmword ptr [rdx]
+	LONG $0x04468d48                           // lea rax, [rsi + 4]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	QUAD $0x17244428487cf162                   // vmovaps zmm0, zmmword ptr [rsp + 1472]
+	LONG $0x487cf162; WORD $0x0258             // vaddps zmm0, zmm0, zmmword ptr [rdx]
+	LONG $0x05468d48                           // lea rax, [rsi + 5]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	QUAD $0x18244428487cf162                   // vmovaps zmm0, zmmword ptr [rsp + 1536]
+	LONG $0x487cf162; WORD $0x0a58             // vaddps zmm1, zmm0, zmmword ptr [rdx]
+
+LBB7_896:
+	QUAD $0x000000c024848b48 // mov rax, qword ptr [rsp + 192]
+	LONG $0x06c68348         // add rsi, 6
+	JMP  LBB7_314
+
+LBB7_897:
+	LONG $0xc0eff9c5         // vpxor xmm0, xmm0, xmm0
+	QUAD $0x1824447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1536], zmm0
+	QUAD $0x1724447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1472], zmm0
+	QUAD $0x1624447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1408], zmm0
+	QUAD $0x1524447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1344], zmm0
+	QUAD $0x1424447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1280], zmm0
+	QUAD $0x1324447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1216], zmm0
+	QUAD $0x1224447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1152], zmm0
+	LONG $0xc9eff1c5         // vpxor xmm1, xmm1, xmm1
+	WORD $0x854d; BYTE $0xdb // test r11, r11
+	JG   LBB7_453
+
+LBB7_898:
+	LONG $0x247c8b48; BYTE $0x30 // mov rdi, qword ptr [rsp + 48]
+	QUAD $0x000000015024bc80     // cmp byte ptr [rsp + 336], 0
+	JNE  LBB7_525
+
+LBB7_899:
+	LONG $0x24748b48; BYTE $0x18               // mov rsi, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	QUAD $0x13244c28487cf162                   // vmovaps zmm1, zmmword ptr [rsp + 1216]
+	LONG $0x01468d48                           // lea rax, [rsi + 1]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	QUAD $0x14244c28487cf162                   // vmovaps zmm1, zmmword ptr [rsp + 1280]
+	LONG $0x02468d48                           // lea rax, [rsi + 2]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	QUAD $0x15244c28487cf162                   // vmovaps zmm1, zmmword ptr [rsp + 1344]
+	LONG $0x03468d48                           // lea rax, [rsi + 3]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	QUAD $0x16244c28487cf162                   // vmovaps zmm1, zmmword ptr [rsp + 1408]
+	LONG $0x04468d48                           // lea rax, [rsi + 4]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	QUAD $0x17244c28487cf162                   // vmovaps zmm1, zmmword ptr [rsp + 1472]
+	LONG $0x05468d48                           // lea rax, [rsi + 5]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	QUAD $0x18244c28487cf162                   // vmovaps zmm1, zmmword ptr [rsp + 1536]
+
+LBB7_900:
+	QUAD $0x000000c024848b48 // mov rax, qword ptr [rsp + 192]
+	LONG $0x06c68348         // add rsi, 6
+	JMP  LBB7_1233
+
+LBB7_901:
+	LONG $0x0064a162; WORD $0xdb57 // vxorps xmm19, xmm19, xmm19
+	LONG $0x005ca162; WORD $0xe457 // vxorps xmm20, xmm20, xmm20
+	LONG $0x0054a162; WORD $0xed57 // vxorps xmm21, xmm21, xmm21
+	LONG $0x004ca162; WORD $0xf657 // vxorps xmm22, xmm22, xmm22
+	LONG $0x24548b48; BYTE $0x18   // mov rdx, qword ptr [rsp + 24]
+	WORD $0x854d; BYTE $0xdb       // test r11, r11
+	JLE  LBB7_537
+
+LBB7_902:
+	WORD $0x8948; BYTE $0xd0     // mov rax, rdx
+	QUAD $0x00000088248c8b48     // mov rcx, qword ptr [rsp + 136]
+	LONG $0xc1af0f48             // imul rax, rcx
+	LONG $0x24448948; BYTE $0x60 // mov qword ptr [rsp + 96], rax
+	WORD $0x8948; BYTE $0xd0     // mov rax, rdx
+	LONG $0xc3af0f49             // imul rax, r11
+	LONG $0x24448948; BYTE $0x78 // mov qword ptr [rsp + 120], rax
+	LONG $0x01428d48             // lea rax, [rdx + 1]
+	WORD $0x8948; BYTE $0xc6     // mov rsi, rax
+	LONG $0xf1af0f48             // imul rsi, rcx
+	QUAD $0x0000016024b48948     // mov qword ptr [rsp + 352], rsi
+	LONG $0xc3af0f49             // imul rax, r11
+	QUAD $0x000000e824848948     // mov qword ptr [rsp + 232], rax
+	LONG $0x02428d48             // lea rax, [rdx + 2]
+	WORD $0x8948; BYTE $0xc6     // mov rsi, rax
+	LONG $0xf1af0f48             // imul rsi, rcx
+	QUAD $0x000000c824b48948     // mov qword ptr [rsp + 200], rsi
+	LONG $0xc3af0f49             // imul rax, r11
+	QUAD $0x0000015824848948     // mov qword ptr [rsp + 344], rax
+	LONG $0x03428d48             // lea rax, [rdx + 3]
+	WORD $0x8948; BYTE $0xc2     // mov rdx, rax
+	LONG $0xd1af0f48             // imul rdx, rcx
+	QUAD $0x0000012024948948     // mov qword ptr [rsp + 288], rdx
+	LONG $0xc3af0f49             // imul rax, r11
+	QUAD $0x0000018024848948     // mov qword ptr [rsp + 384], rax
+	WORD $0x3145; BYTE $0xd2     // xor r10d, r10d
+	JMP  LBB7_905
+	PCALIGN $16
+
+LBB7_903:
+	LONG $0xd846fcc5                           // kxnorw k3, k0, k0
+	LONG $0xef2141c4; BYTE $0xdb               // vpxor xmm11, xmm11, xmm11
+	LONG $0x4b7d3262; WORD $0x1c90; BYTE $0x3a // vpgatherdd zmm11 {k3}, [rdx + zmm15]
+
+LBB7_904:
+	LONG $0x4875f162; WORD $0xc262                     // vpunpckldq zmm0, zmm1, zmm2
+	LONG $0x4875f162; WORD $0xca6a                     // vpunpckhdq zmm1, zmm1, zmm2
+	LONG $0x4855f162; WORD $0xd662                     // vpunpckldq zmm2, zmm5, zmm6
+	LONG $0x4855f162; WORD $0xde6a                     // vpunpckhdq zmm3, zmm5, zmm6
+	LONG $0x4845d162; WORD $0xe062                     // vpunpckldq zmm4, zmm7, zmm8
+	LONG $0x4845d162; WORD $0xe86a                     // vpunpckhdq zmm5, zmm7, zmm8
+	LONG $0x4835d162; WORD $0xf262                     // vpunpckldq zmm6, zmm9, zmm10
+	LONG $0x4835d162; WORD $0xfa6a                     // vpunpckhdq zmm7, zmm9, zmm10
+	LONG $0x48fd7162; WORD $0xca6c                     // vpunpcklqdq zmm9, zmm0, zmm2
+	LONG $0x48fdf162; WORD $0xc26d                     // vpunpckhqdq zmm0, zmm0, zmm2
+	LONG $0x48f5f162; WORD $0xd36c                     // vpunpcklqdq zmm2, zmm1, zmm3
+	LONG $0x48f5f162; WORD $0xdb6d                     // vpunpckhqdq zmm3, zmm1, zmm3
+	LONG $0x48ddf162; WORD $0xce6c                     // vpunpcklqdq zmm1, zmm4, zmm6
+	LONG $0x48ddf162; WORD $0xe66d                     // vpunpckhqdq zmm4, zmm4, zmm6
+	LONG $0x48d5f162; WORD $0xf76c                     // vpunpcklqdq zmm6, zmm5, zmm7
+	LONG $0x48d5f162; WORD $0xef6d                     // vpunpckhqdq zmm5, zmm5, zmm7
+	LONG $0x48fdd162; WORD $0xf96f                     // vmovdqa64 zmm7, zmm9
+	LONG $0x40fdf262; WORD $0xf97e                     // vpermt2q zmm7, zmm16, zmm1
+	LONG $0x40f57262; WORD $0xc97e                     // vpermt2q zmm9, zmm17, zmm1
+	LONG $0x48fd7162; WORD $0xc06f                     // vmovdqa64 zmm8, zmm0
+	LONG $0x40fd7262; WORD $0xc47e                     // vpermt2q zmm8, zmm16, zmm4
+	LONG $0x40f5f262; WORD $0xc47e                     // vpermt2q zmm0, zmm17, zmm4
+	LONG $0x48fdf162; WORD $0xe26f                     // vmovdqa64 zmm4, zmm2
+	LONG $0x40fdf262; WORD $0xe67e                     // vpermt2q zmm4, zmm16, zmm6
+	LONG $0x40f5f262; WORD $0xd67e                     // vpermt2q zmm2, zmm17, zmm6
+	LONG $0x48fdf162; WORD $0xf36f                     // vmovdqa64 zmm6, zmm3
+	LONG $0x40fdf262; WORD $0xf57e                     // vpermt2q zmm6, zmm16, zmm5
+	LONG $0x40f5f262; WORD $0xdd7e                     // vpermt2q zmm3, zmm17, zmm5
+	LONG $0x487e7262; WORD $0xd933                     // vpmovdw ymm1, zmm11
+	LONG $0x487df262; WORD $0xc913                     // vcvtph2ps zmm1, ymm1
+	LONG $0x4874f162; WORD $0xe95c                     // vsubps zmm5, zmm1, zmm1
+	LONG $0x4854f162; WORD $0xc958                     // vaddps zmm1, zmm5, zmm1
+	QUAD $0x000000f024848b48                           // mov rax, qword ptr [rsp + 240]
+	LONG $0x022c8d4d                                   // lea r13, [r10 + rax]
+	QUAD $0x04289558487d7262; WORD $0x0000             // vpbroadcastd zmm10, dword ptr [rbp + 1064] /* [rip + .LCPI7_18] */
+	LONG $0x48454162; WORD $0xcaef                     // vpxord zmm25, zmm7, zmm10
+	LONG $0x483d4162; WORD $0xc2ef                     // vpxord zmm24, zmm8, zmm10
+	LONG $0x485dc162; WORD $0xfaef                     // vpxord zmm23, zmm4, zmm10
+	LONG $0x484d5162; WORD $0xc2ef                     // vpxord zmm8, zmm6, zmm10
+	LONG $0x4835d162; WORD $0xfaef                     // vpxord zmm7, zmm9, zmm10
+	LONG $0x487dd162; WORD $0xf2ef                     // vpxord zmm6, zmm0, zmm10
+	LONG $0x486dd162; WORD $0xeaef                     // vpxord zmm5, zmm2, zmm10
+	LONG $0x4865d162; WORD $0xd2ef                     // vpxord zmm2, zmm3, zmm10
+	LONG $0x24448b48; BYTE $0x60                       // mov rax, qword ptr [rsp + 96]
+	LONG $0x280c8d4a                                   // lea rcx, [rax + r13]
+	WORD $0x8948; BYTE $0xca                           // mov rdx, rcx
+	LONG $0x05e2c148                                   // shl rdx, 5
+	LONG $0x4a0c8d48                                   // lea rcx, [rdx + 2*rcx]
+	LONG $0x24448b48; BYTE $0x78                       // mov rax, qword ptr [rsp + 120]
+	LONG $0x02148d49                                   // lea rdx, [r10 + rax]
+	QUAD $0x80948c58487d7262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm9, dword ptr [rsp + 4*rdx + 1664]
+	QUAD $0x0000014024b48b48                           // mov rsi, qword ptr [rsp + 320]
+	QUAD $0x020e8c5050357262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm25, dword ptr [rsi + rcx + 2]{1to16}
+	QUAD $0x060e8c50503d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm24, dword ptr [rsi + rcx + 6]{1to16}
+	QUAD $0x0a0e8c5050457262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm23, dword ptr [rsi + rcx + 10]{1to16}
+	QUAD $0x0e0e8c50583d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm8, dword ptr [rsi + rcx + 14]{1to16}
+	QUAD $0x120e8c5058457262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm7, dword ptr [rsi + rcx + 18]{1to16}
+	QUAD $0x160e8c50584d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm6, dword ptr [rsi + rcx + 22]{1to16}
+	QUAD $0x1a0e8c5058557262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm5, dword ptr [rsi + rcx + 26]{1to16}
+	QUAD $0x1e0e8c50586d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm2, dword ptr [rsi + rcx + 30]{1to16}
+	QUAD $0x8094945958747162; WORD $0x0046; BYTE $0x00 // vmulps zmm10, zmm1, dword ptr [rsp + 4*rdx + 18048]{1to16}
+	QUAD $0x0000016024848b48                           // mov rax, qword ptr [rsp + 352]
+	LONG $0x280c8d4a                                   // lea rcx, [rax + r13]
+	WORD $0x8948; BYTE $0xca                           // mov rdx, rcx
+	LONG $0x05e2c148                                   // shl rdx, 5
+	LONG $0x4a0c8d48                                   // lea rcx, [rdx + 2*rcx]
+	QUAD $0x000000e824848b48                           // mov rax, qword ptr [rsp + 232]
+	LONG $0x02148d49                                   // lea rdx, [r10 + rax]
+	QUAD $0x80949c58487d7262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm11, dword ptr [rsp + 4*rdx + 1664]
+	QUAD $0x020e9c5050357262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm25, dword ptr [rsi + rcx + 2]{1to16}
+	QUAD $0x060e9c50503d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm24, dword ptr [rsi + rcx + 6]{1to16}
+	QUAD $0x0a0e9c5050457262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm23, dword ptr [rsi + rcx + 10]{1to16}
+	QUAD $0x0e0e9c50583d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm8, dword ptr [rsi + rcx + 14]{1to16}
+	QUAD $0x120e9c5058457262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm7, dword ptr [rsi + rcx + 18]{1to16}
+	QUAD $0x160e9c50584d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm6, dword ptr [rsi + rcx + 22]{1to16}
+	QUAD $0x1a0e9c5058557262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm5, dword ptr [rsi + rcx + 26]{1to16}
+	QUAD $0x1e0e9c50586d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm2, dword ptr [rsi + rcx + 30]{1to16}
+	QUAD $0x809484595874f162; WORD $0x0046; BYTE $0x00 // vmulps zmm0, zmm1, dword ptr [rsp + 4*rdx + 18048]{1to16}
+	QUAD $0x000000c824848b48                           // mov rax, qword ptr [rsp + 200]
+	LONG $0x280c8d4a                                   // lea rcx, [rax + r13]
+	WORD $0x8948; BYTE $0xca                           // mov rdx, rcx
+	LONG $0x05e2c148                                   // shl rdx, 5
+	LONG $0x4a0c8d48                                   // lea rcx, [rdx + 2*rcx]
+	QUAD $0x0000015824848b48                           // mov rax, qword ptr [rsp + 344]
+	LONG $0x02148d49                                   // lea rdx, [r10 + rax]
+	QUAD $0x80949c58487df262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm3, dword ptr [rsp + 4*rdx + 1664]
+	QUAD $0x020e9c505035f262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm3, zmm25, dword ptr [rsi + rcx + 2]{1to16}
+	QUAD $0x060e9c50503df262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm3, zmm24, dword ptr [rsi + rcx + 6]{1to16}
+	QUAD $0x0a0e9c505045f262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm3, zmm23, dword ptr [rsi + rcx + 10]{1to16}
+	QUAD $0x0e0e9c50583df262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm3, zmm8, dword ptr [rsi + rcx + 14]{1to16}
+	QUAD $0x120e9c505845f262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm3, zmm7, dword ptr [rsi + rcx + 18]{1to16}
+	QUAD $0x160e9c50584df262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm3, zmm6, dword ptr [rsi + rcx + 22]{1to16}
+	QUAD $0x1a0e9c505855f262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm3, zmm5, dword ptr [rsi + rcx + 26]{1to16}
+	QUAD $0x1e0e9c50586df262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm3, zmm2, dword ptr [rsi + rcx + 30]{1to16}
+	QUAD $0x8094a4595874f162; WORD $0x0046; BYTE $0x00 // vmulps zmm4, zmm1, dword ptr [rsp + 4*rdx + 18048]{1to16}
+	QUAD $0x0000012024ac034c                           // add r13, qword ptr [rsp + 288]
+	WORD $0x894c; BYTE $0xe9                           // mov rcx, r13
+	LONG $0x05e1c148                                   // shl rcx, 5
+	LONG $0x690c8d4a                                   // lea rcx, [rcx + 2*r13]
+	QUAD $0x0000018024848b48                           // mov rax, qword ptr [rsp + 384]
+	LONG $0x02148d49                                   // lea rdx, [r10 + rax]
+	QUAD $0x8094a458487d7262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm12, dword ptr [rsp + 4*rdx + 1664]
+	QUAD $0x020ea45050357262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm25, dword ptr [rsi + rcx + 2]{1to16}
+	QUAD $0x060ea450503d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm24, dword ptr [rsi + rcx + 6]{1to16}
+	QUAD $0x0a0ea45050457262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm23, dword ptr [rsi + rcx + 10]{1to16}
+	QUAD $0x0e0ea450583d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm8, dword ptr [rsi + rcx + 14]{1to16}
+	QUAD $0x120ea45058457262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm7, dword ptr [rsi + rcx + 18]{1to16}
+	QUAD $0x160ea450584d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm6, dword ptr [rsi + rcx + 22]{1to16}
+	QUAD $0x1a0ea45058557262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm5, dword ptr [rsi + rcx + 26]{1to16}
+	QUAD $0x1e0ea450586d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm12, zmm2, dword ptr [rsi + rcx + 30]{1to16}
+	QUAD $0x80948c595874f162; WORD $0x0046; BYTE $0x00 // vmulps zmm1, zmm1, dword ptr [rsp + 4*rdx + 18048]{1to16}
+	LONG $0x487cd162; WORD $0xd15b                     // vcvtdq2ps zmm2, zmm9
+	LONG $0x482cf162; WORD $0xd259                     // vmulps zmm2, zmm10, zmm2
+	LONG $0x404ce162; WORD $0xf258                     // vaddps zmm22, zmm22, zmm2
+	LONG $0x487cd162; WORD $0xd35b                     // vcvtdq2ps zmm2, zmm11
+	LONG $0x487cf162; WORD $0xc259                     // vmulps zmm0, zmm0, zmm2
+	LONG $0x4054e162; WORD $0xe858                     // vaddps zmm21, zmm21, zmm0
+	LONG $0x487cf162; WORD $0xc35b                     // vcvtdq2ps zmm0, zmm3
+	LONG $0x485cf162; WORD $0xc059                     // vmulps zmm0, zmm4, zmm0
+	LONG $0x405ce162; WORD $0xe058                     // vaddps zmm20, zmm20, zmm0
+	LONG $0x487cd162; WORD $0xc45b                     // vcvtdq2ps zmm0, zmm12
+	LONG $0x4874f162; WORD $0xc059                     // vmulps zmm0, zmm1, zmm0
+	LONG $0x4064e162; WORD $0xd858                     // vaddps zmm19, zmm19, zmm0
+	LONG $0x01c28349                                   // add r10, 1
+	QUAD $0x00000170249c8b4c                           // mov r11, qword ptr [rsp + 368]
+	WORD $0x394d; BYTE $0xda                           // cmp r10, r11
+	QUAD $0x000000b024ac8b4c                           // mov r13, qword ptr [rsp + 176]
+	QUAD $0x00000110248c8b4c                           // mov r9, qword ptr [rsp + 272]
+	QUAD $0x00000128249c8b48                           // mov rbx, qword ptr [rsp + 296]
+	JE   LBB7_537
+
+LBB7_905:
+	QUAD $0x0000010824bc8348; BYTE $0x00 // cmp qword ptr [rsp + 264], 0
+	JLE  LBB7_911
+	QUAD $0x0000013024948b48             // mov rdx, qword ptr [rsp + 304]
+	QUAD $0x0000008024848b4c             // mov r8, qword ptr [rsp + 128]
+	LONG $0x24448b48; BYTE $0x20         // mov rax, qword ptr [rsp + 32]
+	QUAD $0x000000a0248c8b4c             // mov r9, qword ptr [rsp + 160]
+	QUAD $0x000000a824bc8b48             // mov rdi, qword ptr [rsp + 168]
+	JMP  LBB7_908
+	PCALIGN $16
+
+LBB7_907:
+	LONG $0xc0c28348 // add rdx, -64
+	LONG $0x40fa8348 // cmp rdx, 64
+	JBE  LBB7_912
+
+LBB7_908:
+	QUAD $0x000000f824bc3b4c             // cmp r15, qword ptr [rsp + 248]
+	JGE  LBB7_912
+	WORD $0x894c; BYTE $0xf9             // mov rcx, r15
+	QUAD $0x000110248caf0f48; BYTE $0x00 // imul rcx, qword ptr [rsp + 272]
+	WORD $0x0148; BYTE $0xd9             // add rcx, rbx
+	LONG $0x14180f41; BYTE $0x0c         // prefetcht1 byte ptr [r12 + rcx]
+	LONG $0x40c48349                     // add r12, 64
+	LONG $0x24748b48; BYTE $0x10         // mov rsi, qword ptr [rsp + 16]
+	WORD $0x3949; BYTE $0xf4             // cmp r12, rsi
+	JL   LBB7_907
+	LONG $0x3154180f; BYTE $0xff         // prefetcht1 byte ptr [rcx + rsi - 1]
+	LONG $0x01c78349                     // add r15, 1
+	WORD $0x3145; BYTE $0xe4             // xor r12d, r12d
+	JMP  LBB7_907
+	PCALIGN $16
+
+LBB7_911:
+	QUAD $0x0000008024848b4c     // mov r8, qword ptr [rsp + 128]
+	LONG $0x24448b48; BYTE $0x20 // mov rax, qword ptr [rsp + 32]
+	QUAD $0x000000a0248c8b4c     // mov r9, qword ptr [rsp + 160]
+	QUAD $0x000000a824bc8b48     // mov rdi, qword ptr [rsp + 168]
+
+LBB7_912:
+	WORD $0x894c; BYTE $0xd1                   // mov rcx, r10
+	LONG $0x05e1c148                           // shl rcx, 5
+	LONG $0x510c8d4a                           // lea rcx, [rcx + 2*r10]
+	QUAD $0x0000010024948b48                   // mov rdx, qword ptr [rsp + 256]
+	LONG $0x446ffec5; WORD $0x020a             // vmovdqu ymm0, ymmword ptr [rdx + rcx + 2]
+	WORD $0x0148; BYTE $0xca                   // add rdx, rcx
+	QUAD $0x02108c3a48fdd362; LONG $0x01000000 // vinserti64x4 zmm1, zmm0, ymmword ptr [r8 + rdx + 2], 1
+	QUAD $0x00000110248c8b48                   // mov rcx, qword ptr [rsp + 272]
+	LONG $0x446ffec5; WORD $0x020a             // vmovdqu ymm0, ymmword ptr [rdx + rcx + 2]
+	QUAD $0x0210943a48fdf362; LONG $0x01000000 // vinserti64x4 zmm2, zmm0, ymmword ptr [rax + rdx + 2], 1
+	LONG $0x24748b48; BYTE $0x58               // mov rsi, qword ptr [rsp + 88]
+	LONG $0x446ffec5; WORD $0x0216             // vmovdqu ymm0, ymmword ptr [rsi + rdx + 2]
+	QUAD $0x0211ac3a48fdd362; LONG $0x01000000 // vinserti64x4 zmm5, zmm0, ymmword ptr [r9 + rdx + 2], 1
+	QUAD $0x000000e024b48b4c                   // mov r14, qword ptr [rsp + 224]
+	LONG $0x6f7ec1c4; WORD $0x1644; BYTE $0x02 // vmovdqu ymm0, ymmword ptr [r14 + rdx + 2]
+	QUAD $0x0000009024848b48                   // mov rax, qword ptr [rsp + 144]
+	QUAD $0x0210b43a48fdf362; LONG $0x01000000 // vinserti64x4 zmm6, zmm0, ymmword ptr [rax + rdx + 2], 1
+	LONG $0x245c8b48; BYTE $0x40               // mov rbx, qword ptr [rsp + 64]
+	LONG $0x446ffec5; WORD $0x0213             // vmovdqu ymm0, ymmword ptr [rbx + rdx + 2]
+	QUAD $0x0217bc3a48fdf362; LONG $0x01000000 // vinserti64x4 zmm7, zmm0, ymmword ptr [rdi + rdx + 2], 1
+	LONG $0x244c8b4c; BYTE $0x50               // mov r9, qword ptr [rsp + 80]
+	LONG $0x6f7ec1c4; WORD $0x1144; BYTE $0x02 // vmovdqu ymm0, ymmword ptr [r9 + rdx + 2]
+	LONG $0x247c8b48; BYTE $0x48               // mov rdi, qword ptr [rsp + 72]
+	QUAD $0x0217843a48fd7362; LONG $0x01000000 // vinserti64x4 zmm8, zmm0, ymmword ptr [rdi + rdx + 2], 1
+	LONG $0x24748b48; BYTE $0x70               // mov rsi, qword ptr [rsp + 112]
+	LONG $0x446ffec5; WORD $0x0216             // vmovdqu ymm0, ymmword ptr [rsi + rdx + 2]
+	QUAD $0x00000098249c8b4c                   // mov r11, qword ptr [rsp + 152]
+	QUAD $0x02138c3a48fd5362; LONG $0x01000000 // vinserti64x4 zmm9, zmm0, ymmword ptr [r11 + rdx + 2], 1
+	LONG $0x246c8b4c; BYTE $0x68               // mov r13, qword ptr [rsp + 104]
+	LONG $0x6f7ec1c4; WORD $0x1544; BYTE $0x02 // vmovdqu ymm0, ymmword ptr [r13 + rdx + 2]
+	QUAD $0x000000d824848b4c                   // mov r8, qword ptr [rsp + 216]
+	QUAD $0x0210943a48fd5362; LONG $0x01000000 // vinserti64x4 zmm10, zmm0, ymmword ptr [r8 + rdx + 2], 1
+	LONG $0x00f98148; WORD $0x0000; BYTE $0x08 // cmp rcx, 134217728
+	JL   LBB7_903
+	WORD $0x0148; BYTE $0xd1                   // add rcx, rdx
+	LONG $0x026ef9c5                           // vmovd xmm0, dword ptr [rdx]
+	LONG $0x227963c4; WORD $0x0119             // vpinsrd xmm11, xmm0, dword ptr [rcx], 1
+	QUAD $0x000000a8248c8b48                   // mov rcx, qword ptr [rsp + 168]
+	LONG $0x1c6ef9c5; BYTE $0x0a               // vmovd xmm3, dword ptr [rdx + rcx]
+	LONG $0x2261e3c4; WORD $0x3a1c; BYTE $0x01 // vpinsrd xmm3, xmm3, dword ptr [rdx + rdi], 1
+	LONG $0x2261a3c4; WORD $0x1a1c; BYTE $0x02 // vpinsrd xmm3, xmm3, dword ptr [rdx + r11], 2
+	LONG $0x226123c4; WORD $0x0224; BYTE $0x03 // vpinsrd xmm12, xmm3, dword ptr [rdx + r8], 3
+	QUAD $0x00000080248c8b48                   // mov rcx, qword ptr [rsp + 128]
+	LONG $0x246ef9c5; BYTE $0x0a               // vmovd xmm4, dword ptr [rdx + rcx]
+	LONG $0x244c8b48; BYTE $0x20               // mov rcx, qword ptr [rsp + 32]
+	LONG $0x2259e3c4; WORD $0x0a24; BYTE $0x01 // vpinsrd xmm4, xmm4, dword ptr [rdx + rcx], 1
+	QUAD $0x000000a0248c8b48                   // mov rcx, qword ptr [rsp + 160]
+	LONG $0x2259e3c4; WORD $0x0a24; BYTE $0x02 // vpinsrd xmm4, xmm4, dword ptr [rdx + rcx], 2
+	LONG $0x2259e3c4; WORD $0x0224; BYTE $0x03 // vpinsrd xmm4, xmm4, dword ptr [rdx + rax], 3
+	LONG $0x046ef9c5; BYTE $0x1a               // vmovd xmm0, dword ptr [rdx + rbx]
+	LONG $0x2279a3c4; WORD $0x0a04; BYTE $0x01 // vpinsrd xmm0, xmm0, dword ptr [rdx + r9], 1
+	LONG $0x2279e3c4; WORD $0x3204; BYTE $0x02 // vpinsrd xmm0, xmm0, dword ptr [rdx + rsi], 2
+	LONG $0x2279a3c4; WORD $0x2a04; BYTE $0x03 // vpinsrd xmm0, xmm0, dword ptr [rdx + r13], 3
+	LONG $0x24448b48; BYTE $0x58               // mov rax, qword ptr [rsp + 88]
+	LONG $0x2221e3c4; WORD $0x021c; BYTE $0x02 // vpinsrd xmm3, xmm11, dword ptr [rdx + rax], 2
+	LONG $0x2261a3c4; WORD $0x321c; BYTE $0x03 // vpinsrd xmm3, xmm3, dword ptr [rdx + r14], 3
+	LONG $0x385dc3c4; WORD $0x01e4             // vinserti128 ymm4, ymm4, xmm12, 1
+	LONG $0x3865e3c4; WORD $0x01c0             // vinserti128 ymm0, ymm3, xmm0, 1
+	LONG $0x48fd7362; WORD $0xdc3a; BYTE $0x01 // vinserti64x4 zmm11, zmm0, ymm4, 1
+	JMP  LBB7_904
+
+LBB7_537:
+	QUAD $0x000000015024bc80                   // cmp byte ptr [rsp + 336], 0
+	JE   LBB7_914
+	QUAD $0x0000014824948b48                   // mov rdx, qword ptr [rsp + 328]
+	LONG $0x404cf162; WORD $0x0258             // vaddps zmm0, zmm22, zmmword ptr [rdx]
+	LONG $0x24748b48; BYTE $0x18               // mov rsi, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
+	LONG $0x247c8b48; BYTE $0x30               // mov rdi, qword ptr [rsp + 48]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	LONG $0x4054f162; WORD $0x0258             // vaddps zmm0, zmm21, zmmword ptr [rdx]
+	LONG $0x01468d48                           // lea rax, [rsi + 1]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	LONG $0x405cf162; WORD $0x0258             // vaddps zmm0, zmm20, zmmword ptr [rdx]
+	LONG $0x02468d48                           // lea rax, [rsi + 2]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	LONG $0x4064f162; WORD $0x0258             // vaddps zmm0, zmm19, zmmword ptr [rdx]
+	LONG $0x03c68348                           // add rsi, 3
+
+LBB7_434:
+	LONG $0xf7af0f48                           // imul rsi, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0xb1 // vmovups zmmword ptr [rcx + 4*rsi], zmm0
+	JMP  LBB7_1110
+
+LBB7_914:
+	LONG $0x24548b48; BYTE $0x18               // mov rdx, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xd0                   // mov rax, rdx
+	LONG $0x24748b48; BYTE $0x30               // mov rsi, qword ptr [rsp + 48]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x487ce162; WORD $0x3411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm22
+	LONG $0x01428d48                           // lea rax, [rdx + 1]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487ce162; WORD $0x2c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm21
+	LONG $0x02428d48                           // lea rax, [rdx + 2]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487ce162; WORD $0x2411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm20
+	LONG $0x03c28348                           // add rdx, 3
+	LONG $0xd6af0f48                           // imul rdx, rsi
+	LONG $0x487ce162; WORD $0x1c11; BYTE $0x91 // vmovups zmmword ptr [rcx + 4*rdx], zmm19
+	JMP  LBB7_1110
+
+LBB7_915:
+	LONG $0x0064a162; WORD $0xdb57 // vxorps xmm19, xmm19, xmm19
+	LONG $0x005ca162; WORD $0xe457 // vxorps xmm20, xmm20, xmm20
+	LONG $0x0054a162; WORD $0xed57 // vxorps xmm21, xmm21, xmm21
+	LONG $0x004ca162; WORD $0xf657 // vxorps xmm22, xmm22, xmm22
+	LONG $0x24548b48; BYTE $0x18   // mov rdx, qword ptr [rsp + 24]
+	WORD $0x854d; BYTE $0xdb       // test r11, r11
+	JG   LBB7_541
+
+LBB7_916:
+	LONG $0x24448b48; BYTE $0x30 // mov rax, qword ptr [rsp + 48]
+
+LBB7_917:
+	QUAD $0x000000015024bc80                   // cmp byte ptr [rsp + 336], 0
+	JE   LBB7_919
+	QUAD $0x0000014824948b48                   // mov rdx, qword ptr [rsp + 328]
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	LONG $0x404cf162; WORD $0xc958             // vaddps zmm1, zmm22, zmm1
+	LONG $0x24748b48; BYTE $0x18               // mov rsi, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xc7                   // mov rdi, rax
+	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	LONG $0x4054f162; WORD $0xc958             // vaddps zmm1, zmm21, zmm1
+	LONG $0x01468d48                           // lea rax, [rsi + 1]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	LONG $0x405cf162; WORD $0xc958             // vaddps zmm1, zmm20, zmm1
+	LONG $0x02468d48                           // lea rax, [rsi + 2]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	LONG $0x4064f162; WORD $0xc958             // vaddps zmm1, zmm19, zmm1
+	LONG $0x03c68348                           // add rsi, 3
+	LONG $0xf7af0f48                           // imul rsi, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0xb1 // vmovups zmmword ptr [rcx + 4*rsi] {k1}, zmm1
+	JMP  LBB7_1110
+
+LBB7_919:
+	LONG $0x24548b48; BYTE $0x18               // mov rdx, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xc6                   // mov rsi, rax
+	WORD $0x8948; BYTE $0xd0                   // mov rax, rdx
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x497ce162; WORD $0x3411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm22
+	LONG $0x01428d48                           // lea rax, [rdx + 1]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x497ce162; WORD $0x2c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm21
+	LONG $0x02428d48                           // lea rax, [rdx + 2]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x497ce162; WORD $0x2411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm20
+	LONG $0x03c28348                           // add rdx, 3
+	LONG $0xd6af0f48                           // imul rdx, rsi
+	LONG $0x497ce162; WORD $0x1c11; BYTE $0x91 // vmovups zmmword ptr [rcx + 4*rdx] {k1}, zmm19
+	JMP  LBB7_1110
+
+LBB7_920:
+	LONG $0xc9eff1c5         // vpxor xmm1, xmm1, xmm1
+	WORD $0x854d; BYTE $0xdb // test r11, r11
+	JLE  LBB7_634
+
+LBB7_921:
+	LONG $0x24448b48; BYTE $0x18         // mov rax, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xc1             // mov rcx, rax
+	QUAD $0x000088248caf0f48; BYTE $0x00 // imul rcx, qword ptr [rsp + 136]
+	LONG $0xc3af0f49                     // imul rax, r11
+	LONG $0x24448948; BYTE $0x78         // mov qword ptr [rsp + 120], rax
+	QUAD $0x000000f0248c0348             // add rcx, qword ptr [rsp + 240]
+	LONG $0x244c8948; BYTE $0x60         // mov qword ptr [rsp + 96], rcx
+	WORD $0xf631                         // xor esi, esi
+	JMP  LBB7_924
+	PCALIGN $16
+
+LBB7_922:
+	LONG $0xd846fcc5                           // kxnorw k3, k0, k0
+	LONG $0xd2efe9c5                           // vpxor xmm2, xmm2, xmm2
+	LONG $0x4b7db262; WORD $0x1490; BYTE $0x3f // vpgatherdd zmm2 {k3}, [rdi + zmm15]
+
+LBB7_923:
+	LONG $0x4855f162; WORD $0xc662                     // vpunpckldq zmm0, zmm5, zmm6
+	LONG $0x4855f162; WORD $0xde6a                     // vpunpckhdq zmm3, zmm5, zmm6
+	LONG $0x4845d162; WORD $0xe062                     // vpunpckldq zmm4, zmm7, zmm8
+	LONG $0x4845d162; WORD $0xe86a                     // vpunpckhdq zmm5, zmm7, zmm8
+	LONG $0x4835d162; WORD $0xf262                     // vpunpckldq zmm6, zmm9, zmm10
+	LONG $0x4835d162; WORD $0xfa6a                     // vpunpckhdq zmm7, zmm9, zmm10
+	LONG $0x48253162; WORD $0xc362                     // vpunpckldq zmm8, zmm11, zmm19
+	LONG $0x48253162; WORD $0xcb6a                     // vpunpckhdq zmm9, zmm11, zmm19
+	LONG $0x48fd7162; WORD $0xd46c                     // vpunpcklqdq zmm10, zmm0, zmm4
+	LONG $0x48fdf162; WORD $0xc46d                     // vpunpckhqdq zmm0, zmm0, zmm4
+	LONG $0x48e5f162; WORD $0xe56c                     // vpunpcklqdq zmm4, zmm3, zmm5
+	LONG $0x48e5f162; WORD $0xdd6d                     // vpunpckhqdq zmm3, zmm3, zmm5
+	LONG $0x48cdd162; WORD $0xe86c                     // vpunpcklqdq zmm5, zmm6, zmm8
+	LONG $0x48cdd162; WORD $0xf06d                     // vpunpckhqdq zmm6, zmm6, zmm8
+	LONG $0x48c55162; WORD $0xc16c                     // vpunpcklqdq zmm8, zmm7, zmm9
+	LONG $0x48c5d162; WORD $0xf96d                     // vpunpckhqdq zmm7, zmm7, zmm9
+	LONG $0x48fd5162; WORD $0xca6f                     // vmovdqa64 zmm9, zmm10
+	LONG $0x40fd7262; WORD $0xcd7e                     // vpermt2q zmm9, zmm16, zmm5
+	LONG $0x40f57262; WORD $0xd57e                     // vpermt2q zmm10, zmm17, zmm5
+	LONG $0x48fdf162; WORD $0xe86f                     // vmovdqa64 zmm5, zmm0
+	LONG $0x40fdf262; WORD $0xee7e                     // vpermt2q zmm5, zmm16, zmm6
+	LONG $0x40f5f262; WORD $0xc67e                     // vpermt2q zmm0, zmm17, zmm6
+	LONG $0x48fdf162; WORD $0xf46f                     // vmovdqa64 zmm6, zmm4
+	LONG $0x40fdd262; WORD $0xf07e                     // vpermt2q zmm6, zmm16, zmm8
+	LONG $0x40f5d262; WORD $0xe07e                     // vpermt2q zmm4, zmm17, zmm8
+	LONG $0x48fd7162; WORD $0xc36f                     // vmovdqa64 zmm8, zmm3
+	LONG $0x40fd7262; WORD $0xc77e                     // vpermt2q zmm8, zmm16, zmm7
+	LONG $0x40f5f262; WORD $0xdf7e                     // vpermt2q zmm3, zmm17, zmm7
+	QUAD $0x0428bd58487df262; WORD $0x0000             // vpbroadcastd zmm7, dword ptr [rbp + 1064] /* [rip + .LCPI7_18] */
+	LONG $0x48357162; WORD $0xcfef                     // vpxord zmm9, zmm9, zmm7
+	LONG $0x24448b48; BYTE $0x60                       // mov rax, qword ptr [rsp + 96]
+	LONG $0x300c8d48                                   // lea rcx, [rax + rsi]
+	WORD $0x8948; BYTE $0xcf                           // mov rdi, rcx
+	LONG $0x05e7c148                                   // shl rdi, 5
+	LONG $0x4f0c8d48                                   // lea rcx, [rdi + 2*rcx]
+	LONG $0x24448b48; BYTE $0x78                       // mov rax, qword ptr [rsp + 120]
+	LONG $0x063c8d48                                   // lea rdi, [rsi + rax]
+	QUAD $0x80bc9c58487d7262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm11, dword ptr [rsp + 4*rdi + 1664]
+	QUAD $0x0000014024948b48                           // mov rdx, qword ptr [rsp + 320]
+	QUAD $0x020a9c5058357262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm9, dword ptr [rdx + rcx + 2]{1to16}
+	LONG $0x487ef262; WORD $0xd233                     // vpmovdw ymm2, zmm2
+	LONG $0x487df262; WORD $0xd213                     // vcvtph2ps zmm2, ymm2
+	LONG $0x4855f162; WORD $0xefef                     // vpxord zmm5, zmm5, zmm7
+	LONG $0x484df162; WORD $0xf7ef                     // vpxord zmm6, zmm6, zmm7
+	LONG $0x483d7162; WORD $0xc7ef                     // vpxord zmm8, zmm8, zmm7
+	LONG $0x482d7162; WORD $0xcfef                     // vpxord zmm9, zmm10, zmm7
+	LONG $0x487df162; WORD $0xc7ef                     // vpxord zmm0, zmm0, zmm7
+	LONG $0x485df162; WORD $0xe7ef                     // vpxord zmm4, zmm4, zmm7
+	LONG $0x4865f162; WORD $0xdfef                     // vpxord zmm3, zmm3, zmm7
+	LONG $0x486cf162; WORD $0xfa5c                     // vsubps zmm7, zmm2, zmm2
+	QUAD $0x060a9c5058557262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm5, dword ptr [rdx + rcx + 6]{1to16}
+	QUAD $0x0a0a9c50584d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm6, dword ptr [rdx + rcx + 10]{1to16}
+	QUAD $0x0e0a9c50583d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm8, dword ptr [rdx + rcx + 14]{1to16}
+	QUAD $0x120a9c5058357262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm9, dword ptr [rdx + rcx + 18]{1to16}
+	QUAD $0x160a9c50587d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm0, dword ptr [rdx + rcx + 22]{1to16}
+	QUAD $0x1a0a9c50585d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm4, dword ptr [rdx + rcx + 26]{1to16}
+	QUAD $0x1e0a9c5058657262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm3, dword ptr [rdx + rcx + 30]{1to16}
+	LONG $0x4844f162; WORD $0xc258                     // vaddps zmm0, zmm7, zmm2
+	QUAD $0x80bc8459587cf162; WORD $0x0046; BYTE $0x00 // vmulps zmm0, zmm0, dword ptr [rsp + 4*rdi + 18048]{1to16}
+	LONG $0x487cd162; WORD $0xd35b                     // vcvtdq2ps zmm2, zmm11
+	LONG $0x487cf162; WORD $0xc259                     // vmulps zmm0, zmm0, zmm2
+	LONG $0x4874f162; WORD $0xc858                     // vaddps zmm1, zmm1, zmm0
+	LONG $0x01c68348                                   // add rsi, 1
+	QUAD $0x00000170249c8b4c                           // mov r11, qword ptr [rsp + 368]
+	WORD $0x394c; BYTE $0xde                           // cmp rsi, r11
+	QUAD $0x00000110248c8b4c                           // mov r9, qword ptr [rsp + 272]
+	QUAD $0x000000b824948b4c                           // mov r10, qword ptr [rsp + 184]
+	QUAD $0x00000128249c8b48                           // mov rbx, qword ptr [rsp + 296]
+	LONG $0x24448b4c; BYTE $0x10                       // mov r8, qword ptr [rsp + 16]
+	JE   LBB7_634
+
+LBB7_924:
+	QUAD $0x0000010824bc8348; BYTE $0x00 // cmp qword ptr [rsp + 264], 0
+	JLE  LBB7_930
+	QUAD $0x0000013024bc8b48             // mov rdi, qword ptr [rsp + 304]
+	LONG $0x24548b48; BYTE $0x50         // mov rdx, qword ptr [rsp + 80]
+	JMP  LBB7_927
+	PCALIGN $16
+
+LBB7_926:
+	LONG $0xc0c78348 // add rdi, -64
+	LONG $0x40ff8348 // cmp rdi, 64
+	JBE  LBB7_931
+
+LBB7_927:
+	QUAD $0x000000f824bc3b4c       // cmp r15, qword ptr [rsp + 248]
+	JGE  LBB7_931
+	WORD $0x894c; BYTE $0xf9       // mov rcx, r15
+	LONG $0xc9af0f49               // imul rcx, r9
+	WORD $0x0148; BYTE $0xd9       // add rcx, rbx
+	LONG $0x14180f41; BYTE $0x0c   // prefetcht1 byte ptr [r12 + rcx]
+	LONG $0x40c48349               // add r12, 64
+	WORD $0x394d; BYTE $0xc4       // cmp r12, r8
+	JL   LBB7_926
+	LONG $0x54180f42; WORD $0xff01 // prefetcht1 byte ptr [rcx + r8 - 1]
+	LONG $0x01c78349               // add r15, 1
+	WORD $0x3145; BYTE $0xe4       // xor r12d, r12d
+	JMP  LBB7_926
+	PCALIGN $16
+
+LBB7_930:
+	LONG $0x24548b48; BYTE $0x50 // mov rdx, qword ptr [rsp + 80]
+
+LBB7_931:
+	WORD $0x8948; BYTE $0xf1                   // mov rcx, rsi
+	LONG $0x05e1c148                           // shl rcx, 5
+	LONG $0x710c8d48                           // lea rcx, [rcx + 2*rsi]
+	QUAD $0x0000010024848b48                   // mov rax, qword ptr [rsp + 256]
+	LONG $0x446ffec5; WORD $0x0208             // vmovdqu ymm0, ymmword ptr [rax + rcx + 2]
+	LONG $0x083c8d48                           // lea rdi, [rax + rcx]
+	QUAD $0x0000008024848b48                   // mov rax, qword ptr [rsp + 128]
+	QUAD $0x0238ac3a48fdf362; LONG $0x01000000 // vinserti64x4 zmm5, zmm0, ymmword ptr [rax + rdi + 2], 1
+	LONG $0x6f7ea1c4; WORD $0x0f44; BYTE $0x02 // vmovdqu ymm0, ymmword ptr [rdi + r9 + 2]
+	LONG $0x24448b48; BYTE $0x20               // mov rax, qword ptr [rsp + 32]
+	QUAD $0x0238b43a48fdf362; LONG $0x01000000 // vinserti64x4 zmm6, zmm0, ymmword ptr [rax + rdi + 2], 1
+	LONG $0x24548b4c; BYTE $0x58               // mov r10, qword ptr [rsp + 88]
+	LONG $0x6f7ec1c4; WORD $0x3a44; BYTE $0x02 // vmovdqu ymm0, ymmword ptr [r10 + rdi + 2]
+	QUAD $0x000000a024848b48                   // mov rax, qword ptr [rsp + 160]
+	QUAD $0x0238bc3a48fdf362; LONG $0x01000000 // vinserti64x4 zmm7, zmm0, ymmword ptr [rax + rdi + 2], 1
+	QUAD $0x000000e024848b48                   // mov rax, qword ptr [rsp + 224]
+	LONG $0x446ffec5; WORD $0x0238             // vmovdqu ymm0, ymmword ptr [rax + rdi + 2]
+	QUAD $0x0000009024848b48                   // mov rax, qword ptr [rsp + 144]
+	QUAD $0x0238843a48fd7362; LONG $0x01000000 // vinserti64x4 zmm8, zmm0, ymmword ptr [rax + rdi + 2], 1
+	LONG $0x245c8b48; BYTE $0x40               // mov rbx, qword ptr [rsp + 64]
+	LONG $0x446ffec5; WORD $0x023b             // vmovdqu ymm0, ymmword ptr [rbx + rdi + 2]
+	QUAD $0x000000a8248c8b48                   // mov rcx, qword ptr [rsp + 168]
+	QUAD $0x02398c3a48fd7362; LONG $0x01000000 // vinserti64x4 zmm9, zmm0, ymmword ptr [rcx + rdi + 2], 1
+	LONG $0x446ffec5; WORD $0x023a             // vmovdqu ymm0, ymmword ptr [rdx + rdi + 2]
+	LONG $0x24448b4c; BYTE $0x48               // mov r8, qword ptr [rsp + 72]
+	QUAD $0x0238943a48fd5362; LONG $0x01000000 // vinserti64x4 zmm10, zmm0, ymmword ptr [r8 + rdi + 2], 1
+	LONG $0x24548b48; BYTE $0x70               // mov rdx, qword ptr [rsp + 112]
+	LONG $0x446ffec5; WORD $0x023a             // vmovdqu ymm0, ymmword ptr [rdx + rdi + 2]
+	QUAD $0x0000009824b48b4c                   // mov r14, qword ptr [rsp + 152]
+	QUAD $0x023e9c3a48fd5362; LONG $0x01000000 // vinserti64x4 zmm11, zmm0, ymmword ptr [r14 + rdi + 2], 1
+	LONG $0x24448b48; BYTE $0x68               // mov rax, qword ptr [rsp + 104]
+	LONG $0x446ffec5; WORD $0x0238             // vmovdqu ymm0, ymmword ptr [rax + rdi + 2]
+	QUAD $0x000000d8249c8b4c                   // mov r11, qword ptr [rsp + 216]
+	QUAD $0x023b9c3a48fdc362; LONG $0x01000000 // vinserti64x4 zmm19, zmm0, ymmword ptr [r11 + rdi + 2], 1
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
+	JL   LBB7_922
+	WORD $0x0149; BYTE $0xf9                   // add r9, rdi
+	LONG $0x076ef9c5                           // vmovd xmm0, dword ptr [rdi]
+	LONG $0x2279c3c4; WORD $0x0101             // vpinsrd xmm0, xmm0, dword ptr [r9], 1
+	LONG $0x146ef9c5; BYTE $0x0f               // vmovd xmm2, dword ptr [rdi + rcx]
+	LONG $0x2269a3c4; WORD $0x0714; BYTE $0x01 // vpinsrd xmm2, xmm2, dword ptr [rdi + r8], 1
+	LONG $0x2269a3c4; WORD $0x3714; BYTE $0x02 // vpinsrd xmm2, xmm2, dword ptr [rdi + r14], 2
+	LONG $0x2269a3c4; WORD $0x1f14; BYTE $0x03 // vpinsrd xmm2, xmm2, dword ptr [rdi + r11], 3
+	WORD $0x8948; BYTE $0xc1                   // mov rcx, rax
+	QUAD $0x0000008024848b48                   // mov rax, qword ptr [rsp + 128]
+	LONG $0x1c6ef9c5; BYTE $0x07               // vmovd xmm3, dword ptr [rdi + rax]
+	LONG $0x24448b48; BYTE $0x20               // mov rax, qword ptr [rsp + 32]
+	LONG $0x2261e3c4; WORD $0x071c; BYTE $0x01 // vpinsrd xmm3, xmm3, dword ptr [rdi + rax], 1
+	QUAD $0x000000a024848b48                   // mov rax, qword ptr [rsp + 160]
+	LONG $0x2261e3c4; WORD $0x071c; BYTE $0x02 // vpinsrd xmm3, xmm3, dword ptr [rdi + rax], 2
+	QUAD $0x0000009024848b48                   // mov rax, qword ptr [rsp + 144]
+	LONG $0x2261e3c4; WORD $0x071c; BYTE $0x03 // vpinsrd xmm3, xmm3, dword ptr [rdi + rax], 3
+	LONG $0x246ef9c5; BYTE $0x1f               // vmovd xmm4, dword ptr [rdi + rbx]
+	LONG $0x24448b48; BYTE $0x50               // mov rax, qword ptr [rsp + 80]
+	LONG $0x2259e3c4; WORD $0x0724; BYTE $0x01 // vpinsrd xmm4, xmm4, dword ptr [rdi + rax], 1
+	LONG $0x2259e3c4; WORD $0x1724; BYTE $0x02 // vpinsrd xmm4, xmm4, dword ptr [rdi + rdx], 2
+	LONG $0x2259e3c4; WORD $0x0f24; BYTE $0x03 // vpinsrd xmm4, xmm4, dword ptr [rdi + rcx], 3
+	LONG $0x2279a3c4; WORD $0x1704; BYTE $0x02 // vpinsrd xmm0, xmm0, dword ptr [rdi + r10], 2
+	QUAD $0x000000e024848b48                   // mov rax, qword ptr [rsp + 224]
+	LONG $0x2279e3c4; WORD $0x0704; BYTE $0x03 // vpinsrd xmm0, xmm0, dword ptr [rdi + rax], 3
+	LONG $0x3865e3c4; WORD $0x01d2             // vinserti128 ymm2, ymm3, xmm2, 1
+	LONG $0x387de3c4; WORD $0x01c4             // vinserti128 ymm0, ymm0, xmm4, 1
+	LONG $0x48fdf362; WORD $0xd23a; BYTE $0x01 // vinserti64x4 zmm2, zmm0, ymm2, 1
+	JMP  LBB7_923
+
+LBB7_634:
+	QUAD $0x000000015024bc80       // cmp byte ptr [rsp + 336], 0
+	JE   LBB7_636
+	QUAD $0x0000014824848b48       // mov rax, qword ptr [rsp + 328]
+	LONG $0x4874f162; WORD $0x0858 // vaddps zmm1, zmm1, zmmword ptr [rax]
+
+LBB7_636:
+	QUAD $0x000000e024b48b4c                   // mov r14, qword ptr [rsp + 224]
+	LONG $0x24448b48; BYTE $0x30               // mov rax, qword ptr [rsp + 48]
+	QUAD $0x000000d024bc8b48                   // mov rdi, qword ptr [rsp + 208]
+	LONG $0x244c8b48; BYTE $0x18               // mov rcx, qword ptr [rsp + 24]
+	LONG $0xc8af0f48                           // imul rcx, rax
+	LONG $0x24448b48; BYTE $0x38               // mov rax, qword ptr [rsp + 56]
+	LONG $0x487cf162; WORD $0x0c11; BYTE $0x88 // vmovups zmmword ptr [rax + 4*rcx], zmm1
+	QUAD $0x000000c024848b48                   // mov rax, qword ptr [rsp + 192]
+	JMP  LBB7_316
+
+LBB7_933:
+	LONG $0x571841c4; BYTE $0xe4 // vxorps xmm12, xmm12, xmm12
+	LONG $0xed57d0c5             // vxorps xmm5, xmm5, xmm5
+	LONG $0x24448b4c; BYTE $0x40 // mov r8, qword ptr [rsp + 64]
+	QUAD $0x0000009024ac8b4c     // mov r13, qword ptr [rsp + 144]
+	WORD $0x854d; BYTE $0xdb     // test r11, r11
+	JLE  LBB7_639
+
+LBB7_934:
+	LONG $0x244c8b48; BYTE $0x18 // mov rcx, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xca     // mov rdx, rcx
+	QUAD $0x0000008824848b48     // mov rax, qword ptr [rsp + 136]
+	LONG $0xd0af0f48             // imul rdx, rax
+	LONG $0x24548948; BYTE $0x60 // mov qword ptr [rsp + 96], rdx
+	WORD $0x8948; BYTE $0xca     // mov rdx, rcx
+	LONG $0xd3af0f49             // imul rdx, r11
+	LONG $0x24548948; BYTE $0x78 // mov qword ptr [rsp + 120], rdx
+	LONG $0x01c18348             // add rcx, 1
+	WORD $0x8948; BYTE $0xca     // mov rdx, rcx
+	LONG $0xd0af0f48             // imul rdx, rax
+	QUAD $0x0000016024948948     // mov qword ptr [rsp + 352], rdx
+	LONG $0xcbaf0f49             // imul rcx, r11
+	QUAD $0x000000e8248c8948     // mov qword ptr [rsp + 232], rcx
+	WORD $0xc031                 // xor eax, eax
+	JMP  LBB7_937
+	PCALIGN $16
+
+LBB7_935:
+	LONG $0xd846fcc5                           // kxnorw k3, k0, k0
+	LONG $0x005da162; WORD $0xe4ef             // vpxord xmm20, xmm20, xmm20
+	LONG $0x4b7da262; WORD $0x2490; BYTE $0x3a // vpgatherdd zmm20 {k3}, [rdx + zmm15]
+	LONG $0x24448b4c; BYTE $0x40               // mov r8, qword ptr [rsp + 64]
+	QUAD $0x000000b824948b4c                   // mov r10, qword ptr [rsp + 184]
+	QUAD $0x0000009024ac8b4c                   // mov r13, qword ptr [rsp + 144]
+
+LBB7_936:
+	LONG $0x486df162; WORD $0xc662                     // vpunpckldq zmm0, zmm2, zmm6
+	LONG $0x486df162; WORD $0xce6a                     // vpunpckhdq zmm1, zmm2, zmm6
+	LONG $0x4845d162; WORD $0xd062                     // vpunpckldq zmm2, zmm7, zmm8
+	LONG $0x4845d162; WORD $0xd86a                     // vpunpckhdq zmm3, zmm7, zmm8
+	LONG $0x4835d162; WORD $0xe262                     // vpunpckldq zmm4, zmm9, zmm10
+	LONG $0x4835d162; WORD $0xf26a                     // vpunpckhdq zmm6, zmm9, zmm10
+	LONG $0x4825b162; WORD $0xfb62                     // vpunpckldq zmm7, zmm11, zmm19
+	LONG $0x48253162; WORD $0xc36a                     // vpunpckhdq zmm8, zmm11, zmm19
+	LONG $0x48fd7162; WORD $0xca6c                     // vpunpcklqdq zmm9, zmm0, zmm2
+	LONG $0x48fdf162; WORD $0xc26d                     // vpunpckhqdq zmm0, zmm0, zmm2
+	LONG $0x48f5f162; WORD $0xd36c                     // vpunpcklqdq zmm2, zmm1, zmm3
+	LONG $0x48f5f162; WORD $0xcb6d                     // vpunpckhqdq zmm1, zmm1, zmm3
+	LONG $0x48ddf162; WORD $0xdf6c                     // vpunpcklqdq zmm3, zmm4, zmm7
+	LONG $0x48ddf162; WORD $0xe76d                     // vpunpckhqdq zmm4, zmm4, zmm7
+	LONG $0x48cdd162; WORD $0xf86c                     // vpunpcklqdq zmm7, zmm6, zmm8
+	LONG $0x48cdd162; WORD $0xf06d                     // vpunpckhqdq zmm6, zmm6, zmm8
+	LONG $0x48fd5162; WORD $0xc16f                     // vmovdqa64 zmm8, zmm9
+	LONG $0x40fd7262; WORD $0xc37e                     // vpermt2q zmm8, zmm16, zmm3
+	LONG $0x40f57262; WORD $0xcb7e                     // vpermt2q zmm9, zmm17, zmm3
+	LONG $0x48fdf162; WORD $0xd86f                     // vmovdqa64 zmm3, zmm0
+	LONG $0x40fdf262; WORD $0xdc7e                     // vpermt2q zmm3, zmm16, zmm4
+	LONG $0x40f5f262; WORD $0xc47e                     // vpermt2q zmm0, zmm17, zmm4
+	LONG $0x48fdf162; WORD $0xe26f                     // vmovdqa64 zmm4, zmm2
+	LONG $0x40fdf262; WORD $0xe77e                     // vpermt2q zmm4, zmm16, zmm7
+	LONG $0x40f5f262; WORD $0xd77e                     // vpermt2q zmm2, zmm17, zmm7
+	LONG $0x48fdf162; WORD $0xf96f                     // vmovdqa64 zmm7, zmm1
+	LONG $0x40fdf262; WORD $0xfe7e                     // vpermt2q zmm7, zmm16, zmm6
+	LONG $0x40f5f262; WORD $0xce7e                     // vpermt2q zmm1, zmm17, zmm6
+	LONG $0x487ee262; WORD $0xe633                     // vpmovdw ymm6, zmm20
+	LONG $0x487df262; WORD $0xf613                     // vcvtph2ps zmm6, ymm6
+	LONG $0x484c7162; WORD $0xd65c                     // vsubps zmm10, zmm6, zmm6
+	LONG $0x482cf162; WORD $0xf658                     // vaddps zmm6, zmm10, zmm6
+	QUAD $0x000000f0248c8b48                           // mov rcx, qword ptr [rsp + 240]
+	LONG $0x08148d48                                   // lea rdx, [rax + rcx]
+	QUAD $0x04289558487d7262; WORD $0x0000             // vpbroadcastd zmm10, dword ptr [rbp + 1064] /* [rip + .LCPI7_18] */
+	LONG $0x483d5162; WORD $0xc2ef                     // vpxord zmm8, zmm8, zmm10
+	LONG $0x4865d162; WORD $0xdaef                     // vpxord zmm3, zmm3, zmm10
+	LONG $0x485dd162; WORD $0xe2ef                     // vpxord zmm4, zmm4, zmm10
+	LONG $0x4845d162; WORD $0xfaef                     // vpxord zmm7, zmm7, zmm10
+	LONG $0x48355162; WORD $0xcaef                     // vpxord zmm9, zmm9, zmm10
+	LONG $0x487dd162; WORD $0xc2ef                     // vpxord zmm0, zmm0, zmm10
+	LONG $0x486dd162; WORD $0xd2ef                     // vpxord zmm2, zmm2, zmm10
+	LONG $0x4875d162; WORD $0xcaef                     // vpxord zmm1, zmm1, zmm10
+	LONG $0x244c8b48; BYTE $0x60                       // mov rcx, qword ptr [rsp + 96]
+	WORD $0x0148; BYTE $0xd1                           // add rcx, rdx
+	WORD $0x8948; BYTE $0xcb                           // mov rbx, rcx
+	LONG $0x05e3c148                                   // shl rbx, 5
+	LONG $0x4b0c8d48                                   // lea rcx, [rbx + 2*rcx]
+	LONG $0x24748b48; BYTE $0x78                       // mov rsi, qword ptr [rsp + 120]
+	LONG $0x301c8d48                                   // lea rbx, [rax + rsi]
+	QUAD $0x809c9458487d7262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm10, dword ptr [rsp + 4*rbx + 1664]
+	QUAD $0x0000014024bc8b48                           // mov rdi, qword ptr [rsp + 320]
+	QUAD $0x020f9450583d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm10, zmm8, dword ptr [rdi + rcx + 2]{1to16}
+	QUAD $0x060f945058657262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm10, zmm3, dword ptr [rdi + rcx + 6]{1to16}
+	QUAD $0x0a0f9450585d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm10, zmm4, dword ptr [rdi + rcx + 10]{1to16}
+	QUAD $0x0e0f945058457262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm10, zmm7, dword ptr [rdi + rcx + 14]{1to16}
+	QUAD $0x120f945058357262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm10, zmm9, dword ptr [rdi + rcx + 18]{1to16}
+	QUAD $0x160f9450587d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm10, zmm0, dword ptr [rdi + rcx + 22]{1to16}
+	QUAD $0x1a0f9450586d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm10, zmm2, dword ptr [rdi + rcx + 26]{1to16}
+	QUAD $0x1e0f945058757262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm10, zmm1, dword ptr [rdi + rcx + 30]{1to16}
+	QUAD $0x809c9c59584c7162; WORD $0x0046; BYTE $0x00 // vmulps zmm11, zmm6, dword ptr [rsp + 4*rbx + 18048]{1to16}
+	LONG $0x487c5162; WORD $0xd25b                     // vcvtdq2ps zmm10, zmm10
+	LONG $0x48245162; WORD $0xd259                     // vmulps zmm10, zmm11, zmm10
+	QUAD $0x0000016024940348                           // add rdx, qword ptr [rsp + 352]
+	WORD $0x8948; BYTE $0xd1                           // mov rcx, rdx
+	LONG $0x05e1c148                                   // shl rcx, 5
+	LONG $0x510c8d48                                   // lea rcx, [rcx + 2*rdx]
+	QUAD $0x000000e824948b48                           // mov rdx, qword ptr [rsp + 232]
+	WORD $0x0148; BYTE $0xc2                           // add rdx, rax
+	QUAD $0x80949c58487d7262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm11, dword ptr [rsp + 4*rdx + 1664]
+	QUAD $0x020f9c50583d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm8, dword ptr [rdi + rcx + 2]{1to16}
+	QUAD $0x060f9c5058657262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm3, dword ptr [rdi + rcx + 6]{1to16}
+	QUAD $0x0a0f9c50585d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm4, dword ptr [rdi + rcx + 10]{1to16}
+	QUAD $0x0e0f9c5058457262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm7, dword ptr [rdi + rcx + 14]{1to16}
+	QUAD $0x120f9c5058357262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm9, dword ptr [rdi + rcx + 18]{1to16}
+	QUAD $0x160f9c50587d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm0, dword ptr [rdi + rcx + 22]{1to16}
+	QUAD $0x1a0f9c50586d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm2, dword ptr [rdi + rcx + 26]{1to16}
+	QUAD $0x1e0f9c5058757262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm1, dword ptr [rdi + rcx + 30]{1to16}
+	LONG $0x4854d162; WORD $0xea58                     // vaddps zmm5, zmm5, zmm10
+	QUAD $0x80948459584cf162; WORD $0x0046; BYTE $0x00 // vmulps zmm0, zmm6, dword ptr [rsp + 4*rdx + 18048]{1to16}
+	LONG $0x487cd162; WORD $0xcb5b                     // vcvtdq2ps zmm1, zmm11
+	LONG $0x487cf162; WORD $0xc159                     // vmulps zmm0, zmm0, zmm1
+	LONG $0x481c7162; WORD $0xe058                     // vaddps zmm12, zmm12, zmm0
+	LONG $0x01c08348                                   // add rax, 1
+	QUAD $0x00000170249c8b4c                           // mov r11, qword ptr [rsp + 368]
+	WORD $0x394c; BYTE $0xd8                           // cmp rax, r11
+	QUAD $0x00000110248c8b4c                           // mov r9, qword ptr [rsp + 272]
+	QUAD $0x00000128249c8b48                           // mov rbx, qword ptr [rsp + 296]
+	JE   LBB7_639
+
+LBB7_937:
+	QUAD $0x0000010824bc8348; BYTE $0x00 // cmp qword ptr [rsp + 264], 0
+	JLE  LBB7_943
+	QUAD $0x0000013024948b48             // mov rdx, qword ptr [rsp + 304]
+	LONG $0x247c8b48; BYTE $0x50         // mov rdi, qword ptr [rsp + 80]
+	JMP  LBB7_940
+	PCALIGN $16
+
+LBB7_939:
+	LONG $0xc0c28348 // add rdx, -64
+	LONG $0x40fa8348 // cmp rdx, 64
+	JBE  LBB7_944
+
+LBB7_940:
+	QUAD $0x000000f824bc3b4c     // cmp r15, qword ptr [rsp + 248]
+	JGE  LBB7_944
+	WORD $0x894c; BYTE $0xf9     // mov rcx, r15
+	LONG $0xc9af0f49             // imul rcx, r9
+	WORD $0x0148; BYTE $0xd9     // add rcx, rbx
+	LONG $0x14180f41; BYTE $0x0c // prefetcht1 byte ptr [r12 + rcx]
+	LONG $0x40c48349             // add r12, 64
+	LONG $0x24748b48; BYTE $0x10 // mov rsi, qword ptr [rsp + 16]
+	WORD $0x3949; BYTE $0xf4     // cmp r12, rsi
+	JL   LBB7_939
+	LONG $0x3154180f; BYTE $0xff // prefetcht1 byte ptr [rcx + rsi - 1]
+	LONG $0x01c78349             // add r15, 1
+	WORD $0x3145; BYTE $0xe4     // xor r12d, r12d
+	JMP  LBB7_939
+	PCALIGN $16
+
+LBB7_943:
+	LONG $0x247c8b48; BYTE $0x50 // mov rdi, qword ptr [rsp + 80]
+
+LBB7_944:
+	WORD $0x8948; BYTE $0xc1                   // mov rcx, rax
+	LONG $0x05e1c148                           // shl rcx, 5
+	LONG $0x410c8d48                           // lea rcx, [rcx + 2*rax]
+	QUAD $0x0000010024948b48                   // mov rdx, qword ptr [rsp + 256]
+	LONG $0x446ffec5; WORD $0x020a             // vmovdqu ymm0, ymmword ptr [rdx + rcx + 2]
+	WORD $0x0148; BYTE $0xca                   // add rdx, rcx
+	QUAD $0x00000080248c8b48                   // mov rcx, qword ptr [rsp + 128]
+	QUAD $0x0211943a48fdf362; LONG $0x01000000 // vinserti64x4 zmm2, zmm0, ymmword ptr [rcx + rdx + 2], 1
+	LONG $0x6f7ea1c4; WORD $0x0a44; BYTE $0x02 // vmovdqu ymm0, ymmword ptr [rdx + r9 + 2]
+	LONG $0x245c8b48; BYTE $0x20               // mov rbx, qword ptr [rsp + 32]
+	QUAD $0x0213b43a48fdf362; LONG $0x01000000 // vinserti64x4 zmm6, zmm0, ymmword ptr [rbx + rdx + 2], 1
+	LONG $0x244c8b48; BYTE $0x58               // mov rcx, qword ptr [rsp + 88]
+	LONG $0x446ffec5; WORD $0x0211             // vmovdqu ymm0, ymmword ptr [rcx + rdx + 2]
+	QUAD $0x000000a024b48b48                   // mov rsi, qword ptr [rsp + 160]
+	QUAD $0x0216bc3a48fdf362; LONG $0x01000000 // vinserti64x4 zmm7, zmm0, ymmword ptr [rsi + rdx + 2], 1
+	QUAD $0x000000e024948b4c                   // mov r10, qword ptr [rsp + 224]
+	LONG $0x6f7ec1c4; WORD $0x1244; BYTE $0x02 // vmovdqu ymm0, ymmword ptr [r10 + rdx + 2]
+	QUAD $0x0215843a48fd5362; LONG $0x01000000 // vinserti64x4 zmm8, zmm0, ymmword ptr [r13 + rdx + 2], 1
+	LONG $0x6f7ec1c4; WORD $0x1044; BYTE $0x02 // vmovdqu ymm0, ymmword ptr [r8 + rdx + 2]
+	QUAD $0x000000a8248c8b48                   // mov rcx, qword ptr [rsp + 168]
+	QUAD $0x02118c3a48fd7362; LONG $0x01000000 // vinserti64x4 zmm9, zmm0, ymmword ptr [rcx + rdx + 2], 1
+	LONG $0x446ffec5; WORD $0x0217             // vmovdqu ymm0, ymmword ptr [rdi + rdx + 2]
+	LONG $0x246c8b4c; BYTE $0x48               // mov r13, qword ptr [rsp + 72]
+	QUAD $0x0215943a48fd5362; LONG $0x01000000 // vinserti64x4 zmm10, zmm0, ymmword ptr [r13 + rdx + 2], 1
+	LONG $0x247c8b48; BYTE $0x70               // mov rdi, qword ptr [rsp + 112]
+	LONG $0x446ffec5; WORD $0x0217             // vmovdqu ymm0, ymmword ptr [rdi + rdx + 2]
+	QUAD $0x0000009824848b4c                   // mov r8, qword ptr [rsp + 152]
+	QUAD $0x02109c3a48fd5362; LONG $0x01000000 // vinserti64x4 zmm11, zmm0, ymmword ptr [r8 + rdx + 2], 1
+	LONG $0x245c8b4c; BYTE $0x68               // mov r11, qword ptr [rsp + 104]
+	LONG $0x6f7ec1c4; WORD $0x1344; BYTE $0x02 // vmovdqu ymm0, ymmword ptr [r11 + rdx + 2]
+	QUAD $0x000000d824b48b4c                   // mov r14, qword ptr [rsp + 216]
+	QUAD $0x02169c3a48fdc362; LONG $0x01000000 // vinserti64x4 zmm19, zmm0, ymmword ptr [r14 + rdx + 2], 1
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
+	JL   LBB7_935
+	WORD $0x0149; BYTE $0xd1                   // add r9, rdx
+	LONG $0x026ef9c5                           // vmovd xmm0, dword ptr [rdx]
+	LONG $0x2279c3c4; WORD $0x0101             // vpinsrd xmm0, xmm0, dword ptr [r9], 1
+	LONG $0x1c6ef9c5; BYTE $0x0a               // vmovd xmm3, dword ptr [rdx + rcx]
+	LONG $0x2261a3c4; WORD $0x2a1c; BYTE $0x01 // vpinsrd xmm3, xmm3, dword ptr [rdx + r13], 1
+	LONG $0x2261a3c4; WORD $0x021c; BYTE $0x02 // vpinsrd xmm3, xmm3, dword ptr [rdx + r8], 2
+	QUAD $0x000000d8248c8b48                   // mov rcx, qword ptr [rsp + 216]
+	LONG $0x2261e3c4; WORD $0x0a1c; BYTE $0x03 // vpinsrd xmm3, xmm3, dword ptr [rdx + rcx], 3
+	QUAD $0x00000080248c8b48                   // mov rcx, qword ptr [rsp + 128]
+	LONG $0x246ef9c5; BYTE $0x0a               // vmovd xmm4, dword ptr [rdx + rcx]
+	LONG $0x2259e3c4; WORD $0x1a24; BYTE $0x01 // vpinsrd xmm4, xmm4, dword ptr [rdx + rbx], 1
+	LONG $0x2259e3c4; WORD $0x3224; BYTE $0x02 // vpinsrd xmm4, xmm4, dword ptr [rdx + rsi], 2
+	QUAD $0x0000009024ac8b4c                   // mov r13, qword ptr [rsp + 144]
+	LONG $0x2259a3c4; WORD $0x2a24; BYTE $0x03 // vpinsrd xmm4, xmm4, dword ptr [rdx + r13], 3
+	LONG $0x24448b4c; BYTE $0x40               // mov r8, qword ptr [rsp + 64]
+	LONG $0x6e79a1c4; WORD $0x020c             // vmovd xmm1, dword ptr [rdx + r8]
+	LONG $0x244c8b48; BYTE $0x50               // mov rcx, qword ptr [rsp + 80]
+	LONG $0x2271e3c4; WORD $0x0a0c; BYTE $0x01 // vpinsrd xmm1, xmm1, dword ptr [rdx + rcx], 1
+	LONG $0x2271e3c4; WORD $0x3a0c; BYTE $0x02 // vpinsrd xmm1, xmm1, dword ptr [rdx + rdi], 2
+	LONG $0x2271a3c4; WORD $0x1a0c; BYTE $0x03 // vpinsrd xmm1, xmm1, dword ptr [rdx + r11], 3
+	LONG $0x244c8b48; BYTE $0x58               // mov rcx, qword ptr [rsp + 88]
+	LONG $0x2279e3c4; WORD $0x0a04; BYTE $0x02 // vpinsrd xmm0, xmm0, dword ptr [rdx + rcx], 2
+	LONG $0x2279a3c4; WORD $0x1204; BYTE $0x03 // vpinsrd xmm0, xmm0, dword ptr [rdx + r10], 3
+	LONG $0x385de3c4; WORD $0x01db             // vinserti128 ymm3, ymm4, xmm3, 1
+	LONG $0x387de3c4; WORD $0x01c1             // vinserti128 ymm0, ymm0, xmm1, 1
+	LONG $0x48fde362; WORD $0xe33a; BYTE $0x01 // vinserti64x4 zmm20, zmm0, ymm3, 1
+	QUAD $0x000000b824948b4c                   // mov r10, qword ptr [rsp + 184]
+	JMP  LBB7_936
+
+LBB7_639:
+	QUAD $0x000000015024bc80                   // cmp byte ptr [rsp + 336], 0
+	JE   LBB7_946
+	QUAD $0x0000014824948b48                   // mov rdx, qword ptr [rsp + 328]
+	LONG $0x4854f162; WORD $0x0258             // vaddps zmm0, zmm5, zmmword ptr [rdx]
+	LONG $0x24748b48; BYTE $0x18               // mov rsi, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
+	LONG $0x247c8b48; BYTE $0x30               // mov rdi, qword ptr [rsp + 48]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	LONG $0x481cf162; WORD $0x0258             // vaddps zmm0, zmm12, zmmword ptr [rdx]
+	LONG $0x01c68348                           // add rsi, 1
+	LONG $0xf7af0f48                           // imul rsi, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0xb1 // vmovups zmmword ptr [rcx + 4*rsi], zmm0
+	JMP  LBB7_947
+
+LBB7_946:
+	LONG $0x24548b48; BYTE $0x18               // mov rdx, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xd0                   // mov rax, rdx
+	LONG $0x24748b48; BYTE $0x30               // mov rsi, qword ptr [rsp + 48]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x487cf162; WORD $0x2c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm5
+	LONG $0x01c28348                           // add rdx, 1
+	LONG $0xd6af0f48                           // imul rdx, rsi
+	LONG $0x487c7162; WORD $0x2411; BYTE $0x91 // vmovups zmmword ptr [rcx + 4*rdx], zmm12
+
+LBB7_947:
+	QUAD $0x000000b024ac8b4c // mov r13, qword ptr [rsp + 176]
+	QUAD $0x000000d024bc8b48 // mov rdi, qword ptr [rsp + 208]
+	QUAD $0x000000e024b48b4c // mov r14, qword ptr [rsp + 224]
+	JMP  LBB7_1117
+
+LBB7_948:
+	LONG $0x0064a162; WORD $0xdb57 // vxorps xmm19, xmm19, xmm19
+	WORD $0x854d; BYTE $0xdb       // test r11, r11
+	JLE  LBB7_643
+
+LBB7_949:
+	LONG $0x24448b4c; BYTE $0x18         // mov r8, qword ptr [rsp + 24]
+	WORD $0x894c; BYTE $0xc0             // mov rax, r8
+	QUAD $0x0000882484af0f48; BYTE $0x00 // imul rax, qword ptr [rsp + 136]
+	LONG $0xc3af0f4d                     // imul r8, r11
+	QUAD $0x000000f024840348             // add rax, qword ptr [rsp + 240]
+	WORD $0xf631                         // xor esi, esi
+	JMP  LBB7_952
+	PCALIGN $16
+
+LBB7_950:
+	LONG $0x90f8e1c4; BYTE $0xda               // kmovq k3, k2
+	LONG $0xd2efe9c5                           // vpxor xmm2, xmm2, xmm2
+	LONG $0x4b7db262; WORD $0x1490; BYTE $0x3f // vpgatherdd zmm2 {k3}, [rdi + zmm15]
+
+LBB7_951:
+	LONG $0x48f5b362; WORD $0xcc3a; BYTE $0x01         // vinserti64x4 zmm1, zmm1, ymm20, 1
+	LONG $0x4055b162; WORD $0xf662                     // vpunpckldq zmm6, zmm21, zmm22
+	LONG $0x4055b162; WORD $0xfe6a                     // vpunpckhdq zmm7, zmm21, zmm22
+	LONG $0x40451162; WORD $0xc062                     // vpunpckldq zmm8, zmm23, zmm24
+	LONG $0x40451162; WORD $0xc86a                     // vpunpckhdq zmm9, zmm23, zmm24
+	LONG $0x402d7162; WORD $0xd562                     // vpunpckldq zmm10, zmm26, zmm5
+	LONG $0x402df162; WORD $0xed6a                     // vpunpckhdq zmm5, zmm26, zmm5
+	LONG $0x40357162; WORD $0xd962                     // vpunpckldq zmm11, zmm25, zmm1
+	LONG $0x4035f162; WORD $0xc96a                     // vpunpckhdq zmm1, zmm25, zmm1
+	LONG $0x48cd5162; WORD $0xe06c                     // vpunpcklqdq zmm12, zmm6, zmm8
+	LONG $0x48cdd162; WORD $0xf06d                     // vpunpckhqdq zmm6, zmm6, zmm8
+	LONG $0x48c55162; WORD $0xc16c                     // vpunpcklqdq zmm8, zmm7, zmm9
+	LONG $0x48c5d162; WORD $0xf96d                     // vpunpckhqdq zmm7, zmm7, zmm9
+	LONG $0x48ad5162; WORD $0xcb6c                     // vpunpcklqdq zmm9, zmm10, zmm11
+	LONG $0x48ad5162; WORD $0xd36d                     // vpunpckhqdq zmm10, zmm10, zmm11
+	LONG $0x48d57162; WORD $0xd96c                     // vpunpcklqdq zmm11, zmm5, zmm1
+	LONG $0x48d5f162; WORD $0xc96d                     // vpunpckhqdq zmm1, zmm5, zmm1
+	LONG $0x48fdd162; WORD $0xec6f                     // vmovdqa64 zmm5, zmm12
+	LONG $0x40fdd262; WORD $0xe97e                     // vpermt2q zmm5, zmm16, zmm9
+	LONG $0x40f55262; WORD $0xe17e                     // vpermt2q zmm12, zmm17, zmm9
+	LONG $0x48fd7162; WORD $0xce6f                     // vmovdqa64 zmm9, zmm6
+	LONG $0x40fd5262; WORD $0xca7e                     // vpermt2q zmm9, zmm16, zmm10
+	LONG $0x40f5d262; WORD $0xf27e                     // vpermt2q zmm6, zmm17, zmm10
+	LONG $0x48fd5162; WORD $0xd06f                     // vmovdqa64 zmm10, zmm8
+	LONG $0x40fd5262; WORD $0xd37e                     // vpermt2q zmm10, zmm16, zmm11
+	LONG $0x40f55262; WORD $0xc37e                     // vpermt2q zmm8, zmm17, zmm11
+	LONG $0x48fd7162; WORD $0xdf6f                     // vmovdqa64 zmm11, zmm7
+	LONG $0x40fd7262; WORD $0xd97e                     // vpermt2q zmm11, zmm16, zmm1
+	LONG $0x40f5f262; WORD $0xf97e                     // vpermt2q zmm7, zmm17, zmm1
+	QUAD $0x04288d58487df262; WORD $0x0000             // vpbroadcastd zmm1, dword ptr [rbp + 1064] /* [rip + .LCPI7_18] */
+	LONG $0x4855f162; WORD $0xe9ef                     // vpxord zmm5, zmm5, zmm1
+	LONG $0x300c8d48                                   // lea rcx, [rax + rsi]
+	WORD $0x8948; BYTE $0xcf                           // mov rdi, rcx
+	LONG $0x05e7c148                                   // shl rdi, 5
+	LONG $0x4f0c8d48                                   // lea rcx, [rdi + 2*rcx]
+	LONG $0x063c8d4a                                   // lea rdi, [rsi + r8]
+	QUAD $0x80bcac58487d7262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm13, dword ptr [rsp + 4*rdi + 1664]
+	QUAD $0x0000014024948b48                           // mov rdx, qword ptr [rsp + 320]
+	QUAD $0x020aac5058557262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm5, dword ptr [rdx + rcx + 2]{1to16}
+	LONG $0x487ef262; WORD $0xd233                     // vpmovdw ymm2, zmm2
+	LONG $0x487df262; WORD $0xd213                     // vcvtph2ps zmm2, ymm2
+	LONG $0x4835f162; WORD $0xe9ef                     // vpxord zmm5, zmm9, zmm1
+	LONG $0x482d7162; WORD $0xc9ef                     // vpxord zmm9, zmm10, zmm1
+	LONG $0x48257162; WORD $0xd1ef                     // vpxord zmm10, zmm11, zmm1
+	LONG $0x481d7162; WORD $0xd9ef                     // vpxord zmm11, zmm12, zmm1
+	LONG $0x484df162; WORD $0xf1ef                     // vpxord zmm6, zmm6, zmm1
+	LONG $0x483d7162; WORD $0xc1ef                     // vpxord zmm8, zmm8, zmm1
+	LONG $0x4845f162; WORD $0xc9ef                     // vpxord zmm1, zmm7, zmm1
+	LONG $0x486cf162; WORD $0xfa5c                     // vsubps zmm7, zmm2, zmm2
+	QUAD $0x060aac5058557262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm5, dword ptr [rdx + rcx + 6]{1to16}
+	QUAD $0x0a0aac5058357262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm9, dword ptr [rdx + rcx + 10]{1to16}
+	QUAD $0x0e0aac50582d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm10, dword ptr [rdx + rcx + 14]{1to16}
+	QUAD $0x120aac5058257262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm11, dword ptr [rdx + rcx + 18]{1to16}
+	QUAD $0x160aac50584d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm6, dword ptr [rdx + rcx + 22]{1to16}
+	QUAD $0x1a0aac50583d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm8, dword ptr [rdx + rcx + 26]{1to16}
+	QUAD $0x1e0aac5058757262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm1, dword ptr [rdx + rcx + 30]{1to16}
+	LONG $0x4844f162; WORD $0xca58                     // vaddps zmm1, zmm7, zmm2
+	QUAD $0x80bc8c595874f162; WORD $0x0046; BYTE $0x00 // vmulps zmm1, zmm1, dword ptr [rsp + 4*rdi + 18048]{1to16}
+	LONG $0x487cd162; WORD $0xd55b                     // vcvtdq2ps zmm2, zmm13
+	LONG $0x4874f162; WORD $0xca59                     // vmulps zmm1, zmm1, zmm2
+	LONG $0x4064e162; WORD $0xd958                     // vaddps zmm19, zmm19, zmm1
+	LONG $0x01c68348                                   // add rsi, 1
+	WORD $0x394c; BYTE $0xde                           // cmp rsi, r11
+	JE   LBB7_643
+
+LBB7_952:
+	QUAD $0x0000010824bc8348; BYTE $0x00 // cmp qword ptr [rsp + 264], 0
+	JLE  LBB7_958
+	QUAD $0x0000013024bc8b48             // mov rdi, qword ptr [rsp + 304]
+	JMP  LBB7_955
+	PCALIGN $16
+
+LBB7_954:
+	LONG $0xc0c78348 // add rdi, -64
+	LONG $0x40ff8348 // cmp rdi, 64
+	JBE  LBB7_958
+
+LBB7_955:
+	QUAD $0x000000f824bc3b4c     // cmp r15, qword ptr [rsp + 248]
+	JGE  LBB7_958
+	WORD $0x894c; BYTE $0xf9     // mov rcx, r15
+	LONG $0xc9af0f49             // imul rcx, r9
+	WORD $0x0148; BYTE $0xd9     // add rcx, rbx
+	LONG $0x14180f41; BYTE $0x0c // prefetcht1 byte ptr [r12 + rcx]
+	LONG $0x40c48349             // add r12, 64
+	LONG $0x24548b48; BYTE $0x10 // mov rdx, qword ptr [rsp + 16]
+	WORD $0x3949; BYTE $0xd4     // cmp r12, rdx
+	JL   LBB7_954
+	LONG $0x1154180f; BYTE $0xff // prefetcht1 byte ptr [rcx + rdx - 1]
+	LONG $0x01c78349             // add r15, 1
+	WORD $0x3145; BYTE $0xe4     // xor r12d, r12d
+	JMP  LBB7_954
+	PCALIGN $16
+
+LBB7_958:
+	WORD $0x8948; BYTE $0xf1                   // mov rcx, rsi
+	LONG $0x05e1c148                           // shl rcx, 5
+	LONG $0x713c8d48                           // lea rdi, [rcx + 2*rsi]
+	QUAD $0x0000010024bc0348                   // add rdi, qword ptr [rsp + 256]
+	LONG $0x00350162; WORD $0xc9ef             // vpxord xmm25, xmm25, xmm25
+	LONG $0x005da162; WORD $0xe4ef             // vpxord xmm20, xmm20, xmm20
+	QUAD $0x0000013824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 312], 0
+	JLE  LBB7_968
+	LONG $0x4f6ffec5; BYTE $0x02               // vmovdqu ymm1, ymmword ptr [rdi + 2]
+	LONG $0x24548b48; BYTE $0x28               // mov rdx, qword ptr [rsp + 40]
+	LONG $0x08fa8348                           // cmp rdx, 8
+	JBE  LBB7_969
+	QUAD $0x00000080248c8b48                   // mov rcx, qword ptr [rsp + 128]
+	QUAD $0x020fac3a48f5e362; LONG $0x01000000 // vinserti64x4 zmm21, zmm1, ymmword ptr [rdi + rcx + 2], 1
+	LONG $0x6f7ea1c4; WORD $0x0f4c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [rdi + r9 + 2]
+	LONG $0x09fa8348                           // cmp rdx, 9
+	JNE  LBB7_972
+	LONG $0x28fde162; WORD $0xf16f             // vmovdqa64 ymm22, ymm1
+	LONG $0x244c8b48; BYTE $0x58               // mov rcx, qword ptr [rsp + 88]
+	LONG $0x4c6ffec5; WORD $0x020f             // vmovdqu ymm1, ymmword ptr [rdi + rcx + 2]
+	JMP  LBB7_962
+	PCALIGN $16
+
+LBB7_968:
+	LONG $0xc9eff1c5               // vpxor xmm1, xmm1, xmm1
+	LONG $0x0055a162; WORD $0xedef // vpxord xmm21, xmm21, xmm21
+	JMP  LBB7_980
+	PCALIGN $16
+
+LBB7_969:
+	LONG $0x28fde162; WORD $0xe96f                     // vmovdqa64 ymm21, ymm1
+	LONG $0x02fa8348                                   // cmp rdx, 2
+	JB   LBB7_979
+	QUAD $0x020fb46f28fea162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm22, ymmword ptr [rdi + r9 + 2]
+	JNE  LBB7_1018
+	LONG $0xc9eff1c5                                   // vpxor xmm1, xmm1, xmm1
+	JMP  LBB7_981
+
+LBB7_972:
+	LONG $0x244c8b48; BYTE $0x20                       // mov rcx, qword ptr [rsp + 32]
+	QUAD $0x020fb43a48f5e362; LONG $0x01000000         // vinserti64x4 zmm22, zmm1, ymmword ptr [rdi + rcx + 2], 1
+	LONG $0x244c8b48; BYTE $0x58                       // mov rcx, qword ptr [rsp + 88]
+	LONG $0x4c6ffec5; WORD $0x020f                     // vmovdqu ymm1, ymmword ptr [rdi + rcx + 2]
+	LONG $0x0bfa8348                                   // cmp rdx, 11
+	JB   LBB7_962
+	QUAD $0x000000a0248c8b48                           // mov rcx, qword ptr [rsp + 160]
+	QUAD $0x020fbc3a48f5e362; LONG $0x01000000         // vinserti64x4 zmm23, zmm1, ymmword ptr [rdi + rcx + 2], 1
+	LONG $0x6f7ea1c4; WORD $0x374c; BYTE $0x02         // vmovdqu ymm1, ymmword ptr [rdi + r14 + 2]
+	JE   LBB7_963
+	QUAD $0x00000090248c8b48                           // mov rcx, qword ptr [rsp + 144]
+	QUAD $0x020f843a48f56362; LONG $0x01000000         // vinserti64x4 zmm24, zmm1, ymmword ptr [rdi + rcx + 2], 1
+	LONG $0x244c8b48; BYTE $0x40                       // mov rcx, qword ptr [rsp + 64]
+	LONG $0x4c6ffec5; WORD $0x020f                     // vmovdqu ymm1, ymmword ptr [rdi + rcx + 2]
+	LONG $0x247c8348; WORD $0x0d28                     // cmp qword ptr [rsp + 40], 13
+	JB   LBB7_964
+	QUAD $0x000000a8248c8b48                           // mov rcx, qword ptr [rsp + 168]
+	QUAD $0x020f943a48f56362; LONG $0x01000000         // vinserti64x4 zmm26, zmm1, ymmword ptr [rdi + rcx + 2], 1
+	LONG $0x244c8b48; BYTE $0x50                       // mov rcx, qword ptr [rsp + 80]
+	LONG $0x4c6ffec5; WORD $0x020f                     // vmovdqu ymm1, ymmword ptr [rdi + rcx + 2]
+	JE   LBB7_965
+	LONG $0x244c8b48; BYTE $0x48                       // mov rcx, qword ptr [rsp + 72]
+	QUAD $0x020fac3a48f5f362; LONG $0x01000000         // vinserti64x4 zmm5, zmm1, ymmword ptr [rdi + rcx + 2], 1
+	LONG $0x244c8b48; BYTE $0x70                       // mov rcx, qword ptr [rsp + 112]
+	LONG $0x4c6ffec5; WORD $0x020f                     // vmovdqu ymm1, ymmword ptr [rdi + rcx + 2]
+	LONG $0x247c8348; WORD $0x0f28                     // cmp qword ptr [rsp + 40], 15
+	JB   LBB7_966
+	QUAD $0x00000098248c8b48                           // mov rcx, qword ptr [rsp + 152]
+	QUAD $0x020f8c3a48f56362; LONG $0x01000000         // vinserti64x4 zmm25, zmm1, ymmword ptr [rdi + rcx + 2], 1
+	LONG $0x244c8b48; BYTE $0x68                       // mov rcx, qword ptr [rsp + 104]
+	LONG $0x4c6ffec5; WORD $0x020f                     // vmovdqu ymm1, ymmword ptr [rdi + rcx + 2]
+	JE   LBB7_985
+	QUAD $0x000000d8248c8b48                           // mov rcx, qword ptr [rsp + 216]
+	QUAD $0x020fa46f28fee162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm20, ymmword ptr [rdi + rcx + 2]
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08         // cmp r9, 134217728
+	JL   LBB7_950
+	JMP  LBB7_986
+	PCALIGN $16
+
+LBB7_962:
+	LONG $0x28fde162; WORD $0xf96f             // vmovdqa64 ymm23, ymm1
+	LONG $0x6f7ea1c4; WORD $0x374c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [rdi + r14 + 2]
+
+LBB7_963:
+	LONG $0x28fd6162; WORD $0xc16f // vmovdqa64 ymm24, ymm1
+	LONG $0x244c8b48; BYTE $0x40   // mov rcx, qword ptr [rsp + 64]
+	LONG $0x4c6ffec5; WORD $0x020f // vmovdqu ymm1, ymmword ptr [rdi + rcx + 2]
+
+LBB7_964:
+	LONG $0x28fd6162; WORD $0xd16f // vmovdqa64 ymm26, ymm1
+	LONG $0x244c8b48; BYTE $0x50   // mov rcx, qword ptr [rsp + 80]
+	LONG $0x4c6ffec5; WORD $0x020f // vmovdqu ymm1, ymmword ptr [rdi + rcx + 2]
+
+LBB7_965:
+	LONG $0xe96ffdc5               // vmovdqa ymm5, ymm1
+	LONG $0x244c8b48; BYTE $0x70   // mov rcx, qword ptr [rsp + 112]
+	LONG $0x4c6ffec5; WORD $0x020f // vmovdqu ymm1, ymmword ptr [rdi + rcx + 2]
+
+LBB7_966:
+	LONG $0x28fd6162; WORD $0xc96f // vmovdqa64 ymm25, ymm1
+
+LBB7_967:
+	LONG $0x244c8b48; BYTE $0x68               // mov rcx, qword ptr [rsp + 104]
+	LONG $0x4c6ffec5; WORD $0x020f             // vmovdqu ymm1, ymmword ptr [rdi + rcx + 2]
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
+	JL   LBB7_950
+	JMP  LBB7_986
+
+LBB7_979:
+	LONG $0xc9eff1c5 // vpxor xmm1, xmm1, xmm1
+
+LBB7_980:
+	LONG $0x004da162; WORD $0xf6ef // vpxord xmm22, xmm22, xmm22
+
+LBB7_981:
+	LONG $0x0045a162; WORD $0xffef // vpxord xmm23, xmm23, xmm23
+
+LBB7_982:
+	LONG $0x003d0162; WORD $0xc0ef // vpxord xmm24, xmm24, xmm24
+
+LBB7_983:
+	LONG $0x002d0162; WORD $0xd2ef // vpxord xmm26, xmm26, xmm26
+
+LBB7_984:
+	LONG $0xedefd1c5 // vpxor xmm5, xmm5, xmm5
+
+LBB7_985:
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
+	JL   LBB7_950
+
+LBB7_986:
+	QUAD $0x0000013824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 312], 0
+	JLE  LBB7_1003
+	LONG $0x176ef9c5                           // vmovd xmm2, dword ptr [rdi]
+	LONG $0x244c8b48; BYTE $0x28               // mov rcx, qword ptr [rsp + 40]
+	LONG $0x01f98348                           // cmp rcx, 1
+	JE   LBB7_1004
+	LONG $0x2269a3c4; WORD $0x0f34; BYTE $0x01 // vpinsrd xmm6, xmm2, dword ptr [rdi + r9], 1
+	LONG $0x486df362; WORD $0xd638; BYTE $0x00 // vinserti32x4 zmm2, zmm2, xmm6, 0
+	LONG $0x486df162; WORD $0x55db; BYTE $0x03 // vpandd zmm2, zmm2, zmmword ptr [rbp + 192] /* [rip + .LCPI7_5] */
+	LONG $0x03f98348                           // cmp rcx, 3
+	JB   LBB7_1005
+	LONG $0x244c8b48; BYTE $0x58               // mov rcx, qword ptr [rsp + 88]
+	LONG $0x2269e3c4; WORD $0x0f34; BYTE $0x02 // vpinsrd xmm6, xmm2, dword ptr [rdi + rcx], 2
+	LONG $0x486df362; WORD $0xd638; BYTE $0x00 // vinserti32x4 zmm2, zmm2, xmm6, 0
+	LONG $0x486df162; WORD $0x55db; BYTE $0x04 // vpandd zmm2, zmm2, zmmword ptr [rbp + 256] /* [rip + .LCPI7_6] */
+	JE   LBB7_1006
+	LONG $0x2269a3c4; WORD $0x3734; BYTE $0x03 // vpinsrd xmm6, xmm2, dword ptr [rdi + r14], 3
+	LONG $0x486df362; WORD $0xd638; BYTE $0x00 // vinserti32x4 zmm2, zmm2, xmm6, 0
+	LONG $0x486df162; WORD $0x55db; BYTE $0x05 // vpandd zmm2, zmm2, zmmword ptr [rbp + 320] /* [rip + .LCPI7_7] */
+	LONG $0x247c8348; WORD $0x0528             // cmp qword ptr [rsp + 40], 5
+	JB   LBB7_1007
+	LONG $0x0010b966                           // mov cx, 16
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	LONG $0x244c8b48; BYTE $0x40               // mov rcx, qword ptr [rsp + 64]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x0f // vpbroadcastd zmm2 {k3}, dword ptr [rdi + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x06 // vpandd zmm2, zmm2, zmmword ptr [rbp + 384] /* [rip + .LCPI7_8] */
+	JE   LBB7_1008
+	LONG $0x0020b966                           // mov cx, 32
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	LONG $0x244c8b48; BYTE $0x50               // mov rcx, qword ptr [rsp + 80]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x0f // vpbroadcastd zmm2 {k3}, dword ptr [rdi + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x07 // vpandd zmm2, zmm2, zmmword ptr [rbp + 448] /* [rip + .LCPI7_9] */
+	LONG $0x247c8348; WORD $0x0728             // cmp qword ptr [rsp + 40], 7
+	JB   LBB7_1009
+	LONG $0x0040b966                           // mov cx, 64
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	LONG $0x244c8b48; BYTE $0x70               // mov rcx, qword ptr [rsp + 112]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x0f // vpbroadcastd zmm2 {k3}, dword ptr [rdi + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x08 // vpandd zmm2, zmm2, zmmword ptr [rbp + 512] /* [rip + .LCPI7_10] */
+	JE   LBB7_1010
+	LONG $0x0080b966                           // mov cx, 128
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	LONG $0x244c8b48; BYTE $0x68               // mov rcx, qword ptr [rsp + 104]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x0f // vpbroadcastd zmm2 {k3}, dword ptr [rdi + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x09 // vpandd zmm2, zmm2, zmmword ptr [rbp + 576] /* [rip + .LCPI7_11] */
+	LONG $0x247c8348; WORD $0x0928             // cmp qword ptr [rsp + 40], 9
+	JB   LBB7_1011
+	LONG $0x0100b966                           // mov cx, 256
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	QUAD $0x00000080248c8b48                   // mov rcx, qword ptr [rsp + 128]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x0f // vpbroadcastd zmm2 {k3}, dword ptr [rdi + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0a // vpandd zmm2, zmm2, zmmword ptr [rbp + 640] /* [rip + .LCPI7_12] */
+	JE   LBB7_1012
+	LONG $0x0200b966                           // mov cx, 512
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	LONG $0x244c8b48; BYTE $0x20               // mov rcx, qword ptr [rsp + 32]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x0f // vpbroadcastd zmm2 {k3}, dword ptr [rdi + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0b // vpandd zmm2, zmm2, zmmword ptr [rbp + 704] /* [rip + .LCPI7_13] */
+	LONG $0x247c8348; WORD $0x0b28             // cmp qword ptr [rsp + 40], 11
+	JB   LBB7_1013
+	LONG $0x0400b966                           // mov cx, 1024
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	QUAD $0x000000a0248c8b48                   // mov rcx, qword ptr [rsp + 160]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x0f // vpbroadcastd zmm2 {k3}, dword ptr [rdi + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0c // vpandd zmm2, zmm2, zmmword ptr [rbp + 768] /* [rip + .LCPI7_14] */
+	JE   LBB7_1014
+	LONG $0x0800b966                           // mov cx, 2048
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	QUAD $0x00000090248c8b48                   // mov rcx, qword ptr [rsp + 144]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x0f // vpbroadcastd zmm2 {k3}, dword ptr [rdi + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0d // vpandd zmm2, zmm2, zmmword ptr [rbp + 832] /* [rip + .LCPI7_15] */
+	LONG $0x247c8348; WORD $0x0d28             // cmp qword ptr [rsp + 40], 13
+	JB   LBB7_1015
+	LONG $0x1000b966                           // mov cx, 4096
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	QUAD $0x000000a8248c8b48                   // mov rcx, qword ptr [rsp + 168]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x0f // vpbroadcastd zmm2 {k3}, dword ptr [rdi + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0e // vpandd zmm2, zmm2, zmmword ptr [rbp + 896] /* [rip + .LCPI7_16] */
+	JE   LBB7_1016
+	LONG $0x2000b966                           // mov cx, 8192
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	LONG $0x244c8b48; BYTE $0x48               // mov rcx, qword ptr [rsp + 72]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x0f // vpbroadcastd zmm2 {k3}, dword ptr [rdi + rcx]
+	LONG $0x486db162; WORD $0xd2db             // vpandd zmm2, zmm2, zmm18
+	LONG $0x247c8348; WORD $0x0f28             // cmp qword ptr [rsp + 40], 15
+	JB   LBB7_1017
+	LONG $0x4000b966                           // mov cx, 16384
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	QUAD $0x00000098248c8b48                   // mov rcx, qword ptr [rsp + 152]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x0f // vpbroadcastd zmm2 {k3}, dword ptr [rdi + rcx]
+	LONG $0x7fffb966                           // mov cx, 32767
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	LONG $0xcb7df262; WORD $0xd289             // vpexpandd zmm2 {k3} {z}, zmm2
+	JE   LBB7_951
+	LONG $0x8000b966                           // mov cx, -32768
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	QUAD $0x000000d8248c8b48                   // mov rcx, qword ptr [rsp + 216]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x0f // vpbroadcastd zmm2 {k3}, dword ptr [rdi + rcx]
+	JMP  LBB7_951
+
+LBB7_1003:
+	LONG $0xd2efe9c5 // vpxor xmm2, xmm2, xmm2
+
+LBB7_1004:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x03 // vpandd zmm2, zmm2, zmmword ptr [rbp + 192] /* [rip + .LCPI7_5] */
+
+LBB7_1005:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x04 // vpandd zmm2, zmm2, zmmword ptr [rbp + 256] /* [rip + .LCPI7_6] */
+
+LBB7_1006:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x05 // vpandd zmm2, zmm2, zmmword ptr [rbp + 320] /* [rip + .LCPI7_7] */
+
+LBB7_1007:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x06 // vpandd zmm2, zmm2, zmmword ptr [rbp + 384] /* [rip + .LCPI7_8] */
+
+LBB7_1008:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x07 // vpandd zmm2, zmm2, zmmword ptr [rbp + 448] /* [rip + .LCPI7_9] */
+
+LBB7_1009:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x08 // vpandd zmm2, zmm2, zmmword ptr [rbp + 512] /* [rip + .LCPI7_10] */
+
+LBB7_1010:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x09 // vpandd zmm2, zmm2, zmmword ptr [rbp + 576] /* [rip + .LCPI7_11] */
+
+LBB7_1011:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0a // vpandd zmm2, zmm2, zmmword ptr [rbp + 640] /* [rip + .LCPI7_12] */
+
+LBB7_1012:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0b // vpandd zmm2, zmm2, zmmword ptr [rbp + 704] /* [rip + .LCPI7_13] */
+
+LBB7_1013:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0c // vpandd zmm2, zmm2, zmmword ptr [rbp + 768] /* [rip + .LCPI7_14] */
+
+LBB7_1014:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0d // vpandd zmm2, zmm2, zmmword ptr [rbp + 832] /* [rip + .LCPI7_15] */
+
+LBB7_1015:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0e // vpandd zmm2, zmm2, zmmword ptr [rbp + 896] /* [rip + .LCPI7_16] */
+
+LBB7_1016:
+	LONG $0x486db162; WORD $0xd2db // vpandd zmm2, zmm2, zmm18
+
+LBB7_1017:
+	LONG $0x7fffb966               // mov cx, 32767
+	LONG $0xd992fbc5               // kmovd k3, ecx
+	LONG $0xcb7df262; WORD $0xd289 // vpexpandd zmm2 {k3} {z}, zmm2
+	JMP  LBB7_951
+
+LBB7_1018:
+	LONG $0x244c8b48; BYTE $0x58                       // mov rcx, qword ptr [rsp + 88]
+	QUAD $0x020fbc6f28fee162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm23, ymmword ptr [rdi + rcx + 2]
+	LONG $0x247c8348; WORD $0x0428                     // cmp qword ptr [rsp + 40], 4
+	JB   LBB7_1021
+	QUAD $0x0237846f28fe2162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm24, ymmword ptr [rdi + r14 + 2]
+	JNE  LBB7_1022
+	LONG $0xc9eff1c5                                   // vpxor xmm1, xmm1, xmm1
+	JMP  LBB7_983
+
+LBB7_1021:
+	LONG $0xc9eff1c5 // vpxor xmm1, xmm1, xmm1
+	JMP  LBB7_982
+
+LBB7_1022:
+	LONG $0x244c8b48; BYTE $0x40                       // mov rcx, qword ptr [rsp + 64]
+	QUAD $0x020f946f28fe6162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm26, ymmword ptr [rdi + rcx + 2]
+	LONG $0x247c8348; WORD $0x0628                     // cmp qword ptr [rsp + 40], 6
+	JB   LBB7_1025
+	LONG $0x244c8b48; BYTE $0x50                       // mov rcx, qword ptr [rsp + 80]
+	LONG $0x6c6ffec5; WORD $0x020f                     // vmovdqu ymm5, ymmword ptr [rdi + rcx + 2]
+	JE   LBB7_1024
+	LONG $0x244c8b48; BYTE $0x70                       // mov rcx, qword ptr [rsp + 112]
+	QUAD $0x020f8c6f28fe6162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm25, ymmword ptr [rdi + rcx + 2]
+	LONG $0x247c8348; WORD $0x0828                     // cmp qword ptr [rsp + 40], 8
+	JAE  LBB7_967
+
+LBB7_1024:
+	LONG $0xc9eff1c5                           // vpxor xmm1, xmm1, xmm1
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
+	JL   LBB7_950
+	JMP  LBB7_986
+
+LBB7_1025:
+	LONG $0xc9eff1c5 // vpxor xmm1, xmm1, xmm1
+	JMP  LBB7_984
+
+LBB7_643:
+	QUAD $0x000000015024bc80                   // cmp byte ptr [rsp + 336], 0
+	JE   LBB7_1027
+	QUAD $0x0000014824848b48                   // mov rax, qword ptr [rsp + 328]
+	LONG $0xc97cf162; WORD $0x0810             // vmovups zmm1 {k1} {z}, zmmword ptr [rax]
+	LONG $0x4064f162; WORD $0xc958             // vaddps zmm1, zmm19, zmm1
+	LONG $0x244c8b48; BYTE $0x18               // mov rcx, qword ptr [rsp + 24]
+	LONG $0x4caf0f48; WORD $0x3024             // imul rcx, qword ptr [rsp + 48]
+	LONG $0x24448b48; BYTE $0x38               // mov rax, qword ptr [rsp + 56]
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x88 // vmovups zmmword ptr [rax + 4*rcx] {k1}, zmm1
+	JMP  LBB7_1028
+
+LBB7_1027:
+	LONG $0x244c8b48; BYTE $0x18               // mov rcx, qword ptr [rsp + 24]
+	LONG $0x4caf0f48; WORD $0x3024             // imul rcx, qword ptr [rsp + 48]
+	LONG $0x24448b48; BYTE $0x38               // mov rax, qword ptr [rsp + 56]
+	LONG $0x497ce162; WORD $0x1c11; BYTE $0x88 // vmovups zmmword ptr [rax + 4*rcx] {k1}, zmm19
+
+LBB7_1028:
+	LONG $0x24448b4c; BYTE $0x10 // mov r8, qword ptr [rsp + 16]
+	QUAD $0x000000c024848b48     // mov rax, qword ptr [rsp + 192]
+	JMP  LBB7_315
+
+LBB7_1029:
+	LONG $0x0064a162; WORD $0xdb57 // vxorps xmm19, xmm19, xmm19
+	LONG $0x005ca162; WORD $0xe457 // vxorps xmm20, xmm20, xmm20
+	LONG $0x24548b48; BYTE $0x18   // mov rdx, qword ptr [rsp + 24]
+	WORD $0x854d; BYTE $0xdb       // test r11, r11
+	JLE  LBB7_647
+
+LBB7_1030:
+	WORD $0x8949; BYTE $0xd0 // mov r8, rdx
+	QUAD $0x0000008824848b48 // mov rax, qword ptr [rsp + 136]
+	LONG $0xc0af0f4c         // imul r8, rax
+	WORD $0x8948; BYTE $0xd1 // mov rcx, rdx
+	WORD $0x8949; BYTE $0xd2 // mov r10, rdx
+	LONG $0xd3af0f4d         // imul r10, r11
+	LONG $0x01728d48         // lea rsi, [rdx + 1]
+	WORD $0x8949; BYTE $0xf5 // mov r13, rsi
+	LONG $0xe8af0f4c         // imul r13, rax
+	LONG $0xf3af0f49         // imul rsi, r11
+	WORD $0xc031             // xor eax, eax
+	JMP  LBB7_1033
+	PCALIGN $16
+
+LBB7_1031:
+	LONG $0x90f8e1c4; BYTE $0xda               // kmovq k3, k2
+	LONG $0xd2efe9c5                           // vpxor xmm2, xmm2, xmm2
+	LONG $0x4b7db262; WORD $0x1490; BYTE $0x3a // vpgatherdd zmm2 {k3}, [rdx + zmm15]
+
+LBB7_1032:
+	LONG $0x48f5b362; WORD $0xcd3a; BYTE $0x01         // vinserti64x4 zmm1, zmm1, ymm21, 1
+	LONG $0x404db162; WORD $0xf762                     // vpunpckldq zmm6, zmm22, zmm23
+	LONG $0x404db162; WORD $0xff6a                     // vpunpckhdq zmm7, zmm22, zmm23
+	LONG $0x403d1162; WORD $0xc162                     // vpunpckldq zmm8, zmm24, zmm25
+	LONG $0x403d1162; WORD $0xc96a                     // vpunpckhdq zmm9, zmm24, zmm25
+	LONG $0x40257162; WORD $0xd562                     // vpunpckldq zmm10, zmm27, zmm5
+	LONG $0x4025f162; WORD $0xed6a                     // vpunpckhdq zmm5, zmm27, zmm5
+	LONG $0x402d7162; WORD $0xd962                     // vpunpckldq zmm11, zmm26, zmm1
+	LONG $0x402df162; WORD $0xc96a                     // vpunpckhdq zmm1, zmm26, zmm1
+	LONG $0x48cd5162; WORD $0xe06c                     // vpunpcklqdq zmm12, zmm6, zmm8
+	LONG $0x48cdd162; WORD $0xf06d                     // vpunpckhqdq zmm6, zmm6, zmm8
+	LONG $0x48c55162; WORD $0xc16c                     // vpunpcklqdq zmm8, zmm7, zmm9
+	LONG $0x48c5d162; WORD $0xf96d                     // vpunpckhqdq zmm7, zmm7, zmm9
+	LONG $0x48ad5162; WORD $0xcb6c                     // vpunpcklqdq zmm9, zmm10, zmm11
+	LONG $0x48ad5162; WORD $0xd36d                     // vpunpckhqdq zmm10, zmm10, zmm11
+	LONG $0x48d57162; WORD $0xd96c                     // vpunpcklqdq zmm11, zmm5, zmm1
+	LONG $0x48d5f162; WORD $0xc96d                     // vpunpckhqdq zmm1, zmm5, zmm1
+	LONG $0x48fdd162; WORD $0xec6f                     // vmovdqa64 zmm5, zmm12
+	LONG $0x40fdd262; WORD $0xe97e                     // vpermt2q zmm5, zmm16, zmm9
+	LONG $0x40f55262; WORD $0xe17e                     // vpermt2q zmm12, zmm17, zmm9
+	LONG $0x48fd7162; WORD $0xce6f                     // vmovdqa64 zmm9, zmm6
+	LONG $0x40fd5262; WORD $0xca7e                     // vpermt2q zmm9, zmm16, zmm10
+	LONG $0x40f5d262; WORD $0xf27e                     // vpermt2q zmm6, zmm17, zmm10
+	LONG $0x48fd5162; WORD $0xd06f                     // vmovdqa64 zmm10, zmm8
+	LONG $0x40fd5262; WORD $0xd37e                     // vpermt2q zmm10, zmm16, zmm11
+	LONG $0x40f55262; WORD $0xc37e                     // vpermt2q zmm8, zmm17, zmm11
+	LONG $0x48fd7162; WORD $0xdf6f                     // vmovdqa64 zmm11, zmm7
+	LONG $0x40fd7262; WORD $0xd97e                     // vpermt2q zmm11, zmm16, zmm1
+	LONG $0x40f5f262; WORD $0xf97e                     // vpermt2q zmm7, zmm17, zmm1
+	LONG $0x487ef262; WORD $0xd133                     // vpmovdw ymm1, zmm2
+	LONG $0x487df262; WORD $0xc913                     // vcvtph2ps zmm1, ymm1
+	LONG $0x4874f162; WORD $0xd15c                     // vsubps zmm2, zmm1, zmm1
+	LONG $0x486cf162; WORD $0xc958                     // vaddps zmm1, zmm2, zmm1
+	QUAD $0x000000f0248c8b48                           // mov rcx, qword ptr [rsp + 240]
+	LONG $0x08148d48                                   // lea rdx, [rax + rcx]
+	QUAD $0x04289558487df262; WORD $0x0000             // vpbroadcastd zmm2, dword ptr [rbp + 1064] /* [rip + .LCPI7_18] */
+	LONG $0x4855f162; WORD $0xeaef                     // vpxord zmm5, zmm5, zmm2
+	LONG $0x48357162; WORD $0xcaef                     // vpxord zmm9, zmm9, zmm2
+	LONG $0x482d7162; WORD $0xd2ef                     // vpxord zmm10, zmm10, zmm2
+	LONG $0x48257162; WORD $0xdaef                     // vpxord zmm11, zmm11, zmm2
+	LONG $0x481d7162; WORD $0xe2ef                     // vpxord zmm12, zmm12, zmm2
+	LONG $0x484df162; WORD $0xf2ef                     // vpxord zmm6, zmm6, zmm2
+	LONG $0x483d7162; WORD $0xc2ef                     // vpxord zmm8, zmm8, zmm2
+	LONG $0x4845f162; WORD $0xd2ef                     // vpxord zmm2, zmm7, zmm2
+	LONG $0x020c8d4a                                   // lea rcx, [rdx + r8]
+	WORD $0x8948; BYTE $0xcb                           // mov rbx, rcx
+	LONG $0x05e3c148                                   // shl rbx, 5
+	LONG $0x4b0c8d48                                   // lea rcx, [rbx + 2*rcx]
+	LONG $0x101c8d4a                                   // lea rbx, [rax + r10]
+	QUAD $0x809cbc58487df262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm7, dword ptr [rsp + 4*rbx + 1664]
+	QUAD $0x0000014024bc8b48                           // mov rdi, qword ptr [rsp + 320]
+	QUAD $0x020fbc505855f262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm7, zmm5, dword ptr [rdi + rcx + 2]{1to16}
+	QUAD $0x060fbc505835f262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm7, zmm9, dword ptr [rdi + rcx + 6]{1to16}
+	QUAD $0x0a0fbc50582df262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm7, zmm10, dword ptr [rdi + rcx + 10]{1to16}
+	QUAD $0x0e0fbc505825f262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm7, zmm11, dword ptr [rdi + rcx + 14]{1to16}
+	QUAD $0x120fbc50581df262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm7, zmm12, dword ptr [rdi + rcx + 18]{1to16}
+	QUAD $0x160fbc50584df262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm7, zmm6, dword ptr [rdi + rcx + 22]{1to16}
+	QUAD $0x1a0fbc50583df262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm7, zmm8, dword ptr [rdi + rcx + 26]{1to16}
+	QUAD $0x1e0fbc50586df262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm7, zmm2, dword ptr [rdi + rcx + 30]{1to16}
+	QUAD $0x809cac5958747162; WORD $0x0046; BYTE $0x00 // vmulps zmm13, zmm1, dword ptr [rsp + 4*rbx + 18048]{1to16}
+	LONG $0x487cf162; WORD $0xff5b                     // vcvtdq2ps zmm7, zmm7
+	LONG $0x4814f162; WORD $0xff59                     // vmulps zmm7, zmm13, zmm7
+	WORD $0x014c; BYTE $0xea                           // add rdx, r13
+	WORD $0x8948; BYTE $0xd1                           // mov rcx, rdx
+	LONG $0x05e1c148                                   // shl rcx, 5
+	LONG $0x510c8d48                                   // lea rcx, [rcx + 2*rdx]
+	LONG $0x30148d48                                   // lea rdx, [rax + rsi]
+	QUAD $0x8094ac58487d7262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm13, dword ptr [rsp + 4*rdx + 1664]
+	QUAD $0x020fac5058557262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm5, dword ptr [rdi + rcx + 2]{1to16}
+	QUAD $0x060fac5058357262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm9, dword ptr [rdi + rcx + 6]{1to16}
+	QUAD $0x0a0fac50582d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm10, dword ptr [rdi + rcx + 10]{1to16}
+	QUAD $0x0e0fac5058257262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm11, dword ptr [rdi + rcx + 14]{1to16}
+	QUAD $0x120fac50581d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm12, dword ptr [rdi + rcx + 18]{1to16}
+	QUAD $0x160fac50584d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm6, dword ptr [rdi + rcx + 22]{1to16}
+	QUAD $0x1a0fac50583d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm8, dword ptr [rdi + rcx + 26]{1to16}
+	QUAD $0x1e0fac50586d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm2, dword ptr [rdi + rcx + 30]{1to16}
+	LONG $0x405ce162; WORD $0xe758                     // vaddps zmm20, zmm20, zmm7
+	QUAD $0x80948c595874f162; WORD $0x0046; BYTE $0x00 // vmulps zmm1, zmm1, dword ptr [rsp + 4*rdx + 18048]{1to16}
+	LONG $0x487cd162; WORD $0xd55b                     // vcvtdq2ps zmm2, zmm13
+	LONG $0x4874f162; WORD $0xca59                     // vmulps zmm1, zmm1, zmm2
+	LONG $0x4064e162; WORD $0xd958                     // vaddps zmm19, zmm19, zmm1
+	LONG $0x01c08348                                   // add rax, 1
+	WORD $0x394c; BYTE $0xd8                           // cmp rax, r11
+	QUAD $0x00000128249c8b48                           // mov rbx, qword ptr [rsp + 296]
+	JE   LBB7_647
+
+LBB7_1033:
+	QUAD $0x0000010824bc8348; BYTE $0x00 // cmp qword ptr [rsp + 264], 0
+	JLE  LBB7_1039
+	QUAD $0x0000013024948b48             // mov rdx, qword ptr [rsp + 304]
+	JMP  LBB7_1036
+	PCALIGN $16
+
+LBB7_1035:
+	LONG $0xc0c28348 // add rdx, -64
+	LONG $0x40fa8348 // cmp rdx, 64
+	JBE  LBB7_1039
+
+LBB7_1036:
+	QUAD $0x000000f824bc3b4c     // cmp r15, qword ptr [rsp + 248]
+	JGE  LBB7_1039
+	WORD $0x894c; BYTE $0xf9     // mov rcx, r15
+	LONG $0xc9af0f49             // imul rcx, r9
+	WORD $0x0148; BYTE $0xd9     // add rcx, rbx
+	LONG $0x14180f41; BYTE $0x0c // prefetcht1 byte ptr [r12 + rcx]
+	LONG $0x40c48349             // add r12, 64
+	LONG $0x247c8b48; BYTE $0x10 // mov rdi, qword ptr [rsp + 16]
+	WORD $0x3949; BYTE $0xfc     // cmp r12, rdi
+	JL   LBB7_1035
+	LONG $0x3954180f; BYTE $0xff // prefetcht1 byte ptr [rcx + rdi - 1]
+	LONG $0x01c78349             // add r15, 1
+	WORD $0x3145; BYTE $0xe4     // xor r12d, r12d
+	JMP  LBB7_1035
+	PCALIGN $16
+
+LBB7_1039:
+	WORD $0x8948; BYTE $0xc1                   // mov rcx, rax
+	LONG $0x05e1c148                           // shl rcx, 5
+	LONG $0x41148d48                           // lea rdx, [rcx + 2*rax]
+	QUAD $0x0000010024940348                   // add rdx, qword ptr [rsp + 256]
+	LONG $0x002d0162; WORD $0xd2ef             // vpxord xmm26, xmm26, xmm26
+	LONG $0x0055a162; WORD $0xedef             // vpxord xmm21, xmm21, xmm21
+	QUAD $0x0000013824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 312], 0
+	JLE  LBB7_1049
+	LONG $0x4a6ffec5; BYTE $0x02               // vmovdqu ymm1, ymmword ptr [rdx + 2]
+	LONG $0x247c8b48; BYTE $0x28               // mov rdi, qword ptr [rsp + 40]
+	LONG $0x08ff8348                           // cmp rdi, 8
+	JBE  LBB7_1050
+	QUAD $0x00000080248c8b48                   // mov rcx, qword ptr [rsp + 128]
+	QUAD $0x020ab43a48f5e362; LONG $0x01000000 // vinserti64x4 zmm22, zmm1, ymmword ptr [rdx + rcx + 2], 1
+	LONG $0x6f7ea1c4; WORD $0x0a4c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [rdx + r9 + 2]
+	LONG $0x09ff8348                           // cmp rdi, 9
+	JNE  LBB7_1053
+	LONG $0x28fde162; WORD $0xf96f             // vmovdqa64 ymm23, ymm1
+	LONG $0x244c8b48; BYTE $0x58               // mov rcx, qword ptr [rsp + 88]
+	LONG $0x4c6ffec5; WORD $0x020a             // vmovdqu ymm1, ymmword ptr [rdx + rcx + 2]
+	JMP  LBB7_1043
+	PCALIGN $16
+
+LBB7_1049:
+	LONG $0xc9eff1c5               // vpxor xmm1, xmm1, xmm1
+	LONG $0x004da162; WORD $0xf6ef // vpxord xmm22, xmm22, xmm22
+	JMP  LBB7_1061
+	PCALIGN $16
+
+LBB7_1050:
+	LONG $0x28fde162; WORD $0xf16f                     // vmovdqa64 ymm22, ymm1
+	LONG $0x02ff8348                                   // cmp rdi, 2
+	JB   LBB7_1060
+	QUAD $0x020abc6f28fea162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm23, ymmword ptr [rdx + r9 + 2]
+	JNE  LBB7_1099
+	LONG $0xc9eff1c5                                   // vpxor xmm1, xmm1, xmm1
+	JMP  LBB7_1062
+
+LBB7_1053:
+	LONG $0x244c8b48; BYTE $0x20                       // mov rcx, qword ptr [rsp + 32]
+	QUAD $0x020abc3a48f5e362; LONG $0x01000000         // vinserti64x4 zmm23, zmm1, ymmword ptr [rdx + rcx + 2], 1
+	LONG $0x244c8b48; BYTE $0x58                       // mov rcx, qword ptr [rsp + 88]
+	LONG $0x4c6ffec5; WORD $0x020a                     // vmovdqu ymm1, ymmword ptr [rdx + rcx + 2]
+	LONG $0x0bff8348                                   // cmp rdi, 11
+	JB   LBB7_1043
+	QUAD $0x000000a0248c8b48                           // mov rcx, qword ptr [rsp + 160]
+	QUAD $0x020a843a48f56362; LONG $0x01000000         // vinserti64x4 zmm24, zmm1, ymmword ptr [rdx + rcx + 2], 1
+	LONG $0x6f7ea1c4; WORD $0x324c; BYTE $0x02         // vmovdqu ymm1, ymmword ptr [rdx + r14 + 2]
+	JE   LBB7_1044
+	QUAD $0x00000090248c8b48                           // mov rcx, qword ptr [rsp + 144]
+	QUAD $0x020a8c3a48f56362; LONG $0x01000000         // vinserti64x4 zmm25, zmm1, ymmword ptr [rdx + rcx + 2], 1
+	LONG $0x244c8b48; BYTE $0x40                       // mov rcx, qword ptr [rsp + 64]
+	LONG $0x4c6ffec5; WORD $0x020a                     // vmovdqu ymm1, ymmword ptr [rdx + rcx + 2]
+	LONG $0x247c8348; WORD $0x0d28                     // cmp qword ptr [rsp + 40], 13
+	JB   LBB7_1045
+	QUAD $0x000000a8248c8b48                           // mov rcx, qword ptr [rsp + 168]
+	QUAD $0x020a9c3a48f56362; LONG $0x01000000         // vinserti64x4 zmm27, zmm1, ymmword ptr [rdx + rcx + 2], 1
+	LONG $0x244c8b48; BYTE $0x50                       // mov rcx, qword ptr [rsp + 80]
+	LONG $0x4c6ffec5; WORD $0x020a                     // vmovdqu ymm1, ymmword ptr [rdx + rcx + 2]
+	JE   LBB7_1046
+	LONG $0x244c8b48; BYTE $0x48                       // mov rcx, qword ptr [rsp + 72]
+	QUAD $0x020aac3a48f5f362; LONG $0x01000000         // vinserti64x4 zmm5, zmm1, ymmword ptr [rdx + rcx + 2], 1
+	LONG $0x244c8b48; BYTE $0x70                       // mov rcx, qword ptr [rsp + 112]
+	LONG $0x4c6ffec5; WORD $0x020a                     // vmovdqu ymm1, ymmword ptr [rdx + rcx + 2]
+	LONG $0x247c8348; WORD $0x0f28                     // cmp qword ptr [rsp + 40], 15
+	JB   LBB7_1047
+	QUAD $0x00000098248c8b48                           // mov rcx, qword ptr [rsp + 152]
+	QUAD $0x020a943a48f56362; LONG $0x01000000         // vinserti64x4 zmm26, zmm1, ymmword ptr [rdx + rcx + 2], 1
+	LONG $0x244c8b48; BYTE $0x68                       // mov rcx, qword ptr [rsp + 104]
+	LONG $0x4c6ffec5; WORD $0x020a                     // vmovdqu ymm1, ymmword ptr [rdx + rcx + 2]
+	JE   LBB7_1066
+	QUAD $0x000000d8248c8b48                           // mov rcx, qword ptr [rsp + 216]
+	QUAD $0x020aac6f28fee162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm21, ymmword ptr [rdx + rcx + 2]
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08         // cmp r9, 134217728
+	JL   LBB7_1031
+	JMP  LBB7_1067
+	PCALIGN $16
+
+LBB7_1043:
+	LONG $0x28fd6162; WORD $0xc16f             // vmovdqa64 ymm24, ymm1
+	LONG $0x6f7ea1c4; WORD $0x324c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [rdx + r14 + 2]
+
+LBB7_1044:
+	LONG $0x28fd6162; WORD $0xc96f // vmovdqa64 ymm25, ymm1
+	LONG $0x244c8b48; BYTE $0x40   // mov rcx, qword ptr [rsp + 64]
+	LONG $0x4c6ffec5; WORD $0x020a // vmovdqu ymm1, ymmword ptr [rdx + rcx + 2]
+
+LBB7_1045:
+	LONG $0x28fd6162; WORD $0xd96f // vmovdqa64 ymm27, ymm1
+	LONG $0x244c8b48; BYTE $0x50   // mov rcx, qword ptr [rsp + 80]
+	LONG $0x4c6ffec5; WORD $0x020a // vmovdqu ymm1, ymmword ptr [rdx + rcx + 2]
+
+LBB7_1046:
+	LONG $0xe96ffdc5               // vmovdqa ymm5, ymm1
+	LONG $0x244c8b48; BYTE $0x70   // mov rcx, qword ptr [rsp + 112]
+	LONG $0x4c6ffec5; WORD $0x020a // vmovdqu ymm1, ymmword ptr [rdx + rcx + 2]
+
+LBB7_1047:
+	LONG $0x28fd6162; WORD $0xd16f // vmovdqa64 ymm26, ymm1
+
+LBB7_1048:
+	LONG $0x244c8b48; BYTE $0x68               // mov rcx, qword ptr [rsp + 104]
+	LONG $0x4c6ffec5; WORD $0x020a             // vmovdqu ymm1, ymmword ptr [rdx + rcx + 2]
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
+	JL   LBB7_1031
+	JMP  LBB7_1067
+
+LBB7_1060:
+	LONG $0xc9eff1c5 // vpxor xmm1, xmm1, xmm1
+
+LBB7_1061:
+	LONG $0x0045a162; WORD $0xffef // vpxord xmm23, xmm23, xmm23
+
+LBB7_1062:
+	LONG $0x003d0162; WORD $0xc0ef // vpxord xmm24, xmm24, xmm24
+
+LBB7_1063:
+	LONG $0x00350162; WORD $0xc9ef // vpxord xmm25, xmm25, xmm25
+
+LBB7_1064:
+	LONG $0x00250162; WORD $0xdbef // vpxord xmm27, xmm27, xmm27
+
+LBB7_1065:
+	LONG $0xedefd1c5 // vpxor xmm5, xmm5, xmm5
+
+LBB7_1066:
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
+	JL   LBB7_1031
+
+LBB7_1067:
+	QUAD $0x0000013824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 312], 0
+	JLE  LBB7_1084
+	LONG $0x126ef9c5                           // vmovd xmm2, dword ptr [rdx]
+	LONG $0x244c8b48; BYTE $0x28               // mov rcx, qword ptr [rsp + 40]
+	LONG $0x01f98348                           // cmp rcx, 1
+	JE   LBB7_1085
+	LONG $0x2269a3c4; WORD $0x0a34; BYTE $0x01 // vpinsrd xmm6, xmm2, dword ptr [rdx + r9], 1
+	LONG $0x486df362; WORD $0xd638; BYTE $0x00 // vinserti32x4 zmm2, zmm2, xmm6, 0
+	LONG $0x486df162; WORD $0x55db; BYTE $0x03 // vpandd zmm2, zmm2, zmmword ptr [rbp + 192] /* [rip + .LCPI7_5] */
+	LONG $0x03f98348                           // cmp rcx, 3
+	JB   LBB7_1086
+	LONG $0x244c8b48; BYTE $0x58               // mov rcx, qword ptr [rsp + 88]
+	LONG $0x2269e3c4; WORD $0x0a34; BYTE $0x02 // vpinsrd xmm6, xmm2, dword ptr [rdx + rcx], 2
+	LONG $0x486df362; WORD $0xd638; BYTE $0x00 // vinserti32x4 zmm2, zmm2, xmm6, 0
+	LONG $0x486df162; WORD $0x55db; BYTE $0x04 // vpandd zmm2, zmm2, zmmword ptr [rbp + 256] /* [rip + .LCPI7_6] */
+	JE   LBB7_1087
+	LONG $0x2269a3c4; WORD $0x3234; BYTE $0x03 // vpinsrd xmm6, xmm2, dword ptr [rdx + r14], 3
+	LONG $0x486df362; WORD $0xd638; BYTE $0x00 // vinserti32x4 zmm2, zmm2, xmm6, 0
+	LONG $0x486df162; WORD $0x55db; BYTE $0x05 // vpandd zmm2, zmm2, zmmword ptr [rbp + 320] /* [rip + .LCPI7_7] */
+	LONG $0x247c8348; WORD $0x0528             // cmp qword ptr [rsp + 40], 5
+	JB   LBB7_1088
+	LONG $0x0010b966                           // mov cx, 16
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	LONG $0x244c8b48; BYTE $0x40               // mov rcx, qword ptr [rsp + 64]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x0a // vpbroadcastd zmm2 {k3}, dword ptr [rdx + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x06 // vpandd zmm2, zmm2, zmmword ptr [rbp + 384] /* [rip + .LCPI7_8] */
+	JE   LBB7_1089
+	LONG $0x0020b966                           // mov cx, 32
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	LONG $0x244c8b48; BYTE $0x50               // mov rcx, qword ptr [rsp + 80]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x0a // vpbroadcastd zmm2 {k3}, dword ptr [rdx + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x07 // vpandd zmm2, zmm2, zmmword ptr [rbp + 448] /* [rip + .LCPI7_9] */
+	LONG $0x247c8348; WORD $0x0728             // cmp qword ptr [rsp + 40], 7
+	JB   LBB7_1090
+	LONG $0x0040b966                           // mov cx, 64
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	LONG $0x244c8b48; BYTE $0x70               // mov rcx, qword ptr [rsp + 112]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x0a // vpbroadcastd zmm2 {k3}, dword ptr [rdx + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x08 // vpandd zmm2, zmm2, zmmword ptr [rbp + 512] /* [rip + .LCPI7_10] */
+	JE   LBB7_1091
+	LONG $0x0080b966                           // mov cx, 128
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	LONG $0x244c8b48; BYTE $0x68               // mov rcx, qword ptr [rsp + 104]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x0a // vpbroadcastd zmm2 {k3}, dword ptr [rdx + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x09 // vpandd zmm2, zmm2, zmmword ptr [rbp + 576] /* [rip + .LCPI7_11] */
+	LONG $0x247c8348; WORD $0x0928             // cmp qword ptr [rsp + 40], 9
+	JB   LBB7_1092
+	LONG $0x0100b966                           // mov cx, 256
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	QUAD $0x00000080248c8b48                   // mov rcx, qword ptr [rsp + 128]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x0a // vpbroadcastd zmm2 {k3}, dword ptr [rdx + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0a // vpandd zmm2, zmm2, zmmword ptr [rbp + 640] /* [rip + .LCPI7_12] */
+	JE   LBB7_1093
+	LONG $0x0200b966                           // mov cx, 512
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	LONG $0x244c8b48; BYTE $0x20               // mov rcx, qword ptr [rsp + 32]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x0a // vpbroadcastd zmm2 {k3}, dword ptr [rdx + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0b // vpandd zmm2, zmm2, zmmword ptr [rbp + 704] /* [rip + .LCPI7_13] */
+	LONG $0x247c8348; WORD $0x0b28             // cmp qword ptr [rsp + 40], 11
+	JB   LBB7_1094
+	LONG $0x0400b966                           // mov cx, 1024
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	QUAD $0x000000a0248c8b48                   // mov rcx, qword ptr [rsp + 160]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x0a // vpbroadcastd zmm2 {k3}, dword ptr [rdx + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0c // vpandd zmm2, zmm2, zmmword ptr [rbp + 768] /* [rip + .LCPI7_14] */
+	JE   LBB7_1095
+	LONG $0x0800b966                           // mov cx, 2048
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	QUAD $0x00000090248c8b48                   // mov rcx, qword ptr [rsp + 144]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x0a // vpbroadcastd zmm2 {k3}, dword ptr [rdx + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0d // vpandd zmm2, zmm2, zmmword ptr [rbp + 832] /* [rip + .LCPI7_15] */
+	LONG $0x247c8348; WORD $0x0d28             // cmp qword ptr [rsp + 40], 13
+	JB   LBB7_1096
+	LONG $0x1000b966                           // mov cx, 4096
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	QUAD $0x000000a8248c8b48                   // mov rcx, qword ptr [rsp + 168]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x0a // vpbroadcastd zmm2 {k3}, dword ptr [rdx + rcx]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0e // vpandd zmm2, zmm2, zmmword ptr [rbp + 896] /* [rip + .LCPI7_16] */
+	JE   LBB7_1097
+	LONG $0x2000b966                           // mov cx, 8192
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	LONG $0x244c8b48; BYTE $0x48               // mov rcx, qword ptr [rsp + 72]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x0a // vpbroadcastd zmm2 {k3}, dword ptr [rdx + rcx]
+	LONG $0x486db162; WORD $0xd2db             // vpandd zmm2, zmm2, zmm18
+	LONG $0x247c8348; WORD $0x0f28             // cmp qword ptr [rsp + 40], 15
+	JB   LBB7_1098
+	LONG $0x4000b966                           // mov cx, 16384
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	QUAD $0x00000098248c8b48                   // mov rcx, qword ptr [rsp + 152]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x0a // vpbroadcastd zmm2 {k3}, dword ptr [rdx + rcx]
+	LONG $0x7fffb966                           // mov cx, 32767
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	LONG $0xcb7df262; WORD $0xd289             // vpexpandd zmm2 {k3} {z}, zmm2
+	JE   LBB7_1032
+	LONG $0x8000b966                           // mov cx, -32768
+	LONG $0xd992fbc5                           // kmovd k3, ecx
+	QUAD $0x000000d8248c8b48                   // mov rcx, qword ptr [rsp + 216]
+	LONG $0x4b7df262; WORD $0x1458; BYTE $0x0a // vpbroadcastd zmm2 {k3}, dword ptr [rdx + rcx]
+	JMP  LBB7_1032
+
+LBB7_1084:
+	LONG $0xd2efe9c5 // vpxor xmm2, xmm2, xmm2
+
+LBB7_1085:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x03 // vpandd zmm2, zmm2, zmmword ptr [rbp + 192] /* [rip + .LCPI7_5] */
+
+LBB7_1086:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x04 // vpandd zmm2, zmm2, zmmword ptr [rbp + 256] /* [rip + .LCPI7_6] */
+
+LBB7_1087:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x05 // vpandd zmm2, zmm2, zmmword ptr [rbp + 320] /* [rip + .LCPI7_7] */
+
+LBB7_1088:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x06 // vpandd zmm2, zmm2, zmmword ptr [rbp + 384] /* [rip + .LCPI7_8] */
+
+LBB7_1089:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x07 // vpandd zmm2, zmm2, zmmword ptr [rbp + 448] /* [rip + .LCPI7_9] */
+
+LBB7_1090:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x08 // vpandd zmm2, zmm2, zmmword ptr [rbp + 512] /* [rip + .LCPI7_10] */
+
+LBB7_1091:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x09 // vpandd zmm2, zmm2, zmmword ptr [rbp + 576] /* [rip + .LCPI7_11] */
+
+LBB7_1092:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0a // vpandd zmm2, zmm2, zmmword ptr [rbp + 640] /* [rip + .LCPI7_12] */
+
+LBB7_1093:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0b // vpandd zmm2, zmm2, zmmword ptr [rbp + 704] /* [rip + .LCPI7_13] */
+
+LBB7_1094:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0c // vpandd zmm2, zmm2, zmmword ptr [rbp + 768] /* [rip + .LCPI7_14] */
+
+LBB7_1095:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0d // vpandd zmm2, zmm2, zmmword ptr [rbp + 832] /* [rip + .LCPI7_15] */
+
+LBB7_1096:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0e // vpandd zmm2, zmm2, zmmword ptr [rbp + 896] /* [rip + .LCPI7_16] */
+
+LBB7_1097:
+	LONG $0x486db162; WORD $0xd2db // vpandd zmm2, zmm2, zmm18
+
+LBB7_1098:
+	LONG $0x7fffb966               // mov cx, 32767
+	LONG $0xd992fbc5               // kmovd k3, ecx
+	LONG $0xcb7df262; WORD $0xd289 // vpexpandd zmm2 {k3} {z}, zmm2
+	JMP  LBB7_1032
+
+LBB7_1099:
+	LONG $0x244c8b48; BYTE $0x58                       // mov rcx, qword ptr [rsp + 88]
+	QUAD $0x020a846f28fe6162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm24, ymmword ptr [rdx + rcx + 2]
+	LONG $0x247c8348; WORD $0x0428                     // cmp qword ptr [rsp + 40], 4
+	JB   LBB7_1102
+	QUAD $0x02328c6f28fe2162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm25, ymmword ptr [rdx + r14 + 2]
+	JNE  LBB7_1103
+	LONG $0xc9eff1c5                                   // vpxor xmm1, xmm1, xmm1
+	JMP  LBB7_1064
+
+LBB7_1102:
+	LONG $0xc9eff1c5 // vpxor xmm1, xmm1, xmm1
+	JMP  LBB7_1063
+
+LBB7_1103:
+	LONG $0x244c8b48; BYTE $0x40                       // mov rcx, qword ptr [rsp + 64]
+	QUAD $0x020a9c6f28fe6162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm27, ymmword ptr [rdx + rcx + 2]
+	LONG $0x247c8348; WORD $0x0628                     // cmp qword ptr [rsp + 40], 6
+	JB   LBB7_1106
+	LONG $0x244c8b48; BYTE $0x50                       // mov rcx, qword ptr [rsp + 80]
+	LONG $0x6c6ffec5; WORD $0x020a                     // vmovdqu ymm5, ymmword ptr [rdx + rcx + 2]
+	JE   LBB7_1105
+	LONG $0x244c8b48; BYTE $0x70                       // mov rcx, qword ptr [rsp + 112]
+	QUAD $0x020a946f28fe6162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm26, ymmword ptr [rdx + rcx + 2]
+	LONG $0x247c8348; WORD $0x0828                     // cmp qword ptr [rsp + 40], 8
+	JAE  LBB7_1048
+
+LBB7_1105:
+	LONG $0xc9eff1c5                           // vpxor xmm1, xmm1, xmm1
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
+	JL   LBB7_1031
+	JMP  LBB7_1067
+
+LBB7_1106:
+	LONG $0xc9eff1c5 // vpxor xmm1, xmm1, xmm1
+	JMP  LBB7_1065
+
+LBB7_647:
+	QUAD $0x000000015024bc80                   // cmp byte ptr [rsp + 336], 0
+	JE   LBB7_1108
+	QUAD $0x0000014824948b48                   // mov rdx, qword ptr [rsp + 328]
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	LONG $0x405cf162; WORD $0xc958             // vaddps zmm1, zmm20, zmm1
+	LONG $0x24748b48; BYTE $0x18               // mov rsi, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
+	LONG $0x247c8b48; BYTE $0x30               // mov rdi, qword ptr [rsp + 48]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	LONG $0x4064f162; WORD $0xc958             // vaddps zmm1, zmm19, zmm1
+	LONG $0x01c68348                           // add rsi, 1
+	LONG $0xf7af0f48                           // imul rsi, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0xb1 // vmovups zmmword ptr [rcx + 4*rsi] {k1}, zmm1
+	JMP  LBB7_1109
+
+LBB7_1108:
+	LONG $0x24548b48; BYTE $0x18               // mov rdx, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xd0                   // mov rax, rdx
+	LONG $0x24748b48; BYTE $0x30               // mov rsi, qword ptr [rsp + 48]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x497ce162; WORD $0x2411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm20
+	LONG $0x01c28348                           // add rdx, 1
+	LONG $0xd6af0f48                           // imul rdx, rsi
+	LONG $0x497ce162; WORD $0x1c11; BYTE $0x91 // vmovups zmmword ptr [rcx + 4*rdx] {k1}, zmm19
+
+LBB7_1109:
+	QUAD $0x000000b024ac8b4c // mov r13, qword ptr [rsp + 176]
+
+LBB7_1110:
+	QUAD $0x000000d024bc8b48 // mov rdi, qword ptr [rsp + 208]
+	QUAD $0x000000b824948b4c // mov r10, qword ptr [rsp + 184]
+	JMP  LBB7_1117
+
+LBB7_1111:
+	LONG $0x0064a162; WORD $0xdb57 // vxorps xmm19, xmm19, xmm19
+	LONG $0x005ca162; WORD $0xe457 // vxorps xmm20, xmm20, xmm20
+	LONG $0x0054a162; WORD $0xed57 // vxorps xmm21, xmm21, xmm21
+	LONG $0x004ca162; WORD $0xf657 // vxorps xmm22, xmm22, xmm22
+	LONG $0x0044a162; WORD $0xff57 // vxorps xmm23, xmm23, xmm23
+	LONG $0x003c0162; WORD $0xc057 // vxorps xmm24, xmm24, xmm24
+	LONG $0x24548b48; BYTE $0x18   // mov rdx, qword ptr [rsp + 24]
+	WORD $0x854d; BYTE $0xdb       // test r11, r11
+	JG   LBB7_651
+
+LBB7_1112:
+	LONG $0x24448b48; BYTE $0x30 // mov rax, qword ptr [rsp + 48]
+
+LBB7_1113:
+	QUAD $0x000000015024bc80                   // cmp byte ptr [rsp + 336], 0
+	JE   LBB7_1115
+	QUAD $0x0000014824948b48                   // mov rdx, qword ptr [rsp + 328]
+	LONG $0x403cf162; WORD $0x0258             // vaddps zmm0, zmm24, zmmword ptr [rdx]
+	LONG $0x24748b48; BYTE $0x18               // mov rsi, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xc7                   // mov rdi, rax
+	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	LONG $0x4044f162; WORD $0x0258             // vaddps zmm0, zmm23, zmmword ptr [rdx]
+	LONG $0x01468d48                           // lea rax, [rsi + 1]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	LONG $0x404cf162; WORD $0x0258             // vaddps zmm0, zmm22, zmmword ptr [rdx]
+	LONG $0x02468d48                           // lea rax, [rsi + 2]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	LONG $0x4054f162; WORD $0x0258             // vaddps zmm0, zmm21, zmmword ptr [rdx]
+	LONG $0x03468d48                           // lea rax, [rsi + 3]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	LONG $0x405cf162; WORD $0x0258             // vaddps zmm0, zmm20, zmmword ptr [rdx]
+	LONG $0x04468d48                           // lea rax, [rsi + 4]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	LONG $0x4064f162; WORD $0x0258             // vaddps zmm0, zmm19, zmmword ptr [rdx]
+	LONG $0x05c68348                           // add rsi, 5
+	LONG $0xf7af0f48                           // imul rsi, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0xb1 // vmovups zmmword ptr [rcx + 4*rsi], zmm0
+	JMP  LBB7_1116
+
+LBB7_1115:
+	LONG $0x24548b48; BYTE $0x18               // mov rdx, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xc6                   // mov rsi, rax
+	WORD $0x8948; BYTE $0xd0                   // mov rax, rdx
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x487c6162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm24
+	LONG $0x01428d48                           // lea rax, [rdx + 1]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487ce162; WORD $0x3c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm23
+	LONG $0x02428d48                           // lea rax, [rdx + 2]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487ce162; WORD $0x3411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm22
+	LONG $0x03428d48                           // lea rax, [rdx + 3]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487ce162; WORD $0x2c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm21
+	LONG $0x04428d48                           // lea rax, [rdx + 4]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x487ce162; WORD $0x2411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm20
+	LONG $0x05c28348                           // add rdx, 5
+	LONG $0xd6af0f48                           // imul rdx, rsi
+	LONG $0x487ce162; WORD $0x1c11; BYTE $0x91 // vmovups zmmword ptr [rcx + 4*rdx], zmm19
+
+LBB7_1116:
+	QUAD    $0x000000d024bc8b48 // mov rdi, qword ptr [rsp + 208]
+	QUAD    $0x000000b824948b4c // mov r10, qword ptr [rsp + 184]
+	QUAD    $0x00000128249c8b48 // mov rbx, qword ptr [rsp + 296]
+	PCALIGN $16
+
+LBB7_1117:
+	LONG $0x24448b4c; BYTE $0x10 // mov r8, qword ptr [rsp + 16]
+	QUAD $0x000000c024848b48     // mov rax, qword ptr [rsp + 192]
+	JMP  LBB7_316
+
+LBB7_1118:
+	LONG $0xc0eff9c5         // vpxor xmm0, xmm0, xmm0
+	QUAD $0x1924447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1600], zmm0
+	QUAD $0x1824447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1536], zmm0
+	QUAD $0x1724447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1472], zmm0
+	QUAD $0x1624447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1408], zmm0
+	QUAD $0x1524447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1344], zmm0
+	QUAD $0x1424447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1280], zmm0
+	QUAD $0x1324447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1216], zmm0
+	QUAD $0x1224447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1152], zmm0
+	LONG $0xc9eff1c5         // vpxor xmm1, xmm1, xmm1
+	WORD $0x854d; BYTE $0xdb // test r11, r11
+	JG   LBB7_1119
+
+LBB7_665:
+	QUAD $0x000000e024b48b4c // mov r14, qword ptr [rsp + 224]
+	QUAD $0x000000015024bc80 // cmp byte ptr [rsp + 336], 0
+	JNE  LBB7_312
+
+LBB7_1134:
+	LONG $0x24748b48; BYTE $0x18               // mov rsi, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
+	LONG $0x247c8b48; BYTE $0x30               // mov rdi, qword ptr [rsp + 48]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x48fef162; WORD $0x0c7f; BYTE $0x81 // vmovdqu64 zmmword ptr [rcx + 4*rax], zmm1
+	QUAD $0x13244428487cf162                   // vmovaps zmm0, zmmword ptr [rsp + 1216]
+	LONG $0x01468d48                           // lea rax, [rsi + 1]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	QUAD $0x14244428487cf162                   // vmovaps zmm0, zmmword ptr [rsp + 1280]
+	LONG $0x02468d48                           // lea rax, [rsi + 2]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	QUAD $0x15244428487cf162                   // vmovaps zmm0, zmmword ptr [rsp + 1344]
+	LONG $0x03468d48                           // lea rax, [rsi + 3]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	QUAD $0x16244428487cf162                   // vmovaps zmm0, zmmword ptr [rsp + 1408]
+	LONG $0x04468d48                           // lea rax, [rsi + 4]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	QUAD $0x17244428487cf162                   // vmovaps zmm0, zmmword ptr [rsp + 1472]
+	LONG $0x05468d48                           // lea rax, [rsi + 5]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	QUAD $0x18244428487cf162                   // vmovaps zmm0, zmmword ptr [rsp + 1536]
+	LONG $0x06468d48                           // lea rax, [rsi + 6]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x487cf162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax], zmm0
+	QUAD $0x19244c28487cf162                   // vmovaps zmm1, zmmword ptr [rsp + 1600]
+	JMP  LBB7_313
+
+LBB7_1135:
+	LONG $0x003c0162; WORD $0xc057 // vxorps xmm24, xmm24, xmm24
+	LONG $0x0044a162; WORD $0xff57 // vxorps xmm23, xmm23, xmm23
+	LONG $0x004ca162; WORD $0xf657 // vxorps xmm22, xmm22, xmm22
+	LONG $0x0054a162; WORD $0xed57 // vxorps xmm21, xmm21, xmm21
+	LONG $0x005ca162; WORD $0xe457 // vxorps xmm20, xmm20, xmm20
+	LONG $0x0064a162; WORD $0xdb57 // vxorps xmm19, xmm19, xmm19
+	LONG $0x24548b48; BYTE $0x18   // mov rdx, qword ptr [rsp + 24]
+	WORD $0x854d; BYTE $0xdb       // test r11, r11
+	JLE  LBB7_668
+
+LBB7_1136:
+	WORD $0x8948; BYTE $0xd1     // mov rcx, rdx
+	QUAD $0x0000008824848b48     // mov rax, qword ptr [rsp + 136]
+	LONG $0xc8af0f48             // imul rcx, rax
+	LONG $0x244c8948; BYTE $0x60 // mov qword ptr [rsp + 96], rcx
+	WORD $0x8948; BYTE $0xd1     // mov rcx, rdx
+	LONG $0xcbaf0f49             // imul rcx, r11
+	LONG $0x244c8948; BYTE $0x78 // mov qword ptr [rsp + 120], rcx
+	LONG $0x014a8d48             // lea rcx, [rdx + 1]
+	WORD $0x8948; BYTE $0xce     // mov rsi, rcx
+	LONG $0xf0af0f48             // imul rsi, rax
+	QUAD $0x0000016024b48948     // mov qword ptr [rsp + 352], rsi
+	LONG $0xcbaf0f49             // imul rcx, r11
+	QUAD $0x000000e8248c8948     // mov qword ptr [rsp + 232], rcx
+	LONG $0x024a8d48             // lea rcx, [rdx + 2]
+	WORD $0x8948; BYTE $0xce     // mov rsi, rcx
+	LONG $0xf0af0f48             // imul rsi, rax
+	QUAD $0x000000c824b48948     // mov qword ptr [rsp + 200], rsi
+	LONG $0xcbaf0f49             // imul rcx, r11
+	QUAD $0x00000158248c8948     // mov qword ptr [rsp + 344], rcx
+	LONG $0x034a8d48             // lea rcx, [rdx + 3]
+	WORD $0x8948; BYTE $0xce     // mov rsi, rcx
+	LONG $0xf0af0f48             // imul rsi, rax
+	QUAD $0x0000012024b48948     // mov qword ptr [rsp + 288], rsi
+	LONG $0xcbaf0f49             // imul rcx, r11
+	QUAD $0x00000180248c8948     // mov qword ptr [rsp + 384], rcx
+	LONG $0x04528d4c             // lea r10, [rdx + 4]
+	WORD $0x894c; BYTE $0xd1     // mov rcx, r10
+	LONG $0xc8af0f48             // imul rcx, rax
+	QUAD $0x000001a0248c8948     // mov qword ptr [rsp + 416], rcx
+	LONG $0xd3af0f4d             // imul r10, r11
+	LONG $0x05c28348             // add rdx, 5
+	WORD $0x8948; BYTE $0xd1     // mov rcx, rdx
+	LONG $0xc8af0f48             // imul rcx, rax
+	QUAD $0x00000190248c8948     // mov qword ptr [rsp + 400], rcx
+	LONG $0xd3af0f49             // imul rdx, r11
+	WORD $0x3145; BYTE $0xed     // xor r13d, r13d
+	JMP  LBB7_1140
+	PCALIGN $16
+
+LBB7_1137:
+	LONG $0x90f8e1c4; BYTE $0xda               // kmovq k3, k2
+	LONG $0xd2efe9c5                           // vpxor xmm2, xmm2, xmm2
+	LONG $0x4b7d9262; WORD $0x1490; BYTE $0x38 // vpgatherdd zmm2 {k3}, [r8 + zmm15]
+
+LBB7_1138:
+	LONG $0x24448b4c; BYTE $0x10 // mov r8, qword ptr [rsp + 16]
+
+LBB7_1139:
+	LONG $0x48f59362; WORD $0xc93a; BYTE $0x01         // vinserti64x4 zmm1, zmm1, ymm25, 1
+	LONG $0x402d9162; WORD $0xf362                     // vpunpckldq zmm6, zmm26, zmm27
+	LONG $0x402d9162; WORD $0xfb6a                     // vpunpckhdq zmm7, zmm26, zmm27
+	LONG $0x401d1162; WORD $0xc562                     // vpunpckldq zmm8, zmm28, zmm29
+	LONG $0x401d1162; WORD $0xcd6a                     // vpunpckhdq zmm9, zmm28, zmm29
+	LONG $0x40057162; WORD $0xd562                     // vpunpckldq zmm10, zmm31, zmm5
+	LONG $0x4005f162; WORD $0xed6a                     // vpunpckhdq zmm5, zmm31, zmm5
+	LONG $0x400d7162; WORD $0xd962                     // vpunpckldq zmm11, zmm30, zmm1
+	LONG $0x400df162; WORD $0xc96a                     // vpunpckhdq zmm1, zmm30, zmm1
+	LONG $0x48cd4162; WORD $0xc86c                     // vpunpcklqdq zmm25, zmm6, zmm8
+	LONG $0x48cdd162; WORD $0xf06d                     // vpunpckhqdq zmm6, zmm6, zmm8
+	LONG $0x48c55162; WORD $0xc16c                     // vpunpcklqdq zmm8, zmm7, zmm9
+	LONG $0x48c5d162; WORD $0xf96d                     // vpunpckhqdq zmm7, zmm7, zmm9
+	LONG $0x48ad5162; WORD $0xcb6c                     // vpunpcklqdq zmm9, zmm10, zmm11
+	LONG $0x48ad5162; WORD $0xd36d                     // vpunpckhqdq zmm10, zmm10, zmm11
+	LONG $0x48d57162; WORD $0xd96c                     // vpunpcklqdq zmm11, zmm5, zmm1
+	LONG $0x48d5f162; WORD $0xc96d                     // vpunpckhqdq zmm1, zmm5, zmm1
+	LONG $0x48fd9162; WORD $0xe96f                     // vmovdqa64 zmm5, zmm25
+	LONG $0x40fdd262; WORD $0xe97e                     // vpermt2q zmm5, zmm16, zmm9
+	LONG $0x40f54262; WORD $0xc97e                     // vpermt2q zmm25, zmm17, zmm9
+	LONG $0x48fd7162; WORD $0xce6f                     // vmovdqa64 zmm9, zmm6
+	LONG $0x40fd5262; WORD $0xca7e                     // vpermt2q zmm9, zmm16, zmm10
+	LONG $0x40f5d262; WORD $0xf27e                     // vpermt2q zmm6, zmm17, zmm10
+	LONG $0x48fd5162; WORD $0xd06f                     // vmovdqa64 zmm10, zmm8
+	LONG $0x40fd5262; WORD $0xd37e                     // vpermt2q zmm10, zmm16, zmm11
+	LONG $0x40f55262; WORD $0xc37e                     // vpermt2q zmm8, zmm17, zmm11
+	LONG $0x48fd7162; WORD $0xdf6f                     // vmovdqa64 zmm11, zmm7
+	LONG $0x40fd7262; WORD $0xd97e                     // vpermt2q zmm11, zmm16, zmm1
+	LONG $0x40f5f262; WORD $0xf97e                     // vpermt2q zmm7, zmm17, zmm1
+	LONG $0x487ef262; WORD $0xd133                     // vpmovdw ymm1, zmm2
+	LONG $0x487df262; WORD $0xc913                     // vcvtph2ps zmm1, ymm1
+	LONG $0x4874f162; WORD $0xd15c                     // vsubps zmm2, zmm1, zmm1
+	LONG $0x486cf162; WORD $0xc958                     // vaddps zmm1, zmm2, zmm1
+	QUAD $0x000000f024848b48                           // mov rax, qword ptr [rsp + 240]
+	LONG $0x05748d49; BYTE $0x00                       // lea rsi, [r13 + rax]
+	QUAD $0x0428ad58487d6262; WORD $0x0000             // vpbroadcastd zmm29, dword ptr [rbp + 1064] /* [rip + .LCPI7_18] */
+	LONG $0x48559162; WORD $0xd5ef                     // vpxord zmm2, zmm5, zmm29
+	LONG $0x48350162; WORD $0xfdef                     // vpxord zmm31, zmm9, zmm29
+	LONG $0x482d0162; WORD $0xf5ef                     // vpxord zmm30, zmm10, zmm29
+	LONG $0x48250162; WORD $0xe5ef                     // vpxord zmm28, zmm11, zmm29
+	LONG $0x40350162; WORD $0xddef                     // vpxord zmm27, zmm25, zmm29
+	LONG $0x484d0162; WORD $0xd5ef                     // vpxord zmm26, zmm6, zmm29
+	LONG $0x483d0162; WORD $0xcdef                     // vpxord zmm25, zmm8, zmm29
+	LONG $0x48459162; WORD $0xedef                     // vpxord zmm5, zmm7, zmm29
+	LONG $0x24448b48; BYTE $0x60                       // mov rax, qword ptr [rsp + 96]
+	WORD $0x0148; BYTE $0xf0                           // add rax, rsi
+	WORD $0x8948; BYTE $0xc1                           // mov rcx, rax
+	LONG $0x05e1c148                                   // shl rcx, 5
+	LONG $0x41048d48                                   // lea rax, [rcx + 2*rax]
+	LONG $0x244c8b48; BYTE $0x78                       // mov rcx, qword ptr [rsp + 120]
+	WORD $0x014c; BYTE $0xe9                           // add rcx, r13
+	QUAD $0x808cac58487d6262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm29, dword ptr [rsp + 4*rcx + 1664]
+	QUAD $0x0000014024bc8b48                           // mov rdi, qword ptr [rsp + 320]
+	QUAD $0x0207ac50586d6262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm29, zmm2, dword ptr [rdi + rax + 2]{1to16}
+	QUAD $0x0607ac5050056262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm29, zmm31, dword ptr [rdi + rax + 6]{1to16}
+	QUAD $0x0a07ac50500d6262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm29, zmm30, dword ptr [rdi + rax + 10]{1to16}
+	QUAD $0x0e07ac50501d6262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm29, zmm28, dword ptr [rdi + rax + 14]{1to16}
+	QUAD $0x1207ac5050256262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm29, zmm27, dword ptr [rdi + rax + 18]{1to16}
+	QUAD $0x1607ac50502d6262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm29, zmm26, dword ptr [rdi + rax + 22]{1to16}
+	QUAD $0x1a07ac5050356262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm29, zmm25, dword ptr [rdi + rax + 26]{1to16}
+	QUAD $0x1e07ac5058556262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm29, zmm5, dword ptr [rdi + rax + 30]{1to16}
+	QUAD $0x808cb4595874f162; WORD $0x0046; BYTE $0x00 // vmulps zmm6, zmm1, dword ptr [rsp + 4*rcx + 18048]{1to16}
+	QUAD $0x0000016024848b48                           // mov rax, qword ptr [rsp + 352]
+	WORD $0x0148; BYTE $0xf0                           // add rax, rsi
+	WORD $0x8948; BYTE $0xc1                           // mov rcx, rax
+	LONG $0x05e1c148                                   // shl rcx, 5
+	LONG $0x41048d48                                   // lea rax, [rcx + 2*rax]
+	QUAD $0x000000e8248c8b48                           // mov rcx, qword ptr [rsp + 232]
+	WORD $0x014c; BYTE $0xe9                           // add rcx, r13
+	QUAD $0x808cbc58487df262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm7, dword ptr [rsp + 4*rcx + 1664]
+	QUAD $0x0207bc50586df262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm7, zmm2, dword ptr [rdi + rax + 2]{1to16}
+	QUAD $0x0607bc505005f262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm7, zmm31, dword ptr [rdi + rax + 6]{1to16}
+	QUAD $0x0a07bc50500df262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm7, zmm30, dword ptr [rdi + rax + 10]{1to16}
+	QUAD $0x0e07bc50501df262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm7, zmm28, dword ptr [rdi + rax + 14]{1to16}
+	QUAD $0x1207bc505025f262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm7, zmm27, dword ptr [rdi + rax + 18]{1to16}
+	QUAD $0x1607bc50502df262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm7, zmm26, dword ptr [rdi + rax + 22]{1to16}
+	QUAD $0x1a07bc505035f262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm7, zmm25, dword ptr [rdi + rax + 26]{1to16}
+	QUAD $0x1e07bc505855f262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm7, zmm5, dword ptr [rdi + rax + 30]{1to16}
+	QUAD $0x808c845958747162; WORD $0x0046; BYTE $0x00 // vmulps zmm8, zmm1, dword ptr [rsp + 4*rcx + 18048]{1to16}
+	QUAD $0x000000c824848b48                           // mov rax, qword ptr [rsp + 200]
+	WORD $0x0148; BYTE $0xf0                           // add rax, rsi
+	WORD $0x8948; BYTE $0xc1                           // mov rcx, rax
+	LONG $0x05e1c148                                   // shl rcx, 5
+	LONG $0x41048d48                                   // lea rax, [rcx + 2*rax]
+	QUAD $0x00000158248c8b48                           // mov rcx, qword ptr [rsp + 344]
+	WORD $0x014c; BYTE $0xe9                           // add rcx, r13
+	QUAD $0x808c8c58487d7262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm9, dword ptr [rsp + 4*rcx + 1664]
+	QUAD $0x02078c50586d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm2, dword ptr [rdi + rax + 2]{1to16}
+	QUAD $0x06078c5050057262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm31, dword ptr [rdi + rax + 6]{1to16}
+	QUAD $0x0a078c50500d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm30, dword ptr [rdi + rax + 10]{1to16}
+	QUAD $0x0e078c50501d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm28, dword ptr [rdi + rax + 14]{1to16}
+	QUAD $0x12078c5050257262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm27, dword ptr [rdi + rax + 18]{1to16}
+	QUAD $0x16078c50502d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm26, dword ptr [rdi + rax + 22]{1to16}
+	QUAD $0x1a078c5050357262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm25, dword ptr [rdi + rax + 26]{1to16}
+	QUAD $0x1e078c5058557262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm9, zmm5, dword ptr [rdi + rax + 30]{1to16}
+	QUAD $0x808c945958747162; WORD $0x0046; BYTE $0x00 // vmulps zmm10, zmm1, dword ptr [rsp + 4*rcx + 18048]{1to16}
+	QUAD $0x0000012024848b48                           // mov rax, qword ptr [rsp + 288]
+	WORD $0x0148; BYTE $0xf0                           // add rax, rsi
+	WORD $0x8948; BYTE $0xc1                           // mov rcx, rax
+	LONG $0x05e1c148                                   // shl rcx, 5
+	LONG $0x41048d48                                   // lea rax, [rcx + 2*rax]
+	QUAD $0x00000180248c8b48                           // mov rcx, qword ptr [rsp + 384]
+	WORD $0x014c; BYTE $0xe9                           // add rcx, r13
+	QUAD $0x808c9c58487d7262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm11, dword ptr [rsp + 4*rcx + 1664]
+	QUAD $0x02079c50586d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm2, dword ptr [rdi + rax + 2]{1to16}
+	QUAD $0x06079c5050057262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm31, dword ptr [rdi + rax + 6]{1to16}
+	QUAD $0x0a079c50500d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm30, dword ptr [rdi + rax + 10]{1to16}
+	QUAD $0x0e079c50501d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm28, dword ptr [rdi + rax + 14]{1to16}
+	QUAD $0x12079c5050257262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm27, dword ptr [rdi + rax + 18]{1to16}
+	QUAD $0x16079c50502d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm26, dword ptr [rdi + rax + 22]{1to16}
+	QUAD $0x1a079c5050357262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm25, dword ptr [rdi + rax + 26]{1to16}
+	QUAD $0x1e079c5058557262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm11, zmm5, dword ptr [rdi + rax + 30]{1to16}
+	QUAD $0x808ca45958747162; WORD $0x0046; BYTE $0x00 // vmulps zmm12, zmm1, dword ptr [rsp + 4*rcx + 18048]{1to16}
+	QUAD $0x000001a024848b48                           // mov rax, qword ptr [rsp + 416]
+	WORD $0x0148; BYTE $0xf0                           // add rax, rsi
+	WORD $0x8948; BYTE $0xc1                           // mov rcx, rax
+	LONG $0x05e1c148                                   // shl rcx, 5
+	LONG $0x410c8d48                                   // lea rcx, [rcx + 2*rax]
+	LONG $0x2a048d4b                                   // lea rax, [r10 + r13]
+	QUAD $0x8084ac58487d7262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm13, dword ptr [rsp + 4*rax + 1664]
+	QUAD $0x020fac50586d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm2, dword ptr [rdi + rcx + 2]{1to16}
+	QUAD $0x060fac5050057262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm31, dword ptr [rdi + rcx + 6]{1to16}
+	QUAD $0x0a0fac50500d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm30, dword ptr [rdi + rcx + 10]{1to16}
+	QUAD $0x0e0fac50501d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm28, dword ptr [rdi + rcx + 14]{1to16}
+	QUAD $0x120fac5050257262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm27, dword ptr [rdi + rcx + 18]{1to16}
+	QUAD $0x160fac50502d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm26, dword ptr [rdi + rcx + 22]{1to16}
+	QUAD $0x1a0fac5050357262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm25, dword ptr [rdi + rcx + 26]{1to16}
+	QUAD $0x1e0fac5058557262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm13, zmm5, dword ptr [rdi + rcx + 30]{1to16}
+	QUAD $0x0000019024b40348                           // add rsi, qword ptr [rsp + 400]
+	WORD $0x8948; BYTE $0xf1                           // mov rcx, rsi
+	LONG $0x05e1c148                                   // shl rcx, 5
+	LONG $0x710c8d48                                   // lea rcx, [rcx + 2*rsi]
+	LONG $0x2a348d4a                                   // lea rsi, [rdx + r13]
+	QUAD $0x80b4b458487d7262; WORD $0x0006; BYTE $0x00 // vpbroadcastd zmm14, dword ptr [rsp + 4*rsi + 1664]
+	QUAD $0x020fb450586d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm14, zmm2, dword ptr [rdi + rcx + 2]{1to16}
+	QUAD $0x060fb45050057262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm14, zmm31, dword ptr [rdi + rcx + 6]{1to16}
+	QUAD $0x0a0fb450500d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm14, zmm30, dword ptr [rdi + rcx + 10]{1to16}
+	QUAD $0x0e0fb450501d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm14, zmm28, dword ptr [rdi + rcx + 14]{1to16}
+	QUAD $0x120fb45050257262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm14, zmm27, dword ptr [rdi + rcx + 18]{1to16}
+	QUAD $0x160fb450502d7262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm14, zmm26, dword ptr [rdi + rcx + 22]{1to16}
+	QUAD $0x1a0fb45050357262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm14, zmm25, dword ptr [rdi + rcx + 26]{1to16}
+	QUAD $0x1e0fb45058557262; WORD $0x0000; BYTE $0x00 // vpdpbusd zmm14, zmm5, dword ptr [rdi + rcx + 30]{1to16}
+	QUAD $0x808494595874f162; WORD $0x0046; BYTE $0x00 // vmulps zmm2, zmm1, dword ptr [rsp + 4*rax + 18048]{1to16}
+	QUAD $0x80b48c595874f162; WORD $0x0046; BYTE $0x00 // vmulps zmm1, zmm1, dword ptr [rsp + 4*rsi + 18048]{1to16}
+	LONG $0x487c9162; WORD $0xed5b                     // vcvtdq2ps zmm5, zmm29
+	LONG $0x484cf162; WORD $0xed59                     // vmulps zmm5, zmm6, zmm5
+	LONG $0x403c6162; WORD $0xc558                     // vaddps zmm24, zmm24, zmm5
+	LONG $0x487cf162; WORD $0xef5b                     // vcvtdq2ps zmm5, zmm7
+	LONG $0x483cf162; WORD $0xed59                     // vmulps zmm5, zmm8, zmm5
+	LONG $0x4044e162; WORD $0xfd58                     // vaddps zmm23, zmm23, zmm5
+	LONG $0x487cd162; WORD $0xe95b                     // vcvtdq2ps zmm5, zmm9
+	LONG $0x482cf162; WORD $0xed59                     // vmulps zmm5, zmm10, zmm5
+	LONG $0x404ce162; WORD $0xf558                     // vaddps zmm22, zmm22, zmm5
+	LONG $0x487cd162; WORD $0xeb5b                     // vcvtdq2ps zmm5, zmm11
+	LONG $0x481cf162; WORD $0xed59                     // vmulps zmm5, zmm12, zmm5
+	LONG $0x4054e162; WORD $0xed58                     // vaddps zmm21, zmm21, zmm5
+	LONG $0x487cd162; WORD $0xed5b                     // vcvtdq2ps zmm5, zmm13
+	LONG $0x486cf162; WORD $0xd559                     // vmulps zmm2, zmm2, zmm5
+	LONG $0x405ce162; WORD $0xe258                     // vaddps zmm20, zmm20, zmm2
+	LONG $0x487cd162; WORD $0xd65b                     // vcvtdq2ps zmm2, zmm14
+	LONG $0x4874f162; WORD $0xca59                     // vmulps zmm1, zmm1, zmm2
+	LONG $0x4064e162; WORD $0xd958                     // vaddps zmm19, zmm19, zmm1
+	LONG $0x01c58349                                   // add r13, 1
+	WORD $0x394d; BYTE $0xdd                           // cmp r13, r11
+	LONG $0x28fe6162; WORD $0x7d6f; BYTE $0x20         // vmovdqu64 ymm31, ymmword ptr [rbp + 1024] /* [rip + .LCPI7_1] */
+	LONG $0x000d0162; WORD $0xf6ef                     // vpxord xmm30, xmm30, xmm30
+	JE   LBB7_668
+
+LBB7_1140:
+	QUAD $0x0000010824bc8348; BYTE $0x00 // cmp qword ptr [rsp + 264], 0
+	JLE  LBB7_1146
+	QUAD $0x0000013024b48b48             // mov rsi, qword ptr [rsp + 304]
+	JMP  LBB7_1143
+	PCALIGN $16
+
+LBB7_1142:
+	LONG $0xc0c68348 // add rsi, -64
+	LONG $0x40fe8348 // cmp rsi, 64
+	JBE  LBB7_1146
+
+LBB7_1143:
+	QUAD $0x000000f824bc3b4c       // cmp r15, qword ptr [rsp + 248]
+	JGE  LBB7_1146
+	WORD $0x894c; BYTE $0xf8       // mov rax, r15
+	LONG $0xc1af0f49               // imul rax, r9
+	WORD $0x0148; BYTE $0xd8       // add rax, rbx
+	LONG $0x14180f41; BYTE $0x04   // prefetcht1 byte ptr [r12 + rax]
+	LONG $0x40c48349               // add r12, 64
+	WORD $0x394d; BYTE $0xc4       // cmp r12, r8
+	JL   LBB7_1142
+	LONG $0x54180f42; WORD $0xff00 // prefetcht1 byte ptr [rax + r8 - 1]
+	LONG $0x01c78349               // add r15, 1
+	WORD $0x3145; BYTE $0xe4       // xor r12d, r12d
+	JMP  LBB7_1142
+	PCALIGN $16
+
+LBB7_1146:
+	WORD $0x894c; BYTE $0xe8                   // mov rax, r13
+	LONG $0x05e0c148                           // shl rax, 5
+	LONG $0x68048d4e                           // lea r8, [rax + 2*r13]
+	QUAD $0x000001002484034c                   // add r8, qword ptr [rsp + 256]
+	LONG $0x000d0162; WORD $0xf6ef             // vpxord xmm30, xmm30, xmm30
+	LONG $0x00350162; WORD $0xc9ef             // vpxord xmm25, xmm25, xmm25
+	QUAD $0x0000013824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 312], 0
+	JLE  LBB7_1156
+	LONG $0x6f7ec1c4; WORD $0x0248             // vmovdqu ymm1, ymmword ptr [r8 + 2]
+	LONG $0x244c8b48; BYTE $0x28               // mov rcx, qword ptr [rsp + 40]
+	LONG $0x08f98348                           // cmp rcx, 8
+	JBE  LBB7_1157
+	QUAD $0x0000008024848b48                   // mov rax, qword ptr [rsp + 128]
+	QUAD $0x0200943a48f54362; LONG $0x01000000 // vinserti64x4 zmm26, zmm1, ymmword ptr [r8 + rax + 2], 1
+	LONG $0x6f7e81c4; WORD $0x084c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [r8 + r9 + 2]
+	LONG $0x09f98348                           // cmp rcx, 9
+	JNE  LBB7_1160
+	LONG $0x28fd6162; WORD $0xd96f             // vmovdqa64 ymm27, ymm1
+	LONG $0x24448b48; BYTE $0x58               // mov rax, qword ptr [rsp + 88]
+	LONG $0x6f7ec1c4; WORD $0x004c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [r8 + rax + 2]
+	JMP  LBB7_1150
+	PCALIGN $16
+
+LBB7_1156:
+	LONG $0xc9eff1c5                           // vpxor xmm1, xmm1, xmm1
+	LONG $0x002d0162; WORD $0xd2ef             // vpxord xmm26, xmm26, xmm26
+	LONG $0x00250162; WORD $0xdbef             // vpxord xmm27, xmm27, xmm27
+	LONG $0x001d0162; WORD $0xe4ef             // vpxord xmm28, xmm28, xmm28
+	LONG $0x00150162; WORD $0xedef             // vpxord xmm29, xmm29, xmm29
+	LONG $0x00050162; WORD $0xffef             // vpxord xmm31, xmm31, xmm31
+	LONG $0xedefd1c5                           // vpxor xmm5, xmm5, xmm5
+	LONG $0x244c8b48; BYTE $0x28               // mov rcx, qword ptr [rsp + 40]
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
+	JL   LBB7_1137
+	JMP  LBB7_1173
+	PCALIGN $16
+
+LBB7_1157:
+	LONG $0x28fd6162; WORD $0xd16f                     // vmovdqa64 ymm26, ymm1
+	LONG $0x02f98348                                   // cmp rcx, 2
+	JB   LBB7_1167
+	QUAD $0x02089c6f28fe0162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm27, ymmword ptr [r8 + r9 + 2]
+	JNE  LBB7_1193
+	LONG $0xc9eff1c5                                   // vpxor xmm1, xmm1, xmm1
+	JMP  LBB7_1168
+
+LBB7_1160:
+	LONG $0x24448b48; BYTE $0x20                       // mov rax, qword ptr [rsp + 32]
+	QUAD $0x02009c3a48f54362; LONG $0x01000000         // vinserti64x4 zmm27, zmm1, ymmword ptr [r8 + rax + 2], 1
+	LONG $0x24448b48; BYTE $0x58                       // mov rax, qword ptr [rsp + 88]
+	LONG $0x6f7ec1c4; WORD $0x004c; BYTE $0x02         // vmovdqu ymm1, ymmword ptr [r8 + rax + 2]
+	LONG $0x0bf98348                                   // cmp rcx, 11
+	JB   LBB7_1150
+	QUAD $0x000000a024848b48                           // mov rax, qword ptr [rsp + 160]
+	QUAD $0x0200a43a48f54362; LONG $0x01000000         // vinserti64x4 zmm28, zmm1, ymmword ptr [r8 + rax + 2], 1
+	LONG $0x6f7e81c4; WORD $0x304c; BYTE $0x02         // vmovdqu ymm1, ymmword ptr [r8 + r14 + 2]
+	JE   LBB7_1151
+	QUAD $0x0000009024848b48                           // mov rax, qword ptr [rsp + 144]
+	QUAD $0x0200ac3a48f54362; LONG $0x01000000         // vinserti64x4 zmm29, zmm1, ymmword ptr [r8 + rax + 2], 1
+	LONG $0x24448b48; BYTE $0x40                       // mov rax, qword ptr [rsp + 64]
+	LONG $0x6f7ec1c4; WORD $0x004c; BYTE $0x02         // vmovdqu ymm1, ymmword ptr [r8 + rax + 2]
+	LONG $0x0df98348                                   // cmp rcx, 13
+	JB   LBB7_1152
+	QUAD $0x000000a824848b48                           // mov rax, qword ptr [rsp + 168]
+	QUAD $0x0200bc3a48f54362; LONG $0x01000000         // vinserti64x4 zmm31, zmm1, ymmword ptr [r8 + rax + 2], 1
+	LONG $0x24448b48; BYTE $0x50                       // mov rax, qword ptr [rsp + 80]
+	LONG $0x6f7ec1c4; WORD $0x004c; BYTE $0x02         // vmovdqu ymm1, ymmword ptr [r8 + rax + 2]
+	JE   LBB7_1153
+	LONG $0x24448b48; BYTE $0x48                       // mov rax, qword ptr [rsp + 72]
+	QUAD $0x0200ac3a48f5d362; LONG $0x01000000         // vinserti64x4 zmm5, zmm1, ymmword ptr [r8 + rax + 2], 1
+	LONG $0x24448b48; BYTE $0x70                       // mov rax, qword ptr [rsp + 112]
+	LONG $0x6f7ec1c4; WORD $0x004c; BYTE $0x02         // vmovdqu ymm1, ymmword ptr [r8 + rax + 2]
+	LONG $0x0ff98348                                   // cmp rcx, 15
+	JB   LBB7_1154
+	QUAD $0x0000009824848b48                           // mov rax, qword ptr [rsp + 152]
+	QUAD $0x0200b43a48f54362; LONG $0x01000000         // vinserti64x4 zmm30, zmm1, ymmword ptr [r8 + rax + 2], 1
+	LONG $0x24448b48; BYTE $0x68                       // mov rax, qword ptr [rsp + 104]
+	LONG $0x6f7ec1c4; WORD $0x004c; BYTE $0x02         // vmovdqu ymm1, ymmword ptr [r8 + rax + 2]
+	JE   LBB7_1172
+	QUAD $0x000000d824848b48                           // mov rax, qword ptr [rsp + 216]
+	QUAD $0x02008c6f28fe4162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm25, ymmword ptr [r8 + rax + 2]
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08         // cmp r9, 134217728
+	JL   LBB7_1137
+	JMP  LBB7_1173
+	PCALIGN $16
+
+LBB7_1150:
+	LONG $0x28fd6162; WORD $0xe16f             // vmovdqa64 ymm28, ymm1
+	LONG $0x6f7e81c4; WORD $0x304c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [r8 + r14 + 2]
+
+LBB7_1151:
+	LONG $0x28fd6162; WORD $0xe96f             // vmovdqa64 ymm29, ymm1
+	LONG $0x24448b48; BYTE $0x40               // mov rax, qword ptr [rsp + 64]
+	LONG $0x6f7ec1c4; WORD $0x004c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [r8 + rax + 2]
+
+LBB7_1152:
+	LONG $0x28fd6162; WORD $0xf96f             // vmovdqa64 ymm31, ymm1
+	LONG $0x24448b48; BYTE $0x50               // mov rax, qword ptr [rsp + 80]
+	LONG $0x6f7ec1c4; WORD $0x004c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [r8 + rax + 2]
+
+LBB7_1153:
+	LONG $0xe96ffdc5                           // vmovdqa ymm5, ymm1
+	LONG $0x24448b48; BYTE $0x70               // mov rax, qword ptr [rsp + 112]
+	LONG $0x6f7ec1c4; WORD $0x004c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [r8 + rax + 2]
+
+LBB7_1154:
+	LONG $0x28fd6162; WORD $0xf16f // vmovdqa64 ymm30, ymm1
+
+LBB7_1155:
+	LONG $0x24448b48; BYTE $0x68               // mov rax, qword ptr [rsp + 104]
+	LONG $0x6f7ec1c4; WORD $0x004c; BYTE $0x02 // vmovdqu ymm1, ymmword ptr [r8 + rax + 2]
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
+	JL   LBB7_1137
+	JMP  LBB7_1173
+
+LBB7_1167:
+	LONG $0xc9eff1c5               // vpxor xmm1, xmm1, xmm1
+	LONG $0x00250162; WORD $0xdbef // vpxord xmm27, xmm27, xmm27
+
+LBB7_1168:
+	LONG $0x001d0162; WORD $0xe4ef // vpxord xmm28, xmm28, xmm28
+
+LBB7_1169:
+	LONG $0x00150162; WORD $0xedef // vpxord xmm29, xmm29, xmm29
+
+LBB7_1170:
+	LONG $0x00050162; WORD $0xffef // vpxord xmm31, xmm31, xmm31
+
+LBB7_1171:
+	LONG $0xedefd1c5 // vpxor xmm5, xmm5, xmm5
+
+LBB7_1172:
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
+	JL   LBB7_1137
+
+LBB7_1173:
+	QUAD $0x0000013824bc8348; BYTE $0x00       // cmp qword ptr [rsp + 312], 0
+	JLE  LBB7_1178
+	LONG $0x6e79c1c4; BYTE $0x10               // vmovd xmm2, dword ptr [r8]
+	LONG $0x01f98348                           // cmp rcx, 1
+	JE   LBB7_1179
+	LONG $0x226983c4; WORD $0x0834; BYTE $0x01 // vpinsrd xmm6, xmm2, dword ptr [r8 + r9], 1
+	LONG $0x486df362; WORD $0xd638; BYTE $0x00 // vinserti32x4 zmm2, zmm2, xmm6, 0
+	LONG $0x486df162; WORD $0x55db; BYTE $0x03 // vpandd zmm2, zmm2, zmmword ptr [rbp + 192] /* [rip + .LCPI7_5] */
+	LONG $0x03f98348                           // cmp rcx, 3
+	JB   LBB7_1180
+	LONG $0x24448b48; BYTE $0x58               // mov rax, qword ptr [rsp + 88]
+	LONG $0x2269c3c4; WORD $0x0034; BYTE $0x02 // vpinsrd xmm6, xmm2, dword ptr [r8 + rax], 2
+	LONG $0x486df362; WORD $0xd638; BYTE $0x00 // vinserti32x4 zmm2, zmm2, xmm6, 0
+	LONG $0x486df162; WORD $0x55db; BYTE $0x04 // vpandd zmm2, zmm2, zmmword ptr [rbp + 256] /* [rip + .LCPI7_6] */
+	JNE  LBB7_1196
+	LONG $0x24448b4c; BYTE $0x10               // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_1181
+
+LBB7_1178:
+	LONG $0xd2efe9c5 // vpxor xmm2, xmm2, xmm2
+
+LBB7_1179:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x03 // vpandd zmm2, zmm2, zmmword ptr [rbp + 192] /* [rip + .LCPI7_5] */
+
+LBB7_1180:
+	LONG $0x24448b4c; BYTE $0x10               // mov r8, qword ptr [rsp + 16]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x04 // vpandd zmm2, zmm2, zmmword ptr [rbp + 256] /* [rip + .LCPI7_6] */
+
+LBB7_1181:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x05 // vpandd zmm2, zmm2, zmmword ptr [rbp + 320] /* [rip + .LCPI7_7] */
+
+LBB7_1182:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x06 // vpandd zmm2, zmm2, zmmword ptr [rbp + 384] /* [rip + .LCPI7_8] */
+
+LBB7_1183:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x07 // vpandd zmm2, zmm2, zmmword ptr [rbp + 448] /* [rip + .LCPI7_9] */
+
+LBB7_1184:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x08 // vpandd zmm2, zmm2, zmmword ptr [rbp + 512] /* [rip + .LCPI7_10] */
+
+LBB7_1185:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x09 // vpandd zmm2, zmm2, zmmword ptr [rbp + 576] /* [rip + .LCPI7_11] */
+
+LBB7_1186:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0a // vpandd zmm2, zmm2, zmmword ptr [rbp + 640] /* [rip + .LCPI7_12] */
+
+LBB7_1187:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0b // vpandd zmm2, zmm2, zmmword ptr [rbp + 704] /* [rip + .LCPI7_13] */
+
+LBB7_1188:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0c // vpandd zmm2, zmm2, zmmword ptr [rbp + 768] /* [rip + .LCPI7_14] */
+
+LBB7_1189:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0d // vpandd zmm2, zmm2, zmmword ptr [rbp + 832] /* [rip + .LCPI7_15] */
+
+LBB7_1190:
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0e // vpandd zmm2, zmm2, zmmword ptr [rbp + 896] /* [rip + .LCPI7_16] */
+
+LBB7_1191:
+	LONG $0x486db162; WORD $0xd2db // vpandd zmm2, zmm2, zmm18
+
+LBB7_1192:
+	LONG $0x7fffb866               // mov ax, 32767
+	LONG $0xd892fbc5               // kmovd k3, eax
+	LONG $0xcb7df262; WORD $0xd289 // vpexpandd zmm2 {k3} {z}, zmm2
+	JMP  LBB7_1139
+
+LBB7_1193:
+	LONG $0x24448b48; BYTE $0x58                       // mov rax, qword ptr [rsp + 88]
+	QUAD $0x0200a46f28fe4162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm28, ymmword ptr [r8 + rax + 2]
+	LONG $0x04f98348                                   // cmp rcx, 4
+	JB   LBB7_1199
+	QUAD $0x0230ac6f28fe0162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm29, ymmword ptr [r8 + r14 + 2]
+	JNE  LBB7_1200
+	LONG $0xc9eff1c5                                   // vpxor xmm1, xmm1, xmm1
+	JMP  LBB7_1170
+
+LBB7_1196:
+	LONG $0x226983c4; WORD $0x3034; BYTE $0x03 // vpinsrd xmm6, xmm2, dword ptr [r8 + r14], 3
+	LONG $0x486df362; WORD $0xd638; BYTE $0x00 // vinserti32x4 zmm2, zmm2, xmm6, 0
+	LONG $0x486df162; WORD $0x55db; BYTE $0x05 // vpandd zmm2, zmm2, zmmword ptr [rbp + 320] /* [rip + .LCPI7_7] */
+	LONG $0x05f98348                           // cmp rcx, 5
+	JB   LBB7_1203
+	LONG $0x0010b866                           // mov ax, 16
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	LONG $0x24448b48; BYTE $0x40               // mov rax, qword ptr [rsp + 64]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x00 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x06 // vpandd zmm2, zmm2, zmmword ptr [rbp + 384] /* [rip + .LCPI7_8] */
+	JNE  LBB7_1204
+	LONG $0x24448b4c; BYTE $0x10               // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_1183
+
+LBB7_1199:
+	LONG $0xc9eff1c5 // vpxor xmm1, xmm1, xmm1
+	JMP  LBB7_1169
+
+LBB7_1200:
+	LONG $0x24448b48; BYTE $0x40                       // mov rax, qword ptr [rsp + 64]
+	QUAD $0x0200bc6f28fe4162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm31, ymmword ptr [r8 + rax + 2]
+	LONG $0x06f98348                                   // cmp rcx, 6
+	JB   LBB7_1207
+	LONG $0x24448b48; BYTE $0x50                       // mov rax, qword ptr [rsp + 80]
+	LONG $0x6f7ec1c4; WORD $0x006c; BYTE $0x02         // vmovdqu ymm5, ymmword ptr [r8 + rax + 2]
+	JE   LBB7_1202
+	LONG $0x24448b48; BYTE $0x70                       // mov rax, qword ptr [rsp + 112]
+	QUAD $0x0200b46f28fe4162; WORD $0x0000; BYTE $0x00 // vmovdqu64 ymm30, ymmword ptr [r8 + rax + 2]
+	LONG $0x08f98348                                   // cmp rcx, 8
+	JAE  LBB7_1155
+
+LBB7_1202:
+	LONG $0xc9eff1c5                           // vpxor xmm1, xmm1, xmm1
+	LONG $0x00f98149; WORD $0x0000; BYTE $0x08 // cmp r9, 134217728
+	JL   LBB7_1137
+	JMP  LBB7_1173
+
+LBB7_1203:
+	LONG $0x24448b4c; BYTE $0x10 // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_1182
+
+LBB7_1204:
+	LONG $0x0020b866                           // mov ax, 32
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	LONG $0x24448b48; BYTE $0x50               // mov rax, qword ptr [rsp + 80]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x00 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x07 // vpandd zmm2, zmm2, zmmword ptr [rbp + 448] /* [rip + .LCPI7_9] */
+	LONG $0x07f98348                           // cmp rcx, 7
+	JB   LBB7_1209
+	LONG $0x0040b866                           // mov ax, 64
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	LONG $0x24448b48; BYTE $0x70               // mov rax, qword ptr [rsp + 112]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x00 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x08 // vpandd zmm2, zmm2, zmmword ptr [rbp + 512] /* [rip + .LCPI7_10] */
+	JNE  LBB7_1210
+	LONG $0x24448b4c; BYTE $0x10               // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_1185
+
+LBB7_1207:
+	LONG $0xc9eff1c5 // vpxor xmm1, xmm1, xmm1
+	JMP  LBB7_1171
+
+LBB7_1209:
+	LONG $0x24448b4c; BYTE $0x10 // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_1184
+
+LBB7_1210:
+	LONG $0x0080b866                           // mov ax, 128
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	LONG $0x24448b48; BYTE $0x68               // mov rax, qword ptr [rsp + 104]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x00 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x09 // vpandd zmm2, zmm2, zmmword ptr [rbp + 576] /* [rip + .LCPI7_11] */
+	LONG $0x09f98348                           // cmp rcx, 9
+	JB   LBB7_1213
+	LONG $0x0100b866                           // mov ax, 256
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	QUAD $0x0000008024848b48                   // mov rax, qword ptr [rsp + 128]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x00 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0a // vpandd zmm2, zmm2, zmmword ptr [rbp + 640] /* [rip + .LCPI7_12] */
+	JNE  LBB7_1214
+	LONG $0x24448b4c; BYTE $0x10               // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_1187
+
+LBB7_1213:
+	LONG $0x24448b4c; BYTE $0x10 // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_1186
+
+LBB7_1214:
+	LONG $0x0200b866                           // mov ax, 512
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	LONG $0x24448b48; BYTE $0x20               // mov rax, qword ptr [rsp + 32]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x00 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0b // vpandd zmm2, zmm2, zmmword ptr [rbp + 704] /* [rip + .LCPI7_13] */
+	LONG $0x0bf98348                           // cmp rcx, 11
+	JB   LBB7_1217
+	LONG $0x0400b866                           // mov ax, 1024
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	QUAD $0x000000a024848b48                   // mov rax, qword ptr [rsp + 160]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x00 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0c // vpandd zmm2, zmm2, zmmword ptr [rbp + 768] /* [rip + .LCPI7_14] */
+	JNE  LBB7_1218
+	LONG $0x24448b4c; BYTE $0x10               // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_1189
+
+LBB7_1217:
+	LONG $0x24448b4c; BYTE $0x10 // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_1188
+
+LBB7_1218:
+	LONG $0x0800b866                           // mov ax, 2048
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	QUAD $0x0000009024848b48                   // mov rax, qword ptr [rsp + 144]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x00 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0d // vpandd zmm2, zmm2, zmmword ptr [rbp + 832] /* [rip + .LCPI7_15] */
+	LONG $0x0df98348                           // cmp rcx, 13
+	JB   LBB7_1221
+	LONG $0x1000b866                           // mov ax, 4096
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	QUAD $0x000000a824848b48                   // mov rax, qword ptr [rsp + 168]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x00 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rax]
+	LONG $0x486df162; WORD $0x55db; BYTE $0x0e // vpandd zmm2, zmm2, zmmword ptr [rbp + 896] /* [rip + .LCPI7_16] */
+	JNE  LBB7_1222
+	LONG $0x24448b4c; BYTE $0x10               // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_1191
+
+LBB7_1221:
+	LONG $0x24448b4c; BYTE $0x10 // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_1190
+
+LBB7_1222:
+	LONG $0x2000b866                           // mov ax, 8192
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	LONG $0x24448b48; BYTE $0x48               // mov rax, qword ptr [rsp + 72]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x00 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rax]
+	LONG $0x486db162; WORD $0xd2db             // vpandd zmm2, zmm2, zmm18
+	LONG $0x0ff98348                           // cmp rcx, 15
+	JB   LBB7_1225
+	LONG $0x4000b866                           // mov ax, 16384
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	QUAD $0x0000009824848b48                   // mov rax, qword ptr [rsp + 152]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x00 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rax]
+	LONG $0x7fffb866                           // mov ax, 32767
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	LONG $0xcb7df262; WORD $0xd289             // vpexpandd zmm2 {k3} {z}, zmm2
+	JE   LBB7_1138
+	LONG $0x8000b866                           // mov ax, -32768
+	LONG $0xd892fbc5                           // kmovd k3, eax
+	QUAD $0x000000d824848b48                   // mov rax, qword ptr [rsp + 216]
+	LONG $0x4b7dd262; WORD $0x1458; BYTE $0x00 // vpbroadcastd zmm2 {k3}, dword ptr [r8 + rax]
+	JMP  LBB7_1138
+
+LBB7_1225:
+	LONG $0x24448b4c; BYTE $0x10 // mov r8, qword ptr [rsp + 16]
+	JMP  LBB7_1192
+
+LBB7_668:
+	QUAD $0x000000015024bc80                   // cmp byte ptr [rsp + 336], 0
+	JE   LBB7_1226
+	QUAD $0x0000014824948b48                   // mov rdx, qword ptr [rsp + 328]
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	LONG $0x403cf162; WORD $0xc958             // vaddps zmm1, zmm24, zmm1
+	LONG $0x24748b48; BYTE $0x18               // mov rsi, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
+	LONG $0x247c8b48; BYTE $0x30               // mov rdi, qword ptr [rsp + 48]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	LONG $0x4044f162; WORD $0xc958             // vaddps zmm1, zmm23, zmm1
+	LONG $0x01468d48                           // lea rax, [rsi + 1]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	LONG $0x404cf162; WORD $0xc958             // vaddps zmm1, zmm22, zmm1
+	LONG $0x02468d48                           // lea rax, [rsi + 2]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	LONG $0x4054f162; WORD $0xc958             // vaddps zmm1, zmm21, zmm1
+	LONG $0x03468d48                           // lea rax, [rsi + 3]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	LONG $0x405cf162; WORD $0xc958             // vaddps zmm1, zmm20, zmm1
+	LONG $0x04468d48                           // lea rax, [rsi + 4]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	LONG $0xc97cf162; WORD $0x0a10             // vmovups zmm1 {k1} {z}, zmmword ptr [rdx]
+	LONG $0x4064f162; WORD $0xc958             // vaddps zmm1, zmm19, zmm1
+	LONG $0x05c68348                           // add rsi, 5
+
+LBB7_442:
+	LONG $0xf7af0f48                           // imul rsi, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0xb1 // vmovups zmmword ptr [rcx + 4*rsi] {k1}, zmm1
+	JMP  LBB7_1228
+
+LBB7_1226:
+	LONG $0x24548b48; BYTE $0x18               // mov rdx, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xd0                   // mov rax, rdx
+	LONG $0x24748b48; BYTE $0x30               // mov rsi, qword ptr [rsp + 48]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x497c6162; WORD $0x0411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm24
+	LONG $0x01428d48                           // lea rax, [rdx + 1]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x497ce162; WORD $0x3c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm23
+	LONG $0x02428d48                           // lea rax, [rdx + 2]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x497ce162; WORD $0x3411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm22
+	LONG $0x03428d48                           // lea rax, [rdx + 3]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x497ce162; WORD $0x2c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm21
+	LONG $0x04428d48                           // lea rax, [rdx + 4]
+	LONG $0xc6af0f48                           // imul rax, rsi
+	LONG $0x497ce162; WORD $0x2411; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm20
+	LONG $0x05c28348                           // add rdx, 5
+
+LBB7_1227:
+	LONG $0xd6af0f48                           // imul rdx, rsi
+	LONG $0x497ce162; WORD $0x1c11; BYTE $0x91 // vmovups zmmword ptr [rcx + 4*rdx] {k1}, zmm19
+
+LBB7_1228:
+	QUAD $0x000000b024ac8b4c // mov r13, qword ptr [rsp + 176]
+	QUAD $0x000000d024bc8b48 // mov rdi, qword ptr [rsp + 208]
+	QUAD $0x000000b824948b4c // mov r10, qword ptr [rsp + 184]
+	QUAD $0x000000c024848b48 // mov rax, qword ptr [rsp + 192]
+	JMP  LBB7_316
+
+LBB7_1229:
+	LONG $0xc0eff9c5         // vpxor xmm0, xmm0, xmm0
+	QUAD $0x1924447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1600], zmm0
+	QUAD $0x1824447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1536], zmm0
+	QUAD $0x1724447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1472], zmm0
+	QUAD $0x1624447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1408], zmm0
+	QUAD $0x1524447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1344], zmm0
+	QUAD $0x1424447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1280], zmm0
+	QUAD $0x1324447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1216], zmm0
+	QUAD $0x1224447f48fdf162 // vmovdqa64 zmmword ptr [rsp + 1152], zmm0
+	LONG $0xc9eff1c5         // vpxor xmm1, xmm1, xmm1
+	WORD $0x854d; BYTE $0xdb // test r11, r11
+	JG   LBB7_672
+
+LBB7_1230:
+	LONG $0x247c8b48; BYTE $0x30 // mov rdi, qword ptr [rsp + 48]
+	QUAD $0x000000015024bc80     // cmp byte ptr [rsp + 336], 0
+	JNE  LBB7_744
+
+LBB7_1231:
+	LONG $0x24748b48; BYTE $0x18               // mov rsi, qword ptr [rsp + 24]
+	WORD $0x8948; BYTE $0xf0                   // mov rax, rsi
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x244c8b48; BYTE $0x38               // mov rcx, qword ptr [rsp + 56]
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	QUAD $0x13244c28487cf162                   // vmovaps zmm1, zmmword ptr [rsp + 1216]
+	LONG $0x01468d48                           // lea rax, [rsi + 1]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	QUAD $0x14244c28487cf162                   // vmovaps zmm1, zmmword ptr [rsp + 1280]
+	LONG $0x02468d48                           // lea rax, [rsi + 2]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	QUAD $0x15244c28487cf162                   // vmovaps zmm1, zmmword ptr [rsp + 1344]
+	LONG $0x03468d48                           // lea rax, [rsi + 3]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	QUAD $0x16244c28487cf162                   // vmovaps zmm1, zmmword ptr [rsp + 1408]
+	LONG $0x04468d48                           // lea rax, [rsi + 4]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	QUAD $0x17244c28487cf162                   // vmovaps zmm1, zmmword ptr [rsp + 1472]
+	LONG $0x05468d48                           // lea rax, [rsi + 5]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	QUAD $0x18244c28487cf162                   // vmovaps zmm1, zmmword ptr [rsp + 1536]
+	LONG $0x06468d48                           // lea rax, [rsi + 6]
+	LONG $0xc7af0f48                           // imul rax, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0x81 // vmovups zmmword ptr [rcx + 4*rax] {k1}, zmm1
+	QUAD $0x19244c28487cf162                   // vmovaps zmm1, zmmword ptr [rsp + 1600]
+
+LBB7_1232:
+	QUAD $0x000000c024848b48 // mov rax, qword ptr [rsp + 192]
+	LONG $0x07c68348         // add rsi, 7
+
+LBB7_1233:
+	LONG $0xf7af0f48                           // imul rsi, rdi
+	LONG $0x497cf162; WORD $0x0c11; BYTE $0xb1 // vmovups zmmword ptr [rcx + 4*rsi] {k1}, zmm1
+	JMP  LBB7_315
+
+LBB7_3:
+	MOVQ 96984(SP), SP
 	VZEROUPPER
 	RET
 

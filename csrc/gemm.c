@@ -662,7 +662,15 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gemm_rowtile_avx512(float *y, const float 
 #undef KRT_G5_TILE
 
 /* ------------------------------------------------------------------------------------------ */
-/* _avx512 streaming path for few tokens (EXPERIMENT). */
+/* _avx512 Q8_0 streaming path for few tokens (T <= KRT_GEMM_SMALL_T: batched decoding). The tiled
+ * path above repacks each weight tile into scratch and prefetches only for >= 16 tokens, so at
+ * small T it costs 3-5x the weights' DRAM time. Here each 16-row vector is transposed in
+ * registers straight from w and used at once for up to KRT_G5_ST tokens, while the next vector's
+ * bytes are prefetched (T1) in step: the weights stream once at about GEMV speed, plus ~8 ns
+ * per 16 rows x 32 cols x token of vpdpbusd. Sums run in block order with the products
+ * (d_w*d_x)*isum as _ref does, so results are bit-identical; d_w and d_x are poisoned
+ * (KRT_GT_POISON). Zen 4, 1 thread, 4864x896 from DRAM (bench_gemm_dram, interleaved): T=2
+ * 257 vs 1391 us tiled, T=4 319 vs 1587, T=8 303 vs 990, T=16 575 vs 1044 (GEMV T=1: 174). */
 
 #ifndef KRT_G5_ST
 #define KRT_G5_ST 8 /* tokens per pass */
@@ -694,7 +702,7 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gemm_unit_q8_0_avx512(const uint8_t *blk, 
     krt_gemm_transpose_avx512(z, o);
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     for (int k = 0; k < 8; k++) o[k] = _mm512_xor_si512(o[k], flip);
-    *wd = krt_gemm_gather_d_avx512(blk, stride, FULL ? 16 : n);
+    *wd = krt_scale_poison_avx512(krt_gemm_gather_d_avx512(blk, stride, FULL ? 16 : n)); /* KRT_GT_POISON */
 }
 
 /* Prefetch state: the next row vector's segments (nr rows of seg bytes at stride), covered
@@ -725,7 +733,7 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gemm_sprep_q8_0_avx512(krt_gemm_sscratch_a
     for (int64_t t = 0; t < tn; t++) {
         const uint8_t *xt = x + ((t0 + t) * nb + b0) * 34;
         for (int64_t b = 0; b < bn; b++) {
-            s->xd[t * ld + b] = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(krt_gt_ld16(xt + b * 34))));
+            s->xd[t * ld + b] = krt_scale_poison(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(krt_gt_ld16(xt + b * 34)))));
             s->xc[t * ld + b] = -128 * krt_gemm_xsum32(xt + b * 34 + 2);
         }
     }

@@ -3,4 +3,4 @@
 package ckernels
 
 // csrcHash is the hash of csrc/ this package was last generated for (see csrchash).
-const csrcHash = "6f277e51e30791bd8914233614f05e826238d3d3e858d771d320fb109ea6b169"
+const csrcHash = "eac16a9928e396b6d3c10a4a67d948db5fc575c92cf5eaae1ea7eb4841ca5966"
