@@ -3,4 +3,4 @@
 package ckernels
 
 // csrcHash is the hash of csrc/ this package was last generated for (see csrchash).
-const csrcHash = "eac16a9928e396b6d3c10a4a67d948db5fc575c92cf5eaae1ea7eb4841ca5966"
+const csrcHash = "e516e14fd67d73608429728f0be1e8002aa10d5e89e872cbb1d1348769f452ad"
