@@ -615,8 +615,8 @@ func needsQ8_0(ws ...*Matrix) bool {
 // multiplies, as ggml does: xq, the caller's Q8_0 blocks of xf, for the blocks of 32; Q8_K
 // super-blocks for the K-quants and fp16/bf16-rounded floats for F16/BF16, both made here from
 // the float activations xf; xf itself for F32. A quantized matrix is a GEMV for one token
-// (bandwidth-bound), GEMVs over cached row blocks for a few (as batched decoding has), the
-// tiled GEMM for more (compute-bound).
+// (bandwidth-bound), GEMVs over cached row blocks for a few (as batched decoding has; the
+// GEMM's streaming path instead for Q8_0 where streamGemm holds), the GEMM for more.
 //
 // The Q8_K and rounded forms are made once per activation, not per matrix: they stay valid
 // while consecutive calls pass the same xf (q, k and v; gate and up), and a call with another
@@ -649,7 +649,7 @@ func (m *Model) mm(e kernelrt.Ops, w *Matrix, y, xf []float32, xq []kernelrt.Blo
 	default:
 		return m.matmulF32(e, w, y, xf, bias, T)
 	}
-	if T <= gemvTokens {
+	if T == 1 || T <= gemvTokens && !(w.Type == Q8_0 && streamGemm(e)) {
 		return m.gemvBlocks(e, w, y, x8, xk, bias, T)
 	}
 	switch w.Type {
@@ -673,17 +673,44 @@ func (m *Model) mm(e kernelrt.Ops, w *Matrix, y, xf []float32, xq []kernelrt.Blo
 
 // Up to gemvTokens tokens, a quantized matmul is one GEMV per token over blocks of about
 // gemvBlockBytes of weight rows: the first token's GEMV brings a block from memory, the
-// others find it in cache. The GEMM repacks every weight block before its first use, and
-// from DRAM that costs more than the GEMVs until about 4 tokens: one ForwardBatch step of
-// the Qwen2-0.5B shape (Q8_0, 2 threads, Zen 4 with other work on the machine, best of 20)
-// took 34-44 ms at 2 tokens with the GEMVs and 62-118 ms with the GEMM, 70-88 against
-// 70-100 ms at 4, and 175-211 against 77-100 ms at 8 (a GEMV per token gains nothing from
-// the cache: it is compute-bound at about the speed it streams). A token's row is also
-// bit-identical to its one-token Decode.
+// others find it in cache. The tiled GEMM repacks every weight block before its first use,
+// and from DRAM that costs more than the GEMVs until about 4 tokens. Q8_0 on the _avx512 C
+// kernels is the exception (streamGemm): its GEMM streams the weights once for up to 16
+// tokens, so from 2 tokens on it is the GEMM. One ForwardBatch step of the synthetic
+// Qwen2-0.5B Q8_0 (2 threads, Zen 4 shared with other work, 20 steps, 3 runs in turn;
+// BenchmarkForwardBatchStep) took 18-19 ms at 1 token (GEMV), 20-23 ms with the GEMM against
+// 26-46 ms with the GEMVs at 2, 23-25 against 45-48 ms at 4, and 30-34 ms at 8 (the old tiled
+// GEMM: 66-127 ms). One token stays a GEMV: bit-identical to Decode, and no slower.
 const (
 	gemvTokens     = 4
 	gemvBlockBytes = 2 << 20
 )
+
+// noStreamGemm makes streamGemm false, for benchmarks comparing with gemvBlocks.
+var noStreamGemm bool
+
+// streamGemm reports whether e's Q8_0 GEMM is the C kernels' _avx512 one, which streams the
+// weights once for up to 16 tokens (csrc/gemm.c) and so beats gemvBlocks from 2 tokens on.
+func streamGemm(e kernelrt.Ops) bool {
+	if noStreamGemm {
+		return false
+	}
+	var pooled, serial string
+	switch k := e.(type) {
+	case *kernelrt.Runtime:
+		pooled, serial = k.KernelsFor(kernelrt.OpGemmQ8_0)
+	case kernelrt.Serial:
+		d, err := kernelrt.DefaultKernels()
+		if err != nil {
+			return false
+		}
+		pooled, serial = d, d
+	default:
+		return false
+	}
+	fast := func(s string) bool { return s == "asm/avx512" || s == "cgo/avx512" }
+	return fast(pooled) && fast(serial)
+}
 
 // gemvBlocks is mm's path for a few tokens of a quantized w: x8 holds the tokens' Q8_0
 // activations (the blocks-of-32 types), xk their Q8_K ones (the K-quants).

@@ -186,7 +186,7 @@ static void run_case(int q5, int64_t rows, int64_t cols, int64_t T, int64_t r0, 
 int main(void) {
     printf("test_gemm: avx2 %s, avx512+vnni %s\n", cpu_avx2() ? "yes" : "no (skipped)",
            cpu_avx512() ? "yes" : "no (skipped)");
-    static const int64_t Ts[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 31, 33, 64, 129, 130};
+    static const int64_t Ts[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 31, 33, 64, 129, 130};
     static const int64_t Rs[] = {1, 5, 16, 17, 31, 32, 33, 48, 70};
     static const int64_t Cs[] = {32, 64, 96, 256, 512, 544, 1056};
     int cases = 0;
@@ -209,7 +209,13 @@ int main(void) {
     run_case(1, 96, 896, 7, 0, 96, 1, 0);
     run_case(0, 40, 4864, 5, 3, 40, 0, 1);
     run_case(1, 40, 4864, 5, 3, 40, 0, 0);
-    cases += 4;
+    /* the few-token streaming path (_avx512, T <= 16): several column chunks, one or two token
+     * groups, partial last row vector */
+    run_case(0, 40, 4864, 12, 3, 37, 1, 1);
+    run_case(0, 23, 4864, 16, 0, 23, 0, 0);
+    run_case(0, 19, 8224, 3, 1, 19, 1, 1);
+    run_case(0, 19, 8224, 11, 0, 19, 0, 0);
+    cases += 8;
     if (failures) {
         printf("test_gemm: %d failures in %d cases\n", failures, cases);
         return 1;

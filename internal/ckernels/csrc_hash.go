@@ -3,4 +3,4 @@
 package ckernels
 
 // csrcHash is the hash of csrc/ this package was last generated for (see csrchash).
-const csrcHash = "95f29668ed2bf56b6186bb8e9b333cd92fd101f75fd582f0dd388eab44b30ec0"
+const csrcHash = "c9934d13130f4cef750cf7e2636c8f71614664b1e90dac5199c10987252d8cf0"
