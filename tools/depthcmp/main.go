@@ -7,7 +7,7 @@
 // For each KV type it runs kernelrt (bench/suite.MeasureDepth, as `kernelrt bench -depth`)
 // and then llama-batched-bench -npl 1 -ntg TG -npp <each depth and prefill length> with
 // -ctk/-ctv of that type (q8_0 needs -fa; -fa turns it on for every type). llama.cpp's decode
-// after a prompt of N tokens is its S_TG at npp N; its prefill is S_PP. Both use the same
+// after a prompt of N tokens is its S_TG at npp N (depth 0: npp 1); its prefill is S_PP. Both use the same
 // threads; the machine is sampled for streaming bandwidth through the kernelrt runs, and
 // llama.cpp's decode gets the same limit (same weights and KV bytes per token). A measuring tool
 // for the issue notes, not part of make test: CI has no llama.cpp.
@@ -115,10 +115,15 @@ func run(llama, model string, depths, pps []int, kvs []orchestrator.KVType, tg, 
 		}
 		krt = append(krt, d)
 		fmt.Fprintf(os.Stderr, "== kv %s: llama.cpp\n", kv)
-		npp := append(append([]int(nil), depths...), pps...)
+		// llama-batched-bench (c392e509) corrupts its heap at -npp 0 ("free(): invalid next
+		// size") and aborts later in the run: depth 0 is asked as a 1-token prompt.
 		var list []string
-		for _, n := range npp {
-			list = append(list, strconv.Itoa(n))
+		seen := map[int]bool{}
+		for _, n := range append(append([]int(nil), depths...), pps...) {
+			if n = max(n, 1); !seen[n] {
+				seen[n] = true
+				list = append(list, strconv.Itoa(n))
+			}
 		}
 		args := []string{"-m", model, "-c", strconv.Itoa(maxCtx + 16), "-npp", strings.Join(list, ","), "-ntg", strconv.Itoa(tg),
 			"-npl", "1", "-t", strconv.Itoa(threads), "-ctk", kv.String(), "-ctv", kv.String(), "--output-format", "jsonl"}
@@ -129,7 +134,8 @@ func run(llama, model string, depths, pps []int, kvs []orchestrator.KVType, tg, 
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, nil
 		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("%s %s: %w", llama, strings.Join(args, " "), err)
+			// Keep the rows it printed before failing; the missing ones show as "-".
+			fmt.Fprintf(os.Stderr, "depthcmp: %s %s: %v\n", llama, strings.Join(args, " "), err)
 		}
 		res := llamaRes{tg: map[int]float64{}, pp: map[int]float64{}}
 		sc := bufio.NewScanner(&out)
@@ -137,6 +143,9 @@ func run(llama, model string, depths, pps []int, kvs []orchestrator.KVType, tg, 
 			var r llamaRow
 			if json.Unmarshal(sc.Bytes(), &r) == nil && r.TG == tg {
 				res.tg[r.PP], res.pp[r.PP] = r.SpeedTG, r.SpeedPP
+				if r.PP == 1 {
+					res.tg[0] = r.SpeedTG
+				}
 			}
 		}
 		lcp = append(lcp, res)
