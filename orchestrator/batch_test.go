@@ -187,3 +187,28 @@ func TestSlotsValidate(t *testing.T) {
 		t.Fatalf("Slots = -1: %v", err)
 	}
 }
+
+// A batched-decode step on a Runtime allocates nothing: mm's choice between the Q8_0 GEMM
+// and per-token GEMVs is made once per Runtime, not per matmul.
+func TestForwardBatchNoAllocs(t *testing.T) {
+	m := newSlots(t, RecipeQ8_0(), 3)
+	rt, err := kernelrt.New(kernelrt.Options{Threads: 2, NoPin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	seqs := []Seq{{Slot: 0, N: 1, Logits: true}, {Slot: 1, N: 1, Logits: true}, {Slot: 2, N: 1, Logits: true}}
+	toks := []int32{1, 2, 3}
+	step := func() {
+		if _, err := m.ForwardBatch(rt, toks, seqs); err != nil {
+			t.Fatal(err)
+		}
+		for i := range seqs {
+			seqs[i].Pos++
+		}
+	}
+	step()
+	if n := testing.AllocsPerRun(20, step); n != 0 {
+		t.Errorf("ForwardBatch of 3 one-token sequences: %v allocations per step, want 0", n)
+	}
+}

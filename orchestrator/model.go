@@ -85,6 +85,9 @@ type Model struct {
 	acts   *float32
 	q8kOK  bool
 	xrKind actKind
+	// streamRT is the Runtime streamOK (streamGemm) was computed for.
+	streamRT *kernelrt.Runtime
+	streamOK bool
 
 	kv   kvCache
 	pos  int    // tokens in slot 0's cache (Prefill/Decode), the position its next token gets
@@ -649,7 +652,7 @@ func (m *Model) mm(e kernelrt.Ops, w *Matrix, y, xf []float32, xq []kernelrt.Blo
 	default:
 		return m.matmulF32(e, w, y, xf, bias, T)
 	}
-	if T == 1 || T <= gemvTokens && !(w.Type == Q8_0 && streamGemm(e)) {
+	if T == 1 || T <= gemvTokens && !(w.Type == Q8_0 && m.streams(e)) {
 		return m.gemvBlocks(e, w, y, x8, xk, bias, T)
 	}
 	switch w.Type {
@@ -710,6 +713,20 @@ func streamGemm(e kernelrt.Ops) bool {
 	}
 	fast := func(s string) bool { return s == "asm/avx512" || s == "cgo/avx512" }
 	return fast(pooled) && fast(serial)
+}
+
+// streams is streamGemm(e), remembered for the Runtime mm last ran on: a Runtime's kernels
+// are fixed when it is made, and naming them allocates (mm asks for every Q8_0 matmul of a
+// batched-decode step).
+func (m *Model) streams(e kernelrt.Ops) bool {
+	rt, ok := e.(*kernelrt.Runtime)
+	if !ok || noStreamGemm {
+		return streamGemm(e)
+	}
+	if rt != m.streamRT {
+		m.streamRT, m.streamOK = rt, streamGemm(rt)
+	}
+	return m.streamOK
 }
 
 // gemvBlocks is mm's path for a few tokens of a quantized w: x8 holds the tokens' Q8_0
