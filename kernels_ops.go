@@ -290,33 +290,7 @@ func kvAppend(rt *Runtime, cache, src []float32, tokens, srcStride, nKVHeads, he
 
 // checkKVAppend checks KVAppend's arguments (fn names the caller in errors).
 func checkKVAppend(fn string, cache, src []float32, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0 int) error {
-	if err := checkPositive(fn, "tokens", tokens); err != nil {
-		return err
-	}
-	row, err := checkHeadShape(fn, "nKVHeads", nKVHeads, headDim)
-	if err != nil {
-		return err
-	}
-	if err := checkPositive(fn, "maxCtx", maxCtx); err != nil {
-		return err
-	}
-	if err := checkStride(fn, "srcStride", srcStride, "nKVHeads*headDim", row); err != nil {
-		return err
-	}
-	if err := checkPositions(fn, pos0, tokens, "maxCtx", maxCtx); err != nil {
-		return err
-	}
-	if err := checkCacheLen(fn, "cache", kvF32, cache, row, maxCtx); err != nil {
-		return err
-	}
-	n, ok := stridedLen(tokens, srcStride, row)
-	if !ok {
-		return argErr(fn, "srcStride", "(tokens-1)*srcStride + nKVHeads*headDim = (%d-1)*%d + %d overflows int", tokens, srcStride, row)
-	}
-	if err := checkLenF(fn, "src", src, "(tokens-1)*srcStride + nKVHeads*headDim", n, "floats"); err != nil {
-		return err
-	}
-	return checkNoOverlap(fn, "cache", "src", spanOf(cache), spanOf(src))
+	return checkKVAppendKind(fn, kvF32, cache, src, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0)
 }
 
 // ---- embedding ----

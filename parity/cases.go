@@ -450,30 +450,9 @@ func ropeCase(T, heads, pos0 int, norm bool) *Case {
 			}
 		}
 		r := newRng("rope/" + c.Shape)
-		x0, x, ref, scale = make([]float32, n), make([]float32, n), make([]float64, n), make([]float64, n)
+		x0, x = make([]float32, n), make([]float32, n)
 		r.fill(x0, -2, 2)
-		for i, v := range x0 {
-			ref[i] = float64(v) // untouched unless rotated below (scale 0: must be exact)
-		}
-		half := headDim / 2
-		for t := 0; t < T; t++ {
-			for h := 0; h < heads; h++ {
-				base := t*qkvStride + h*headDim
-				for i := 0; i < half; i++ {
-					ang := float64(pos0+t) * math.Pow(ropeTheta, -float64(2*i)/float64(headDim))
-					sn, cs := math.Sincos(ang)
-					i0, i1 := base+i, base+i+half // NeoX: rotate halves
-					if norm {
-						i0, i1 = base+2*i, base+2*i+1 // normal: rotate adjacent pairs
-					}
-					a, b := float64(x0[i0]), float64(x0[i1])
-					ref[i0] = a*cs - b*sn
-					ref[i1] = a*sn + b*cs
-					scale[i0] = math.Abs(a*cs) + math.Abs(b*sn)
-					scale[i1] = math.Abs(a*sn) + math.Abs(b*cs)
-				}
-			}
-		}
+		ref, scale = ropeRef(x0, T, heads, qkvStride, pos0, norm)
 	}
 	c.free = func() { x0, x, ref, scale = nil, nil, nil, nil }
 	c.run = func(e exec) error {
@@ -496,6 +475,35 @@ func ropeCase(T, heads, pos0 int, norm bool) *Case {
 		return worst, ""
 	}
 	return c
+}
+
+// ropeRef is the float64 rotation of the heads of x0 (T tokens at stride floats, heads heads
+// of headDim from position pos0; NeoX halves, or adjacent pairs when norm), and each rotated
+// element's magnitude scale |a cos| + |b sin|. Floats between the heads keep x0's value, with
+// scale 0: they must come out exact.
+func ropeRef(x0 []float32, T, heads, stride, pos0 int, norm bool) (ref, scale []float64) {
+	ref, scale = make([]float64, len(x0)), make([]float64, len(x0))
+	for i, v := range x0 {
+		ref[i] = float64(v)
+	}
+	half := headDim / 2
+	for t := 0; t < T; t++ {
+		for h := 0; h < heads; h++ {
+			base := t*stride + h*headDim
+			for i := 0; i < half; i++ {
+				sn, cs := math.Sincos(float64(pos0+t) * math.Pow(ropeTheta, -float64(2*i)/float64(headDim)))
+				i0, i1 := base+i, base+i+half // NeoX: rotate halves
+				if norm {
+					i0, i1 = base+2*i, base+2*i+1 // normal: rotate adjacent pairs
+				}
+				a, b := float64(x0[i0]), float64(x0[i1])
+				ref[i0], ref[i1] = a*cs-b*sn, a*sn+b*cs
+				scale[i0] = math.Abs(a*cs) + math.Abs(b*sn)
+				scale[i1] = math.Abs(a*sn) + math.Abs(b*cs)
+			}
+		}
+	}
+	return ref, scale
 }
 
 // exactCheck is the max |y - ref| (0 required).

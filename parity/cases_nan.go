@@ -288,19 +288,7 @@ func nanRopeCase(norm bool) *Case {
 		set(1, 1, 31, nan32, 2)
 		set(2, 0, 0, inf32, 1)
 		set(2, 1, 17, -3, ninf32)
-		ref, scale = make([]float64, len(x0)), make([]float64, len(x0))
-		for t := 0; t < T; t++ {
-			for h := 0; h < heads; h++ {
-				for i := 0; i < headDim/2; i++ {
-					sn, cs := math.Sincos(float64(t) * math.Pow(ropeTheta, -float64(2*i)/float64(headDim)))
-					i0, i1 := pair(t, h, i)
-					a, b := float64(x0[i0]), float64(x0[i1])
-					ref[i0], ref[i1] = a*cs-b*sn, a*sn+b*cs
-					scale[i0] = math.Abs(a*cs) + math.Abs(b*sn)
-					scale[i1] = math.Abs(a*sn) + math.Abs(b*cs)
-				}
-			}
-		}
+		ref, scale = ropeRef(x0, T, heads, stride, 0, norm)
 	}
 	c.free = func() { x0, x, ref, scale = nil, nil, nil, nil }
 	c.run = func(e exec) error {
