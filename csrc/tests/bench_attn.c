@@ -17,25 +17,13 @@
  * Columns: median and best of -reps repeats (wall clock; -cpuclock: the main thread's CPU time,
  * which is less disturbed by a busy machine and exact for -threads 1).
  */
-#define _GNU_SOURCE
-#include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
+#include "bench_util.h" /* first: it sets _GNU_SOURCE */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <time.h>
 
 #include "kernelrt.h"
-
-static clockid_t bench_clock = CLOCK_MONOTONIC;
-static double now(void) {
-    struct timespec t;
-    clock_gettime(bench_clock, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 static float rndf(void) {
@@ -55,7 +43,7 @@ typedef void (*prefill_fn)(float *, const float *, const void *, const void *, f
                            int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
 typedef void (*merge_fn)(float *, const float *, int64_t, int64_t, int64_t, int64_t, int64_t);
 typedef void (*append_fn)(void *, const float *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
-typedef void (*stream_fn)(float *, const float *, int64_t);
+typedef void (*stream_fn)(float *, const float *, int64_t, int64_t);
 
 static decode_fn decode_of[3][3] = {
     {(decode_fn)krt_attn_decode_f32_ref, (decode_fn)krt_attn_decode_f16_ref, (decode_fn)krt_attn_decode_q8_0_ref},
@@ -73,58 +61,18 @@ static append_fn append_of[3] = {(append_fn)krt_kv_append_avx512, (append_fn)krt
                                   (append_fn)krt_kv_append_q8_0_avx512};
 static stream_fn stream_of[3] = {krt_stream_read_ref, krt_stream_read_avx2, krt_stream_read_avx512};
 
-/* ---- a tiny spinning pool: job(i, n) on every thread, then a spin barrier ---- */
-#define MAXT 16
-typedef void (*job_fn)(int ith, int nth);
-static int nthreads = 2;
-static job_fn cur_job;
-static _Atomic int epoch, done_count;
-static pthread_t tids[MAXT];
-
-static void *worker(void *arg) {
-    const int ith = (int)(intptr_t)arg;
-    int seen = 0;
-    for (;;) {
-        int e;
-        while ((e = atomic_load_explicit(&epoch, memory_order_acquire)) == seen) __builtin_ia32_pause();
-        seen = e;
-        if (e < 0) return NULL;
-        cur_job(ith, nthreads);
-        atomic_fetch_add_explicit(&done_count, 1, memory_order_acq_rel);
-    }
-}
-
-static void run(job_fn job) {
-    cur_job = job;
-    atomic_store_explicit(&done_count, 0, memory_order_relaxed);
-    atomic_fetch_add_explicit(&epoch, 1, memory_order_release);
-    job(0, nthreads);
-    while (atomic_load_explicit(&done_count, memory_order_acquire) != nthreads - 1) __builtin_ia32_pause();
-}
-
-static void pin(int cpu) {
-    cpu_set_t s;
-    CPU_ZERO(&s);
-    CPU_SET(cpu, &s);
-    pthread_setaffinity_np(pthread_self(), sizeof s, &s);
-}
-static void *worker_pinned(void *arg) {
-    pin((int)(intptr_t)arg);
-    return worker(arg);
-}
-
 /* ---- shared state of the jobs ---- */
 static int var = 2, kvt;
 static int64_t NH = 14, NKV = 2, HD = 64, MAXCTX, NCTX, CHUNK, NCH, T_PRE;
 static int L = 24, cur_layer;
 static void *kc[64], *vc[64];
-static float *q, *out, *part, *ws[MAXT], *stream_buf;
+static float *q, *out, *part, *ws[BENCH_MAXT], *stream_buf;
 static int64_t stream_n;
-static float stream_sink[MAXT];
+static float stream_sink[BENCH_MAXT];
 
 static void job_stream(int ith, int nth) {
     int64_t a = stream_n * ith / nth, b = stream_n * (ith + 1) / nth;
-    stream_of[var](&stream_sink[ith], stream_buf + a, b - a);
+    stream_of[var](&stream_sink[ith], stream_buf, a, b);
 }
 
 static void job_decode(int ith, int nth) {
@@ -141,31 +89,11 @@ static void job_prefill(int ith, int nth) {
                          U * (ith + 1) / nth);
 }
 
-/* Large buffers as the Go arena makes them: anonymous mmap with transparent huge pages. */
-static void *big_alloc(size_t bytes) {
-    bytes = (bytes + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-        perror("mmap");
-        exit(1);
-    }
-    madvise(p, bytes, MADV_HUGEPAGE);
-    return p;
-}
-static void big_free(void *p, size_t bytes) {
-    munmap(p, (bytes + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1));
-}
-
-static int cmpd(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double stream_gbs(int reps, double *best) {
     double t[64];
     for (int r = 0; r < reps; r++) {
         double t0 = now();
-        run(job_stream);
+        bench_run(job_stream);
         t[r] = now() - t0;
     }
     qsort(t, (size_t)reps, sizeof t[0], cmpd);
@@ -194,6 +122,7 @@ static void parse_list(const char *s, int64_t *v, int *n) {
 int main(int argc, char **argv) {
     int reps = 9, quick = 0, force_chunks = 0, nd = 6, np = 3;
     int64_t depths[32] = {512, 1024, 2048, 4096, 8192, 16384}, pre[32] = {512, 2048, 8192};
+    nthreads = 2; /* default: both cores of the machine kind CI runs on */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-q")) quick = 1, reps = 5;
         else if (!strcmp(argv[i], "-cpuclock")) bench_clock = CLOCK_THREAD_CPUTIME_ID;
@@ -217,14 +146,13 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (nthreads < 1 || nthreads > MAXT || L < 1 || L > 64 || reps < 1 || reps > 64) return 2;
+    if (nthreads < 1 || nthreads > BENCH_MAXT || L < 1 || L > 64 || reps < 1 || reps > 64) return 2;
     if (quick) L = L > 8 ? 8 : L;
     __builtin_cpu_init();
     if (var == 2 && !__builtin_cpu_supports("avx512vnni")) var = 1;
     if (var >= 1 && !__builtin_cpu_supports("avx2")) var = 0;
     static const char *vname[3] = {"ref", "avx2", "avx512"};
-    pin(0);
-    for (int i = 1; i < nthreads; i++) pthread_create(&tids[i], NULL, worker_pinned, (void *)(intptr_t)i);
+    bench_pool_start(nthreads);
     for (int i = 0; i < nthreads; i++) ws[i] = aligned_alloc(64, sizeof(float) * (size_t)KRT_ATTN_SCRATCH_FLOATS(HD));
 
     int64_t maxd = 0;
@@ -274,8 +202,8 @@ int main(int argc, char **argv) {
             for (int r = 0; r < reps; r++) {
                 double t0 = now();
                 for (cur_layer = 0; cur_layer < L; cur_layer++) {
-                    run(job_decode);
-                    if (NCH > 1) run(job_merge);
+                    bench_run(job_decode);
+                    if (NCH > 1) bench_run(job_merge);
                 }
                 t[r] = now() - t0;
             }
@@ -320,7 +248,7 @@ int main(int argc, char **argv) {
             double t[64];
             for (int r = 0; r < rr; r++) {
                 double t0 = now();
-                run(job_prefill);
+                bench_run(job_prefill);
                 t[r] = now() - t0;
             }
             qsort(t, (size_t)rr, sizeof t[0], cmpd);
@@ -331,7 +259,6 @@ int main(int argc, char **argv) {
         big_free(kc[0], bytes);
         big_free(vc[0], bytes);
     }
-    atomic_store(&epoch, -1);
-    for (int i = 1; i < nthreads; i++) pthread_join(tids[i], NULL);
+    bench_pool_stop();
     return 0;
 }

@@ -14,7 +14,7 @@
  * bytes; "%str" is the GEMV bandwidth over the DRAM streaming-read bandwidth.
  * Activations are pre-quantized (krt_gemv_q*_0); -fused also times krt_gemv_q*_0_f32.
  */
-#define _DEFAULT_SOURCE 1
+#include "bench_util.h" /* first: it sets _GNU_SOURCE */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,32 +22,6 @@
 #include <time.h>
 
 #include "krt_common.h"
-
-static clockid_t bench_clock = CLOCK_MONOTONIC;
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(bench_clock, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmpd(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmpd);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static uint64_t rs = 88172645463325252ull;
-static uint64_t rnd(void) {
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return rs;
-}
 
 enum { V_REF, V_AVX2, V_AVX512, NV };
 static const char *vname[NV] = {"ref", "avx2", "avx512"};

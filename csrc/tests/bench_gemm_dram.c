@@ -22,16 +22,11 @@
  *       /tmp/old/gemm_old.o -lpthread -o bench_gemm_dram
  * Without the old object the "old" rows are left out (its symbols are weak).
  */
-#define _GNU_SOURCE 1
-#include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
+#include "bench_util.h" /* first: it sets _GNU_SOURCE */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <time.h>
 
 #include "kernelrt.h"
 #include "krt_common.h"
@@ -75,65 +70,6 @@ static const struct {
 
 static const int64_t qwen[][2] = {{896, 896}, {4864, 896}, {9728, 896}, {896, 4864}, {151936, 896}};
 static const int64_t llama[][2] = {{2048, 2048}, {8192, 2048}, {2048, 8192}};
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmpd(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmpd);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static uint64_t rs = 88172645463325252ull;
-static uint64_t rnd(void) {
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return rs;
-}
-
-/* ---- a spinning pool pinned to CPUs 0..n-1: job(ith, nth) on every thread ---- */
-#define MAXT 8
-static int nthreads = 1;
-static void (*cur_job)(int, int);
-static _Atomic int epoch, done_count;
-
-static void pin(int cpu) {
-    cpu_set_t s;
-    CPU_ZERO(&s);
-    CPU_SET(cpu, &s);
-    pthread_setaffinity_np(pthread_self(), sizeof s, &s);
-}
-
-static void *worker(void *arg) {
-    const int ith = (int)(intptr_t)arg;
-    pin(ith);
-    int seen = 0;
-    for (;;) {
-        int e;
-        while ((e = atomic_load_explicit(&epoch, memory_order_acquire)) == seen) __builtin_ia32_pause();
-        seen = e;
-        cur_job(ith, nthreads);
-        atomic_fetch_add_explicit(&done_count, 1, memory_order_acq_rel);
-    }
-    return NULL;
-}
-
-static void run(void (*job)(int, int)) {
-    cur_job = job;
-    atomic_store_explicit(&done_count, 0, memory_order_relaxed);
-    atomic_fetch_add_explicit(&epoch, 1, memory_order_release);
-    job(0, nthreads);
-    while (atomic_load_explicit(&done_count, memory_order_acquire) != nthreads - 1) __builtin_ia32_pause();
-}
 
 /* ---- the call being timed ---- */
 static struct {
@@ -193,16 +129,14 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (nthreads < 1 || nthreads > MAXT) nthreads = 1;
+    if (nthreads < 1 || nthreads > BENCH_MAXT) nthreads = 1;
     if (reps < 3) reps = 3;
     __builtin_cpu_init();
     if (v == 1 && !(__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni"))) {
         fprintf(stderr, "no AVX-512 VNNI: use -v avx2\n");
         return 1;
     }
-    pin(0);
-    pthread_t tid;
-    for (int i = 1; i < nthreads; i++) pthread_create(&tid, NULL, worker, (void *)(intptr_t)i);
+    bench_pool_start(nthreads);
 
     int64_t maxT = 1;
     for (int i = 0; i < nT; i++) maxT = Ts[i] > maxT ? Ts[i] : maxT;
@@ -268,7 +202,7 @@ int main(int argc, char **argv) {
                         call.w = w + c * mbytes;
                         c = (c + 1) % copies;
                         double t0 = now();
-                        run(job_call);
+                        bench_run(job_call);
                         double dt = now() - t0;
                         if (i >= 0) t[k][i] = dt;
                     }

@@ -16,7 +16,7 @@
  * (2048x2048, 8192x2048, 2048x8192); K-quants skip shapes whose cols are not a multiple of 256.
  * -cpuclock: time with the thread's CPU clock (less noise from preemption on a shared machine).
  */
-#define _DEFAULT_SOURCE 1
+#include "bench_util.h" /* first: it sets _GNU_SOURCE */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,32 +24,6 @@
 #include <time.h>
 
 #include "krt_common.h"
-
-static clockid_t bench_clock = CLOCK_MONOTONIC;
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(bench_clock, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmpd(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmpd);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static uint64_t rs = 88172645463325252ull;
-static uint64_t rnd(void) {
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return rs;
-}
 
 enum { V_REF, V_AVX2, V_AVX512, NV };
 static const char *vname[NV] = {"ref", "avx2", "avx512"};
