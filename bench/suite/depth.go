@@ -96,6 +96,10 @@ type DepthDecode struct {
 	LimitTokS    float64 `json:"limit_tok_s"` // bandwidth / (weight bytes + KVBytes)
 	PctLimit     float64 `json:"pct_of_limit"`
 	BestPctLimit float64 `json:"best_pct_of_limit"`
+	// MedBWPctLimit is BestTokS against the limit at the median bandwidth sample: on a shared
+	// host one sample can spike far above what the decode saw (44.8 against a 28.8 GB/s
+	// median in one run), and the best-sample limit alone then reads low.
+	MedBWPctLimit float64 `json:"best_pct_of_median_bw_limit"`
 }
 
 // DepthPrefill is a prefill of Tokens tokens from an empty cache with one cache type.
@@ -212,6 +216,7 @@ func MeasureDepth(open DepthModel, rt *kernelrt.Runtime, o DepthOptions, log io.
 		r.LimitTokS = d.BandwidthGBs * 1e9 / float64(d.WeightBytes+r.KVBytes)
 		r.PctLimit = pct(r.TokS, r.LimitTokS)
 		r.BestPctLimit = pct(r.BestTokS, r.LimitTokS)
+		r.MedBWPctLimit = pct(r.BestTokS, d.BandwidthMedianGBs*1e9/float64(d.WeightBytes+r.KVBytes))
 	}
 	return d, nil
 }
@@ -300,18 +305,19 @@ func (d *Depth) WriteText(w io.Writer) {
 		float64(d.WeightBytes)/(1<<20))
 	fmt.Fprintf(w, "bandwidth: best streaming-read sample %.1f GB/s (median %.1f, %d samples through the run)\n\n",
 		d.BandwidthGBs, d.BandwidthMedianGBs, len(d.BandwidthSamples))
-	fmt.Fprintf(w, "| %-5s | %-13s | %9s | %9s | %9s | %10s | %8s | %8s |\n", "kv", "test", "t/s", "best t/s", "KV MiB/t", "limit t/s", "% limit", "best %")
-	fmt.Fprintf(w, "| ----- | ------------- | --------- | --------- | --------- | ---------- | -------- | -------- |\n")
+	fmt.Fprintf(w, "| %-5s | %-13s | %9s | %9s | %9s | %10s | %8s | %8s | %10s |\n", "kv", "test", "t/s", "best t/s", "KV MiB/t", "limit t/s", "% limit", "best %", "best % med")
+	fmt.Fprintf(w, "| ----- | ------------- | --------- | --------- | --------- | ---------- | -------- | -------- | ---------- |\n")
 	for _, r := range d.Decode {
-		fmt.Fprintf(w, "| %-5s | %-13s | %9.2f | %9.2f | %9.1f | %10.1f | %7.1f%% | %7.1f%% |\n", r.KV, fmt.Sprintf("tg%d @ d%d", r.Tokens, r.Depth),
-			r.TokS, r.BestTokS, float64(r.KVBytes)/(1<<20), r.LimitTokS, r.PctLimit, r.BestPctLimit)
+		fmt.Fprintf(w, "| %-5s | %-13s | %9.2f | %9.2f | %9.1f | %10.1f | %7.1f%% | %7.1f%% | %9.1f%% |\n", r.KV, fmt.Sprintf("tg%d @ d%d", r.Tokens, r.Depth),
+			r.TokS, r.BestTokS, float64(r.KVBytes)/(1<<20), r.LimitTokS, r.PctLimit, r.BestPctLimit, r.MedBWPctLimit)
 	}
 	for _, r := range d.Prefill {
-		fmt.Fprintf(w, "| %-5s | %-13s | %9.1f | %9.1f | %9s | %10s | %8s | %8s |\n", r.KV, fmt.Sprintf("pp%d", r.Tokens), r.TokS, r.BestTokS,
-			"", "", "", "")
+		fmt.Fprintf(w, "| %-5s | %-13s | %9.1f | %9.1f | %9s | %10s | %8s | %8s | %10s |\n", r.KV, fmt.Sprintf("pp%d", r.Tokens), r.TokS, r.BestTokS,
+			"", "", "", "", "")
 	}
 	fmt.Fprintf(w, "\nt/s: median of the repetitions, best: the fastest (the figure a quiet machine gives; the targets use it).\n")
 	fmt.Fprintf(w, "limit t/s = bandwidth / (weight bytes + KV bytes read per token); KV bytes at the mean context of the run.\n")
+	fmt.Fprintf(w, "bandwidth: the best sample (the targets use it); \"best %% med\": best t/s against the limit at the median sample.\n")
 	for _, line := range d.Checks() {
 		fmt.Fprintf(w, "%s\n", line)
 	}
@@ -327,8 +333,8 @@ func (d *Depth) Checks() []string {
 	}
 	for _, r := range d.Decode {
 		if r.Depth == 8192 {
-			out = append(out, fmt.Sprintf("target: %s decode at depth 8192 at %.0f%% of its limit (best run; >= 80%%): %s", r.KV, r.BestPctLimit,
-				okStr(r.BestPctLimit >= 80)))
+			out = append(out, fmt.Sprintf("target: %s decode at depth 8192 at %.0f%% of its limit (best run; >= 80%%): %s (%.0f%% at the median bandwidth)", r.KV, r.BestPctLimit,
+				okStr(r.BestPctLimit >= 80), r.MedBWPctLimit))
 		}
 		if r.KV == "f16" {
 			if f, ok := dec[[2]any{"f32", r.Depth}]; ok {

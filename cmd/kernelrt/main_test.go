@@ -210,7 +210,7 @@ func TestBenchDepth(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for _, w := range []string{"| f32   | tg4 @ d20 ", "| f16   | tg4 @ d0 ", "| f16   | pp24 ", "limit t/s", "best %", "target: f16",
+	for _, w := range []string{"| f32   | tg4 @ d20 ", "| f16   | tg4 @ d0 ", "| f16   | pp24 ", "limit t/s", "best %", "best % med", "target: f16",
 		"best streaming-read sample"} {
 		if !strings.Contains(stdout, w) {
 			t.Errorf("output lacks %q:\n%s", w, stdout)
@@ -228,7 +228,8 @@ func TestBenchDepth(t *testing.T) {
 		t.Fatalf("JSON %+v", d)
 	}
 	for _, r := range d.Decode {
-		if r.TokS <= 0 || r.BestTokS < r.TokS || len(r.Samples) != 2 || r.LimitTokS <= 0 || r.KVBytes <= 0 {
+		// The median sample is at most the best one, so its limit is at most the best one's.
+		if r.TokS <= 0 || r.BestTokS < r.TokS || len(r.Samples) != 2 || r.LimitTokS <= 0 || r.KVBytes <= 0 || r.MedBWPctLimit < r.BestPctLimit {
 			t.Errorf("decode row %+v", r)
 		}
 	}
