@@ -26,21 +26,25 @@ import (
 type fileSource struct {
 	f     *gguf.File
 	infos map[string]*gguf.TensorInfo
+	// mapWeights views the usable matrices in the file mapping instead of copying them
+	// (LoadOptions.MapWeights).
+	mapWeights bool
 }
 
-// copied reports whether the matrix t must be copied into the arena (F16, BF16 and Q4_1 are
-// converted; a misaligned tensor cannot be viewed in place) and the arena buffer it needs.
-func copied(t *gguf.TensorInfo, qt QType, data []byte) (copy bool, elem, count int) {
+// copied reports whether the matrix t goes into the arena and the arena buffer it needs:
+// always unless s.mapWeights, and then still when it is held in another form (F16, BF16 and
+// Q4_1 are converted) or misaligned for its type (it cannot be viewed in place).
+func (s *fileSource) copied(t *gguf.TensorInfo, qt QType, data []byte) (copy bool, elem, count int) {
 	switch qt {
 	case F32:
-		return addrOf(data)%4 != 0, 4, t.Elements()
+		return !s.mapWeights || addrOf(data)%4 != 0, 4, t.Elements()
 	case F16, BF16:
 		return true, 4, t.Elements() // converted to float32
 	case Q4_1:
 		return true, qt.blockBytes(), t.Elements() / qt.blockLen() // converted to Q5_1
 	}
 	// Every block type holds uint16 scales at even offsets and no wider field.
-	return addrOf(data)%2 != 0, qt.blockBytes(), t.Elements() / qt.blockLen()
+	return !s.mapWeights || addrOf(data)%2 != 0, qt.blockBytes(), t.Elements() / qt.blockLen()
 }
 
 func (s *fileSource) plan(p *arena.Plan, specs []tensorSpec) error {
@@ -53,7 +57,7 @@ func (s *fileSource) plan(p *arena.Plan, specs []tensorSpec) error {
 		if err != nil {
 			return fmt.Errorf("orchestrator: tensor %q: %w", sp.name, err)
 		}
-		if cp, elem, count := copied(t, sp.typ, data); cp {
+		if cp, elem, count := s.copied(t, sp.typ, data); cp {
 			p.Add(arena.Buffer{Name: "w." + sp.name, ElemSize: elem, Count: count, Region: arena.Weights})
 		}
 	}
@@ -80,8 +84,8 @@ func (s *fileSource) matrix(sp tensorSpec, a *arena.Arena, l *arena.Layout) (*Ma
 	if err != nil {
 		return nil, err
 	}
-	mat := &Matrix{Name: sp.name, Type: sp.typ, Rows: t.Rows(), Cols: t.Cols()}
-	cp, _, _ := copied(t, sp.typ, data)
+	cp, _, _ := s.copied(t, sp.typ, data)
+	mat := &Matrix{Name: sp.name, Type: sp.typ, Rows: t.Rows(), Cols: t.Cols(), Mapped: !cp && s.f.Mapping() != nil}
 	nb := t.Elements() / sp.typ.blockLen()
 	plan := "w." + sp.name
 	switch sp.typ {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -331,13 +332,13 @@ func TestLoadVariants(t *testing.T) {
 	})
 }
 
-// TestZeroCopy checks that quantized and F32 weights are views of the file mapping, F16 ones
-// converted into the arena, and that the config and options come through.
+// TestZeroCopy checks that with MapWeights quantized and F32 weights are views of the file
+// mapping, F16 ones converted into the arena, and that the config and options come through.
 func TestZeroCopy(t *testing.T) {
 	dir := t.TempDir()
 	tm := testModel{shape: testShapes[0], types: testTypeSets[5], seed: 5} // f16 embd, q5/q8/f16 weights, f32 output
 	path := tm.write(t, dir)
-	m, err := LoadGGUF(path, LoadOptions{MaxCtx: 32, MaxBatch: 8})
+	m, err := LoadGGUF(path, LoadOptions{MaxCtx: 32, MaxBatch: 8, MapWeights: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +354,7 @@ func TestZeroCopy(t *testing.T) {
 	}
 	// Every block type is viewed in place; Q4_1 (held as Q5_1) and BF16 (as float32) are copied.
 	tm3 := testModel{shape: kTestShape, types: testTypes{"all-types", q4_1, q4_0, q5_1, q4k, q5k, q6k, bf16, q8, q5}, seed: 5}
-	m3, err := LoadGGUF(tm3.write(t, dir), LoadOptions{})
+	m3, err := LoadGGUF(tm3.write(t, dir), LoadOptions{MapWeights: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,6 +404,60 @@ func TestZeroCopy(t *testing.T) {
 	}
 	if m2.Cfg.MaxCtx != 64 {
 		t.Errorf("MaxCtx %d, want context_length 64", m2.Cfg.MaxCtx)
+	}
+}
+
+// TestCopyWeights: by default every matrix is copied into the arena, in the order a decode
+// step reads them, WeightPlacement says so, and the logits are bit-identical to those of the
+// same file used in place (MapWeights).
+func TestCopyWeights(t *testing.T) {
+	dir := t.TempDir()
+	tm := testModel{shape: kTestShape, types: testTypes{"all-types", q4_1, q4_0, q5_1, q4k, q5k, q6k, bf16, q8, q5}, seed: 7}
+	path := tm.write(t, dir)
+	logits := func(opts LoadOptions) ([]float32, *Model) {
+		m, err := LoadGGUF(path, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		if _, err := m.Prefill(kernelrt.Serial{}, []int32{3, 1, 4, 1, 5}); err != nil {
+			t.Fatal(err)
+		}
+		out, err := m.Decode(kernelrt.Serial{}, 9)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append([]float32(nil), out...), m
+	}
+	copied, mc := logits(LoadOptions{MaxCtx: 32})
+	mapped, mm := logits(LoadOptions{MaxCtx: 32, MapWeights: true})
+	for i := range copied {
+		if math.Float32bits(copied[i]) != math.Float32bits(mapped[i]) {
+			t.Fatalf("logit %d: copied %v, mapped %v", i, copied[i], mapped[i])
+		}
+	}
+	total := 0
+	for _, mat := range mc.matrices() {
+		total += mat.Bytes()
+	}
+	if mp, in := mc.WeightPlacement(); mp != 0 || in != total {
+		t.Errorf("copied model: WeightPlacement = %d mapped, %d in the arena; want 0, %d", mp, in, total)
+	}
+	if mp, in := mm.WeightPlacement(); mp == 0 || in == 0 || mp+in != total {
+		t.Errorf("mapped model: WeightPlacement = %d mapped, %d in the arena; want both > 0 (Q4_1, BF16 converted), sum %d", mp, in, total)
+	}
+	file := mc.File().Mapping().Bytes()
+	lo, hi := uintptr(unsafe.Pointer(&file[0])), uintptr(unsafe.Pointer(&file[0]))+uintptr(len(file))
+	prev := uintptr(0)
+	for _, mat := range mc.matrices() { // embedding, then each layer's in decode order
+		p := uintptr(matrixData(mat))
+		if p >= lo && p < hi || mat.Mapped {
+			t.Errorf("%s (%s): in the file mapping, want copied", mat.Name, mat.Type)
+		}
+		if p <= prev {
+			t.Errorf("%s: at %#x, not after the matrix before it (%#x): not in decode order", mat.Name, p, prev)
+		}
+		prev = p
 	}
 }
 
@@ -579,7 +634,7 @@ func TestBigFileZeroCopy(t *testing.T) {
 	debug.FreeOSMemory()
 	rss0, anon0, file0 := procStatus(t)
 	start := time.Now()
-	m, err := LoadGGUF(path, LoadOptions{MaxCtx: 512})
+	m, err := LoadGGUF(path, LoadOptions{MaxCtx: 512, MapWeights: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,9 @@ type Matrix struct {
 	Q5K        []kernelrt.BlockQ5K
 	Q6K        []kernelrt.BlockQ6K
 	F32        []float32
+	// Mapped says the blocks are a view of the model file's read-only mapping
+	// (LoadOptions.MapWeights), not of the model's arena.
+	Mapped bool
 }
 
 // Bytes is the weight memory one full pass reads.
@@ -121,6 +124,37 @@ func (m *Model) WeightBytes() int {
 		}
 	}
 	return n
+}
+
+// WeightPlacement is how many bytes of weight matrices the model uses in place from the file
+// mapping (LoadOptions.MapWeights) and how many it holds in its arena.
+func (m *Model) WeightPlacement() (mapped, inArena int) {
+	for _, mat := range m.matrices() {
+		if mat.Mapped {
+			mapped += mat.Bytes()
+		} else {
+			inArena += mat.Bytes()
+		}
+	}
+	return mapped, inArena
+}
+
+// matrices lists every weight matrix once, in the order a decode step reads them: the
+// embedding, each layer's, the output head (when untied).
+func (m *Model) matrices() []*Matrix {
+	out := []*Matrix{m.Embed}
+	for i := range m.Layers {
+		l := &m.Layers[i]
+		for _, mat := range []*Matrix{l.QKV, l.Q, l.K, l.V, l.O, l.GateUp, l.Gate, l.Up, l.Down} {
+			if mat != nil {
+				out = append(out, mat)
+			}
+		}
+	}
+	if m.Output != m.Embed {
+		out = append(out, m.Output)
+	}
+	return out
 }
 
 // Pos is the number of tokens in the KV cache, which is also the position the next token gets.

@@ -40,6 +40,7 @@ type genFlags struct {
 	seed                   *uint64
 	stop                   stopList
 	system                 *string
+	mapWeights             *bool
 	fs                     *flag.FlagSet
 }
 
@@ -61,6 +62,7 @@ func addGenFlags(fs *flag.FlagSet) *genFlags {
 	g.seed = fs.Uint64("seed", 0, "random seed (default: a random one, printed to stderr)")
 	fs.Var(&g.stop, "stop", "stop where this `TEXT` appears (repeatable; never printed)")
 	g.system = fs.String("system", "", "system message for -chat and chat")
+	g.mapWeights = fs.Bool("map-weights", false, "use the weights in place from the file mapping (loads at once, less memory) instead of copying them into huge-page memory (faster decode)")
 	return g
 }
 
@@ -100,20 +102,32 @@ func (g *genFlags) open(log io.Writer) (*generate.Generator, *orchestrator.Model
 	t0 := time.Now()
 	gen, err := generate.Open(*g.model, generate.OpenOptions{
 		Runtime: kernelrt.Options{Threads: *g.threads},
-		Load:    orchestrator.LoadOptions{MaxCtx: *g.ctx, KV: kvt, MaxBatch: 256, File: arena.FileOptions{WillNeed: true}},
+		Load:    orchestrator.LoadOptions{MaxCtx: *g.ctx, KV: kvt, MaxBatch: 256, File: arena.FileOptions{WillNeed: true}, MapWeights: *g.mapWeights},
 	})
 	if err != nil {
 		return nil, nil, err
 	}
 	m := gen.Model().(*orchestrator.Model)
-	st, _ := os.Stat(*g.model)
 	c := m.Cfg
 	fmt.Fprintf(log, "loaded %s in %v: %d layers, hidden %d, %d/%d heads, vocab %d, context %d, %s\n",
 		*g.model, time.Since(t0).Round(time.Millisecond), c.Layers, c.Hidden, c.Heads, c.KVHeads, c.Vocab, c.MaxCtx, m.Recipe.Name)
-	fmt.Fprintf(log, "mapped %s of weights read-only (pages become resident as the first tokens touch them), "+
-		"%s arena for activations and the %s KV cache; %s\n",
-		mib(st.Size()), mib(int64(m.Arena().Cap())), m.KV(), gen.Ops().(*kernelrt.Runtime).KernelsSummary())
+	fmt.Fprintf(log, "%s; %s arena (%s pages) for them, the activations and the %s KV cache; %s\n",
+		weightsNote(m), mib(int64(m.Arena().Cap())), m.Arena().PageKind(), m.KV(), gen.Ops().(*kernelrt.Runtime).KernelsSummary())
 	return gen, m, nil
+}
+
+// weightsNote says where m's weight matrices are: used in place from the file mapping, or
+// copied into the model's arena (LoadOptions.MapWeights).
+func weightsNote(m *orchestrator.Model) string {
+	mapped, copied := m.WeightPlacement()
+	if mapped == 0 {
+		return fmt.Sprintf("copied %s of weights into the arena in decode order", mib(int64(copied)))
+	}
+	s := fmt.Sprintf("mapped %s of weights read-only (pages become resident as the first tokens touch them)", mib(int64(mapped)))
+	if copied > 0 {
+		s += fmt.Sprintf(", %s converted into the arena", mib(int64(copied)))
+	}
+	return s
 }
 
 // ---- run ----
@@ -215,7 +229,7 @@ func runIDs(g *genFlags, prompt []int32, n int, logits string, stdout, stderr io
 		}
 		defer lf.Close()
 	}
-	opts := orchestrator.LoadOptions{KV: kvt, MaxCtx: len(prompt) + max(n-1, 0), File: arena.FileOptions{WillNeed: true}}
+	opts := orchestrator.LoadOptions{KV: kvt, MaxCtx: len(prompt) + max(n-1, 0), File: arena.FileOptions{WillNeed: true}, MapWeights: *g.mapWeights}
 	if *g.ctx > 0 {
 		opts.MaxCtx = *g.ctx
 	}
@@ -279,9 +293,8 @@ func runIDs(g *genFlags, prompt []int32, n int, logits string, stdout, stderr io
 		strs[i] = strconv.Itoa(int(id))
 	}
 	fmt.Fprintln(stdout, strings.Join(strs, ","))
-	st, _ := os.Stat(*g.model)
-	fmt.Fprintf(stderr, "%s: %s; mapped %s read-only in %v (pages become resident on first use); prefill %d tokens in %v (%.1f t/s)",
-		*g.model, m.Recipe.Name, mib(st.Size()), loadTime.Round(time.Millisecond),
+	fmt.Fprintf(stderr, "%s: %s; loaded in %v (%s); prefill %d tokens in %v (%.1f t/s)",
+		*g.model, m.Recipe.Name, loadTime.Round(time.Millisecond), weightsNote(m),
 		len(prompt), prefillTime.Round(time.Microsecond), float64(len(prompt))/prefillTime.Seconds())
 	if steps := max(n-1, 0); steps > 0 {
 		fmt.Fprintf(stderr, "; %d decode steps in %v (%.1f t/s)", steps, decodeTime.Round(time.Microsecond), float64(steps)/decodeTime.Seconds())

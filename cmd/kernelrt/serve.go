@@ -26,10 +26,11 @@ type serveFlags struct {
 	threads, batch, chunk int
 	drain                 time.Duration
 	maxBody               int64
+	mapWeights            bool
 }
 
 func cmdServe(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("serve", "-model FILE [-addr 127.0.0.1:8080] [-parallel N] [-ctx N] [-queue N] [-threads N] [-kv f32|f16] [-drain 30s]", stderr)
+	fs := newFlags("serve", "-model FILE [-addr 127.0.0.1:8080] [-parallel N] [-ctx N] [-queue N] [-threads N] [-kv f32|f16|q8_0] [-drain 30s] [-map-weights]", stderr)
 	var f serveFlags
 	fs.StringVar(&f.model, "model", "", "GGUF model `FILE`")
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen `address` (host:port; port 0 picks a free one)")
@@ -37,12 +38,13 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&f.ctx, "ctx", 0, "context of each sequence: prompt plus generated tokens (0 = the model's, at most 4096)")
 	fs.IntVar(&f.queue, "queue", serve.DefaultQueueSize, "requests that may wait for a free slot; more get 429 (0 = none wait)")
 	fs.IntVar(&f.threads, "threads", 0, "worker threads including the caller (0 = one per usable core)")
-	fs.StringVar(&f.kv, "kv", "f32", "KV cache type: f32 or f16 (half the memory)")
+	fs.StringVar(&f.kv, "kv", "f32", "KV cache type: f32, f16 (half the memory) or q8_0 (about half of f16)")
 	fs.IntVar(&f.batch, "batch", 128, "most tokens one forward step takes (at least -parallel)")
 	fs.IntVar(&f.chunk, "prefill-chunk", serve.DefaultPrefillChunk, "most prompt tokens one step takes, so running streams keep a bounded inter-token latency")
 	fs.DurationVar(&f.drain, "drain", 30*time.Second, "on SIGTERM or SIGINT, how long running requests may take to finish before they are cancelled")
 	fs.Int64Var(&f.maxBody, "max-body", serve.DefaultMaxBodyBytes, "largest request body in bytes (larger: 413)")
 	fs.StringVar(&f.name, "name", "", "model name in responses and /v1/models (default: the file's base name)")
+	fs.BoolVar(&f.mapWeights, "map-weights", false, "use the weights in place from the file mapping (less memory) instead of copying them into huge-page memory (faster decode)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -64,7 +66,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	}
 	kvt, err := orchestrator.ParseKVType(f.kv)
 	if err != nil {
-		return usagef("-kv %q: want f32 or f16", f.kv)
+		return usagef("-kv %q: want f32, f16 or q8_0", f.kv)
 	}
 	if err := checkThreads(f.threads); err != nil {
 		return err
@@ -80,7 +82,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	e, err := serve.OpenEngine(f.model, serve.OpenOptions{
 		Model: generate.OpenOptions{Runtime: kernelrt.Options{Threads: f.threads},
 			Load: orchestrator.LoadOptions{MaxCtx: f.ctx, KV: kvt, Slots: f.parallel, MaxBatch: max(f.batch, f.parallel),
-				File: arena.FileOptions{WillNeed: true}}},
+				File: arena.FileOptions{WillNeed: true}, MapWeights: f.mapWeights}},
 		Engine: serve.EngineOptions{Name: f.name, PrefillChunk: f.chunk, QueueSize: queue},
 	})
 	if err != nil {

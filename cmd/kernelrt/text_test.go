@@ -41,10 +41,14 @@ func TestRunText(t *testing.T) {
 		return stdout, stderr
 	}
 	a, stderr := gen("-threads", "1")
-	for _, want := range []string{"loaded ", "mapped ", "prompt: ", "generated 24 tokens", "seed 7"} {
+	for _, want := range []string{"loaded ", "copied ", "of weights into the arena", "prompt: ", "generated 24 tokens", "seed 7"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
+	}
+	// -map-weights: the same text, the weights used in place from the file.
+	if m, stderrMap := gen("-threads", "1", "-map-weights"); m != a || !strings.Contains(stderrMap, "mapped ") {
+		t.Errorf("-map-weights: %q (want %q), stderr:\n%s", m, a, stderrMap)
 	}
 	if b, _ := gen("-threads", "2"); b != a {
 		t.Errorf("seed 7 at 1 and 2 threads:\n%q\n%q", a, b)
