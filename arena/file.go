@@ -23,6 +23,7 @@ type FileOptions struct {
 type FileMapping struct {
 	path   string
 	data   []byte
+	locked bool // FileOptions.Mlock: Release leaves the pages alone
 	closed atomic.Bool
 }
 
@@ -60,7 +61,7 @@ func MapFile(path string, opts FileOptions) (*FileMapping, error) {
 	if err != nil {
 		return nil, fmt.Errorf("arena: MapFile(%q): %w: %w", path, err, ErrMap)
 	}
-	return &FileMapping{path: path, data: data}, nil
+	return &FileMapping{path: path, data: data, locked: opts.Mlock}, nil
 }
 
 // Bytes returns the file's contents (read-only: writing faults). It returns nil after Close;
@@ -77,6 +78,31 @@ func (m *FileMapping) Size() int { return len(m.data) }
 
 // Path returns the path the file was mapped from.
 func (m *FileMapping) Path() string { return m.path }
+
+// Release tells the OS that this process no longer needs the mapped pages that lie wholly
+// inside [offset, offset+n): they leave its resident set (MADV_DONTNEED) but stay in the page
+// cache, clean and shared, and a later read faults them back in, unchanged. A loader that
+// copied tensor data elsewhere calls it so the data does not count twice. It does nothing on
+// Windows, on an empty range, or when the file was mapped with FileOptions.Mlock (the caller
+// asked to keep it in RAM). The range must lie in the file; the mapping must be open.
+func (m *FileMapping) Release(offset, n int) error {
+	if m.closed.Load() {
+		return fmt.Errorf("arena: FileMapping(%q).Release: the mapping is closed: %w", m.path, ErrMap)
+	}
+	if offset < 0 || n < 0 || offset > len(m.data) || n > len(m.data)-offset {
+		return fmt.Errorf("arena: FileMapping(%q).Release(%d, %d): outside the %d-byte file: %w", m.path, offset, n, len(m.data), ErrBadSize)
+	}
+	// Whole pages only: the page around either end may hold bytes still in use.
+	ps := os.Getpagesize()
+	lo, hi := (offset+ps-1)/ps*ps, (offset+n)/ps*ps
+	if m.locked || hi <= lo {
+		return nil
+	}
+	if err := releaseFile(m.data[lo:hi]); err != nil {
+		return fmt.Errorf("arena: FileMapping(%q).Release: %w: %w", m.path, err, ErrMap)
+	}
+	return nil
+}
 
 // Close unmaps the file. It is idempotent: later calls return nil.
 func (m *FileMapping) Close() error {

@@ -136,3 +136,41 @@ func TestMapFileFIFO(t *testing.T) {
 		t.Fatal("MapFile(fifo) blocked")
 	}
 }
+
+// TestFileRelease: Release checks its range and state, and the bytes read after it are the
+// file's (the pages fault back in).
+func TestFileRelease(t *testing.T) {
+	data := make([]byte, 5*os.Getpagesize()+123)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	m, err := MapFile(writeTemp(t, data), FileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := m.Bytes()
+	sum := func() (s int) {
+		for _, v := range b {
+			s += int(v)
+		}
+		return s
+	}
+	want := sum()
+	for _, r := range [][2]int{{0, len(data)}, {100, 3 * os.Getpagesize()}, {len(data), 0}, {1, 1}} {
+		if err := m.Release(r[0], r[1]); err != nil {
+			t.Fatalf("Release(%d, %d): %v", r[0], r[1], err)
+		}
+		if got := sum(); got != want {
+			t.Fatalf("after Release(%d, %d): checksum %d, want %d", r[0], r[1], got, want)
+		}
+	}
+	for _, r := range [][2]int{{-1, 10}, {0, len(data) + 1}, {len(data) + 1, 0}, {10, -1}} {
+		if err := m.Release(r[0], r[1]); !errors.Is(err, ErrBadSize) {
+			t.Errorf("Release(%d, %d) = %v, want ErrBadSize", r[0], r[1], err)
+		}
+	}
+	m.Close()
+	if err := m.Release(0, 1); !errors.Is(err, ErrMap) {
+		t.Errorf("Release after Close = %v, want ErrMap", err)
+	}
+}

@@ -37,3 +37,11 @@ func unmapFile(data []byte) error {
 	}
 	return nil
 }
+
+// releaseFile drops data's pages (page-aligned) from the process's resident set.
+func releaseFile(data []byte) error {
+	if err := unix.Madvise(data, unix.MADV_DONTNEED); err != nil {
+		return fmt.Errorf("MADV_DONTNEED on %d bytes: %w", len(data), err)
+	}
+	return nil
+}

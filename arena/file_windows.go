@@ -53,3 +53,7 @@ func unmapFile(data []byte) error {
 	}
 	return nil
 }
+
+// releaseFile does nothing: a view's pages leave the working set as Windows trims it, and
+// unmapping part of a view is not possible.
+func releaseFile(data []byte) error { return nil }
