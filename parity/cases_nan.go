@@ -3,6 +3,7 @@ package parity
 import (
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/kernelrt/kernelrt"
 )
@@ -768,7 +769,7 @@ func randQ5(r *rng, rows, cols int) []kernelrt.BlockQ5_0 {
 // unpackQ5 writes a Q5_0 block's centred quants q-16 (-16..15) into out.
 func unpackQ5(b *kernelrt.BlockQ5_0, out *[32]int32) {
 	for j := 0; j < 32; j++ {
-		out[j] = int32(q5(b, j) - 16)
+		out[j] = int32(quantQ5_0(bytesOf(unsafe.Slice(b, 1)), j))
 	}
 }
 

@@ -6,6 +6,7 @@ package parity
 
 import (
 	"math"
+	"unsafe"
 
 	"github.com/kernelrt/kernelrt"
 )
@@ -130,17 +131,8 @@ func refQuantQ5(dst []kernelrt.BlockQ5_0, src []float32) {
 	}
 }
 
-// q5 returns quant j (0..31) of a Q5_0 block.
-func q5(b *kernelrt.BlockQ5_0, j int) int {
-	qh := uint32(b.Qh[0]) | uint32(b.Qh[1])<<8 | uint32(b.Qh[2])<<16 | uint32(b.Qh[3])<<24
-	var lo int
-	if j < 16 {
-		lo = int(b.Qs[j] & 0xf)
-	} else {
-		lo = int(b.Qs[j-16] >> 4)
-	}
-	return lo | int(qh>>j&1)<<4
-}
+// q5 is quant j (0..31) of a Q5_0 block: quantQ5_0 (the one Q5_0 decoder) before centring.
+func q5(b *kernelrt.BlockQ5_0, j int) int { return quantQ5_0(bytesOf(unsafe.Slice(b, 1)), j) + 16 }
 
 // stepCheckQ8 measures the half-step rule for the Q8_0 blocks q of src: the worst over all
 // elements of |deq - x| / bound, bound = d/2 (a quant is x/d rounded) + |d16 - d|*|q| (d is
