@@ -114,14 +114,12 @@ func (c Config) qkvDims() (int, int, int) {
 // WeightBytes is the weight memory one decoded token reads: every layer matrix and the
 // output head (the embedding lookup reads one row, counted too).
 func (m *Model) WeightBytes() int {
-	n := m.Output.Bytes() + m.Embed.Bytes()/m.Embed.Rows
-	for i := range m.Layers {
-		l := &m.Layers[i]
-		for _, mat := range []*Matrix{l.QKV, l.Q, l.K, l.V, l.O, l.GateUp, l.Gate, l.Up, l.Down} {
-			if mat != nil {
-				n += mat.Bytes()
-			}
-		}
+	n := m.Embed.Bytes() / m.Embed.Rows
+	for _, mat := range m.matrices()[1:] {
+		n += mat.Bytes()
+	}
+	if m.Output == m.Embed { // tied: the head reads the whole table
+		n += m.Output.Bytes()
 	}
 	return n
 }
