@@ -3,9 +3,10 @@ package kernelrt
 import (
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
+
+	"github.com/kernelrt/kernelrt/internal/testutil"
 )
 
 // TestRuntimeConcurrentCalls: one Runtime used from 8 goroutines, 1,000 calls each, mixing
@@ -21,7 +22,7 @@ func TestRuntimeConcurrentCalls(t *testing.T) {
 			rt.SetMinElements(OpGemvQ8_0, 1024, 1024)
 			const goroutines = 8
 			calls := 1000
-			if os.Getenv("KERNELRT_EMULATED") != "" {
+			if testutil.Emulated() {
 				// Under qemu-user (make cross) every call costs 20-50x more and the spinning
 				// workers share 2 cores with the other packages' tests: 100 calls each still
 				// interleave the goroutines thousands of times.

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/kernelrt/kernelrt/internal/testutil"
 )
 
 // procStatusKB reads a "Key:   N kB" line of /proc/self/status.
@@ -151,8 +153,8 @@ func TestLayoutMapsNothing(t *testing.T) {
 
 // TestFileReleaseRSS: on Linux, Release takes touched file pages out of the resident set.
 func TestFileReleaseRSS(t *testing.T) {
-	if os.Getenv("KERNELRT_EMULATED") != "" {
-		t.Skip("qemu-user answers madvise with success and does nothing (tools/cross.sh sets KERNELRT_EMULATED)")
+	if testutil.Emulated() {
+		t.Skip("qemu-user answers madvise with success and does nothing")
 	}
 	const size = 32 << 20
 	m, err := MapFile(writeTemp(t, make([]byte, size)), FileOptions{})
