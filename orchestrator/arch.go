@@ -7,11 +7,11 @@ import (
 )
 
 // An architecture is what distinguishes one decoder family from another. Every family here
-// is the same pre-norm transformer (RMSNorm; attention with RoPE and grouped-query heads; a
-// SwiGLU feed-forward; a tied or separate output head), and an archSpec holds its choices.
-// The next family is a small addition: its choices here, any extra tensors in tensorSpecs,
-// and a branch in the step that uses them (qwen3's Q/K norm in Model.attention, gemma's
-// GeGLU in Model.ffn).
+// is a pre-norm transformer (RMSNorm; attention with RoPE and grouped-query heads; a gated
+// feed-forward; a tied or separate output head), and an archSpec holds its choices as
+// capabilities: the build, the loader and the decoder steps branch on these fields, never on
+// a family's name. Each family is one file (arch_<name>.go) whose init registers its spec,
+// so adding a family whose choices are already capabilities is that one file.
 type archSpec struct {
 	name string
 	// ropeNorm: RoPE rotates adjacent pairs (llama.cpp's normal mode) instead of halves
@@ -26,9 +26,15 @@ type archSpec struct {
 	ropeBase float64
 }
 
-var archs = map[string]*archSpec{
-	"qwen2": {name: "qwen2", qkvBias: true, ropeBase: 10000},
-	"llama": {name: "llama", ropeNorm: true, ropeFreqs: true, ropeBase: 10000},
+// archs holds every registered family by general.architecture.
+var archs = map[string]*archSpec{}
+
+// register adds a family's spec (from its file's init).
+func register(a *archSpec) {
+	if _, dup := archs[a.name]; dup {
+		panic("orchestrator: architecture " + a.name + " registered twice")
+	}
+	archs[a.name] = a
 }
 
 // Architectures lists the supported general.architecture values.
