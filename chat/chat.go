@@ -11,6 +11,7 @@
 package chat
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -28,6 +29,12 @@ import (
 type Message struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
+	// ToolCalls are the calls an assistant turn made (templates see them as OpenAI's
+	// tool_calls: {"id", "type": "function", "function": {"name", "arguments": object}}).
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID and Name identify the call a "tool" turn answers.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	Name       string `json:"name,omitempty"`
 }
 
 // Format is what renders a Template.
@@ -71,6 +78,9 @@ type Options struct {
 	Now time.Time
 	// Vars are further template variables, such as Qwen3's enable_thinking.
 	Vars map[string]any
+	// Tools are the functions the model may call, given to the template as its tools
+	// variable (as llama.cpp's --jinja does). Only a Jinja template can show them.
+	Tools []Tool
 }
 
 // Template is a parsed chat template. It is safe for concurrent use.
@@ -128,6 +138,9 @@ func (t *Template) Source() string { return t.src }
 // wants it, and a prompt never ends a sequence.
 func (t *Template) Render(msgs []Message, o Options) (string, error) {
 	var out string
+	if len(o.Tools) > 0 && t.format != Jinja {
+		return "", fmt.Errorf("chat: the %v format cannot show tools: the model needs a Jinja template that renders them", t.format)
+	}
 	switch t.format {
 	case ChatML:
 		out = renderChatML(msgs, o.AddGenerationPrompt)
@@ -152,7 +165,27 @@ func (t *Template) Render(msgs []Message, o Options) (string, error) {
 func (t *Template) renderJinja(msgs []Message, o Options) (string, error) {
 	list := make([]any, len(msgs))
 	for i, m := range msgs {
-		list[i] = map[string]any{"role": m.Role, "content": m.Content}
+		mm := map[string]any{"role": m.Role, "content": m.Content}
+		// Keys only when set: Llama 3.1's template tests `'tool_calls' in message`.
+		if len(m.ToolCalls) > 0 {
+			calls := make([]any, len(m.ToolCalls))
+			for j, c := range m.ToolCalls {
+				var args any
+				if err := json.Unmarshal([]byte(c.Arguments), &args); err != nil {
+					return "", fmt.Errorf("chat: message %d: tool call %d (%q): arguments are not JSON: %v", i, j, c.Name, err)
+				}
+				calls[j] = map[string]any{"id": c.ID, "type": "function",
+					"function": map[string]any{"name": c.Name, "arguments": args}}
+			}
+			mm["tool_calls"] = calls
+		}
+		if m.ToolCallID != "" {
+			mm["tool_call_id"] = m.ToolCallID
+		}
+		if m.Name != "" {
+			mm["name"] = m.Name
+		}
+		list[i] = mm
 	}
 	now := o.Now
 	if now.IsZero() {
@@ -167,6 +200,18 @@ func (t *Template) renderJinja(msgs []Message, o Options) (string, error) {
 			return "", fmt.Errorf("chat: the template raised: %s", msg)
 		},
 		"strftime_now": func(format string) string { return strftime(now, format) },
+	}
+	if len(o.Tools) > 0 {
+		// The template prints tools with its own tojson: give it decoded JSON, not structs.
+		b, err := json.Marshal(o.Tools)
+		if err != nil {
+			return "", fmt.Errorf("chat: tools: %w", err)
+		}
+		var tools []any
+		if err := json.Unmarshal(b, &tools); err != nil {
+			return "", fmt.Errorf("chat: tools: %w", err)
+		}
+		vars["tools"] = tools
 	}
 	for k, v := range o.Vars {
 		vars[k] = v
@@ -203,6 +248,9 @@ func compile(src string) (t *exec.Template, err error) {
 	}
 	filters := exec.NewFilterSet(map[string]exec.FilterFunction{}).Update(builtins.Filters)
 	if err := filters.Replace("trim", trim); err != nil {
+		return nil, err
+	}
+	if err := filters.Replace("tojson", toJSON); err != nil {
 		return nil, err
 	}
 	env := &exec.Environment{

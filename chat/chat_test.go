@@ -191,7 +191,7 @@ func TestParseFallbackAndErrors(t *testing.T) {
 	if _, err := tmpl.Render(nil, Options{}); err == nil || !strings.Contains(err.Error(), "need a message") {
 		t.Errorf("raise_exception: %v", err)
 	}
-	if s, err := tmpl.Render([]Message{{"user", "x"}}, Options{}); err != nil || s != "ok" {
+	if s, err := tmpl.Render([]Message{{Role: "user", Content: "x"}}, Options{}); err != nil || s != "ok" {
 		t.Errorf("Render = %q, %v", s, err)
 	}
 }
@@ -206,7 +206,7 @@ func TestVars(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs := []Message{{"user", "hi"}}
+	msgs := []Message{{Role: "user", Content: "hi"}}
 	got, err := tmpl.Render(msgs, Options{AddGenerationPrompt: true, Vars: map[string]any{"enable_thinking": false}})
 	want := "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
 	if err != nil || got != want {
@@ -236,7 +236,7 @@ func TestConcurrentRender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs := []Message{{"system", "s"}, {"user", "u"}}
+	msgs := []Message{{Role: "system", Content: "s"}, {Role: "user", Content: "u"}}
 	want, _ := tmpl.Render(msgs, Options{AddGenerationPrompt: true})
 	var wg sync.WaitGroup
 	for range 4 {
