@@ -24,6 +24,9 @@ type archSpec struct {
 	ropeFreqs bool
 	// ropeBase is rope.freq_base when the file does not say (llama.cpp's default).
 	ropeBase float64
+	// qkNorm: q and k are RMS-normalised per head (attn_q_norm, attn_k_norm: HeadDim
+	// weights each) after the projections, before RoPE (qwen3, gemma3).
+	qkNorm bool
 }
 
 // archs holds every registered family by general.architecture.
@@ -85,6 +88,9 @@ func (c Config) tensorSpecs(untied, ropeFreqs bool) []tensorSpec {
 			mat(p+"attn_q.weight", H, qd), mat(p+"attn_k.weight", H, kd), mat(p+"attn_v.weight", H, vd))
 		if a.qkvBias {
 			s = append(s, vec(p+"attn_q.bias", qd), vec(p+"attn_k.bias", kd), vec(p+"attn_v.bias", vd))
+		}
+		if a.qkNorm {
+			s = append(s, vec(p+"attn_q_norm.weight", c.HeadDim), vec(p+"attn_k_norm.weight", c.HeadDim))
 		}
 		s = append(s, mat(p+"attn_output.weight", qd, H), vec(p+"ffn_norm.weight", H),
 			mat(p+"ffn_gate.weight", H, I), mat(p+"ffn_up.weight", H, I), mat(p+"ffn_down.weight", I, H))

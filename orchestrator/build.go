@@ -76,6 +76,10 @@ func build(c Config, specs []tensorSpec, src weightSource, opts BuildOptions) (*
 		if a.qkvBias {
 			vec(pre+"attn_qkv.bias", qd+kd+vd)
 		}
+		if a.qkNorm {
+			vec(pre+"attn_q_norm", c.HeadDim)
+			vec(pre+"attn_k_norm", c.HeadDim)
+		}
 	}
 	vec("output_norm", H)
 	anyF16, ropeFreqs, kCols := false, false, 0 // anyF16: some matmul rounds its activations (F16, BF16)
@@ -91,7 +95,7 @@ func build(c Config, specs []tensorSpec, src weightSource, opts BuildOptions) (*
 	if ropeFreqs {
 		vec("rope_freqs", c.HeadDim/2)
 	}
-	planState(&p, c, anyF16)
+	planState(&p, c, a, anyF16)
 	if kCols > 0 { // the Q8_K activations of the widest K-quant matmul, for MaxBatch tokens
 		p.Add(arena.Buffer{Name: "act.xq8k", ElemSize: int(unsafe.Sizeof(kernelrt.BlockQ8K{})), Count: c.MaxBatch * kCols / kernelrt.QKK, Region: arena.Activations})
 	}
@@ -167,6 +171,14 @@ func (m *Model) bindWeights(specs []tensorSpec, src weightSource) error {
 				return err
 			}
 		}
+		if m.spec.qkNorm {
+			if ly.QNorm, err = get(pre+"attn_q_norm", pre+"attn_q_norm.weight"); err != nil {
+				return err
+			}
+			if ly.KNorm, err = get(pre+"attn_k_norm", pre+"attn_k_norm.weight"); err != nil {
+				return err
+			}
+		}
 		ly.QKV, ly.Q, ly.K, ly.V = byName[pre+"attn_qkv.weight"], byName[pre+"attn_q.weight"], byName[pre+"attn_k.weight"], byName[pre+"attn_v.weight"]
 		ly.O = byName[pre+"attn_output.weight"]
 		ly.GateUp, ly.Gate, ly.Up = byName[pre+"ffn_gate_up.weight"], byName[pre+"ffn_gate.weight"], byName[pre+"ffn_up.weight"]
@@ -192,7 +204,7 @@ func (m *Model) bindWeights(specs []tensorSpec, src weightSource) error {
 
 // planState adds the activations a config needs to p (the KV cache and attention scratch:
 // planKV).
-func planState(p *arena.Plan, c Config, fp16Acts bool) {
+func planState(p *arena.Plan, c Config, a *archSpec, fp16Acts bool) {
 	H, I, B := c.Hidden, c.Intermediate, c.MaxBatch
 	qd, kd, vd := c.qkvDims()
 	f32 := func(name string, n int, r arena.Region) {
@@ -207,6 +219,9 @@ func planState(p *arena.Plan, c Config, fp16Acts bool) {
 	blk("act.xq", B*H)
 	f32("act.qkv", B*(qd+kd+vd), arena.Activations)
 	f32("act.att", B*qd, arena.Activations)
+	if a.qkNorm { // the normalised q and k of a batch, [T][qd] then [T][kd]
+		f32("act.qkn", B*(qd+kd), arena.Activations)
+	}
 	blk("act.attq", B*qd)
 	f32("act.gu", B*2*I, arena.Activations)
 	f32("act.h", B*I, arena.Activations)
@@ -245,6 +260,9 @@ func (m *Model) bindState(fp16Acts bool) error {
 	m.x, m.xn, m.tmp = get("act.x"), get("act.xn"), get("act.tmp")
 	m.xq = getB("act.xq")
 	m.qkv, m.att = get("act.qkv"), get("act.att")
+	if m.spec.qkNorm {
+		m.qkn = get("act.qkn")
+	}
 	m.attq = getB("act.attq")
 	m.gu, m.h = get("act.gu"), get("act.h")
 	m.hq = getB("act.hq")

@@ -1,5 +1,5 @@
-// Package orchestrator runs decoder-only transformers (prefill and decode) of the qwen2 and
-// llama families on kernelrt: every op through a kernelrt.Ops (a Runtime, or the serial
+// Package orchestrator runs decoder-only transformers (prefill and decode) of the qwen2,
+// qwen3 and llama families on kernelrt: every op through a kernelrt.Ops (a Runtime, or the serial
 // kernels), every byte from one arena laid out by a plan before it is mapped. NewSynthetic
 // builds one with random weights; LoadGGUF builds one from a GGUF file, whose quantized
 // weights are used in place from the file's read-only mapping (load.go, bind.go).
@@ -13,18 +13,20 @@ import (
 
 // Config is the shape of a decoder.
 type Config struct {
-	// Arch is the architecture (general.architecture): "qwen2" (the default when empty) or
-	// "llama"; see Architectures.
+	// Arch is the architecture (general.architecture): "qwen2" (the default when empty),
+	// "qwen3" or "llama"; see Architectures.
 	Arch         string
 	Layers       int
 	Hidden       int
 	Intermediate int
 	Heads        int
 	KVHeads      int
-	HeadDim      int
-	Vocab        int
-	RopeTheta    float64
-	Eps          float32
+	// HeadDim is the size of a query, key and value head; Heads*HeadDim need not be Hidden
+	// (Qwen3-0.6B: 16 heads of 128 over a hidden size of 1024).
+	HeadDim   int
+	Vocab     int
+	RopeTheta float64
+	Eps       float32
 	// MaxCtx is the number of KV-cache positions; decoding past it is an error.
 	MaxCtx int
 	// MaxBatch is the most tokens one forward call takes; activation buffers are sized for it
@@ -47,6 +49,14 @@ func (c Config) slots() int { return max(c.Slots, 1) }
 // 128-token prefill batches.
 func Qwen2_0_5B() Config {
 	return Config{Arch: "qwen2", Layers: 24, Hidden: 896, Intermediate: 4864, Heads: 14, KVHeads: 2, HeadDim: 64,
+		Vocab: 151936, RopeTheta: 1e6, Eps: 1e-6, MaxCtx: 2048, MaxBatch: 128}
+}
+
+// Qwen3_0_6B is the shape of Qwen3-0.6B with a 2048-token cache and 128-token prefill
+// batches: 28 layers, hidden 1024, FFN 3072, 16 query heads over 8 KV heads of 128 (q is
+// 2048 wide), vocabulary 151936, RoPE base 1e6.
+func Qwen3_0_6B() Config {
+	return Config{Arch: "qwen3", Layers: 28, Hidden: 1024, Intermediate: 3072, Heads: 16, KVHeads: 8, HeadDim: 128,
 		Vocab: 151936, RopeTheta: 1e6, Eps: 1e-6, MaxCtx: 2048, MaxBatch: 128}
 }
 

@@ -130,7 +130,7 @@ func TestLoadErrors(t *testing.T) {
 		{name: "no architecture", edit: func(m *testModel) { m.editKV = delKV("general.architecture") },
 			want: []string{`missing metadata key "general.architecture"`}, content: true},
 		{name: "gemma architecture", edit: func(m *testModel) { m.editKV = setKV("general.architecture", gguf.String("gemma")) },
-			want: []string{`"gemma"`, "not supported (supported: llama, qwen2)"}, content: true},
+			want: []string{`"gemma"`, "not supported (supported: llama, qwen2, qwen3"}, content: true},
 		{name: "qwen2 keys under llama", edit: func(m *testModel) { m.editKV = setKV("general.architecture", gguf.String("llama")) },
 			want: []string{`missing metadata key "llama.embedding_length"`}, content: true},
 		{name: "no block_count", edit: func(m *testModel) { m.editKV = delKV("qwen2.block_count") },
@@ -168,9 +168,15 @@ func TestLoadErrors(t *testing.T) {
 		{name: "head size not blockable", edit: func(m *testModel) {
 			m.editKV = setKV("qwen2.attention.head_count", gguf.Uint32(64)) // head_dim 1
 		}, want: []string{"unsupported shape"}, content: true},
-		{name: "key_length differs", edit: func(m *testModel) {
+		{name: "key_length makes q wider than the tensors", edit: func(m *testModel) {
 			m.editKV = setKV("qwen2.attention.key_length", gguf.Uint32(32))
-		}, want: []string{"qwen2.attention.key_length = 32 differs from embedding_length/head_count = 16"}, content: true},
+		}, want: []string{`tensor "blk.0.attn_q.weight" has dims [64 64], want [64 128]`}, content: true},
+		{name: "value_length differs", edit: func(m *testModel) {
+			m.editKV = setKV("qwen2.attention.value_length", gguf.Uint32(32))
+		}, want: []string{"qwen2.attention.value_length = 32 differs from the head size 16"}, content: true},
+		{name: "partial rope", edit: func(m *testModel) {
+			m.editKV = setKV("qwen2.rope.dimension_count", gguf.Uint32(8))
+		}, want: []string{"qwen2.rope.dimension_count = 8 differs from the head size 16"}, content: true},
 		{name: "no vocabulary", edit: func(m *testModel) { m.editKV = delKV("tokenizer.ggml.tokens") },
 			want: []string{"neither qwen2.vocab_size nor tokenizer.ggml.tokens"}, content: true},
 		{name: "block_count too large", edit: func(m *testModel) { m.editKV = setKV("qwen2.block_count", gguf.Uint32(3)) },
@@ -525,41 +531,68 @@ func TestKVMemory(t *testing.T) {
 	t.Logf("KV region: f32 %d bytes, f16 %d, q8_0 %d; attention scratch %d", r32, r16, r8, s32)
 }
 
-// TestSyntheticGGUF writes a synthetic model with SyntheticGGUF and runs it: the loaded
-// model is zero-copy and agrees with the float64 reference.
-func TestSyntheticGGUF(t *testing.T) {
-	cfg := Config{Layers: 2, Hidden: 64, Intermediate: 128, Heads: 4, KVHeads: 2, HeadDim: 16, Vocab: 300,
+// syntheticArchConfigs are small shapes of each architecture SyntheticGGUF writes: qwen2's
+// head size is hidden/heads, qwen3's is not (q is twice the hidden width, as in Qwen3-0.6B).
+func syntheticArchConfigs() []Config {
+	qwen2 := Config{Arch: "qwen2", Layers: 2, Hidden: 64, Intermediate: 128, Heads: 4, KVHeads: 2, HeadDim: 16, Vocab: 300,
 		RopeTheta: 1e6, Eps: 1e-6, MaxCtx: 64, MaxBatch: 16}
-	for _, r := range []Recipe{RecipeQ8_0(), RecipeMixed(), RecipeF16()} {
-		t.Run(r.Name, func(t *testing.T) {
-			b := gguf.NewBuilder()
-			if err := SyntheticGGUF(b, cfg, r, 1); err != nil {
-				t.Fatal(err)
-			}
-			p := filepath.Join(t.TempDir(), "syn.gguf")
-			fh, err := os.Create(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := b.WriteTo(fh); err != nil {
-				t.Fatal(err)
-			}
-			fh.Close()
-			m, err := LoadGGUF(p, LoadOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if m.Recipe != r {
-				t.Errorf("loaded recipe %+v, want %+v (a file storing a built-in recipe takes its name)", m.Recipe, r)
-			}
-			m.Close()
-			tol := tolQuantized
-			if r.Q == F16 {
-				tol = tolF16
-			}
-			worst := runCompare(t, kernelrt.Serial{}, p, LoadOptions{KV: KVF32}, []int32{7, 100, 299, 0}, []int32{5, 6}, tol)
-			t.Logf("max relative error %.3g", worst)
-		})
+	qwen3 := qwen2
+	qwen3.Arch, qwen3.HeadDim = "qwen3", 32
+	return []Config{qwen2, qwen3}
+}
+
+// TestSyntheticGGUF writes a synthetic model of each architecture with SyntheticGGUF and runs
+// it: the loaded model has the written shape and recipe, and agrees with the float64
+// reference; NewSynthetic builds the same shape in memory.
+func TestSyntheticGGUF(t *testing.T) {
+	cfg := syntheticArchConfigs()[0]
+	for _, ac := range syntheticArchConfigs() {
+		for _, r := range []Recipe{RecipeQ8_0(), RecipeMixed(), RecipeF16()} {
+			t.Run(ac.arch().name+"/"+r.Name, func(t *testing.T) {
+				b := gguf.NewBuilder()
+				if err := SyntheticGGUF(b, ac, r, 1); err != nil {
+					t.Fatal(err)
+				}
+				p := filepath.Join(t.TempDir(), "syn.gguf")
+				fh, err := os.Create(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := b.WriteTo(fh); err != nil {
+					t.Fatal(err)
+				}
+				fh.Close()
+				m, err := LoadGGUF(p, LoadOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m.Recipe != r {
+					t.Errorf("loaded recipe %+v, want %+v (a file storing a built-in recipe takes its name)", m.Recipe, r)
+				}
+				got := m.Cfg
+				got.KV, got.MaxBatch, got.MaxCtx = ac.KV, ac.MaxBatch, ac.MaxCtx
+				if want := ac; got != want {
+					t.Errorf("loaded config %+v, want %+v", got, want)
+				}
+				m.Close()
+				tol := tolQuantized
+				if r.Q == F16 {
+					tol = tolF16
+				}
+				worst := runCompare(t, kernelrt.Serial{}, p, LoadOptions{KV: KVF32}, []int32{7, 100, 299, 0}, []int32{5, 6}, tol)
+				t.Logf("max relative error %.3g", worst)
+				if r.Q != F16 {
+					ms, err := NewSynthetic(ac, r, 1, BuildOptions{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer ms.Close()
+					if _, err := ms.Prefill(kernelrt.Serial{}, []int32{1, 2, 3}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 	if err := SyntheticGGUF(gguf.NewBuilder(), cfg, Recipe{Name: "f32", Q: F32}, 1); err == nil {
 		t.Error("SyntheticGGUF accepted an F32 recipe")

@@ -111,8 +111,9 @@ func modelErr(format string, a ...any) error {
 // (Architectures) and prefixes every key, as in llama.cpp: <arch>.embedding_length,
 // block_count, feed_forward_length, attention.head_count, attention.layer_norm_rms_epsilon
 // and context_length are required; attention.head_count_kv defaults to head_count and
-// rope.freq_base to 10000; attention.key_length/value_length and rope.dimension_count, when
-// present, must equal the head size; the vocabulary size is <arch>.vocab_size or else the
+// rope.freq_base to 10000; the head size is attention.key_length, else embedding_length /
+// head_count, and attention.value_length and rope.dimension_count, when present, must equal
+// it; the vocabulary size is <arch>.vocab_size or else the
 // length of tokenizer.ggml.tokens. MaxCtx is context_length (the trained context), MaxBatch
 // 128.
 func ConfigFromGGUF(f *gguf.File) (Config, error) {
@@ -159,14 +160,23 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	if c.KVHeads == 0 {
 		c.KVHeads = c.Heads
 	}
-	if c.Hidden%c.Heads != 0 {
-		return Config{}, modelErr("%sembedding_length = %d is not a multiple of %sattention.head_count = %d", pre, c.Hidden, pre, c.Heads)
+	// The head size, as llama.cpp reads it: attention.key_length, else embedding_length /
+	// head_count. value_length (default: the same) must equal it, and RoPE must rotate the
+	// whole head (rope.dimension_count, default: the head size).
+	if _, present := f.Get(pre + "attention.key_length"); present {
+		if c.HeadDim, err = metaUint(f, pre+"attention.key_length", -1); err != nil {
+			return Config{}, err
+		}
+	} else {
+		if c.Hidden%c.Heads != 0 {
+			return Config{}, modelErr("%sembedding_length = %d is not a multiple of %sattention.head_count = %d (and %sattention.key_length is absent)", pre, c.Hidden, pre, c.Heads, pre)
+		}
+		c.HeadDim = c.Hidden / c.Heads
 	}
 	if c.Heads%c.KVHeads != 0 {
 		return Config{}, modelErr("%sattention.head_count = %d is not a multiple of %sattention.head_count_kv = %d", pre, c.Heads, pre, c.KVHeads)
 	}
-	c.HeadDim = c.Hidden / c.Heads
-	for _, key := range []string{"attention.key_length", "attention.value_length", "rope.dimension_count"} {
+	for _, key := range []string{"attention.value_length", "rope.dimension_count"} {
 		if _, present := f.Get(pre + key); !present {
 			continue
 		}
@@ -175,7 +185,7 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 			return Config{}, err
 		}
 		if v != c.HeadDim {
-			return Config{}, modelErr("%s%s = %d differs from embedding_length/head_count = %d; only equal head sizes (and RoPE over the whole head) are supported", pre, key, v, c.HeadDim)
+			return Config{}, modelErr("%s%s = %d differs from the head size %d; only equal key and value head sizes (and RoPE over the whole head) are supported", pre, key, v, c.HeadDim)
 		}
 	}
 	if !(eps > 0) || eps > 1 {

@@ -45,6 +45,7 @@ type Layer struct {
 	AttnNorm, FFNNorm []float32
 	QKV, Q, K, V      *Matrix
 	QKVBias           []float32 // q, then k, then v biases
+	QNorm, KNorm      []float32 // per-head RMSNorm weights of q and k (HeadDim each; qwen3, gemma3)
 	O                 *Matrix
 	GateUp, Gate, Up  *Matrix
 	Down              *Matrix
@@ -75,6 +76,7 @@ type Model struct {
 	x, xn, tmp []float32
 	xq         []kernelrt.BlockQ8_0
 	qkv        []float32
+	qkn        []float32 // q and k normalised per head (architectures with qkNorm)
 	att        []float32
 	attq       []kernelrt.BlockQ8_0
 	gu, h      []float32
@@ -518,6 +520,12 @@ func (m *Model) attention(e kernelrt.Ops, li, T int, seqs []Seq) error {
 			return err
 		}
 	}
+	if m.spec.qkNorm {
+		var err error
+		if qv, qs, kv, ks, err = m.normQK(e, l, T, qv, qs, kv, ks); err != nil {
+			return err
+		}
+	}
 	att := m.att[:T*qd]
 	off := 0
 	for _, s := range seqs {
@@ -544,6 +552,34 @@ func (m *Model) attention(e kernelrt.Ops, li, T int, seqs []Seq) error {
 		return err
 	}
 	return e.Add(x, x, tmp)
+}
+
+// normQK RMS-normalises every head of the T tokens' q (token t at qv[t*qs]) and k (at
+// kv[t*ks]) with the layer's QNorm and KNorm into qkn, and returns the normalised views and
+// their strides (qd, kd).
+func (m *Model) normQK(e kernelrt.Ops, l *Layer, T int, qv []float32, qs int, kv []float32, ks int) ([]float32, int, []float32, int, error) {
+	c := &m.Cfg
+	qd, kd, _ := c.qkvDims()
+	qn, kn := m.qkn[:T*qd], m.qkn[T*qd:T*(qd+kd)]
+	norm := func(dst, src []float32, stride, heads int, w []float32) error {
+		d := heads * c.HeadDim
+		if stride == d { // consecutive tokens: one call over every head of the batch
+			return e.RMSNorm(dst, src[:T*d], w, T*heads, c.HeadDim, c.Eps)
+		}
+		for t := 0; t < T; t++ {
+			if err := e.RMSNorm(dst[t*d:(t+1)*d], src[t*stride:t*stride+d], w, heads, c.HeadDim, c.Eps); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := norm(qn, qv, qs, c.Heads, l.QNorm); err != nil {
+		return nil, 0, nil, 0, err
+	}
+	if err := norm(kn, kv, ks, c.KVHeads, l.KNorm); err != nil {
+		return nil, 0, nil, 0, err
+	}
+	return qn, qd, kn, kd, nil
 }
 
 // rotate applies the architecture's RoPE to T tokens' heads of x (token t at x[t*stride],

@@ -320,6 +320,7 @@ func (m *refMatrix) apply(x, bias []float64) []float64 {
 
 type refLayer struct {
 	attnNorm, ffnNorm []float64
+	qNorm, kNorm      []float64 // per-head RMSNorm of q and k (qwen3), nil if absent
 	q, k, v, o        *refMatrix
 	bq, bk, bv        []float64
 	gate, up, down    *refMatrix
@@ -366,6 +367,9 @@ func loadRef(t *testing.T, path string) *refModel {
 	r := &refModel{hidden: u("embedding_length"), heads: u("attention.head_count"), kvHeads: u("attention.head_count_kv"),
 		theta: fl("rope.freq_base"), eps: fl("attention.layer_norm_rms_epsilon"), ropeNorm: arch == "llama"}
 	r.headDim = r.hidden / r.heads
+	if v, ok := f.GetUint(arch + ".attention.key_length"); ok {
+		r.headDim = int(v)
+	}
 	mat := func(name string) *refMatrix {
 		w, rows, cols, typ := refTensor(t, f, name)
 		return &refMatrix{w: w, rows: rows, cols: cols, typ: typ}
@@ -387,6 +391,7 @@ func loadRef(t *testing.T, path string) *refModel {
 			attnNorm: vec(p + "attn_norm.weight"), ffnNorm: vec(p + "ffn_norm.weight"),
 			q: mat(p + "attn_q.weight"), k: mat(p + "attn_k.weight"), v: mat(p + "attn_v.weight"), o: mat(p + "attn_output.weight"),
 			bq: vec(p + "attn_q.bias"), bk: vec(p + "attn_k.bias"), bv: vec(p + "attn_v.bias"),
+			qNorm: vec(p + "attn_q_norm.weight"), kNorm: vec(p + "attn_k_norm.weight"),
 			gate: mat(p + "ffn_gate.weight"), up: mat(p + "ffn_up.weight"), down: mat(p + "ffn_down.weight"),
 		})
 	}
@@ -411,6 +416,13 @@ func (r *refModel) rmsNorm(x, w []float64) []float64 {
 		out[i] = v * s * w[i]
 	}
 	return out
+}
+
+// headNorm RMS-normalises each headDim-long head of x in place with weights w.
+func (r *refModel) headNorm(x, w []float64) {
+	for h := 0; h < len(x); h += r.headDim {
+		copy(x[h:h+r.headDim], r.rmsNorm(x[h:h+r.headDim], w))
+	}
 }
 
 // rope rotates each head of x for position pos: NeoX (qwen2: element i pairs with
@@ -453,6 +465,10 @@ func (r *refModel) forward(ids []int32) [][]float64 {
 			q[t] = l.q.apply(xn, l.bq)
 			k[t] = l.k.apply(xn, l.bk)
 			v[t] = l.v.apply(xn, l.bv)
+			if l.qNorm != nil { // per head, before RoPE
+				r.headNorm(q[t], l.qNorm)
+				r.headNorm(k[t], l.kNorm)
+			}
 			r.rope(q[t], r.heads, t)
 			r.rope(k[t], r.kvHeads, t)
 			switch r.kv {
@@ -665,6 +681,9 @@ type testModel struct {
 	types testTypes
 	seed  uint64
 	arch  string // "" = qwen2
+	// headDim, when set, is the head size (written as attention.key_length/value_length);
+	// else hidden/heads.
+	headDim int
 	// ropeFreqs writes a rope_freqs.weight tensor (llama only).
 	ropeFreqs bool
 	// edit, when set, changes the builder's inputs before writing (for bad-file tests).
@@ -711,6 +730,11 @@ func (tm testModel) bytes(t testing.TB) []byte {
 	order := []string{"general.architecture", p + "block_count", p + "context_length", p + "embedding_length",
 		p + "feed_forward_length", p + "attention.head_count", p + "attention.head_count_kv", p + "rope.freq_base",
 		p + "attention.layer_norm_rms_epsilon"}
+	if tm.headDim != 0 {
+		kv[p+"attention.key_length"] = gguf.Uint32(uint32(tm.headDim))
+		kv[p+"attention.value_length"] = gguf.Uint32(uint32(tm.headDim))
+		order = append(order, p+"attention.key_length", p+"attention.value_length")
+	}
 	toks := make([]string, s.vocab)
 	for i := range toks {
 		toks[i] = fmt.Sprintf("<t%d>", i)
@@ -738,7 +762,10 @@ func (tm testModel) bytes(t testing.TB) []byte {
 	}
 	H, I := s.hidden, s.inter
 	hd := H / s.heads
-	qd, kd := H, s.kvHeads*hd
+	if tm.headDim != 0 {
+		hd = tm.headDim
+	}
+	qd, kd := s.heads*hd, s.kvHeads*hd
 	mat := func(name string, typ gguf.GGMLType, rows, cols int) {
 		add(name, typ, []uint64{uint64(cols), uint64(rows)}, uni(rows*cols, 0, math.Sqrt(3/float64(cols))))
 	}
@@ -757,6 +784,10 @@ func (tm testModel) bytes(t testing.TB) []byte {
 		mat(p+"attn_v.weight", ty.v, kd, H)
 		if arch == "qwen2" {
 			add(p+"attn_v.bias", f32, []uint64{uint64(kd)}, uni(kd, 0, 0.3))
+		}
+		if arch == "qwen3" {
+			add(p+"attn_q_norm.weight", f32, []uint64{uint64(hd)}, uni(hd, 1, 0.2))
+			add(p+"attn_k_norm.weight", f32, []uint64{uint64(hd)}, uni(hd, 1, 0.2))
 		}
 		mat(p+"attn_output.weight", ty.o, H, qd)
 		add(p+"ffn_norm.weight", f32, []uint64{uint64(H)}, uni(H, 1, 0.2))
@@ -786,7 +817,7 @@ func (tm testModel) bytes(t testing.TB) []byte {
 // write writes the model to a file in dir and returns its path.
 func (tm testModel) write(t testing.TB, dir string) string {
 	t.Helper()
-	p := filepath.Join(dir, fmt.Sprintf("%s-%s-%s-%v.gguf", tm.arch, tm.shape.name, tm.types.name, tm.ropeFreqs))
+	p := filepath.Join(dir, fmt.Sprintf("%s-%s-%s-%v-%d.gguf", tm.arch, tm.shape.name, tm.types.name, tm.ropeFreqs, tm.headDim))
 	if err := os.WriteFile(p, tm.bytes(t), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -977,6 +1008,52 @@ func TestReferenceForwardLlama(t *testing.T) {
 					}
 				})
 			}
+		}
+	}
+}
+
+// TestReferenceForwardQwen3: the qwen3 architecture (per-head q/k RMSNorm before RoPE, no
+// biases, a head size from attention.key_length that is not hidden/heads, so q is wider or
+// narrower than the hidden state) against the float64 reference, serially and on a Runtime,
+// with each KV cache type the head size allows.
+func TestReferenceForwardQwen3(t *testing.T) {
+	rt, err := kernelrt.New(kernelrt.Options{Threads: 2, NoPin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	dir := t.TempDir()
+	cases := []struct {
+		shape   testShape
+		headDim int
+	}{
+		{testShapes[0], 32},  // hidden 64, 4 heads of 32 over 2: q 128 wide
+		{testShapes[1], 0},   // hidden 128, 2 heads of 64 (no key_length), MQA
+		{testShapes[2], 16},  // hidden 96, 6 heads of 16: q 96 wide, MHA
+		{testShapes[3], 128}, // hidden 32, 1 head of 128
+	}
+	for ci, cs := range cases {
+		for _, ti := range []int{0, 3, 5, 11} {
+			ty := testTypeSets[ti]
+			t.Run(fmt.Sprintf("%s-hd%d/%s", cs.shape.name, cs.headDim, ty.name), func(t *testing.T) {
+				tm := testModel{shape: cs.shape, types: ty, seed: uint64(3000 + 10*ci + ti), arch: "qwen3", headDim: cs.headDim}
+				path := tm.write(t, dir)
+				prompt := []int32{2, int32(cs.shape.vocab - 1), 9, 4, int32(cs.shape.vocab / 3)}
+				hd := cs.headDim
+				if hd == 0 {
+					hd = cs.shape.hidden / cs.shape.heads
+				}
+				for _, kv := range []KVType{KVF32, KVF16, KVQ8_0} {
+					if kv == KVQ8_0 && hd%32 != 0 {
+						continue
+					}
+					tol := tolKV(tolFor(ty), kv)
+					for _, e := range []kernelrt.Ops{kernelrt.Serial{}, rt} {
+						worst := runCompare(t, e, path, LoadOptions{KV: kv}, prompt, []int32{3, 1}, tol)
+						t.Logf("kv %s %T: max relative error %.3g (tolerance %g)", kv, e, worst, tol)
+					}
+				}
+			})
 		}
 	}
 }

@@ -203,6 +203,15 @@ func SyntheticGGUF(b *gguf.Builder, cfg Config, recipe Recipe, seed uint64) erro
 		{p + "attention.layer_norm_rms_epsilon", gguf.Float32(c.Eps)},
 		{p + "vocab_size", gguf.Uint32(uint32(c.Vocab))},
 	}
+	if c.Heads*c.HeadDim != c.Hidden { // else llama.cpp's default, embedding_length/head_count
+		kvs = append(kvs, struct {
+			k string
+			v gguf.Value
+		}{p + "attention.key_length", gguf.Uint32(uint32(c.HeadDim))}, struct {
+			k string
+			v gguf.Value
+		}{p + "attention.value_length", gguf.Uint32(uint32(c.HeadDim))})
+	}
 	for _, kv := range kvs {
 		if err := b.AddKV(kv.k, kv.v); err != nil {
 			return err
@@ -256,6 +265,9 @@ func SyntheticGGUF(b *gguf.Builder, cfg Config, recipe Recipe, seed uint64) erro
 		if arch.qkvBias {
 			errs = append(errs, vector(p+"attn_q.bias", qd, 0, 0.02), vector(p+"attn_k.bias", kd, 0, 0.02),
 				vector(p+"attn_v.bias", vd, 0, 0.02))
+		}
+		if arch.qkNorm {
+			errs = append(errs, vector(p+"attn_q_norm.weight", c.HeadDim, 1, 0.1), vector(p+"attn_k_norm.weight", c.HeadDim, 1, 0.1))
 		}
 		errs = append(errs,
 			matrix(p+"attn_output.weight", recipe.O, H, qd),

@@ -34,6 +34,13 @@ func shapes() map[string]func() orchestrator.Config {
 			c.Arch = "llama"
 			return c
 		},
+		// tiny-qwen3: the tiny shape in the qwen3 architecture (q/k norms, no biases) with heads
+		// of 64, so q is twice the hidden width as in Qwen3-0.6B.
+		"tiny-qwen3": func() orchestrator.Config {
+			c := s["tiny"]()
+			c.Arch, c.HeadDim = "qwen3", 64
+			return c
+		},
 		// tiny256: the smallest shape whose matrices can all be K-quants (rows of 256): one
 		// layer, 4 heads of 64 over 2 KV heads, the smallest synthetic vocabulary. About 0.3 MB
 		// as Q4_K_M: the compatibility fixtures (orchestrator/testdata/llamacpp).
@@ -50,6 +57,12 @@ func shapes() map[string]func() orchestrator.Config {
 		"llama-1b": func() orchestrator.Config {
 			c := orchestrator.Llama1B()
 			c.MaxCtx = 32768
+			return c
+		},
+		// qwen3-0.6b: Qwen3-0.6B's shape (28 layers, hidden 1024, 16/8 heads of 128).
+		"qwen3-0.6b": func() orchestrator.Config {
+			c := orchestrator.Qwen3_0_6B()
+			c.MaxCtx = 40960
 			return c
 		},
 		"qwen2-0.5b": func() orchestrator.Config {
