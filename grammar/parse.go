@@ -578,6 +578,9 @@ func (p *parser) build() (*Grammar, error) {
 	if !ok {
 		return nil, p.errAt(0, "the grammar has no rule named root")
 	}
+	if !p.prune()[root] {
+		return nil, p.errAt(p.defined[root], "the root rule matches no finite text (every alternative recurses forever)")
+	}
 	if err := p.leftRecursion(); err != nil {
 		return nil, err
 	}
@@ -591,6 +594,51 @@ func (p *parser) build() (*Grammar, error) {
 		}
 	}
 	return g, nil
+}
+
+// prune drops the alternatives that reference a rule matching no finite text (one whose
+// every alternative recurses), so a matcher never follows a path that cannot end; it
+// returns which rules match some finite text.
+func (p *parser) prune() []bool {
+	productive := make([]bool, len(p.alts))
+	for changed := true; changed; {
+		changed = false
+		for id, alts := range p.alts {
+			if productive[id] {
+				continue
+			}
+			for _, a := range alts {
+				ok := true
+				for _, e := range a {
+					if e.kind == kRef && !productive[e.arg] {
+						ok = false
+						break
+					}
+				}
+				if ok {
+					productive[id], changed = true, true
+					break
+				}
+			}
+		}
+	}
+	for id, alts := range p.alts {
+		kept := alts[:0]
+		for _, a := range alts {
+			ok := true
+			for _, e := range a {
+				if e.kind == kRef && !productive[e.arg] {
+					ok = false
+					break
+				}
+			}
+			if ok {
+				kept = append(kept, a)
+			}
+		}
+		p.alts[id] = kept
+	}
+	return productive
 }
 
 // leftRecursion refuses a rule that can reach itself without consuming a character: the

@@ -53,6 +53,9 @@ func TestParseGood(t *testing.T) {
 		},
 		{src: "root ::= a b\na ::= \"x\"?\nb ::= \"y\"?", yes: []string{"", "x", "y", "xy"}, no: []string{"yx"}},
 		{src: `root ::= "a" root | "b"`, yes: []string{"b", "ab", "aaab"}, no: []string{"a", "ba"}},
+		{ // an alternative that can never end is dropped: "(" is not even a prefix
+			src: "root ::= \"a\" | \"(\" x \")\"\nx ::= \"[\" x \"]\"", yes: []string{"a"}, no: []string{"(", "([", "()"},
+		},
 	}
 	for _, c := range cases {
 		g := mustParse(t, c.src)
@@ -108,8 +111,9 @@ func TestParseErrors(t *testing.T) {
 		{`root ::= "a"{99999}`, "over the limit of 10000"},
 		{"root ::= \"a\"\n  ::= \"b\"", `line 2, column 3: unexpected ":"`},
 		{`root = "a"`, `expected ::= after rule name "root"`},
-		{"root ::= root \"a\"", `rule "root" is left-recursive`},
-		{"root ::= a\na ::= b? a \"x\"\nb ::= \"y\"", `rule "a" is left-recursive`},
+		{"root ::= root \"a\" | \"b\"", `rule "root" is left-recursive`},
+		{"root ::= a\na ::= b? a \"x\" | \"z\"\nb ::= \"y\"", `rule "a" is left-recursive`},
+		{"root ::= \"(\" root \")\"", `line 1, column 1: the root rule matches no finite text`},
 		{"root ::= " + strings.Repeat("(", MaxNesting+1) + `"a"` + strings.Repeat(")", MaxNesting+1), "nested more than 64 deep"},
 		{"root ::= \"\xff\"", "line 1, column 11: invalid UTF-8"},
 		{"root ::= " + strings.Repeat(`"a"{10000} `, 30), "more than 262144 elements"},
