@@ -121,7 +121,11 @@ func (s *Sampler) evict() {
 // Sample returns the next token for a row of logits (len vocab), which it only reads. A NaN
 // or infinite logit is an error, so a broken model row is never silently sampled. Sample does
 // not record the token: call Accept with the token actually used.
-func (s *Sampler) Sample(logits []float32) (int32, error) {
+func (s *Sampler) Sample(logits []float32) (int32, error) { return s.sample(logits, nil) }
+
+// sample is Sample over the tokens allowed (a bitset; nil allows all), the others banned
+// before the chain as a -Inf bias would.
+func (s *Sampler) sample(logits []float32, allowed []uint64) (int32, error) {
 	if len(logits) != s.vocab {
 		return 0, fmt.Errorf("sample: logit row has %d entries, the vocabulary %d", len(logits), s.vocab)
 	}
@@ -137,6 +141,9 @@ func (s *Sampler) Sample(logits []float32) (int32, error) {
 		if x > max {
 			best, max = i, x
 		}
+	}
+	if allowed != nil {
+		best, max = ban(w, allowed)
 	}
 	for _, b := range s.bias {
 		w[b.id] += b.logit
