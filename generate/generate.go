@@ -24,6 +24,7 @@ import (
 
 	"github.com/kernelrt/kernelrt"
 	"github.com/kernelrt/kernelrt/chat"
+	"github.com/kernelrt/kernelrt/grammar"
 	"github.com/kernelrt/kernelrt/sample"
 )
 
@@ -87,6 +88,12 @@ type Options struct {
 	Stop []string
 	// Sampling is the sampler chain, its Seed included (the zero value is greedy).
 	Sampling sample.Options
+	// Grammar, if set, constrains the text to the grammar (package grammar; a JSON schema
+	// compiles to one): every sampled token keeps it a prefix of a sentence of the
+	// grammar, and an end-of-generation token comes only once the text is a complete
+	// sentence. The Tokenizer must implement TokenBytes. MaxTokens, a stop string or a
+	// full context can still cut the text short.
+	Grammar *grammar.Grammar
 	// NoBOS does not add the BOS/EOS tokens the model asks for around the prompt.
 	NoBOS bool
 	// NoSpecial treats special-token text in the prompt as plain text.
@@ -361,6 +368,8 @@ func CheckPrompt(ids []int32, vocab, maxCtx int) error {
 type Sequence struct {
 	tok Tokenizer
 	smp *sample.Sampler
+	con *grammar.Constraint // Options.Grammar over the vocabulary, nil without
+	eog int32               // the token ending a constrained generation nothing can continue (-1: none)
 	out textOut
 	max int // Options.MaxTokens
 	n   int // tokens sampled
@@ -382,7 +391,13 @@ func NewSequence(tok Tokenizer, vocab int, o Options, emit func(string) bool) (*
 	if err != nil {
 		return nil, fmt.Errorf("generate: %w", err)
 	}
-	return &Sequence{tok: tok, smp: smp, max: o.MaxTokens, out: textOut{dec: tok.NewDecoder(), stops: o.Stop, out: emit}}, nil
+	seq := &Sequence{tok: tok, smp: smp, max: o.MaxTokens, out: textOut{dec: tok.NewDecoder(), stops: o.Stop, out: emit}}
+	if o.Grammar != nil {
+		if err := seq.constrain(o.Grammar, vocab); err != nil {
+			return nil, err
+		}
+	}
+	return seq, nil
 }
 
 // Prompt records the prompt's tokens for the penalties, which see the prompt as in
@@ -398,9 +413,14 @@ func (s *Sequence) Prompt(ids []int32) {
 // the token through the model and calls Next with the logits that gives), or why it ended:
 // StopEOG, StopString, StopMaxTokens or StopConsumer, with all text emitted.
 func (s *Sequence) Next(logits []float32) (int32, StopReason, error) {
-	id, err := s.smp.Sample(logits)
+	id, ended, err := s.sample(logits)
 	if err != nil {
 		return 0, StopNone, fmt.Errorf("generate: sampling token %d: %w", s.n, err)
+	}
+	if ended { // the grammar allows no token: end as with an end-of-generation token
+		s.n++
+		s.out.flush()
+		return id, StopEOG, nil
 	}
 	s.smp.Accept(id)
 	s.n++

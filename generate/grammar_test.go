@@ -1,0 +1,375 @@
+package generate
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/kernelrt/kernelrt"
+	"github.com/kernelrt/kernelrt/gguf"
+	"github.com/kernelrt/kernelrt/grammar"
+	"github.com/kernelrt/kernelrt/orchestrator"
+	"github.com/kernelrt/kernelrt/sample"
+	"github.com/kernelrt/kernelrt/tokenizer"
+)
+
+// TokenBytes makes byteTok usable with a grammar: bytes are themselves, specials nothing.
+func (byteTok) TokenBytes(id int32) []byte {
+	if id < 256 {
+		return []byte{byte(id)}
+	}
+	return nil
+}
+
+// grammarModel is tinyModel with room for long constrained generations.
+func grammarModel(t testing.TB) *orchestrator.Model {
+	t.Helper()
+	cfg := orchestrator.Config{Layers: 2, Hidden: 128, Intermediate: 256, Heads: 4, KVHeads: 2,
+		HeadDim: 32, Vocab: byteVocab, RopeTheta: 1e6, Eps: 1e-6, MaxCtx: 1024, MaxBatch: 16, KV: orchestrator.KVF32}
+	m, err := orchestrator.NewSynthetic(cfg, orchestrator.RecipeQ8_0(), 11, orchestrator.BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// Schemas the random-weight model must fill validly. Strings and arrays are bounded so a
+// random model ends them within the token budget.
+var testSchemas = []string{
+	`{"type":"object","properties":{"name":{"type":"string","maxLength":8},"age":{"type":"integer"},"ok":{"type":"boolean"},"none":{"type":"null"}},"required":["name","age","ok","none"],"additionalProperties":false}`,
+	`{"type":"object","properties":{"color":{"enum":["red","green","blue"]},"tags":{"type":"array","items":{"type":"string","maxLength":4},"minItems":1,"maxItems":3},"score":{"type":"number"}},"required":["color","tags","score"]}`,
+	`{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string","const":"fixed"},"c":{"anyOf":[{"type":"integer"},{"type":"string","maxLength":3}]}},"required":["b"]}`,
+	`{"$defs":{"item":{"type":"object","properties":{"id":{"type":"integer"},"next":{"anyOf":[{"$ref":"#/$defs/item"},{"type":"null"}]}},"required":["id","next"]}},"type":"array","items":{"$ref":"#/$defs/item"},"maxItems":2}`,
+	`{"type":"array","items":{"oneOf":[{"type":"boolean"},{"type":"object","properties":{"d":{"type":"string","format":"date"}},"required":["d"]}]},"maxItems":4}`,
+	`{"type":["string","null"],"minLength":2,"maxLength":6}`,
+}
+
+// TestGrammarSchemaOutput generates from a random-weight model under each schema with
+// several seeds and sampler settings: every output must end at an end-of-generation
+// token, parse with encoding/json and validate against the schema.
+func TestGrammarSchemaOutput(t *testing.T) {
+	g, err := New(grammarModel(t), kernelrt.Serial{}, byteTok{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := sample.DefaultOptions()
+	samplers := []sample.Options{{Temperature: 1}, {Temperature: 1.5, TopK: 40}, d, {}}
+	for i, schema := range testSchemas {
+		gr, err := grammar.FromJSONSchema([]byte(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s any
+		if err := json.Unmarshal([]byte(schema), &s); err != nil {
+			t.Fatal(err)
+		}
+		for j, so := range samplers {
+			so.Seed = uint64(100*i + j)
+			text, err := g.Generate(context.Background(), "JSON:", Options{MaxTokens: 900, Grammar: gr, Sampling: so})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st := g.Stats().Stop; st != StopEOG {
+				t.Fatalf("schema %d, sampler %d: stopped by %v after %d tokens: %q", i, j, st, g.Stats().GeneratedTokens, text)
+			}
+			var v any
+			dec := json.NewDecoder(strings.NewReader(text))
+			dec.UseNumber()
+			if err := dec.Decode(&v); err != nil || dec.More() {
+				t.Fatalf("schema %d, sampler %d: %q does not parse: %v", i, j, text, err)
+			}
+			if err := validate(s, v, s, "#"); err != nil {
+				t.Fatalf("schema %d, sampler %d: %q: %v", i, j, text, err)
+			}
+			if j == 0 {
+				t.Logf("schema %d: %q", i, text)
+			}
+		}
+	}
+}
+
+// TestGrammarNoEOG checks the end of a constrained generation over a vocabulary without an
+// end-of-generation token that the grammar can take: once the grammar is complete nothing
+// is allowed and the generation ends without an error.
+func TestGrammarNoEOG(t *testing.T) {
+	gr, err := grammar.Parse(`root ::= "ok"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newFake("xyz") // the model wants "xyz"; the grammar forces "ok"
+	g, _ := New(m, kernelrt.Serial{}, byteTok{})
+	bias := map[int32]float32{tEOS: float32(math.Inf(-1)), tIMEnd: float32(math.Inf(-1))}
+	text, err := g.Generate(context.Background(), "p", Options{Grammar: gr, Sampling: sample.Options{LogitBias: bias}})
+	if err != nil || text != "ok" || g.Stats().Stop != StopEOG {
+		t.Fatalf("got %q, %v, stop %v; want \"ok\" ended by the grammar", text, err, g.Stats().Stop)
+	}
+	// A tokenizer without TokenBytes cannot take a grammar.
+	if _, err := NewSequence(noBytesTok{}, byteVocab, Options{Grammar: gr}, func(string) bool { return true }); err == nil || !strings.Contains(err.Error(), "TokenBytes") {
+		t.Fatalf("tokenizer without TokenBytes: %v", err)
+	}
+}
+
+// noBytesTok is byteTok without TokenBytes.
+type noBytesTok struct{}
+
+func (noBytesTok) Encode(text string, a, p bool) ([]int32, error) {
+	return byteTok{}.Encode(text, a, p)
+}
+func (noBytesTok) NewDecoder() Decoder { return &byteDec{} }
+func (noBytesTok) IsEOG(id int32) bool { return byteTok{}.IsEOG(id) }
+
+// validate checks value v (decoded with UseNumber) against schema s for the subset of
+// JSON Schema that package grammar compiles; root resolves $ref.
+func validate(s, v, root any, path string) error {
+	if b, ok := s.(bool); ok {
+		if !b {
+			return fmt.Errorf("%s: schema false", path)
+		}
+		return nil
+	}
+	m := s.(map[string]any)
+	if ref, ok := m["$ref"].(string); ok {
+		target := root
+		for _, p := range strings.Split(strings.TrimPrefix(ref, "#"), "/")[1:] {
+			target = target.(map[string]any)[p]
+		}
+		return validate(target, v, root, path)
+	}
+	if alts, ok := m["anyOf"].([]any); ok {
+		for _, a := range alts {
+			if validate(a, v, root, path) == nil {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s: %v matches no anyOf", path, v)
+	}
+	if alts, ok := m["oneOf"].([]any); ok {
+		n := 0
+		for _, a := range alts {
+			if validate(a, v, root, path) == nil {
+				n++
+			}
+		}
+		if n != 1 {
+			return fmt.Errorf("%s: %v matches %d of oneOf", path, v, n)
+		}
+		return nil
+	}
+	if c, ok := m["const"]; ok && !jsonEqual(c, v) {
+		return fmt.Errorf("%s: %v is not the const %v", path, v, c)
+	}
+	if e, ok := m["enum"].([]any); ok {
+		found := false
+		for _, x := range e {
+			found = found || jsonEqual(x, v)
+		}
+		if !found {
+			return fmt.Errorf("%s: %v is not in the enum", path, v)
+		}
+	}
+	if t, ok := m["type"]; ok {
+		types, ok := t.([]any)
+		if !ok {
+			types = []any{t}
+		}
+		match := false
+		for _, t := range types {
+			match = match || typeOf(t.(string), v)
+		}
+		if !match {
+			return fmt.Errorf("%s: %v is not of type %v", path, v, t)
+		}
+	}
+	switch x := v.(type) {
+	case string:
+		n := utf8.RuneCountInString(x)
+		if lo, ok := m["minLength"].(float64); ok && n < int(lo) {
+			return fmt.Errorf("%s: %q is shorter than %v", path, x, lo)
+		}
+		if hi, ok := m["maxLength"].(float64); ok && n > int(hi) {
+			return fmt.Errorf("%s: %q is longer than %v", path, x, hi)
+		}
+		if f, _ := m["format"].(string); f == "date" {
+			if _, err := time.Parse("2006-01-02", x); err != nil && !strings.Contains(err.Error(), "day out of range") {
+				return fmt.Errorf("%s: %q is not a date: %v", path, x, err)
+			}
+		}
+	case []any:
+		if lo, ok := m["minItems"].(float64); ok && len(x) < int(lo) {
+			return fmt.Errorf("%s: %d items, fewer than %v", path, len(x), lo)
+		}
+		if hi, ok := m["maxItems"].(float64); ok && len(x) > int(hi) {
+			return fmt.Errorf("%s: %d items, more than %v", path, len(x), hi)
+		}
+		if it, ok := m["items"]; ok {
+			for i, e := range x {
+				if err := validate(it, e, root, fmt.Sprintf("%s/%d", path, i)); err != nil {
+					return err
+				}
+			}
+		}
+	case map[string]any:
+		props, _ := m["properties"].(map[string]any)
+		for _, r := range asList(m["required"]) {
+			if _, ok := x[r.(string)]; !ok {
+				return fmt.Errorf("%s: required property %q missing", path, r)
+			}
+		}
+		for k, e := range x {
+			ps, ok := props[k]
+			if !ok {
+				if ap, ok := m["additionalProperties"].(bool); ok && !ap {
+					return fmt.Errorf("%s: property %q not allowed", path, k)
+				}
+				continue
+			}
+			if err := validate(ps, e, root, path+"/"+k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func asList(v any) []any { l, _ := v.([]any); return l }
+
+func typeOf(t string, v any) bool {
+	switch x := v.(type) {
+	case string:
+		return t == "string"
+	case bool:
+		return t == "boolean"
+	case nil:
+		return t == "null"
+	case []any:
+		return t == "array"
+	case map[string]any:
+		return t == "object"
+	case json.Number:
+		if t == "number" {
+			return true
+		}
+		_, err := x.Int64()
+		return t == "integer" && err == nil
+	}
+	return false
+}
+
+// jsonEqual compares a schema value (decoded without UseNumber) and an instance value.
+func jsonEqual(a, b any) bool {
+	x, _ := json.Marshal(a)
+	var bb any
+	y, _ := json.Marshal(b)
+	json.Unmarshal(y, &bb)
+	y, _ = json.Marshal(bb)
+	return bytes.Equal(x, y)
+}
+
+// qwenTokenizer loads the test Qwen3 vocabulary (151,936 tokens) of package tokenizer.
+func qwenTokenizer(tb testing.TB) *tokenizer.Tokenizer {
+	raw, err := os.ReadFile("../tokenizer/testdata/qwen3.gguf.gz")
+	if err != nil {
+		tb.Skipf("the Qwen3 test vocabulary: %v", err)
+	}
+	z, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	data, err := io.ReadAll(z)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f, err := gguf.Parse(data)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return tok
+}
+
+// benchSchema is a typical extraction schema.
+const benchSchema = `{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"},"email":{"type":"string"},
+"tags":{"type":"array","items":{"type":"string"}},"address":{"type":"object","properties":{"street":{"type":"string"},"city":{"type":"string"}},"required":["street","city"]}},
+"required":["name","age","email","tags","address"],"additionalProperties":false}`
+
+// BenchmarkGrammar150k decodes from a Qwen2-0.5B-shaped random model over the real
+// 151,936-token Qwen vocabulary with and without a JSON-schema grammar, interleaved, and
+// reports both decode rates and the grammar's overhead.
+func BenchmarkGrammar150k(b *testing.B) {
+	tk := qwenTokenizer(b)
+	tok := FromTokenizer(tk)
+	cfg := orchestrator.Config{Layers: 24, Hidden: 896, Intermediate: 4864, Heads: 14, KVHeads: 2, HeadDim: 64,
+		Vocab: tk.VocabSize(), RopeTheta: 1e6, Eps: 1e-6, MaxCtx: 512, MaxBatch: 32, KV: orchestrator.KVF16}
+	m, err := orchestrator.NewSynthetic(cfg, orchestrator.RecipeQ8_0(), 5, orchestrator.BuildOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	rt, err := kernelrt.New(kernelrt.Options{MaxCols: 4864, MaxCtx: 512})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rt.Close()
+	g, err := New(m, rt, tok)
+	if err != nil {
+		b.Fatal(err)
+	}
+	gr, err := grammar.FromJSONSchema([]byte(benchSchema))
+	if err != nil {
+		b.Fatal(err)
+	}
+	t0 := time.Now()
+	if _, err := VocabFor(tok, tk.VocabSize()); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("vocabulary trie built in %v", time.Since(t0))
+	const n = 64
+	var free, constrained struct {
+		toks int
+		d    time.Duration
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		for _, withGrammar := range []bool{false, true} {
+			o := Options{MaxTokens: n, Sampling: sample.Options{Temperature: 1, Seed: uint64(i)}}
+			if withGrammar {
+				o.Grammar = gr
+			}
+			if err := g.Reset(); err != nil {
+				b.Fatal(err)
+			}
+			text, err := g.Generate(context.Background(), "Extract the person as JSON:", o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			st := g.Stats()
+			acc := &free
+			if withGrammar {
+				acc = &constrained
+				if i == 0 {
+					b.Logf("constrained: %q", text)
+				}
+			}
+			acc.toks += st.GeneratedTokens
+			acc.d += st.GenerateTime
+		}
+	}
+	fr := float64(free.toks) / free.d.Seconds()
+	cr := float64(constrained.toks) / constrained.d.Seconds()
+	b.ReportMetric(fr, "tok/s-free")
+	b.ReportMetric(cr, "tok/s-grammar")
+	b.ReportMetric(100*(1-cr/fr), "%-slower")
+}
