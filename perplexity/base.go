@@ -221,22 +221,32 @@ func (b *Base) Close() error {
 	return c.Close()
 }
 
-// Match checks that tokens, the tokens of this run's text split into chunks of ctx (at most
-// chunks of them when chunks > 0), are the tokens the base run scored: the same chunk
-// length, the same number of chunks and the same ids. Its errors name both sides' counts.
+// Match checks that tokens, this run's text, are the tokens the base run scored, cut into
+// chunks of ctx. With chunks 0 the text must give exactly the base file's chunks; with
+// chunks > 0 (a run limited to that many) it must give at least that many and the base
+// file hold at least that many, and those are compared. Its errors name both sides' counts.
 func (b *Base) Match(tokens []int32, ctx, chunks int) error {
 	if ctx != b.Ctx {
 		return fmt.Errorf("perplexity: this run uses chunks of %d tokens, the base file chunks of %d", ctx, b.Ctx)
 	}
 	n := len(tokens) / ctx
-	if chunks > 0 {
-		n = min(n, chunks)
-	}
-	if n != b.Chunks {
-		return fmt.Errorf("perplexity: this run's text gives %d tokens (%d chunks of %d) but the base file holds %d tokens (%d chunks of %d): not the same text or -chunks",
+	switch {
+	case chunks < 0:
+		return fmt.Errorf("perplexity: a limit of %d chunks is negative", chunks)
+	case chunks > b.Chunks:
+		return fmt.Errorf("perplexity: this run asks for %d chunks (%d tokens) but the base file holds %d tokens (%d chunks of %d)",
+			chunks, chunks*ctx, len(b.Tokens), b.Chunks, b.Ctx)
+	case chunks > 0 && n < chunks:
+		return fmt.Errorf("perplexity: this run's text gives %d tokens (%d chunks of %d), fewer than the %d chunks asked for; the base file holds %d tokens (%d chunks)",
+			n*ctx, n, ctx, chunks, len(b.Tokens), b.Chunks)
+	case chunks == 0 && n != b.Chunks:
+		return fmt.Errorf("perplexity: this run's text gives %d tokens (%d chunks of %d) but the base file holds %d tokens (%d chunks of %d): not the same text, or give -chunks",
 			n*ctx, n, ctx, len(b.Tokens), b.Chunks, b.Ctx)
 	}
-	for i, t := range b.Tokens {
+	if chunks > 0 {
+		n = chunks
+	}
+	for i, t := range b.Tokens[:n*ctx] {
 		if tokens[i] != t {
 			return fmt.Errorf("perplexity: token %d of this run's %d tokens is %d but %d in the base file's %d tokens: not the same text or tokenizer",
 				i, n*ctx, tokens[i], t, len(b.Tokens))

@@ -167,7 +167,8 @@ func TestBaseRoundTrip(t *testing.T) {
 		{tokens, 8, 0, "chunks of 8 tokens, the base file chunks of 16"},
 		{tokens[:2*ctx+3], ctx, 0, "gives 32 tokens (2 chunks of 16) but the base file holds 48 tokens (3 chunks of 16)"},
 		{testTokens(5*ctx, V), ctx, 0, "gives 80 tokens (5 chunks of 16) but the base file holds 48 tokens"},
-		{testTokens(5*ctx, V), ctx, 2, "gives 32 tokens (2 chunks of 16)"},
+		{testTokens(5*ctx, V), ctx, 4, "asks for 4 chunks (64 tokens) but the base file holds 48 tokens (3 chunks of 16)"},
+		{tokens[:2*ctx], ctx, 3, "gives 32 tokens (2 chunks of 16), fewer than the 3 chunks asked for; the base file holds 48 tokens"},
 		{append(append([]int32{}, tokens[:20]...), append([]int32{(tokens[20] + 1) % V}, tokens[21:]...)...), ctx, 0,
 			"token 20 of this run's 48 tokens is"},
 	} {
@@ -177,6 +178,15 @@ func TestBaseRoundTrip(t *testing.T) {
 	}
 	if err := b.Match(testTokens(5*ctx, V)[:0], ctx, 0); err == nil {
 		t.Error("no tokens matched the base")
+	}
+	// A longer text limited to the base's first chunks matches them.
+	if err := b.Match(testTokens(5*ctx, V), ctx, 2); err != nil {
+		t.Errorf("the first 2 chunks of a longer text: %v", err)
+	}
+	wrong := testTokens(5*ctx, V)
+	wrong[ctx+3]++
+	if err := b.Match(wrong, ctx, 2); err == nil || !strings.Contains(err.Error(), "token 19 of this run's 32 tokens") {
+		t.Errorf("a changed token in the first 2 chunks: %v", err)
 	}
 
 	// Damaged files.

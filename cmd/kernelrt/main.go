@@ -8,6 +8,8 @@
 //	kernelrt bench [-model FILE] [-threads N] [-kv f16|f32|q8_0] [-pp 128] [-tg 64] [-r 3] [-json OUT.json]
 //	kernelrt bench -depth 0,512,2048,8192 [-model FILE] [-kv f32,f16,q8_0] [-pp 512,2048,8192] [-tg 32]
 //	kernelrt serve -model FILE [-addr 127.0.0.1:8080] [-parallel N] [-ctx N] [-queue N] [-threads N] [-kv f16|f32|q8_0] [-drain 30s]
+//	kernelrt perplexity -model FILE -f TEXT [-ctx 512] [-chunks N] [-batch N] [-threads N] [-kl-divergence-base OUT] [-json]
+//	kernelrt perplexity -model FILE -kl-divergence -kl-divergence-base FILE [-f TEXT] [-json]
 //	kernelrt synth -out FILE [-shape tiny|tiny256|qwen2-0.5b|llama-1b|...] [-recipe q8_0|mixed|f16] [-untied] [-seed N] [-ctx N]
 //	kernelrt version
 //
@@ -22,7 +24,9 @@
 // without -model or -depth it runs the synthetic Qwen2-0.5B suite of `make bench`; with -serve
 // it measures the HTTP server's aggregate decode tokens/s and latencies at 1 to 16 concurrent
 // streams. serve runs an OpenAI-compatible HTTP server (package serve) generating for
-// -parallel requests at once in batched steps; SIGTERM drains it. synth writes a model of random weights
+// -parallel requests at once in batched steps; SIGTERM drains it. perplexity scores a text
+// file as llama-perplexity does (the chunked perplexity, and with -kl-divergence the KL
+// divergence of a quantized model from a base run's saved distributions). synth writes a model of random weights
 // (with a small byte-level tokenizer) as a GGUF file. version prints the build and the
 // kernels this machine runs.
 //
@@ -65,6 +69,7 @@ commands:
   tokenize  print the token ids of a text as one JSON array (like llama-tokenize --ids)
   bench     measure prefill and decode tokens/s (of a GGUF model with -model)
   serve     serve a GGUF model over an OpenAI-compatible HTTP API, many users at once
+  perplexity score a text file (perplexity, KL divergence), like llama-perplexity
   synth     write a model of random weights as a GGUF file (for tests and demos)
   version   print the build, the CPU and the kernels it runs
 
@@ -89,6 +94,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdBench(args[1:], stdout, stderr)
 	case "serve":
 		err = cmdServe(args[1:], stdout, stderr)
+	case "perplexity":
+		err = cmdPerplexity(args[1:], stdout, stderr)
 	case "synth":
 		err = cmdSynth(args[1:], stdout, stderr)
 	case "version":
