@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -21,7 +22,7 @@ import (
 // cmdPerplexity is llama-perplexity's perplexity and KL-divergence modes (package
 // perplexity does the scoring):
 //
-//   - -f FILE: the text is tokenized whole (BOS first when the vocabulary adds it, special-token
+//   - -f FILE: the text (less one trailing newline) is tokenized whole (BOS first when the vocabulary adds it, special-token
 //     text as plain text, as llama-perplexity does), cut into chunks of -ctx tokens, and each
 //     chunk, its first token replaced by BOS when the vocabulary adds BOS, is evaluated from
 //     an empty cache; its positions ctx/2 .. ctx-2 are scored on the token after them. The
@@ -37,7 +38,7 @@ func cmdPerplexity(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("perplexity", "-model FILE (-f TEXT [-kl-divergence-base OUT] | -kl-divergence -kl-divergence-base FILE [-f TEXT]) [-ctx 512] [-chunks N] [-batch N] [-threads N] [-kv f16|f32|q8_0] [-json]", stderr)
 	model := fs.String("model", "", "GGUF model `FILE`")
 	text := fs.String("f", "", "text `FILE` to score (raw bytes)")
-	ctx := fs.Int("ctx", 512, "tokens per chunk (with -kl-divergence, default: the base file's)")
+	ctx := fs.Int("ctx", 512, "tokens per chunk (with -kl-divergence: the base file's unless given)")
 	chunks := fs.Int("chunks", -1, "score at most `N` chunks (-1 = all)")
 	batch := fs.Int("batch", 512, "tokens per forward pass (at most -ctx); the logits buffer holds this many rows")
 	threads := fs.Int("threads", 0, "worker threads including the caller (0 = one per usable core)")
@@ -152,8 +153,9 @@ func cmdPerplexity(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintln(stderr, "perplexity: warning: the text is not valid UTF-8; its bad bytes are tokenized as llama.cpp does")
 		}
 		t1 := time.Now()
-		// llama-perplexity: common_tokenize(ctx, text, add_special = true, parse_special = false).
-		if tokens, err = tok.Encode(string(b), tokenizer.EncodeOptions{AddSpecial: true}); err != nil {
+		// llama-perplexity drops one trailing newline of -f's text, then calls
+		// common_tokenize(ctx, text, add_special = true, parse_special = false).
+		if tokens, err = tok.Encode(strings.TrimSuffix(string(b), "\n"), tokenizer.EncodeOptions{AddSpecial: true}); err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "perplexity: tokenized %s into %d tokens in %v\n", *text, len(tokens), time.Since(t1).Round(time.Millisecond))

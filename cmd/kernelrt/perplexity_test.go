@@ -60,7 +60,7 @@ func directPPL(t *testing.T, model, text string, ctx, chunks, batch int) float64
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids, err := tok.Encode(text, tokenizer.EncodeOptions{AddSpecial: true})
+	ids, err := tok.Encode(strings.TrimSuffix(text, "\n"), tokenizer.EncodeOptions{AddSpecial: true})
 	if err != nil {
 		t.Fatal(err)
 	}
