@@ -7,7 +7,8 @@
 // The Jinja engine is github.com/nikolalohinski/gonja/v2. On the Qwen2.5, Qwen3 and Llama 3,
 // 3.1 and 3.2 templates its output equals llama.cpp's byte for byte (testdata/). A template
 // it cannot parse is recognised as llama.cpp's llm_chat_detect_template would and rendered
-// by a built-in ChatML or Llama 3 formatter; anything else is an error.
+// by a built-in ChatML, Llama 3 or Gemma formatter (Gemma 3's template puts a conditional
+// expression in parentheses, which gonja cannot parse); anything else is an error.
 package chat
 
 import (
@@ -47,6 +48,8 @@ const (
 	ChatML
 	// Llama3 is "<|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|>" per message.
 	Llama3
+	// Gemma is "<start_of_turn>role\ncontent<end_of_turn>\n" per message (gemma.go).
+	Gemma
 )
 
 // String names the format.
@@ -58,6 +61,8 @@ func (f Format) String() string {
 		return "chatml"
 	case Llama3:
 		return "llama3"
+	case Gemma:
+		return "gemma"
 	}
 	return fmt.Sprintf("Format(%d)", int(f))
 }
@@ -104,12 +109,12 @@ func Parse(src string) (*Template, error) {
 	if f := Detect(src); f != Jinja {
 		return &Template{src: src, format: f}, nil
 	}
-	return nil, fmt.Errorf("chat: unknown chat template: the Jinja engine cannot parse it (%v) and it is neither ChatML nor Llama 3", err)
+	return nil, fmt.Errorf("chat: unknown chat template: the Jinja engine cannot parse it (%v) and it is neither ChatML, Llama 3 nor Gemma", err)
 }
 
-// Builtin returns the built-in renderer of a format (ChatML or Llama3).
+// Builtin returns the built-in renderer of a format (ChatML, Llama3 or Gemma).
 func Builtin(f Format) (*Template, error) {
-	if f != ChatML && f != Llama3 {
+	if f != ChatML && f != Llama3 && f != Gemma {
 		return nil, fmt.Errorf("chat: no built-in renderer for format %v", f)
 	}
 	return &Template{format: f}, nil
@@ -123,6 +128,8 @@ func Detect(src string) Format {
 		return ChatML
 	case strings.Contains(src, "<|start_header_id|>") && strings.Contains(src, "<|end_header_id|>"):
 		return Llama3
+	case strings.Contains(src, "<start_of_turn>"):
+		return Gemma
 	}
 	return Jinja
 }
@@ -146,6 +153,8 @@ func (t *Template) Render(msgs []Message, o Options) (string, error) {
 		out = renderChatML(msgs, o.AddGenerationPrompt)
 	case Llama3:
 		out = renderLlama3(msgs, o.AddGenerationPrompt)
+	case Gemma:
+		out = renderGemma(msgs, o.AddGenerationPrompt)
 	default:
 		var err error
 		if out, err = t.renderJinja(msgs, o); err != nil {
