@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"os"
 	"strings"
 	"testing"
@@ -337,6 +338,7 @@ func BenchmarkGrammar150k(b *testing.B) {
 	}
 	b.Logf("vocabulary trie built in %v", time.Since(t0))
 	const n = 64
+	var lastText string
 	var free, constrained struct {
 		toks int
 		d    time.Duration
@@ -359,14 +361,50 @@ func BenchmarkGrammar150k(b *testing.B) {
 			acc := &free
 			if withGrammar {
 				acc = &constrained
-				if i == 0 {
-					b.Logf("constrained: %q", text)
-				}
+				lastText = text
 			}
 			acc.toks += st.GeneratedTokens
 			acc.d += st.GenerateTime
 		}
 	}
+	b.StopTimer()
+	// The grammar's own cost per token: a fresh constraint (nothing cached) follows the
+	// re-tokenized constrained text, computing each token's mask; and one cold mask inside
+	// a string, where nearly every token is allowed and the whole trie is walked.
+	ids, err := tk.Encode(lastText, tokenizer.EncodeOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	v, _ := VocabFor(tok, tk.VocabSize())
+	t1 := time.Now()
+	c := grammar.NewConstraint(gr, v)
+	for _, id := range ids {
+		if _, err := c.Allowed(); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.Accept(id); err != nil {
+			b.Fatal(err)
+		}
+	}
+	perTok := time.Since(t1) / time.Duration(max(len(ids), 1))
+	c = grammar.NewConstraint(gr, v)
+	open, _ := tk.Encode(`{"name":"`, tokenizer.EncodeOptions{})
+	for _, id := range open { // into the first string
+		c.Allowed()
+		if err := c.Accept(id); err != nil {
+			b.Fatal(err)
+		}
+	}
+	t2 := time.Now()
+	mask, _ := c.Allowed()
+	walk := time.Since(t2)
+	allowed := 0
+	for _, w := range mask {
+		allowed += bits.OnesCount64(w)
+	}
+	b.Logf("constrained text %q; cold mask inside the first string: %d of %d tokens allowed (trie of %d nodes), %v", lastText, allowed, tk.VocabSize(), v.Nodes(), walk)
+	b.ReportMetric(float64(perTok.Microseconds())/1000, "ms/tok-mask-cold")
+	b.ReportMetric(float64(walk.Microseconds())/1000, "ms-full-walk")
 	fr := float64(free.toks) / free.d.Seconds()
 	cr := float64(constrained.toks) / constrained.d.Seconds()
 	b.ReportMetric(fr, "tok/s-free")

@@ -131,13 +131,15 @@ type Constraint struct {
 	words int
 	masks map[int32][]uint64 // by automaton state, for masks of epoch
 	epoch int
-	path  []int32 // the walk's state per trie depth
-	done  bool    // an end-of-generation token was accepted
+	path  []int32       // the walk's state per trie depth
+	tabs  []*[256]int32 // and that state's transitions
+	done  bool          // an end-of-generation token was accepted
 }
 
 // NewConstraint starts a constraint at the beginning of g.
 func NewConstraint(g *Grammar, v *Vocab) *Constraint {
-	return &Constraint{v: v, m: g.NewMatcher(), words: (v.size + 63) / 64, masks: map[int32][]uint64{}, path: make([]int32, v.maxLen+1)}
+	return &Constraint{v: v, m: g.NewMatcher(), words: (v.size + 63) / 64, masks: map[int32][]uint64{},
+		path: make([]int32, v.maxLen+1), tabs: make([]*[256]int32, v.maxLen+1)}
 }
 
 // Matcher is the constraint's matcher (for Complete and Alive).
@@ -184,22 +186,23 @@ func (c *Constraint) Allowed() ([]uint64, error) {
 // preorder pass over the trie that jumps over the subtree of every rejected byte.
 func (c *Constraint) walk(start int32, mask []uint64) {
 	v, a := c.v, c.m.a
-	path := c.path
-	path[0] = start
+	path, tabs := c.path, c.tabs
+	path[0], tabs[0] = start, a.states[start].next
 	for i := 1; i < len(v.b); {
 		d := v.depth[i]
-		from, b := path[d-1], v.b[i]
+		b := v.b[i]
 		var s int32
-		if nx := a.states[from].next; nx != nil && nx[b] != 0 {
+		if nx := tabs[d-1]; nx != nil && nx[b] != 0 {
 			s = nx[b] - 1
 		} else {
-			s = a.step(from, b)
+			s = a.step(path[d-1], b)
+			tabs[d-1] = a.states[path[d-1]].next // made by step if it was nil
 		}
 		if s == dead {
 			i = int(v.end[i])
 			continue
 		}
-		path[d] = s
+		path[d], tabs[d] = s, a.states[s].next
 		for _, t := range v.toks[v.tokOff[i]:v.tokOff[i+1]] {
 			mask[t>>6] |= 1 << (t & 63)
 		}
