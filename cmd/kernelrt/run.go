@@ -133,13 +133,14 @@ func weightsNote(m *orchestrator.Model) string {
 // ---- run ----
 
 func cmdRun(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("run", "-model FILE (-p TEXT [-chat] | -tokens 1,17,42) [-n N] [sampling flags] [-threads N] [-kv f16|f32|q8_0] [-ctx N] [-logits OUT.json]", stderr)
+	fs := newFlags("run", "-model FILE (-p TEXT [-chat] | -tokens 1,17,42) [-n N] [sampling flags] [-threads N] [-kv f16|f32|q8_0] [-ctx N] [-logits OUT.json] [-json-schema FILE | -grammar FILE]", stderr)
 	g := addGenFlags(fs)
 	prompt := fs.String("p", "", "prompt `TEXT`: its continuation is streamed to stdout")
 	asChat := fs.Bool("chat", false, "send -p as a user message through the model's chat template; stream the reply")
 	tokens := fs.String("tokens", "", "prompt token `ids`, comma-separated: prints the greedily generated ids (no tokenizer)")
 	n := fs.Int("n", -1, "tokens to generate (default 128 with -p, 8 with -tokens)")
 	logits := fs.String("logits", "", "with -tokens: write prompt and decode logits as JSON to `OUT.json`")
+	gf := addGrammarFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -165,6 +166,13 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if !textMode && *asChat {
 		return usagef("-chat needs -p")
 	}
+	if !textMode && gf.set() {
+		return usagef("-json-schema and -grammar need -p")
+	}
+	gr, err := gf.load()
+	if err != nil {
+		return err
+	}
 	if err := g.check(); err != nil {
 		return err
 	}
@@ -183,7 +191,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	defer gen.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	o := generate.Options{MaxTokens: *n, Stop: g.stop, Sampling: so}
+	o := generate.Options{MaxTokens: *n, Stop: g.stop, Sampling: so, Grammar: gr}
 	stream := gen.Stream(ctx, *prompt, o)
 	if *asChat {
 		msgs := []chat.Message{{Role: "user", Content: *prompt}}
