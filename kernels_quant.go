@@ -445,7 +445,8 @@ func gemmQ6K(rt *Runtime, y []float32, w []BlockQ6K, x []BlockQ8K, bias []float3
 // Q8_K for super-blocks of 256).
 type (
 	block interface {
-		BlockQ8_0 | BlockQ5_0 | BlockQ4_0 | BlockQ4_1 | BlockQ5_1 | BlockQ4K | BlockQ5K | BlockQ6K | BlockQ8K
+		BlockQ8_0 | BlockQ5_0 | BlockQ4_0 | BlockQ4_1 | BlockQ5_1 | BlockQ4K | BlockQ5K | BlockQ6K | BlockQ8K |
+			BlockIQ4_NL
 	}
 	actBlock interface{ BlockQ8_0 | BlockQ8K }
 )

@@ -24,6 +24,11 @@ func _krt_gemm_q5_0_ref(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 int)
 //go:noescape
 func _krt_gemm_q4_0_ref(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 int)
 
+// _krt_gemm_iq4_nl_ref is krt_gemm_iq4_nl_ref from csrc/gemm.c.
+//
+//go:noescape
+func _krt_gemm_iq4_nl_ref(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 int)
+
 // _krt_gemm_q5_1_ref is krt_gemm_q5_1_ref from csrc/gemm.c.
 //
 //go:noescape
@@ -59,6 +64,11 @@ func _krt_gemm_q5_0_avx512(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 i
 //go:noescape
 func _krt_gemm_q4_0_avx512(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 int)
 
+// _krt_gemm_iq4_nl_avx512 is krt_gemm_iq4_nl_avx512 from csrc/gemm.c.
+//
+//go:noescape
+func _krt_gemm_iq4_nl_avx512(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 int)
+
 // _krt_gemm_q5_1_avx512 is krt_gemm_q5_1_avx512 from csrc/gemm.c.
 //
 //go:noescape
@@ -93,6 +103,11 @@ func _krt_gemm_q5_0_avx2(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 int
 //
 //go:noescape
 func _krt_gemm_q4_0_avx2(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 int)
+
+// _krt_gemm_iq4_nl_avx2 is krt_gemm_iq4_nl_avx2 from csrc/gemm.c.
+//
+//go:noescape
+func _krt_gemm_iq4_nl_avx2(y, w, x, bias unsafe.Pointer, rows, cols, T, r0, r1 int)
 
 // _krt_gemm_q5_1_avx2 is krt_gemm_q5_1_avx2 from csrc/gemm.c.
 //

@@ -3781,10 +3781,11 @@ LBB7_8:
 	JMP  LBB7_23
 	PCALIGN $16
 
-LBB7_35:
-	LONG $0xc97fb162; WORD $0x246f; BYTE $0x06 // vmovdqu8 zmm4 {k1} {z}, zmmword ptr [rsi + r8]
-
 LBB7_36:
+	LONG $0x48feb162; WORD $0x246f; BYTE $0x06 // vmovdqu64 zmm4, zmmword ptr [rsi + r8]
+	LONG $0x00ffbf41; WORD $0x0000             // mov r15d, 255
+
+LBB7_37:
 	QUAD $0xfd244c6f48fdc162                   // vmovdqa64 zmm17, zmmword ptr [r12 - 192]
 	QUAD $0xfe24546f48fdc162                   // vmovdqa64 zmm18, zmmword ptr [r12 - 128]
 	QUAD $0xff245c6f48fdc162                   // vmovdqa64 zmm19, zmmword ptr [r12 - 64]
@@ -3910,8 +3911,8 @@ LBB7_32:
 	LONG $0x92fbe1c4; BYTE $0xd1               // kmovq k2, rcx
 	QUAD $0x0116446fca7fa162                   // vmovdqu8 zmm16 {k2} {z}, zmmword ptr [rsi + r10 + 64]
 	WORD $0xff83; BYTE $0x04                   // cmp edi, 4
-	JNE  LBB7_35
-	JMP  LBB7_37
+	JE   LBB7_36
+	JMP  LBB7_35
 	PCALIGN $16
 
 LBB7_29:
@@ -3928,12 +3929,11 @@ LBB7_33:
 	LONG $0x92fbe1c4; BYTE $0xd1               // kmovq k2, rcx
 	QUAD $0x0116446fca7fa162                   // vmovdqu8 zmm16 {k2} {z}, zmmword ptr [rsi + r10 + 64]
 	WORD $0xff83; BYTE $0x04                   // cmp edi, 4
-	JNE  LBB7_35
+	JE   LBB7_36
 
-LBB7_37:
-	LONG $0x48feb162; WORD $0x246f; BYTE $0x06 // vmovdqu64 zmm4, zmmword ptr [rsi + r8]
-	LONG $0x00ffbf41; WORD $0x0000             // mov r15d, 255
-	JMP  LBB7_36
+LBB7_35:
+	LONG $0xc97fb162; WORD $0x246f; BYTE $0x06 // vmovdqu8 zmm4 {k1} {z}, zmmword ptr [rsi + r8]
+	JMP  LBB7_37
 	PCALIGN $16
 
 LBB7_9:

@@ -45,6 +45,9 @@ var sets = [3]*kern.Set{
 			kern.QuantizeQ8K: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_quantize_q8_K_ref(a.P[0], a.P[1], lo, hi)
 			},
+			kern.QuantizeIQ4_NL: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_iq4_nl_ref(a.P[0], a.P[1], lo, hi)
+			},
 			kern.DequantizeQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_q8_0_ref(a.P[0], a.P[1], lo, hi)
 			},
@@ -72,6 +75,9 @@ var sets = [3]*kern.Set{
 			kern.DequantizeQ8K: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_q8_K_ref(a.P[0], a.P[1], lo, hi)
 			},
+			kern.DequantizeIQ4_NL: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_iq4_nl_ref(a.P[0], a.P[1], lo, hi)
+			},
 			kern.GemvQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
@@ -92,6 +98,9 @@ var sets = [3]*kern.Set{
 			},
 			kern.GemvQ6K: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q6_K_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+			},
+			kern.GemvIQ4_NL: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemv_iq4_nl_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
 			kern.GemvQ8_0F32: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_f32_ref(a.P[0], a.P[1], a.P[2], scratch, a.P[3], a.I[0], lo, hi)
@@ -122,6 +131,9 @@ var sets = [3]*kern.Set{
 			},
 			kern.GemmQ6K: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemm_q6_K_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+			},
+			kern.GemmIQ4_NL: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemm_iq4_nl_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
 			},
 			kern.RMSNorm: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_rmsnorm_ref(a.P[0], a.P[1], a.P[2], unsafe.Pointer(&a.F[0]), a.I[0], lo, hi)
@@ -213,6 +225,9 @@ var sets = [3]*kern.Set{
 			kern.QuantizeQ8K: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_quantize_q8_K_avx2(a.P[0], a.P[1], lo, hi)
 			},
+			kern.QuantizeIQ4_NL: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_iq4_nl_avx2(a.P[0], a.P[1], lo, hi)
+			},
 			kern.DequantizeQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_q8_0_avx2(a.P[0], a.P[1], lo, hi)
 			},
@@ -240,6 +255,9 @@ var sets = [3]*kern.Set{
 			kern.DequantizeQ8K: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_q8_K_avx2(a.P[0], a.P[1], lo, hi)
 			},
+			kern.DequantizeIQ4_NL: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_iq4_nl_avx2(a.P[0], a.P[1], lo, hi)
+			},
 			kern.GemvQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
@@ -260,6 +278,9 @@ var sets = [3]*kern.Set{
 			},
 			kern.GemvQ6K: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q6_K_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+			},
+			kern.GemvIQ4_NL: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemv_iq4_nl_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
 			kern.GemvQ8_0F32: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_f32_avx2(a.P[0], a.P[1], a.P[2], scratch, a.P[3], a.I[0], lo, hi)
@@ -290,6 +311,9 @@ var sets = [3]*kern.Set{
 			},
 			kern.GemmQ6K: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemm_q6_K_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+			},
+			kern.GemmIQ4_NL: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemm_iq4_nl_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
 			},
 			kern.RMSNorm: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_rmsnorm_avx2(a.P[0], a.P[1], a.P[2], unsafe.Pointer(&a.F[0]), a.I[0], lo, hi)
@@ -381,6 +405,9 @@ var sets = [3]*kern.Set{
 			kern.QuantizeQ8K: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_quantize_q8_K_avx512(a.P[0], a.P[1], lo, hi)
 			},
+			kern.QuantizeIQ4_NL: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_iq4_nl_avx512(a.P[0], a.P[1], lo, hi)
+			},
 			kern.DequantizeQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_q8_0_avx512(a.P[0], a.P[1], lo, hi)
 			},
@@ -408,6 +435,9 @@ var sets = [3]*kern.Set{
 			kern.DequantizeQ8K: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_q8_K_avx512(a.P[0], a.P[1], lo, hi)
 			},
+			kern.DequantizeIQ4_NL: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_iq4_nl_avx512(a.P[0], a.P[1], lo, hi)
+			},
 			kern.GemvQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
@@ -428,6 +458,9 @@ var sets = [3]*kern.Set{
 			},
 			kern.GemvQ6K: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q6_K_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+			},
+			kern.GemvIQ4_NL: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemv_iq4_nl_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
 			kern.GemvQ8_0F32: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_f32_avx512(a.P[0], a.P[1], a.P[2], scratch, a.P[3], a.I[0], lo, hi)
@@ -458,6 +491,9 @@ var sets = [3]*kern.Set{
 			},
 			kern.GemmQ6K: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemm_q6_K_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+			},
+			kern.GemmIQ4_NL: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemm_iq4_nl_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
 			},
 			kern.RMSNorm: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_rmsnorm_avx512(a.P[0], a.P[1], a.P[2], unsafe.Pointer(&a.F[0]), a.I[0], lo, hi)

@@ -19,7 +19,7 @@
  *         p    = s * (float)isum                          (rounded; isum is exact in fp32)
  *         acc  = acc + p                                  (rounded; no FMA anywhere)
  *     y[t*rows + r] = bias ? acc + bias[r] : acc
- * wq is qs (Q8_0), q-16 (Q5_0), q-8 (Q4_0). Q5_1 and the K-quants (super-blocks of 256) follow
+ * wq is qs (Q8_0), q-16 (Q5_0), q-8 (Q4_0), kvalues_iq4nl[q] (IQ4_NL). Q5_1 and the K-quants (super-blocks of 256) follow
  * csrc/krt_kdot.h: Q5_1 p = s*(float)isum + m_w*(d_x*(float)sum(x)); Q4_K / Q5_K
  * p = (d*d_x)*(float)isum - (dmin*d_x)*(float)msum with isum = sum_j sc_j*dot_j, msum = sum_j
  * m_j*bsum_j; Q6_K p = (d*d_x)*(float)isum, isum = sum_i sc_i*sum(q-32)*x; every scale product
@@ -55,7 +55,7 @@
  * _avx512 uses vpdpbusd (unsigned x signed): the repacked weights are the unsigned operand
  * (Q8_0: qs+128, i.e. qs^0x80; Q5_0 / Q4_0 / Q5_1 / K-quants: q unsigned), x the signed
  * broadcast, and the accumulator starts at the correction -128*sum(x) (Q8_0), -16*sum(x) (Q5_0),
- * -8*sum(x) (Q4_0), 0 (Q5_1, Q4_K, Q5_K) or -32*bsum (Q6_K, per 16-weight sub-block), so the lane
+ * -8*sum(x) (Q4_0), -128*sum(x) (IQ4_NL: the table value + 128), 0 (Q5_1, Q4_K, Q5_K) or -32*bsum (Q6_K, per 16-weight sub-block), so the lane
  * ends at the exact isum. Exact for every int8 input, -128 included. K-quants: per sub-block the
  * lane sum is multiplied by the row's scale (vpmulld) and added; Q4_K / Q5_K mins x bsum pairs by
  * 4 vpdpwssd of int16 pairs.
@@ -141,6 +141,7 @@ void krt_gemm_q5_0_ref(float *y, const krt_block_q5_0 *w, const krt_block_q8_0 *
     }
 
 KRT_GEMM_REF(q4_0, q8_0, KRT_QK)
+KRT_GEMM_REF(iq4_nl, q8_0, KRT_QK)
 KRT_GEMM_REF(q5_1, q8_0, KRT_QK)
 KRT_GEMM_REF(q4_K, q8_K, KRT_QK_K)
 KRT_GEMM_REF(q5_K, q8_K, KRT_QK_K)
@@ -159,7 +160,9 @@ KRT_GEMM_REF(q6_K, q8_K, KRT_QK_K)
 #define KRT_GT_Q4_K 4
 #define KRT_GT_Q5_K 5
 #define KRT_GT_Q6_K 6
-#define KRT_GT_K(TY) ((TY) >= KRT_GT_Q4_K)                   /* super-blocks, Q8_K activations */
+#define KRT_GT_IQ4_NL 7 /* Q4_0's layout; the nibble indexes kvalues_iq4nl (krt_iquant.h) */
+#define KRT_GT_K(TY) ((TY) >= KRT_GT_Q4_K && (TY) <= KRT_GT_Q6_K) /* super-blocks, Q8_K activations */
+#define KRT_GT_NIB4(TY) ((TY) == KRT_GT_Q4_0 || (TY) == KRT_GT_IQ4_NL) /* 18-byte blocks, qs at 2, no qh */
 /* Non-finite scales (krt_kdot.h, krt_common.h krt_scale_poison): the 32-weight types poison
  * fp32(d_w), fp32(m_w) (Q5_1) and fp32(d_x) when they are gathered, outside the register tile:
  * the product of two finite fp16 values is finite, so s = d_w * d_x (and Q5_1's m_w * (d_x *
@@ -170,14 +173,14 @@ KRT_GEMM_REF(q6_K, q8_K, KRT_QK_K)
 #define KRT_GT_POISON(TY) (!KRT_GT_K(TY))
 #define KRT_GT_K45(TY) ((TY) == KRT_GT_Q4_K || (TY) == KRT_GT_Q5_K)
 #define KRT_GT_QB(TY) (KRT_GT_K(TY) ? KRT_QK_K : KRT_QK)     /* weights per block */
-#define KRT_GT_BS(TY) ((TY) == KRT_GT_Q8_0 ? 34 : (TY) == KRT_GT_Q5_0 ? 22 : (TY) == KRT_GT_Q4_0 ? 18 : \
+#define KRT_GT_BS(TY) ((TY) == KRT_GT_Q8_0 ? 34 : (TY) == KRT_GT_Q5_0 ? 22 : KRT_GT_NIB4(TY) ? 18 : \
                        (TY) == KRT_GT_Q5_1 ? 24 : (TY) == KRT_GT_Q4_K ? 144 : (TY) == KRT_GT_Q5_K ? 176 : 210)
 #define KRT_GT_XBS(TY) (KRT_GT_K(TY) ? (int)sizeof(krt_block_q8_K) : (int)sizeof(krt_block_q8_0))
 #define KRT_GT_XQ(TY) (KRT_GT_K(TY) ? 4 : 2)                 /* offset of the activation quants */
 #define KRT_GT_NSUB(TY) ((TY) == KRT_GT_Q6_K ? 16 : KRT_GT_K(TY) ? 8 : 1) /* integer-scaled sub-blocks */
 /* AVX-512: the unsigned weight byte is q + CORR (Q8_0: qs ^ 0x80) and the accumulator starts at
  * -CORR * sum4(x) (Q6_K: -32 * bsum per 16-weight sub-block; Q4_K / Q5_K: 0). */
-#define KRT_GT_CORR(TY) ((TY) == KRT_GT_Q8_0 ? 128 : (TY) == KRT_GT_Q5_0 ? 16 : (TY) == KRT_GT_Q4_0 ? 8 : 0)
+#define KRT_GT_CORR(TY) ((TY) == KRT_GT_Q8_0 || (TY) == KRT_GT_IQ4_NL ? 128 : (TY) == KRT_GT_Q5_0 ? 16 : (TY) == KRT_GT_Q4_0 ? 8 : 0)
 
 /* Prefetches rows r..r+rn of blocks b0..b0+bn of a weight matrix (bsz bytes per block) into L2
  * while the current row tile computes: the packer reads 32 short row segments, a pattern the
@@ -381,7 +384,7 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gemm_pack_q8_0_avx512(krt_gemm_scratch_avx
 KRT_TARGET_AVX512 KRT_INLINE void krt_gemm_pack_nib_avx512(krt_gemm_scratch_avx512 *s, const uint8_t *w, int64_t nb,
                                                           int64_t r, int64_t rn, int64_t b0, int64_t bn, const int TY) {
     const int64_t bs = KRT_GT_BS(TY), stride = nb * bs;
-    const int qso = TY == KRT_GT_Q4_0 ? 2 : TY == KRT_GT_Q5_0 ? 6 : 8, qho = TY == KRT_GT_Q5_0 ? 2 : 4;
+    const int qso = KRT_GT_NIB4(TY) ? 2 : TY == KRT_GT_Q5_0 ? 6 : 8, qho = TY == KRT_GT_Q5_0 ? 2 : 4;
     const int64_t halves = (rn + 15) / 16;
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     const __m512i sixteen = _mm512_set1_epi8(16);
@@ -412,11 +415,13 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gemm_pack_nib_avx512(krt_gemm_scratch_avx5
             __m512i q[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
                             _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
             __m512i hb = _mm512_setzero_si512();
-            if (TY != KRT_GT_Q4_0) hb = krt_gemm_gather32_avx512(blk + qho, stride, n);
+            if (!KRT_GT_NIB4(TY)) hb = krt_gemm_gather32_avx512(blk + qho, stride, n);
             uint8_t *dst = s->wq + (b * 8) * (KRT_G5_RT * 4) + h * 64;
             for (int k = 0; k < 8; k++) {
                 __m512i v = k < 4 ? _mm512_and_si512(q[k], m4) : _mm512_and_si512(_mm512_srli_epi16(q[k - 4], 4), m4);
-                if (TY != KRT_GT_Q4_0) {
+                if (TY == KRT_GT_IQ4_NL) /* the table value + 128 (vpshufb per 128-bit lane) */
+                    v = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(krt_iq4nl_u8()), v);
+                if (!KRT_GT_NIB4(TY)) {
                     /* elements 4k..4k+3: bits 4k..4k+3 of qh = nibble (k & 1) of byte k >> 1 */
                     __mmask64 hi = _mm512_test_epi8_mask(_mm512_shuffle_epi8(hb, rep[k >> 1]), (k & 1) ? bithi : bitlo);
                     v = _mm512_mask_add_epi8(v, hi, v, sixteen);
@@ -940,13 +945,14 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_gemm_transpose_avx2(const __m256i a[8], __m2
  * bytes_from_bits trick for the 5th bit). */
 KRT_TARGET_AVX2 KRT_INLINE __m256i krt_gemm_unpack32_avx2(const uint8_t *blk, const int TY) {
     if (TY == KRT_GT_Q8_0) return _mm256_loadu_si256((const __m256i *)(blk + 2));
-    const int qso = TY == KRT_GT_Q4_0 ? 2 : TY == KRT_GT_Q5_0 ? 6 : 8, qho = TY == KRT_GT_Q5_0 ? 2 : 4;
+    const int qso = KRT_GT_NIB4(TY) ? 2 : TY == KRT_GT_Q5_0 ? 6 : 8, qho = TY == KRT_GT_Q5_0 ? 2 : 4;
     const __m128i m4 = _mm_set1_epi8(0x0f);
     __m128i v = _mm_loadu_si128((const __m128i *)(blk + qso));
     __m128i lo = _mm_and_si128(v, m4);
     __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
     __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
     if (TY == KRT_GT_Q4_0) return _mm256_sub_epi8(q, _mm256_set1_epi8(8));
+    if (TY == KRT_GT_IQ4_NL) return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(krt_iq4nl_s8()), q);
     uint32_t qh;
     memcpy(&qh, blk + qho, 4);
     const __m256i shuf = _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL, 0x0101010101010101LL, 0);
@@ -1197,6 +1203,7 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_gemm_rowtile_avx2(float *y, const float *bia
 KRT_GEMM_ENTRY(q8_0, q8_0, KRT_GT_Q8_0, avx512, KRT_TARGET_AVX512)
 KRT_GEMM_ENTRY(q5_0, q8_0, KRT_GT_Q5_0, avx512, KRT_TARGET_AVX512)
 KRT_GEMM_ENTRY(q4_0, q8_0, KRT_GT_Q4_0, avx512, KRT_TARGET_AVX512)
+KRT_GEMM_ENTRY(iq4_nl, q8_0, KRT_GT_IQ4_NL, avx512, KRT_TARGET_AVX512)
 KRT_GEMM_ENTRY(q5_1, q8_0, KRT_GT_Q5_1, avx512, KRT_TARGET_AVX512)
 KRT_GEMM_ENTRY(q4_K, q8_K, KRT_GT_Q4_K, avx512, KRT_TARGET_AVX512)
 KRT_GEMM_ENTRY(q5_K, q8_K, KRT_GT_Q5_K, avx512, KRT_TARGET_AVX512)
@@ -1204,6 +1211,7 @@ KRT_GEMM_ENTRY(q6_K, q8_K, KRT_GT_Q6_K, avx512, KRT_TARGET_AVX512)
 KRT_GEMM_ENTRY(q8_0, q8_0, KRT_GT_Q8_0, avx2, KRT_TARGET_AVX2)
 KRT_GEMM_ENTRY(q5_0, q8_0, KRT_GT_Q5_0, avx2, KRT_TARGET_AVX2)
 KRT_GEMM_ENTRY(q4_0, q8_0, KRT_GT_Q4_0, avx2, KRT_TARGET_AVX2)
+KRT_GEMM_ENTRY(iq4_nl, q8_0, KRT_GT_IQ4_NL, avx2, KRT_TARGET_AVX2)
 KRT_GEMM_ENTRY(q5_1, q8_0, KRT_GT_Q5_1, avx2, KRT_TARGET_AVX2)
 KRT_GEMM_ENTRY(q4_K, q8_K, KRT_GT_Q4_K, avx2, KRT_TARGET_AVX2)
 KRT_GEMM_ENTRY(q5_K, q8_K, KRT_GT_Q5_K, avx2, KRT_TARGET_AVX2)

@@ -102,6 +102,15 @@ typedef struct {
     int16_t bsums[KRT_QK_K / 16];
 } krt_block_q8_K;
 
+/* Byte-identical to ggml's block_iq4_nl: fp16 d, 16 bytes of 4-bit indices (low nibble of qs[j] =
+ * element j, high nibble = element j + 16) into the int8 table kvalues_iq4nl = {-127, -104, -83,
+ * -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}; value = d * kvalues_iq4nl[q]. 18 bytes. */
+typedef struct {
+    uint16_t d;
+    uint8_t qs[KRT_QK / 2];
+} krt_block_iq4_nl;
+
+_Static_assert(sizeof(krt_block_iq4_nl) == 18, "block_iq4_nl must be 18 bytes");
 _Static_assert(sizeof(krt_block_q8_0) == 34, "block_q8_0 must be 34 bytes");
 _Static_assert(sizeof(krt_block_q5_0) == 22, "block_q5_0 must be 22 bytes");
 _Static_assert(sizeof(krt_block_q4_0) == 18, "block_q4_0 must be 18 bytes");
@@ -192,6 +201,16 @@ KRT_DECLARE(krt_gemm_q5_K, (float *y, const krt_block_q5_K *w, const krt_block_q
                             int64_t rows, int64_t cols, int64_t T, int64_t r0, int64_t r1))
 KRT_DECLARE(krt_gemm_q6_K, (float *y, const krt_block_q6_K *w, const krt_block_q8_K *x, const float *bias,
                             int64_t rows, int64_t cols, int64_t T, int64_t r0, int64_t r1))
+
+/* ---- IQ4_NL (csrc/iquant.c; blocks of 32, activations Q8_0 as Q4_0): quantizer (ours, see
+ * krt_iquant.h; NaN / Inf poisoning as Q4_0), ggml's dequantizer, GEMV and GEMM with the slices,
+ * layouts and arithmetic order of Q4_0 (krt_kdot.h). ---- */
+KRT_DECLARE(krt_quantize_iq4_nl, (krt_block_iq4_nl *dst, const float *src, int64_t b0, int64_t b1))
+KRT_DECLARE(krt_dequantize_iq4_nl, (float *dst, const krt_block_iq4_nl *src, int64_t b0, int64_t b1))
+KRT_DECLARE(krt_gemv_iq4_nl, (float *y, const krt_block_iq4_nl *w, const krt_block_q8_0 *x,
+                              const float *bias, int64_t cols, int64_t r0, int64_t r1))
+KRT_DECLARE(krt_gemm_iq4_nl, (float *y, const krt_block_iq4_nl *w, const krt_block_q8_0 *x, const float *bias,
+                              int64_t rows, int64_t cols, int64_t T, int64_t r0, int64_t r1))
 
 /* ---- normalisation and softmax ---- */
 /* out[t] = x[t] / sqrt(mean(x[t]^2) + *eps) * weight, rows of dim floats, tokens t0..t1. */

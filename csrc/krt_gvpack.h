@@ -34,15 +34,21 @@
 #define KRT_GVPACK_H
 
 #include "krt_common.h"
+#include "krt_iquant.h"
 
 #ifdef KRT_X86
 
 #define KRT_GP_Q4_0 0
 #define KRT_GP_Q5_0 1
 #define KRT_GP_Q5_1 2
-#define KRT_GP_BS(T) ((T) == KRT_GP_Q4_0 ? 18 : (T) == KRT_GP_Q5_0 ? 22 : 24) /* block bytes */
-#define KRT_GP_QS(T) ((T) == KRT_GP_Q4_0 ? 2 : (T) == KRT_GP_Q5_0 ? 6 : 8)    /* qs offset */
-#define KRT_GP_QH(T) ((T) == KRT_GP_Q5_0 ? 2 : 4)                              /* qh offset */
+#define KRT_GP_IQ4_NL 3 /* IQ4_NL: Q4_0's layout, the nibble indexes the int8 table kvalues_iq4nl */
+#define KRT_GP_NIB4(T) ((T) == KRT_GP_Q4_0 || (T) == KRT_GP_IQ4_NL) /* 18-byte blocks, no qh */
+#define KRT_GP_BS(T) (KRT_GP_NIB4(T) ? 18 : (T) == KRT_GP_Q5_0 ? 22 : 24) /* block bytes */
+#define KRT_GP_QS(T) (KRT_GP_NIB4(T) ? 2 : (T) == KRT_GP_Q5_0 ? 6 : 8)    /* qs offset */
+#define KRT_GP_QH(T) ((T) == KRT_GP_Q5_0 ? 2 : 4)                        /* qh offset */
+/* The unsigned weight byte is q + OFF (IQ4_NL: the table value + 128) and the accumulator starts
+ * at -OFF * sum4(x). */
+#define KRT_GP_OFF(T) ((T) == KRT_GP_Q4_0 ? 8 : (T) == KRT_GP_IQ4_NL ? 128 : 16)
 #define KRT_GP_STEPS 64  /* steps (4 blocks) per column chunk */
 #ifndef KRT_GP_PF_LEAD
 #define KRT_GP_PF_LEAD 8192
@@ -84,7 +90,7 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gp_prep_avx512(krt_gp_xstep *st, const krt
     }
     st->xl = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(l[0]), l[1], 1), l[2], 2), l[3], 3);
     st->xh = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(h[0]), h[1], 1), h[2], 2), h[3], 3);
-    const __m512i off = _mm512_set1_epi8(T == KRT_GP_Q4_0 ? 8 : 16);
+    const __m512i off = _mm512_set1_epi8((char)KRT_GP_OFF(T));
     st->cr = _mm512_sub_epi32(_mm512_setzero_si512(),
                               _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), off, st->xl), off, st->xh));
     const __m512i rep = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
@@ -154,7 +160,12 @@ KRT_TARGET_AVX512 KRT_INLINE __m512i krt_gp_row_avx512(const uint8_t *p, const k
     __m512i z = _mm512_permutex2var_epi16(a, c->iz, b);
     __m512i lo = _mm512_and_si512(z, c0f);
     __m512i hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), c0f);
-    if (T != KRT_GP_Q4_0) { /* 5th bits: k_lo bit 16k+j = qh_{b+k} bit j, k_hi bit 16k+j = bit 16+j */
+    if (T == KRT_GP_IQ4_NL) { /* table lookup (vpshufb within each 128-bit lane): kvalues_iq4nl + 128 */
+        const __m512i tbl = _mm512_broadcast_i32x4(krt_iq4nl_u8());
+        lo = _mm512_shuffle_epi8(tbl, lo);
+        hi = _mm512_shuffle_epi8(tbl, hi);
+    }
+    if (!KRT_GP_NIB4(T)) { /* 5th bits: k_lo bit 16k+j = qh_{b+k} bit j, k_hi bit 16k+j = bit 16+j */
         uint64_t klo = 0, khi = 0;
         for (int k = 0; k < 4; k++) {
             if (k < n) {
@@ -212,9 +223,16 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_gp_gemv_avx512(float *y, const uint8_t *w,
                 }
                 __m512i ra[4], rb[4], is[4];
                 for (int i = 0; i < 4; i++) is[i] = krt_gp_row_avx512(p[i] + o, &xs[s], &cst, n, &ra[i], &rb[i], T);
-                __m512i m01 = _mm512_madd_epi16(_mm512_packs_epi32(is[0], is[1]), ones);
-                __m512i m23 = _mm512_madd_epi16(_mm512_packs_epi32(is[2], is[3]), ones);
-                __m512 sum = _mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_packs_epi32(m01, m23), ones));
+                __m512 sum;
+                if (T == KRT_GP_IQ4_NL) { /* lanes up to 8 * 127 * 127: fold in int32, same lane order */
+                    __m512i t01 = _mm512_add_epi32(_mm512_unpacklo_epi32(is[0], is[1]), _mm512_unpackhi_epi32(is[0], is[1]));
+                    __m512i t23 = _mm512_add_epi32(_mm512_unpacklo_epi32(is[2], is[3]), _mm512_unpackhi_epi32(is[2], is[3]));
+                    sum = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_unpacklo_epi64(t01, t23), _mm512_unpackhi_epi64(t01, t23)));
+                } else {
+                    __m512i m01 = _mm512_madd_epi16(_mm512_packs_epi32(is[0], is[1]), ones);
+                    __m512i m23 = _mm512_madd_epi16(_mm512_packs_epi32(is[2], is[3]), ones);
+                    sum = _mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_packs_epi32(m01, m23), ones));
+                }
                 const __m512i sc = krt_gp_scales_avx512(ra, rb, &cst);
                 __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(sc));
                 __m512 sd = _mm512_mul_ps(dw, xs[s].dx);
@@ -257,7 +275,8 @@ KRT_TARGET_AVX2 KRT_INLINE __m256i krt_gp_q_avx2(const uint8_t *blk, __m256i qh4
                                                                          (long long)0xf0f0f0f0f0f0f0f0ull,
                                                                          (long long)0xf0f0f0f0f0f0f0f0ull)),
                                   _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
-    if (T != KRT_GP_Q4_0) {
+    if (T == KRT_GP_IQ4_NL) return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(krt_iq4nl_s8()), q); /* signed values */
+    if (!KRT_GP_NIB4(T)) {
         /* byte j of the result <- byte j/8 of row i's qh, then test bit j%8 */
         const __m256i shuf = _mm256_add_epi8(_mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2,
                                                               2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3),
@@ -274,7 +293,7 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_gp_gemv_avx2(float *y, const uint8_t *w, con
     const int BS = KRT_GP_BS(T);
     const int64_t nb = cols / KRT_QK, rs = nb * BS, pend = r1 * rs;
     const __m256i ones = _mm256_set1_epi16(1);
-    const __m256i off = _mm256_set1_epi8(T == KRT_GP_Q4_0 ? 8 : 16);
+    const __m256i off = _mm256_set1_epi8(T == KRT_GP_Q4_0 ? 8 : 16); /* IQ4_NL: unused */
     for (int64_t r = r0; r < r1; r += 4) {
         const uint8_t *p[4];
         for (int i = 0; i < 4; i++) p[i] = w + (r + i < r1 ? r + i : r1 - 1) * rs;
@@ -289,21 +308,31 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_gp_gemv_avx2(float *y, const uint8_t *w, con
             const __m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
             const __m256i xo = _mm256_maddubs_epi16(off, xv); /* offset * (x_2i + x_2i+1) */
             __m256i qh4 = _mm256_setzero_si256();
-            if (T != KRT_GP_Q4_0) { /* the 4 rows' qh dwords in both 128-bit lanes */
+            if (!KRT_GP_NIB4(T)) { /* the 4 rows' qh dwords in both 128-bit lanes */
                 const int QH = KRT_GP_QH(T);
                 uint32_t h[4];
                 for (int i = 0; i < 4; i++) memcpy(&h[i], p[i] + o + QH, 4);
                 qh4 = _mm256_broadcastsi128_si256(_mm_setr_epi32((int)h[0], (int)h[1], (int)h[2], (int)h[3]));
             }
-            __m256i is[4];
-            for (int i = 0; i < 4; i++)
-                is[i] = _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(krt_gp_q_avx2(p[i] + o, qh4, i, T), xv), xo),
-                                          ones);
-            /* fold: lane sums fit int16 (|8 products| <= 8128), so vpackssdw + vpmaddwd(1) twice gives
-             * [r0 r1 r2 r3 | r0 r1 r2 r3] (each half: that half's 16 quants) */
-            __m256i m01 = _mm256_madd_epi16(_mm256_packs_epi32(is[0], is[1]), ones);
-            __m256i m23 = _mm256_madd_epi16(_mm256_packs_epi32(is[2], is[3]), ones);
-            __m256i h = _mm256_madd_epi16(_mm256_packs_epi32(m01, m23), ones);
+            __m256i is[4], h;
+            if (T == KRT_GP_IQ4_NL) {
+                /* signed x signed: |w| x sign(x, w) with vpmaddubsw (pairs <= 2 * 127 * 127, no
+                 * saturation), as Q8_0; lanes of 4 products exceed int16, so a vphaddd tree folds them */
+                for (int i = 0; i < 4; i++) {
+                    const __m256i wq = krt_gp_q_avx2(p[i] + o, qh4, i, T);
+                    is[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(xv, wq)), ones);
+                }
+                h = _mm256_hadd_epi32(_mm256_hadd_epi32(is[0], is[1]), _mm256_hadd_epi32(is[2], is[3]));
+            } else {
+                for (int i = 0; i < 4; i++)
+                    is[i] = _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(krt_gp_q_avx2(p[i] + o, qh4, i, T), xv), xo),
+                                              ones);
+                /* fold: lane sums fit int16 (|8 products| <= 8128), so vpackssdw + vpmaddwd(1) twice gives
+                 * [r0 r1 r2 r3 | r0 r1 r2 r3] (each half: that half's 16 quants) */
+                __m256i m01 = _mm256_madd_epi16(_mm256_packs_epi32(is[0], is[1]), ones);
+                __m256i m23 = _mm256_madd_epi16(_mm256_packs_epi32(is[2], is[3]), ones);
+                h = _mm256_madd_epi16(_mm256_packs_epi32(m01, m23), ones);
+            }
             uint64_t dw = krt_gp_ld16(p[0] + o) | krt_gp_ld16(p[1] + o) << 16 | krt_gp_ld16(p[2] + o) << 32 |
                           krt_gp_ld16(p[3] + o) << 48;
             const __m256 dx = _mm256_cvtph_ps(_mm_set1_epi16((short)x[b].d));

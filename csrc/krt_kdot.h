@@ -7,6 +7,7 @@
  * never fused (acc starts at +0):
  *   Q4_0 x Q8_0: isum = sum_j (q_j - 8) * x_j
  *                acc = acc + (fp32(d_w) * fp32(d_x)) * (float)isum
+ *   IQ4_NL x Q8_0: as Q4_0 with kvalues_iq4nl[q_j] (krt_iquant.h) in place of q_j - 8
  *   Q5_1 x Q8_0: isum = sum_j q_j * x_j (q in 0..31), xsum = sum_j x_j
  *                acc = acc + ((fp32(d_w) * fp32(d_x)) * (float)isum + fp32(m_w) * (fp32(d_x) * (float)xsum))
  *                ggml pairs Q5_1 with Q8_1 activations, whose s = fp16(d * xsum) with d unrounded;
@@ -33,6 +34,7 @@
 #define KRT_KDOT_H
 
 #include "krt_kquant.h"
+#include "krt_iquant.h"
 
 KRT_INLINE float krt_kd_q4_0(const krt_block_q4_0 *w, const krt_block_q8_0 *x, int64_t nb) {
     float acc = 0.0f;
@@ -41,6 +43,21 @@ KRT_INLINE float krt_kd_q4_0(const krt_block_q4_0 *w, const krt_block_q8_0 *x, i
         for (int j = 0; j < KRT_QK / 2; j++) {
             isum += ((int32_t)(w[b].qs[j] & 0x0f) - 8) * (int32_t)x[b].qs[j];
             isum += ((int32_t)(w[b].qs[j] >> 4) - 8) * (int32_t)x[b].qs[j + KRT_QK / 2];
+        }
+        float s = krt_scale_poison(krt_fp16_to_fp32(w[b].d) * krt_fp16_to_fp32(x[b].d));
+        float p = s * (float)isum;
+        acc = acc + p;
+    }
+    return acc;
+}
+
+KRT_INLINE float krt_kd_iq4_nl(const krt_block_iq4_nl *w, const krt_block_q8_0 *x, int64_t nb) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        int32_t isum = 0;
+        for (int j = 0; j < KRT_QK / 2; j++) {
+            isum += krt_iq4nl_value(w[b].qs[j] & 0x0f) * (int32_t)x[b].qs[j];
+            isum += krt_iq4nl_value(w[b].qs[j] >> 4) * (int32_t)x[b].qs[j + KRT_QK / 2];
         }
         float s = krt_scale_poison(krt_fp16_to_fp32(w[b].d) * krt_fp16_to_fp32(x[b].d));
         float p = s * (float)isum;

@@ -847,6 +847,7 @@ func nanQCase(t *qtype, tokens int, acts bool) *Case {
 			for i := 2; i < 18; i++ {
 				blk[i] = 0x88
 			}
+		// IQ4_NL has no zero value: its row 5 block keeps random (non-zero) quants.
 		case typeQ5_1:
 			clear(blk[4:24])
 		case typeQ4K, typeQ5K:
@@ -964,10 +965,10 @@ func nanQDequantCase(t *qtype) *Case {
 	return c
 }
 
-// nanQCases are the NaN/Inf rows of the Q4_0, Q4_1, Q5_1, K-quant and Q8_K types.
+// nanQCases are the NaN/Inf rows of the Q4_0, Q4_1, Q5_1, K-quant, Q8_K and IQ4_NL types.
 func nanQCases() []*Case {
 	var cs []*Case
-	for _, t := range []*qtype{typeQ4_0, typeQ4_1, typeQ5_1, typeQ4K, typeQ5K, typeQ6K, typeQ8K} {
+	for _, t := range []*qtype{typeQ4_0, typeQ4_1, typeQ5_1, typeQ4K, typeQ5K, typeQ6K, typeQ8K, typeIQ4_NL} {
 		cs = append(cs, nanQDequantCase(t))
 		if t.gemv == nil {
 			continue

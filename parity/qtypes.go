@@ -162,6 +162,31 @@ var (
 		},
 		deq: func(e exec, y []float32, w []byte) error { return e.DequantizeQ4_0(y, blocks[kernelrt.BlockQ4_0](w)) },
 	}
+	// IQ4_NL: Q4_0's layout; the nibble indexes ggml's kvalues_iq4nl (written out here from
+	// ggml-quants.c, not taken from kernelrt).
+	typeIQ4_NL = &qtype{name: "iq4_nl", qk: 32, size: 18,
+		randBlocks: randBlocksOf(18, func(r *rng, b []byte) { put16(b, randScale(r, 0.00005, 0.0003, true)) }),
+		decode: func(b []byte, s, o []float64) {
+			d := f16(le16(b))
+			for j := 0; j < 32; j++ {
+				s[j], o[j] = d*float64(quantIQ4_NL(b, j)), 0
+			}
+		},
+		gemvOp: kernelrt.OpGemvIQ4_NL, gemmOp: kernelrt.OpGemmIQ4_NL, deqOp: kernelrt.OpDequantizeIQ4_NL,
+		gemvFn: "GemvIQ4_NL", gemmFn: "GemmIQ4_NL", deqFn: "DequantizeIQ4_NL",
+		gemv: func(e exec, y []float32, w []byte, x acts, bias []float32, rows, cols int) error {
+			if bias == nil {
+				return e.GemvIQ4_NL(y, blocks[kernelrt.BlockIQ4_NL](w), x.q8, rows, cols)
+			}
+			return e.GemvIQ4_NLBias(y, blocks[kernelrt.BlockIQ4_NL](w), x.q8, bias, rows, cols)
+		},
+		gemm: func(e exec, y []float32, w []byte, x acts, bias []float32, rows, cols, T int) error {
+			return e.GemmIQ4_NL(y, blocks[kernelrt.BlockIQ4_NL](w), x.q8, bias, rows, cols, T)
+		},
+		deq: func(e exec, y []float32, w []byte) error {
+			return e.DequantizeIQ4_NL(y, blocks[kernelrt.BlockIQ4_NL](w))
+		},
+	}
 	// Q4_1 has no GEMV or GEMM (llama.cpp's quantizer no longer writes it): quantize and
 	// dequantize only.
 	typeQ4_1 = &qtype{name: "q4_1", qk: 32, size: 20,

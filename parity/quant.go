@@ -12,7 +12,8 @@ import (
 // output must equal these bytes, then meet a half-step bound. The K-quant weight quantizers
 // (Q4_K, Q5_K, Q6_K: iterative least-squares fits) are proven byte-identical to ggml by the C
 // tests (csrc/tests/test_kquant.c embeds ggml's checksums) and every variant equal to the
-// serial one by the suite; here they must meet a quality bound.
+// serial one by the suite; here they must meet a quality bound. IQ4_NL's quantizer is ours
+// (csrc/krt_iquant.h): every variant equal to the serial one, and a quality bound.
 
 // cvtt is x86's cvttss2si, the way ggml's x86 build turns a float into int8/uint8 before
 // keeping the low byte: truncation, INT32_MIN for NaN or out of range (Go leaves out-of-range
@@ -241,6 +242,35 @@ func kQuality(typ *qtype, nmax float64, out []byte, src []float32) float64 {
 func quantQ5_0(b []byte, j int) int { return nib32(b[6:], j) | int(le32(b[2:])>>j&1)<<4 - 16 }
 func quantQ4_0(b []byte, j int) int { return nib32(b[2:], j) - 8 }
 func quantQ4_1(b []byte, j int) int { return nib32(b[4:], j) }
+
+// kvaluesIQ4NL is ggml's kvalues_iq4nl (ggml-quants.c).
+var kvaluesIQ4NL = [16]int{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+
+func quantIQ4_NL(b []byte, j int) int { return kvaluesIQ4NL[nib32(b[2:], j)] }
+
+// iq4nlQuality: per block of 32, max |deq-x| / (0.15 * the block's max |x|). The fitted scale
+// maps the largest element near one end of the table, so |d| is at most about max|x|/100, and the
+// widest gap of the table (89 -> 113, 24 steps of d) bounds the nearest-value error by 12|d|
+// (measured worst on this suite's uniform blocks: 0.13 max|x|); storing d as fp16 moves each
+// value by at most 127 times d's rounding error (relative 2^-11, or 2^-25 absolute where d is
+// subnormal in fp16 or underflows to 0). An all-zero block must give exact zeros.
+func iq4nlQuality(out []byte, src []float32) float64 {
+	worst := 0.0
+	sv, ov := make([]float64, 32), make([]float64, 32)
+	for b := 0; b < len(src)/32; b++ {
+		x := src[b*32 : b*32+32]
+		typeIQ4_NL.decode(out[b*18:(b+1)*18], sv, ov)
+		amax := 0.0
+		for _, v := range x {
+			amax = math.Max(amax, math.Abs(float64(v)))
+		}
+		bound := 0.15*amax + 127*math.Max(amax/100*0x1p-11, 0x1p-25)
+		for j, v := range x {
+			worst = math.Max(worst, ratio(math.Abs(sv[j]-float64(v)), bound))
+		}
+	}
+	return worst
+}
 func quantQ5_1(b []byte, j int) int { return nib32(b[8:], j) | int(le32(b[4:])>>j&1)<<4 }
 
 // ---- the cases ----
@@ -293,6 +323,12 @@ var quantSpecs = []*quantSpec{
 		ref:    func(out []byte, src []float32) { refQuantQ5_1(blocks[kernelrt.BlockQ5_1](out), src) },
 		check:  func(out []byte, src []float32) float64 { return stepCheckMin(typeQ5_1, 31, quantQ5_1, out, src) },
 		metric: "ggml reference bytes (else inf), then max |deq-x| / (half a step + fp16 rounding of d and m); ties reach 1", tol: 1},
+	{typ: typeIQ4_NL, op: kernelrt.OpQuantizeIQ4_NL, fn: "QuantizeIQ4_NL",
+		call: func(e exec, out []byte, src []float32) error {
+			return e.QuantizeIQ4_NL(blocks[kernelrt.BlockIQ4_NL](out), src)
+		},
+		check:  iq4nlQuality,
+		metric: "max |deq-x| per block of 32 / (0.15 * its max |x|): the table's widest gap at the fitted scale", tol: 1},
 	{typ: typeQ4K, op: kernelrt.OpQuantizeQ4K, fn: "QuantizeQ4K",
 		call: func(e exec, out []byte, src []float32) error {
 			return e.QuantizeQ4K(blocks[kernelrt.BlockQ4K](out), src)

@@ -76,7 +76,7 @@ typedef struct {
     void *base;
     size_t len;
 } gbuf;
-static void *galloc(gbuf *g, size_t n) {
+__attribute__((unused)) static void *galloc(gbuf *g, size_t n) {
     size_t ps = (size_t)sysconf(_SC_PAGESIZE);
     size_t data = (n + ps - 1) / ps * ps;
     g->len = data + 2 * ps;
@@ -89,7 +89,7 @@ static void *galloc(gbuf *g, size_t n) {
     mprotect((char *)g->base + ps + data, ps, PROT_NONE);
     return (char *)g->base + ps + data - n;
 }
-static void gfree(gbuf *g) { munmap(g->base, g->len); }
+__attribute__((unused)) static void gfree(gbuf *g) { munmap(g->base, g->len); }
 
 #define KQ_VARIANTS(f) {(void *)f##_ref, (void *)f##_avx2, (void *)f##_avx512}
 

@@ -23,7 +23,7 @@ typedef void (*gemv_fn)(float *, const void *, const void *, const float *, int6
 typedef void (*gemm_fn)(float *, const void *, const void *, const float *, int64_t, int64_t, int64_t, int64_t,
                         int64_t);
 
-enum { T_Q4_0, T_Q5_1, T_Q4_K, T_Q5_K, T_Q6_K, T_Q5_0, T_Q8_0, NT };
+enum { T_Q4_0, T_Q5_1, T_Q4_K, T_Q5_K, T_Q6_K, T_Q5_0, T_Q8_0, T_IQ4_NL, NT };
 static const struct {
     const char *name;
     int qk, bytes, xk; /* xk: activation type is Q8_K */
@@ -36,6 +36,7 @@ static const struct {
     {"q6_K", 256, 210, 1, KQ_VARIANTS(krt_gemv_q6_K), KQ_VARIANTS(krt_gemm_q6_K)},
     {"q5_0", 32, 22, 0, KQ_VARIANTS(krt_gemv_q5_0), KQ_VARIANTS(krt_gemm_q5_0)},
     {"q8_0", 32, 34, 0, KQ_VARIANTS(krt_gemv_q8_0), KQ_VARIANTS(krt_gemm_q8_0)},
+    {"iq4_nl", 32, 18, 0, KQ_VARIANTS(krt_gemv_iq4_nl), KQ_VARIANTS(krt_gemm_iq4_nl)},
 };
 
 static uint16_t ld16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
@@ -48,6 +49,12 @@ static void wval(int t, const uint8_t *blk, int e, double *a, double *b) {
     case T_Q4_0: {
         int q = e < 16 ? blk[2 + e] & 15 : blk[2 + e - 16] >> 4;
         *a = (double)krt_fp16_to_fp32(ld16(blk)) * (q - 8);
+        return;
+    }
+    case T_IQ4_NL: { /* ggml's kvalues_iq4nl, written out here independently of krt_iquant.h */
+        static const int kv[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+        int q = e < 16 ? blk[2 + e] & 15 : blk[2 + e - 16] >> 4;
+        *a = (double)krt_fp16_to_fp32(ld16(blk)) * kv[q];
         return;
     }
     case T_Q5_1: {
@@ -125,6 +132,7 @@ static void fill_w(int t, uint8_t *w, int64_t n, int mode) {
                 for (int s = 0; s < 16; s++) b[192 + s] = (uint8_t)(s & 1 ? 0x80 : 0x7f); /* -128 / 127 */
             break;
         case T_Q4_0:
+        case T_IQ4_NL:
         case T_Q5_0:
         case T_Q8_0: memcpy(b, &d, 2); break;
         default:

@@ -3,4 +3,4 @@
 package ckernels
 
 // csrcHash is the hash of csrc/ this package was last generated for (see csrchash).
-const csrcHash = "c9934d13130f4cef750cf7e2636c8f71614664b1e90dac5199c10987252d8cf0"
+const csrcHash = "92ebb8f987a4d94de46ae4c6a95d70682f876acd1a479b64c1d528f8c15d49c0"

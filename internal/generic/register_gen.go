@@ -33,6 +33,9 @@ func init() {
 	set.K[kern.QuantizeQ8K] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		QuantizeQ8K(a.P[0], a.P[1], lo, hi)
 	}
+	set.K[kern.QuantizeIQ4_NL] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		QuantizeIQ4_NL(a.P[0], a.P[1], lo, hi)
+	}
 	set.K[kern.DequantizeQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		DequantizeQ8_0(a.P[0], a.P[1], lo, hi)
 	}
@@ -60,6 +63,9 @@ func init() {
 	set.K[kern.DequantizeQ8K] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		DequantizeQ8K(a.P[0], a.P[1], lo, hi)
 	}
+	set.K[kern.DequantizeIQ4_NL] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		DequantizeIQ4_NL(a.P[0], a.P[1], lo, hi)
+	}
 	set.K[kern.GemvQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		GemvQ8_0(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 	}
@@ -80,6 +86,9 @@ func init() {
 	}
 	set.K[kern.GemvQ6K] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		GemvQ6K(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+	}
+	set.K[kern.GemvIQ4_NL] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		GemvIQ4_NL(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 	}
 	set.K[kern.GemvQ8_0F32] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		GemvQ8_0F32(a.P[0], a.P[1], a.P[2], scratch, a.P[3], a.I[0], lo, hi)
@@ -110,6 +119,9 @@ func init() {
 	}
 	set.K[kern.GemmQ6K] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		GemmQ6K(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+	}
+	set.K[kern.GemmIQ4_NL] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		GemmIQ4_NL(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
 	}
 	set.K[kern.RMSNorm] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		RMSNorm(a.P[0], a.P[1], a.P[2], a.F[0], a.I[0], lo, hi)

@@ -4,60 +4,64 @@ package kern
 
 // Kernel indices into Set.K, in ops.manifest order: one per C kernel family.
 const (
-	QuantizeQ8_0    = iota // krt_quantize_q8_0
-	QuantizeQ5_0           // krt_quantize_q5_0
-	QuantizeQ4_0           // krt_quantize_q4_0
-	QuantizeQ4_1           // krt_quantize_q4_1
-	QuantizeQ5_1           // krt_quantize_q5_1
-	QuantizeQ4K            // krt_quantize_q4_K
-	QuantizeQ5K            // krt_quantize_q5_K
-	QuantizeQ6K            // krt_quantize_q6_K
-	QuantizeQ8K            // krt_quantize_q8_K
-	DequantizeQ8_0         // krt_dequantize_q8_0
-	DequantizeQ5_0         // krt_dequantize_q5_0
-	DequantizeQ4_0         // krt_dequantize_q4_0
-	DequantizeQ4_1         // krt_dequantize_q4_1
-	DequantizeQ5_1         // krt_dequantize_q5_1
-	DequantizeQ4K          // krt_dequantize_q4_K
-	DequantizeQ5K          // krt_dequantize_q5_K
-	DequantizeQ6K          // krt_dequantize_q6_K
-	DequantizeQ8K          // krt_dequantize_q8_K
-	GemvQ8_0               // krt_gemv_q8_0
-	GemvQ5_0               // krt_gemv_q5_0
-	GemvQ4_0               // krt_gemv_q4_0
-	GemvQ5_1               // krt_gemv_q5_1
-	GemvQ4K                // krt_gemv_q4_K
-	GemvQ5K                // krt_gemv_q5_K
-	GemvQ6K                // krt_gemv_q6_K
-	GemvQ8_0F32            // krt_gemv_q8_0_f32
-	GemvQ5_0F32            // krt_gemv_q5_0_f32
-	GemvF32                // krt_gemv_f32
-	GemmQ8_0               // krt_gemm_q8_0
-	GemmQ5_0               // krt_gemm_q5_0
-	GemmQ4_0               // krt_gemm_q4_0
-	GemmQ5_1               // krt_gemm_q5_1
-	GemmQ4K                // krt_gemm_q4_K
-	GemmQ5K                // krt_gemm_q5_K
-	GemmQ6K                // krt_gemm_q6_K
-	RMSNorm                // krt_rmsnorm
-	Softmax                // krt_softmax
-	SwiGLU                 // krt_swiglu
-	GeGLU                  // krt_geglu
-	Add                    // krt_add
-	RopeNeoX               // krt_rope_neox
-	RopeNorm               // krt_rope_norm
-	KVAppend               // krt_kv_append
-	EmbedQ8_0              // krt_embed_q8_0
-	StreamRead             // krt_stream_read
-	KVAppendF16            // krt_kv_append_f16
-	KVAppendQ8_0           // krt_kv_append_q8_0
-	AttnDecodeF32          // krt_attn_decode_f32
-	AttnDecodeF16          // krt_attn_decode_f16
-	AttnDecodeQ8_0         // krt_attn_decode_q8_0
-	AttnMerge              // krt_attn_merge
-	AttnPrefillF32         // krt_attn_prefill_f32
-	AttnPrefillF16         // krt_attn_prefill_f16
-	AttnPrefillQ8_0        // krt_attn_prefill_q8_0
+	QuantizeQ8_0     = iota // krt_quantize_q8_0
+	QuantizeQ5_0            // krt_quantize_q5_0
+	QuantizeQ4_0            // krt_quantize_q4_0
+	QuantizeQ4_1            // krt_quantize_q4_1
+	QuantizeQ5_1            // krt_quantize_q5_1
+	QuantizeQ4K             // krt_quantize_q4_K
+	QuantizeQ5K             // krt_quantize_q5_K
+	QuantizeQ6K             // krt_quantize_q6_K
+	QuantizeQ8K             // krt_quantize_q8_K
+	QuantizeIQ4_NL          // krt_quantize_iq4_nl
+	DequantizeQ8_0          // krt_dequantize_q8_0
+	DequantizeQ5_0          // krt_dequantize_q5_0
+	DequantizeQ4_0          // krt_dequantize_q4_0
+	DequantizeQ4_1          // krt_dequantize_q4_1
+	DequantizeQ5_1          // krt_dequantize_q5_1
+	DequantizeQ4K           // krt_dequantize_q4_K
+	DequantizeQ5K           // krt_dequantize_q5_K
+	DequantizeQ6K           // krt_dequantize_q6_K
+	DequantizeQ8K           // krt_dequantize_q8_K
+	DequantizeIQ4_NL        // krt_dequantize_iq4_nl
+	GemvQ8_0                // krt_gemv_q8_0
+	GemvQ5_0                // krt_gemv_q5_0
+	GemvQ4_0                // krt_gemv_q4_0
+	GemvQ5_1                // krt_gemv_q5_1
+	GemvQ4K                 // krt_gemv_q4_K
+	GemvQ5K                 // krt_gemv_q5_K
+	GemvQ6K                 // krt_gemv_q6_K
+	GemvIQ4_NL              // krt_gemv_iq4_nl
+	GemvQ8_0F32             // krt_gemv_q8_0_f32
+	GemvQ5_0F32             // krt_gemv_q5_0_f32
+	GemvF32                 // krt_gemv_f32
+	GemmQ8_0                // krt_gemm_q8_0
+	GemmQ5_0                // krt_gemm_q5_0
+	GemmQ4_0                // krt_gemm_q4_0
+	GemmQ5_1                // krt_gemm_q5_1
+	GemmQ4K                 // krt_gemm_q4_K
+	GemmQ5K                 // krt_gemm_q5_K
+	GemmQ6K                 // krt_gemm_q6_K
+	GemmIQ4_NL              // krt_gemm_iq4_nl
+	RMSNorm                 // krt_rmsnorm
+	Softmax                 // krt_softmax
+	SwiGLU                  // krt_swiglu
+	GeGLU                   // krt_geglu
+	Add                     // krt_add
+	RopeNeoX                // krt_rope_neox
+	RopeNorm                // krt_rope_norm
+	KVAppend                // krt_kv_append
+	EmbedQ8_0               // krt_embed_q8_0
+	StreamRead              // krt_stream_read
+	KVAppendF16             // krt_kv_append_f16
+	KVAppendQ8_0            // krt_kv_append_q8_0
+	AttnDecodeF32           // krt_attn_decode_f32
+	AttnDecodeF16           // krt_attn_decode_f16
+	AttnDecodeQ8_0          // krt_attn_decode_q8_0
+	AttnMerge               // krt_attn_merge
+	AttnPrefillF32          // krt_attn_prefill_f32
+	AttnPrefillF16          // krt_attn_prefill_f16
+	AttnPrefillQ8_0         // krt_attn_prefill_q8_0
 	// NumKernels is the number of kernel families.
 	NumKernels
 )
@@ -73,6 +77,7 @@ var Names = [NumKernels]string{
 	"quantize_q5_K",
 	"quantize_q6_K",
 	"quantize_q8_K",
+	"quantize_iq4_nl",
 	"dequantize_q8_0",
 	"dequantize_q5_0",
 	"dequantize_q4_0",
@@ -82,6 +87,7 @@ var Names = [NumKernels]string{
 	"dequantize_q5_K",
 	"dequantize_q6_K",
 	"dequantize_q8_K",
+	"dequantize_iq4_nl",
 	"gemv_q8_0",
 	"gemv_q5_0",
 	"gemv_q4_0",
@@ -89,6 +95,7 @@ var Names = [NumKernels]string{
 	"gemv_q4_K",
 	"gemv_q5_K",
 	"gemv_q6_K",
+	"gemv_iq4_nl",
 	"gemv_q8_0_f32",
 	"gemv_q5_0_f32",
 	"gemv_f32",
@@ -99,6 +106,7 @@ var Names = [NumKernels]string{
 	"gemm_q4_K",
 	"gemm_q5_K",
 	"gemm_q6_K",
+	"gemm_iq4_nl",
 	"rmsnorm",
 	"softmax",
 	"swiglu",
@@ -131,6 +139,7 @@ var GoNames = [NumKernels]string{
 	"QuantizeQ5K",
 	"QuantizeQ6K",
 	"QuantizeQ8K",
+	"QuantizeIQ4_NL",
 	"DequantizeQ8_0",
 	"DequantizeQ5_0",
 	"DequantizeQ4_0",
@@ -140,6 +149,7 @@ var GoNames = [NumKernels]string{
 	"DequantizeQ5K",
 	"DequantizeQ6K",
 	"DequantizeQ8K",
+	"DequantizeIQ4_NL",
 	"GemvQ8_0",
 	"GemvQ5_0",
 	"GemvQ4_0",
@@ -147,6 +157,7 @@ var GoNames = [NumKernels]string{
 	"GemvQ4K",
 	"GemvQ5K",
 	"GemvQ6K",
+	"GemvIQ4_NL",
 	"GemvQ8_0F32",
 	"GemvQ5_0F32",
 	"GemvF32",
@@ -157,6 +168,7 @@ var GoNames = [NumKernels]string{
 	"GemmQ4K",
 	"GemmQ5K",
 	"GemmQ6K",
+	"GemmIQ4_NL",
 	"RMSNorm",
 	"Softmax",
 	"SwiGLU",
