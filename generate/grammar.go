@@ -50,7 +50,7 @@ func VocabFor(tok Tokenizer, n int) (*grammar.Vocab, error) {
 	defer vocabCache.Unlock()
 	if cacheable {
 		for i, e := range vocabCache.entries {
-			if e.tok == tok && e.n == n {
+			if sameTok(e.tok, tok) && e.n == n {
 				// Move to the front: the least recently used is dropped first.
 				copy(vocabCache.entries[1:i+1], vocabCache.entries[:i])
 				vocabCache.entries[0] = e
@@ -77,6 +77,18 @@ func VocabFor(tok Tokenizer, n int) (*grammar.Vocab, error) {
 		}
 	}
 	return v, nil
+}
+
+// sameTok compares two tokenizers of comparable types; a comparable struct can still hold
+// an interface whose dynamic value is not comparable, and == then panics: such a
+// tokenizer is never found in the cache.
+func sameTok(a, b Tokenizer) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
 }
 
 // constrain makes the sequence follow g over a vocabulary of n tokens.

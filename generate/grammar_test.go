@@ -53,6 +53,7 @@ var testSchemas = []string{
 	`{"$defs":{"item":{"type":"object","properties":{"id":{"type":"integer"},"next":{"anyOf":[{"$ref":"#/$defs/item"},{"type":"null"}]}},"required":["id","next"]}},"type":"array","items":{"$ref":"#/$defs/item"},"maxItems":2}`,
 	`{"type":"array","items":{"oneOf":[{"type":"boolean"},{"type":"object","properties":{"d":{"type":"string","format":"date"}},"required":["d"]}]},"maxItems":4}`,
 	`{"type":["string","null"],"minLength":2,"maxLength":6}`,
+	`{"type":"object","properties":{"age":{"type":"integer","minimum":18,"maximum":99},"n":{"type":"integer","exclusiveMinimum":-3,"maximum":0},"x":{"type":"number","minimum":0}},"required":["age","n","x"]}`,
 }
 
 // TestGrammarSchemaOutput generates from a random-weight model under each schema with
@@ -192,6 +193,20 @@ func validate(s, v, root any, path string) error {
 		}
 	}
 	switch x := v.(type) {
+	case json.Number:
+		f, _ := x.Float64()
+		if lo, ok := m["minimum"].(float64); ok && f < lo {
+			return fmt.Errorf("%s: %v is below the minimum %v", path, x, lo)
+		}
+		if hi, ok := m["maximum"].(float64); ok && f > hi {
+			return fmt.Errorf("%s: %v is above the maximum %v", path, x, hi)
+		}
+		if lo, ok := m["exclusiveMinimum"].(float64); ok && f <= lo {
+			return fmt.Errorf("%s: %v is not above %v", path, x, lo)
+		}
+		if hi, ok := m["exclusiveMaximum"].(float64); ok && f >= hi {
+			return fmt.Errorf("%s: %v is not below %v", path, x, hi)
+		}
 	case string:
 		n := utf8.RuneCountInString(x)
 		if lo, ok := m["minLength"].(float64); ok && n < int(lo) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"sort"
 	"strconv"
@@ -48,13 +49,14 @@ func JSONObject() *Grammar {
 // properties (emitted in the order given), required and additionalProperties, string with
 // minLength, maxLength and the formats date, time, date-time and uuid (other formats are
 // annotations and not enforced, as the JSON Schema specification allows), number, integer,
-// boolean, null, array with items, minItems and maxItems, enum, const, anyOf, oneOf (as
-// anyOf: the alternatives should not overlap), allOf with one schema, $ref into the
-// document ("#", "#/$defs/...", "#/definitions/...", recursive references included), and
-// the annotations (title, description, default, examples, ...), which are ignored.
-// Keywords that would restrict validity and are not implemented (pattern, minimum,
-// multipleOf, uniqueItems, prefixItems, not, if, ...) are refused with an error naming
-// them and their location, rather than ignored.
+// boolean, null, integer ranges (minimum, maximum, exclusiveMinimum, exclusiveMaximum;
+// for numbers only minimum 0), array with items, minItems and maxItems, enum, const, anyOf,
+// oneOf (as anyOf: the alternatives should not overlap), allOf with one schema, $ref into
+// the document ("#", "#/$defs/...", "#/definitions/...", recursive references included),
+// and the annotations (title, description, default, examples, ...), which are ignored.
+// Keywords that would restrict validity and are not implemented (pattern, multipleOf,
+// uniqueItems, prefixItems, not, if, ...) are refused with an error naming them and their
+// location, rather than ignored.
 //
 // The grammar generates a subset of the valid documents: only the declared properties of
 // an object (an object without properties takes any members), at most 16 digits before
@@ -169,7 +171,8 @@ var (
 		"$defs": true, "definitions": true, "format": true}
 	handled = map[string]bool{"type": true, "properties": true, "required": true, "additionalProperties": true,
 		"items": true, "minItems": true, "maxItems": true, "enum": true, "const": true, "anyOf": true, "oneOf": true,
-		"allOf": true, "$ref": true, "minLength": true, "maxLength": true, "uniqueItems": true}
+		"allOf": true, "$ref": true, "minLength": true, "maxLength": true, "uniqueItems": true,
+		"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true}
 )
 
 // schemaErr is an error about the schema at path (a JSON pointer).
@@ -272,9 +275,9 @@ func (c *compiler) compile(s *jv, path, hint string) (string, error) {
 		case "string":
 			p, err = c.str(s, path, name)
 		case "number":
-			p = c.prim("json-number")
+			p, err = c.number(s, path)
 		case "integer":
-			p = c.prim("json-int")
+			p, err = c.integer(s, path)
 		case "boolean":
 			p = c.prim("json-bool")
 		case "null":
@@ -301,8 +304,9 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// typesOf reads "type" (a name or a list); without it, properties or items imply object
-// or array, and otherwise nil means any type.
+// typesOf reads "type" (a name or a list). Without it, the keywords of one type make the
+// schema generate that type (object, array, string, integer: a subset of what validates),
+// and otherwise nil means any type.
 func typesOf(s *jv, path string) ([]string, error) {
 	valid := map[string]bool{"string": true, "number": true, "integer": true, "boolean": true, "null": true, "object": true, "array": true}
 	t := s.get("type")
@@ -317,6 +321,11 @@ func typesOf(s *jv, path string) ([]string, error) {
 		}
 		if s.get("minLength") != nil || s.get("maxLength") != nil {
 			return []string{"string"}, nil
+		}
+		for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
+			if s.get(k) != nil {
+				return []string{"integer"}, nil
+			}
 		}
 		return nil, nil
 	case t.kind == 's':
@@ -374,6 +383,137 @@ func count(s *jv, key, path string) (int, error) {
 		return 0, schemaErr(path+"/"+key, "%d is over the limit of %d", n, MaxRepeat)
 	}
 	return n, nil
+}
+
+// maxInt is the largest magnitude of a generated integer (json-int's 16 digits).
+const maxInt = 1e16 - 1
+
+// bounds reads minimum, maximum, exclusiveMinimum and exclusiveMaximum (numbers; the
+// draft-4 boolean forms are refused) as an integer range, clamped to ±maxInt. ok is false
+// when none is given.
+func bounds(s *jv, path string) (lo, hi int64, ok bool, err error) {
+	lo, hi = -maxInt, maxInt
+	for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
+		v := s.get(k)
+		if v == nil {
+			continue
+		}
+		ok = true
+		if v.kind != 'n' {
+			return 0, 0, false, schemaErr(path+"/"+k, "must be a number")
+		}
+		f, perr := strconv.ParseFloat(string(v.num), 64)
+		if perr != nil {
+			return 0, 0, false, schemaErr(path+"/"+k, "must be a number")
+		}
+		f = math.Max(math.Min(f, maxInt+1), -maxInt-1)
+		switch k {
+		case "minimum":
+			lo = max(lo, int64(math.Ceil(f)))
+		case "maximum":
+			hi = min(hi, int64(math.Floor(f)))
+		case "exclusiveMinimum":
+			lo = max(lo, int64(math.Floor(f))+1)
+		case "exclusiveMaximum":
+			hi = min(hi, int64(math.Ceil(f))-1)
+		}
+	}
+	return lo, hi, ok, nil
+}
+
+// integer compiles an integer schema, with its range if it has one.
+func (c *compiler) integer(s *jv, path string) (string, error) {
+	lo, hi, ok, err := bounds(s, path)
+	if err != nil || !ok {
+		return c.prim("json-int"), err
+	}
+	if lo > hi {
+		return "", schemaErr(path, "no integer is in the range [%d, %d]", lo, hi)
+	}
+	return intRange(lo, hi), nil
+}
+
+// number compiles a number schema; of the range keywords only minimum 0 (no minus sign) is
+// supported.
+func (c *compiler) number(s *jv, path string) (string, error) {
+	for _, k := range []string{"maximum", "exclusiveMinimum", "exclusiveMaximum"} {
+		if s.get(k) != nil {
+			return "", schemaErr(path, "keyword %q is not supported for numbers (only for integers)", k)
+		}
+	}
+	if m := s.get("minimum"); m != nil {
+		if f, err := strconv.ParseFloat(string(m.num), 64); m.kind != 'n' || err != nil || f != 0 {
+			return "", schemaErr(path, "minimum %s is not supported for numbers (only 0, or integers)", m.json())
+		}
+		c.prim("json-number")
+		return `("0" | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,2})?`, nil
+	}
+	return c.prim("json-number"), nil
+}
+
+// intRange is a GBNF expression for the canonical decimal integers in [lo, hi] (no leading
+// zeros, no "-0").
+func intRange(lo, hi int64) string {
+	var alts []string
+	if lo < 0 { // the negatives: "-" and the magnitudes in [max(1, -hi), -lo]
+		alts = append(alts, `"-" (`+natRange(max(1, -hi), -lo)+`)`)
+	}
+	if hi >= 0 {
+		alts = append(alts, natRange(max(0, lo), hi))
+	}
+	return "(" + strings.Join(alts, " | ") + ")"
+}
+
+// natRange is the canonical decimal numbers in [lo, hi], 0 <= lo <= hi: one run of
+// alternatives per number of digits.
+func natRange(lo, hi int64) string {
+	var alts []string
+	for n := len(strconv.FormatInt(lo, 10)); n <= len(strconv.FormatInt(hi, 10)); n++ {
+		first, last := int64(math.Pow10(n-1)), int64(math.Pow10(n))-1
+		if n == 1 {
+			first = 0
+		}
+		a, b := max(lo, first), min(hi, last)
+		if a > b {
+			continue
+		}
+		alts = append(alts, sameLength(strconv.FormatInt(a, 10), strconv.FormatInt(b, 10)))
+	}
+	return strings.Join(alts, " | ")
+}
+
+// sameLength is the digit strings from lo to hi, both of the same length.
+func sameLength(lo, hi string) string {
+	n := len(lo)
+	if n == 0 {
+		return `""`
+	}
+	if strings.Trim(lo[1:], "0") == "" && strings.Trim(hi[1:], "9") == "" {
+		return digits(lo[0], hi[0]) + anyDigits(n-1)
+	}
+	if lo[0] == hi[0] {
+		return `"` + lo[:1] + `" (` + sameLength(lo[1:], hi[1:]) + `)`
+	}
+	alts := []string{`"` + lo[:1] + `" (` + sameLength(lo[1:], strings.Repeat("9", n-1)) + `)`}
+	if lo[0]+1 <= hi[0]-1 {
+		alts = append(alts, digits(lo[0]+1, hi[0]-1)+anyDigits(n-1))
+	}
+	alts = append(alts, `"`+hi[:1]+`" (`+sameLength(strings.Repeat("0", n-1), hi[1:])+`)`)
+	return strings.Join(alts, " | ")
+}
+
+func digits(a, b byte) string {
+	if a == b {
+		return `"` + string(a) + `"`
+	}
+	return "[" + string(a) + "-" + string(b) + "]"
+}
+
+func anyDigits(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" [0-9]{%d}", n)
 }
 
 // str compiles a string schema.

@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -73,6 +74,9 @@ func TestSchemaKeywords(t *testing.T) {
 		{`{"properties":{"a~b/c":{"type":"integer"}},"required":["a~b/c"]}`, []string{`{"a~b/c":1}`}, nil},
 		{`true`, []string{`1`, `{"a":[]}`}, nil},
 		{`{}`, []string{`"x"`, `null`}, nil},
+		// Keywords of one type without a type generate that type (a subset of the valid).
+		{`{"minimum":3}`, []string{`3`, `40`}, []string{`2`, `"a"`, `3.5`}},
+		{`{"maxLength":1}`, []string{`"a"`}, []string{`"ab"`, `1`}},
 	}
 	for _, c := range cases {
 		g := mustSchema(t, c.schema)
@@ -98,7 +102,7 @@ func TestSchemaKeywords(t *testing.T) {
 func TestSchemaErrors(t *testing.T) {
 	cases := []struct{ schema, want string }{
 		{`{"type":"string","pattern":"^a"}`, `schema at #: keyword "pattern" is not supported`},
-		{`{"type":"object","properties":{"n":{"type":"integer","minimum":0}}}`, `schema at #/properties/n: keyword "minimum" is not supported`},
+		{`{"type":"object","properties":{"n":{"type":"integer","multipleOf":2}}}`, `schema at #/properties/n: keyword "multipleOf" is not supported`},
 		{`{"type":"array","uniqueItems":true}`, `uniqueItems`},
 		{`{"type":"array","prefixItems":[{}]}`, `"prefixItems" is not supported`},
 		{`{"not":{}}`, `"not" is not supported`},
@@ -172,4 +176,52 @@ func FuzzSchemaCompile(f *testing.F) {
 		m := g.NewMatcher()
 		m.Accept([]byte(`{"a":"b","c":[1,2],"d":null}`))
 	})
+}
+
+// TestSchemaIntegerRange checks integer ranges exhaustively around their edges: the
+// grammar accepts exactly the canonical decimal integers in the range.
+func TestSchemaIntegerRange(t *testing.T) {
+	cases := []struct {
+		bounds string
+		lo, hi int64
+	}{
+		{`"minimum":0`, 0, 1e16 - 1},
+		{`"minimum":1,"maximum":12`, 1, 12},
+		{`"minimum":-5,"maximum":5`, -5, 5},
+		{`"minimum":-120,"maximum":-17`, -120, -17},
+		{`"minimum":7,"maximum":1234`, 7, 1234},
+		{`"exclusiveMinimum":99,"exclusiveMaximum":1000`, 100, 999},
+		{`"minimum":0.5,"maximum":3.7`, 1, 3},
+		{`"maximum":10`, -1e16 + 1, 10},
+		{`"minimum":305,"maximum":305`, 305, 305},
+	}
+	for _, c := range cases {
+		g := mustSchema(t, `{"type":"integer",`+c.bounds+`}`)
+		for x := int64(-1300); x <= 1300; x++ {
+			in := x >= c.lo && x <= c.hi
+			if got := accepts(g, fmt.Sprint(x)); got != in {
+				t.Fatalf("%s: %d accepted %v, want %v", c.bounds, x, got, in)
+			}
+		}
+		for _, x := range []int64{c.lo, c.hi} {
+			if !accepts(g, fmt.Sprint(x)) {
+				t.Errorf("%s: rejects the bound %d", c.bounds, x)
+			}
+		}
+		for _, s := range []string{"-0", "007", "01", "+1", "1.0"} {
+			if accepts(g, s) {
+				t.Errorf("%s: accepts %s", c.bounds, s)
+			}
+		}
+	}
+	g := mustSchema(t, `{"type":"number","minimum":0}`)
+	if !accepts(g, "0.5") || !accepts(g, "12e-3") || accepts(g, "-1") {
+		t.Error("number minimum 0")
+	}
+	for _, bad := range []string{`{"type":"integer","minimum":5,"maximum":4}`, `{"type":"number","maximum":1}`,
+		`{"type":"number","minimum":1}`, `{"type":"integer","minimum":"1"}`} {
+		if _, err := FromJSONSchema([]byte(bad)); err == nil {
+			t.Errorf("%s compiled", bad)
+		}
+	}
 }
