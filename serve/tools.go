@@ -168,9 +168,10 @@ func toolCallGBNF(f chat.ToolFormat, tools []chat.Tool, parallel bool) (string, 
 	var head string
 	switch f {
 	case chat.Hermes:
-		head = "root ::= call-tag\ncall-tag ::= \"<tool_call>\\n\" call-obj \"\\n</tool_call>\"\n"
+		const tag = "call-tag ::= \"<tool_call>\\n\" call-obj \"\\n</tool_call>\"\n"
+		head = "root ::= call-tag\n" + tag
 		if parallel {
-			head = "root ::= call-tag call-more\ncall-more ::= | \"\\n\" call-tag call-more\n" + head[len("root ::= call-tag\n"):]
+			head = "root ::= call-tag call-more\ncall-more ::= | \"\\n\" call-tag call-more\n" + tag
 		}
 	case chat.Llama3JSON:
 		head = "root ::= call-obj\n" // Llama 3.x makes one call a turn
