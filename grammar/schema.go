@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Limits of FromJSONSchema.
@@ -35,14 +36,17 @@ func FromJSONSchema(schema []byte) (*Grammar, error) {
 	return g, nil
 }
 
-// JSONObject is the grammar of any JSON object (OpenAI's response_format json_object).
-func JSONObject() *Grammar {
+// JSONObject is the grammar of any JSON object (OpenAI's response_format json_object). It
+// is compiled once; a Grammar is immutable, so every caller shares it.
+func JSONObject() *Grammar { return jsonObject() }
+
+var jsonObject = sync.OnceValue(func() *Grammar {
 	g, err := FromJSONSchema([]byte(`{"type":"object"}`))
 	if err != nil {
-		panic(err) // a constant schema
+		panic(err) // a constant schema that compiles
 	}
 	return g
-}
+})
 
 // JSONSchemaGBNF compiles a JSON schema into GBNF. It covers what OpenAI's strict
 // structured outputs use and what applications send: type (one or a list), object with
