@@ -17,7 +17,7 @@ import (
 
 // The OpenAI wire format: request bodies, their checks and their mapping onto a Request,
 // and the response and chunk bodies. Fields the API has and kernelrt does not implement
-// (n > 1, echo, logprobs, best_of > 1, suffix, tools) are refused with a 400 naming them,
+// (n > 1, echo, best_of > 1, suffix, tools) are refused with a 400 naming them,
 // so a client never gets an answer that silently ignored what it asked for; fields that do
 // not change the answer (user, metadata, ...) are accepted and ignored.
 
@@ -76,7 +76,7 @@ type completionRequest struct {
 	samplingParams
 	Prompt   json.RawMessage `json:"prompt"`
 	Echo     bool            `json:"echo"`
-	Logprobs json.RawMessage `json:"logprobs"`
+	Logprobs *int            `json:"logprobs"`
 	BestOf   *int            `json:"best_of"`
 	Suffix   *string         `json:"suffix"`
 }
@@ -87,6 +87,7 @@ type chatRequest struct {
 	Messages            []chatMessage   `json:"messages"`
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
 	Logprobs            *bool           `json:"logprobs"`
+	TopLogprobs         *int            `json:"top_logprobs"`
 	Tools               json.RawMessage `json:"tools"`
 	ResponseFormat      *struct {
 		Type string `json:"type"`
@@ -282,8 +283,8 @@ func (c *completionRequest) request() (Request, *apiError) {
 	switch {
 	case c.Echo:
 		return r, badRequest("echo", "unsupported_value", "echo is not supported")
-	case len(c.Logprobs) > 0 && string(c.Logprobs) != "null" && string(c.Logprobs) != "0":
-		return r, badRequest("logprobs", "unsupported_value", "logprobs are not supported")
+	case c.Logprobs != nil && (*c.Logprobs < 0 || *c.Logprobs > MaxTopLogprobs):
+		return r, badRequest("logprobs", "invalid_value", "logprobs must be 0 to %d, got %d", MaxTopLogprobs, *c.Logprobs)
 	case c.BestOf != nil && *c.BestOf != 1:
 		return r, badRequest("best_of", "unsupported_value", "best_of = %d: only 1 is supported", *c.BestOf)
 	case c.Suffix != nil && *c.Suffix != "":
@@ -294,6 +295,9 @@ func (c *completionRequest) request() (Request, *apiError) {
 		return r, err
 	}
 	r.Options, r.IgnoreEOS = o, c.IgnoreEOS
+	if c.Logprobs != nil {
+		r.Logprobs, r.TopLogprobs = true, *c.Logprobs
+	}
 	if r.Prompt, r.Tokens, err = parsePrompt(c.Prompt); err != nil {
 		return r, err
 	}
@@ -343,8 +347,10 @@ func parsePrompt(raw json.RawMessage) (string, []int32, *apiError) {
 func (c *chatRequest) request() (Request, *apiError) {
 	var r Request
 	switch {
-	case c.Logprobs != nil && *c.Logprobs:
-		return r, badRequest("logprobs", "unsupported_value", "logprobs are not supported")
+	case c.TopLogprobs != nil && (*c.TopLogprobs < 0 || *c.TopLogprobs > MaxTopLogprobs):
+		return r, badRequest("top_logprobs", "invalid_value", "top_logprobs must be 0 to %d, got %d", MaxTopLogprobs, *c.TopLogprobs)
+	case c.TopLogprobs != nil && *c.TopLogprobs > 0 && (c.Logprobs == nil || !*c.Logprobs):
+		return r, badRequest("top_logprobs", "invalid_value", "top_logprobs needs logprobs: true")
 	case len(c.Tools) > 0 && string(c.Tools) != "null" && string(c.Tools) != "[]":
 		return r, badRequest("tools", "unsupported_value", "tools are not supported")
 	case c.ResponseFormat != nil && c.ResponseFormat.Type != "" && c.ResponseFormat.Type != "text":
@@ -361,6 +367,12 @@ func (c *chatRequest) request() (Request, *apiError) {
 		return r, err
 	}
 	r.Options, r.IgnoreEOS = o, c.IgnoreEOS
+	if c.Logprobs != nil && *c.Logprobs {
+		r.Logprobs = true
+		if c.TopLogprobs != nil {
+			r.TopLogprobs = *c.TopLogprobs
+		}
+	}
 	r.Messages = make([]chat.Message, len(c.Messages))
 	for i, m := range c.Messages {
 		param := fmt.Sprintf("messages[%d]", i)

@@ -14,4 +14,9 @@
 // GET /health and GET /metrics (Prometheus text). Any "model" name is accepted and answered
 // by the one loaded model, whose name the responses carry, as llama.cpp's server does:
 // clients written for other servers send names of their own.
+//
+// logprobs (completions: an integer, 0-20 alternatives; chat: logprobs with top_logprobs
+// 0-20) report each generated token's log-probability under the model's raw logits (before
+// bias, penalties and temperature, as llama.cpp's server does by default) in OpenAI's
+// formats, streamed and not.
 package serve

@@ -83,6 +83,12 @@ type Request struct {
 	// IgnoreEOS bans the end-of-generation tokens, so the generation runs to MaxTokens or
 	// the context (llama.cpp's ignore_eos; for benchmarks of equal lengths).
 	IgnoreEOS bool
+	// Logprobs reports each generated token's log-probability (Stream.NextLogprobs), every
+	// sampled token but an end-of-generation one, whose text is not in the output.
+	Logprobs bool
+	// TopLogprobs (0..MaxTopLogprobs, with Logprobs) adds that many of the most likely
+	// tokens at each position.
+	TopLogprobs int
 }
 
 // Result is how a generation ended.
@@ -139,6 +145,7 @@ type Engine struct {
 	maxBatch int
 	eog      []int32 // the end-of-generation tokens, banned by IgnoreEOS
 	metrics  *engineMetrics
+	pieces   pieceTable     // token texts, for logprob responses
 	owned    []func() error // what Close releases (OpenEngine's runtime and model)
 
 	mu       sync.Mutex
@@ -157,6 +164,7 @@ type Engine struct {
 	toks   []int32
 	seqs   []orchestrator.Seq
 	parts  []*request
+	lp     logprobScratch
 
 	submitted, rejected, completed, cancelled, failed   atomic.Uint64
 	promptToks, reusedToks, prefilled, generated, steps atomic.Uint64
@@ -182,6 +190,8 @@ type request struct {
 	next    int32   // the token to decode next (when decoding)
 	decode  bool    // the prompt is done; next is valid
 	reused  int
+	lp      bool      // Request.Logprobs
+	top     int       // Request.TopLogprobs
 	start   time.Time // Submit
 	last    time.Time // the previous token's sampling
 	done    bool
@@ -290,6 +300,7 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 		o.Sampling.LogitBias = bias
 	}
 	st := newStream()
+	st.lp = r.Logprobs
 	seq, err := generate.NewSequence(e.tok, e.vocab, o, st.push)
 	if err != nil {
 		return nil, err
@@ -320,8 +331,14 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 	if o.MaxTokens > 0 && len(ids)+o.MaxTokens > e.maxCtx {
 		return nil, fmt.Errorf("serve: %w: %d prompt tokens + %d > %d", ErrMaxTokens, len(ids), o.MaxTokens, e.maxCtx)
 	}
+	if r.TopLogprobs < 0 || r.TopLogprobs > MaxTopLogprobs || r.TopLogprobs > 0 && !r.Logprobs {
+		return nil, fmt.Errorf("serve: TopLogprobs must be 0 to %d, with Logprobs; got %d (Logprobs %v)", MaxTopLogprobs, r.TopLogprobs, r.Logprobs)
+	}
+	if r.Logprobs {
+		e.pieces.build(e.tok, e.vocab)
+	}
 	seq.Prompt(ids)
-	req := &request{ctx: ctx, ids: ids, seq: seq, stream: st, start: time.Now()}
+	req := &request{ctx: ctx, ids: ids, seq: seq, stream: st, start: time.Now(), lp: r.Logprobs, top: r.TopLogprobs}
 
 	e.mu.Lock()
 	switch {
@@ -598,6 +615,11 @@ func (e *Engine) advance(parts []*request, seqs []orchestrator.Seq, toks []int32
 // sample picks r's next token from its logits and ends r when that token ends it.
 func (e *Engine) sample(r *request, logits []float32) {
 	id, stop, err := r.seq.Next(logits)
+	if r.lp && err == nil && stop != generate.StopEOG {
+		top := e.lp.top[:r.top]
+		lp := logprobOf(logits, id, top)
+		r.stream.pushLogprob(id, lp, top)
+	}
 	r.stream.tick()
 	now := time.Now()
 	if r.last.IsZero() {

@@ -257,15 +257,15 @@ func accept[B any, P interface {
 
 // whole reads st to its end for a non-streamed answer; on a failure it writes the error
 // (nothing when the client has gone) and returns false.
-func (s *Server) whole(w http.ResponseWriter, r *http.Request, st *Stream) (string, Result, bool) {
-	text, res, err := st.Text(r.Context())
+func (s *Server) whole(w http.ResponseWriter, r *http.Request, st *Stream) (string, []TokenLogprob, Result, bool) {
+	text, lps, res, err := st.TextLogprobs(r.Context())
 	if err != nil {
 		if r.Context().Err() == nil {
 			s.fail(w, generationError(err))
 		}
-		return "", res, false
+		return "", nil, res, false
 	}
-	return text, res, true
+	return text, lps, res, true
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
@@ -274,25 +274,30 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, created := newID("cmpl-"), time.Now().Unix()
-	body1 := func(text string, finish *string, u *usage, choices bool) completionBody {
+	offset := 0 // text_offset of the next token
+	body1 := func(text string, lps []TokenLogprob, finish *string, u *usage, choices bool) completionBody {
 		b := completionBody{ID: id, Object: "text_completion", Created: created, Model: s.e.Name(), Usage: u, Choices: []completionChoice{}}
 		if choices {
-			b.Choices = append(b.Choices, completionChoice{Text: text, FinishReason: finish})
+			ch := completionChoice{Text: text, FinishReason: finish}
+			if lps != nil {
+				ch.Logprobs = s.e.pieces.completionLogprobs(lps, &offset)
+			}
+			b.Choices = append(b.Choices, ch)
 		}
 		return b
 	}
 	if !c.Stream {
-		text, res, ok := s.whole(w, r, st)
+		text, lps, res, ok := s.whole(w, r, st)
 		if !ok {
 			return
 		}
 		fr := res.FinishReason()
-		writeJSON(w, body1(text, &fr, usageOf(res), true))
+		writeJSON(w, body1(text, lps, &fr, usageOf(res), true))
 		return
 	}
-	s.stream(w, r, st, c.StreamOptions, func(text string) any { return body1(text, nil, nil, true) },
-		func(res Result) any { fr := res.FinishReason(); return body1("", &fr, nil, true) },
-		func(res Result) any { return body1("", nil, usageOf(res), false) })
+	s.stream(w, r, st, c.StreamOptions, func(text string, lps []TokenLogprob) any { return body1(text, lps, nil, nil, true) },
+		func(res Result) any { fr := res.FinishReason(); return body1("", nil, &fr, nil, true) },
+		func(res Result) any { return body1("", nil, nil, usageOf(res), false) })
 }
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
@@ -301,32 +306,40 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, created := newID("chatcmpl-"), time.Now().Unix()
-	chunk := func(d *chatDelta, finish *string, u *usage, choices bool) chatBody {
+	chunk := func(d *chatDelta, lps []TokenLogprob, finish *string, u *usage, choices bool) chatBody {
 		b := chatBody{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.e.Name(), Usage: u, Choices: []chatChoice{}}
 		if choices {
-			b.Choices = append(b.Choices, chatChoice{Delta: d, FinishReason: finish})
+			ch := chatChoice{Delta: d, FinishReason: finish}
+			if lps != nil {
+				ch.Logprobs = s.e.pieces.chatLogprobs(lps)
+			}
+			b.Choices = append(b.Choices, ch)
 		}
 		return b
 	}
 	if !c.Stream {
-		text, res, ok := s.whole(w, r, st)
+		text, lps, res, ok := s.whole(w, r, st)
 		if !ok {
 			return
 		}
 		fr := res.FinishReason()
+		ch := chatChoice{Message: &chatDelta{Role: "assistant", Content: &text}, FinishReason: &fr}
+		if lps != nil {
+			ch.Logprobs = s.e.pieces.chatLogprobs(lps)
+		}
 		writeJSON(w, chatBody{ID: id, Object: "chat.completion", Created: created, Model: s.e.Name(), Usage: usageOf(res),
-			Choices: []chatChoice{{Message: &chatDelta{Role: "assistant", Content: &text}, FinishReason: &fr}}})
+			Choices: []chatChoice{ch}})
 		return
 	}
 	first := true
-	s.stream(w, r, st, c.StreamOptions, func(text string) any {
+	s.stream(w, r, st, c.StreamOptions, func(text string, lps []TokenLogprob) any {
 		d := &chatDelta{Content: &text}
 		if first { // the first chunk carries the role, as OpenAI's do
 			d.Role, first = "assistant", false
 		}
-		return chunk(d, nil, nil, true)
-	}, func(res Result) any { fr := res.FinishReason(); return chunk(&chatDelta{}, &fr, nil, true) },
-		func(res Result) any { return chunk(nil, nil, usageOf(res), false) })
+		return chunk(d, lps, nil, nil, true)
+	}, func(res Result) any { fr := res.FinishReason(); return chunk(&chatDelta{}, nil, &fr, nil, true) },
+		func(res Result) any { return chunk(nil, nil, nil, usageOf(res), false) })
 }
 
 // stream writes st as server-sent events: an opening chunk with no text (so a client sees
@@ -335,7 +348,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 // generation ends with an error event instead; a client that leaves ends the handler (its
 // request context cancels the generation).
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, st *Stream, so *streamOptions,
-	text func(string) any, final func(Result) any, usageChunk func(Result) any) {
+	text func(string, []TokenLogprob) any, final func(Result) any, usageChunk func(Result) any) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -354,12 +367,12 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, st *Stream, so *
 		}
 		return rc.Flush() == nil
 	}
-	if !send(text("")) {
+	if !send(text("", nil)) {
 		return
 	}
 	ctx := r.Context()
 	for {
-		piece, err := st.Next(ctx)
+		piece, lps, err := st.NextLogprobs(ctx)
 		if err == io.EOF {
 			break
 		}
@@ -371,7 +384,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, st *Stream, so *
 			}
 			return
 		}
-		if !send(text(piece)) {
+		if !send(text(piece, lps)) {
 			return
 		}
 	}

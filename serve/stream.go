@@ -13,7 +13,10 @@ import (
 type Stream struct {
 	mu     sync.Mutex
 	text   strings.Builder
-	tokens int // tokens sampled since the last Next
+	tokens int            // tokens sampled since the last Next
+	lps    []TokenLogprob // Request.Logprobs: those tokens' entries
+	tops   []TopLogprob   // backing of their Top slices (appended to, never rewritten)
+	lp     bool           // Request.Logprobs: NextLogprobs returns non-nil entries
 	ended  bool
 	res    Result
 	notify chan struct{} // cap 1: text arrived or the stream ended
@@ -29,6 +32,16 @@ func (s *Stream) push(text string) bool {
 	s.text.WriteString(text)
 	s.mu.Unlock()
 	return true
+}
+
+// pushLogprob records a sampled token's log-probability and top alternatives (the
+// engine's goroutine; top is the engine's scratch, copied).
+func (s *Stream) pushLogprob(id int32, lp float32, top []TopLogprob) {
+	s.mu.Lock()
+	n := len(s.tops)
+	s.tops = append(s.tops, top...)
+	s.lps = append(s.lps, TokenLogprob{Token: id, Logprob: lp, Top: s.tops[n:len(s.tops):len(s.tops)]})
+	s.mu.Unlock()
 }
 
 // tick counts a sampled token (the engine's goroutine), whether or not it completed text.
@@ -62,27 +75,38 @@ func (s *Stream) signal() {
 // error (Result().Err); when ctx is done first, ctx's error (the generation is cancelled
 // only through the context given to Submit).
 func (s *Stream) Next(ctx context.Context) (string, error) {
+	t, _, err := s.NextLogprobs(ctx)
+	return t, err
+}
+
+// NextLogprobs is Next that also returns the log-probabilities of the tokens sampled since
+// the last call, in order (nil unless the Request asked for Logprobs, then never nil). The
+// entries are the caller's.
+func (s *Stream) NextLogprobs(ctx context.Context) (string, []TokenLogprob, error) {
 	for {
 		s.mu.Lock()
 		if s.tokens > 0 || s.text.Len() > 0 {
-			t := s.text.String()
+			t, lps := s.text.String(), s.lps
+			if lps == nil && s.lp {
+				lps = []TokenLogprob{} // tokens with no entry (an end-of-generation token)
+			}
 			s.text.Reset()
-			s.tokens = 0
+			s.tokens, s.lps, s.tops = 0, nil, nil
 			s.mu.Unlock()
-			return t, nil
+			return t, lps, nil
 		}
 		ended, err := s.ended, s.res.Err
 		s.mu.Unlock()
 		if ended {
 			if err != nil {
-				return "", err
+				return "", nil, err
 			}
-			return "", io.EOF
+			return "", nil, io.EOF
 		}
 		select {
 		case <-s.notify:
 		case <-ctx.Done():
-			return "", ctx.Err()
+			return "", nil, ctx.Err()
 		}
 	}
 }
@@ -97,15 +121,27 @@ func (s *Stream) Result() Result {
 
 // Text reads the stream to its end and returns all its text and its Result.
 func (s *Stream) Text(ctx context.Context) (string, Result, error) {
+	t, _, res, err := s.TextLogprobs(ctx)
+	return t, res, err
+}
+
+// TextLogprobs is Text that also returns every token's log-probability entry
+// (Request.Logprobs), in order.
+func (s *Stream) TextLogprobs(ctx context.Context) (string, []TokenLogprob, Result, error) {
 	var b strings.Builder
+	var all []TokenLogprob
+	if s.lp {
+		all = []TokenLogprob{}
+	}
 	for {
-		t, err := s.Next(ctx)
+		t, lps, err := s.NextLogprobs(ctx)
 		if err == io.EOF {
-			return b.String(), s.Result(), nil
+			return b.String(), all, s.Result(), nil
 		}
 		if err != nil {
-			return b.String(), s.Result(), err
+			return b.String(), all, s.Result(), err
 		}
 		b.WriteString(t)
+		all = append(all, lps...)
 	}
 }
