@@ -316,9 +316,13 @@ func qwenTokenizer(tb testing.TB) *tokenizer.Tokenizer {
 	return tok
 }
 
-// benchSchema is a typical extraction schema.
-const benchSchema = `{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"},"email":{"type":"string"},
-"tags":{"type":"array","items":{"type":"string"}},"address":{"type":"object","properties":{"street":{"type":"string"},"city":{"type":"string"}},"required":["street","city"]}},
+// benchSchema is a typical extraction schema. Its strings are bounded so that a random
+// model moves through all of it within the benchmark's tokens (a random 150k vocabulary
+// rarely closes an unbounded string), and a bounded string is the costly case: every
+// length left is a different grammar state with its own full walk of the trie.
+const benchSchema = `{"type":"object","properties":{"name":{"type":"string","maxLength":16},"age":{"type":"integer","minimum":0,"maximum":150},
+"email":{"type":"string","maxLength":32},"tags":{"type":"array","items":{"type":"string","maxLength":10},"maxItems":3},
+"address":{"type":"object","properties":{"street":{"type":"string","maxLength":24},"city":{"type":"string","maxLength":16}},"required":["street","city"]}},
 "required":["name","age","email","tags","address"],"additionalProperties":false}`
 
 // BenchmarkGrammar150k decodes from a Qwen2-0.5B-shaped random model over the real

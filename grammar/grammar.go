@@ -62,7 +62,15 @@ type runeRange struct{ lo, hi rune }
 type charSet struct {
 	ascii  [2]uint64
 	ranges []runeRange
+	high   uint8 // highMixed, highNone or highAll: which non-ASCII characters it has
 }
+
+// Which of the non-ASCII characters (U+0080 and above, surrogates aside) a set has.
+const (
+	highMixed uint8 = iota
+	highNone
+	highAll
+)
 
 func (s *charSet) has(c rune) bool {
 	if c < 128 {
@@ -85,6 +93,19 @@ func (s *charSet) overlaps(lo, hi rune) bool {
 	for _, r := range s.ranges {
 		if r.lo <= hi && lo <= r.hi {
 			return true
+		}
+	}
+	return false
+}
+
+// covers reports whether the set has every code point of [lo, hi].
+func (s *charSet) covers(lo, hi rune) bool {
+	for _, r := range s.ranges {
+		if r.lo <= lo && lo <= r.hi {
+			if r.hi >= hi {
+				return true
+			}
+			lo = r.hi + 1
 		}
 	}
 	return false
@@ -117,7 +138,13 @@ func newCharSet(rs []runeRange, negated bool) charSet {
 		}
 		m = c
 	}
-	s := charSet{ranges: m}
+	s := charSet{ranges: m, high: highMixed}
+	switch {
+	case !s.overlaps(0x80, maxRune):
+		s.high = highNone
+	case s.covers(0x80, 0xD7FF) && s.covers(0xE000, maxRune):
+		s.high = highAll
+	}
 	for _, r := range m {
 		for c := r.lo; c <= r.hi && c < 128; c++ {
 			s.ascii[c>>6] |= 1 << (c & 63)

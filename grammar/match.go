@@ -266,11 +266,14 @@ func (a *automaton) filter(stacks []int32, p utf8State) int32 {
 		return dead
 	}
 	out := a.scratch[:0]
+	uniform := true // every set has all non-ASCII characters or none
 	for _, s := range stacks {
 		if s == 0 {
 			continue
 		}
-		if a.g.sets[a.g.elems[a.nodes[s].pos].arg].overlaps(lo, hi) {
+		set := &a.g.sets[a.g.elems[a.nodes[s].pos].arg]
+		uniform = uniform && set.high != highMixed
+		if set.overlaps(lo, hi) {
 			out = append(out, s)
 		}
 	}
@@ -278,7 +281,32 @@ func (a *automaton) filter(stacks []int32, p utf8State) int32 {
 	if len(out) == 0 {
 		return dead
 	}
+	// When no set tells non-ASCII characters apart, which one this is does not matter once
+	// its prefix is known to be valid UTF-8: one representative prefix stands for all, so a
+	// string state has a few dozen partial states instead of one per prefix in the vocabulary.
+	whole := lo == p.value()<<bits && hi == p.value()<<bits|(1<<bits-1) // nothing clamped
+	if uniform && whole && (hi < 0xD800 || lo > 0xDFFF) {
+		p = mkUTF8(canonicalPrefix(p.rem(), p.n()), p.rem(), p.n())
+	}
 	return a.intern(out, p)
+}
+
+// canonicalPrefix is the smallest valid prefix value of a character of n bytes (0 stands for
+// 4) with rem bytes still to come: its completions are all valid, non-surrogate characters.
+func canonicalPrefix(rem, n uint32) rune {
+	switch {
+	case n == 2:
+		return 0x02 // C2
+	case n == 3 && rem == 2:
+		return 0x01 // E1
+	case n == 3:
+		return 0x20 // E0 A0
+	case rem == 3:
+		return 0x01 // F1
+	case rem == 2:
+		return 0x10 // F0 90
+	}
+	return 0x400 // F0 90 80
 }
 
 // advance matches code point c against the top of every stack.

@@ -154,12 +154,13 @@ func TestMatcherUTF8(t *testing.T) {
 	}
 	// Any character: invalid UTF-8, overlong forms and surrogates are refused.
 	any := mustParse(t, `root ::= .*`)
-	for _, bad := range [][]byte{{0xED, 0xA0}, {0xE0, 0x80}, {0xC1}, {0xF4, 0x90}, {0xFF}} {
+	for _, bad := range [][]byte{{0xED, 0xA0}, {0xE0, 0x80}, {0xC1}, {0xF4, 0x90}, {0xFF}, {0xF0, 0x8F}, {0xE1, 0x41},
+		{0xED, 0xBF, 0xBF}, {0xE1, 0x80, 0x80, 0x80}, {0xF1, 0x80, 0x80, 0xC0}} {
 		if any.NewMatcher().Accept(bad) {
 			t.Errorf(". accepted %x", bad)
 		}
 	}
-	for _, good := range []string{"日本語", "😀x", "\u007f\u0080\u07ff\u0800\uffff\U00010000\U0010ffff"} {
+	for _, good := range []string{"日本語", "😀x", "\u007f\u0080\u07ff\u0800\uffff\U00010000\U0010ffff", "\ud7ff\ue000\u0fff\u1000\U0003ffff\U00040000"} {
 		if !accepts(any, good) {
 			t.Errorf(". rejected %q", good)
 		}
