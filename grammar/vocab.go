@@ -130,6 +130,7 @@ type Constraint struct {
 	m     *Matcher
 	words int
 	masks map[int32][]uint64 // by automaton state, for masks of epoch
+	free  [][]uint64         // dropped masks, for reuse
 	epoch int
 	path  []int32       // the walk's state per trie depth
 	tabs  []*[256]int32 // and that state's transitions
@@ -148,12 +149,12 @@ func (c *Constraint) Matcher() *Matcher { return c.m }
 // Allowed returns the tokens that may come next as a bitset (bit id%64 of word id/64): the
 // tokens whose bytes continue the grammar, and the end-of-generation tokens if the text so
 // far is complete. After an end-of-generation token nothing is allowed. The slice is the
-// constraint's own and must not be modified; it is valid until the next Accept.
+// constraint's own and must not be modified; it is valid until the next call of Allowed.
 func (c *Constraint) Allowed() ([]uint64, error) {
 	a := c.m.a
 	c.m.compact()
 	if c.epoch != a.epoch {
-		clear(c.masks)
+		c.dropMasks()
 		c.epoch = a.epoch
 	}
 	if c.done {
@@ -162,24 +163,35 @@ func (c *Constraint) Allowed() ([]uint64, error) {
 	if mask, ok := c.masks[c.m.cur]; ok {
 		return mask, nil
 	}
-	mask := make([]uint64, c.words)
+	if len(c.masks) >= maxMasks {
+		c.dropMasks()
+	}
+	var mask []uint64
+	if n := len(c.free); n > 0 {
+		mask, c.free = c.free[n-1], c.free[:n-1]
+		clear(mask)
+	} else {
+		mask = make([]uint64, c.words)
+	}
 	c.walk(c.m.cur, mask)
 	if err := a.err; err != nil {
 		return nil, err
-	}
-	if c.epoch != a.epoch { // cannot happen: walks do not reset; kept as a guard
-		return mask, nil
 	}
 	if a.states[c.m.cur].complete {
 		for _, id := range c.v.eog {
 			mask[id>>6] |= 1 << (id & 63)
 		}
 	}
-	if len(c.masks) >= maxMasks {
-		clear(c.masks)
-	}
 	c.masks[c.m.cur] = mask
 	return mask, nil
+}
+
+// dropMasks forgets the cached masks, keeping their memory for the next ones.
+func (c *Constraint) dropMasks() {
+	for _, m := range c.masks {
+		c.free = append(c.free, m)
+	}
+	clear(c.masks)
 }
 
 // walk sets in mask the tokens whose bytes the automaton accepts from state start: a
