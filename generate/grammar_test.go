@@ -430,3 +430,43 @@ func BenchmarkGrammar150k(b *testing.B) {
 	b.ReportMetric(cr, "tok/s-grammar")
 	b.ReportMetric(100*(1-cr/fr), "%-slower")
 }
+
+// TestVocabFor checks that a vocabulary's trie is built once per tokenizer and size, and
+// that a tokenizer of a non-comparable type still works, uncached.
+func TestVocabFor(t *testing.T) {
+	a, err := VocabFor(byteTok{}, byteVocab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := VocabFor(byteTok{}, byteVocab)
+	c, _ := VocabFor(byteTok{noTemplate: true}, byteVocab)
+	if a != b || a == c || a.Size() != byteVocab || len(a.EOG()) != 2 {
+		t.Fatalf("cache: %p %p %p, size %d, EOG %v", a, b, c, a.Size(), a.EOG())
+	}
+	x, err := VocabFor(sliceTok{byteTok: byteTok{}, extra: []int{1}}, byteVocab)
+	y, _ := VocabFor(sliceTok{byteTok: byteTok{}, extra: []int{1}}, byteVocab)
+	if err != nil || x == nil || x == y {
+		t.Fatalf("non-comparable tokenizer: %v, %p %p", err, x, y)
+	}
+	// A comparable type holding a value that is not: == would panic.
+	p, err := VocabFor(ifaceTok{byteTok{}, []int{1}}, byteVocab)
+	q, _ := VocabFor(ifaceTok{byteTok{}, []int{1}}, byteVocab)
+	if err != nil || p == nil || p == q {
+		t.Fatalf("tokenizer holding a slice in an interface: %v, %p %p", err, p, q)
+	}
+	if _, err := VocabFor(byteTok{}, 0); err == nil {
+		t.Error("size 0 accepted")
+	}
+}
+
+// sliceTok is a tokenizer whose type is not comparable.
+type sliceTok struct {
+	byteTok
+	extra []int
+}
+
+// ifaceTok is of a comparable type, but its value is not comparable.
+type ifaceTok struct {
+	byteTok
+	v any
+}
