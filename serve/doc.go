@@ -15,6 +15,13 @@
 // by the one loaded model, whose name the responses carry, as llama.cpp's server does:
 // clients written for other servers send names of their own.
 //
+// /metrics carries, beside kernelrt's own, the gauges Kubernetes' Gateway API Inference
+// Extension reads from a model server (queued and running requests, KV-cache usage 0-1),
+// also under the vLLM names its endpoint picker scrapes by default
+// (vllm:num_requests_waiting, vllm:num_requests_running, vllm:kv_cache_usage_perc and the
+// older vllm:gpu_cache_usage_perc). /health answers 503 while draining (Server.Shutdown)
+// and, behind a Pending handler, while the model loads.
+//
 // logprobs (completions: an integer, 0-20 alternatives; chat: logprobs with top_logprobs
 // 0-20) report each generated token's log-probability under the model's raw logits (before
 // bias, penalties and temperature, as llama.cpp's server does by default) in OpenAI's

@@ -169,6 +169,7 @@ type Engine struct {
 	submitted, rejected, completed, cancelled, failed   atomic.Uint64
 	promptToks, reusedToks, prefilled, generated, steps atomic.Uint64
 	running                                             atomic.Int64
+	kvUsed                                              atomic.Int64 // positions the running requests hold in their slots
 }
 
 // slot is one sequence's region of the KV cache.
@@ -494,6 +495,7 @@ func (e *Engine) admit() bool {
 			}
 			e.mu.Lock()
 		}
+		e.updateUsage()
 		if len(e.active) > 0 {
 			e.mu.Unlock()
 			return true
@@ -588,6 +590,24 @@ func (e *Engine) step() {
 		}
 	}
 	e.compact()
+	e.updateUsage()
+}
+
+// updateUsage publishes the KV-cache positions the running requests hold (the loop's
+// goroutine, after each change of them): a free slot's cached prefix counts as free, as
+// vLLM counts evictable blocks.
+func (e *Engine) updateUsage() {
+	n := 0
+	for _, r := range e.active {
+		n += r.pos
+	}
+	e.kvUsed.Store(int64(n))
+}
+
+// KVCacheUsage is the fraction (0-1) of the KV cache's positions, all slots together, that
+// running requests hold.
+func (e *Engine) KVCacheUsage() float64 {
+	return float64(e.kvUsed.Load()) / float64(len(e.slots)*e.maxCtx)
 }
 
 // advance records a successful step: positions, cached tokens, and a sampled token for

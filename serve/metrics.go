@@ -45,10 +45,25 @@ func newEngineMetrics(e *Engine) *engineMetrics {
 		gauge("queue_depth", "Requests waiting for a slot.", func() float64 { return float64(e.Stats().Waiting) }),
 		gauge("running_sequences", "Requests in a slot (prefilling or decoding).", func() float64 { return float64(e.running.Load()) }),
 		gauge("slots", "Sequences the KV cache holds.", func() float64 { return float64(len(e.slots)) }),
+		gauge("kv_cache_usage_ratio", "Fraction (0-1) of the KV cache's positions, all slots together, that running requests hold.", e.KVCacheUsage),
 		ended("completed", func() float64 { return float64(e.completed.Load()) }),
 		ended("cancelled", func() float64 { return float64(e.cancelled.Load()) }),
 		ended("failed", func() float64 { return float64(e.failed.Load()) }),
 		ended("rejected", func() float64 { return float64(e.rejected.Load()) }),
+	)
+	// The names vLLM exports, which Kubernetes' Gateway API Inference Extension reads by
+	// default (its model-server protocol: queued requests, running requests, KV-cache
+	// utilization 0-1; vLLM renamed the last from gpu_ to kv_cache_usage_perc), with vLLM's
+	// model_name label.
+	vllm := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vllm:" + name, Help: help + " (kernelrt's, under vLLM's name)",
+			ConstLabels: prometheus.Labels{"model_name": e.opts.Name}}, f)
+	}
+	m.reg.MustRegister(
+		vllm("num_requests_waiting", "Requests waiting for a slot.", func() float64 { return float64(e.Stats().Waiting) }),
+		vllm("num_requests_running", "Requests in a slot.", func() float64 { return float64(e.running.Load()) }),
+		vllm("kv_cache_usage_perc", "KV-cache usage, 1 = full.", e.KVCacheUsage),
+		vllm("gpu_cache_usage_perc", "KV-cache usage, 1 = full; vLLM's older name.", e.KVCacheUsage),
 	)
 	return m
 }

@@ -30,7 +30,7 @@ type serveFlags struct {
 }
 
 func cmdServe(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("serve", "-model FILE [-addr 127.0.0.1:8080] [-parallel N] [-ctx N] [-queue N] [-threads N] [-kv f32|f16|q8_0] [-drain 30s] [-map-weights]", stderr)
+	fs := newFlags("serve", "-model FILE [-addr 127.0.0.1:8080] [-parallel N] [-ctx N] [-queue N] [-threads N] [-kv f32|f16|q8_0] [-drain-timeout 30s] [-map-weights]", stderr)
 	var f serveFlags
 	fs.StringVar(&f.model, "model", "", "GGUF model `FILE`")
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen `address` (host:port; port 0 picks a free one)")
@@ -41,7 +41,8 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.kv, "kv", "f32", "KV cache type: f32, f16 (half the memory) or q8_0 (about half of f16)")
 	fs.IntVar(&f.batch, "batch", 128, "most tokens one forward step takes (at least -parallel)")
 	fs.IntVar(&f.chunk, "prefill-chunk", serve.DefaultPrefillChunk, "most prompt tokens one step takes, so running streams keep a bounded inter-token latency")
-	fs.DurationVar(&f.drain, "drain", 30*time.Second, "on SIGTERM or SIGINT, how long running requests may take to finish before they are cancelled")
+	fs.DurationVar(&f.drain, "drain-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long queued and running requests may take to finish before they are cancelled (keep it under the pod's terminationGracePeriodSeconds)")
+	fs.DurationVar(&f.drain, "drain", 30*time.Second, "the same as -drain-timeout")
 	fs.Int64Var(&f.maxBody, "max-body", serve.DefaultMaxBodyBytes, "largest request body in bytes (larger: 413)")
 	fs.StringVar(&f.name, "name", "", "model name in responses and /v1/models (default: the file's base name)")
 	fs.BoolVar(&f.mapWeights, "map-weights", false, "use the weights in place from the file mapping (less memory) instead of copying them into huge-page memory (faster decode)")
@@ -58,7 +59,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	case f.chunk < 1:
 		return usagef("-prefill-chunk must be at least 1, got %d", f.chunk)
 	case f.drain < 0:
-		return usagef("-drain must be >= 0, got %v", f.drain)
+		return usagef("-drain-timeout must be >= 0, got %v", f.drain)
 	case f.maxBody < 1:
 		return usagef("-max-body must be positive, got %d", f.maxBody)
 	case f.queue < 0:
@@ -78,31 +79,38 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	if queue == 0 {
 		queue = -1 // 0 on the command line means no waiting, not the library's default
 	}
-	t0 := time.Now()
-	e, err := serve.OpenEngine(f.model, serve.OpenOptions{
-		Model: generate.OpenOptions{Runtime: kernelrt.Options{Threads: f.threads},
-			Load: orchestrator.LoadOptions{MaxCtx: f.ctx, KV: kvt, Slots: f.parallel, MaxBatch: max(f.batch, f.parallel),
-				File: arena.FileOptions{WillNeed: true}, MapWeights: f.mapWeights}},
-		Engine: serve.EngineOptions{Name: f.name, PrefillChunk: f.chunk, QueueSize: queue},
-	})
-	if err != nil {
-		return err
-	}
-	defer e.Close()
+	// Listen first, so probes get 503 while the model loads, not a refused connection.
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return err
 	}
+	var pending serve.Pending
+	srv := &http.Server{Handler: &pending, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	fmt.Fprintf(stderr, "kernelrt serve: listening on http://%s (OpenAI API under /v1; /health, /metrics); /health answers 503 until the model is loaded\n", ln.Addr())
+	t0 := time.Now()
+	// Prefault: every page of the arena (the copied weights, activations and each slot's
+	// KV cache) is touched now, so "loaded" means no first request pays the page faults.
+	e, err := serve.OpenEngine(f.model, serve.OpenOptions{
+		Model: generate.OpenOptions{Runtime: kernelrt.Options{Threads: f.threads},
+			Load: orchestrator.LoadOptions{MaxCtx: f.ctx, KV: kvt, Slots: f.parallel, MaxBatch: max(f.batch, f.parallel),
+				File: arena.FileOptions{WillNeed: true}, MapWeights: f.mapWeights,
+				Build: orchestrator.BuildOptions{Arena: arena.Options{Prefault: true}}}},
+		Engine: serve.EngineOptions{Name: f.name, PrefillChunk: f.chunk, QueueSize: queue},
+	})
+	if err != nil {
+		srv.Close()
+		return err
+	}
+	defer e.Close()
 	h := serve.New(e, serve.Options{MaxBodyBytes: f.maxBody})
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(stderr, "kernelrt serve: %s (%s) loaded in %v: %d sequences of %d tokens, %s KV cache\n",
+	pending.Ready(h)
+	fmt.Fprintf(stderr, "kernelrt serve: %s (%s) loaded in %v: %d sequences of %d tokens, %s KV cache; ready\n",
 		f.model, e.Name(), time.Since(t0).Round(time.Millisecond), f.parallel, e.MaxCtx(), kvt)
-	fmt.Fprintf(stderr, "kernelrt serve: listening on http://%s (OpenAI API under /v1; /health, /metrics)\n", ln.Addr())
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
 	select {
 	case err := <-served:
 		return err

@@ -46,7 +46,7 @@ func TestServeSIGTERM(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestServeChild$")
-			cmd.Env = append(os.Environ(), "KERNELRT_SERVE_ARGS=serve -model "+model+" -addr 127.0.0.1:0 -parallel 2 -ctx 2048 -threads 1 -drain "+c.drain)
+			cmd.Env = append(os.Environ(), "KERNELRT_SERVE_ARGS=serve -model "+model+" -addr 127.0.0.1:0 -parallel 2 -ctx 2048 -threads 1 -drain-timeout "+c.drain)
 			stderr, err := cmd.StderrPipe()
 			if err != nil {
 				t.Fatal(err)
@@ -72,6 +72,21 @@ func TestServeSIGTERM(t *testing.T) {
 			}
 			if url == "" {
 				t.Fatalf("no address in the child's output:\n%s", log.String())
+			}
+			// The server listens before it loads (/health: 503 meanwhile, see
+			// serve.Pending); it serves once it says it is ready.
+			ready := false
+			for !ready && lines.Scan() {
+				log.WriteString(lines.Text() + "\n")
+				ready = strings.HasSuffix(lines.Text(), "; ready")
+			}
+			if !ready {
+				t.Fatalf("the child never said it was ready:\n%s", log.String())
+			}
+			if h, err := http.Get(url + "/health"); err != nil || h.StatusCode != 200 {
+				t.Fatalf("health once ready: %v %v", h, err)
+			} else {
+				h.Body.Close()
 			}
 			resp, err := http.Post(url+"/v1/completions", "application/json",
 				strings.NewReader(`{"prompt": "Once upon a time", "max_tokens": 2000, "ignore_eos": true, "stream": true}`))
@@ -120,7 +135,8 @@ func TestServeUsageErrors(t *testing.T) {
 		{[]string{"serve", "-model", "x.gguf", "-parallel", "0"}, "-parallel must be 1"},
 		{[]string{"serve", "-model", "x.gguf", "-kv", "q4"}, "-kv"},
 		{[]string{"serve", "-model", "x.gguf", "-queue", "-2"}, "-queue must be >= 0"},
-		{[]string{"serve", "-model", "x.gguf", "-drain", "-1s"}, "-drain must be >= 0"},
+		{[]string{"serve", "-model", "x.gguf", "-drain-timeout", "-1s"}, "-drain-timeout must be >= 0"},
+		{[]string{"serve", "-model", "x.gguf", "-drain", "-1s"}, "-drain-timeout must be >= 0"},
 	} {
 		if code, _, stderr := run(c.args...); code != 2 || !strings.Contains(stderr, c.want) {
 			t.Errorf("%q: exit %d, %s", c.args, code, stderr)
