@@ -27,6 +27,29 @@ type archSpec struct {
 	// qkNorm: q and k are RMS-normalised per head (attn_q_norm, attn_k_norm: HeadDim
 	// weights each) after the projections, before RoPE (qwen3, gemma3).
 	qkNorm bool
+	// postNorms: the attention and FFN outputs are RMS-normalised (post_attention_norm,
+	// post_ffw_norm) before their residual adds (gemma's sandwich norms).
+	postNorms bool
+	// geglu: the FFN gate goes through GELU (tanh form) instead of SiLU.
+	geglu bool
+	// embedScale: token embeddings are multiplied by sqrt(Hidden).
+	embedScale bool
+	// swaPeriod > 0 makes every layer il with (il+1) % swaPeriod != 0 a sliding-window layer
+	// (attending to the last Config.SlidingWindow positions; the file's
+	// attention.sliding_window is required) and the others global.
+	swaPeriod int
+	// swaRopeBase is the RoPE base of the sliding layers, which are never scaled; global
+	// layers use RopeTheta, RopeScale and rope_freqs.
+	swaRopeBase float64
+	// wideQueryLayers, when a model has that many layers, scales queries by
+	// 1/sqrt(Hidden/Heads) instead of 1/sqrt(HeadDim) (llama.cpp tells Gemma 3 27B, whose
+	// query_pre_attn_scalar is hidden/heads, by its 62 layers).
+	wideQueryLayers int
+}
+
+// sliding reports whether layer il of a model of config c attends through a sliding window.
+func (a *archSpec) sliding(c *Config, il int) bool {
+	return a.swaPeriod > 0 && c.SlidingWindow > 0 && (il+1)%a.swaPeriod != 0
 }
 
 // archs holds every registered family by general.architecture.
@@ -91,6 +114,9 @@ func (c Config) tensorSpecs(untied, ropeFreqs bool) []tensorSpec {
 		}
 		if a.qkNorm {
 			s = append(s, vec(p+"attn_q_norm.weight", c.HeadDim), vec(p+"attn_k_norm.weight", c.HeadDim))
+		}
+		if a.postNorms {
+			s = append(s, vec(p+"post_attention_norm.weight", H), vec(p+"post_ffw_norm.weight", H))
 		}
 		s = append(s, mat(p+"attn_output.weight", qd, H), vec(p+"ffn_norm.weight", H),
 			mat(p+"ffn_gate.weight", H, I), mat(p+"ffn_up.weight", H, I), mat(p+"ffn_down.weight", I, H))

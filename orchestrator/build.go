@@ -80,6 +80,10 @@ func build(c Config, specs []tensorSpec, src weightSource, opts BuildOptions) (*
 			vec(pre+"attn_q_norm", c.HeadDim)
 			vec(pre+"attn_k_norm", c.HeadDim)
 		}
+		if a.postNorms {
+			vec(pre+"post_attention_norm", H)
+			vec(pre+"post_ffw_norm", H)
+		}
 	}
 	vec("output_norm", H)
 	anyF16, ropeFreqs, kCols := false, false, 0 // anyF16: some matmul rounds its activations (F16, BF16)
@@ -176,6 +180,14 @@ func (m *Model) bindWeights(specs []tensorSpec, src weightSource) error {
 				return err
 			}
 			if ly.KNorm, err = get(pre+"attn_k_norm", pre+"attn_k_norm.weight"); err != nil {
+				return err
+			}
+		}
+		if m.spec.postNorms {
+			if ly.PostAttnNorm, err = get(pre+"post_attention_norm", pre+"post_attention_norm.weight"); err != nil {
+				return err
+			}
+			if ly.PostFFNNorm, err = get(pre+"post_ffw_norm", pre+"post_ffw_norm.weight"); err != nil {
 				return err
 			}
 		}
@@ -276,9 +288,26 @@ func (m *Model) bindState(fp16Acts bool) error {
 	if err != nil {
 		return fmt.Errorf("orchestrator: %w", err)
 	}
-	m.rope, err = kernelrt.NewRopeTableFactors(c.HeadDim, c.MaxCtx, c.RopeTheta, m.ropeFactors)
-	if err != nil {
+	// Global layers: RopeTheta, with rope_freqs and the linear scaling as per-pair divisors
+	// (llama.cpp divides a pair's angle by both). Sliding layers: their own base, unscaled.
+	factors := m.ropeFactors
+	if sc := c.ropeScale(); sc != 1 {
+		factors = make([]float32, c.HeadDim/2)
+		for i := range factors {
+			factors[i] = float32(sc)
+			if m.ropeFactors != nil {
+				factors[i] *= m.ropeFactors[i]
+			}
+		}
+	}
+	if m.rope, err = kernelrt.NewRopeTableFactors(c.HeadDim, c.MaxCtx, c.RopeTheta, factors); err != nil {
 		return fmt.Errorf("orchestrator: %w", err)
+	}
+	m.ropeLocal = m.rope
+	if m.spec.swaPeriod > 0 {
+		if m.ropeLocal, err = kernelrt.NewRopeTable(c.HeadDim, c.MaxCtx, m.spec.swaRopeBase); err != nil {
+			return fmt.Errorf("orchestrator: %w", err)
+		}
 	}
 	return nil
 }

@@ -1,12 +1,15 @@
 // Package orchestrator runs decoder-only transformers (prefill and decode) of the qwen2,
-// qwen3 and llama families on kernelrt: every op through a kernelrt.Ops (a Runtime, or the serial
-// kernels), every byte from one arena laid out by a plan before it is mapped. NewSynthetic
-// builds one with random weights; LoadGGUF builds one from a GGUF file, whose quantized
-// weights are used in place from the file's read-only mapping (load.go, bind.go).
+// qwen3, llama and gemma3 families (Architectures) on kernelrt: every op through a
+// kernelrt.Ops (a Runtime, or the serial kernels; only scalar multiplies, such as gemma's
+// embedding scale, are plain Go loops), every byte from one arena laid out by a plan before
+// it is mapped. NewSynthetic builds one with random weights; LoadGGUF builds one from a GGUF
+// file, its weights copied into the arena in decode order or (LoadOptions.MapWeights) used in
+// place from the file's read-only mapping (load.go, bind.go).
 package orchestrator
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/kernelrt/kernelrt"
 )
@@ -14,7 +17,7 @@ import (
 // Config is the shape of a decoder.
 type Config struct {
 	// Arch is the architecture (general.architecture): "qwen2" (the default when empty),
-	// "qwen3" or "llama"; see Architectures.
+	// "qwen3", "llama" or "gemma3"; see Architectures.
 	Arch         string
 	Layers       int
 	Hidden       int
@@ -26,7 +29,14 @@ type Config struct {
 	HeadDim   int
 	Vocab     int
 	RopeTheta float64
-	Eps       float32
+	// RopeScale is the linear RoPE scaling factor of the global layers (rope.scaling.factor:
+	// positions divided by it); 0 and 1 mean none.
+	RopeScale float64
+	// SlidingWindow is the number of positions a sliding-window layer attends to (itself
+	// and the window-1 before it); required (positive) for architectures with such layers
+	// (gemma3, which of its layers: the architecture's), 0 otherwise.
+	SlidingWindow int
+	Eps           float32
 	// MaxCtx is the number of KV-cache positions; decoding past it is an error.
 	MaxCtx int
 	// MaxBatch is the most tokens one forward call takes; activation buffers are sized for it
@@ -58,6 +68,23 @@ func Qwen2_0_5B() Config {
 func Qwen3_0_6B() Config {
 	return Config{Arch: "qwen3", Layers: 28, Hidden: 1024, Intermediate: 3072, Heads: 16, KVHeads: 8, HeadDim: 128,
 		Vocab: 151936, RopeTheta: 1e6, Eps: 1e-6, MaxCtx: 2048, MaxBatch: 128}
+}
+
+// Gemma3_1B is the shape of Gemma 3 1B with a 2048-token cache and 128-token prefill
+// batches: 26 layers, hidden 1152, FFN 6912, 4 query heads over 1 KV head of 256,
+// vocabulary 262144, RoPE base 1e6 on the global layers (every sixth) and 1e4 on the
+// sliding-window ones, whose window is 512.
+func Gemma3_1B() Config {
+	return Config{Arch: "gemma3", Layers: 26, Hidden: 1152, Intermediate: 6912, Heads: 4, KVHeads: 1, HeadDim: 256,
+		Vocab: 262144, RopeTheta: 1e6, SlidingWindow: 512, Eps: 1e-6, MaxCtx: 2048, MaxBatch: 128}
+}
+
+// ropeScale is RopeScale with 0 meaning 1.
+func (c Config) ropeScale() float64 {
+	if c.RopeScale == 0 {
+		return 1
+	}
+	return c.RopeScale
 }
 
 // Limits of a Config: beyond them the model's memory could not be planned on any machine
@@ -163,6 +190,15 @@ func (c Config) Validate() error {
 	}
 	if !(c.RopeTheta > 1) {
 		return fmt.Errorf("orchestrator: Config.RopeTheta must be > 1, got %g", c.RopeTheta)
+	}
+	if !(c.RopeScale >= 0) || math.IsInf(c.RopeScale, 0) {
+		return fmt.Errorf("orchestrator: Config.RopeScale must be finite and >= 0 (0: none), got %g", c.RopeScale)
+	}
+	switch a := c.arch(); {
+	case a.swaPeriod > 0 && (c.SlidingWindow <= 0 || c.SlidingWindow > MaxContext):
+		return fmt.Errorf("orchestrator: Config.SlidingWindow = %d: architecture %s needs a window of 1..%d positions", c.SlidingWindow, a.name, MaxContext)
+	case a.swaPeriod == 0 && c.SlidingWindow != 0:
+		return fmt.Errorf("orchestrator: Config.SlidingWindow = %d: architecture %s has no sliding-window layers (want 0)", c.SlidingWindow, a.name)
 	}
 	return nil
 }

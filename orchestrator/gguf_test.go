@@ -130,7 +130,17 @@ func TestLoadErrors(t *testing.T) {
 		{name: "no architecture", edit: func(m *testModel) { m.editKV = delKV("general.architecture") },
 			want: []string{`missing metadata key "general.architecture"`}, content: true},
 		{name: "gemma architecture", edit: func(m *testModel) { m.editKV = setKV("general.architecture", gguf.String("gemma")) },
-			want: []string{`"gemma"`, "not supported (supported: llama, qwen2, qwen3"}, content: true},
+			want: []string{`"gemma"`, "not supported (supported: gemma3, llama, qwen2, qwen3)"}, content: true},
+		{name: "gemma3 without sliding_window", edit: func(m *testModel) {
+			m.arch, m.headDim, m.editKV = "gemma3", 32, delKV("gemma3.attention.sliding_window")
+		}, want: []string{`missing metadata key "gemma3.attention.sliding_window"`}, content: true},
+		{name: "yarn rope scaling", edit: func(m *testModel) {
+			m.editKV = setKV("qwen2.rope.scaling.type", gguf.String("yarn"))
+			m.ropeScale = 4
+		}, want: []string{`qwen2.rope.scaling.type = "yarn" with factor 4: only linear RoPE scaling is supported`}, content: true},
+		{name: "rope scaling type not a string", edit: func(m *testModel) {
+			m.editKV = setKV("qwen2.rope.scaling.type", gguf.Uint32(1))
+		}, want: []string{`metadata key "qwen2.rope.scaling.type" is uint32, want a string`}, content: true},
 		{name: "qwen2 keys under llama", edit: func(m *testModel) { m.editKV = setKV("general.architecture", gguf.String("llama")) },
 			want: []string{`missing metadata key "llama.embedding_length"`}, content: true},
 		{name: "no block_count", edit: func(m *testModel) { m.editKV = delKV("qwen2.block_count") },
@@ -532,13 +542,17 @@ func TestKVMemory(t *testing.T) {
 }
 
 // syntheticArchConfigs are small shapes of each architecture SyntheticGGUF writes: qwen2's
-// head size is hidden/heads, qwen3's is not (q is twice the hidden width, as in Qwen3-0.6B).
+// head size is hidden/heads, qwen3's and gemma3's are not (q is twice the hidden width, as in
+// Qwen3-0.6B).
 func syntheticArchConfigs() []Config {
 	qwen2 := Config{Arch: "qwen2", Layers: 2, Hidden: 64, Intermediate: 128, Heads: 4, KVHeads: 2, HeadDim: 16, Vocab: 300,
 		RopeTheta: 1e6, Eps: 1e-6, MaxCtx: 64, MaxBatch: 16}
 	qwen3 := qwen2
 	qwen3.Arch, qwen3.HeadDim = "qwen3", 32
-	return []Config{qwen2, qwen3}
+	// gemma3: 7 layers (layer 5 global, scaled x8 as the 4B+ are), 1 KV head, window 3.
+	gemma3 := qwen3
+	gemma3.Arch, gemma3.Layers, gemma3.KVHeads, gemma3.SlidingWindow, gemma3.RopeScale = "gemma3", 7, 1, 3, 8
+	return []Config{qwen2, qwen3, gemma3}
 }
 
 // TestSyntheticGGUF writes a synthetic model of each architecture with SyntheticGGUF and runs

@@ -144,40 +144,81 @@ func bindLayers[T any](a *arena.Arena, l *arena.Layout, layers int) ([][2][]T, e
 }
 
 // attend stores the T tokens' keys and values of layer li in slot at positions pos0.. and
-// runs attention over the slot's positions 0..pos0+T-1 into att, reading the cache in its
-// stored type.
-func (kv *kvCache) attend(e kernelrt.Ops, m *Model, li, slot, pos0 int, att, qv, kvals, vvals []float32, T, qs, ks, vs int) error {
+// runs attention over the slot's positions into att, reading the cache in its stored type:
+// token t (position p = pos0+t) attends to positions 0..p, or with window > 0 (a
+// sliding-window layer) only to the last window of them, p-window+1..p (llama.cpp masks a
+// position k when p-k >= window). The attention ops attend to positions 0..p of the cache
+// they are given, so a window is a view of each KV head's rows from p-window+1 on, one query
+// token at a time; tokens whose window still starts at 0 share one call.
+func (kv *kvCache) attend(e kernelrt.Ops, m *Model, li, slot, pos0, window int, att, qv, kvals, vvals []float32, T, qs, ks, vs int) error {
 	c := &m.Cfg
 	hd, nkv, ctx := c.HeadDim, c.KVHeads, c.MaxCtx
 	lo, hi := slot*kv.per, (slot+1)*kv.per
+	var err error
 	switch kv.typ {
 	case KVF32:
 		kc, vc := kv.f32[li][0][lo:hi], kv.f32[li][1][lo:hi]
-		if err := e.KVAppend(kc, kvals, T, ks, nkv, hd, ctx, pos0); err != nil {
-			return err
+		if err = e.KVAppend(kc, kvals, T, ks, nkv, hd, ctx, pos0); err == nil {
+			err = e.KVAppend(vc, vvals, T, vs, nkv, hd, ctx, pos0)
 		}
-		if err := e.KVAppend(vc, vvals, T, vs, nkv, hd, ctx, pos0); err != nil {
-			return err
-		}
-		return e.AttentionF32(att, qv, kc, vc, kv.scrF, T, qs, c.Heads, nkv, hd, ctx, pos0)
 	case KVF16:
 		kc, vc := kv.f16[li][0][lo:hi], kv.f16[li][1][lo:hi]
-		if err := e.KVAppendF16(kc, kvals, T, ks, nkv, hd, ctx, pos0); err != nil {
-			return err
+		if err = e.KVAppendF16(kc, kvals, T, ks, nkv, hd, ctx, pos0); err == nil {
+			err = e.KVAppendF16(vc, vvals, T, vs, nkv, hd, ctx, pos0)
 		}
-		if err := e.KVAppendF16(vc, vvals, T, vs, nkv, hd, ctx, pos0); err != nil {
-			return err
+	default:
+		kc, vc := kv.q8[li][0][lo:hi], kv.q8[li][1][lo:hi]
+		if err = e.KVAppendQ8_0(kc, kvals, T, ks, nkv, hd, ctx, pos0); err == nil {
+			err = e.KVAppendQ8_0(vc, vvals, T, vs, nkv, hd, ctx, pos0)
 		}
-		return e.AttentionF16(att, qv, kc, vc, kv.scrF, T, qs, c.Heads, nkv, hd, ctx, pos0)
 	}
-	kc, vc := kv.q8[li][0][lo:hi], kv.q8[li][1][lo:hi]
-	if err := e.KVAppendQ8_0(kc, kvals, T, ks, nkv, hd, ctx, pos0); err != nil {
+	if err != nil {
 		return err
 	}
-	if err := e.KVAppendQ8_0(vc, vvals, T, vs, nkv, hd, ctx, pos0); err != nil {
-		return err
+	qd := c.Heads * hd
+	// Tokens at positions below window see every earlier position: one call for them.
+	t0 := T
+	if window > 0 {
+		t0 = min(T, max(0, window-pos0))
 	}
-	return e.AttentionQ8_0(att, qv, kc, vc, kv.scrF, T, qs, c.Heads, nkv, hd, ctx, pos0)
+	if t0 > 0 {
+		if err := kv.run(e, li, slot, att[:t0*qd], qv[:(t0-1)*qs+qd], t0, qs, c.Heads, nkv, 0, 0, pos0, hd, ctx); err != nil {
+			return err
+		}
+	}
+	group := c.Heads / nkv
+	gw := group * hd // one KV head's query heads
+	for t := t0; t < T; t++ {
+		p := pos0 + t
+		first := p - window + 1
+		for g := 0; g < nkv; g++ {
+			out := att[t*qd+g*gw : t*qd+(g+1)*gw]
+			q := qv[t*qs+g*gw : t*qs+(g+1)*gw]
+			if err := kv.run(e, li, slot, out, q, 1, gw, group, 1, g, first, p, hd, ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// run is one attention call over layer li's cache of slot: tokens query tokens of nHeads
+// heads (q at stride qStride) over KV heads g0..g0+nKVHeads-1, positions first..pos0+t for
+// token t. The cache it passes is the heads' rows from first on: a view with maxCtx - first
+// positions per head (the ops locate head g at g*maxCtx rows), so the op's positions are
+// shifted by first. first > 0 needs nKVHeads == 1.
+func (kv *kvCache) run(e kernelrt.Ops, li, slot int, out, q []float32, tokens, qStride, nHeads, nKVHeads, g0, first, pos0, hd, ctx int) error {
+	n := ctx - first // positions in the view, per head
+	a := kv.typ.elems((g0*ctx + first) * hd)
+	b := a + kv.typ.elems(((nKVHeads-1)*ctx+n)*hd)
+	base := slot * kv.per
+	switch kv.typ {
+	case KVF32:
+		return e.AttentionF32(out, q, kv.f32[li][0][base+a:base+b], kv.f32[li][1][base+a:base+b], kv.scrF, tokens, qStride, nHeads, nKVHeads, hd, n, pos0-first)
+	case KVF16:
+		return e.AttentionF16(out, q, kv.f16[li][0][base+a:base+b], kv.f16[li][1][base+a:base+b], kv.scrF, tokens, qStride, nHeads, nKVHeads, hd, n, pos0-first)
+	}
+	return e.AttentionQ8_0(out, q, kv.q8[li][0][base+a:base+b], kv.q8[li][1][base+a:base+b], kv.scrF, tokens, qStride, nHeads, nKVHeads, hd, n, pos0-first)
 }
 
 // KV is the model's KV cache type.
@@ -191,11 +232,20 @@ func (m *Model) KVBytes() int {
 }
 
 // KVReadBytes is what one decoded token's attention reads from the cache of a sequence that
-// holds ctx positions: keys and values of every layer, ctx positions each (decode reads
-// each KV head's rows once for its whole group of query heads).
+// holds ctx positions: keys and values of every layer, ctx positions each, or the window's
+// on a sliding-window layer (decode reads each KV head's rows once for its whole group of
+// query heads).
 func (m *Model) KVReadBytes(ctx int) int {
 	c := &m.Cfg
-	return 2 * c.Layers * c.KV.bytesPer(c.KVHeads*ctx*c.HeadDim)
+	n := 0
+	for li := 0; li < c.Layers; li++ {
+		p := ctx
+		if m.spec.sliding(c, li) {
+			p = min(ctx, c.SlidingWindow)
+		}
+		n += 2 * c.KV.bytesPer(c.KVHeads*p*c.HeadDim)
+	}
+	return n
 }
 
 // KVScratchBytes is the memory attention uses beside the cache: the caller's attention

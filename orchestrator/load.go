@@ -59,8 +59,8 @@ type LoadOptions struct {
 // every dimension is also checked against tensors whose bytes are in the file).
 const maxMetaDim = 1 << 24
 
-// LoadGGUF maps the GGUF file at path and builds the model it holds (qwen2 or llama). The model owns the
-// mapping: Close unmaps it.
+// LoadGGUF maps the GGUF file at path and builds the model it holds (see Architectures). The
+// model owns the mapping: Close unmaps it.
 func LoadGGUF(path string, opts LoadOptions) (*Model, error) {
 	f, err := gguf.OpenLimited(path, opts.File, opts.Limits)
 	if err != nil {
@@ -113,9 +113,10 @@ func modelErr(format string, a ...any) error {
 // and context_length are required; attention.head_count_kv defaults to head_count and
 // rope.freq_base to 10000; the head size is attention.key_length, else embedding_length /
 // head_count, and attention.value_length and rope.dimension_count, when present, must equal
-// it; the vocabulary size is <arch>.vocab_size or else the
-// length of tokenizer.ggml.tokens. MaxCtx is context_length (the trained context), MaxBatch
-// 128.
+// it; rope.scaling.factor (linear scaling) is read as llama.cpp reads it;
+// attention.sliding_window is required where the architecture has sliding-window layers; the
+// vocabulary size is <arch>.vocab_size or else the length of tokenizer.ggml.tokens. MaxCtx
+// is context_length (the trained context), MaxBatch 128.
 func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	arch, ok := f.GetString("general.architecture")
 	if !ok {
@@ -195,6 +196,14 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	if !(c.RopeTheta > 1) || math.IsInf(c.RopeTheta, 0) {
 		return Config{}, modelErr("%srope.freq_base = %g must be finite and > 1", pre, c.RopeTheta)
 	}
+	if c.RopeScale, err = ropeScaling(f, pre); err != nil {
+		return Config{}, err
+	}
+	if spec.swaPeriod > 0 {
+		if c.SlidingWindow, err = metaUint(f, pre+"attention.sliding_window", -1); err != nil {
+			return Config{}, err
+		}
+	}
 	// The vocabulary: <arch>.vocab_size, else the token list.
 	if _, present := f.Get(pre + "vocab_size"); present {
 		if c.Vocab, err = metaUint(f, pre+"vocab_size", -1); err != nil {
@@ -216,6 +225,37 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 		return Config{}, modelErr("the metadata describe an unsupported shape: %s", strings.TrimPrefix(err.Error(), "orchestrator: "))
 	}
 	return c, nil
+}
+
+// ropeScaling reads the linear RoPE scaling factor as llama.cpp does: rope.scaling.factor
+// (else the older rope.scale_linear; absent or 0: none), applied when rope.scaling.type is
+// "linear" (the default); "none" ignores it. YaRN and LongRoPE are not implemented: a file
+// asking for them with a factor other than 1 is refused rather than run unscaled.
+func ropeScaling(f *gguf.File, pre string) (float64, error) {
+	key := pre + "rope.scaling.factor"
+	if _, ok := f.Get(key); !ok {
+		key = pre + "rope.scale_linear"
+	}
+	factor, err := metaFloat(f, key, 0)
+	if err != nil {
+		return 0, err
+	}
+	if factor < 0 || math.IsNaN(factor) || math.IsInf(factor, 0) {
+		return 0, modelErr("%s = %g must be finite and >= 0", key, factor)
+	}
+	typ := "linear"
+	if v, ok := f.Get(pre + "rope.scaling.type"); ok {
+		if typ, ok = v.AsString(); !ok {
+			return 0, modelErr("metadata key %q is %s, want a string", pre+"rope.scaling.type", v.Type())
+		}
+	}
+	switch {
+	case typ == "none":
+		return 0, nil
+	case typ == "linear", factor == 0 || factor == 1:
+		return factor, nil
+	}
+	return 0, modelErr("%srope.scaling.type = %q with factor %g: only linear RoPE scaling is supported", pre, typ, factor)
 }
 
 // metaUint reads a positive integer key; def < 0 makes it required, def >= 0 is its default.

@@ -46,9 +46,12 @@ type Layer struct {
 	QKV, Q, K, V      *Matrix
 	QKVBias           []float32 // q, then k, then v biases
 	QNorm, KNorm      []float32 // per-head RMSNorm weights of q and k (HeadDim each; qwen3, gemma3)
-	O                 *Matrix
-	GateUp, Gate, Up  *Matrix
-	Down              *Matrix
+	// PostAttnNorm and PostFFNNorm normalise the attention and FFN outputs before their
+	// residual adds (gemma's sandwich norms); nil otherwise.
+	PostAttnNorm, PostFFNNorm []float32
+	O                         *Matrix
+	GateUp, Gate, Up          *Matrix
+	Down                      *Matrix
 }
 
 // Model is a decoder with its weights, activations and KV cache in one arena. Its methods
@@ -66,8 +69,9 @@ type Model struct {
 	closed bool
 	spec   *archSpec // Cfg.Arch's choices
 
-	rope        *kernelrt.RopeTable
-	ropeFactors []float32 // rope_freqs (llama 3.1+), nil if the model has none
+	rope        *kernelrt.RopeTable // global layers' (every layer's without sliding windows)
+	ropeLocal   *kernelrt.RopeTable // sliding-window layers' (= rope when the architecture has none)
+	ropeFactors []float32           // rope_freqs (llama 3.1+), nil if the model has none
 	arena       *arena.Arena
 	layout      *arena.Layout
 	file        *gguf.File // the GGUF mapping the weights are viewed in (LoadGGUF), closed by Close
@@ -441,6 +445,23 @@ func (m *Model) forward(e kernelrt.Ops, tokens []int32, seqs []Seq, all bool) ([
 func (m *Model) embed(e kernelrt.Ops, T int) error {
 	H := m.Cfg.Hidden
 	x, ids := m.x[:T*H], m.ids[:T]
+	if err := m.embedRows(e, x, ids); err != nil {
+		return err
+	}
+	if m.spec.embedScale {
+		// gemma: x sqrt(hidden), as ggml_scale by sqrtf(n_embd) (no op for a scalar product:
+		// T*H multiplies, once per step).
+		s := float32(math.Sqrt(float64(H)))
+		for i := range x {
+			x[i] *= s
+		}
+	}
+	return nil
+}
+
+// embedRows writes the rows of ids of the embedding table to x.
+func (m *Model) embedRows(e kernelrt.Ops, x []float32, ids []int32) error {
+	H := m.Cfg.Hidden
 	t := m.Embed
 	if t.Type == Q8_0 {
 		return e.EmbedQ8_0(x, t.Q8, ids, H, m.Cfg.Vocab)
@@ -475,9 +496,11 @@ func (m *Model) embed(e kernelrt.Ops, T int) error {
 	return nil
 }
 
-// attention is one layer's attention block: x += O(attention(rope(QKV(norm(x))))). The
-// projections run over the whole batch; RoPE and attention run per sequence, each at its
-// own positions in its own cache slot.
+// attention is one layer's attention block: x += O(attention(rope(QKV(norm(x))))), with q
+// and k normalised per head before RoPE and the output normalised before the add where the
+// architecture says so. The projections run over the whole batch; RoPE and attention run per
+// sequence, each at its own positions in its own cache slot (a sliding-window layer with its
+// own RoPE table, attending only to the window).
 func (m *Model) attention(e kernelrt.Ops, li, T int, seqs []Seq) error {
 	c := &m.Cfg
 	l := &m.Layers[li]
@@ -527,19 +550,30 @@ func (m *Model) attention(e kernelrt.Ops, li, T int, seqs []Seq) error {
 		}
 	}
 	att := m.att[:T*qd]
+	rope, window := m.rope, 0
+	if m.spec.sliding(c, li) {
+		rope, window = m.ropeLocal, c.SlidingWindow
+	}
 	off := 0
 	for _, s := range seqs {
 		n := s.N
 		q := qv[off*qs : off*qs+(n-1)*qs+qd]
 		k := kv[off*ks : off*ks+(n-1)*ks+kd]
 		v := vv[off*vs : off*vs+(n-1)*vs+vd]
-		if err := m.rotate(e, q, n, c.Heads, qs, s.Pos); err != nil {
+		if err := m.rotate(e, rope, q, n, c.Heads, qs, s.Pos); err != nil {
 			return err
 		}
-		if err := m.rotate(e, k, n, c.KVHeads, ks, s.Pos); err != nil {
+		if err := m.rotate(e, rope, k, n, c.KVHeads, ks, s.Pos); err != nil {
 			return err
 		}
-		if err := m.kv.attend(e, m, li, s.Slot, s.Pos, att[off*qd:(off+n)*qd], q, k, v, n, qs, ks, vs); err != nil {
+		if qsc := m.queryRescale(); qsc != 1 {
+			for t := 0; t < n; t++ {
+				for i := range q[t*qs : t*qs+qd] {
+					q[t*qs+i] *= qsc
+				}
+			}
+		}
+		if err := m.kv.attend(e, m, li, s.Slot, s.Pos, window, att[off*qd:(off+n)*qd], q, k, v, n, qs, ks, vs); err != nil {
 			return err
 		}
 		off += n
@@ -551,7 +585,30 @@ func (m *Model) attention(e kernelrt.Ops, li, T int, seqs []Seq) error {
 	if err := m.mm(e, l.O, tmp, att, attq, nil, T); err != nil {
 		return err
 	}
-	return e.Add(x, x, tmp)
+	return m.residual(e, x, tmp, xn, l.PostAttnNorm, T)
+}
+
+// residual adds a block's output out to x, RMS-normalised first with post (through the free
+// buffer scratch) when the architecture has sandwich norms.
+func (m *Model) residual(e kernelrt.Ops, x, out, scratch, post []float32, T int) error {
+	if post == nil {
+		return e.Add(x, x, out)
+	}
+	if err := e.RMSNorm(scratch, out, post, T, m.Cfg.Hidden, m.Cfg.Eps); err != nil {
+		return err
+	}
+	return e.Add(x, x, scratch)
+}
+
+// queryRescale is the factor queries are multiplied by before attention, whose kernels scale
+// scores by 1/sqrt(HeadDim): 1, except where the architecture scales queries by
+// 1/sqrt(Hidden/Heads) instead (wideQueryLayers).
+func (m *Model) queryRescale() float32 {
+	c := &m.Cfg
+	if m.spec.wideQueryLayers == 0 || c.Layers != m.spec.wideQueryLayers {
+		return 1
+	}
+	return float32(math.Sqrt(float64(c.HeadDim) / float64(c.Hidden/c.Heads)))
 }
 
 // normQK RMS-normalises every head of the T tokens' q (token t at qv[t*qs]) and k (at
@@ -582,16 +639,17 @@ func (m *Model) normQK(e kernelrt.Ops, l *Layer, T int, qv []float32, qs int, kv
 	return qn, qd, kn, kd, nil
 }
 
-// rotate applies the architecture's RoPE to T tokens' heads of x (token t at x[t*stride],
+// rotate applies the architecture's RoPE (table rope) to T tokens' heads of x (token t at x[t*stride],
 // at position pos+t).
-func (m *Model) rotate(e kernelrt.Ops, x []float32, T, heads, stride, pos int) error {
+func (m *Model) rotate(e kernelrt.Ops, rope *kernelrt.RopeTable, x []float32, T, heads, stride, pos int) error {
 	if m.spec.ropeNorm {
-		return e.RopeNorm(x, m.rope, T, heads, m.Cfg.HeadDim, stride, pos)
+		return e.RopeNorm(x, rope, T, heads, m.Cfg.HeadDim, stride, pos)
 	}
-	return e.RopeNeoX(x, m.rope, T, heads, m.Cfg.HeadDim, stride, pos)
+	return e.RopeNeoX(x, rope, T, heads, m.Cfg.HeadDim, stride, pos)
 }
 
-// ffn is one layer's feed-forward block: x += down(swiglu(gate(norm(x)), up(norm(x)))).
+// ffn is one layer's feed-forward block: x += down(glu(gate(norm(x)), up(norm(x)))), the
+// output normalised first where the architecture has sandwich norms.
 func (m *Model) ffn(e kernelrt.Ops, li, T int) error {
 	c := &m.Cfg
 	l := &m.Layers[li]
@@ -613,7 +671,7 @@ func (m *Model) ffn(e kernelrt.Ops, li, T int) error {
 			return err
 		}
 		for t := 0; t < T; t++ { // gate and up interleave per token
-			if err := e.SwiGLU(h[t*I:(t+1)*I], gu[t*2*I:t*2*I+I], gu[t*2*I+I:(t+1)*2*I]); err != nil {
+			if err := m.glu(e, h[t*I:(t+1)*I], gu[t*2*I:t*2*I+I], gu[t*2*I+I:(t+1)*2*I]); err != nil {
 				return err
 			}
 		}
@@ -625,7 +683,7 @@ func (m *Model) ffn(e kernelrt.Ops, li, T int) error {
 		if err := m.mm(e, l.Up, u, xn, xq, nil, T); err != nil {
 			return err
 		}
-		if err := e.SwiGLU(h, g, u); err != nil {
+		if err := m.glu(e, h, g, u); err != nil {
 			return err
 		}
 	}
@@ -638,7 +696,15 @@ func (m *Model) ffn(e kernelrt.Ops, li, T int) error {
 	if err := m.mm(e, l.Down, tmp, h, hq, nil, T); err != nil {
 		return err
 	}
-	return e.Add(x, x, tmp)
+	return m.residual(e, x, tmp, xn, l.PostFFNNorm, T)
+}
+
+// glu is the architecture's gated activation: GeGLU (tanh GELU) or SwiGLU.
+func (m *Model) glu(e kernelrt.Ops, h, gate, up []float32) error {
+	if m.spec.geglu {
+		return e.GeGLU(h, gate, up)
+	}
+	return e.SwiGLU(h, gate, up)
 }
 
 // head computes the logits of the rows of x listed in rows: each row normalised into

@@ -320,7 +320,8 @@ func (m *refMatrix) apply(x, bias []float64) []float64 {
 
 type refLayer struct {
 	attnNorm, ffnNorm []float64
-	qNorm, kNorm      []float64 // per-head RMSNorm of q and k (qwen3), nil if absent
+	qNorm, kNorm      []float64 // per-head RMSNorm of q and k (qwen3, gemma3), nil if absent
+	postAttn, postFFN []float64 // gemma's sandwich norms, nil if absent
 	q, k, v, o        *refMatrix
 	bq, bk, bv        []float64
 	gate, up, down    *refMatrix
@@ -337,6 +338,13 @@ type refModel struct {
 	outNorm                                []float64
 	output                                 *refMatrix
 	kv                                     KVType // the cache rounds k and v as this type stores them
+	// ropeScale divides positions on the global layers (rope.scaling.factor, linear).
+	ropeScale float64
+	// gemma3: embeddings x sqrt(hidden), GELU (tanh) gating, and every layer il with
+	// (il+1)%6 != 0 attending only to the last window positions, with RoPE base 10000 and
+	// no scaling.
+	gemma3 bool
+	window int
 }
 
 func loadRef(t *testing.T, path string) *refModel {
@@ -370,6 +378,13 @@ func loadRef(t *testing.T, path string) *refModel {
 	if v, ok := f.GetUint(arch + ".attention.key_length"); ok {
 		r.headDim = int(v)
 	}
+	r.ropeScale = 1
+	if v, ok := f.GetFloat(arch + ".rope.scaling.factor"); ok && v != 0 {
+		r.ropeScale = v
+	}
+	if arch == "gemma3" {
+		r.gemma3, r.window = true, u("attention.sliding_window")
+	}
 	mat := func(name string) *refMatrix {
 		w, rows, cols, typ := refTensor(t, f, name)
 		return &refMatrix{w: w, rows: rows, cols: cols, typ: typ}
@@ -392,6 +407,7 @@ func loadRef(t *testing.T, path string) *refModel {
 			q: mat(p + "attn_q.weight"), k: mat(p + "attn_k.weight"), v: mat(p + "attn_v.weight"), o: mat(p + "attn_output.weight"),
 			bq: vec(p + "attn_q.bias"), bk: vec(p + "attn_k.bias"), bv: vec(p + "attn_v.bias"),
 			qNorm: vec(p + "attn_q_norm.weight"), kNorm: vec(p + "attn_k_norm.weight"),
+			postAttn: vec(p + "post_attention_norm.weight"), postFFN: vec(p + "post_ffw_norm.weight"),
 			gate: mat(p + "ffn_gate.weight"), up: mat(p + "ffn_up.weight"), down: mat(p + "ffn_down.weight"),
 		})
 	}
@@ -425,17 +441,17 @@ func (r *refModel) headNorm(x, w []float64) {
 	}
 }
 
-// rope rotates each head of x for position pos: NeoX (qwen2: element i pairs with
-// i + headDim/2) or normal (llama: element 2i with 2i+1), each pair's frequency divided by
-// its rope_freqs factor when the model has them.
-func (r *refModel) rope(x []float64, heads, pos int) {
+// rope rotates each head of x for position pos with base theta: NeoX (qwen2: element i
+// pairs with i + headDim/2) or normal (llama: element 2i with 2i+1), the position divided
+// by scale (linear scaling) and each pair's frequency by its rope_freqs factor when given.
+func (r *refModel) rope(x []float64, heads, pos int, theta, scale float64, factors []float64) {
 	hd := r.headDim
 	for h := 0; h < heads; h++ {
 		v := x[h*hd : (h+1)*hd]
 		for i := 0; i < hd/2; i++ {
-			a := float64(pos) * math.Pow(r.theta, -float64(2*i)/float64(hd))
-			if r.ropeFactors != nil {
-				a /= r.ropeFactors[i]
+			a := float64(pos) / scale * math.Pow(theta, -float64(2*i)/float64(hd))
+			if factors != nil {
+				a /= factors[i]
 			}
 			s, c := math.Sincos(a)
 			i0, i1 := i, i+hd/2
@@ -455,8 +471,17 @@ func (r *refModel) forward(ids []int32) [][]float64 {
 	x := make([][]float64, T)
 	for t, id := range ids {
 		x[t] = append([]float64(nil), r.embd[int(id)*H:(int(id)+1)*H]...)
+		if r.gemma3 {
+			for i := range x[t] {
+				x[t][i] *= math.Sqrt(float64(H))
+			}
+		}
 	}
-	for _, l := range r.layers {
+	for il, l := range r.layers {
+		theta, scale, factors, window := r.theta, r.ropeScale, r.ropeFactors, T
+		if r.gemma3 && (il+1)%6 != 0 { // a local layer
+			theta, scale, factors, window = 10000, 1, nil, r.window
+		}
 		q := make([][]float64, T)
 		k := make([][]float64, T)
 		v := make([][]float64, T)
@@ -469,8 +494,8 @@ func (r *refModel) forward(ids []int32) [][]float64 {
 				r.headNorm(q[t], l.qNorm)
 				r.headNorm(k[t], l.kNorm)
 			}
-			r.rope(q[t], r.heads, t)
-			r.rope(k[t], r.kvHeads, t)
+			r.rope(q[t], r.heads, t, theta, scale, factors)
+			r.rope(k[t], r.kvHeads, t, theta, scale, factors)
 			switch r.kv {
 			case KVF16:
 				for i := range k[t] {
@@ -486,12 +511,13 @@ func (r *refModel) forward(ids []int32) [][]float64 {
 		group := r.heads / r.kvHeads
 		for t := range x {
 			att := make([]float64, r.heads*hd)
+			j0 := max(0, t-window+1) // the window: positions j with t-j < window
 			for h := 0; h < r.heads; h++ {
 				g := h / group
 				qh := q[t][h*hd : (h+1)*hd]
 				s := make([]float64, t+1)
 				mx := math.Inf(-1)
-				for j := 0; j <= t; j++ {
+				for j := j0; j <= t; j++ {
 					d := 0.0
 					for i, qv := range qh {
 						d += qv * k[j][g*hd+i]
@@ -500,27 +526,37 @@ func (r *refModel) forward(ids []int32) [][]float64 {
 					mx = math.Max(mx, s[j])
 				}
 				sum := 0.0
-				for j := range s {
+				for j := j0; j <= t; j++ {
 					s[j] = math.Exp(s[j] - mx)
 					sum += s[j]
 				}
-				for j := range s {
+				for j := j0; j <= t; j++ {
 					for i := 0; i < hd; i++ {
 						att[h*hd+i] += s[j] / sum * v[j][g*hd+i]
 					}
 				}
 			}
 			o := l.o.apply(att, nil)
+			if l.postAttn != nil {
+				o = r.rmsNorm(o, l.postAttn)
+			}
 			for i := range o {
 				x[t][i] += o[i]
 			}
 			xn := r.rmsNorm(x[t], l.ffnNorm)
 			g, u := l.gate.apply(xn, nil), l.up.apply(xn, nil)
 			h := make([]float64, len(g))
-			for i := range g {
-				h[i] = g[i] / (1 + math.Exp(-g[i])) * u[i]
+			for i, gi := range g {
+				if r.gemma3 { // GELU, tanh form
+					h[i] = 0.5 * gi * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(gi+0.044715*gi*gi*gi))) * u[i]
+				} else {
+					h[i] = gi / (1 + math.Exp(-gi)) * u[i]
+				}
 			}
 			d := l.down.apply(h, nil)
+			if l.postFFN != nil {
+				d = r.rmsNorm(d, l.postFFN)
+			}
 			for i := range d {
 				x[t][i] += d[i]
 			}
@@ -684,6 +720,10 @@ type testModel struct {
 	// headDim, when set, is the head size (written as attention.key_length/value_length);
 	// else hidden/heads.
 	headDim int
+	// window is gemma3's attention.sliding_window; ropeScale, when set, is written as
+	// rope.scaling.type linear with that factor.
+	window    int
+	ropeScale float64
 	// ropeFreqs writes a rope_freqs.weight tensor (llama only).
 	ropeFreqs bool
 	// edit, when set, changes the builder's inputs before writing (for bad-file tests).
@@ -735,6 +775,15 @@ func (tm testModel) bytes(t testing.TB) []byte {
 		kv[p+"attention.value_length"] = gguf.Uint32(uint32(tm.headDim))
 		order = append(order, p+"attention.key_length", p+"attention.value_length")
 	}
+	if tm.window != 0 {
+		kv[p+"attention.sliding_window"] = gguf.Uint32(uint32(tm.window))
+		order = append(order, p+"attention.sliding_window")
+	}
+	if tm.ropeScale != 0 {
+		kv[p+"rope.scaling.type"] = gguf.String("linear")
+		kv[p+"rope.scaling.factor"] = gguf.Float32(float32(tm.ropeScale))
+		order = append(order, p+"rope.scaling.type", p+"rope.scaling.factor")
+	}
 	toks := make([]string, s.vocab)
 	for i := range toks {
 		toks[i] = fmt.Sprintf("<t%d>", i)
@@ -785,9 +834,13 @@ func (tm testModel) bytes(t testing.TB) []byte {
 		if arch == "qwen2" {
 			add(p+"attn_v.bias", f32, []uint64{uint64(kd)}, uni(kd, 0, 0.3))
 		}
-		if arch == "qwen3" {
+		if arch == "qwen3" || arch == "gemma3" {
 			add(p+"attn_q_norm.weight", f32, []uint64{uint64(hd)}, uni(hd, 1, 0.2))
 			add(p+"attn_k_norm.weight", f32, []uint64{uint64(hd)}, uni(hd, 1, 0.2))
+		}
+		if arch == "gemma3" {
+			add(p+"post_attention_norm.weight", f32, []uint64{uint64(H)}, uni(H, 1, 0.2))
+			add(p+"post_ffw_norm.weight", f32, []uint64{uint64(H)}, uni(H, 1, 0.2))
 		}
 		mat(p+"attn_output.weight", ty.o, H, qd)
 		add(p+"ffn_norm.weight", f32, []uint64{uint64(H)}, uni(H, 1, 0.2))
@@ -1051,6 +1104,85 @@ func TestReferenceForwardQwen3(t *testing.T) {
 					for _, e := range []kernelrt.Ops{kernelrt.Serial{}, rt} {
 						worst := runCompare(t, e, path, LoadOptions{KV: kv}, prompt, []int32{3, 1}, tol)
 						t.Logf("kv %s %T: max relative error %.3g (tolerance %g)", kv, e, worst, tol)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestReferenceForwardGemma3: the gemma3 architecture (scaled embeddings, q/k norms, sandwich
+// norms, GeGLU, five sliding-window layers with RoPE base 1e4 then a global one with the
+// file's base and linear scaling) against the float64 reference: prompts longer than the
+// window in one batch and in chunks that start inside and past the window, decoding on past
+// it, serially and on a Runtime, with each KV cache type.
+func TestReferenceForwardGemma3(t *testing.T) {
+	rt, err := kernelrt.New(kernelrt.Options{Threads: 2, NoPin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	dir := t.TempDir()
+	cases := []struct {
+		shape           testShape
+		headDim, window int
+		ropeScale       float64
+	}{
+		// 7 layers: 0-4 and 6 sliding, 5 global. One KV head of 32 (q 128 wide), window 3.
+		{testShape{"h64-l7-mqa", 64, 7, 96, 4, 1, 90, 64, 1e6}, 32, 3, 0},
+		// 6 layers (the last global, scaled x4), 2 KV heads of 16, window 5.
+		{testShape{"h64-l6-gqa2", 64, 6, 64, 4, 2, 70, 64, 1e6}, 16, 5, 4},
+	}
+	for ci, cs := range cases {
+		for _, ti := range []int{1, 0, 3, 6} {
+			ty := testTypeSets[ti]
+			t.Run(fmt.Sprintf("%s-w%d/%s", cs.shape.name, cs.window, ty.name), func(t *testing.T) {
+				tm := testModel{shape: cs.shape, types: ty, seed: uint64(4000 + 10*ci + ti), arch: "gemma3",
+					headDim: cs.headDim, window: cs.window, ropeScale: cs.ropeScale}
+				path := tm.write(t, dir)
+				V := cs.shape.vocab
+				prompt := []int32{2, int32(V - 1), 9, 4, int32(V / 3), 11, 0, 7, int32(V / 2)}
+				dec := []int32{3, 1, 5}
+				for _, kv := range []KVType{KVF32, KVF16, KVQ8_0} {
+					if kv == KVQ8_0 && cs.headDim%32 != 0 {
+						continue
+					}
+					tol := tolKV(tolFor(ty), kv)
+					for _, e := range []kernelrt.Ops{kernelrt.Serial{}, rt} {
+						worst := runCompare(t, e, path, LoadOptions{KV: kv}, prompt, dec, tol)
+						t.Logf("kv %s %T: max relative error %.3g (tolerance %g)", kv, e, worst, tol)
+					}
+				}
+				// Chunks of 2: batches at positions inside, across and past the window.
+				m, err := LoadGGUF(path, LoadOptions{KV: KVF32, MaxBatch: 2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer m.Close()
+				// Decode reads a sliding layer's window only: layer 5 is the one global layer.
+				n := 20
+				wantRead := 2 * 4 * cs.shape.kvHeads * cs.headDim * ((cs.shape.layers-1)*cs.window + n)
+				if got := m.KVReadBytes(n); got != wantRead {
+					t.Errorf("KVReadBytes(%d) = %d, want %d", n, got, wantRead)
+				}
+				ref := loadRef(t, path)
+				ref.kv = KVF32
+				want := ref.forward(append(append([]int32(nil), prompt...), dec...))
+				tol := tolFor(ty)
+				got, err := m.Prefill(rt, prompt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r := relErr(got, want[len(prompt)-1]); !(r <= tol) {
+					t.Errorf("chunked prefill: relative error %.3g > %g", r, tol)
+				}
+				for i, id := range dec {
+					got, err := m.Decode(rt, id)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if r := relErr(got, want[len(prompt)+i]); !(r <= tol) {
+						t.Errorf("decode %d after a chunked prefill: relative error %.3g > %g", i, r, tol)
 					}
 				}
 			})

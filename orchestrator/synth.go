@@ -203,17 +203,25 @@ func SyntheticGGUF(b *gguf.Builder, cfg Config, recipe Recipe, seed uint64) erro
 		{p + "attention.layer_norm_rms_epsilon", gguf.Float32(c.Eps)},
 		{p + "vocab_size", gguf.Uint32(uint32(c.Vocab))},
 	}
-	if c.Heads*c.HeadDim != c.Hidden { // else llama.cpp's default, embedding_length/head_count
-		kvs = append(kvs, struct {
-			k string
-			v gguf.Value
-		}{p + "attention.key_length", gguf.Uint32(uint32(c.HeadDim))}, struct {
-			k string
-			v gguf.Value
-		}{p + "attention.value_length", gguf.Uint32(uint32(c.HeadDim))})
-	}
 	for _, kv := range kvs {
 		if err := b.AddKV(kv.k, kv.v); err != nil {
+			return err
+		}
+	}
+	var more []error
+	if c.Heads*c.HeadDim != c.Hidden { // else llama.cpp's default, embedding_length/head_count
+		more = append(more, b.AddKV(p+"attention.key_length", gguf.Uint32(uint32(c.HeadDim))),
+			b.AddKV(p+"attention.value_length", gguf.Uint32(uint32(c.HeadDim))))
+	}
+	if c.SlidingWindow > 0 {
+		more = append(more, b.AddKV(p+"attention.sliding_window", gguf.Uint32(uint32(c.SlidingWindow))))
+	}
+	if c.ropeScale() != 1 {
+		more = append(more, b.AddKV(p+"rope.scaling.type", gguf.String("linear")),
+			b.AddKV(p+"rope.scaling.factor", gguf.Float32(float32(c.RopeScale))))
+	}
+	for _, err := range more {
+		if err != nil {
 			return err
 		}
 	}
@@ -268,6 +276,9 @@ func SyntheticGGUF(b *gguf.Builder, cfg Config, recipe Recipe, seed uint64) erro
 		}
 		if arch.qkNorm {
 			errs = append(errs, vector(p+"attn_q_norm.weight", c.HeadDim, 1, 0.1), vector(p+"attn_k_norm.weight", c.HeadDim, 1, 0.1))
+		}
+		if arch.postNorms {
+			errs = append(errs, vector(p+"post_attention_norm.weight", H, 1, 0.1), vector(p+"post_ffw_norm.weight", H, 1, 0.1))
 		}
 		errs = append(errs,
 			matrix(p+"attn_output.weight", recipe.O, H, qd),

@@ -47,7 +47,7 @@ type genFlags struct {
 func addGenFlags(fs *flag.FlagSet) *genFlags {
 	d := sample.DefaultOptions()
 	g := &genFlags{fs: fs}
-	g.model = fs.String("model", "", "GGUF model `FILE` (qwen2 architecture)")
+	g.model = fs.String("model", "", "GGUF model `FILE` (architecture "+strings.Join(orchestrator.Architectures(), ", ")+")")
 	g.threads = fs.Int("threads", 0, "worker threads including the caller (0 = one per usable core)")
 	g.ctx = fs.Int("ctx", 0, "context length: KV-cache positions (0 = the model's, at most 4096)")
 	g.kv = fs.String("kv", "f16", "KV cache type: f16 (llama.cpp's default), f32, or q8_0 (about half of f16)")

@@ -41,6 +41,13 @@ func shapes() map[string]func() orchestrator.Config {
 			c.Arch, c.HeadDim = "qwen3", 64
 			return c
 		},
+		// tiny-gemma3: a small gemma3 (7 layers, so layer 5 is global; the others slide over a
+		// window of 64), 4 heads of 64 over 1 KV head.
+		"tiny-gemma3": func() orchestrator.Config {
+			c := s["tiny"]()
+			c.Arch, c.Layers, c.HeadDim, c.KVHeads, c.SlidingWindow = "gemma3", 7, 64, 1, 64
+			return c
+		},
 		// tiny256: the smallest shape whose matrices can all be K-quants (rows of 256): one
 		// layer, 4 heads of 64 over 2 KV heads, the smallest synthetic vocabulary. About 0.3 MB
 		// as Q4_K_M: the compatibility fixtures (orchestrator/testdata/llamacpp).
@@ -63,6 +70,13 @@ func shapes() map[string]func() orchestrator.Config {
 		"qwen3-0.6b": func() orchestrator.Config {
 			c := orchestrator.Qwen3_0_6B()
 			c.MaxCtx = 40960
+			return c
+		},
+		// gemma3-1b: Gemma 3 1B's shape (26 layers, hidden 1152, 4/1 heads of 256, window
+		// 512, vocab 262144).
+		"gemma3-1b": func() orchestrator.Config {
+			c := orchestrator.Gemma3_1B()
+			c.MaxCtx = 32768
 			return c
 		},
 		"qwen2-0.5b": func() orchestrator.Config {
