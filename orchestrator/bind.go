@@ -14,7 +14,7 @@ import (
 
 // Binding a GGUF file's tensors to a model.
 //
-// Memory: quantized matrices (Q8_0, Q5_0, Q4_0, Q5_1, Q4_K, Q5_K, Q6_K) and F32 ones are used
+// Memory: quantized matrices (Q8_0, Q5_0, Q4_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL) and F32 ones are used
 // in place, as typed views of the file's read-only mapping: loading reads no weight bytes and
 // copies none; pages come from the page cache on first touch. Only small tensors are copied
 // into the model's arena (norms, the q|k|v biases, which the decoder wants concatenated), plus
@@ -95,6 +95,8 @@ func (s *fileSource) matrix(sp tensorSpec, a *arena.Arena, l *arena.Layout) (*Ma
 		mat.Q5, err = blocks[kernelrt.BlockQ5_0](s, t, data, nb, cp, a, l, plan)
 	case Q4_0:
 		mat.Q4, err = blocks[kernelrt.BlockQ4_0](s, t, data, nb, cp, a, l, plan)
+	case IQ4_NL:
+		mat.IQ4NL, err = blocks[kernelrt.BlockIQ4_NL](s, t, data, nb, cp, a, l, plan)
 	case Q5_1:
 		mat.Q51, err = blocks[kernelrt.BlockQ5_1](s, t, data, nb, cp, a, l, plan)
 	case Q4_K:

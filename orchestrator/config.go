@@ -207,7 +207,7 @@ func (c Config) Validate() error {
 type QType int
 
 // Weight types the decoder computes with, as GGUF stores them (ggml's blocks, used in place).
-// The blocks of 32 (Q8_0, Q5_0, Q4_0, Q4_1, Q5_1) multiply Q8_0-quantized activations and the
+// The blocks of 32 (Q8_0, Q5_0, Q4_0, Q4_1, Q5_1, IQ4_NL) multiply Q8_0-quantized activations and the
 // K-quants (Q4_K, Q5_K, Q6_K: super-blocks of 256, so a matrix's cols must be a multiple of
 // 256) Q8_K-quantized ones, as ggml does. F32, F16 and BF16 matrices are held as float32 (F16
 // and BF16 converted once at load) and multiply float activations, rounded first to fp16 for
@@ -226,11 +226,12 @@ const (
 	Q5_K
 	Q6_K
 	BF16
+	IQ4_NL
 	numQTypes
 )
 
 var qtypeNames = [numQTypes]string{Q8_0: "q8_0", Q5_0: "q5_0", F32: "f32", F16: "f16", Q4_0: "q4_0", Q4_1: "q4_1",
-	Q5_1: "q5_1", Q4_K: "q4_K", Q5_K: "q5_K", Q6_K: "q6_K", BF16: "bf16"}
+	Q5_1: "q5_1", Q4_K: "q4_K", Q5_K: "q5_K", Q6_K: "q6_K", BF16: "bf16", IQ4_NL: "iq4_nl"}
 
 func (q QType) String() string {
 	if q >= 0 && q < numQTypes {
@@ -282,7 +283,7 @@ func (q QType) blockBytes() int {
 		return 34
 	case Q5_0:
 		return 22
-	case Q4_0:
+	case Q4_0, IQ4_NL:
 		return 18
 	case Q4_1, Q5_1:
 		return 24

@@ -16,7 +16,7 @@ import (
 var ErrClosed = errors.New("orchestrator: model is closed")
 
 // Matrix is a rows x cols weight tensor in one type: row-major blocks in the slice of its
-// type (Q8 for Q8_0, Q5 for Q5_0, Q4 for Q4_0, Q51 for Q5_1 and for Q4_1, which is held as
+// type (Q8 for Q8_0, Q5 for Q5_0, Q4 for Q4_0, IQ4NL for IQ4_NL, Q51 for Q5_1 and for Q4_1, which is held as
 // Q5_1, Q4K, Q5K, Q6K for the K-quants), or row-major floats in F32 (for Type F32, and for F16
 // and BF16 after their conversion at load).
 type Matrix struct {
@@ -26,6 +26,7 @@ type Matrix struct {
 	Q8         []kernelrt.BlockQ8_0
 	Q5         []kernelrt.BlockQ5_0
 	Q4         []kernelrt.BlockQ4_0
+	IQ4NL      []kernelrt.BlockIQ4_NL
 	Q51        []kernelrt.BlockQ5_1
 	Q4K        []kernelrt.BlockQ4K
 	Q5K        []kernelrt.BlockQ5K
@@ -476,6 +477,8 @@ func (m *Model) embedRows(e kernelrt.Ops, x []float32, ids []int32) error {
 			err = e.DequantizeQ5_0(row, t.Q5[b0:b1])
 		case Q4_0:
 			err = e.DequantizeQ4_0(row, t.Q4[b0:b1])
+		case IQ4_NL:
+			err = e.DequantizeIQ4_NL(row, t.IQ4NL[b0:b1])
 		case Q4_1, Q5_1:
 			err = e.DequantizeQ5_1(row, t.Q51[b0:b1])
 		case Q4_K:
@@ -796,6 +799,8 @@ func (m *Model) mm(e kernelrt.Ops, w *Matrix, y, xf []float32, xq []kernelrt.Blo
 		return e.GemmQ5_0(y, w.Q5, x8, bias, w.Rows, w.Cols, T)
 	case Q4_0:
 		return e.GemmQ4_0(y, w.Q4, x8, bias, w.Rows, w.Cols, T)
+	case IQ4_NL:
+		return e.GemmIQ4_NL(y, w.IQ4NL, x8, bias, w.Rows, w.Cols, T)
 	case Q4_1, Q5_1:
 		return e.GemmQ5_1(y, w.Q51, x8, bias, w.Rows, w.Cols, T)
 	case Q4_K:
@@ -911,6 +916,8 @@ func gemvRows(e kernelrt.Ops, w *Matrix, y []float32, x8 []kernelrt.BlockQ8_0, x
 			return e.GemvQ5_0Bias(y, w.Q5[r0*nb:r1*nb], x, bias, n, C)
 		case Q4_0:
 			return e.GemvQ4_0Bias(y, w.Q4[r0*nb:r1*nb], x, bias, n, C)
+		case IQ4_NL:
+			return e.GemvIQ4_NLBias(y, w.IQ4NL[r0*nb:r1*nb], x, bias, n, C)
 		case Q4_1, Q5_1:
 			return e.GemvQ5_1Bias(y, w.Q51[r0*nb:r1*nb], x, bias, n, C)
 		}

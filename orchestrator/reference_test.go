@@ -153,6 +153,14 @@ func refBlocks(w []float64, data []byte, typ gguf.GGMLType) bool {
 				w[32*b+j] = h(blk) * float64(refNibble(blk[2:], j)-8)
 			}
 		}
+	case gguf.TypeIQ4_NL: // ggml's kvalues_iq4nl, written out independently of kernelrt
+		kv := [16]float64{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+		for b := 0; b < n/32; b++ {
+			blk := data[18*b : 18*b+18]
+			for j := 0; j < 32; j++ {
+				w[32*b+j] = h(blk) * kv[refNibble(blk[2:], j)]
+			}
+		}
 	case gguf.TypeQ4_1:
 		for b := 0; b < n/32; b++ {
 			blk := data[20*b : 20*b+20]
@@ -284,7 +292,7 @@ func refRoundBF16(x float64) float64 {
 // K-quants, fp16/bf16 for F16/BF16.
 func (m *refMatrix) apply(x, bias []float64) []float64 {
 	switch m.typ {
-	case gguf.TypeQ8_0, gguf.TypeQ5_0, gguf.TypeQ4_0, gguf.TypeQ4_1, gguf.TypeQ5_1:
+	case gguf.TypeQ8_0, gguf.TypeQ5_0, gguf.TypeQ4_0, gguf.TypeQ4_1, gguf.TypeQ5_1, gguf.TypeIQ4_NL:
 		x = refQuantQ8(x)
 	case gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K:
 		x = refQuantQ8K(x)
@@ -599,6 +607,7 @@ var (
 	bf16             = gguf.TypeBF16
 	q4_0, q4_1, q5_1 = gguf.TypeQ4_0, gguf.TypeQ4_1, gguf.TypeQ5_1
 	q4k, q5k, q6k    = gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K
+	iq4nl            = gguf.TypeIQ4_NL
 	testTypeSets     = []testTypes{
 		{"f32-untied", f32, f32, f32, f32, f32, f32, f32, f32, f32},
 		{"f32-tied", f32, f32, f32, f32, f32, f32, f32, f32, tied},
@@ -612,6 +621,7 @@ var (
 		{"q5_1-tied", q5_1, q5_1, q5_1, q5_1, q5_1, q5_1, q5_1, q5_1, tied},
 		{"bf16-tied", bf16, bf16, bf16, bf16, bf16, bf16, bf16, bf16, tied},
 		{"mixed-32blocks-untied-q4_0", q5_1, q4_0, q8, q4_1, bf16, q5, q5_1, q4_0, q4_0},
+		{"iq4_nl-tied", iq4nl, iq4nl, iq4nl, iq4nl, iq4nl, iq4nl, iq4nl, iq4nl, tied},
 	}
 	// kTestShape is a qwen2 shape whose widths are multiples of 256, so every matrix can be a
 	// K-quant (ggml's super-blocks of 256 run along a row).
@@ -681,6 +691,8 @@ func encode(t testing.TB, v []float32, typ gguf.GGMLType) []byte {
 		return out
 	case q4_0:
 		return quantBytes(t, v, kernelrt.QuantizeQ4_0)
+	case iq4nl:
+		return quantBytes(t, v, kernelrt.QuantizeIQ4_NL)
 	case q4_1:
 		return quantBytes(t, v, kernelrt.QuantizeQ4_1)
 	case q5_1:

@@ -180,8 +180,8 @@ func SyntheticGGUF(b *gguf.Builder, cfg Config, recipe Recipe, seed uint64) erro
 		return err
 	}
 	for _, t := range recipe.types() {
-		if t != Q8_0 && t != Q5_0 && t != F16 {
-			return fmt.Errorf("orchestrator: SyntheticGGUF writes Q8_0, Q5_0 and F16 weights, recipe %q has %s", recipe.Name, t)
+		if t != Q8_0 && t != Q5_0 && t != F16 && t != IQ4_NL {
+			return fmt.Errorf("orchestrator: SyntheticGGUF writes Q8_0, Q5_0, IQ4_NL and F16 weights, recipe %q has %s", recipe.Name, t)
 		}
 	}
 	c := cfg
@@ -239,7 +239,7 @@ func SyntheticGGUF(b *gguf.Builder, cfg Config, recipe Recipe, seed uint64) erro
 		rng ^= rng << 17
 		return rng | 1
 	}
-	ggml := map[QType]gguf.GGMLType{Q8_0: gguf.TypeQ8_0, Q5_0: gguf.TypeQ5_0, F16: gguf.TypeF16}
+	ggml := map[QType]gguf.GGMLType{Q8_0: gguf.TypeQ8_0, Q5_0: gguf.TypeQ5_0, F16: gguf.TypeF16, IQ4_NL: gguf.TypeIQ4_NL}
 	matrix := func(name string, t QType, rows, cols int) error {
 		s := next()
 		return b.AddTensorFunc(name, ggml[t], []uint64{uint64(cols), uint64(rows)}, func(w io.Writer) error {
