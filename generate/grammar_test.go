@@ -53,6 +53,7 @@ var testSchemas = []string{
 	`{"$defs":{"item":{"type":"object","properties":{"id":{"type":"integer"},"next":{"anyOf":[{"$ref":"#/$defs/item"},{"type":"null"}]}},"required":["id","next"]}},"type":"array","items":{"$ref":"#/$defs/item"},"maxItems":2}`,
 	`{"type":"array","items":{"oneOf":[{"type":"boolean"},{"type":"object","properties":{"d":{"type":"string","format":"date"}},"required":["d"]}]},"maxItems":4}`,
 	`{"type":["string","null"],"minLength":2,"maxLength":6}`,
+	`{"type":"array","prefixItems":[{"type":"integer","minimum":-9,"maximum":9},{"enum":["x","y"]}],"items":{"type":"boolean"},"maxItems":4}`,
 	`{"type":"object","properties":{"age":{"type":"integer","minimum":18,"maximum":99},"n":{"type":"integer","exclusiveMinimum":-3,"maximum":0},"x":{"type":"number","minimum":0}},"required":["age","n","x"]}`,
 }
 
@@ -227,11 +228,16 @@ func validate(s, v, root any, path string) error {
 		if hi, ok := m["maxItems"].(float64); ok && len(x) > int(hi) {
 			return fmt.Errorf("%s: %d items, more than %v", path, len(x), hi)
 		}
-		if it, ok := m["items"]; ok {
-			for i, e := range x {
-				if err := validate(it, e, root, fmt.Sprintf("%s/%d", path, i)); err != nil {
-					return err
-				}
+		prefix := asList(m["prefixItems"])
+		for i, e := range x {
+			var sub any = true
+			if i < len(prefix) {
+				sub = prefix[i]
+			} else if it, ok := m["items"]; ok {
+				sub = it
+			}
+			if err := validate(sub, e, root, fmt.Sprintf("%s/%d", path, i)); err != nil {
+				return err
 			}
 		}
 	case map[string]any:

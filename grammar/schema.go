@@ -54,12 +54,13 @@ var jsonObject = sync.OnceValue(func() *Grammar {
 // minLength, maxLength and the formats date, time, date-time and uuid (other formats are
 // annotations and not enforced, as the JSON Schema specification allows), number, integer,
 // boolean, null, integer ranges (minimum, maximum, exclusiveMinimum, exclusiveMaximum;
-// for numbers only minimum 0), array with items, minItems and maxItems, enum, const, anyOf,
-// oneOf (as anyOf: the alternatives should not overlap), allOf with one schema, $ref into
-// the document ("#", "#/$defs/...", "#/definitions/...", recursive references included),
-// and the annotations (title, description, default, examples, ...), which are ignored.
+// for numbers only minimum 0), array with items, prefixItems, minItems and maxItems, enum,
+// const, anyOf, oneOf (as anyOf: the alternatives should not overlap), allOf with one
+// schema, $ref into the document ("#", "#/$defs/...", "#/definitions/...", recursive
+// references included), and the annotations (title, description, default, examples, ...),
+// which are ignored.
 // Keywords that would restrict validity and are not implemented (pattern, multipleOf,
-// uniqueItems, prefixItems, not, if, ...) are refused with an error naming them and their
+// uniqueItems, contains, not, if, ...) are refused with an error naming them and their
 // location, rather than ignored.
 //
 // The grammar generates a subset of the valid documents: only the declared properties of
@@ -176,7 +177,7 @@ var (
 	handled = map[string]bool{"type": true, "properties": true, "required": true, "additionalProperties": true,
 		"items": true, "minItems": true, "maxItems": true, "enum": true, "const": true, "anyOf": true, "oneOf": true,
 		"allOf": true, "$ref": true, "minLength": true, "maxLength": true, "uniqueItems": true,
-		"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true}
+		"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true, "prefixItems": true}
 )
 
 // schemaErr is an error about the schema at path (a JSON pointer).
@@ -320,7 +321,7 @@ func typesOf(s *jv, path string) ([]string, error) {
 		if s.get("properties") != nil || s.get("additionalProperties") != nil || s.get("required") != nil {
 			return []string{"object"}, nil
 		}
-		if s.get("items") != nil || s.get("minItems") != nil || s.get("maxItems") != nil {
+		if s.get("items") != nil || s.get("prefixItems") != nil || s.get("minItems") != nil || s.get("maxItems") != nil {
 			return []string{"array"}, nil
 		}
 		if s.get("minLength") != nil || s.get("maxLength") != nil {
@@ -659,16 +660,33 @@ func (c *compiler) object(s *jv, path, name string) (string, error) {
 	return `"{" space ` + first[0] + ` "}"`, nil
 }
 
-// array compiles an array schema.
+// array compiles an array schema. With prefixItems it writes every prefix item (a shorter
+// array would be valid too), then as many further items as minItems needs and, if items
+// gives their schema, maxItems allows.
 func (c *compiler) array(s *jv, path, name string) (string, error) {
-	item := c.prim("json-value")
-	if it := s.get("items"); it != nil {
-		if it.kind == 'b' && !it.b {
-			return "", schemaErr(path+"/items", "items false is not supported")
+	var prefix []string
+	if p := s.get("prefixItems"); p != nil {
+		if p.kind != 'a' {
+			return "", schemaErr(path+"/prefixItems", "must be an array of schemas")
 		}
-		var err error
-		if item, err = c.compile(it, path+"/items", name+"-item"); err != nil {
-			return "", err
+		for i, x := range p.arr {
+			r, err := c.compile(x, fmt.Sprintf("%s/prefixItems/%d", path, i), fmt.Sprintf("%s-%d", name, i))
+			if err != nil {
+				return "", err
+			}
+			prefix = append(prefix, r)
+		}
+	}
+	item, noMore := c.prim("json-value"), false
+	it := s.get("items")
+	if it != nil {
+		if it.kind == 'b' && !it.b {
+			noMore = true
+		} else {
+			var err error
+			if item, err = c.compile(it, path+"/items", name+"-item"); err != nil {
+				return "", err
+			}
 		}
 	}
 	lo, err := count(s, "minItems", path)
@@ -684,15 +702,38 @@ func (c *compiler) array(s *jv, path, name string) (string, error) {
 		return "", schemaErr(path, "maxItems %d is below minItems %d", hi, lo)
 	}
 	c.prim("space")
-	if hi == 0 {
-		return `"[" space "]"`, nil
-	}
-	more := `("," space ` + item + ` space)`
 	rep := func(lo, hi int) string {
 		if hi < 0 {
 			return fmt.Sprintf("{%d,}", lo)
 		}
 		return fmt.Sprintf("{%d,%d}", lo, hi)
+	}
+	more := `("," space ` + item + ` space)`
+	if n := len(prefix); n > 0 {
+		if hi >= 0 && hi < n {
+			return "", schemaErr(path, "maxItems %d below the %d prefixItems is not supported", hi, n)
+		}
+		restLo, restHi := max(0, lo-n), -1
+		if hi >= 0 {
+			restHi = hi - n
+		}
+		if noMore || it == nil { // no further items unless minItems asks for them
+			if noMore && restLo > 0 {
+				return "", schemaErr(path, "minItems %d needs more than the %d prefixItems and items is false", lo, n)
+			}
+			restHi = restLo
+		}
+		body := `"[" space ` + strings.Join(prefix, ` space "," space `) + ` space`
+		if restHi != 0 {
+			body += " " + more + rep(restLo, restHi)
+		}
+		return body + ` "]"`, nil
+	}
+	if hi == 0 || noMore {
+		if lo > 0 {
+			return "", schemaErr(path, "minItems %d with items false matches nothing", lo)
+		}
+		return `"[" space "]"`, nil
 	}
 	hiMore := -1
 	if hi > 0 {
