@@ -28,7 +28,7 @@ func TestBlockSizesMatchC(t *testing.T) {
 		"q8_0": unsafe.Sizeof(BlockQ8_0{}), "q5_0": unsafe.Sizeof(BlockQ5_0{}),
 		"q4_0": unsafe.Sizeof(BlockQ4_0{}), "q4_1": unsafe.Sizeof(BlockQ4_1{}), "q5_1": unsafe.Sizeof(BlockQ5_1{}),
 		"q4_K": unsafe.Sizeof(BlockQ4K{}), "q5_K": unsafe.Sizeof(BlockQ5K{}), "q6_K": unsafe.Sizeof(BlockQ6K{}),
-		"q8_K": unsafe.Sizeof(BlockQ8K{}),
+		"q8_K": unsafe.Sizeof(BlockQ8K{}), "iq4_nl": unsafe.Sizeof(BlockIQ4_NL{}),
 	}
 	if len(cSize) != len(goSize) {
 		t.Errorf("csrc/kernelrt.h asserts the sizes of %d block types, the Go side has %d", len(cSize), len(goSize))
@@ -44,6 +44,7 @@ func TestBlockSizesMatchC(t *testing.T) {
 		got, want uintptr
 	}{
 		{"BlockQ4_1.Qs", unsafe.Offsetof(BlockQ4_1{}.Qs), 4},
+		{"BlockIQ4_NL.Qs", unsafe.Offsetof(BlockIQ4_NL{}.Qs), 2},
 		{"BlockQ5_1.Qh", unsafe.Offsetof(BlockQ5_1{}.Qh), 4},
 		{"BlockQ5_1.Qs", unsafe.Offsetof(BlockQ5_1{}.Qs), 8},
 		{"BlockQ4K.Scales", unsafe.Offsetof(BlockQ4K{}.Scales), 4},
@@ -88,6 +89,7 @@ func TestQuantArgErrors(t *testing.T) {
 	q6k := func(n int) []BlockQ6K { return make([]BlockQ6K, n) }
 	q8 := func(n int) []BlockQ8_0 { return make([]BlockQ8_0, n) }
 	q8k := func(n int) []BlockQ8K { return make([]BlockQ8K, n) }
+	iq4 := func(n int) []BlockIQ4_NL { return make([]BlockIQ4_NL, n) }
 	buf := f(8192)
 	q4kAt := func(off, n int) []BlockQ4K { return unsafe.Slice((*BlockQ4K)(unsafe.Pointer(&buf[off])), n) }
 	q8kAt := func(off, n int) []BlockQ8K { return unsafe.Slice((*BlockQ8K)(unsafe.Pointer(&buf[off])), n) }
@@ -106,16 +108,21 @@ func TestQuantArgErrors(t *testing.T) {
 		{QuantizeQ5K(nil, f(512)), "QuantizeQ5K", "dst", []string{"nil", "len(src)/256 = 2 blocks"}},
 		{QuantizeQ6K(q6k(1), f(512)), "QuantizeQ6K", "dst", []string{"length 1", "len(src)/256 = 2 blocks"}},
 		{QuantizeQ8K(q8kAt(100, 1), buf[:256]), "QuantizeQ8K", "dst", []string{"overlaps src"}},
+		{QuantizeIQ4_NL(iq4(1), f(48)), "QuantizeIQ4_NL", "src", []string{"length 48", "multiple of 32"}},
+		{QuantizeIQ4_NL(nil, f(64)), "QuantizeIQ4_NL", "dst", []string{"nil", "len(src)/32 = 2 blocks"}},
 
 		{DequantizeQ4_0(f(33), q40(1)), "DequantizeQ4_0", "dst", []string{"length 33", "len(src)*32 = 32 floats"}},
 		{DequantizeQ4K(f(256), nil), "DequantizeQ4K", "src", []string{"nil"}},
 		{DequantizeQ5K(f(256), []BlockQ5K{}), "DequantizeQ5K", "src", []string{"empty"}},
 		{DequantizeQ6K(f(256), q6k(2)), "DequantizeQ6K", "dst", []string{"length 256", "len(src)*256 = 512 floats"}},
 		{DequantizeQ8K(buf[:256], q8kAt(200, 1)), "DequantizeQ8K", "dst", []string{"overlaps src"}},
+		{DequantizeIQ4_NL(f(33), iq4(1)), "DequantizeIQ4_NL", "dst", []string{"length 33", "len(src)*32 = 32 floats"}},
 
 		{GemvQ4_0(f(2), q40(2), q8(1), 2, 48), "GemvQ4_0", "cols", []string{"multiple of 32", "got 48"}},
 		{GemvQ4_0(f(2), q40(3), q8(1), 2, 32), "GemvQ4_0", "w", []string{"length 3", "rows*cols/32 = 2 blocks"}},
 		{GemvQ5_1Bias(f(2), q51(2), q8(1), f(3), 2, 32), "GemvQ5_1Bias", "bias", []string{"length 3", "rows = 2 floats"}},
+		{GemvIQ4_NL(f(2), iq4(2), q8(1), 2, 48), "GemvIQ4_NL", "cols", []string{"multiple of 32", "got 48"}},
+		{GemvIQ4_NLBias(f(2), iq4(3), q8(1), nil, 2, 32), "GemvIQ4_NLBias", "w", []string{"length 3", "rows*cols/32 = 2 blocks"}},
 		{GemvQ4K(f(2), q4k(2), q8k(1), 2, 128), "GemvQ4K", "cols", []string{"multiple of 256", "got 128"}},
 		{GemvQ4K(f(2), q4k(2), q8k(1), 0, 256), "GemvQ4K", "rows", []string{"positive", "got 0"}},
 		{GemvQ4K(f(2), q4k(2), q8k(1), big, 512), "GemvQ4K", "rows", []string{"overflows"}},
@@ -128,6 +135,7 @@ func TestQuantArgErrors(t *testing.T) {
 
 		{GemmQ4_0(f(6), q40(2), q8(2), nil, 2, 32, 3), "GemmQ4_0", "x", []string{"length 2", "tokens*cols/32 = 3 blocks"}},
 		{GemmQ5_1(f(6), q51(2), q8(3), nil, 2, 32, 0), "GemmQ5_1", "tokens", []string{"positive", "got 0"}},
+		{GemmIQ4_NL(f(6), iq4(2), q8(2), nil, 2, 32, 3), "GemmIQ4_NL", "x", []string{"length 2", "tokens*cols/32 = 3 blocks"}},
 		{GemmQ4K(f(6), q4k(2), q8k(3), nil, 2, 384, 3), "GemmQ4K", "cols", []string{"multiple of 256", "got 384"}},
 		{GemmQ5K(f(5), make([]BlockQ5K, 2), q8k(3), nil, 2, 256, 3), "GemmQ5K", "y", []string{"length 5", "tokens*rows = 6 floats"}},
 		{GemmQ6K(f(6), q6k(2), q8k(2), nil, 2, 256, 3), "GemmQ6K", "x", []string{"length 2", "tokens*cols/256 = 3 blocks"}},
@@ -166,6 +174,7 @@ func TestQuantTypesGuardPages(t *testing.T) {
 			guardQuant(t, s, tail, quantFuncs[BlockQ5K, BlockQ8K]{"Q5K", QuantizeQ5K, DequantizeQ5K, GemvQ5KBias, GemmQ5K, QuantizeQ8K})
 			guardQuant(t, s, tail, quantFuncs[BlockQ6K, BlockQ8K]{"Q6K", QuantizeQ6K, DequantizeQ6K, GemvQ6KBias, GemmQ6K, QuantizeQ8K})
 			guardQuant(t, s, tail, quantFuncs[BlockQ8K, BlockQ8K]{"Q8K", QuantizeQ8K, DequantizeQ8K, nil, nil, nil})
+			guardQuant(t, s, tail, quantFuncs[BlockIQ4_NL, BlockQ8_0]{"IQ4_NL", QuantizeIQ4_NL, DequantizeIQ4_NL, GemvIQ4_NLBias, GemmIQ4_NL, QuantizeQ8_0})
 		}
 	})
 }
@@ -232,6 +241,7 @@ func TestQuantTypesNoAllocs(t *testing.T) {
 	mustOK(t, QuantizeQ8K(x8k, xf))
 	w40, w41, w51 := make([]BlockQ4_0, rows*cols/QK), make([]BlockQ4_1, rows*cols/QK), make([]BlockQ5_1, rows*cols/QK)
 	w4k, w5k, w6k := make([]BlockQ4K, rows*cols/QKK), make([]BlockQ5K, rows*cols/QKK), make([]BlockQ6K, rows*cols/QKK)
+	wnl := make([]BlockIQ4_NL, rows*cols/QK)
 	wf := randF32(rng, rows*cols, 1)
 	deq, bias, y := make([]float32, rows*cols), randF32(rng, rows, 1), make([]float32, T*rows)
 	forEachSet(t, "GemvQ4K", func(t *testing.T, s *kern.Set) {
@@ -263,6 +273,10 @@ func TestQuantTypesNoAllocs(t *testing.T) {
 			{"GemmQ4K", func() error { return GemmQ4K(y, w4k, x8k, bias, rows, cols, T) }},
 			{"GemmQ5K", func() error { return GemmQ5K(y, w5k, x8k, nil, rows, cols, T) }},
 			{"GemmQ6K", func() error { return GemmQ6K(y, w6k, x8k, bias, rows, cols, T) }},
+			{"QuantizeIQ4_NL", func() error { return QuantizeIQ4_NL(wnl, wf) }},
+			{"DequantizeIQ4_NL", func() error { return DequantizeIQ4_NL(deq, wnl) }},
+			{"GemvIQ4_NLBias", func() error { return GemvIQ4_NLBias(y[:rows], wnl, x8[:cols/QK], bias, rows, cols) }},
+			{"GemmIQ4_NL", func() error { return GemmIQ4_NL(y, wnl, x8, bias, rows, cols, T) }},
 		} {
 			mustOK(t, c.fn())
 			wantNoAllocs(t, c.name, func() { c.fn() })
