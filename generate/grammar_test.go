@@ -10,6 +10,7 @@ import (
 	"math"
 	"math/bits"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +54,7 @@ var testSchemas = []string{
 	`{"$defs":{"item":{"type":"object","properties":{"id":{"type":"integer"},"next":{"anyOf":[{"$ref":"#/$defs/item"},{"type":"null"}]}},"required":["id","next"]}},"type":"array","items":{"$ref":"#/$defs/item"},"maxItems":2}`,
 	`{"type":"array","items":{"oneOf":[{"type":"boolean"},{"type":"object","properties":{"d":{"type":"string","format":"date"}},"required":["d"]}]},"maxItems":4}`,
 	`{"type":["string","null"],"minLength":2,"maxLength":6}`,
+	`{"type":"object","properties":{"code":{"type":"string","pattern":"^[A-Z]{2}-\\d{3}$"},"w":{"type":"string","pattern":"^(\\w{1,8} ?){1,3}$"}},"required":["code","w"]}`,
 	`{"type":"array","prefixItems":[{"type":"integer","minimum":-9,"maximum":9},{"enum":["x","y"]}],"items":{"type":"boolean"},"maxItems":4}`,
 	`{"type":"object","properties":{"age":{"type":"integer","minimum":18,"maximum":99},"n":{"type":"integer","exclusiveMinimum":-3,"maximum":0},"x":{"type":"number","minimum":0}},"required":["age","n","x"]}`,
 }
@@ -215,6 +217,9 @@ func validate(s, v, root any, path string) error {
 		}
 		if hi, ok := m["maxLength"].(float64); ok && n > int(hi) {
 			return fmt.Errorf("%s: %q is longer than %v", path, x, hi)
+		}
+		if p, ok := m["pattern"].(string); ok && !regexp.MustCompile(p).MatchString(x) {
+			return fmt.Errorf("%s: %q does not match %s", path, x, p)
 		}
 		if f, _ := m["format"].(string); f == "date" {
 			if _, err := time.Parse("2006-01-02", x); err != nil && !strings.Contains(err.Error(), "day out of range") {

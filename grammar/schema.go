@@ -51,17 +51,16 @@ var jsonObject = sync.OnceValue(func() *Grammar {
 // JSONSchemaGBNF compiles a JSON schema into GBNF. It covers what OpenAI's strict
 // structured outputs use and what applications send: type (one or a list), object with
 // properties (emitted in the order given), required and additionalProperties, string with
-// minLength, maxLength and the formats date, time, date-time and uuid (other formats are
-// annotations and not enforced, as the JSON Schema specification allows), number, integer,
-// boolean, null, integer ranges (minimum, maximum, exclusiveMinimum, exclusiveMaximum;
-// for numbers only minimum 0), array with items, prefixItems, minItems and maxItems, enum,
-// const, anyOf, oneOf (as anyOf: the alternatives should not overlap), allOf with one
-// schema, $ref into the document ("#", "#/$defs/...", "#/definitions/...", recursive
-// references included), and the annotations (title, description, default, examples, ...),
-// which are ignored.
-// Keywords that would restrict validity and are not implemented (pattern, multipleOf,
-// uniqueItems, contains, not, if, ...) are refused with an error naming them and their
-// location, rather than ignored.
+// minLength, maxLength, pattern (a regular expression subset, see regexGBNF) and the
+// formats date, time, date-time and uuid (other formats are annotations and not enforced,
+// as the JSON Schema specification allows), number, integer, boolean, null, integer ranges
+// (minimum, maximum, exclusiveMinimum, exclusiveMaximum; for numbers only minimum 0), array
+// with items, prefixItems, minItems and maxItems, enum, const, anyOf, oneOf (as anyOf: the
+// alternatives should not overlap), allOf with one schema, $ref into the document ("#",
+// "#/$defs/...", "#/definitions/...", recursive references included), and the annotations
+// (title, description, default, examples, ...), which are ignored. Keywords that would
+// restrict validity and are not implemented (multipleOf, uniqueItems, contains, not, if,
+// ...) are refused with an error naming them and their location, rather than ignored.
 //
 // The grammar generates a subset of the valid documents: only the declared properties of
 // an object (an object without properties takes any members), at most 16 digits before
@@ -177,7 +176,7 @@ var (
 	handled = map[string]bool{"type": true, "properties": true, "required": true, "additionalProperties": true,
 		"items": true, "minItems": true, "maxItems": true, "enum": true, "const": true, "anyOf": true, "oneOf": true,
 		"allOf": true, "$ref": true, "minLength": true, "maxLength": true, "uniqueItems": true,
-		"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true, "prefixItems": true}
+		"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true, "prefixItems": true, "pattern": true}
 )
 
 // schemaErr is an error about the schema at path (a JSON pointer).
@@ -324,7 +323,7 @@ func typesOf(s *jv, path string) ([]string, error) {
 		if s.get("items") != nil || s.get("prefixItems") != nil || s.get("minItems") != nil || s.get("maxItems") != nil {
 			return []string{"array"}, nil
 		}
-		if s.get("minLength") != nil || s.get("maxLength") != nil {
+		if s.get("minLength") != nil || s.get("maxLength") != nil || s.get("pattern") != nil {
 			return []string{"string"}, nil
 		}
 		for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
@@ -530,6 +529,22 @@ func (c *compiler) str(s *jv, path, name string) (string, error) {
 	hi, err := count(s, "maxLength", path)
 	if err != nil {
 		return "", err
+	}
+	if pat := s.get("pattern"); pat != nil {
+		if pat.kind != 's' {
+			return "", schemaErr(path+"/pattern", "must be a string")
+		}
+		if lo >= 0 || hi >= 0 {
+			return "", schemaErr(path, "minLength or maxLength with pattern is not supported")
+		}
+		if f := s.get("format"); f != nil && f.kind == 's' && contains([]string{"date", "time", "date-time", "uuid"}, f.str) {
+			return "", schemaErr(path, "format %q with pattern is not supported", f.str)
+		}
+		expr, err := regexGBNF(pat.str)
+		if err != nil {
+			return "", schemaErr(path+"/pattern", "%v", err)
+		}
+		return `"\"" (` + expr + `) "\""`, nil
 	}
 	if f := s.get("format"); f != nil && f.kind == 's' {
 		var p string

@@ -3,6 +3,7 @@ package grammar
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -108,7 +109,15 @@ func TestSchemaKeywords(t *testing.T) {
 // keyword and where it is.
 func TestSchemaErrors(t *testing.T) {
 	cases := []struct{ schema, want string }{
-		{`{"type":"string","pattern":"^a"}`, `schema at #: keyword "pattern" is not supported`},
+		{`{"type":"string","pattern":"^(?=a)b"}`, `schema at #/pattern: pattern at offset 2: lookaround`},
+		{`{"type":"string","pattern":"(a)\\1"}`, `backreference`},
+		{`{"type":"string","pattern":"a\\b"}`, `boundary`},
+		{`{"type":"string","pattern":"a^b"}`, `anchor ^`},
+		{`{"type":"string","pattern":"[a"}`, `unterminated character class`},
+		{`{"type":"string","pattern":"a**"}`, `nothing to repeat`},
+		{`{"type":"string","pattern":"(a"}`, `unclosed (`},
+		{`{"type":"string","pattern":"a{3,1}"}`, `maximum below its minimum`},
+		{`{"type":"string","pattern":"a","maxLength":3}`, `maxLength with pattern`},
 		{`{"type":"object","properties":{"n":{"type":"integer","multipleOf":2}}}`, `schema at #/properties/n: keyword "multipleOf" is not supported`},
 		{`{"type":"array","uniqueItems":true}`, `uniqueItems`},
 		{`{"type":"array","contains":{}}`, `"contains" is not supported`},
@@ -171,7 +180,7 @@ func FuzzSchemaCompile(f *testing.F) {
 		`{"type":"object","properties":{"a":{"type":"string","maxLength":4},"b":{"type":"array","items":{"type":"integer"},"maxItems":2}},"required":["a"]}`,
 		`{"$defs":{"n":{"anyOf":[{"type":"null"},{"type":"object","properties":{"n":{"$ref":"#/$defs/n"}},"required":["n"]}]}},"$ref":"#/$defs/n"}`,
 		`{"enum":["a",1,null,[true]]}`, `{"type":["string","null"],"format":"date"}`, `true`, `{"type":"object"}`,
-		`{"type":"string","pattern":"x"}`, `{"$ref":"#"}`, `{"properties":{"\"":{"const":"\\\u0000"}}}`,
+		`{"type":"string","pattern":"x"}`, `{"type":"string","pattern":"^(?:[a-z]\\d|\\s*)+[^\\w]{2,4}?$"}`, `{"$ref":"#"}`, `{"properties":{"\"":{"const":"\\\u0000"}}}`,
 	} {
 		f.Add(s)
 	}
@@ -232,6 +241,56 @@ func TestSchemaIntegerRange(t *testing.T) {
 		`{"type":"number","minimum":1}`, `{"type":"integer","minimum":"1"}`} {
 		if _, err := FromJSONSchema([]byte(bad)); err == nil {
 			t.Errorf("%s compiled", bad)
+		}
+	}
+}
+
+// TestSchemaPattern checks pattern against Go's regexp on every short string over a small
+// alphabet: the grammar accepts the JSON text of exactly the strings the pattern matches
+// whole, each of which the pattern (searching) matches.
+func TestSchemaPattern(t *testing.T) {
+	patterns := []string{
+		`^abc$`, `^[a-c]+$`, `^a*b?$`, `^(ab|b)+$`, `^[^ab]{1,2}$`, `^\d{2,}$`, `^\w+\s?$`, `^\D\W$`,
+		`^.b.$`, `^(?:a|"){2}$`, `^[\\"]+$`, `^a.*$`, `ab`, `^(?<x>a|0)1?$`, `^[\d_-]*$`, `^[^\s]{3}$`,
+		`^a{2}b{0,1}$`, `^\.\-\(\)$`, `^[a\-]+$`, `^\x61\u0062$`, `^a+?b*?$`, `^\n|\t$`, `^[\S]+$`,
+	}
+	alphabet := []rune{'a', 'b', '0', '1', '_', ' ', '"', '\\', '\n', '.', 'é'}
+	var strs []string
+	var gen func(prefix string, n int)
+	gen = func(prefix string, n int) {
+		strs = append(strs, prefix)
+		if n == 0 {
+			return
+		}
+		for _, c := range alphabet {
+			gen(prefix+string(c), n-1)
+		}
+	}
+	gen("", 3)
+	for _, p := range patterns {
+		schema, _ := json.Marshal(map[string]any{"type": "string", "pattern": p})
+		g, err := FromJSONSchema(schema)
+		if err != nil {
+			t.Fatalf("pattern %s: %v", p, err)
+		}
+		goP := regexp.MustCompile(`\\u([0-9a-fA-F]{4})`).ReplaceAllString(p, `\x{$1}`) // Go's syntax
+		stripped := strings.TrimSuffix(strings.TrimPrefix(goP, "^"), "$")
+		whole := regexp.MustCompile(`^(?:` + stripped + `)$`)
+		search := regexp.MustCompile(goP)
+		for _, s := range strs {
+			var b strings.Builder
+			b.WriteByte('"')
+			for _, c := range s {
+				b.WriteString(jsonEscape(c))
+			}
+			b.WriteByte('"')
+			got := accepts(g, b.String())
+			if want := whole.MatchString(s); got != want {
+				t.Fatalf("pattern %s: %q (as %s) accepted %v, want %v", p, s, b.String(), got, want)
+			}
+			if got && !search.MatchString(s) {
+				t.Fatalf("pattern %s: accepted %q, which it does not match", p, s)
+			}
 		}
 	}
 }
