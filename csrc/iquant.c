@@ -14,6 +14,18 @@
  * table by vpshufb: _avx512 feeds vpdpbusd the unsigned bytes value + 128 and starts the
  * accumulator at -128 * sum4(x); _avx2 multiplies |w| by sign(x, w) (vpmaddubsw) as Q8_0 does.
  * Non-finite scales: as every GEMV (krt_kdot.h), a NaN / Inf d_w or d_x makes the row NaN.
+ *
+ * Speed (csrc/tests/bench_quant, 1 thread, 2 vCPU Zen 4, measured while other jobs loaded the
+ * machine: load average 7-10, so only same-run ratios mean much). From DRAM, GB/s of weights
+ * (median of rounds), IQ4_NL against Q4_0 in the same runs:
+ *            896x4864 avx512  2048x2048 avx512   896x4864 avx2   2048x2048 avx2
+ *   IQ4_NL   15.7-15.9        16.6-17.4          15.5-16.4       15.9-17.2
+ *   Q4_0     15.6-17.3        17.1-17.7          17.8-20.0       21.5-22.5
+ * so _avx512 streams as Q4_0's (documented at 94-102% of the streaming read on a quiet machine,
+ * csrc/gemv_k.c; here both read 48-60% of a -cpuclock stream). L2-resident (-cached): _avx512
+ * 27.5-31.1 GB/s (Q4_0 27.3-30.3), not compute-bound; _avx2 16.4-17.1 GB/s (Q4_0 22.4-23.2):
+ * compute-bound at about 2/3 of a 25 GB/s stream (two vpsignb and a vpshufb per row and block
+ * more than Q4_0, which ggml's AVX2 IQ4_NL dot pays as well).
  */
 #include "krt_kdot.h"
 #include "krt_gvpack.h"

@@ -3,4 +3,4 @@
 package ckernels
 
 // csrcHash is the hash of csrc/ this package was last generated for (see csrchash).
-const csrcHash = "92ebb8f987a4d94de46ae4c6a95d70682f876acd1a479b64c1d528f8c15d49c0"
+const csrcHash = "330247d232a475ec72313a268bc33970d8c8c88ed2ae92caeb76976cbfd6fcb6"
