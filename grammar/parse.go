@@ -58,6 +58,7 @@ type parser struct {
 	alts    [][][]elem // rule id -> alternatives
 	defined []int      // rule id -> source offset of its definition, -1 if not (yet) defined
 	usedAt  []int      // rule id -> source offset of its first reference
+	made    []bool     // rule id -> made for a group or repetition (renamed if the grammar uses its name)
 	nElems  int
 	sets    []charSet
 	setIDs  map[string]int32
@@ -127,8 +128,23 @@ func (p *parser) atRuleStart() bool {
 // rule returns the id of name, making it if new.
 func (p *parser) rule(name string) (int32, error) {
 	if id, ok := p.ids[name]; ok {
-		return id, nil
+		if !p.made[id] {
+			return id, nil
+		}
+		// A rule made for a group took a name the grammar itself uses: rename the made one.
+		fresh := name + "_"
+		for _, taken := p.ids[fresh]; taken; _, taken = p.ids[fresh] {
+			fresh += "_"
+		}
+		p.names[id] = fresh
+		p.ids[fresh] = id
+		delete(p.ids, name)
 	}
+	return p.add(name)
+}
+
+// add makes a rule called name.
+func (p *parser) add(name string) (int32, error) {
 	if len(p.names) >= MaxRules {
 		return 0, p.errf("more than %d rules (groups and repetitions make rules too)", MaxRules)
 	}
@@ -138,6 +154,7 @@ func (p *parser) rule(name string) (int32, error) {
 	p.alts = append(p.alts, nil)
 	p.defined = append(p.defined, -1)
 	p.usedAt = append(p.usedAt, -1)
+	p.made = append(p.made, false)
 	return id, nil
 }
 
@@ -147,10 +164,11 @@ func (p *parser) newRule(base string, alts [][]elem) (int32, error) {
 	for _, taken := p.ids[name]; taken; _, taken = p.ids[name] {
 		name += "_"
 	}
-	id, err := p.rule(name)
+	id, err := p.add(name)
 	if err != nil {
 		return 0, err
 	}
+	p.made[id] = true
 	p.alts[id] = alts
 	p.defined[id] = p.pos
 	return id, p.count(alts)

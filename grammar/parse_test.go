@@ -53,6 +53,9 @@ func TestParseGood(t *testing.T) {
 		},
 		{src: "root ::= a b\na ::= \"x\"?\nb ::= \"y\"?", yes: []string{"", "x", "y", "xy"}, no: []string{"yx"}},
 		{src: `root ::= "a" root | "b"`, yes: []string{"b", "ab", "aaab"}, no: []string{"a", "ba"}},
+		{ // the group's made-up rule would be root-1: the grammar's own root-1 keeps its name
+			src: "root ::= (\"a\" | \"b\") root-1 root-2*\nroot-1 ::= \"c\"\nroot-2 ::= \"d\"", yes: []string{"ac", "bcdd"}, no: []string{"a", "ab", "abc"},
+		},
 		{ // an alternative that can never end is dropped: "(" is not even a prefix
 			src: "root ::= \"a\" | \"(\" x \")\"\nx ::= \"[\" x \"]\"", yes: []string{"a"}, no: []string{"(", "([", "()"},
 		},
