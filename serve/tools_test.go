@@ -31,7 +31,7 @@ func TestParseToolChoice(t *testing.T) {
 		{`[{"type":"retrieval"}]`, "", "", "", "tools[0].type"},
 		{`[{"type":"function","function":{"name":"a b"}}]`, "", "", "", "tools[0].function.name"},
 		{`[{"type":"function","function":{"name":"a"}},{"type":"function","function":{"name":"a"}}]`, "", "", "", "tools[1].function.name"},
-		{`[{"type":"function","function":{"name":"a","parameters":{"type":"string","pattern":"x"}}}]`, "", "", "", "tools[0].function.parameters"},
+		{`[{"type":"function","function":{"name":"a","parameters":{"type":"integer","multipleOf":2}}}]`, "", "", "", "tools[0].function.parameters"},
 		{`{"a":1}`, "", "", "", "tools"},
 	} {
 		tc, err := parseToolChoice(json.RawMessage(c.tools), json.RawMessage(c.choice), nil)
