@@ -481,3 +481,39 @@ type ifaceTok struct {
 	byteTok
 	v any
 }
+
+// TestSequenceGrammar drives a Sequence by hand: whatever the logits prefer, the tokens
+// follow the grammar, and GrammarComplete says when the text is a sentence.
+func TestSequenceGrammar(t *testing.T) {
+	gr, err := grammar.Parse(`root ::= "a" [0-9]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	seq, err := NewSequence(byteTok{}, byteVocab, Options{Grammar: gr}, func(s string) bool { text.WriteString(s); return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	logits := make([]float32, byteVocab)
+	logits['z'], logits['7'], logits[tEOS] = 9, 5, 8 // greedy: z, else EOS, else 7
+	var ids []int32
+	for range 5 {
+		id, stop, err := seq.Next(logits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+		if stop != StopNone {
+			if stop != StopEOG || !seq.GrammarComplete() {
+				t.Fatalf("stop %v, complete %v", stop, seq.GrammarComplete())
+			}
+			break
+		}
+		if seq.GrammarComplete() != (len(ids) == 2) {
+			t.Fatalf("after %v: complete %v", ids, seq.GrammarComplete())
+		}
+	}
+	if text.String() != "a7" || len(ids) != 3 || ids[2] != tEOS {
+		t.Fatalf("text %q, ids %v; want \"a7\" then EOS", text.String(), ids)
+	}
+}
