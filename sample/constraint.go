@@ -15,14 +15,24 @@ func (s *Sampler) SampleAllowed(logits []float32, allowed []uint64) (int32, erro
 }
 
 // ban sets the logits of the tokens not in allowed to -Inf and returns the first maximum
-// of what is left (max -Inf if nothing is).
+// of what is left (max -Inf if nothing is). A word of the mask with no bit set (most of
+// them outside a string) bans its 64 tokens without testing each.
 func ban(w []float32, allowed []uint64) (best int, max float32) {
 	best, max = 0, negInf
-	for i := range w {
-		if allowed[i>>6]&(1<<(i&63)) == 0 {
-			w[i] = negInf
-		} else if x := w[i]; x > max {
-			best, max = i, x
+	for base := 0; base < len(w); base += 64 {
+		word, end := allowed[base>>6], min(base+64, len(w))
+		if word == 0 {
+			for i := base; i < end; i++ {
+				w[i] = negInf
+			}
+			continue
+		}
+		for i := base; i < end; i++ {
+			if word&(1<<(i-base)) == 0 {
+				w[i] = negInf
+			} else if x := w[i]; x > max {
+				best, max = i, x
+			}
 		}
 	}
 	return best, max
