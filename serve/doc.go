@@ -10,7 +10,9 @@
 //	http.ListenAndServe("127.0.0.1:8080", s)
 //
 // Routes: POST /v1/completions and POST /v1/chat/completions (OpenAI's wire format, with
-// "stream": true as server-sent events ending in "data: [DONE]"), GET /v1/models,
+// "stream": true as server-sent events ending in "data: [DONE]"), POST /v1/embeddings
+// (float or base64; the final hidden states after the output norm, pooled as the file's
+// pooling_type says, last token for a decoder LM, L2-normalised), GET /v1/models,
 // GET /health and GET /metrics (Prometheus text). Any "model" name is accepted and answered
 // by the one loaded model, whose name the responses carry, as llama.cpp's server does:
 // clients written for other servers send names of their own.

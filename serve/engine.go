@@ -126,6 +126,7 @@ type Stats struct {
 	PromptTokens, ReusedTokens       uint64 // prompt tokens of started requests; of them, found cached
 	PrefilledTokens, GeneratedTokens uint64 // prompt tokens computed; tokens sampled
 	Steps                            uint64 // forward passes
+	EmbeddedTokens                   uint64 // tokens run for embeddings (Embed)
 }
 
 // Engine runs many generations on one model: a goroutine owns the model and runs steps,
@@ -169,7 +170,8 @@ type Engine struct {
 	submitted, rejected, completed, cancelled, failed   atomic.Uint64
 	promptToks, reusedToks, prefilled, generated, steps atomic.Uint64
 	running                                             atomic.Int64
-	kvUsed                                              atomic.Int64 // positions the running requests hold in their slots
+	kvUsed                                              atomic.Int64  // positions the running requests hold in their slots
+	embedded                                            atomic.Uint64 // tokens run for embeddings
 }
 
 // slot is one sequence's region of the KV cache.
@@ -191,6 +193,7 @@ type request struct {
 	next    int32   // the token to decode next (when decoding)
 	decode  bool    // the prompt is done; next is valid
 	reused  int
+	emb     *embedJob // an embedding request (Embed), not a generation
 	lp      bool      // Request.Logprobs
 	top     int       // Request.TopLogprobs
 	start   time.Time // Submit
@@ -340,7 +343,15 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 	}
 	seq.Prompt(ids)
 	req := &request{ctx: ctx, ids: ids, seq: seq, stream: st, start: time.Now(), lp: r.Logprobs, top: r.TopLogprobs}
+	if err := e.enqueue(req); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
 
+// enqueue queues req for a slot, or refuses it: closed, draining, or a full queue.
+func (e *Engine) enqueue(req *request) error {
+	var err error
 	e.mu.Lock()
 	switch {
 	case e.closed:
@@ -353,7 +364,7 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 	if err != nil {
 		e.mu.Unlock()
 		e.rejected.Add(1)
-		return nil, err
+		return err
 	}
 	e.queue = append(e.queue, req)
 	e.inflight++
@@ -363,7 +374,7 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 	case e.wake <- struct{}{}:
 	default:
 	}
-	return st, nil
+	return nil
 }
 
 // freeSlotsLocked is the number of slots the loop has not handed out, counting queued
@@ -383,6 +394,7 @@ func (e *Engine) Stats() Stats {
 		Waiting: waiting, Running: int(e.running.Load()), Slots: len(e.slots),
 		PromptTokens: e.promptToks.Load(), ReusedTokens: e.reusedToks.Load(),
 		PrefilledTokens: e.prefilled.Load(), GeneratedTokens: e.generated.Load(), Steps: e.steps.Load(),
+		EmbeddedTokens: e.embedded.Load(),
 	}
 }
 
@@ -543,7 +555,7 @@ func (e *Engine) place(r *request) {
 func (e *Engine) step() {
 	e.toks, e.seqs, e.parts = e.toks[:0], e.seqs[:0], e.parts[:0]
 	for _, r := range e.active {
-		if r.decode {
+		if r.decode && r.emb == nil {
 			e.toks = append(e.toks, r.next)
 			e.seqs = append(e.seqs, orchestrator.Seq{Slot: r.slot, Pos: r.pos, N: 1, Logits: true})
 			e.parts = append(e.parts, r)
@@ -551,7 +563,7 @@ func (e *Engine) step() {
 	}
 	budget := min(e.maxBatch-len(e.toks), e.opts.PrefillChunk)
 	for _, r := range e.active {
-		if r.decode || budget == 0 {
+		if r.decode || r.emb != nil || budget == 0 {
 			continue
 		}
 		n := min(len(r.prefill), budget)
@@ -560,7 +572,10 @@ func (e *Engine) step() {
 		e.seqs = append(e.seqs, orchestrator.Seq{Slot: r.slot, Pos: r.pos, N: n, Logits: n == len(r.prefill)})
 		e.parts = append(e.parts, r)
 	}
+	e.embedStep()
 	if len(e.seqs) == 0 {
+		e.compact()
+		e.updateUsage()
 		return
 	}
 	e.clock++
@@ -681,7 +696,11 @@ func (e *Engine) finish(r *request, stop generate.StopReason, err error) {
 	default:
 		e.completed.Add(1)
 	}
-	r.stream.finish(Result{Stop: stop, PromptTokens: len(r.ids), ReusedTokens: r.reused, GeneratedTokens: r.seq.Generated(), Err: err})
+	res := Result{Stop: stop, PromptTokens: len(r.ids), ReusedTokens: r.reused, Err: err}
+	if r.seq != nil { // an embedding request has none
+		res.GeneratedTokens = r.seq.Generated()
+	}
+	r.stream.finish(res)
 	e.mu.Lock()
 	e.inflight--
 	if e.draining && e.inflight == 0 {

@@ -10,6 +10,7 @@ import (
 type engineMetrics struct {
 	reg                       *prometheus.Registry
 	prompt, reused, generated prometheus.Counter
+	embedded                  prometheus.Counter
 	batchSeqs, batchToks      prometheus.Histogram
 	ttft, itl                 prometheus.Histogram
 }
@@ -26,6 +27,7 @@ func newEngineMetrics(e *Engine) *engineMetrics {
 	m.prompt = counter("prompt_tokens_total", "Prompt tokens of requests that got a slot.")
 	m.reused = counter("prompt_tokens_reused_total", "Prompt tokens found in a slot's cache (a common prefix with an earlier request), not computed again.")
 	m.generated = counter("generated_tokens_total", "Tokens sampled.")
+	m.embedded = counter("embedding_tokens_total", "Tokens run for embeddings (/v1/embeddings).")
 	m.batchSeqs = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "kernelrt", Name: "batch_sequences",
 		Help: "Sequences in one forward step.", Buckets: prometheus.ExponentialBuckets(1, 2, 8)})
 	m.batchToks = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "kernelrt", Name: "batch_tokens",
@@ -41,7 +43,7 @@ func newEngineMetrics(e *Engine) *engineMetrics {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "kernelrt", Name: "requests_ended_total",
 			Help: "Generations ended, by outcome.", ConstLabels: prometheus.Labels{"outcome": outcome}}, f)
 	}
-	m.reg.MustRegister(m.prompt, m.reused, m.generated, m.batchSeqs, m.batchToks, m.ttft, m.itl,
+	m.reg.MustRegister(m.prompt, m.reused, m.generated, m.embedded, m.batchSeqs, m.batchToks, m.ttft, m.itl,
 		gauge("queue_depth", "Requests waiting for a slot.", func() float64 { return float64(e.Stats().Waiting) }),
 		gauge("running_sequences", "Requests in a slot (prefilling or decoding).", func() float64 { return float64(e.running.Load()) }),
 		gauge("slots", "Sequences the KV cache holds.", func() float64 { return float64(len(e.slots)) }),

@@ -66,6 +66,7 @@ func New(e *Engine, o Options) *Server {
 	}
 	route("/v1/completions", http.MethodPost, s.completions)
 	route("/v1/chat/completions", http.MethodPost, s.chatCompletions)
+	route("/v1/embeddings", http.MethodPost, s.embeddings)
 	route("/v1/models", http.MethodGet, s.models)
 	route("/health", http.MethodGet, s.health)
 	route("/metrics", http.MethodGet, metrics.ServeHTTP)
