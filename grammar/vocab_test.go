@@ -151,3 +151,61 @@ func TestVocabTrie(t *testing.T) {
 		t.Fatalf("%d tokens in the trie, want %d", found, len(pieces)-2)
 	}
 }
+
+// FuzzConstraint checks the trie walk's mask against trying every token with a fresh
+// matcher, for fuzzed grammars over a small vocabulary, along a path of allowed tokens
+// chosen by the fuzzed seed.
+func FuzzConstraint(f *testing.F) {
+	for _, s := range []string{
+		`root ::= [^"\\]* "\""`, `root ::= ("日本" | "é"+ | [😀-😂])* "."`, `root ::= [a-zé]{0,3} ("{" root "}")?`,
+		`root ::= ("ab" | "a" "b"? | [^a-c\u0080-\u07ff])+`, `root ::= .{2,5}`, `root ::= [\u0800-\uffff]* "x"`,
+	} {
+		f.Add(s, uint64(1))
+	}
+	pieces, eog := testVocab(500)
+	v, err := NewVocab(pieces, eog)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, src string, seed uint64) {
+		g, err := Parse(src)
+		if err != nil || g.Elements() > 2000 {
+			return
+		}
+		r := rand.New(rand.NewPCG(seed, 7))
+		c := NewConstraint(g, v)
+		var text []byte
+		for range 6 {
+			mask, err := c.Allowed()
+			if err != nil {
+				return // too ambiguous: refused, as it should be
+			}
+			var allowed []int
+			for id := range v.Size() {
+				want := false
+				if v.isEOG[id] {
+					want = c.Complete()
+				} else if len(pieces[id]) > 0 {
+					want = g.NewMatcher().Accept(append(append([]byte(nil), text...), pieces[id]...))
+				}
+				if bit(mask, id) != want {
+					t.Fatalf("after %q: token %d %q allowed %v, want %v", text, id, pieces[id], !want, want)
+				}
+				if want {
+					allowed = append(allowed, id)
+				}
+			}
+			if len(allowed) == 0 {
+				return
+			}
+			id := allowed[r.IntN(len(allowed))]
+			if err := c.Accept(int32(id)); err != nil {
+				t.Fatal(err)
+			}
+			if v.isEOG[id] {
+				return
+			}
+			text = append(text, pieces[id]...)
+		}
+	})
+}
