@@ -211,7 +211,8 @@ type QType int
 // K-quants (Q4_K, Q5_K, Q6_K: super-blocks of 256, so a matrix's cols must be a multiple of
 // 256) Q8_K-quantized ones, as ggml does. F32, F16 and BF16 matrices are held as float32 (F16
 // and BF16 converted once at load) and multiply float activations, rounded first to fp16 for
-// F16 and to bf16 for BF16, as ggml rounds them to the weights' dot-product type. Q4_1 is
+// F16 and to bf16 for BF16, as ggml rounds them to the weights' dot-product type. Q3_K is held
+// as Q6_K (the same d, sub-block scales sc-32 and quants q3+32: exact, 1.9x the bytes). Q4_1 is
 // held as Q5_1 (the same d and m, a zero fifth bit: exact), for which kernels exist.
 // NewSynthetic builds Q8_0 and Q5_0 only; GGUF models (LoadGGUF) use all of them.
 const (
@@ -227,11 +228,12 @@ const (
 	Q6_K
 	BF16
 	IQ4_NL
+	Q3_K
 	numQTypes
 )
 
 var qtypeNames = [numQTypes]string{Q8_0: "q8_0", Q5_0: "q5_0", F32: "f32", F16: "f16", Q4_0: "q4_0", Q4_1: "q4_1",
-	Q5_1: "q5_1", Q4_K: "q4_K", Q5_K: "q5_K", Q6_K: "q6_K", BF16: "bf16", IQ4_NL: "iq4_nl"}
+	Q5_1: "q5_1", Q4_K: "q4_K", Q5_K: "q5_K", Q6_K: "q6_K", BF16: "bf16", IQ4_NL: "iq4_nl", Q3_K: "q3_K"}
 
 func (q QType) String() string {
 	if q >= 0 && q < numQTypes {
@@ -254,7 +256,7 @@ const (
 // act is the activation form q multiplies.
 func (q QType) act() actKind {
 	switch q {
-	case Q4_K, Q5_K, Q6_K:
+	case Q4_K, Q5_K, Q6_K, Q3_K:
 		return actQ8K
 	case F32:
 		return actF32
@@ -276,7 +278,7 @@ func (q QType) blockLen() int {
 }
 
 // blockBytes is the size in memory of one block of blockLen weights (F16 and BF16 are held as
-// float32 after load, Q4_1 as Q5_1).
+// float32 after load, Q4_1 as Q5_1, Q3_K as Q6_K).
 func (q QType) blockBytes() int {
 	switch q {
 	case Q8_0:
@@ -291,7 +293,7 @@ func (q QType) blockBytes() int {
 		return 144
 	case Q5_K:
 		return 176
-	case Q6_K:
+	case Q6_K, Q3_K:
 		return 210
 	}
 	return 4 * 32

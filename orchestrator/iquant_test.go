@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -63,5 +64,86 @@ func TestIQ4_NLType(t *testing.T) {
 	}
 	if q.blockLen() != 32 || q.blockBytes() != 18 || q.act() != actQ8_0 || q.String() != "iq4_nl" {
 		t.Errorf("IQ4_NL: blockLen %d, blockBytes %d, act %d, name %q", q.blockLen(), q.blockBytes(), q.act(), q)
+	}
+}
+
+// testQuantQ3K stores v (a multiple of 256 floats) as ggml's block_q3_K with a plain
+// quantizer (not ggml's): per sub-block of 16 a scale a = max|x|/4, the super-block's fp16
+// d = max a / 31, 6-bit codes round(a/d) + 32, quants round(x / (d*code)) clamped to -4..3.
+func testQuantQ3K(v []float32) []byte {
+	out := make([]byte, len(v)/256*110)
+	for b := 0; b < len(v)/256; b++ {
+		x, blk := v[256*b:256*b+256], out[110*b:110*b+110]
+		var a [16]float64
+		amax := 0.0
+		for s := range a {
+			for _, xv := range x[16*s : 16*s+16] {
+				a[s] = math.Max(a[s], math.Abs(float64(xv))/4)
+			}
+			amax = math.Max(amax, a[s])
+		}
+		d16 := kernelrt.FP32ToFP16(float32(amax / 31))
+		d := float64(kernelrt.FP16ToFP32(d16))
+		blk[108], blk[109] = byte(d16), byte(d16>>8)
+		for s := range a {
+			code := 0
+			if d > 0 {
+				code = int(math.Min(31, math.Round(a[s]/d)))
+			}
+			c := code + 32
+			if s < 8 {
+				blk[96+s] |= byte(c & 15)
+			} else {
+				blk[96+s-8] |= byte(c&15) << 4
+			}
+			blk[104+s%4] |= byte(c>>4) << (2 * (s / 4))
+			for l := 0; l < 16; l++ {
+				q := 0
+				if code > 0 {
+					q = int(math.Max(-4, math.Min(3, math.Round(float64(x[16*s+l])/(d*float64(code))))))
+				}
+				e := 16*s + l // = 128h + 32j + 16k + l
+				h, j, k := e/128, e%128/32, e%32/16
+				if q >= 0 { // q = low2 - 4*(1 - hbit): hbit set for q >= 0
+					blk[16*k+l] |= 1 << (4*h + j)
+				} else {
+					q += 4
+				}
+				blk[32+32*h+16*k+l] |= byte(q) << (2 * j)
+			}
+		}
+	}
+	return out
+}
+
+// TestQ3KToQ6K: every converted super-block dequantizes (through kernelrt's Q6_K dequantizer)
+// to exactly ggml's Q3_K values (the float64 reference decoder), random bytes included.
+func TestQ3KToQ6K(t *testing.T) {
+	raw := make([]byte, 4*110)
+	s := uint64(9)
+	for i := range raw {
+		s ^= s << 13
+		s ^= s >> 7
+		s ^= s << 17
+		raw[i] = byte(s)
+	}
+	for b := 0; b < 4; b++ { // sane fp16 d (random bytes could be NaN)
+		d := kernelrt.FP32ToFP16(0.01 * float32(b+1))
+		raw[110*b+108], raw[110*b+109] = byte(d), byte(d>>8)
+	}
+	q6 := make([]kernelrt.BlockQ6K, 4)
+	q3KToQ6K(q6, raw)
+	got := make([]float32, 4*256)
+	if err := kernelrt.DequantizeQ6K(got, q6); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]float64, 4*256)
+	if !refBlocks(want, raw, gguf.TypeQ3_K) {
+		t.Fatal("no reference decoder for Q3_K")
+	}
+	for i := range got {
+		if float64(got[i]) != float64(float32(want[i])) {
+			t.Fatalf("value %d: Q6_K %g, Q3_K %g", i, got[i], want[i])
+		}
 	}
 }

@@ -16,9 +16,10 @@ import (
 var ErrClosed = errors.New("orchestrator: model is closed")
 
 // Matrix is a rows x cols weight tensor in one type: row-major blocks in the slice of its
-// type (Q8 for Q8_0, Q5 for Q5_0, Q4 for Q4_0, IQ4NL for IQ4_NL, Q51 for Q5_1 and for Q4_1, which is held as
-// Q5_1, Q4K, Q5K, Q6K for the K-quants), or row-major floats in F32 (for Type F32, and for F16
-// and BF16 after their conversion at load).
+// type (Q8 for Q8_0, Q5 for Q5_0, Q4 for Q4_0, IQ4NL for IQ4_NL, Q51 for Q5_1 and for Q4_1,
+// which is held as Q5_1, Q4K, Q5K, Q6K for the K-quants and for Q3_K, which is held as Q6_K),
+// or row-major floats in F32 (for Type F32, and for F16 and BF16 after their conversion at
+// load).
 type Matrix struct {
 	Name       string
 	Type       QType
@@ -485,7 +486,7 @@ func (m *Model) embedRows(e kernelrt.Ops, x []float32, ids []int32) error {
 			err = e.DequantizeQ4K(row, t.Q4K[b0:b1])
 		case Q5_K:
 			err = e.DequantizeQ5K(row, t.Q5K[b0:b1])
-		case Q6_K:
+		case Q3_K, Q6_K:
 			err = e.DequantizeQ6K(row, t.Q6K[b0:b1])
 		case F32, F16, BF16:
 			copy(row, t.F32[int(id)*H:(int(id)+1)*H])
@@ -807,7 +808,7 @@ func (m *Model) mm(e kernelrt.Ops, w *Matrix, y, xf []float32, xq []kernelrt.Blo
 		return e.GemmQ4K(y, w.Q4K, xk, bias, w.Rows, w.Cols, T)
 	case Q5_K:
 		return e.GemmQ5K(y, w.Q5K, xk, bias, w.Rows, w.Cols, T)
-	case Q6_K:
+	case Q3_K, Q6_K:
 		return e.GemmQ6K(y, w.Q6K, xk, bias, w.Rows, w.Cols, T)
 	}
 	return fmt.Errorf("orchestrator: %s: no matmul for type %s", w.Name, w.Type)
@@ -903,7 +904,7 @@ func gemvRows(e kernelrt.Ops, w *Matrix, y []float32, x8 []kernelrt.BlockQ8_0, x
 			return e.GemvQ4KBias(y, w.Q4K[r0*nb:r1*nb], x, bias, n, C)
 		case Q5_K:
 			return e.GemvQ5KBias(y, w.Q5K[r0*nb:r1*nb], x, bias, n, C)
-		case Q6_K:
+		case Q3_K, Q6_K:
 			return e.GemvQ6KBias(y, w.Q6K[r0*nb:r1*nb], x, bias, n, C)
 		}
 	} else {

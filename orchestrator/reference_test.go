@@ -205,6 +205,24 @@ func refBlocks(w []float64, data []byte, typ gguf.GGMLType) bool {
 				}
 			}
 		}
+	case gguf.TypeQ3_K: // ggml's dequantize_row_q3_K, element by element
+		for b := 0; b < n/256; b++ {
+			blk := data[110*b : 110*b+110]
+			hm, qs, sc, d := blk[:32], blk[32:96], blk[96:108], h(blk[108:])
+			for e := 0; e < 256; e++ { // e = 128*half + 32*j + 16*k + l, sub-block e/16
+				half, j, k, l, s := e/128, e%128/32, e%32/16, e%16, e/16
+				low := int(sc[s%8] & 0xf)
+				if s >= 8 {
+					low = int(sc[s%8] >> 4)
+				}
+				scale := low | int(sc[8+s%4]>>uint(2*(s/4))&3)<<4
+				q := int(qs[32*half+16*k+l] >> uint(2*j) & 3)
+				if hm[16*k+l]&(1<<uint(4*half+j)) == 0 {
+					q -= 4
+				}
+				w[256*b+e] = d * float64(scale-32) * float64(q)
+			}
+		}
 	case gguf.TypeQ6_K:
 		for b := 0; b < n/256; b++ {
 			blk := data[210*b : 210*b+210]
@@ -294,7 +312,7 @@ func (m *refMatrix) apply(x, bias []float64) []float64 {
 	switch m.typ {
 	case gguf.TypeQ8_0, gguf.TypeQ5_0, gguf.TypeQ4_0, gguf.TypeQ4_1, gguf.TypeQ5_1, gguf.TypeIQ4_NL:
 		x = refQuantQ8(x)
-	case gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K:
+	case gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K, gguf.TypeQ3_K:
 		x = refQuantQ8K(x)
 	case gguf.TypeF16, gguf.TypeBF16:
 		// ggml rounds a float32 activation: a value whose float32 rounding lands exactly
@@ -607,7 +625,7 @@ var (
 	bf16             = gguf.TypeBF16
 	q4_0, q4_1, q5_1 = gguf.TypeQ4_0, gguf.TypeQ4_1, gguf.TypeQ5_1
 	q4k, q5k, q6k    = gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K
-	iq4nl            = gguf.TypeIQ4_NL
+	iq4nl, q3k       = gguf.TypeIQ4_NL, gguf.TypeQ3_K
 	testTypeSets     = []testTypes{
 		{"f32-untied", f32, f32, f32, f32, f32, f32, f32, f32, f32},
 		{"f32-tied", f32, f32, f32, f32, f32, f32, f32, f32, tied},
@@ -636,6 +654,8 @@ var (
 		{"q5_k_m-like-tied-q6_k", q6k, q5k, q5k, q6k, q5k, q5k, q5k, q6k, tied},
 		{"k-and-32blocks-tied-q8", q8, q5, q4k, q5_1, q6k, q4_0, q5k, q4_1, tied},
 		{"k-and-floats-untied-q4_0", bf16, bf16, f16, q4k, f32, q6k, bf16, q5k, q4_0},
+		{"q3_k_m-like-untied", q3k, q3k, q3k, q5k, q3k, q3k, q3k, q4k, q6k},
+		{"q3_k-tied", q3k, q3k, q3k, q3k, q3k, q3k, q3k, q3k, tied},
 	}
 )
 
@@ -693,6 +713,8 @@ func encode(t testing.TB, v []float32, typ gguf.GGMLType) []byte {
 		return quantBytes(t, v, kernelrt.QuantizeQ4_0)
 	case iq4nl:
 		return quantBytes(t, v, kernelrt.QuantizeIQ4_NL)
+	case q3k:
+		return testQuantQ3K(v)
 	case q4_1:
 		return quantBytes(t, v, kernelrt.QuantizeQ4_1)
 	case q5_1:
