@@ -625,6 +625,9 @@ func (c *compiler) object(s *jv, path, name string) (string, error) {
 		}
 	}
 	ap := s.get("additionalProperties")
+	if ap != nil && ap.kind != 'b' && ap.kind != 'o' {
+		return "", schemaErr(path+"/additionalProperties", "must be a boolean or a schema")
+	}
 	if len(ps) == 0 {
 		if ap != nil && ap.kind == 'o' { // a map of one value schema
 			v, err := c.compile(ap, path+"/additionalProperties", name+"-value")
@@ -640,9 +643,6 @@ func (c *compiler) object(s *jv, path, name string) (string, error) {
 			return `"{" ` + c.prim("space") + ` "}"`, nil
 		}
 		return c.prim("json-object"), nil
-	}
-	if ap != nil && ap.kind != 'b' && ap.kind != 'o' {
-		return "", schemaErr(path+"/additionalProperties", "must be a boolean or a schema")
 	}
 	c.prim("space")
 	kv := make([]string, len(ps))

@@ -140,6 +140,7 @@ func TestSchemaErrors(t *testing.T) {
 		{`{"type":"array","minItems":3,"maxItems":2}`, `maxItems 2 is below minItems 3`},
 		{`{"type":"array","maxItems":100000}`, `over the limit`},
 		{`{"type":"string","minLength":1.5}`, `minLength: must be a non-negative integer`},
+		{`{"type":"object","additionalProperties":1}`, `additionalProperties: must be a boolean or a schema`},
 		{`false`, `matches nothing`},
 		{`[1]`, `must be an object or a boolean`},
 		{`{"type":"string"`, `not valid JSON`},
