@@ -204,6 +204,9 @@ func (r *rxParser) escape(inClass bool) (rs []runeRange, negated bool, single ru
 		}
 		if r.pos+k <= len(r.src) {
 			if v, err := strconv.ParseUint(r.src[r.pos:r.pos+k], 16, 32); err == nil {
+				if v >= 0xD800 && v <= 0xDFFF {
+					return nil, false, -1, r.errf("the surrogate escape \\u%04X is not supported", v)
+				}
 				r.pos += k
 				return nil, false, rune(v), nil
 			}

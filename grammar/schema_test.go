@@ -118,6 +118,7 @@ func TestSchemaErrors(t *testing.T) {
 		{`{"type":"string","pattern":"(a"}`, `unclosed (`},
 		{`{"type":"string","pattern":"a{3,1}"}`, `maximum below its minimum`},
 		{`{"type":"string","pattern":"a","maxLength":3}`, `maxLength with pattern`},
+		{`{"type":"string","pattern":"\\ud83d\\ude00"}`, `surrogate escape \uD83D`},
 		{`{"type":"object","properties":{"n":{"type":"integer","multipleOf":2}}}`, `schema at #/properties/n: keyword "multipleOf" is not supported`},
 		{`{"type":"array","uniqueItems":true}`, `uniqueItems`},
 		{`{"type":"array","contains":{}}`, `"contains" is not supported`},
