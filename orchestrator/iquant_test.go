@@ -147,3 +147,37 @@ func TestQ3KToQ6K(t *testing.T) {
 		}
 	}
 }
+
+// TestSyntheticGGUFQ3K writes a synthetic model with Q3_K matrices (and a Q6_K head) in a
+// 256-wide shape with SyntheticGGUF, loads it (Q3_K converted to Q6_K) and compares its logits
+// with the float64 reference, which decodes the file's Q3_K blocks itself.
+func TestSyntheticGGUFQ3K(t *testing.T) {
+	cfg := Config{Arch: "qwen2", Layers: 2, Hidden: 256, Intermediate: 512, Heads: 4, KVHeads: 2, HeadDim: 64, Vocab: 300,
+		RopeTheta: 1e6, Eps: 1e-6, MaxCtx: 64, MaxBatch: 16}
+	r := Recipe{Name: "q3_k", Q: Q3_K, K: Q3_K, V: Q3_K, O: Q3_K, Gate: Q3_K, Up: Q3_K, Down: Q3_K, Embedded: Q3_K}
+	b := gguf.NewBuilder()
+	if err := SyntheticGGUF(b, cfg, r, 5); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "q3_k.gguf")
+	fh, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.WriteTo(fh); err != nil {
+		t.Fatal(err)
+	}
+	if err := fh.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := LoadGGUF(p, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Recipe.Q != Q3_K || m.Embed.Type != Q3_K || len(m.Embed.Q6K) != cfg.Vocab*cfg.Hidden/kernelrt.QKK {
+		t.Errorf("loaded recipe %+v, embedding %s with %d Q6_K blocks", m.Recipe, m.Embed.Type, len(m.Embed.Q6K))
+	}
+	m.Close()
+	worst := runCompare(t, kernelrt.Serial{}, p, LoadOptions{KV: KVF32}, []int32{7, 100, 299, 0, 12, 250}, []int32{5, 6}, tolQuantizedWide)
+	t.Logf("max relative error %.3g", worst)
+}

@@ -156,7 +156,7 @@ func fillBlocks(raw []byte, t QType, amp float64, s *uint64) {
 		raw[i] = byte(x >> (i & 7 * 8))
 	}
 	*s = x
-	bb := t.blockBytes()
+	bb, dOff := fileBlock(t)
 	levels := 127.0
 	if t == Q5_0 {
 		levels = 16
@@ -164,8 +164,17 @@ func fillBlocks(raw []byte, t QType, amp float64, s *uint64) {
 	for off := 0; off+bb <= len(raw); off += bb {
 		// Vary the scale by block (0.5x..1.5x) from the block's own first quant byte.
 		f := 0.5 + float64(raw[off+2])/255
-		binary.LittleEndian.PutUint16(raw[off:], kernelrt.FP32ToFP16(float32(amp*f/levels)))
+		binary.LittleEndian.PutUint16(raw[off+dOff:], kernelrt.FP32ToFP16(float32(amp*f/levels)))
 	}
+}
+
+// fileBlock is the size of one block of t as a GGUF file stores it and the offset of its fp16
+// scale: Q3_K (held as Q6_K after load) is ggml's 110-byte block_q3_K with d last.
+func fileBlock(t QType) (size, dOff int) {
+	if t == Q3_K {
+		return 110, 108
+	}
+	return t.blockBytes(), 0
 }
 
 // SyntheticGGUF adds to b the metadata and tensors of a model of shape cfg (its Arch) with
@@ -180,8 +189,8 @@ func SyntheticGGUF(b *gguf.Builder, cfg Config, recipe Recipe, seed uint64) erro
 		return err
 	}
 	for _, t := range recipe.types() {
-		if t != Q8_0 && t != Q5_0 && t != F16 && t != IQ4_NL {
-			return fmt.Errorf("orchestrator: SyntheticGGUF writes Q8_0, Q5_0, IQ4_NL and F16 weights, recipe %q has %s", recipe.Name, t)
+		if t != Q8_0 && t != Q5_0 && t != F16 && t != IQ4_NL && t != Q3_K {
+			return fmt.Errorf("orchestrator: SyntheticGGUF writes Q8_0, Q5_0, IQ4_NL, Q3_K and F16 weights, recipe %q has %s", recipe.Name, t)
 		}
 	}
 	c := cfg
@@ -239,14 +248,14 @@ func SyntheticGGUF(b *gguf.Builder, cfg Config, recipe Recipe, seed uint64) erro
 		rng ^= rng << 17
 		return rng | 1
 	}
-	ggml := map[QType]gguf.GGMLType{Q8_0: gguf.TypeQ8_0, Q5_0: gguf.TypeQ5_0, F16: gguf.TypeF16, IQ4_NL: gguf.TypeIQ4_NL}
+	ggml := map[QType]gguf.GGMLType{Q8_0: gguf.TypeQ8_0, Q5_0: gguf.TypeQ5_0, F16: gguf.TypeF16, IQ4_NL: gguf.TypeIQ4_NL, Q3_K: gguf.TypeQ3_K}
 	matrix := func(name string, t QType, rows, cols int) error {
 		s := next()
 		return b.AddTensorFunc(name, ggml[t], []uint64{uint64(cols), uint64(rows)}, func(w io.Writer) error {
 			if t == F16 {
 				return writeF16(w, rows*cols, s)
 			}
-			return writeBlocks(w, t, rows*cols/kernelrt.QK, s)
+			return writeBlocks(w, t, rows*cols/t.blockLen(), s)
 		})
 	}
 	vector := func(name string, n int, center, spread float32) error {
@@ -322,7 +331,7 @@ func writeF16(w io.Writer, n int, seed uint64) error {
 
 // writeBlocks streams n random blocks of type t (as NewSynthetic's fillBlocks makes them).
 func writeBlocks(w io.Writer, t QType, n int, seed uint64) error {
-	bb := t.blockBytes()
+	bb, _ := fileBlock(t)
 	per := max(1, (256<<10)/bb)
 	buf := make([]byte, per*bb)
 	s := seed
