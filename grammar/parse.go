@@ -399,9 +399,13 @@ func (p *parser) literal() ([]elem, error) {
 			p.pos++
 			return seq, nil
 		}
+		at := p.pos
 		c, err := p.char()
 		if err != nil {
 			return nil, err
+		}
+		if c >= 0xD800 && c <= 0xDFFF {
+			return nil, p.errAt(at, "the surrogate code point %U is not a character of UTF-8 text", c)
 		}
 		seq = append(seq, p.set([]runeRange{{c, c}}, false))
 		if len(seq) > MaxElements {
@@ -448,8 +452,8 @@ func (p *parser) class() ([]elem, error) {
 		return nil, p.errAt(open, "empty character class [] matches nothing")
 	}
 	e := p.set(rs, negated)
-	if len(p.sets[e.arg].ranges) == 0 {
-		return nil, p.errAt(open, "the character class matches nothing")
+	if set := &p.sets[e.arg]; !set.overlaps(0, 0xD7FF) && !set.overlaps(0xE000, maxRune) {
+		return nil, p.errAt(open, "the character class matches no character (surrogates are not characters of UTF-8 text)")
 	}
 	return []elem{e}, nil
 }

@@ -108,6 +108,8 @@ func TestParseErrors(t *testing.T) {
 		{`root ::= "\q"`, `line 1, column 11: unknown escape \q`},
 		{`root ::= "\x4"`, `\x needs 2 hex digits`},
 		{`root ::= "\U00110000"`, "beyond U+10FFFF"},
+		{`root ::= "a\uD800"`, "line 1, column 12: the surrogate code point U+D800"},
+		{`root ::= [\uD800-\uDBFF]`, "line 1, column 10: the character class matches no character"},
 		{`root ::= "a"{3,1}`, "maximum below its minimum"},
 		{`root ::= "a"{`, "expected a number after {"},
 		{`root ::= "a"{2`, "expected } to close"},
