@@ -82,17 +82,27 @@ type piecer interface {
 	Piece(id int32, renderSpecial bool) []byte
 }
 
-// build fills the table from tok: its Piece when it has one, else a fresh decoder per token
-// (which drops control tokens' text).
+// tokenByter is implemented by generate's GGUF tokenizer: a token's text as the output
+// shows it (control tokens' text dropped).
+type tokenByter interface {
+	TokenBytes(id int32) []byte
+}
+
+// build fills the table from tok: its Piece (special tokens rendered) or TokenBytes when it
+// has one, else a fresh decoder per token (which drops control tokens' text, as the output
+// does).
 func (p *pieceTable) build(tok generate.Tokenizer, vocab int) {
 	p.once.Do(func() {
 		p.pieces = make([]string, vocab)
 		p.runes = make([]int32, vocab)
-		pc, ok := tok.(piecer)
+		pc, isPiecer := tok.(piecer)
+		tb, isByter := tok.(tokenByter)
 		for id := range int32(vocab) {
 			var b []byte
-			if ok {
+			if isPiecer {
 				b = pc.Piece(id, true)
+			} else if isByter {
+				b = tb.TokenBytes(id)
 			} else {
 				d := tok.NewDecoder()
 				b = append(append([]byte(nil), d.Write(id)...), d.Flush()...)
