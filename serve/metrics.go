@@ -45,7 +45,7 @@ func newEngineMetrics(e *Engine) *engineMetrics {
 	}
 	m.reg.MustRegister(m.prompt, m.reused, m.generated, m.embedded, m.batchSeqs, m.batchToks, m.ttft, m.itl,
 		gauge("queue_depth", "Requests waiting for a slot.", func() float64 { return float64(e.Stats().Waiting) }),
-		gauge("running_sequences", "Requests in a slot (prefilling or decoding).", func() float64 { return float64(e.running.Load()) }),
+		gauge("running_sequences", "Requests in a slot (prefilling, decoding or embedding).", func() float64 { return float64(e.running.Load()) }),
 		gauge("slots", "Sequences the KV cache holds.", func() float64 { return float64(len(e.slots)) }),
 		gauge("kv_cache_usage_ratio", "Fraction (0-1) of the KV cache's positions, all slots together, that running requests hold.", e.KVCacheUsage),
 		ended("completed", func() float64 { return float64(e.completed.Load()) }),
