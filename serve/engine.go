@@ -651,8 +651,11 @@ func (e *Engine) advance(parts []*request, seqs []orchestrator.Seq, toks []int32
 func (e *Engine) sample(r *request, logits []float32) {
 	id, stop, err := r.seq.Next(logits)
 	if r.lp && err == nil && stop != generate.StopEOG {
+		if e.lp.row == nil {
+			e.lp.row = make([]float32, e.vocab)
+		}
 		top := e.lp.top[:r.top]
-		lp := logprobOf(logits, id, top)
+		lp := logprobOf(e.ops, logits, e.lp.row, id, top)
 		r.stream.pushLogprob(id, lp, top)
 	}
 	r.stream.tick()
