@@ -213,7 +213,12 @@ type QType int
 // and BF16 converted once at load) and multiply float activations, rounded first to fp16 for
 // F16 and to bf16 for BF16, as ggml rounds them to the weights' dot-product type. Q3_K is held
 // as Q6_K (the same d, sub-block scales sc-32 and quants q3+32: exact, 1.9x the bytes). Q4_1 is
-// held as Q5_1 (the same d and m, a zero fifth bit: exact), for which kernels exist.
+// held as Q5_1 (the same d and m, a zero fifth bit: exact), for which kernels exist. IQ4_XS
+// (super-blocks of 256, cols a multiple of 256) is held as IQ4_NL, one block per 32 weights
+// with d' = fp16(d*(ls-32)) and the same nibbles: exact but for that one fp16 rounding (a
+// relative error of at most 2^-11 on each 32 weights' scale), 1.06x the bytes; its matrices are
+// bound with Type IQ4_NL and multiply Q8_0 activations (ggml's IQ4_XS dot product uses
+// Q8_K), while Recipe reports the file's IQ4_XS.
 // NewSynthetic builds Q8_0 and Q5_0 only; GGUF models (LoadGGUF) use all of them.
 const (
 	Q8_0 QType = iota
@@ -229,11 +234,13 @@ const (
 	BF16
 	IQ4_NL
 	Q3_K
+	IQ4_XS
 	numQTypes
 )
 
 var qtypeNames = [numQTypes]string{Q8_0: "q8_0", Q5_0: "q5_0", F32: "f32", F16: "f16", Q4_0: "q4_0", Q4_1: "q4_1",
-	Q5_1: "q5_1", Q4_K: "q4_K", Q5_K: "q5_K", Q6_K: "q6_K", BF16: "bf16", IQ4_NL: "iq4_nl", Q3_K: "q3_K"}
+	Q5_1: "q5_1", Q4_K: "q4_K", Q5_K: "q5_K", Q6_K: "q6_K", BF16: "bf16", IQ4_NL: "iq4_nl", Q3_K: "q3_K",
+	IQ4_XS: "iq4_xs"}
 
 func (q QType) String() string {
 	if q >= 0 && q < numQTypes {
@@ -268,19 +275,21 @@ func (q QType) act() actKind {
 	return actQ8_0
 }
 
-// blockLen is the number of weights in one block (256 for the K-quants; 32 otherwise, also
-// for the float types, whose "block" is 32 floats).
+// blockLen is the number of weights in one block (256 for the K-quants and IQ4_XS; 32
+// otherwise, also for the float types, whose "block" is 32 floats).
 func (q QType) blockLen() int {
-	if q.act() == actQ8K {
+	if q.act() == actQ8K || q == IQ4_XS {
 		return kernelrt.QKK
 	}
 	return kernelrt.QK
 }
 
 // blockBytes is the size in memory of one block of blockLen weights (F16 and BF16 are held as
-// float32 after load, Q4_1 as Q5_1, Q3_K as Q6_K).
+// float32 after load, Q4_1 as Q5_1, Q3_K as Q6_K, IQ4_XS as 8 IQ4_NL blocks).
 func (q QType) blockBytes() int {
 	switch q {
+	case IQ4_XS:
+		return 8 * 18
 	case Q8_0:
 		return 34
 	case Q5_0:

@@ -44,8 +44,8 @@ type LoadOptions struct {
 	// Build controls the arena (activations, KV cache, copied tensors).
 	Build BuildOptions
 	// MapWeights uses the weight matrices in place, through the read-only file mapping, where
-	// their bytes are usable as stored (F16, BF16 and Q4_1 are converted into the arena
-	// anyway): pages load lazily as the first tokens touch them and are shared with other
+	// their bytes are usable as stored (F16, BF16, Q4_1, Q3_K and IQ4_XS are converted into
+	// the arena anyway): pages load lazily as the first tokens touch them and are shared with other
 	// processes mapping the file. By default every matrix is copied into the model's arena
 	// instead, and the file's pages are then released from the process's resident set. The
 	// copy costs load time and anonymous memory the size of the weights, but lays the
@@ -300,7 +300,7 @@ func metaFloat(f *gguf.File, key string, def float64) (float64, error) {
 var ggmlTypes = map[gguf.GGMLType]QType{
 	gguf.TypeQ8_0: Q8_0, gguf.TypeQ5_0: Q5_0, gguf.TypeQ4_0: Q4_0, gguf.TypeQ4_1: Q4_1, gguf.TypeQ5_1: Q5_1,
 	gguf.TypeQ3_K: Q3_K, gguf.TypeQ4_K: Q4_K, gguf.TypeQ5_K: Q5_K, gguf.TypeQ6_K: Q6_K, gguf.TypeIQ4_NL: IQ4_NL,
-	gguf.TypeF32: F32, gguf.TypeF16: F16, gguf.TypeBF16: BF16,
+	gguf.TypeIQ4_XS: IQ4_XS, gguf.TypeF32: F32, gguf.TypeF16: F16, gguf.TypeBF16: BF16,
 }
 
 // qtypeOf maps a GGUF type to the decoder's, for the types it computes with.

@@ -142,6 +142,12 @@ func refScaleMin(sc []byte, s int) (float64, float64) {
 
 // refBlocks decodes the blocks of Q4_0, Q4_1, Q5_1 and the K-quants from ggml's layouts
 // (ggml-common.h, ../shared/formats.md) into w, exactly (in float64); false for another type.
+// refIQ4XSHeld makes refBlocks round each IQ4_XS sub-block scale d*(ls-32) to fp16, as
+// kernelrt holds IQ4_XS (as IQ4_NL), instead of ggml's exact float product: a test sets it to
+// compare kernelrt's arithmetic to float32 rounding (the rounding itself is bounded by
+// TestIQ4XSToIQ4NL).
+var refIQ4XSHeld bool
+
 func refBlocks(w []float64, data []byte, typ gguf.GGMLType) bool {
 	h := func(b []byte) float64 { return refFP16(binary.LittleEndian.Uint16(b)) }
 	n := len(w)
@@ -202,6 +208,22 @@ func refBlocks(w []float64, data []byte, typ gguf.GGMLType) bool {
 						q |= int(blk[16+l]>>uint(s)&1) << 4 // qh[l], bit s
 					}
 					w[256*b+32*s+l] = d*scale*float64(q) - dmin*mn
+				}
+			}
+		}
+	case gguf.TypeIQ4_XS: // ggml's dequantize_row_iq4_xs: d*(ls-32) exactly, in float64
+		kv := [16]float64{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+		for b := 0; b < n/256; b++ {
+			blk := data[136*b : 136*b+136]
+			sh := int(binary.LittleEndian.Uint16(blk[2:]))
+			for j := 0; j < 8; j++ {
+				ls := int(blk[4+j/2]>>(4*(j%2))&0xf) | (sh>>(2*j)&3)<<4
+				dl := h(blk) * float64(ls-32)
+				if refIQ4XSHeld {
+					dl = refFP16(kernelrt.FP32ToFP16(float32(dl))) // exact in float32: 11 x 6 bits
+				}
+				for e := 0; e < 32; e++ {
+					w[256*b+32*j+e] = dl * kv[refNibble(blk[8+16*j:], e)]
 				}
 			}
 		}
@@ -311,6 +333,8 @@ func refRoundBF16(x float64) float64 {
 func (m *refMatrix) apply(x, bias []float64) []float64 {
 	switch m.typ {
 	case gguf.TypeQ8_0, gguf.TypeQ5_0, gguf.TypeQ4_0, gguf.TypeQ4_1, gguf.TypeQ5_1, gguf.TypeIQ4_NL:
+		x = refQuantQ8(x)
+	case gguf.TypeIQ4_XS: // held as IQ4_NL: Q8_0 activations (ggml's IQ4_XS dot product takes Q8_K)
 		x = refQuantQ8(x)
 	case gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K, gguf.TypeQ3_K:
 		x = refQuantQ8K(x)
@@ -633,6 +657,7 @@ var (
 	q4_0, q4_1, q5_1 = gguf.TypeQ4_0, gguf.TypeQ4_1, gguf.TypeQ5_1
 	q4k, q5k, q6k    = gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K
 	iq4nl, q3k       = gguf.TypeIQ4_NL, gguf.TypeQ3_K
+	iq4xs            = gguf.TypeIQ4_XS
 	testTypeSets     = []testTypes{
 		{"f32-untied", f32, f32, f32, f32, f32, f32, f32, f32, f32},
 		{"f32-tied", f32, f32, f32, f32, f32, f32, f32, f32, tied},
@@ -722,6 +747,8 @@ func encode(t testing.TB, v []float32, typ gguf.GGMLType) []byte {
 		return quantBytes(t, v, kernelrt.QuantizeIQ4_NL)
 	case q3k:
 		return testQuantQ3K(v)
+	case iq4xs:
+		return testQuantIQ4XS(t, v)
 	case q4_1:
 		return quantBytes(t, v, kernelrt.QuantizeQ4_1)
 	case q5_1:

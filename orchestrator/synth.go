@@ -158,8 +158,11 @@ func fillBlocks(raw []byte, t QType, amp float64, s *uint64) {
 	*s = x
 	bb, dOff := fileBlock(t)
 	levels := 127.0
-	if t == Q5_0 {
+	switch t {
+	case Q5_0:
 		levels = 16
+	case IQ4_XS: // values d*(ls-32)*kvalue with |ls-32| <= 32
+		levels = 127 * 32
 	}
 	for off := 0; off+bb <= len(raw); off += bb {
 		// Vary the scale by block (0.5x..1.5x) from the block's own first quant byte.
@@ -169,10 +172,15 @@ func fillBlocks(raw []byte, t QType, amp float64, s *uint64) {
 }
 
 // fileBlock is the size of one block of t as a GGUF file stores it and the offset of its fp16
-// scale: Q3_K (held as Q6_K after load) is ggml's 110-byte block_q3_K with d last.
+// scale: Q3_K (held as Q6_K after load) is ggml's 110-byte block_q3_K with d last, IQ4_XS
+// (held as IQ4_NL) ggml's 136-byte block_iq4_xs with d first; its random scales_h, scales_l
+// and nibbles are all valid.
 func fileBlock(t QType) (size, dOff int) {
-	if t == Q3_K {
+	switch t {
+	case Q3_K:
 		return 110, 108
+	case IQ4_XS:
+		return 136, 0
 	}
 	return t.blockBytes(), 0
 }
@@ -189,8 +197,8 @@ func SyntheticGGUF(b *gguf.Builder, cfg Config, recipe Recipe, seed uint64) erro
 		return err
 	}
 	for _, t := range recipe.types() {
-		if t != Q8_0 && t != Q5_0 && t != F16 && t != IQ4_NL && t != Q3_K {
-			return fmt.Errorf("orchestrator: SyntheticGGUF writes Q8_0, Q5_0, IQ4_NL, Q3_K and F16 weights, recipe %q has %s", recipe.Name, t)
+		if t != Q8_0 && t != Q5_0 && t != F16 && t != IQ4_NL && t != Q3_K && t != IQ4_XS {
+			return fmt.Errorf("orchestrator: SyntheticGGUF writes Q8_0, Q5_0, IQ4_NL, Q3_K, IQ4_XS and F16 weights, recipe %q has %s", recipe.Name, t)
 		}
 	}
 	c := cfg
@@ -248,8 +256,12 @@ func SyntheticGGUF(b *gguf.Builder, cfg Config, recipe Recipe, seed uint64) erro
 		rng ^= rng << 17
 		return rng | 1
 	}
-	ggml := map[QType]gguf.GGMLType{Q8_0: gguf.TypeQ8_0, Q5_0: gguf.TypeQ5_0, F16: gguf.TypeF16, IQ4_NL: gguf.TypeIQ4_NL, Q3_K: gguf.TypeQ3_K}
+	ggml := map[QType]gguf.GGMLType{Q8_0: gguf.TypeQ8_0, Q5_0: gguf.TypeQ5_0, F16: gguf.TypeF16, IQ4_NL: gguf.TypeIQ4_NL, Q3_K: gguf.TypeQ3_K,
+		IQ4_XS: gguf.TypeIQ4_XS}
 	matrix := func(name string, t QType, rows, cols int) error {
+		if cols%t.blockLen() != 0 {
+			return fmt.Errorf("orchestrator: SyntheticGGUF: %s of type %s has rows of %d values, not a multiple of its block of %d", name, t, cols, t.blockLen())
+		}
 		s := next()
 		return b.AddTensorFunc(name, ggml[t], []uint64{uint64(cols), uint64(rows)}, func(w io.Writer) error {
 			if t == F16 {
