@@ -329,3 +329,19 @@ func TestReferenceForwardIQ4XSMixes(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkIQ4XSToIQ4NL measures the load-time conversion (bytes are the IQ4_XS input).
+func BenchmarkIQ4XSToIQ4NL(b *testing.B) {
+	const n = 1024 // super-blocks: 256K weights
+	raw := randBytes(n*136, 3)
+	for i := 0; i < n; i++ {
+		binary.LittleEndian.PutUint16(raw[136*i:], kernelrt.FP32ToFP16(0.001))
+	}
+	dst := make([]kernelrt.BlockIQ4_NL, 8*n)
+	b.SetBytes(n * 136)
+	for b.Loop() {
+		if err := iq4XSToIQ4NL(dst, raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
