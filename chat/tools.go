@@ -332,6 +332,9 @@ func (s *ToolStream) Finish() (content string, calls []ToolCall, err error) {
 	return c, calls, nil
 }
 
+// Text is the part of the reply Write has not returned (all of it held back, as text).
+func (s *ToolStream) Text() string { return s.buf.String()[s.emitted:] }
+
 // partialSuffix returns the length of the longest suffix of s that is a proper prefix of
 // tag (text that may still become the tag), never splitting a UTF-8 sequence.
 func partialSuffix(s, tag string) int {

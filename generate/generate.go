@@ -196,12 +196,21 @@ func NewChatRenderer(tok Tokenizer) (*ChatRenderer, error) {
 // Render renders msgs ending with the opening of the assistant's turn; vars are extra
 // template variables (Options.ChatVars).
 func (r *ChatRenderer) Render(msgs []chat.Message, vars map[string]any) (string, error) {
-	s, err := r.tmpl.Render(msgs, chat.Options{AddGenerationPrompt: true, BOS: r.bos, EOS: r.eos, Vars: vars})
+	return r.RenderTools(msgs, nil, vars)
+}
+
+// RenderTools is Render with the functions the model may call shown by the template (as
+// llama.cpp's --jinja does); the reply's calls are in the convention ToolFormat names.
+func (r *ChatRenderer) RenderTools(msgs []chat.Message, tools []chat.Tool, vars map[string]any) (string, error) {
+	s, err := r.tmpl.Render(msgs, chat.Options{AddGenerationPrompt: true, BOS: r.bos, EOS: r.eos, Vars: vars, Tools: tools})
 	if err != nil {
 		return "", fmt.Errorf("generate: %w", err)
 	}
 	return s, nil
 }
+
+// ToolFormat is the tool-call convention of the template (chat.NoTools if it shows none).
+func (r *ChatRenderer) ToolFormat() chat.ToolFormat { return r.tmpl.ToolFormat() }
 
 // Model is the model the Generator runs.
 func (g *Generator) Model() Model { return g.model }

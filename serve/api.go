@@ -89,14 +89,21 @@ type chatRequest struct {
 	Logprobs            *bool           `json:"logprobs"`
 	TopLogprobs         *int            `json:"top_logprobs"`
 	Tools               json.RawMessage `json:"tools"`
-	ResponseFormat      *struct {
+	ToolChoice          json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls   *bool           `json:"parallel_tool_calls"`
+	// tools: request() found tools the template shows, so the reply is parsed for calls.
+	tools          bool
+	ResponseFormat *struct {
 		Type string `json:"type"`
 	} `json:"response_format"`
 }
 
 type chatMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCalls  json.RawMessage `json:"tool_calls"`
+	ToolCallID string          `json:"tool_call_id"`
+	Name       string          `json:"name"`
 }
 
 // decodeJSON reads one JSON object into v; errors name the field of a wrong type.
@@ -351,8 +358,6 @@ func (c *chatRequest) request() (Request, *apiError) {
 		return r, badRequest("top_logprobs", "invalid_value", "top_logprobs must be 0 to %d, got %d", MaxTopLogprobs, *c.TopLogprobs)
 	case c.TopLogprobs != nil && *c.TopLogprobs > 0 && (c.Logprobs == nil || !*c.Logprobs):
 		return r, badRequest("top_logprobs", "invalid_value", "top_logprobs needs logprobs: true")
-	case len(c.Tools) > 0 && string(c.Tools) != "null" && string(c.Tools) != "[]":
-		return r, badRequest("tools", "unsupported_value", "tools are not supported")
 	case c.ResponseFormat != nil && c.ResponseFormat.Type != "" && c.ResponseFormat.Type != "text":
 		return r, badRequest("response_format", "unsupported_value", "response_format %q is not supported (only text)", c.ResponseFormat.Type)
 	case len(c.Messages) == 0:
@@ -387,7 +392,19 @@ func (c *chatRequest) request() (Request, *apiError) {
 		if err != nil {
 			return r, err
 		}
-		r.Messages[i] = chat.Message{Role: role, Content: text}
+		calls, err := messageToolCalls(m.ToolCalls, param+".tool_calls")
+		if err != nil {
+			return r, err
+		}
+		r.Messages[i] = chat.Message{Role: role, Content: text, ToolCalls: calls, ToolCallID: m.ToolCallID, Name: m.Name}
+	}
+	tc, err := parseToolChoice(c.Tools, c.ToolChoice, c.ParallelToolCalls)
+	if err != nil {
+		return r, err
+	}
+	if tc != nil {
+		r.Tools, r.ToolChoice, r.SingleToolCall = tc.offered(), tc.mode, !tc.parallel
+		c.tools = len(r.Tools) > 0
 	}
 	return r, nil
 }
@@ -451,8 +468,9 @@ type (
 		Usage   *usage             `json:"usage,omitempty"`
 	}
 	chatDelta struct {
-		Role    string  `json:"role,omitempty"`
-		Content *string `json:"content,omitempty"`
+		Role      string        `json:"role,omitempty"`
+		Content   *string       `json:"content,omitempty"`
+		ToolCalls []toolCallOut `json:"tool_calls,omitempty"`
 	}
 	chatChoice struct {
 		Index        int        `json:"index"`

@@ -16,6 +16,7 @@ import (
 	"github.com/kernelrt/kernelrt"
 	"github.com/kernelrt/kernelrt/chat"
 	"github.com/kernelrt/kernelrt/generate"
+	"github.com/kernelrt/kernelrt/grammar"
 	"github.com/kernelrt/kernelrt/orchestrator"
 )
 
@@ -67,6 +68,8 @@ var (
 	ErrClosed = errors.New("serve: the engine is closed")
 	// ErrMaxTokens: the prompt plus MaxTokens does not fit the context of a slot.
 	ErrMaxTokens = errors.New("the prompt plus max_tokens exceeds the context")
+	// ErrTools: the request's Tools or ToolChoice cannot be used with it or this model.
+	ErrTools = errors.New("serve: tools")
 )
 
 // Request is one generation. Exactly one of Prompt, Messages and Tokens gives the prompt.
@@ -89,6 +92,16 @@ type Request struct {
 	// TopLogprobs (0..MaxTopLogprobs, with Logprobs) adds that many of the most likely
 	// tokens at each position.
 	TopLogprobs int
+	// Tools are functions the model may call, shown to it by its chat template (Messages
+	// only); the reply's calls come back in the template's convention (Engine.ToolFormat,
+	// chat.ParseToolCalls).
+	Tools []chat.Tool
+	// ToolChoice is OpenAI's: "" or "auto" (the model decides), "none" (Tools are not
+	// shown), "required" (decoding is constrained to calls of Tools, with arguments valid
+	// for their parameters; to require one function, pass only it).
+	ToolChoice string
+	// SingleToolCall limits a required reply to one call (parallel_tool_calls: false).
+	SingleToolCall bool
 }
 
 // Result is how a generation ended.
@@ -288,6 +301,46 @@ func (e *Engine) Ops() kernelrt.Ops { return e.ops }
 // Tokenizer is the tokenizer prompts are encoded with.
 func (e *Engine) Tokenizer() generate.Tokenizer { return e.tok }
 
+// ToolFormat is the tool-call convention of the model's chat template (chat.NoTools when
+// it shows tools in no way kernelrt can parse back).
+func (e *Engine) ToolFormat() chat.ToolFormat { return e.chat.ToolFormat() }
+
+// toolOptions renders nothing: it checks r's tools and returns the tools to show and, for
+// a required choice, o with the call grammar as its constraint.
+func (e *Engine) toolOptions(r Request, o generate.Options) ([]chat.Tool, generate.Options, error) {
+	switch r.ToolChoice {
+	case "", "auto", "none", "required":
+	default:
+		return nil, o, fmt.Errorf("%w: ToolChoice %q is not \"auto\", \"none\" or \"required\"", ErrTools, r.ToolChoice)
+	}
+	if len(r.Tools) == 0 || r.ToolChoice == "none" {
+		if r.ToolChoice == "required" {
+			return nil, o, fmt.Errorf("%w: ToolChoice \"required\" needs Tools", ErrTools)
+		}
+		return nil, o, nil
+	}
+	if r.Messages == nil {
+		return nil, o, fmt.Errorf("%w: Tools need Messages (a chat template shows them)", ErrTools)
+	}
+	f := e.ToolFormat()
+	if f == chat.NoTools {
+		return nil, o, fmt.Errorf("%w: the model's chat template shows tools in no convention kernelrt can parse (Hermes <tool_call> or Llama 3.x JSON)", ErrTools)
+	}
+	if r.ToolChoice == "required" {
+		if o.Grammar != nil {
+			return nil, o, fmt.Errorf("%w: a required tool call and a grammar (response_format) cannot both constrain one reply", ErrTools)
+		}
+		src, err := toolCallGBNF(f, r.Tools, !r.SingleToolCall)
+		if err != nil {
+			return nil, o, fmt.Errorf("%w: %v", ErrTools, err)
+		}
+		if o.Grammar, err = grammar.Parse(src); err != nil {
+			return nil, o, fmt.Errorf("%w: the call grammar: %v", ErrTools, err)
+		}
+	}
+	return r.Tools, o, nil
+}
+
 // Submit checks and tokenizes r (on the caller's goroutine) and queues it. The generation
 // runs until it ends or ctx is done (then it is cancelled at the next step and its slot
 // freed); its text arrives on the returned Stream. Errors: a bad request (prompt errors
@@ -303,6 +356,10 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 		}
 		o.Sampling.LogitBias = bias
 	}
+	tools, o, err := e.toolOptions(r, o)
+	if err != nil {
+		return nil, err
+	}
 	st := newStream()
 	st.lp = r.Logprobs
 	seq, err := generate.NewSequence(e.tok, e.vocab, o, st.push)
@@ -314,7 +371,7 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 	case (r.Prompt != "") && (r.Messages != nil || r.Tokens != nil), r.Messages != nil && r.Tokens != nil:
 		return nil, errors.New("serve: a request has one prompt: Prompt, Messages or Tokens")
 	case r.Messages != nil:
-		text, err := e.chat.Render(r.Messages, o.ChatVars)
+		text, err := e.chat.RenderTools(r.Messages, tools, o.ChatVars)
 		if err != nil {
 			return nil, err
 		}

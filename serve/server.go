@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kernelrt/kernelrt/chat"
 	"github.com/kernelrt/kernelrt/generate"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -198,6 +199,8 @@ func (s *Server) submit(r *http.Request, req Request, promptParam string) (*Stre
 		return nil, s.unavailable()
 	case errors.Is(err, ErrMaxTokens):
 		return nil, badRequest("max_tokens", "context_length_exceeded", "%v", err)
+	case errors.Is(err, ErrTools):
+		return nil, badRequest("tools", "invalid_value", "%v", err)
 	case errors.Is(err, generate.ErrPromptTooLong):
 		return nil, badRequest(promptParam, "context_length_exceeded", "%v", err)
 	case errors.Is(err, generate.ErrEmptyPrompt):
@@ -297,7 +300,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.stream(w, r, st, c.StreamOptions, func(text string, lps []TokenLogprob) any { return body1(text, lps, nil, nil, true) },
-		func(res Result) any { fr := res.FinishReason(); return body1("", nil, &fr, nil, true) },
+		func(res Result) []any { fr := res.FinishReason(); return []any{body1("", nil, &fr, nil, true)} },
 		func(res Result) any { return body1("", nil, nil, usageOf(res), false) })
 }
 
@@ -324,7 +327,20 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		fr := res.FinishReason()
-		ch := chatChoice{Message: &chatDelta{Role: "assistant", Content: &text}, FinishReason: &fr}
+		msg := &chatDelta{Role: "assistant", Content: &text}
+		if c.tools {
+			// A reply whose call markup does not parse is returned as text, as llama.cpp does.
+			if content, calls, err := chat.ParseToolCalls(s.e.ToolFormat(), text); err == nil && len(calls) > 0 {
+				msg.Content, msg.ToolCalls = nil, toolCallsOut(calls, false)
+				if content != "" {
+					msg.Content = &content
+				}
+				if fr == "stop" {
+					fr = "tool_calls"
+				}
+			}
+		}
+		ch := chatChoice{Message: msg, FinishReason: &fr}
 		if lps != nil {
 			ch.Logprobs = s.e.pieces.chatLogprobs(lps)
 		}
@@ -333,14 +349,36 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	first := true
+	// With tools, text that may open a call is held back; the calls go out at the end.
+	ts := chat.NewToolStream(chat.NoTools)
+	if c.tools {
+		ts = chat.NewToolStream(s.e.ToolFormat())
+	}
 	s.stream(w, r, st, c.StreamOptions, func(text string, lps []TokenLogprob) any {
+		text = ts.Write(text)
 		d := &chatDelta{Content: &text}
 		if first { // the first chunk carries the role, as OpenAI's do
 			d.Role, first = "assistant", false
 		}
 		return chunk(d, lps, nil, nil, true)
-	}, func(res Result) any { fr := res.FinishReason(); return chunk(&chatDelta{}, nil, &fr, nil, true) },
-		func(res Result) any { return chunk(nil, nil, nil, usageOf(res), false) })
+	}, func(res Result) []any {
+		fr := res.FinishReason()
+		var out []any
+		content, calls, err := ts.Finish()
+		if err != nil { // malformed call markup: the held-back text, as text
+			content, calls = ts.Text(), nil
+		}
+		if content != "" {
+			out = append(out, chunk(&chatDelta{Content: &content}, nil, nil, nil, true))
+		}
+		if len(calls) > 0 {
+			out = append(out, chunk(&chatDelta{ToolCalls: toolCallsOut(calls, true)}, nil, nil, nil, true))
+			if fr == "stop" {
+				fr = "tool_calls"
+			}
+		}
+		return append(out, chunk(&chatDelta{}, nil, &fr, nil, true))
+	}, func(res Result) any { return chunk(nil, nil, nil, usageOf(res), false) })
 }
 
 // stream writes st as server-sent events: an opening chunk with no text (so a client sees
@@ -349,7 +387,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 // generation ends with an error event instead; a client that leaves ends the handler (its
 // request context cancels the generation).
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, st *Stream, so *streamOptions,
-	text func(string, []TokenLogprob) any, final func(Result) any, usageChunk func(Result) any) {
+	text func(string, []TokenLogprob) any, final func(Result) []any, usageChunk func(Result) any) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -390,8 +428,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, st *Stream, so *
 		}
 	}
 	res := st.Result()
-	if !send(final(res)) {
-		return
+	for _, c := range final(res) {
+		if !send(c) {
+			return
+		}
 	}
 	if so != nil && so.IncludeUsage && !send(usageChunk(res)) {
 		return

@@ -84,7 +84,7 @@ func TestServerBadRequests(t *testing.T) {
 		{"/v1/chat/completions", `{"messages": [{"role": "user", "content": 7}]}`, 400, "messages[0].content"},
 		{"/v1/chat/completions", `{"messages": [{"content": "hi"}]}`, 400, "messages[0].role"},
 		{"/v1/chat/completions", `{"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}`, 400, "messages[0].content[0].type"},
-		{"/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}], "tools": [{}]}`, 400, "tools"},
+		{"/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}], "tools": [{}]}`, 400, "tools[0].type"},
 		{"/v1/chat/completions", `{"messages": "hi"}`, 400, "messages"},
 		{"/v1/chat/completions", `{"messages": [{"role": "user", "content": "` + long + `"}]}`, 400, "messages"},
 	} {

@@ -113,27 +113,21 @@ func (t *toolChoice) offered() []chat.Tool {
 	return t.tools
 }
 
-// constraint is the grammar a "required" or named choice decodes under: one call (or, with
-// parallel calls, one or more) of an offered function with arguments valid for its
-// parameters' schema, in the model's convention f. "auto" and "none" are unconstrained (nil).
-func (t *toolChoice) constraint(f chat.ToolFormat) (*grammar.Grammar, error) {
-	if t == nil || t.mode != "required" {
-		return nil, nil
-	}
-	src, err := toolCallGBNF(f, t.offered(), t.parallel)
-	if err != nil {
-		return nil, err
-	}
-	return grammar.Parse(src)
-}
-
 // toolCallGBNF writes the grammar of a reply that calls tools: a JSON schema for the call
 // object (anyOf over the functions: {"name": const, <args key>: parameters}) compiled by
 // package grammar, its root wrapped in the format's markup.
 func toolCallGBNF(f chat.ToolFormat, tools []chat.Tool, parallel bool) (string, error) {
-	argsKey := "arguments"
-	if f == chat.Llama3JSON {
+	var argsKey string
+	switch f {
+	case chat.Hermes:
+		argsKey = "arguments"
+	case chat.Llama3JSON:
 		argsKey = "parameters"
+	default:
+		return "", fmt.Errorf("serve: the model's template has no tool-call convention kernelrt knows")
+	}
+	if len(tools) == 0 {
+		return "", fmt.Errorf("serve: a required tool call needs tools")
 	}
 	alts := make([]map[string]any, len(tools))
 	for i, tl := range tools {
@@ -173,10 +167,8 @@ func toolCallGBNF(f chat.ToolFormat, tools []chat.Tool, parallel bool) (string, 
 		if parallel {
 			head = "root ::= call-tag call-more\ncall-more ::= | \"\\n\" call-tag call-more\n" + tag
 		}
-	case chat.Llama3JSON:
+	default: // Llama3JSON
 		head = "root ::= call-obj\n" // Llama 3.x makes one call a turn
-	default:
-		return "", fmt.Errorf("serve: the model's template has no tool-call convention kernelrt knows")
 	}
 	return head + "call-obj ::= " + call + "\n" + rest, nil
 }

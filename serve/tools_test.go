@@ -6,11 +6,12 @@ import (
 	"testing"
 
 	"github.com/kernelrt/kernelrt/chat"
+	"github.com/kernelrt/kernelrt/grammar"
 )
 
 const weatherTools = `[{"type":"function","function":{"name":"get_weather","description":"Weather now.",
- "parameters":{"type":"object","properties":{"city":{"type":"string"},"unit":{"enum":["c","f"]}},"required":["city","unit"],"additionalProperties":false}}},
- {"type":"function","function":{"name":"get_time","parameters":{"type":"object","properties":{}}}}]`
+ "parameters":{"type":"object","properties":{"city":{"type":"string","maxLength":8},"unit":{"enum":["c","f"]}},"required":["city","unit"],"additionalProperties":false}}},
+ {"type":"function","function":{"name":"get_time","parameters":{"type":"object","properties":{},"additionalProperties":false}}}]`
 
 func TestParseToolChoice(t *testing.T) {
 	raw := json.RawMessage(weatherTools)
@@ -100,9 +101,13 @@ func TestToolCallGrammar(t *testing.T) {
 		if aerr != nil {
 			t.Fatal(aerr)
 		}
-		g, err := tc.constraint(c.f)
-		if err != nil || g == nil {
+		src, err := toolCallGBNF(c.f, tc.offered(), tc.parallel)
+		if err != nil {
 			t.Fatalf("%v %s: %v", c.f, c.choice, err)
+		}
+		g, err := grammar.Parse(src)
+		if err != nil {
+			t.Fatalf("%v %s: %v\n%s", c.f, c.choice, err, src)
 		}
 		for _, s := range c.good {
 			m := g.NewMatcher()
@@ -122,12 +127,7 @@ func TestToolCallGrammar(t *testing.T) {
 			}
 		}
 	}
-	tc, _ := parseToolChoice(json.RawMessage(weatherTools), json.RawMessage(`"auto"`), nil)
-	if g, err := tc.constraint(chat.Hermes); g != nil || err != nil {
-		t.Errorf("auto is constrained: %v %v", g, err)
-	}
-	tc, _ = parseToolChoice(json.RawMessage(weatherTools), json.RawMessage(`"required"`), nil)
-	if _, err := tc.constraint(chat.NoTools); err == nil || !strings.Contains(err.Error(), "convention") {
+	if _, err := toolCallGBNF(chat.NoTools, nil, true); err == nil || !strings.Contains(err.Error(), "convention") {
 		t.Errorf("required without a convention: %v", err)
 	}
 }
