@@ -28,4 +28,10 @@
 // 0-20) report each generated token's log-probability under the model's raw logits (before
 // bias, penalties and temperature, as llama.cpp's server does by default) in OpenAI's
 // formats, streamed and not.
+//
+// tools and tool_choice (auto, none, required, a named function) in chat: the tools are
+// shown to the model by the file's own Jinja template (as llama.cpp's --jinja does), and
+// the reply is parsed back into tool_calls in the template's convention (Qwen/Hermes
+// <tool_call> JSON, Llama 3.x JSON), streamed and not; with required or a named function,
+// decoding is constrained by package grammar to valid calls of the listed functions.
 package serve
