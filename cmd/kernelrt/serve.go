@@ -24,7 +24,7 @@ type serveFlags struct {
 	model, addr, kv, name string
 	parallel, ctx, queue  int
 	threads, batch, chunk int
-	drain                 time.Duration
+	drain, bodyTimeout    time.Duration
 	maxBody               int64
 	mapWeights            bool
 }
@@ -44,6 +44,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&f.drain, "drain-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long queued and running requests may take to finish before they are cancelled (keep it under the pod's terminationGracePeriodSeconds)")
 	fs.DurationVar(&f.drain, "drain", 30*time.Second, "the same as -drain-timeout")
 	fs.Int64Var(&f.maxBody, "max-body", serve.DefaultMaxBodyBytes, "largest request body in bytes (larger: 413)")
+	fs.DurationVar(&f.bodyTimeout, "body-timeout", time.Minute, "most time a client may take to send a request body; a slower one is cut off (0 = no limit)")
 	fs.StringVar(&f.name, "name", "", "model name in responses and /v1/models (default: the file's base name)")
 	fs.BoolVar(&f.mapWeights, "map-weights", false, "use the weights in place from the file mapping (less memory) instead of copying them into huge-page memory (faster decode)")
 	if err := parse(fs, args); err != nil {
@@ -60,6 +61,8 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 		return usagef("-prefill-chunk must be at least 1, got %d", f.chunk)
 	case f.drain < 0:
 		return usagef("-drain-timeout must be >= 0, got %v", f.drain)
+	case f.bodyTimeout < 0:
+		return usagef("-body-timeout must be >= 0, got %v", f.bodyTimeout)
 	case f.maxBody < 1:
 		return usagef("-max-body must be positive, got %d", f.maxBody)
 	case f.queue < 0:
@@ -85,7 +88,8 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	var pending serve.Pending
-	srv := &http.Server{Handler: &pending, ReadHeaderTimeout: 10 * time.Second}
+	// IdleTimeout: a keep-alive connection with no request is closed after it, not held forever.
+	srv := &http.Server{Handler: bodyDeadline(&pending, f.bodyTimeout), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	fmt.Fprintf(stderr, "kernelrt serve: listening on http://%s (OpenAI API under /v1; /health, /metrics); /health answers 503 until the model is loaded\n", ln.Addr())
@@ -143,4 +147,40 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "kernelrt serve: drained; %d requests served (%d cancelled by clients), %d tokens generated\n",
 		st.Completed, st.Cancelled, st.GeneratedTokens)
 	return nil
+}
+
+// bodyDeadline bounds the time a client takes to send a request body (a slow-loris body
+// would otherwise hold a connection and a handler forever). http.Server.ReadTimeout does
+// not fit: it stays on the connection during a streamed answer, and the server's read that
+// watches for a client leaving then times out and cancels the generation. So the deadline
+// is set only while the body is read and cleared at its end.
+func bodyDeadline(h http.Handler, d time.Duration) http.Handler {
+	if d <= 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+			rc := http.NewResponseController(w)
+			if rc.SetReadDeadline(time.Now().Add(d)) == nil {
+				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// deadlineBody clears the connection's read deadline once the body ends (or fails).
+type deadlineBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && !b.done {
+		b.done = true
+		b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
 }
