@@ -169,7 +169,9 @@ func bodyDeadline(h http.Handler, d time.Duration) http.Handler {
 	})
 }
 
-// deadlineBody clears the connection's read deadline once the body ends (or fails).
+// deadlineBody clears the connection's read deadline once the body ends. After a failed
+// read it stays: net/http discards an unread body (up to 256 KiB) before answering, and
+// that must not wait on the slow client either.
 type deadlineBody struct {
 	io.ReadCloser
 	rc   *http.ResponseController
@@ -178,7 +180,7 @@ type deadlineBody struct {
 
 func (b *deadlineBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && !b.done {
+	if err == io.EOF && !b.done {
 		b.done = true
 		b.rc.SetReadDeadline(time.Time{})
 	}
