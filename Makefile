@@ -5,7 +5,7 @@ BENCHFLAGS  ?=
 MODEL       ?=
 
 .PHONY: all help test generate generate-check fmt-check vet test-go test-nocgo test-tags test-race \
-	test-trace test-c bench parity parity-quick calibrate clean
+	test-trace test-c bench loadtest soak parity parity-quick calibrate clean
 
 all: test
 
@@ -85,6 +85,14 @@ ifeq ($(MODEL),)
 else
 	$(GO) run ./cmd/kernelrt bench -model $(MODEL) $(BENCHFLAGS)
 endif
+
+## loadtest: kernelrt serve under 256 concurrent streamed clients plus abuse (drops, 413, slow-loris), Qwen2-0.5B-shaped Q8_0; fails on a lost request or a leak.
+loadtest:
+	$(GO) run ./tools/loadtest -mode load -shape qwen2-0.5b -recipe q8_0 -clients 256 $(LOADTESTFLAGS)
+
+## soak: kernelrt serve under 64 looping clients for 10 minutes; fails if RSS grows over 25% or the server does not return to idle.
+soak:
+	$(GO) run ./tools/loadtest -mode soak -duration 10m $(LOADTESTFLAGS)
 
 calibrate:
 	$(GO) run ./cmd/calibrate
