@@ -459,6 +459,7 @@ func (s *server) do(kind string, tokens, i int, timeout time.Duration) outcome {
 		return o
 	}
 	r := bufio.NewReader(resp.Body)
+	opened := false
 	for n := 0; n < 4*tokens+64; n++ { // a chunk per token at most, plus the opening and closing ones
 		line, err := r.ReadString('\n')
 		if err != nil {
@@ -490,7 +491,13 @@ func (s *server) do(kind string, tokens, i int, timeout time.Duration) outcome {
 			o.err = fmt.Errorf("error event: %s", ch.Error)
 			return o
 		}
-		if o.ttft == 0 && len(ch.Choices) > 0 && ch.Choices[0].Delta.Content != nil && *ch.Choices[0].Delta.Content != "" {
+		if !opened { // the server's opening chunk, sent before the prompt is prefilled
+			opened = true
+			continue
+		}
+		// A generated piece may be empty text (a random model's bytes that are not yet
+		// whole UTF-8): the first chunk after the opening one carrying content counts.
+		if o.ttft == 0 && len(ch.Choices) > 0 && ch.Choices[0].Delta.Content != nil {
 			o.ttft = time.Since(t0)
 			if kind == "dropped" {
 				o.dropped = true
@@ -627,6 +634,12 @@ func runLoad(c config, s *server, rep *report) error {
 	}
 	ttft := rep.tally(outs)
 	rep.TTFTp50ms, rep.TTFTp99ms = percentile(ttft, 0.5), percentile(ttft, 0.99)
+	for _, o := range outs {
+		if o.kind == "dropped" && o.status == http.StatusOK && !o.dropped {
+			rep.Checks = append(rep.Checks, "a client meant to leave mid-stream saw no generated chunk to leave after")
+			break
+		}
+	}
 	if peak.At != "" {
 		rep.Samples = append(rep.Samples, peak)
 	}
