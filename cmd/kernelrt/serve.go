@@ -150,10 +150,9 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 }
 
 // bodyDeadline bounds the time a client takes to send a request body (a slow-loris body
-// would otherwise hold a connection and a handler forever). http.Server.ReadTimeout does
-// not fit: it stays on the connection during a streamed answer, and the server's read that
-// watches for a client leaving then times out and cancels the generation. So the deadline
-// is set only while the body is read and cleared at its end.
+// would otherwise hold a connection and a handler forever). It is set when the handler
+// starts, after the headers (ReadHeaderTimeout bounds those), and cleared at the body's end,
+// so it never reaches into a streamed answer.
 func bodyDeadline(h http.Handler, d time.Duration) http.Handler {
 	if d <= 0 {
 		return h
