@@ -65,6 +65,9 @@ type samplingParams struct {
 	RepeatPenalty    *float64           `json:"repeat_penalty"`
 	RepeatLastN      *int               `json:"repeat_last_n"`
 	IgnoreEOS        bool               `json:"ignore_eos"`
+	// Structured output (grammar.go): OpenAI's response_format, llama.cpp's grammar.
+	ResponseFormat *responseFormat `json:"response_format"`
+	Grammar        *string         `json:"grammar"`
 }
 
 type streamOptions struct {
@@ -92,10 +95,7 @@ type chatRequest struct {
 	ToolChoice          json.RawMessage `json:"tool_choice"`
 	ParallelToolCalls   *bool           `json:"parallel_tool_calls"`
 	// tools: request() found tools the template shows, so the reply is parsed for calls.
-	tools          bool
-	ResponseFormat *struct {
-		Type string `json:"type"`
-	} `json:"response_format"`
+	tools bool
 }
 
 type chatMessage struct {
@@ -251,6 +251,9 @@ func (p *samplingParams) options(maxTokens *int, defMax int) (generate.Options, 
 		return o, err
 	}
 	o.Stop = stops
+	if o.Grammar, err = requestGrammar(p.ResponseFormat, p.Grammar); err != nil {
+		return o, err
+	}
 	return o, nil
 }
 
@@ -358,8 +361,6 @@ func (c *chatRequest) request() (Request, *apiError) {
 		return r, badRequest("top_logprobs", "invalid_value", "top_logprobs must be 0 to %d, got %d", MaxTopLogprobs, *c.TopLogprobs)
 	case c.TopLogprobs != nil && *c.TopLogprobs > 0 && (c.Logprobs == nil || !*c.Logprobs):
 		return r, badRequest("top_logprobs", "invalid_value", "top_logprobs needs logprobs: true")
-	case c.ResponseFormat != nil && c.ResponseFormat.Type != "" && c.ResponseFormat.Type != "text":
-		return r, badRequest("response_format", "unsupported_value", "response_format %q is not supported (only text)", c.ResponseFormat.Type)
 	case len(c.Messages) == 0:
 		return r, badRequest("messages", "missing_required_parameter", "messages is required and must not be empty")
 	}
