@@ -29,6 +29,11 @@
 // bias, penalties and temperature, as llama.cpp's server does by default) in OpenAI's
 // formats, streamed and not.
 //
+// response_format ({"type": "json_object"} and {"type": "json_schema", "json_schema":
+// {"schema": ...}}) and llama.cpp's "grammar" field (GBNF), in both endpoints, constrain
+// decoding with package grammar: every sampled token keeps the text a prefix of a valid
+// document, so the output parses and validates even from a random-weight model.
+//
 // tools and tool_choice (auto, none, required, a named function) in chat: the tools are
 // shown to the model by the file's own Jinja template (as llama.cpp's --jinja does), and
 // the reply is parsed back into tool_calls in the template's convention (Qwen/Hermes
