@@ -1,6 +1,8 @@
 package kernelrt
 
 import (
+	"math"
+
 	"github.com/kernelrt/kernelrt/internal/kern"
 )
 
@@ -174,6 +176,11 @@ func checkCacheLen[T any](fn, arg string, k kvKind, cache []T, row, maxCtx int) 
 // positions are never read into a result). Token t's query heads start at q[t*qStride]; out
 // is tokens x nHeads x headDim, contiguous.
 //
+// softcap > 0 soft-caps each scaled score before the softmax, s[j] = softcap *
+// tanh(s[j]/softcap) (gemma2's attn_logit_softcapping; tanh approximated within ~2e-7
+// relative, so the same bound holds; a +-Inf score then becomes +-softcap); softcap 0 is plain
+// attention, the same bits as without the option. It must be 0 or positive and finite.
+//
 // One token runs the decode kernel: split over KV heads and, on a Runtime whose workers
 // outnumber the KV heads, over cache chunks (AttnDecodeChunk) whose partial sums a second
 // dispatch merges; a merged result differs from the unsplit one (Serial's) by rounding
@@ -187,22 +194,22 @@ func checkCacheLen[T any](fn, arg string, k kvKind, cache []T, row, maxCtx int) 
 // their own). out and scratch must not overlap each other or any input.
 //
 //kernelrt:api AttentionF32
-func attentionF32(rt *Runtime, out, q, kcache, vcache, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
-	if err := checkAttn("AttentionF32", kvF32, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0); err != nil {
+func attentionF32(rt *Runtime, out, q, kcache, vcache, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int, softcap float32) error {
+	if err := checkAttn("AttentionF32", kvF32, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0, softcap); err != nil {
 		return err
 	}
-	return attend(rt, kvF32, out, q, sliceP(kcache), sliceP(vcache), scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
+	return attend(rt, kvF32, out, q, sliceP(kcache), sliceP(vcache), scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0, softcap)
 }
 
 // AttentionF16 is AttentionF32 over F16 caches (nKVHeads*maxCtx*headDim IEEE halves each, as
 // KVAppendF16 stores them; each value is widened exactly). It reads half the bytes.
 //
 //kernelrt:api AttentionF16
-func attentionF16(rt *Runtime, out, q []float32, kcache, vcache []uint16, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
-	if err := checkAttn("AttentionF16", kvF16, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0); err != nil {
+func attentionF16(rt *Runtime, out, q []float32, kcache, vcache []uint16, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int, softcap float32) error {
+	if err := checkAttn("AttentionF16", kvF16, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0, softcap); err != nil {
 		return err
 	}
-	return attend(rt, kvF16, out, q, sliceP(kcache), sliceP(vcache), scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
+	return attend(rt, kvF16, out, q, sliceP(kcache), sliceP(vcache), scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0, softcap)
 }
 
 // AttentionQ8_0 is AttentionF32 over Q8_0 caches (nKVHeads*maxCtx*headDim/32 blocks each, as
@@ -212,11 +219,11 @@ func attentionF16(rt *Runtime, out, q []float32, kcache, vcache []uint16, scratc
 // row, in V its 32 output elements.
 //
 //kernelrt:api AttentionQ8_0
-func attentionQ8_0(rt *Runtime, out, q []float32, kcache, vcache []BlockQ8_0, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
-	if err := checkAttn("AttentionQ8_0", kvQ8, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0); err != nil {
+func attentionQ8_0(rt *Runtime, out, q []float32, kcache, vcache []BlockQ8_0, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int, softcap float32) error {
+	if err := checkAttn("AttentionQ8_0", kvQ8, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0, softcap); err != nil {
 		return err
 	}
-	return attend(rt, kvQ8, out, q, sliceP(kcache), sliceP(vcache), scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
+	return attend(rt, kvQ8, out, q, sliceP(kcache), sliceP(vcache), scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0, softcap)
 }
 
 var (
@@ -226,10 +233,10 @@ var (
 
 // attend runs checked attention arguments: prefill for several tokens; decode for one, split
 // into chunks (and merged) when the workers the call gets outnumber what the KV heads give.
-func attend(rt *Runtime, k kvKind, out, q []float32, kc, vc kern.P, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
+func attend(rt *Runtime, k kvKind, out, q []float32, kc, vc kern.P, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int, softcap float32) error {
 	s := Shape{Tokens: tokens, Heads: nHeads, KVHeads: nKVHeads, HeadD: headDim, Ctx: pos0 + tokens}
 	if tokens > 1 {
-		a := argsAttnPrefillF32(sliceP(out), sliceP(q), kc, vc, nHeads, nKVHeads, headDim, maxCtx, qStride, pos0, tokens)
+		a := argsAttnPrefillF32(sliceP(out), sliceP(q), kc, vc, softcap, attnHeads(nHeads, nKVHeads), headDim, maxCtx, qStride, pos0, tokens)
 		return rt.run(attnPrefillOps[k], s, a, sliceP(scratch))
 	}
 	op := attnDecodeOps[k]
@@ -244,12 +251,24 @@ func attend(rt *Runtime, k kvKind, out, q []float32, kc, vc kern.P, scratch []fl
 		part = sliceP(rt.part)
 	}
 	// The decode packers of the three kinds are the same; F32's packs them all.
-	a := argsAttnDecodeF32(sliceP(out), part, sliceP(q), kc, vc, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk)
+	a := argsAttnDecodeF32(sliceP(out), part, sliceP(q), kc, vc, softcap, attnHeads(nHeads, nKVHeads), headDim, maxCtx, nCtx, chunk)
 	if nch == 1 {
 		return rt.run(op, s, a, sliceP(scratch))
 	}
 	ms := Shape{Tokens: 1, Heads: nHeads, HeadD: headDim, Chunks: nch}
 	return rt.runThen(op, s, a, sliceP(scratch), OpAttnMerge, ms, argsAttnMerge(sliceP(out), part, nHeads, headDim, nch))
+}
+
+// attnHeads is KRT_ATTN_HEADS, the kernels' packed (nHeads, nKVHeads) parameter (one
+// parameter for two keeps them within c2goasm's 14; both are checked to fit in 31 bits).
+func attnHeads(nHeads, nKVHeads int) int { return nHeads<<32 | nKVHeads }
+
+// checkSoftcap checks an attention call's soft-cap: 0 (off) or positive and finite.
+func checkSoftcap(fn string, softcap float32) error {
+	if !(softcap >= 0) || softcap > math.MaxFloat32 {
+		return argErr(fn, "softcap", "must be 0 (off) or positive and finite, got %g", softcap)
+	}
+	return nil
 }
 
 // checkAttnHeads checks the head shape of an attention kernel over a cache of kind k (head
@@ -259,6 +278,9 @@ func checkAttnHeads(fn string, k kvKind, nHeads, nKVHeads, headDim int) (int, er
 	qrow, err := checkHeadShape(fn, "nHeads", nHeads, headDim)
 	if err != nil {
 		return 0, err
+	}
+	if nHeads > math.MaxInt32 {
+		return 0, argErr(fn, "nHeads", "is %d, want at most %d", nHeads, math.MaxInt32)
 	}
 	mult := 16
 	if k == kvQ8 {
@@ -298,7 +320,10 @@ func checkDisjoint(fn, outName string, out span, ins ...named) error {
 }
 
 // checkAttn checks AttentionF32/F16/Q8_0's arguments (fn names the caller in errors).
-func checkAttn[T any](fn string, k kvKind, out, q []float32, kcache, vcache []T, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
+func checkAttn[T any](fn string, k kvKind, out, q []float32, kcache, vcache []T, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int, softcap float32) error {
+	if err := checkSoftcap(fn, softcap); err != nil {
+		return err
+	}
 	if err := checkPositive(fn, "tokens", tokens); err != nil {
 		return err
 	}
@@ -353,47 +378,50 @@ func checkAttn[T any](fn string, k kvKind, out, q []float32, kcache, vcache []T,
 // may be nil); with several it writes each (query head, chunk)'s partial softmax record to
 // part (at least AttnPartFloats(nHeads, headDim, nChunks) floats) and AttnMerge then writes
 // out. The work splits over nKVHeads*nChunks units; the result does not depend on the split.
-// nCtx must be 1..maxCtx and chunk positive; scratch, caches and head shape as AttentionF32's.
+// nCtx must be 1..maxCtx and chunk positive; scratch, caches, head shape and softcap as AttentionF32's.
 // out, part and scratch must not overlap each other or any input.
 //
 //kernelrt:api AttnDecodeF32
-func attnDecodeF32(rt *Runtime, out, part, q, kcache, vcache, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int) error {
-	nch, err := checkAttnDecode("AttnDecodeF32", kvF32, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk)
+func attnDecodeF32(rt *Runtime, out, part, q, kcache, vcache, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int, softcap float32) error {
+	nch, err := checkAttnDecode("AttnDecodeF32", kvF32, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk, softcap)
 	if err != nil {
 		return err
 	}
 	return rt.run(OpAttnDecodeF32, Shape{Tokens: 1, Heads: nHeads, KVHeads: nKVHeads, HeadD: headDim, Ctx: nCtx, Chunks: nch},
-		argsAttnDecodeF32(sliceP(out), sliceP(part), sliceP(q), sliceP(kcache), sliceP(vcache), nHeads, nKVHeads, headDim, maxCtx, nCtx, min(chunk, nCtx)), sliceP(scratch))
+		argsAttnDecodeF32(sliceP(out), sliceP(part), sliceP(q), sliceP(kcache), sliceP(vcache), softcap, attnHeads(nHeads, nKVHeads), headDim, maxCtx, nCtx, min(chunk, nCtx)), sliceP(scratch))
 }
 
 // AttnDecodeF16 is AttnDecodeF32 over F16 caches (AttentionF16's).
 //
 //kernelrt:api AttnDecodeF16
-func attnDecodeF16(rt *Runtime, out, part, q []float32, kcache, vcache []uint16, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int) error {
-	nch, err := checkAttnDecode("AttnDecodeF16", kvF16, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk)
+func attnDecodeF16(rt *Runtime, out, part, q []float32, kcache, vcache []uint16, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int, softcap float32) error {
+	nch, err := checkAttnDecode("AttnDecodeF16", kvF16, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk, softcap)
 	if err != nil {
 		return err
 	}
 	return rt.run(OpAttnDecodeF16, Shape{Tokens: 1, Heads: nHeads, KVHeads: nKVHeads, HeadD: headDim, Ctx: nCtx, Chunks: nch},
-		argsAttnDecodeF16(sliceP(out), sliceP(part), sliceP(q), sliceP(kcache), sliceP(vcache), nHeads, nKVHeads, headDim, maxCtx, nCtx, min(chunk, nCtx)), sliceP(scratch))
+		argsAttnDecodeF16(sliceP(out), sliceP(part), sliceP(q), sliceP(kcache), sliceP(vcache), softcap, attnHeads(nHeads, nKVHeads), headDim, maxCtx, nCtx, min(chunk, nCtx)), sliceP(scratch))
 }
 
 // AttnDecodeQ8_0 is AttnDecodeF32 over Q8_0 caches (AttentionQ8_0's).
 //
 //kernelrt:api AttnDecodeQ8_0
-func attnDecodeQ8_0(rt *Runtime, out, part, q []float32, kcache, vcache []BlockQ8_0, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int) error {
-	nch, err := checkAttnDecode("AttnDecodeQ8_0", kvQ8, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk)
+func attnDecodeQ8_0(rt *Runtime, out, part, q []float32, kcache, vcache []BlockQ8_0, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int, softcap float32) error {
+	nch, err := checkAttnDecode("AttnDecodeQ8_0", kvQ8, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk, softcap)
 	if err != nil {
 		return err
 	}
 	return rt.run(OpAttnDecodeQ8_0, Shape{Tokens: 1, Heads: nHeads, KVHeads: nKVHeads, HeadD: headDim, Ctx: nCtx, Chunks: nch},
-		argsAttnDecodeQ8_0(sliceP(out), sliceP(part), sliceP(q), sliceP(kcache), sliceP(vcache), nHeads, nKVHeads, headDim, maxCtx, nCtx, min(chunk, nCtx)), sliceP(scratch))
+		argsAttnDecodeQ8_0(sliceP(out), sliceP(part), sliceP(q), sliceP(kcache), sliceP(vcache), softcap, attnHeads(nHeads, nKVHeads), headDim, maxCtx, nCtx, min(chunk, nCtx)), sliceP(scratch))
 }
 
 // checkAttnDecode checks AttnDecodeF32/F16/Q8_0's arguments and returns the chunk count. (The
 // binders pass min(chunk, nCtx): the same single chunk, and the kernel's ceil(nCtx/chunk)
 // cannot overflow.)
-func checkAttnDecode[T any](fn string, k kvKind, out, part, q []float32, kcache, vcache []T, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int) (int, error) {
+func checkAttnDecode[T any](fn string, k kvKind, out, part, q []float32, kcache, vcache []T, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int, softcap float32) (int, error) {
+	if err := checkSoftcap(fn, softcap); err != nil {
+		return 0, err
+	}
 	qrow, err := checkAttnHeads(fn, k, nHeads, nKVHeads, headDim)
 	if err != nil {
 		return 0, err

@@ -164,11 +164,11 @@ func (c *attnCase) refF64() (ref, mag []float64) {
 func (c *attnCase) attention(e Ops, out, scratch []float32) error {
 	switch c.kind {
 	case kvF32:
-		return e.AttentionF32(out, c.q, c.kf, c.vf, scratch, c.tokens, c.qStride, c.nHeads, c.nKVHeads, c.headDim, c.maxCtx, c.pos0)
+		return e.AttentionF32(out, c.q, c.kf, c.vf, scratch, c.tokens, c.qStride, c.nHeads, c.nKVHeads, c.headDim, c.maxCtx, c.pos0, 0)
 	case kvF16:
-		return e.AttentionF16(out, c.q, c.kh, c.vh, scratch, c.tokens, c.qStride, c.nHeads, c.nKVHeads, c.headDim, c.maxCtx, c.pos0)
+		return e.AttentionF16(out, c.q, c.kh, c.vh, scratch, c.tokens, c.qStride, c.nHeads, c.nKVHeads, c.headDim, c.maxCtx, c.pos0, 0)
 	}
-	return e.AttentionQ8_0(out, c.q, c.kq, c.vq, scratch, c.tokens, c.qStride, c.nHeads, c.nKVHeads, c.headDim, c.maxCtx, c.pos0)
+	return e.AttentionQ8_0(out, c.q, c.kq, c.vq, scratch, c.tokens, c.qStride, c.nHeads, c.nKVHeads, c.headDim, c.maxCtx, c.pos0, 0)
 }
 
 // decode makes the AttnDecode* call of a one-token case (nCtx = pos0+1) with the given chunk.
@@ -176,11 +176,11 @@ func (c *attnCase) decode(e Ops, out, part, scratch []float32, chunk int) error 
 	n := c.pos0 + 1
 	switch c.kind {
 	case kvF32:
-		return e.AttnDecodeF32(out, part, c.q, c.kf, c.vf, scratch, c.nHeads, c.nKVHeads, c.headDim, c.maxCtx, n, chunk)
+		return e.AttnDecodeF32(out, part, c.q, c.kf, c.vf, scratch, c.nHeads, c.nKVHeads, c.headDim, c.maxCtx, n, chunk, 0)
 	case kvF16:
-		return e.AttnDecodeF16(out, part, c.q, c.kh, c.vh, scratch, c.nHeads, c.nKVHeads, c.headDim, c.maxCtx, n, chunk)
+		return e.AttnDecodeF16(out, part, c.q, c.kh, c.vh, scratch, c.nHeads, c.nKVHeads, c.headDim, c.maxCtx, n, chunk, 0)
 	}
-	return e.AttnDecodeQ8_0(out, part, c.q, c.kq, c.vq, scratch, c.nHeads, c.nKVHeads, c.headDim, c.maxCtx, n, chunk)
+	return e.AttnDecodeQ8_0(out, part, c.q, c.kq, c.vq, scratch, c.nHeads, c.nKVHeads, c.headDim, c.maxCtx, n, chunk, 0)
 }
 
 // caches returns the caches' base pointers.
@@ -200,11 +200,11 @@ func (c *attnCase) runUnits(s *kern.Set, out, scratch []float32, u0, u1 int) {
 	kc, vc := c.caches()
 	if c.tokens == 1 {
 		op := attnDecodeOps[c.kind]
-		s.K[op](argsAttnDecodeF32(sliceP(out), nil, sliceP(c.q), kc, vc, c.nHeads, c.nKVHeads, c.headDim, c.maxCtx, c.pos0+1, c.pos0+1), sliceP(scratch), u0, u1)
+		s.K[op](argsAttnDecodeF32(sliceP(out), nil, sliceP(c.q), kc, vc, 0, attnHeads(c.nHeads, c.nKVHeads), c.headDim, c.maxCtx, c.pos0+1, c.pos0+1), sliceP(scratch), u0, u1)
 		return
 	}
 	op := attnPrefillOps[c.kind]
-	s.K[op](argsAttnPrefillF32(sliceP(out), sliceP(c.q), kc, vc, c.nHeads, c.nKVHeads, c.headDim, c.maxCtx, c.qStride, c.pos0, c.tokens), sliceP(scratch), u0, u1)
+	s.K[op](argsAttnPrefillF32(sliceP(out), sliceP(c.q), kc, vc, 0, attnHeads(c.nHeads, c.nKVHeads), c.headDim, c.maxCtx, c.qStride, c.pos0, c.tokens), sliceP(scratch), u0, u1)
 }
 
 // checkAttnOut compares out with the reference; rows outside want (token, head) hold
@@ -660,54 +660,57 @@ func TestAttnArgErrors(t *testing.T) {
 	scrN := AttnScratchFloats(hd)
 	q, kc, vc, out, scr := f(nh*hd), f(nkv*ctx*hd), f(nkv*ctx*hd), f(nh*hd), f(scrN)
 	att := AttentionF32
-	mustOK(t, att(out, q, kc, vc, scr, 1, nh*hd, nh, nkv, hd, ctx, ctx-1))
-	wantArgErr(t, att(out, q, kc, vc, scr, 0, nh*hd, nh, nkv, hd, ctx, 0), "AttentionF32", "tokens", "positive")
-	wantArgErr(t, att(out, q, kc, vc, scr, 1, nh*hd, 0, nkv, hd, ctx, 0), "AttentionF32", "nHeads", "positive")
-	wantArgErr(t, att(out, q, kc, vc, scr, 1, nh*hd, nh, 0, hd, ctx, 0), "AttentionF32", "nKVHeads", "positive")
-	wantArgErr(t, att(out, q, f(3*ctx*hd), f(3*ctx*hd), scr, 1, nh*hd, nh, 3, hd, ctx, 0), "AttentionF32", "nKVHeads", "nHeads = 4", "nKVHeads = 3")
-	wantArgErr(t, att(out, q, kc, vc, scr, 1, nh*hd, nh, nkv, 0, ctx, 0), "AttentionF32", "headDim", "positive")
-	wantArgErr(t, att(f(nh*24), f(nh*24), f(nkv*ctx*24), f(nkv*ctx*24), scr, 1, nh*24, nh, nkv, 24, ctx, 0), "AttentionF32", "headDim", "24", "multiple of 16")
-	wantArgErr(t, att(f(nh*272), f(nh*272), f(nkv*ctx*272), f(nkv*ctx*272), f(AttnScratchFloats(272)), 1, nh*272, nh, nkv, 272, ctx, 0), "AttentionF32", "headDim", "272", "up to 256")
-	wantArgErr(t, att(out, q, kc, vc, scr, 1, nh*hd, nh, nkv, hd, 0, 0), "AttentionF32", "maxCtx", "positive")
-	wantArgErr(t, att(out, q, kc, vc, scr, 1, nh*hd-1, nh, nkv, hd, ctx, 0), "AttentionF32", "qStride", "127", "nHeads*headDim = 128")
-	wantArgErr(t, att(out, q, kc, vc, scr, 1, nh*hd, nh, nkv, hd, ctx, ctx), "AttentionF32", "pos0", "16+1", "maxCtx = 16")
-	wantArgErr(t, att(out, q, kc, vc, scr, 1, nh*hd, nh, nkv, hd, ctx, -3), "AttentionF32", "pos0", "negative", "-3")
-	wantArgErr(t, att(f(127), q, kc, vc, scr, 1, nh*hd, nh, nkv, hd, ctx, 0), "AttentionF32", "out", "127", "tokens*nHeads*headDim = 128")
-	wantArgErr(t, att(f(256), q, kc, vc, scr, 2, nh*hd, nh, nkv, hd, ctx, 0), "AttentionF32", "q", "128", "(tokens-1)*qStride + nHeads*headDim = 256")
-	wantArgErr(t, att(out, q, f(5), vc, scr, 1, nh*hd, nh, nkv, hd, ctx, 0), "AttentionF32", "kcache", "5", "nKVHeads*maxCtx*headDim = 1024 floats")
-	wantArgErr(t, att(out, q, kc, nil, scr, 1, nh*hd, nh, nkv, hd, ctx, 0), "AttentionF32", "vcache", "nil", "1024")
-	wantArgErr(t, att(out, q, kc, vc, f(scrN-1), 1, nh*hd, nh, nkv, hd, ctx, 0), "AttentionF32", "scratch", fmt.Sprint(scrN-1), fmt.Sprintf("AttnScratchFloats(headDim) = %d", scrN))
-	wantArgErr(t, att(out, q, kc, vc, nil, 1, nh*hd, nh, nkv, hd, ctx, 0), "AttentionF32", "scratch", "nil")
-	wantArgErr(t, att(kc[:nh*hd], q, kc, vc, scr, 1, nh*hd, nh, nkv, hd, ctx, 0), "AttentionF32", "out", "overlaps kcache")
-	wantArgErr(t, att(q, q, kc, vc, scr, 1, nh*hd, nh, nkv, hd, ctx, 0), "AttentionF32", "out", "overlaps q")
+	mustOK(t, att(out, q, kc, vc, scr, 1, nh*hd, nh, nkv, hd, ctx, ctx-1, 0))
+	wantArgErr(t, att(out, q, kc, vc, scr, 0, nh*hd, nh, nkv, hd, ctx, 0, 0), "AttentionF32", "tokens", "positive")
+	wantArgErr(t, att(out, q, kc, vc, scr, 1, nh*hd, 0, nkv, hd, ctx, 0, 0), "AttentionF32", "nHeads", "positive")
+	wantArgErr(t, att(out, q, kc, vc, scr, 1, nh*hd, nh, 0, hd, ctx, 0, 0), "AttentionF32", "nKVHeads", "positive")
+	wantArgErr(t, att(out, q, f(3*ctx*hd), f(3*ctx*hd), scr, 1, nh*hd, nh, 3, hd, ctx, 0, 0), "AttentionF32", "nKVHeads", "nHeads = 4", "nKVHeads = 3")
+	wantArgErr(t, att(out, q, kc, vc, scr, 1, nh*hd, nh, nkv, 0, ctx, 0, 0), "AttentionF32", "headDim", "positive")
+	wantArgErr(t, att(f(nh*24), f(nh*24), f(nkv*ctx*24), f(nkv*ctx*24), scr, 1, nh*24, nh, nkv, 24, ctx, 0, 0), "AttentionF32", "headDim", "24", "multiple of 16")
+	wantArgErr(t, att(f(nh*272), f(nh*272), f(nkv*ctx*272), f(nkv*ctx*272), f(AttnScratchFloats(272)), 1, nh*272, nh, nkv, 272, ctx, 0, 0), "AttentionF32", "headDim", "272", "up to 256")
+	wantArgErr(t, att(out, q, kc, vc, scr, 1, nh*hd, nh, nkv, hd, 0, 0, 0), "AttentionF32", "maxCtx", "positive")
+	wantArgErr(t, att(out, q, kc, vc, scr, 1, nh*hd-1, nh, nkv, hd, ctx, 0, 0), "AttentionF32", "qStride", "127", "nHeads*headDim = 128")
+	wantArgErr(t, att(out, q, kc, vc, scr, 1, nh*hd, nh, nkv, hd, ctx, ctx, 0), "AttentionF32", "pos0", "16+1", "maxCtx = 16")
+	wantArgErr(t, att(out, q, kc, vc, scr, 1, nh*hd, nh, nkv, hd, ctx, -3, 0), "AttentionF32", "pos0", "negative", "-3")
+	wantArgErr(t, att(f(127), q, kc, vc, scr, 1, nh*hd, nh, nkv, hd, ctx, 0, 0), "AttentionF32", "out", "127", "tokens*nHeads*headDim = 128")
+	wantArgErr(t, att(f(256), q, kc, vc, scr, 2, nh*hd, nh, nkv, hd, ctx, 0, 0), "AttentionF32", "q", "128", "(tokens-1)*qStride + nHeads*headDim = 256")
+	wantArgErr(t, att(out, q, f(5), vc, scr, 1, nh*hd, nh, nkv, hd, ctx, 0, 0), "AttentionF32", "kcache", "5", "nKVHeads*maxCtx*headDim = 1024 floats")
+	wantArgErr(t, att(out, q, kc, nil, scr, 1, nh*hd, nh, nkv, hd, ctx, 0, 0), "AttentionF32", "vcache", "nil", "1024")
+	wantArgErr(t, att(out, q, kc, vc, f(scrN-1), 1, nh*hd, nh, nkv, hd, ctx, 0, 0), "AttentionF32", "scratch", fmt.Sprint(scrN-1), fmt.Sprintf("AttnScratchFloats(headDim) = %d", scrN))
+	wantArgErr(t, att(out, q, kc, vc, nil, 1, nh*hd, nh, nkv, hd, ctx, 0, 0), "AttentionF32", "scratch", "nil")
+	wantArgErr(t, att(kc[:nh*hd], q, kc, vc, scr, 1, nh*hd, nh, nkv, hd, ctx, 0, 0), "AttentionF32", "out", "overlaps kcache")
+	wantArgErr(t, att(q, q, kc, vc, scr, 1, nh*hd, nh, nkv, hd, ctx, 0, 0), "AttentionF32", "out", "overlaps q")
 	big := f(scrN + nh*hd)
-	wantArgErr(t, att(big[:nh*hd], q, kc, vc, big[nh*hd-1:], 1, nh*hd, nh, nkv, hd, ctx, 0), "AttentionF32", "out", "overlaps scratch")
-	wantArgErr(t, att(f(3*nh*hd), q, kc, vc, scr, 3, math.MaxInt/2, nh, nkv, hd, ctx, 0), "AttentionF32", "qStride", "overflows")
+	wantArgErr(t, att(big[:nh*hd], q, kc, vc, big[nh*hd-1:], 1, nh*hd, nh, nkv, hd, ctx, 0, 0), "AttentionF32", "out", "overlaps scratch")
+	wantArgErr(t, att(f(3*nh*hd), q, kc, vc, scr, 3, math.MaxInt/2, nh, nkv, hd, ctx, 0, 0), "AttentionF32", "qStride", "overflows")
+	wantArgErr(t, att(out, q, kc, vc, scr, 1, nh*hd, nh, nkv, hd, ctx, 0, -1), "AttentionF32", "softcap", "-1")
+	wantArgErr(t, att(out, q, kc, vc, scr, 1, nh*hd, nh, nkv, hd, ctx, 0, float32(math.Inf(1))), "AttentionF32", "softcap", "+Inf")
+	wantArgErr(t, AttnDecodeF32(out, nil, q, kc, vc, scr, nh, nkv, hd, ctx, ctx, ctx, float32(math.NaN())), "AttnDecodeF32", "softcap", "NaN")
 
 	// The other kinds: cache lengths in their units, Q8_0's head size.
 	h := func(n int) []uint16 { return make([]uint16, n) }
 	b := func(n int) []BlockQ8_0 { return make([]BlockQ8_0, n) }
-	mustOK(t, AttentionF16(out, q, h(nkv*ctx*hd), h(nkv*ctx*hd), scr, 1, nh*hd, nh, nkv, hd, ctx, 3))
-	wantArgErr(t, AttentionF16(out, q, h(nkv*ctx*hd-1), h(nkv*ctx*hd), scr, 1, nh*hd, nh, nkv, hd, ctx, 3), "AttentionF16", "kcache", "1023", "1024 halves")
-	mustOK(t, AttentionQ8_0(out, q, b(nkv*ctx), b(nkv*ctx), scr, 1, nh*hd, nh, nkv, hd, ctx, 3))
-	wantArgErr(t, AttentionQ8_0(out, q, b(nkv*ctx), b(nkv*ctx+1), scr, 1, nh*hd, nh, nkv, hd, ctx, 3), "AttentionQ8_0", "vcache", "33", "nKVHeads*maxCtx*headDim/32 = 32 blocks")
-	wantArgErr(t, AttentionQ8_0(f(nh*48), f(nh*48), b(nkv*ctx*48/32), b(nkv*ctx*48/32), scr, 1, nh*48, nh, nkv, 48, ctx, 0), "AttentionQ8_0", "headDim", "48", "multiple of 32")
+	mustOK(t, AttentionF16(out, q, h(nkv*ctx*hd), h(nkv*ctx*hd), scr, 1, nh*hd, nh, nkv, hd, ctx, 3, 0))
+	wantArgErr(t, AttentionF16(out, q, h(nkv*ctx*hd-1), h(nkv*ctx*hd), scr, 1, nh*hd, nh, nkv, hd, ctx, 3, 0), "AttentionF16", "kcache", "1023", "1024 halves")
+	mustOK(t, AttentionQ8_0(out, q, b(nkv*ctx), b(nkv*ctx), scr, 1, nh*hd, nh, nkv, hd, ctx, 3, 0))
+	wantArgErr(t, AttentionQ8_0(out, q, b(nkv*ctx), b(nkv*ctx+1), scr, 1, nh*hd, nh, nkv, hd, ctx, 3, 0), "AttentionQ8_0", "vcache", "33", "nKVHeads*maxCtx*headDim/32 = 32 blocks")
+	wantArgErr(t, AttentionQ8_0(f(nh*48), f(nh*48), b(nkv*ctx*48/32), b(nkv*ctx*48/32), scr, 1, nh*48, nh, nkv, 48, ctx, 0, 0), "AttentionQ8_0", "headDim", "48", "multiple of 32")
 
 	// AttnDecode*(out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk)
 	part := f(AttnPartFloats(nh, hd, 2))
-	mustOK(t, AttnDecodeF32(out, part, q, kc, vc, scr, nh, nkv, hd, ctx, ctx, 8))
-	mustOK(t, AttnDecodeF32(out, nil, q, kc, vc, scr, nh, nkv, hd, ctx, ctx, ctx))
-	wantArgErr(t, AttnDecodeF32(out, part, q, kc, vc, scr, nh, nkv, hd, ctx, 0, 8), "AttnDecodeF32", "nCtx", "0", "1..16")
-	wantArgErr(t, AttnDecodeF32(out, part, q, kc, vc, scr, nh, nkv, hd, ctx, ctx+1, 8), "AttnDecodeF32", "nCtx", "17")
-	wantArgErr(t, AttnDecodeF32(out, part, q, kc, vc, scr, nh, nkv, hd, ctx, ctx, 0), "AttnDecodeF32", "chunk", "positive")
-	wantArgErr(t, AttnDecodeF32(out, nil, q, kc, vc, scr, nh, nkv, hd, ctx, ctx, 8), "AttnDecodeF32", "part", "nil", "AttnPartFloats(nHeads, headDim, nChunks) = 384")
-	wantArgErr(t, AttnDecodeF32(out, part[:300], q, kc, vc, scr, nh, nkv, hd, ctx, ctx, 8), "AttnDecodeF32", "part", "300")
-	mustOK(t, AttnDecodeF32(out, nil, q, kc, vc, scr, nh, nkv, hd, ctx, ctx, math.MaxInt)) // one chunk
-	wantArgErr(t, AttnDecodeF32(out, kc[:384], q, kc, vc, scr, nh, nkv, hd, ctx, ctx, 8), "AttnDecodeF32", "part", "overlaps kcache")
-	wantArgErr(t, AttnDecodeF32(part[:nh*hd], part, q, kc, vc, scr, nh, nkv, hd, ctx, ctx, 8), "AttnDecodeF32", "out", "overlaps part")
-	wantArgErr(t, AttnDecodeF32(out, part, f(nh*hd+1), kc, vc, scr, nh, nkv, hd, ctx, ctx, 8), "AttnDecodeF32", "q", "129", "nHeads*headDim = 128")
-	wantArgErr(t, AttnDecodeF16(out, part, q, h(5), h(nkv*ctx*hd), scr, nh, nkv, hd, ctx, ctx, 8), "AttnDecodeF16", "kcache", "5", "halves")
-	wantArgErr(t, AttnDecodeQ8_0(out, part, q, b(nkv*ctx), b(nkv*ctx), f(10), nh, nkv, hd, ctx, ctx, 8), "AttnDecodeQ8_0", "scratch", "10")
+	mustOK(t, AttnDecodeF32(out, part, q, kc, vc, scr, nh, nkv, hd, ctx, ctx, 8, 0))
+	mustOK(t, AttnDecodeF32(out, nil, q, kc, vc, scr, nh, nkv, hd, ctx, ctx, ctx, 0))
+	wantArgErr(t, AttnDecodeF32(out, part, q, kc, vc, scr, nh, nkv, hd, ctx, 0, 8, 0), "AttnDecodeF32", "nCtx", "0", "1..16")
+	wantArgErr(t, AttnDecodeF32(out, part, q, kc, vc, scr, nh, nkv, hd, ctx, ctx+1, 8, 0), "AttnDecodeF32", "nCtx", "17")
+	wantArgErr(t, AttnDecodeF32(out, part, q, kc, vc, scr, nh, nkv, hd, ctx, ctx, 0, 0), "AttnDecodeF32", "chunk", "positive")
+	wantArgErr(t, AttnDecodeF32(out, nil, q, kc, vc, scr, nh, nkv, hd, ctx, ctx, 8, 0), "AttnDecodeF32", "part", "nil", "AttnPartFloats(nHeads, headDim, nChunks) = 384")
+	wantArgErr(t, AttnDecodeF32(out, part[:300], q, kc, vc, scr, nh, nkv, hd, ctx, ctx, 8, 0), "AttnDecodeF32", "part", "300")
+	mustOK(t, AttnDecodeF32(out, nil, q, kc, vc, scr, nh, nkv, hd, ctx, ctx, math.MaxInt, 0)) // one chunk
+	wantArgErr(t, AttnDecodeF32(out, kc[:384], q, kc, vc, scr, nh, nkv, hd, ctx, ctx, 8, 0), "AttnDecodeF32", "part", "overlaps kcache")
+	wantArgErr(t, AttnDecodeF32(part[:nh*hd], part, q, kc, vc, scr, nh, nkv, hd, ctx, ctx, 8, 0), "AttnDecodeF32", "out", "overlaps part")
+	wantArgErr(t, AttnDecodeF32(out, part, f(nh*hd+1), kc, vc, scr, nh, nkv, hd, ctx, ctx, 8, 0), "AttnDecodeF32", "q", "129", "nHeads*headDim = 128")
+	wantArgErr(t, AttnDecodeF16(out, part, q, h(5), h(nkv*ctx*hd), scr, nh, nkv, hd, ctx, ctx, 8, 0), "AttnDecodeF16", "kcache", "5", "halves")
+	wantArgErr(t, AttnDecodeQ8_0(out, part, q, b(nkv*ctx), b(nkv*ctx), f(10), nh, nkv, hd, ctx, ctx, 8, 0), "AttnDecodeQ8_0", "scratch", "10")
 
 	// AttnMerge(out, part, nHeads, headDim, nChunks)
 	mustOK(t, AttnMerge(out, part, nh, hd, 2))

@@ -531,50 +531,50 @@ func argsKVAppendQ8_0(cache kern.P, src kern.P, src_stride int, n_kv_heads int, 
 }
 
 // argsAttnDecodeF32 packs the parameters of krt_attn_decode_f32 but its slice range and scratch.
-func argsAttnDecodeF32(out kern.P, part kern.P, q kern.P, kcache kern.P, vcache kern.P, n_heads int, n_kv_heads int, head_dim int, max_ctx int, n_ctx int, chunk int) (ka kern.Args) {
+func argsAttnDecodeF32(out kern.P, part kern.P, q kern.P, kcache kern.P, vcache kern.P, softcap float32, heads int, head_dim int, max_ctx int, n_ctx int, chunk int) (ka kern.Args) {
 	ka.P[0] = out
 	ka.P[1] = part
 	ka.P[2] = q
 	ka.P[3] = kcache
 	ka.P[4] = vcache
-	ka.I[0] = n_heads
-	ka.I[1] = n_kv_heads
-	ka.I[2] = head_dim
-	ka.I[3] = max_ctx
-	ka.I[4] = n_ctx
-	ka.I[5] = chunk
+	ka.F[0] = softcap
+	ka.I[0] = heads
+	ka.I[1] = head_dim
+	ka.I[2] = max_ctx
+	ka.I[3] = n_ctx
+	ka.I[4] = chunk
 	return ka
 }
 
 // argsAttnDecodeF16 packs the parameters of krt_attn_decode_f16 but its slice range and scratch.
-func argsAttnDecodeF16(out kern.P, part kern.P, q kern.P, kcache kern.P, vcache kern.P, n_heads int, n_kv_heads int, head_dim int, max_ctx int, n_ctx int, chunk int) (ka kern.Args) {
+func argsAttnDecodeF16(out kern.P, part kern.P, q kern.P, kcache kern.P, vcache kern.P, softcap float32, heads int, head_dim int, max_ctx int, n_ctx int, chunk int) (ka kern.Args) {
 	ka.P[0] = out
 	ka.P[1] = part
 	ka.P[2] = q
 	ka.P[3] = kcache
 	ka.P[4] = vcache
-	ka.I[0] = n_heads
-	ka.I[1] = n_kv_heads
-	ka.I[2] = head_dim
-	ka.I[3] = max_ctx
-	ka.I[4] = n_ctx
-	ka.I[5] = chunk
+	ka.F[0] = softcap
+	ka.I[0] = heads
+	ka.I[1] = head_dim
+	ka.I[2] = max_ctx
+	ka.I[3] = n_ctx
+	ka.I[4] = chunk
 	return ka
 }
 
 // argsAttnDecodeQ8_0 packs the parameters of krt_attn_decode_q8_0 but its slice range and scratch.
-func argsAttnDecodeQ8_0(out kern.P, part kern.P, q kern.P, kcache kern.P, vcache kern.P, n_heads int, n_kv_heads int, head_dim int, max_ctx int, n_ctx int, chunk int) (ka kern.Args) {
+func argsAttnDecodeQ8_0(out kern.P, part kern.P, q kern.P, kcache kern.P, vcache kern.P, softcap float32, heads int, head_dim int, max_ctx int, n_ctx int, chunk int) (ka kern.Args) {
 	ka.P[0] = out
 	ka.P[1] = part
 	ka.P[2] = q
 	ka.P[3] = kcache
 	ka.P[4] = vcache
-	ka.I[0] = n_heads
-	ka.I[1] = n_kv_heads
-	ka.I[2] = head_dim
-	ka.I[3] = max_ctx
-	ka.I[4] = n_ctx
-	ka.I[5] = chunk
+	ka.F[0] = softcap
+	ka.I[0] = heads
+	ka.I[1] = head_dim
+	ka.I[2] = max_ctx
+	ka.I[3] = n_ctx
+	ka.I[4] = chunk
 	return ka
 }
 
@@ -589,50 +589,50 @@ func argsAttnMerge(out kern.P, part kern.P, n_heads int, head_dim int, n_chunks 
 }
 
 // argsAttnPrefillF32 packs the parameters of krt_attn_prefill_f32 but its slice range and scratch.
-func argsAttnPrefillF32(out kern.P, q kern.P, kcache kern.P, vcache kern.P, n_heads int, n_kv_heads int, head_dim int, max_ctx int, q_stride int, pos0 int, T int) (ka kern.Args) {
+func argsAttnPrefillF32(out kern.P, q kern.P, kcache kern.P, vcache kern.P, softcap float32, heads int, head_dim int, max_ctx int, q_stride int, pos0 int, T int) (ka kern.Args) {
 	ka.P[0] = out
 	ka.P[1] = q
 	ka.P[2] = kcache
 	ka.P[3] = vcache
-	ka.I[0] = n_heads
-	ka.I[1] = n_kv_heads
-	ka.I[2] = head_dim
-	ka.I[3] = max_ctx
-	ka.I[4] = q_stride
-	ka.I[5] = pos0
-	ka.I[6] = T
+	ka.F[0] = softcap
+	ka.I[0] = heads
+	ka.I[1] = head_dim
+	ka.I[2] = max_ctx
+	ka.I[3] = q_stride
+	ka.I[4] = pos0
+	ka.I[5] = T
 	return ka
 }
 
 // argsAttnPrefillF16 packs the parameters of krt_attn_prefill_f16 but its slice range and scratch.
-func argsAttnPrefillF16(out kern.P, q kern.P, kcache kern.P, vcache kern.P, n_heads int, n_kv_heads int, head_dim int, max_ctx int, q_stride int, pos0 int, T int) (ka kern.Args) {
+func argsAttnPrefillF16(out kern.P, q kern.P, kcache kern.P, vcache kern.P, softcap float32, heads int, head_dim int, max_ctx int, q_stride int, pos0 int, T int) (ka kern.Args) {
 	ka.P[0] = out
 	ka.P[1] = q
 	ka.P[2] = kcache
 	ka.P[3] = vcache
-	ka.I[0] = n_heads
-	ka.I[1] = n_kv_heads
-	ka.I[2] = head_dim
-	ka.I[3] = max_ctx
-	ka.I[4] = q_stride
-	ka.I[5] = pos0
-	ka.I[6] = T
+	ka.F[0] = softcap
+	ka.I[0] = heads
+	ka.I[1] = head_dim
+	ka.I[2] = max_ctx
+	ka.I[3] = q_stride
+	ka.I[4] = pos0
+	ka.I[5] = T
 	return ka
 }
 
 // argsAttnPrefillQ8_0 packs the parameters of krt_attn_prefill_q8_0 but its slice range and scratch.
-func argsAttnPrefillQ8_0(out kern.P, q kern.P, kcache kern.P, vcache kern.P, n_heads int, n_kv_heads int, head_dim int, max_ctx int, q_stride int, pos0 int, T int) (ka kern.Args) {
+func argsAttnPrefillQ8_0(out kern.P, q kern.P, kcache kern.P, vcache kern.P, softcap float32, heads int, head_dim int, max_ctx int, q_stride int, pos0 int, T int) (ka kern.Args) {
 	ka.P[0] = out
 	ka.P[1] = q
 	ka.P[2] = kcache
 	ka.P[3] = vcache
-	ka.I[0] = n_heads
-	ka.I[1] = n_kv_heads
-	ka.I[2] = head_dim
-	ka.I[3] = max_ctx
-	ka.I[4] = q_stride
-	ka.I[5] = pos0
-	ka.I[6] = T
+	ka.F[0] = softcap
+	ka.I[0] = heads
+	ka.I[1] = head_dim
+	ka.I[2] = max_ctx
+	ka.I[3] = q_stride
+	ka.I[4] = pos0
+	ka.I[5] = T
 	return ka
 }
 
@@ -657,12 +657,12 @@ type Ops interface {
 	StreamRead(src []float32) (float32, error)
 	KVAppendF16(cache []uint16, src []float32, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0 int) error
 	KVAppendQ8_0(cache []BlockQ8_0, src []float32, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0 int) error
-	AttentionF32(out, q, kcache, vcache, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error
-	AttentionF16(out, q []float32, kcache, vcache []uint16, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error
-	AttentionQ8_0(out, q []float32, kcache, vcache []BlockQ8_0, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error
-	AttnDecodeF32(out, part, q, kcache, vcache, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int) error
-	AttnDecodeF16(out, part, q []float32, kcache, vcache []uint16, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int) error
-	AttnDecodeQ8_0(out, part, q []float32, kcache, vcache []BlockQ8_0, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int) error
+	AttentionF32(out, q, kcache, vcache, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int, softcap float32) error
+	AttentionF16(out, q []float32, kcache, vcache []uint16, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int, softcap float32) error
+	AttentionQ8_0(out, q []float32, kcache, vcache []BlockQ8_0, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int, softcap float32) error
+	AttnDecodeF32(out, part, q, kcache, vcache, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int, softcap float32) error
+	AttnDecodeF16(out, part, q []float32, kcache, vcache []uint16, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int, softcap float32) error
+	AttnDecodeQ8_0(out, part, q []float32, kcache, vcache []BlockQ8_0, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int, softcap float32) error
 	AttnMerge(out, part []float32, nHeads, headDim, nChunks int) error
 	GemmQ8_0(y []float32, w []BlockQ8_0, x []BlockQ8_0, bias []float32, rows, cols, tokens int) error
 	GemmQ5_0(y []float32, w []BlockQ5_0, x []BlockQ8_0, bias []float32, rows, cols, tokens int) error
@@ -1091,6 +1091,11 @@ func (rt *Runtime) KVAppendQ8_0(cache []BlockQ8_0, src []float32, tokens, srcStr
 // positions are never read into a result). Token t's query heads start at q[t*qStride]; out
 // is tokens x nHeads x headDim, contiguous.
 //
+// softcap > 0 soft-caps each scaled score before the softmax, s[j] = softcap *
+// tanh(s[j]/softcap) (gemma2's attn_logit_softcapping; tanh approximated within ~2e-7
+// relative, so the same bound holds; a +-Inf score then becomes +-softcap); softcap 0 is plain
+// attention, the same bits as without the option. It must be 0 or positive and finite.
+//
 // One token runs the decode kernel: split over KV heads and, on a Runtime whose workers
 // outnumber the KV heads, over cache chunks (AttnDecodeChunk) whose partial sums a second
 // dispatch merges; a merged result differs from the unsplit one (Serial's) by rounding
@@ -1102,42 +1107,42 @@ func (rt *Runtime) KVAppendQ8_0(cache []BlockQ8_0, src []float32, tokens, srcStr
 // (tokens-1)*qStride + nHeads*headDim, both caches nKVHeads*maxCtx*headDim floats, and scratch
 // at least AttnScratchFloats(headDim) floats (private to the call: concurrent calls each need
 // their own). out and scratch must not overlap each other or any input.
-func AttentionF32(out, q, kcache, vcache, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
-	return attentionF32(nil, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
+func AttentionF32(out, q, kcache, vcache, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int, softcap float32) error {
+	return attentionF32(nil, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0, softcap)
 }
 
 // AttentionF32 is the package function AttentionF32, run in the calling goroutine.
-func (Serial) AttentionF32(out, q, kcache, vcache, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
-	return attentionF32(nil, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
+func (Serial) AttentionF32(out, q, kcache, vcache, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int, softcap float32) error {
+	return attentionF32(nil, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0, softcap)
 }
 
 // AttentionF32 is the package function AttentionF32, split over the runtime's workers as the dispatch
 // table decides.
-func (rt *Runtime) AttentionF32(out, q, kcache, vcache, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
+func (rt *Runtime) AttentionF32(out, q, kcache, vcache, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int, softcap float32) error {
 	if rt == nil {
 		return errClosedOp("AttentionF32")
 	}
-	return attentionF32(rt, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
+	return attentionF32(rt, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0, softcap)
 }
 
 // AttentionF16 is AttentionF32 over F16 caches (nKVHeads*maxCtx*headDim IEEE halves each, as
 // KVAppendF16 stores them; each value is widened exactly). It reads half the bytes.
-func AttentionF16(out, q []float32, kcache, vcache []uint16, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
-	return attentionF16(nil, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
+func AttentionF16(out, q []float32, kcache, vcache []uint16, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int, softcap float32) error {
+	return attentionF16(nil, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0, softcap)
 }
 
 // AttentionF16 is the package function AttentionF16, run in the calling goroutine.
-func (Serial) AttentionF16(out, q []float32, kcache, vcache []uint16, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
-	return attentionF16(nil, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
+func (Serial) AttentionF16(out, q []float32, kcache, vcache []uint16, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int, softcap float32) error {
+	return attentionF16(nil, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0, softcap)
 }
 
 // AttentionF16 is the package function AttentionF16, split over the runtime's workers as the dispatch
 // table decides.
-func (rt *Runtime) AttentionF16(out, q []float32, kcache, vcache []uint16, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
+func (rt *Runtime) AttentionF16(out, q []float32, kcache, vcache []uint16, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int, softcap float32) error {
 	if rt == nil {
 		return errClosedOp("AttentionF16")
 	}
-	return attentionF16(rt, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
+	return attentionF16(rt, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0, softcap)
 }
 
 // AttentionQ8_0 is AttentionF32 over Q8_0 caches (nKVHeads*maxCtx*headDim/32 blocks each, as
@@ -1145,22 +1150,22 @@ func (rt *Runtime) AttentionF16(out, q []float32, kcache, vcache []uint16, scrat
 // to Q8_0 first and a score is sum_b d_q,b*d_k,b*(exact int8 dot product of block b); V is
 // d*q. headDim must be a multiple of 32. A poisoned block (NaN/Inf stored) gives NaN: in K the
 // row, in V its 32 output elements.
-func AttentionQ8_0(out, q []float32, kcache, vcache []BlockQ8_0, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
-	return attentionQ8_0(nil, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
+func AttentionQ8_0(out, q []float32, kcache, vcache []BlockQ8_0, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int, softcap float32) error {
+	return attentionQ8_0(nil, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0, softcap)
 }
 
 // AttentionQ8_0 is the package function AttentionQ8_0, run in the calling goroutine.
-func (Serial) AttentionQ8_0(out, q []float32, kcache, vcache []BlockQ8_0, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
-	return attentionQ8_0(nil, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
+func (Serial) AttentionQ8_0(out, q []float32, kcache, vcache []BlockQ8_0, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int, softcap float32) error {
+	return attentionQ8_0(nil, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0, softcap)
 }
 
 // AttentionQ8_0 is the package function AttentionQ8_0, split over the runtime's workers as the dispatch
 // table decides.
-func (rt *Runtime) AttentionQ8_0(out, q []float32, kcache, vcache []BlockQ8_0, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
+func (rt *Runtime) AttentionQ8_0(out, q []float32, kcache, vcache []BlockQ8_0, scratch []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int, softcap float32) error {
 	if rt == nil {
 		return errClosedOp("AttentionQ8_0")
 	}
-	return attentionQ8_0(rt, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
+	return attentionQ8_0(rt, out, q, kcache, vcache, scratch, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0, softcap)
 }
 
 // AttnDecodeF32 is the decode kernel behind AttentionF32 with the cache chunk chosen by the
@@ -1170,62 +1175,62 @@ func (rt *Runtime) AttentionQ8_0(out, q []float32, kcache, vcache []BlockQ8_0, s
 // may be nil); with several it writes each (query head, chunk)'s partial softmax record to
 // part (at least AttnPartFloats(nHeads, headDim, nChunks) floats) and AttnMerge then writes
 // out. The work splits over nKVHeads*nChunks units; the result does not depend on the split.
-// nCtx must be 1..maxCtx and chunk positive; scratch, caches and head shape as AttentionF32's.
+// nCtx must be 1..maxCtx and chunk positive; scratch, caches, head shape and softcap as AttentionF32's.
 // out, part and scratch must not overlap each other or any input.
-func AttnDecodeF32(out, part, q, kcache, vcache, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int) error {
-	return attnDecodeF32(nil, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk)
+func AttnDecodeF32(out, part, q, kcache, vcache, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int, softcap float32) error {
+	return attnDecodeF32(nil, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk, softcap)
 }
 
 // AttnDecodeF32 is the package function AttnDecodeF32, run in the calling goroutine.
-func (Serial) AttnDecodeF32(out, part, q, kcache, vcache, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int) error {
-	return attnDecodeF32(nil, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk)
+func (Serial) AttnDecodeF32(out, part, q, kcache, vcache, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int, softcap float32) error {
+	return attnDecodeF32(nil, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk, softcap)
 }
 
 // AttnDecodeF32 is the package function AttnDecodeF32, split over the runtime's workers as the dispatch
 // table decides.
-func (rt *Runtime) AttnDecodeF32(out, part, q, kcache, vcache, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int) error {
+func (rt *Runtime) AttnDecodeF32(out, part, q, kcache, vcache, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int, softcap float32) error {
 	if rt == nil {
 		return errClosedOp("AttnDecodeF32")
 	}
-	return attnDecodeF32(rt, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk)
+	return attnDecodeF32(rt, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk, softcap)
 }
 
 // AttnDecodeF16 is AttnDecodeF32 over F16 caches (AttentionF16's).
-func AttnDecodeF16(out, part, q []float32, kcache, vcache []uint16, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int) error {
-	return attnDecodeF16(nil, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk)
+func AttnDecodeF16(out, part, q []float32, kcache, vcache []uint16, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int, softcap float32) error {
+	return attnDecodeF16(nil, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk, softcap)
 }
 
 // AttnDecodeF16 is the package function AttnDecodeF16, run in the calling goroutine.
-func (Serial) AttnDecodeF16(out, part, q []float32, kcache, vcache []uint16, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int) error {
-	return attnDecodeF16(nil, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk)
+func (Serial) AttnDecodeF16(out, part, q []float32, kcache, vcache []uint16, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int, softcap float32) error {
+	return attnDecodeF16(nil, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk, softcap)
 }
 
 // AttnDecodeF16 is the package function AttnDecodeF16, split over the runtime's workers as the dispatch
 // table decides.
-func (rt *Runtime) AttnDecodeF16(out, part, q []float32, kcache, vcache []uint16, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int) error {
+func (rt *Runtime) AttnDecodeF16(out, part, q []float32, kcache, vcache []uint16, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int, softcap float32) error {
 	if rt == nil {
 		return errClosedOp("AttnDecodeF16")
 	}
-	return attnDecodeF16(rt, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk)
+	return attnDecodeF16(rt, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk, softcap)
 }
 
 // AttnDecodeQ8_0 is AttnDecodeF32 over Q8_0 caches (AttentionQ8_0's).
-func AttnDecodeQ8_0(out, part, q []float32, kcache, vcache []BlockQ8_0, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int) error {
-	return attnDecodeQ8_0(nil, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk)
+func AttnDecodeQ8_0(out, part, q []float32, kcache, vcache []BlockQ8_0, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int, softcap float32) error {
+	return attnDecodeQ8_0(nil, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk, softcap)
 }
 
 // AttnDecodeQ8_0 is the package function AttnDecodeQ8_0, run in the calling goroutine.
-func (Serial) AttnDecodeQ8_0(out, part, q []float32, kcache, vcache []BlockQ8_0, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int) error {
-	return attnDecodeQ8_0(nil, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk)
+func (Serial) AttnDecodeQ8_0(out, part, q []float32, kcache, vcache []BlockQ8_0, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int, softcap float32) error {
+	return attnDecodeQ8_0(nil, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk, softcap)
 }
 
 // AttnDecodeQ8_0 is the package function AttnDecodeQ8_0, split over the runtime's workers as the dispatch
 // table decides.
-func (rt *Runtime) AttnDecodeQ8_0(out, part, q []float32, kcache, vcache []BlockQ8_0, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int) error {
+func (rt *Runtime) AttnDecodeQ8_0(out, part, q []float32, kcache, vcache []BlockQ8_0, scratch []float32, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk int, softcap float32) error {
 	if rt == nil {
 		return errClosedOp("AttnDecodeQ8_0")
 	}
-	return attnDecodeQ8_0(rt, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk)
+	return attnDecodeQ8_0(rt, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk, softcap)
 }
 
 // AttnMerge finishes a chunked decode: for each query head it combines the nChunks partial

@@ -12,32 +12,32 @@ import "unsafe"
 // _krt_attn_decode_f32_ref is krt_attn_decode_f32_ref from csrc/attention.c.
 //
 //go:noescape
-func _krt_attn_decode_f32_ref(out, part, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, n_ctx, chunk, u0, u1 int)
+func _krt_attn_decode_f32_ref(out, part, q, kcache, vcache, scratch, softcap unsafe.Pointer, heads, head_dim, max_ctx, n_ctx, chunk, u0, u1 int)
 
 // _krt_attn_decode_f16_ref is krt_attn_decode_f16_ref from csrc/attention.c.
 //
 //go:noescape
-func _krt_attn_decode_f16_ref(out, part, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, n_ctx, chunk, u0, u1 int)
+func _krt_attn_decode_f16_ref(out, part, q, kcache, vcache, scratch, softcap unsafe.Pointer, heads, head_dim, max_ctx, n_ctx, chunk, u0, u1 int)
 
 // _krt_attn_decode_q8_0_ref is krt_attn_decode_q8_0_ref from csrc/attention.c.
 //
 //go:noescape
-func _krt_attn_decode_q8_0_ref(out, part, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, n_ctx, chunk, u0, u1 int)
+func _krt_attn_decode_q8_0_ref(out, part, q, kcache, vcache, scratch, softcap unsafe.Pointer, heads, head_dim, max_ctx, n_ctx, chunk, u0, u1 int)
 
 // _krt_attn_prefill_f32_ref is krt_attn_prefill_f32_ref from csrc/attention.c.
 //
 //go:noescape
-func _krt_attn_prefill_f32_ref(out, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, q_stride, pos0, T, u0, u1 int)
+func _krt_attn_prefill_f32_ref(out, q, kcache, vcache, scratch, softcap unsafe.Pointer, heads, head_dim, max_ctx, q_stride, pos0, T, u0, u1 int)
 
 // _krt_attn_prefill_f16_ref is krt_attn_prefill_f16_ref from csrc/attention.c.
 //
 //go:noescape
-func _krt_attn_prefill_f16_ref(out, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, q_stride, pos0, T, u0, u1 int)
+func _krt_attn_prefill_f16_ref(out, q, kcache, vcache, scratch, softcap unsafe.Pointer, heads, head_dim, max_ctx, q_stride, pos0, T, u0, u1 int)
 
 // _krt_attn_prefill_q8_0_ref is krt_attn_prefill_q8_0_ref from csrc/attention.c.
 //
 //go:noescape
-func _krt_attn_prefill_q8_0_ref(out, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, q_stride, pos0, T, u0, u1 int)
+func _krt_attn_prefill_q8_0_ref(out, q, kcache, vcache, scratch, softcap unsafe.Pointer, heads, head_dim, max_ctx, q_stride, pos0, T, u0, u1 int)
 
 // _krt_attn_merge_ref is krt_attn_merge_ref from csrc/attention.c.
 //
@@ -52,17 +52,17 @@ func _krt_attention_ref(out, q, kcache, vcache, scratch unsafe.Pointer, n_heads,
 // _krt_attn_decode_f32_avx512 is krt_attn_decode_f32_avx512 from csrc/attention.c.
 //
 //go:noescape
-func _krt_attn_decode_f32_avx512(out, part, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, n_ctx, chunk, u0, u1 int)
+func _krt_attn_decode_f32_avx512(out, part, q, kcache, vcache, scratch, softcap unsafe.Pointer, heads, head_dim, max_ctx, n_ctx, chunk, u0, u1 int)
 
 // _krt_attn_decode_f16_avx512 is krt_attn_decode_f16_avx512 from csrc/attention.c.
 //
 //go:noescape
-func _krt_attn_decode_f16_avx512(out, part, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, n_ctx, chunk, u0, u1 int)
+func _krt_attn_decode_f16_avx512(out, part, q, kcache, vcache, scratch, softcap unsafe.Pointer, heads, head_dim, max_ctx, n_ctx, chunk, u0, u1 int)
 
 // _krt_attn_decode_q8_0_avx512 is krt_attn_decode_q8_0_avx512 from csrc/attention.c.
 //
 //go:noescape
-func _krt_attn_decode_q8_0_avx512(out, part, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, n_ctx, chunk, u0, u1 int)
+func _krt_attn_decode_q8_0_avx512(out, part, q, kcache, vcache, scratch, softcap unsafe.Pointer, heads, head_dim, max_ctx, n_ctx, chunk, u0, u1 int)
 
 // _krt_attn_merge_avx512 is krt_attn_merge_avx512 from csrc/attention.c.
 //
@@ -72,17 +72,17 @@ func _krt_attn_merge_avx512(out, part unsafe.Pointer, n_heads, head_dim, n_chunk
 // _krt_attn_prefill_f32_avx512 is krt_attn_prefill_f32_avx512 from csrc/attention.c.
 //
 //go:noescape
-func _krt_attn_prefill_f32_avx512(out, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, q_stride, pos0, T, u0, u1 int)
+func _krt_attn_prefill_f32_avx512(out, q, kcache, vcache, scratch, softcap unsafe.Pointer, heads, head_dim, max_ctx, q_stride, pos0, T, u0, u1 int)
 
 // _krt_attn_prefill_f16_avx512 is krt_attn_prefill_f16_avx512 from csrc/attention.c.
 //
 //go:noescape
-func _krt_attn_prefill_f16_avx512(out, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, q_stride, pos0, T, u0, u1 int)
+func _krt_attn_prefill_f16_avx512(out, q, kcache, vcache, scratch, softcap unsafe.Pointer, heads, head_dim, max_ctx, q_stride, pos0, T, u0, u1 int)
 
 // _krt_attn_prefill_q8_0_avx512 is krt_attn_prefill_q8_0_avx512 from csrc/attention.c.
 //
 //go:noescape
-func _krt_attn_prefill_q8_0_avx512(out, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, q_stride, pos0, T, u0, u1 int)
+func _krt_attn_prefill_q8_0_avx512(out, q, kcache, vcache, scratch, softcap unsafe.Pointer, heads, head_dim, max_ctx, q_stride, pos0, T, u0, u1 int)
 
 // _krt_attention_avx512 is krt_attention_avx512 from csrc/attention.c.
 //
@@ -92,17 +92,17 @@ func _krt_attention_avx512(out, q, kcache, vcache, scratch unsafe.Pointer, n_hea
 // _krt_attn_decode_f32_avx2 is krt_attn_decode_f32_avx2 from csrc/attention.c.
 //
 //go:noescape
-func _krt_attn_decode_f32_avx2(out, part, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, n_ctx, chunk, u0, u1 int)
+func _krt_attn_decode_f32_avx2(out, part, q, kcache, vcache, scratch, softcap unsafe.Pointer, heads, head_dim, max_ctx, n_ctx, chunk, u0, u1 int)
 
 // _krt_attn_decode_f16_avx2 is krt_attn_decode_f16_avx2 from csrc/attention.c.
 //
 //go:noescape
-func _krt_attn_decode_f16_avx2(out, part, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, n_ctx, chunk, u0, u1 int)
+func _krt_attn_decode_f16_avx2(out, part, q, kcache, vcache, scratch, softcap unsafe.Pointer, heads, head_dim, max_ctx, n_ctx, chunk, u0, u1 int)
 
 // _krt_attn_decode_q8_0_avx2 is krt_attn_decode_q8_0_avx2 from csrc/attention.c.
 //
 //go:noescape
-func _krt_attn_decode_q8_0_avx2(out, part, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, n_ctx, chunk, u0, u1 int)
+func _krt_attn_decode_q8_0_avx2(out, part, q, kcache, vcache, scratch, softcap unsafe.Pointer, heads, head_dim, max_ctx, n_ctx, chunk, u0, u1 int)
 
 // _krt_attn_merge_avx2 is krt_attn_merge_avx2 from csrc/attention.c.
 //
@@ -112,17 +112,17 @@ func _krt_attn_merge_avx2(out, part unsafe.Pointer, n_heads, head_dim, n_chunks,
 // _krt_attn_prefill_f32_avx2 is krt_attn_prefill_f32_avx2 from csrc/attention.c.
 //
 //go:noescape
-func _krt_attn_prefill_f32_avx2(out, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, q_stride, pos0, T, u0, u1 int)
+func _krt_attn_prefill_f32_avx2(out, q, kcache, vcache, scratch, softcap unsafe.Pointer, heads, head_dim, max_ctx, q_stride, pos0, T, u0, u1 int)
 
 // _krt_attn_prefill_f16_avx2 is krt_attn_prefill_f16_avx2 from csrc/attention.c.
 //
 //go:noescape
-func _krt_attn_prefill_f16_avx2(out, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, q_stride, pos0, T, u0, u1 int)
+func _krt_attn_prefill_f16_avx2(out, q, kcache, vcache, scratch, softcap unsafe.Pointer, heads, head_dim, max_ctx, q_stride, pos0, T, u0, u1 int)
 
 // _krt_attn_prefill_q8_0_avx2 is krt_attn_prefill_q8_0_avx2 from csrc/attention.c.
 //
 //go:noescape
-func _krt_attn_prefill_q8_0_avx2(out, q, kcache, vcache, scratch unsafe.Pointer, n_heads, n_kv_heads, head_dim, max_ctx, q_stride, pos0, T, u0, u1 int)
+func _krt_attn_prefill_q8_0_avx2(out, q, kcache, vcache, scratch, softcap unsafe.Pointer, heads, head_dim, max_ctx, q_stride, pos0, T, u0, u1 int)
 
 // _krt_attention_avx2 is krt_attention_avx2 from csrc/attention.c.
 //

@@ -172,25 +172,25 @@ var sets = [3]*kern.Set{
 				_krt_kv_append_q8_0_ref(a.P[0], a.P[1], a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], lo, hi)
 			},
 			kern.AttnDecodeF32: func(a kern.Args, scratch kern.P, lo, hi int) {
-				_krt_attn_decode_f32_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.P[4], scratch, a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], lo, hi)
+				_krt_attn_decode_f32_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.P[4], scratch, unsafe.Pointer(&a.F[0]), a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], lo, hi)
 			},
 			kern.AttnDecodeF16: func(a kern.Args, scratch kern.P, lo, hi int) {
-				_krt_attn_decode_f16_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.P[4], scratch, a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], lo, hi)
+				_krt_attn_decode_f16_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.P[4], scratch, unsafe.Pointer(&a.F[0]), a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], lo, hi)
 			},
 			kern.AttnDecodeQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
-				_krt_attn_decode_q8_0_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.P[4], scratch, a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], lo, hi)
+				_krt_attn_decode_q8_0_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.P[4], scratch, unsafe.Pointer(&a.F[0]), a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], lo, hi)
 			},
 			kern.AttnMerge: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_attn_merge_ref(a.P[0], a.P[1], a.I[0], a.I[1], a.I[2], lo, hi)
 			},
 			kern.AttnPrefillF32: func(a kern.Args, scratch kern.P, lo, hi int) {
-				_krt_attn_prefill_f32_ref(a.P[0], a.P[1], a.P[2], a.P[3], scratch, a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], a.I[6], lo, hi)
+				_krt_attn_prefill_f32_ref(a.P[0], a.P[1], a.P[2], a.P[3], scratch, unsafe.Pointer(&a.F[0]), a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], lo, hi)
 			},
 			kern.AttnPrefillF16: func(a kern.Args, scratch kern.P, lo, hi int) {
-				_krt_attn_prefill_f16_ref(a.P[0], a.P[1], a.P[2], a.P[3], scratch, a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], a.I[6], lo, hi)
+				_krt_attn_prefill_f16_ref(a.P[0], a.P[1], a.P[2], a.P[3], scratch, unsafe.Pointer(&a.F[0]), a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], lo, hi)
 			},
 			kern.AttnPrefillQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
-				_krt_attn_prefill_q8_0_ref(a.P[0], a.P[1], a.P[2], a.P[3], scratch, a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], a.I[6], lo, hi)
+				_krt_attn_prefill_q8_0_ref(a.P[0], a.P[1], a.P[2], a.P[3], scratch, unsafe.Pointer(&a.F[0]), a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], lo, hi)
 			},
 		},
 	},
@@ -352,25 +352,25 @@ var sets = [3]*kern.Set{
 				_krt_kv_append_q8_0_avx2(a.P[0], a.P[1], a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], lo, hi)
 			},
 			kern.AttnDecodeF32: func(a kern.Args, scratch kern.P, lo, hi int) {
-				_krt_attn_decode_f32_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.P[4], scratch, a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], lo, hi)
+				_krt_attn_decode_f32_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.P[4], scratch, unsafe.Pointer(&a.F[0]), a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], lo, hi)
 			},
 			kern.AttnDecodeF16: func(a kern.Args, scratch kern.P, lo, hi int) {
-				_krt_attn_decode_f16_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.P[4], scratch, a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], lo, hi)
+				_krt_attn_decode_f16_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.P[4], scratch, unsafe.Pointer(&a.F[0]), a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], lo, hi)
 			},
 			kern.AttnDecodeQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
-				_krt_attn_decode_q8_0_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.P[4], scratch, a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], lo, hi)
+				_krt_attn_decode_q8_0_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.P[4], scratch, unsafe.Pointer(&a.F[0]), a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], lo, hi)
 			},
 			kern.AttnMerge: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_attn_merge_avx2(a.P[0], a.P[1], a.I[0], a.I[1], a.I[2], lo, hi)
 			},
 			kern.AttnPrefillF32: func(a kern.Args, scratch kern.P, lo, hi int) {
-				_krt_attn_prefill_f32_avx2(a.P[0], a.P[1], a.P[2], a.P[3], scratch, a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], a.I[6], lo, hi)
+				_krt_attn_prefill_f32_avx2(a.P[0], a.P[1], a.P[2], a.P[3], scratch, unsafe.Pointer(&a.F[0]), a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], lo, hi)
 			},
 			kern.AttnPrefillF16: func(a kern.Args, scratch kern.P, lo, hi int) {
-				_krt_attn_prefill_f16_avx2(a.P[0], a.P[1], a.P[2], a.P[3], scratch, a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], a.I[6], lo, hi)
+				_krt_attn_prefill_f16_avx2(a.P[0], a.P[1], a.P[2], a.P[3], scratch, unsafe.Pointer(&a.F[0]), a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], lo, hi)
 			},
 			kern.AttnPrefillQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
-				_krt_attn_prefill_q8_0_avx2(a.P[0], a.P[1], a.P[2], a.P[3], scratch, a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], a.I[6], lo, hi)
+				_krt_attn_prefill_q8_0_avx2(a.P[0], a.P[1], a.P[2], a.P[3], scratch, unsafe.Pointer(&a.F[0]), a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], lo, hi)
 			},
 		},
 	},
@@ -532,25 +532,25 @@ var sets = [3]*kern.Set{
 				_krt_kv_append_q8_0_avx512(a.P[0], a.P[1], a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], lo, hi)
 			},
 			kern.AttnDecodeF32: func(a kern.Args, scratch kern.P, lo, hi int) {
-				_krt_attn_decode_f32_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.P[4], scratch, a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], lo, hi)
+				_krt_attn_decode_f32_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.P[4], scratch, unsafe.Pointer(&a.F[0]), a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], lo, hi)
 			},
 			kern.AttnDecodeF16: func(a kern.Args, scratch kern.P, lo, hi int) {
-				_krt_attn_decode_f16_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.P[4], scratch, a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], lo, hi)
+				_krt_attn_decode_f16_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.P[4], scratch, unsafe.Pointer(&a.F[0]), a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], lo, hi)
 			},
 			kern.AttnDecodeQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
-				_krt_attn_decode_q8_0_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.P[4], scratch, a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], lo, hi)
+				_krt_attn_decode_q8_0_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.P[4], scratch, unsafe.Pointer(&a.F[0]), a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], lo, hi)
 			},
 			kern.AttnMerge: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_attn_merge_avx512(a.P[0], a.P[1], a.I[0], a.I[1], a.I[2], lo, hi)
 			},
 			kern.AttnPrefillF32: func(a kern.Args, scratch kern.P, lo, hi int) {
-				_krt_attn_prefill_f32_avx512(a.P[0], a.P[1], a.P[2], a.P[3], scratch, a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], a.I[6], lo, hi)
+				_krt_attn_prefill_f32_avx512(a.P[0], a.P[1], a.P[2], a.P[3], scratch, unsafe.Pointer(&a.F[0]), a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], lo, hi)
 			},
 			kern.AttnPrefillF16: func(a kern.Args, scratch kern.P, lo, hi int) {
-				_krt_attn_prefill_f16_avx512(a.P[0], a.P[1], a.P[2], a.P[3], scratch, a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], a.I[6], lo, hi)
+				_krt_attn_prefill_f16_avx512(a.P[0], a.P[1], a.P[2], a.P[3], scratch, unsafe.Pointer(&a.F[0]), a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], lo, hi)
 			},
 			kern.AttnPrefillQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
-				_krt_attn_prefill_q8_0_avx512(a.P[0], a.P[1], a.P[2], a.P[3], scratch, a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], a.I[6], lo, hi)
+				_krt_attn_prefill_q8_0_avx512(a.P[0], a.P[1], a.P[2], a.P[3], scratch, unsafe.Pointer(&a.F[0]), a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], lo, hi)
 			},
 		},
 	},

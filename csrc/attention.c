@@ -83,6 +83,35 @@ KRT_INLINE float krt_attn_inv_sqrt(int64_t n) {
     return (float)y;
 }
 
+/* Soft-capping (gemma2's attn_logit_softcapping): s -> c * tanh(s * (1/c)), c = *softcap > 0;
+ * c == 0 leaves the scores alone (the kernels test it once per call / key block, so uncapped
+ * attention runs the same code and gives the same bits as without the option).
+ * tanh without libm: |x| < 0.625 an odd polynomial (Cephes tanhf's minimax coefficients),
+ * else sign(x) * (1 - 2 / (exp(2|x|) + 1)) with krt_expf; relative error 1.2e-7 at worst
+ * against float64 tanh (internal/generic's TestTanhRef, on the op-for-op Go port). tanh(+-Inf) = +-1 (exp overflows to Inf),
+ * tanh(NaN) = NaN, so with a cap a +-Inf score becomes +-c and only a NaN score poisons a row. */
+#define KRT_AT_TANH_SMALL 0.625f
+#define KRT_AT_TANH_C0 (-5.70498872745e-3f)
+#define KRT_AT_TANH_C1 2.06390887954e-2f
+#define KRT_AT_TANH_C2 (-5.37397155531e-2f)
+#define KRT_AT_TANH_C3 1.33314422036e-1f
+#define KRT_AT_TANH_C4 (-3.33332819422e-1f)
+
+KRT_INLINE float krt_at_tanh_ref(float x) {
+    const float ax = x < 0.0f ? -x : x;
+    if (ax < KRT_AT_TANH_SMALL) {
+        const float z = x * x;
+        float p = KRT_AT_TANH_C0;
+        p = p * z + KRT_AT_TANH_C1;
+        p = p * z + KRT_AT_TANH_C2;
+        p = p * z + KRT_AT_TANH_C3;
+        p = p * z + KRT_AT_TANH_C4;
+        return p * z * x + x;
+    }
+    const float t = 1.0f - 2.0f / (krt_expf(ax + ax) + 1.0f); /* NaN stays NaN */
+    return x < 0.0f ? -t : t;
+}
+
 enum { KRT_AT_F32 = 0, KRT_AT_F16 = 1, KRT_AT_Q8 = 2 };
 
 /* Address of key/value row j of one KV head's cache, by type. */
@@ -124,18 +153,23 @@ KRT_INLINE float krt_at_score_ref(int kv, const float *q, const krt_block_q8_0 *
 /* One query row over keys [j0, j1) of one KV head, two passes (the scores are recomputed
  * rather than stored): o = sum_j exp(s_j - m) V_j (unnormalised), *m_out = m, *l_out = l. */
 KRT_INLINE void krt_at_row_ref(int kv, float *o, float *m_out, float *l_out, const float *q, krt_block_q8_0 *qq,
-                               const void *K, const void *V, int64_t hd, int64_t j0, int64_t j1, float scale) {
+                               const void *K, const void *V, int64_t hd, int64_t j0, int64_t j1, float scale,
+                               float cap) {
+    const float icap = cap != 0.0f ? 1.0f / cap : 0.0f;
     if (kv == KRT_AT_Q8)
         for (int64_t b = 0; b < hd / KRT_QK; b++) krt_qz_q8_0_ref(&qq[b], q + b * KRT_QK);
     float m = KRT_ATTN_NEG_BIG;
     for (int64_t j = j0; j < j1; j++) {
         float s = krt_at_score_ref(kv, q, qq, krt_at_row_ptr(kv, K, j, hd), hd) * scale;
+        if (cap != 0.0f) s = cap * krt_at_tanh_ref(s * icap);
         if (s > m) m = s;
     }
     float l = 0.0f;
     for (int64_t d = 0; d < hd; d++) o[d] = 0.0f;
     for (int64_t j = j0; j < j1; j++) {
-        float e = krt_expf(krt_at_score_ref(kv, q, qq, krt_at_row_ptr(kv, K, j, hd), hd) * scale - m);
+        float s = krt_at_score_ref(kv, q, qq, krt_at_row_ptr(kv, K, j, hd), hd) * scale;
+        if (cap != 0.0f) s = cap * krt_at_tanh_ref(s * icap);
+        float e = krt_expf(s - m);
         l += e;
         const void *vrow = krt_at_row_ptr(kv, V, j, hd);
         for (int64_t d = 0; d < hd; d++) o[d] += e * krt_at_val_ref(kv, vrow, d);
@@ -145,7 +179,7 @@ KRT_INLINE void krt_at_row_ref(int kv, float *o, float *m_out, float *l_out, con
 }
 
 KRT_INLINE void krt_at_decode_ref(int kv, float *out, float *part, const float *q, const void *kc, const void *vc,
-                                  float *scratch, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t max_ctx,
+                                  float *scratch, float cap, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t max_ctx,
                                   int64_t n_ctx, int64_t chunk, int64_t u0, int64_t u1) {
     const int64_t G = n_heads / n_kv_heads;
     const int64_t nch = (n_ctx + chunk - 1) / chunk;
@@ -160,12 +194,12 @@ KRT_INLINE void krt_at_decode_ref(int kv, float *out, float *part, const float *
             float m, l;
             if (nch == 1) {
                 float *o = out + h * hd;
-                krt_at_row_ref(kv, o, &m, &l, q + h * hd, qq, K, V, hd, j0, j1, scale);
+                krt_at_row_ref(kv, o, &m, &l, q + h * hd, qq, K, V, hd, j0, j1, scale, cap);
                 const float inv = 1.0f / l;
                 for (int64_t d = 0; d < hd; d++) o[d] *= inv;
             } else {
                 float *rec = part + (h * nch + c) * KRT_ATTN_PART_STRIDE(hd);
-                krt_at_row_ref(kv, rec + 16, &m, &l, q + h * hd, qq, K, V, hd, j0, j1, scale);
+                krt_at_row_ref(kv, rec + 16, &m, &l, q + h * hd, qq, K, V, hd, j0, j1, scale, cap);
                 rec[0] = m;
                 rec[1] = l;
             }
@@ -174,7 +208,7 @@ KRT_INLINE void krt_at_decode_ref(int kv, float *out, float *part, const float *
 }
 
 KRT_INLINE void krt_at_prefill_ref(int kv, float *out, const float *q, const void *kc, const void *vc, float *scratch,
-                                   int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t max_ctx, int64_t q_stride,
+                                   float cap, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int64_t max_ctx, int64_t q_stride,
                                    int64_t pos0, int64_t T, int64_t u0, int64_t u1) {
     const int64_t G = n_heads / n_kv_heads;
     const int64_t ntiles = (T + KRT_ATTN_QTILE - 1) / KRT_ATTN_QTILE;
@@ -189,7 +223,7 @@ KRT_INLINE void krt_at_prefill_ref(int kv, float *out, const float *q, const voi
             for (int64_t h = g * G; h < (g + 1) * G; h++) {
                 float m, l;
                 float *o = out + (t * n_heads + h) * hd;
-                krt_at_row_ref(kv, o, &m, &l, q + t * q_stride + h * hd, qq, K, V, hd, 0, pos0 + t + 1, scale);
+                krt_at_row_ref(kv, o, &m, &l, q + t * q_stride + h * hd, qq, K, V, hd, 0, pos0 + t + 1, scale, cap);
                 const float inv = 1.0f / l;
                 for (int64_t d = 0; d < hd; d++) o[d] *= inv;
             }
@@ -198,39 +232,39 @@ KRT_INLINE void krt_at_prefill_ref(int kv, float *out, const float *q, const voi
 }
 
 void krt_attn_decode_f32_ref(float *out, float *part, const float *q, const float *kcache, const float *vcache,
-                             float *scratch, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, int64_t max_ctx,
+                             float *scratch, const float *softcap, int64_t heads, int64_t head_dim, int64_t max_ctx,
                              int64_t n_ctx, int64_t chunk, int64_t u0, int64_t u1) {
-    krt_at_decode_ref(KRT_AT_F32, out, part, q, kcache, vcache, scratch, n_heads, n_kv_heads, head_dim, max_ctx, n_ctx,
+    krt_at_decode_ref(KRT_AT_F32, out, part, q, kcache, vcache, scratch, *softcap, KRT_ATTN_NH(heads), KRT_ATTN_NKV(heads), head_dim, max_ctx, n_ctx,
                       chunk, u0, u1);
 }
 void krt_attn_decode_f16_ref(float *out, float *part, const float *q, const uint16_t *kcache, const uint16_t *vcache,
-                             float *scratch, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, int64_t max_ctx,
+                             float *scratch, const float *softcap, int64_t heads, int64_t head_dim, int64_t max_ctx,
                              int64_t n_ctx, int64_t chunk, int64_t u0, int64_t u1) {
-    krt_at_decode_ref(KRT_AT_F16, out, part, q, kcache, vcache, scratch, n_heads, n_kv_heads, head_dim, max_ctx, n_ctx,
+    krt_at_decode_ref(KRT_AT_F16, out, part, q, kcache, vcache, scratch, *softcap, KRT_ATTN_NH(heads), KRT_ATTN_NKV(heads), head_dim, max_ctx, n_ctx,
                       chunk, u0, u1);
 }
 void krt_attn_decode_q8_0_ref(float *out, float *part, const float *q, const krt_block_q8_0 *kcache,
-                              const krt_block_q8_0 *vcache, float *scratch, int64_t n_heads, int64_t n_kv_heads,
+                              const krt_block_q8_0 *vcache, float *scratch, const float *softcap, int64_t heads,
                               int64_t head_dim, int64_t max_ctx, int64_t n_ctx, int64_t chunk, int64_t u0, int64_t u1) {
-    krt_at_decode_ref(KRT_AT_Q8, out, part, q, kcache, vcache, scratch, n_heads, n_kv_heads, head_dim, max_ctx, n_ctx,
+    krt_at_decode_ref(KRT_AT_Q8, out, part, q, kcache, vcache, scratch, *softcap, KRT_ATTN_NH(heads), KRT_ATTN_NKV(heads), head_dim, max_ctx, n_ctx,
                       chunk, u0, u1);
 }
-void krt_attn_prefill_f32_ref(float *out, const float *q, const float *kcache, const float *vcache, float *scratch,
-                              int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, int64_t max_ctx, int64_t q_stride,
+void krt_attn_prefill_f32_ref(float *out, const float *q, const float *kcache, const float *vcache, float *scratch, const float *softcap,
+                              int64_t heads, int64_t head_dim, int64_t max_ctx, int64_t q_stride,
                               int64_t pos0, int64_t T, int64_t u0, int64_t u1) {
-    krt_at_prefill_ref(KRT_AT_F32, out, q, kcache, vcache, scratch, n_heads, n_kv_heads, head_dim, max_ctx, q_stride,
+    krt_at_prefill_ref(KRT_AT_F32, out, q, kcache, vcache, scratch, *softcap, KRT_ATTN_NH(heads), KRT_ATTN_NKV(heads), head_dim, max_ctx, q_stride,
                        pos0, T, u0, u1);
 }
 void krt_attn_prefill_f16_ref(float *out, const float *q, const uint16_t *kcache, const uint16_t *vcache,
-                              float *scratch, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, int64_t max_ctx,
+                              float *scratch, const float *softcap, int64_t heads, int64_t head_dim, int64_t max_ctx,
                               int64_t q_stride, int64_t pos0, int64_t T, int64_t u0, int64_t u1) {
-    krt_at_prefill_ref(KRT_AT_F16, out, q, kcache, vcache, scratch, n_heads, n_kv_heads, head_dim, max_ctx, q_stride,
+    krt_at_prefill_ref(KRT_AT_F16, out, q, kcache, vcache, scratch, *softcap, KRT_ATTN_NH(heads), KRT_ATTN_NKV(heads), head_dim, max_ctx, q_stride,
                        pos0, T, u0, u1);
 }
 void krt_attn_prefill_q8_0_ref(float *out, const float *q, const krt_block_q8_0 *kcache, const krt_block_q8_0 *vcache,
-                               float *scratch, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, int64_t max_ctx,
+                               float *scratch, const float *softcap, int64_t heads, int64_t head_dim, int64_t max_ctx,
                                int64_t q_stride, int64_t pos0, int64_t T, int64_t u0, int64_t u1) {
-    krt_at_prefill_ref(KRT_AT_Q8, out, q, kcache, vcache, scratch, n_heads, n_kv_heads, head_dim, max_ctx, q_stride,
+    krt_at_prefill_ref(KRT_AT_Q8, out, q, kcache, vcache, scratch, *softcap, KRT_ATTN_NH(heads), KRT_ATTN_NKV(heads), head_dim, max_ctx, q_stride,
                        pos0, T, u0, u1);
 }
 
@@ -276,7 +310,7 @@ void krt_attention_ref(float *out, const float *q, const float *kcache, const fl
             float m, l;
             float *o = out + (t * n_heads + h) * head_dim;
             krt_at_row_ref(KRT_AT_F32, o, &m, &l, q + t * q_stride + h * head_dim, 0, K, V, head_dim, 0, pos0 + t + 1,
-                           scale);
+                           scale, 0.0f);
             const float inv = 1.0f / l;
             for (int64_t d = 0; d < head_dim; d++) o[d] *= inv;
         }
@@ -687,6 +721,31 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_at_scores_avx512(int kv, float *S, const f
     default: CALL(4); break;      \
     }
 
+/* tanh of 16 lanes (krt_at_tanh_ref's formula; FMA instead of separate rounding), and the
+ * soft-cap of R score rows of one key block: S = c * tanh(S * (1/c)). */
+KRT_TARGET_AVX512 KRT_INLINE __m512 krt_at_tanh_avx512(__m512 x) {
+    const __m512 sgn = _mm512_set1_ps(-0.0f);
+    const __m512 ax = _mm512_andnot_ps(sgn, x);
+    const __m512 z = _mm512_mul_ps(x, x);
+    __m512 p = _mm512_set1_ps(KRT_AT_TANH_C0);
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(KRT_AT_TANH_C1));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(KRT_AT_TANH_C2));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(KRT_AT_TANH_C3));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(KRT_AT_TANH_C4));
+    p = _mm512_fmadd_ps(_mm512_mul_ps(p, z), x, x);
+    const __m512 e = krt_expf_ieee_avx512(_mm512_add_ps(ax, ax));
+    __m512 t = _mm512_sub_ps(_mm512_set1_ps(1.0f), _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, _mm512_set1_ps(1.0f))));
+    t = _mm512_or_ps(t, _mm512_and_ps(x, sgn));
+    const __mmask16 small = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(KRT_AT_TANH_SMALL), _CMP_LT_OQ); /* NaN: large */
+    return _mm512_mask_mov_ps(t, small, p);
+}
+
+KRT_TARGET_AVX512 KRT_INLINE void krt_at_softcap_avx512(float *S, const int R, float cap) {
+    const __m512 c = _mm512_set1_ps(cap), ic = _mm512_set1_ps(1.0f / cap);
+    for (int64_t i = 0; i < (int64_t)R * KB; i += 16)
+        _mm512_storeu_ps(S + i, _mm512_mul_ps(c, krt_at_tanh_avx512(_mm512_mul_ps(_mm512_loadu_ps(S + i), ic))));
+}
+
 #define KRT_AV(name) name##_avx512
 #define KRT_AV_TARGET KRT_TARGET_AVX512
 #define KRT_AV_RB KRT_AT_RB_AVX512
@@ -976,6 +1035,30 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_at_scores_avx2(int kv, float *S, const float
 /* Inner-loop iterations (prefetch slots) of one row block's scores + P*V over nj keys. */
 #define KRT_AT_PF_SLOTS_AVX2(kv, hd, nj) (4 * (hd) + ((hd) + 15) / 16 * (nj))
 
+/* tanh of 8 lanes and the soft-cap of R score rows (see krt_at_tanh_avx512). */
+KRT_TARGET_AVX2 KRT_INLINE __m256 krt_at_tanh_avx2(__m256 x) {
+    const __m256 sgn = _mm256_set1_ps(-0.0f);
+    const __m256 ax = _mm256_andnot_ps(sgn, x);
+    const __m256 z = _mm256_mul_ps(x, x);
+    __m256 p = _mm256_set1_ps(KRT_AT_TANH_C0);
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(KRT_AT_TANH_C1));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(KRT_AT_TANH_C2));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(KRT_AT_TANH_C3));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(KRT_AT_TANH_C4));
+    p = _mm256_fmadd_ps(_mm256_mul_ps(p, z), x, x);
+    const __m256 e = krt_expf_ieee_avx2(_mm256_add_ps(ax, ax));
+    __m256 t = _mm256_sub_ps(_mm256_set1_ps(1.0f), _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, _mm256_set1_ps(1.0f))));
+    t = _mm256_or_ps(t, _mm256_and_ps(x, sgn));
+    const __m256 small = _mm256_cmp_ps(ax, _mm256_set1_ps(KRT_AT_TANH_SMALL), _CMP_LT_OQ); /* NaN: large */
+    return _mm256_blendv_ps(t, p, small);
+}
+
+KRT_TARGET_AVX2 KRT_INLINE void krt_at_softcap_avx2(float *S, const int R, float cap) {
+    const __m256 c = _mm256_set1_ps(cap), ic = _mm256_set1_ps(1.0f / cap);
+    for (int64_t i = 0; i < (int64_t)R * KB; i += 8)
+        _mm256_storeu_ps(S + i, _mm256_mul_ps(c, krt_at_tanh_avx2(_mm256_mul_ps(_mm256_loadu_ps(S + i), ic))));
+}
+
 #define KRT_AV(name) name##_avx2
 #define KRT_AV_TARGET KRT_TARGET_AVX2
 #define KRT_AV_RB KRT_AT_RB_AVX2
@@ -994,38 +1077,38 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_at_scores_avx2(int kv, float *S, const float
 
 #define KRT_AT_FALLBACK(sfx)                                                                                          \
     void krt_attn_decode_f32_##sfx(float *out, float *part, const float *q, const float *kc, const float *vc,         \
-                                   float *scratch, int64_t nh, int64_t nkv, int64_t hd, int64_t mc, int64_t n,        \
+                                   float *scratch, const float *sc, int64_t heads, int64_t hd, int64_t mc, int64_t n,        \
                                    int64_t ch, int64_t u0, int64_t u1) {                                               \
-        krt_attn_decode_f32_ref(out, part, q, kc, vc, scratch, nh, nkv, hd, mc, n, ch, u0, u1);                       \
+        krt_attn_decode_f32_ref(out, part, q, kc, vc, scratch, sc, heads, hd, mc, n, ch, u0, u1);                       \
     }                                                                                                                 \
     void krt_attn_decode_f16_##sfx(float *out, float *part, const float *q, const uint16_t *kc, const uint16_t *vc,   \
-                                   float *scratch, int64_t nh, int64_t nkv, int64_t hd, int64_t mc, int64_t n,        \
+                                   float *scratch, const float *sc, int64_t heads, int64_t hd, int64_t mc, int64_t n,        \
                                    int64_t ch, int64_t u0, int64_t u1) {                                               \
-        krt_attn_decode_f16_ref(out, part, q, kc, vc, scratch, nh, nkv, hd, mc, n, ch, u0, u1);                       \
+        krt_attn_decode_f16_ref(out, part, q, kc, vc, scratch, sc, heads, hd, mc, n, ch, u0, u1);                       \
     }                                                                                                                 \
     void krt_attn_decode_q8_0_##sfx(float *out, float *part, const float *q, const krt_block_q8_0 *kc,                \
-                                    const krt_block_q8_0 *vc, float *scratch, int64_t nh, int64_t nkv, int64_t hd,    \
+                                    const krt_block_q8_0 *vc, float *scratch, const float *sc, int64_t heads, int64_t hd,    \
                                     int64_t mc, int64_t n, int64_t ch, int64_t u0, int64_t u1) {                      \
-        krt_attn_decode_q8_0_ref(out, part, q, kc, vc, scratch, nh, nkv, hd, mc, n, ch, u0, u1);                      \
+        krt_attn_decode_q8_0_ref(out, part, q, kc, vc, scratch, sc, heads, hd, mc, n, ch, u0, u1);                      \
     }                                                                                                                 \
     void krt_attn_merge_##sfx(float *out, const float *part, int64_t nh, int64_t hd, int64_t nch, int64_t h0,         \
                               int64_t h1) {                                                                           \
         krt_attn_merge_ref(out, part, nh, hd, nch, h0, h1);                                                           \
     }                                                                                                                 \
-    void krt_attn_prefill_f32_##sfx(float *out, const float *q, const float *kc, const float *vc, float *scratch,     \
-                                    int64_t nh, int64_t nkv, int64_t hd, int64_t mc, int64_t qs, int64_t p0,          \
+    void krt_attn_prefill_f32_##sfx(float *out, const float *q, const float *kc, const float *vc, float *scratch, const float *sc,     \
+                                    int64_t heads, int64_t hd, int64_t mc, int64_t qs, int64_t p0,          \
                                     int64_t T, int64_t u0, int64_t u1) {                                              \
-        krt_attn_prefill_f32_ref(out, q, kc, vc, scratch, nh, nkv, hd, mc, qs, p0, T, u0, u1);                        \
+        krt_attn_prefill_f32_ref(out, q, kc, vc, scratch, sc, heads, hd, mc, qs, p0, T, u0, u1);                        \
     }                                                                                                                 \
     void krt_attn_prefill_f16_##sfx(float *out, const float *q, const uint16_t *kc, const uint16_t *vc,               \
-                                    float *scratch, int64_t nh, int64_t nkv, int64_t hd, int64_t mc, int64_t qs,      \
+                                    float *scratch, const float *sc, int64_t heads, int64_t hd, int64_t mc, int64_t qs,      \
                                     int64_t p0, int64_t T, int64_t u0, int64_t u1) {                                  \
-        krt_attn_prefill_f16_ref(out, q, kc, vc, scratch, nh, nkv, hd, mc, qs, p0, T, u0, u1);                        \
+        krt_attn_prefill_f16_ref(out, q, kc, vc, scratch, sc, heads, hd, mc, qs, p0, T, u0, u1);                        \
     }                                                                                                                 \
     void krt_attn_prefill_q8_0_##sfx(float *out, const float *q, const krt_block_q8_0 *kc, const krt_block_q8_0 *vc, \
-                                     float *scratch, int64_t nh, int64_t nkv, int64_t hd, int64_t mc, int64_t qs,     \
+                                     float *scratch, const float *sc, int64_t heads, int64_t hd, int64_t mc, int64_t qs,     \
                                      int64_t p0, int64_t T, int64_t u0, int64_t u1) {                                 \
-        krt_attn_prefill_q8_0_ref(out, q, kc, vc, scratch, nh, nkv, hd, mc, qs, p0, T, u0, u1);                       \
+        krt_attn_prefill_q8_0_ref(out, q, kc, vc, scratch, sc, heads, hd, mc, qs, p0, T, u0, u1);                       \
     }                                                                                                                 \
     void krt_attention_##sfx(float *out, const float *q, const float *kc, const float *vc, float *scratch,            \
                              int64_t nh, int64_t nkv, int64_t hd, int64_t mc, int64_t qs, int64_t p0, int64_t T,      \

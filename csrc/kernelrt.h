@@ -278,6 +278,14 @@ KRT_DECLARE(krt_kv_append_f16, (uint16_t *cache, const float *src, int64_t src_s
 KRT_DECLARE(krt_kv_append_q8_0, (krt_block_q8_0 *cache, const float *src, int64_t src_stride, int64_t n_kv_heads,
                                  int64_t head_dim, int64_t max_ctx, int64_t pos0, int64_t t0, int64_t t1))
 
+/* heads (every decode/prefill kernel) packs n_heads and n_kv_heads, KRT_ATTN_HEADS(n_heads,
+ * n_kv_heads): with softcap the kernels would take 15 parameters, and c2goasm passes 14. */
+#define KRT_ATTN_HEADS(n_heads, n_kv_heads) (((int64_t)(n_heads) << 32) | (int64_t)(n_kv_heads))
+#define KRT_ATTN_NH(heads) ((heads) >> 32)
+#define KRT_ATTN_NKV(heads) ((heads) & 0xffffffff)
+/* softcap (every decode/prefill kernel): *softcap == 0 is plain attention; c = *softcap > 0
+ * soft-caps each scaled score, s = c * tanh(s / c), before the softmax (gemma2's
+ * attn_logit_softcapping). tanh is computed without libm (csrc/attention.c). */
 /* Decode attention (one query token, which sees cache positions 0..n_ctx-1), slice: units u0..u1.
  * Units: n_kv_heads * n_chunks, n_chunks = ceil(n_ctx / chunk); unit u = g*n_chunks + c covers
  * KV head g (its n_heads/n_kv_heads query heads together) and positions [c*chunk, (c+1)*chunk).
@@ -285,14 +293,14 @@ KRT_DECLARE(krt_kv_append_q8_0, (krt_block_q8_0 *cache, const float *src, int64_
  * (may be NULL). n_chunks > 1: writes the partial record of (h, c) at
  * part + (h*n_chunks + c)*KRT_ATTN_PART_STRIDE(head_dim); krt_attn_merge then writes out. */
 KRT_DECLARE(krt_attn_decode_f32, (float *out, float *part, const float *q, const float *kcache, const float *vcache,
-                                  float *scratch, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                                  float *scratch, const float *softcap, int64_t heads, int64_t head_dim,
                                   int64_t max_ctx, int64_t n_ctx, int64_t chunk, int64_t u0, int64_t u1))
 KRT_DECLARE(krt_attn_decode_f16, (float *out, float *part, const float *q, const uint16_t *kcache,
-                                  const uint16_t *vcache, float *scratch, int64_t n_heads, int64_t n_kv_heads,
+                                  const uint16_t *vcache, float *scratch, const float *softcap, int64_t heads,
                                   int64_t head_dim, int64_t max_ctx, int64_t n_ctx, int64_t chunk, int64_t u0,
                                   int64_t u1))
 KRT_DECLARE(krt_attn_decode_q8_0, (float *out, float *part, const float *q, const krt_block_q8_0 *kcache,
-                                   const krt_block_q8_0 *vcache, float *scratch, int64_t n_heads, int64_t n_kv_heads,
+                                   const krt_block_q8_0 *vcache, float *scratch, const float *softcap, int64_t heads,
                                    int64_t head_dim, int64_t max_ctx, int64_t n_ctx, int64_t chunk, int64_t u0,
                                    int64_t u1))
 /* Merge the n_chunks partial records of query heads h0..h1 into out[h*head_dim ..]. */
@@ -306,14 +314,14 @@ KRT_DECLARE(krt_attn_merge, (float *out, const float *part, int64_t n_heads, int
  * head g = u / n_tiles and query tile k = u % n_tiles, in zigzag order (k even: tile k/2,
  * k odd: tile n_tiles-1-k/2) so that an even split of the units balances the causal work. */
 KRT_DECLARE(krt_attn_prefill_f32, (float *out, const float *q, const float *kcache, const float *vcache,
-                                   float *scratch, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                                   float *scratch, const float *softcap, int64_t heads, int64_t head_dim,
                                    int64_t max_ctx, int64_t q_stride, int64_t pos0, int64_t T, int64_t u0, int64_t u1))
 KRT_DECLARE(krt_attn_prefill_f16, (float *out, const float *q, const uint16_t *kcache, const uint16_t *vcache,
-                                   float *scratch, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                                   float *scratch, const float *softcap, int64_t heads, int64_t head_dim,
                                    int64_t max_ctx, int64_t q_stride, int64_t pos0, int64_t T, int64_t u0, int64_t u1))
 KRT_DECLARE(krt_attn_prefill_q8_0, (float *out, const float *q, const krt_block_q8_0 *kcache,
-                                    const krt_block_q8_0 *vcache, float *scratch, int64_t n_heads,
-                                    int64_t n_kv_heads, int64_t head_dim, int64_t max_ctx, int64_t q_stride,
+                                    const krt_block_q8_0 *vcache, float *scratch, const float *softcap, int64_t heads,
+                                    int64_t head_dim, int64_t max_ctx, int64_t q_stride,
                                     int64_t pos0, int64_t T, int64_t u0, int64_t u1))
 
 #ifdef __cplusplus

@@ -214,11 +214,11 @@ func (kv *kvCache) run(e kernelrt.Ops, li, slot int, out, q []float32, tokens, q
 	base := slot * kv.per
 	switch kv.typ {
 	case KVF32:
-		return e.AttentionF32(out, q, kv.f32[li][0][base+a:base+b], kv.f32[li][1][base+a:base+b], kv.scrF, tokens, qStride, nHeads, nKVHeads, hd, n, pos0-first)
+		return e.AttentionF32(out, q, kv.f32[li][0][base+a:base+b], kv.f32[li][1][base+a:base+b], kv.scrF, tokens, qStride, nHeads, nKVHeads, hd, n, pos0-first, 0)
 	case KVF16:
-		return e.AttentionF16(out, q, kv.f16[li][0][base+a:base+b], kv.f16[li][1][base+a:base+b], kv.scrF, tokens, qStride, nHeads, nKVHeads, hd, n, pos0-first)
+		return e.AttentionF16(out, q, kv.f16[li][0][base+a:base+b], kv.f16[li][1][base+a:base+b], kv.scrF, tokens, qStride, nHeads, nKVHeads, hd, n, pos0-first, 0)
 	}
-	return e.AttentionQ8_0(out, q, kv.q8[li][0][base+a:base+b], kv.q8[li][1][base+a:base+b], kv.scrF, tokens, qStride, nHeads, nKVHeads, hd, n, pos0-first)
+	return e.AttentionQ8_0(out, q, kv.q8[li][0][base+a:base+b], kv.q8[li][1][base+a:base+b], kv.scrF, tokens, qStride, nHeads, nKVHeads, hd, n, pos0-first, 0)
 }
 
 // KV is the model's KV cache type.

@@ -86,7 +86,7 @@ func newKVCacheData(r *rng, kind kvKind, nkv, hd, maxCtx, n int, special func(k,
 // positions 0..pos0+t), and per element the scale sum_j p_j|v_j|. For a Q8_0 cache each
 // query row is first quantized to Q8_0 (as llama.cpp converts Q for a q8_0 K cache) and the
 // score is sum_b d_q d_k (exact int dot); the other kinds use the float query.
-func attnRef(c *kvCacheData, q []float32, T, qStride, nHeads, pos0 int) (ref, scale []float64) {
+func attnRef(c *kvCacheData, q []float32, T, qStride, nHeads, pos0 int, softcap float64) (ref, scale []float64) {
 	hd := c.hd
 	ref, scale = make([]float64, T*nHeads*hd), make([]float64, T*nHeads*hd)
 	p := make([]float64, pos0+T)
@@ -119,6 +119,9 @@ func attnRef(c *kvCacheData, q []float32, T, qStride, nHeads, pos0 int) (ref, sc
 					s += qv[d] * kv[d]
 				}
 				p[j] = s * inv
+				if softcap != 0 { // gemma2's attention soft-cap
+					p[j] = softcap * math.Tanh(p[j]/softcap)
+				}
 				if p[j] > m {
 					m = p[j]
 				}
@@ -143,25 +146,25 @@ func attnRef(c *kvCacheData, q []float32, T, qStride, nHeads, pos0 int) (ref, sc
 }
 
 // attention makes the AttentionF32/F16/Q8_0 call on the cache.
-func (c *kvCacheData) attention(e exec, out, q, scr []float32, T, qStride, nHeads, pos0 int) error {
+func (c *kvCacheData) attention(e exec, out, q, scr []float32, T, qStride, nHeads, pos0 int, softcap float32) error {
 	switch c.kind {
 	case kvF32:
-		return e.AttentionF32(out, q, c.kf, c.vf, scr, T, qStride, nHeads, c.nkv, c.hd, c.maxCx, pos0)
+		return e.AttentionF32(out, q, c.kf, c.vf, scr, T, qStride, nHeads, c.nkv, c.hd, c.maxCx, pos0, softcap)
 	case kvF16:
-		return e.AttentionF16(out, q, c.kh, c.vh, scr, T, qStride, nHeads, c.nkv, c.hd, c.maxCx, pos0)
+		return e.AttentionF16(out, q, c.kh, c.vh, scr, T, qStride, nHeads, c.nkv, c.hd, c.maxCx, pos0, softcap)
 	}
-	return e.AttentionQ8_0(out, q, c.kq, c.vq, scr, T, qStride, nHeads, c.nkv, c.hd, c.maxCx, pos0)
+	return e.AttentionQ8_0(out, q, c.kq, c.vq, scr, T, qStride, nHeads, c.nkv, c.hd, c.maxCx, pos0, softcap)
 }
 
 // decode makes the AttnDecode* call (one token, nCtx positions, the given chunk).
-func (c *kvCacheData) decode(e exec, out, part, q, scr []float32, nHeads, nCtx, chunk int) error {
+func (c *kvCacheData) decode(e exec, out, part, q, scr []float32, nHeads, nCtx, chunk int, softcap float32) error {
 	switch c.kind {
 	case kvF32:
-		return e.AttnDecodeF32(out, part, q, c.kf, c.vf, scr, nHeads, c.nkv, c.hd, c.maxCx, nCtx, chunk)
+		return e.AttnDecodeF32(out, part, q, c.kf, c.vf, scr, nHeads, c.nkv, c.hd, c.maxCx, nCtx, chunk, softcap)
 	case kvF16:
-		return e.AttnDecodeF16(out, part, q, c.kh, c.vh, scr, nHeads, c.nkv, c.hd, c.maxCx, nCtx, chunk)
+		return e.AttnDecodeF16(out, part, q, c.kh, c.vh, scr, nHeads, c.nkv, c.hd, c.maxCx, nCtx, chunk, softcap)
 	}
-	return e.AttnDecodeQ8_0(out, part, q, c.kq, c.vq, scr, nHeads, c.nkv, c.hd, c.maxCx, nCtx, chunk)
+	return e.AttnDecodeQ8_0(out, part, q, c.kq, c.vq, scr, nHeads, c.nkv, c.hd, c.maxCx, nCtx, chunk, softcap)
 }
 
 // attnMetric is what every attention case measures.
@@ -176,10 +179,19 @@ const attnSplitTol = 1e-5
 // kernel, else prefill) with nHeads/nKV heads of 64, over a cache holding pos0+T positions.
 // chunks is the decode chunk count the Runtime's rule gives two workers (for Shape.Chunks).
 func attnCaseKV(kind kvKind, T, pos0, nHeads, nKV int, full bool) *Case {
+	return attnCaseCap(kind, T, pos0, nHeads, nKV, full, 0)
+}
+
+// attnCaseCap is attnCaseKV with the scores soft-capped by softcap (gemma2; 0: off).
+func attnCaseCap(kind kvKind, T, pos0, nHeads, nKV int, full bool, softcap float32) *Case {
 	ctx := pos0 + T
 	maxCtx := ctx + 7 // a few unwritten (NaN) positions past the context
+	shape := fmt.Sprintf("T=%d ctx=%d heads=%d/%d hd=%d", T, ctx, nHeads, nKV, headDim)
+	if softcap != 0 {
+		shape += fmt.Sprintf(" softcap=%g", softcap)
+	}
 	c := &Case{Metric: attnMetric, Fn: "Attention" + kind.String(), Full: full,
-		Shape: fmt.Sprintf("T=%d ctx=%d heads=%d/%d hd=%d", T, ctx, nHeads, nKV, headDim),
+		Shape: shape,
 		S:     kernelrt.Shape{Tokens: T, Heads: nHeads, KVHeads: nKV, HeadD: headDim, Ctx: ctx},
 		Cost:  T * nHeads * ctx * headDim, Tol: 1e-5, Heavy: T*ctx >= 1<<20}
 	if T == 1 {
@@ -201,12 +213,12 @@ func attnCaseKV(kind kvKind, T, pos0, nHeads, nKV int, full bool) *Case {
 		q = make([]float32, (T-1)*qStride+nHeads*headDim)
 		r.fill(q, -2, 2)
 		out, scr = make([]float32, T*nHeads*headDim), make([]float32, kernelrt.AttnScratchFloats(headDim))
-		ref, scale = attnRef(cache, q, T, qStride, nHeads, pos0)
+		ref, scale = attnRef(cache, q, T, qStride, nHeads, pos0, float64(softcap))
 	}
 	c.free = func() { cache, q, out, scr, ref, scale = nil, nil, nil, nil, nil, nil }
 	c.run = func(e exec) error {
 		fillNaN(out)
-		return cache.attention(e, out, q, scr, T, qStride, nHeads, pos0)
+		return cache.attention(e, out, q, scr, T, qStride, nHeads, pos0, softcap)
 	}
 	c.outF = func() []float32 { return out }
 	c.check = func() (float64, string) { return worstVs(out, ref, scale, floor), "" }
@@ -231,13 +243,13 @@ func attnChunkedCase(kind kvKind, ctx, chunk int, full bool) *Case {
 		r.fill(q, -2, 2)
 		out, scr = make([]float32, nHeads*headDim), make([]float32, kernelrt.AttnScratchFloats(headDim))
 		part = make([]float32, kernelrt.AttnPartFloats(nHeads, headDim, nch))
-		ref, scale = attnRef(cache, q, 1, nHeads*headDim, nHeads, ctx-1)
+		ref, scale = attnRef(cache, q, 1, nHeads*headDim, nHeads, ctx-1, 0)
 	}
 	c.free = func() { cache, q, out, part, scr, ref, scale = nil, nil, nil, nil, nil, nil, nil }
 	c.run = func(e exec) error {
 		fillNaN(out)
 		fillNaN(part)
-		if err := cache.decode(e, out, part, q, scr, nHeads, ctx, chunk); err != nil {
+		if err := cache.decode(e, out, part, q, scr, nHeads, ctx, chunk, 0); err != nil {
 			return err
 		}
 		return e.AttnMerge(out, part, nHeads, headDim, nch)
@@ -386,6 +398,10 @@ func attnCases() []*Case {
 		cs = append(cs, attnCaseKV(kind, 7, 17, nHeads, nKVHeads, false), attnCaseKV(kind, 128, 0, nHeads, nKVHeads, false),
 			attnCaseKV(kind, 40, 300, 8, 1, false), attnCaseKV(kind, 128, 2048, nHeads, nKVHeads, true),
 			attnCaseKV(kind, 64, 8128, nHeads, nKVHeads, true), attnCaseKV(kind, 16, 16368, nHeads, nKVHeads, true))
+		// gemma2's soft-capped scores: a cap of 1.5 bends most of these scores (q in [-2, 2]);
+		// decode unsplit and split into merged chunks, prefill
+		cs = append(cs, attnCaseCap(kind, 1, 511, nHeads, nKVHeads, false, 1.5), attnCaseCap(kind, 1, 2047, 8, 1, false, 1.5),
+			attnCaseCap(kind, 40, 300, 8, 1, false, 1.5))
 		cs = append(cs, attnChunkedCase(kind, 2048, 256, false), attnChunkedCase(kind, 1000, 64, false),
 			attnChunkedCase(kind, 16384, 1024, true))
 	}

@@ -713,16 +713,16 @@ func nanAttnCase(kind kvKind, T, chunk int) *Case {
 		}
 		out, scr = make([]float32, T*nh*hd), make([]float32, kernelrt.AttnScratchFloats(hd))
 		part = make([]float32, kernelrt.AttnPartFloats(nh, hd, nch))
-		ref, scale = attnRef(cache, q, T, qStride, nh, pos0)
+		ref, scale = attnRef(cache, q, T, qStride, nh, pos0, 0)
 	}
 	c.free = func() { cache, q, out, part, scr, ref, scale = nil, nil, nil, nil, nil, nil, nil }
 	c.run = func(e exec) error {
 		fillNaN(out)
 		if chunk == 0 || T > 1 {
-			return cache.attention(e, out, q, scr, T, qStride, nh, pos0)
+			return cache.attention(e, out, q, scr, T, qStride, nh, pos0, 0)
 		}
 		fillNaN(part)
-		if err := cache.decode(e, out, part, q, scr, nh, ctx, chunk); err != nil {
+		if err := cache.decode(e, out, part, q, scr, nh, ctx, chunk, 0); err != nil {
 			return err
 		}
 		return e.AttnMerge(out, part, nh, hd, nch)

@@ -59,8 +59,8 @@ func (p flipQuant) QuantizeQ8_0(dst []kernelrt.BlockQ8_0, src []float32) error {
 // holeAttention leaves one output unwritten (the poison NaN shows through).
 type holeAttention struct{ exec }
 
-func (p holeAttention) AttentionF16(out, q []float32, kc, vc []uint16, scr []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int) error {
-	err := p.exec.AttentionF16(out, q, kc, vc, scr, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0)
+func (p holeAttention) AttentionF16(out, q []float32, kc, vc []uint16, scr []float32, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0 int, softcap float32) error {
+	err := p.exec.AttentionF16(out, q, kc, vc, scr, tokens, qStride, nHeads, nKVHeads, headDim, maxCtx, pos0, softcap)
 	out[len(out)-1] = float32(math.NaN())
 	return err
 }

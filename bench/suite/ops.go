@@ -100,7 +100,7 @@ func (b *bench) opSizes() error {
 	}
 	attn := func(tokens, pos0 int) func(rt *kernelrt.Runtime) error {
 		return func(rt *kernelrt.Runtime) error {
-			return rt.AttentionF16(out[:tokens*qd], q[:tokens*qd], kc, vc, scr, tokens, qd, c.Heads, c.KVHeads, c.HeadDim, maxCtx, pos0)
+			return rt.AttentionF16(out[:tokens*qd], q[:tokens*qd], kc, vc, scr, tokens, qd, c.Heads, c.KVHeads, c.HeadDim, maxCtx, pos0, 0)
 		}
 	}
 	for _, ctx := range s.AttnCtx {

@@ -37,14 +37,15 @@ enum { KF32, KF16, KQ8 };
 static const char *kvname[3] = {"f32", "f16", "q8_0"};
 static size_t row_bytes(int kv, int64_t hd) { return kv == KF32 ? hd * 4 : kv == KF16 ? hd * 2 : hd / 32 * 34; }
 
-typedef void (*decode_fn)(float *, float *, const float *, const void *, const void *, float *, int64_t, int64_t,
+typedef void (*decode_fn)(float *, float *, const float *, const void *, const void *, float *, const float *, int64_t,
                           int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
-typedef void (*prefill_fn)(float *, const float *, const void *, const void *, float *, int64_t, int64_t, int64_t,
+typedef void (*prefill_fn)(float *, const float *, const void *, const void *, float *, const float *, int64_t, int64_t,
                            int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
 typedef void (*merge_fn)(float *, const float *, int64_t, int64_t, int64_t, int64_t, int64_t);
 typedef void (*append_fn)(void *, const float *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
 typedef void (*stream_fn)(float *, const float *, int64_t, int64_t);
 
+static const float nocap = 0.0f; /* plain attention */
 static decode_fn decode_of[3][3] = {
     {(decode_fn)krt_attn_decode_f32_ref, (decode_fn)krt_attn_decode_f16_ref, (decode_fn)krt_attn_decode_q8_0_ref},
     {(decode_fn)krt_attn_decode_f32_avx2, (decode_fn)krt_attn_decode_f16_avx2, (decode_fn)krt_attn_decode_q8_0_avx2},
@@ -77,7 +78,7 @@ static void job_stream(int ith, int nth) {
 
 static void job_decode(int ith, int nth) {
     const int64_t U = NKV * NCH;
-    decode_of[var][kvt](out, part, q, kc[cur_layer], vc[cur_layer], ws[ith], NH, NKV, HD, MAXCTX, NCTX, CHUNK,
+    decode_of[var][kvt](out, part, q, kc[cur_layer], vc[cur_layer], ws[ith], &nocap, KRT_ATTN_HEADS(NH, NKV), HD, MAXCTX, NCTX, CHUNK,
                         U * ith / nth, U * (ith + 1) / nth);
 }
 static void job_merge(int ith, int nth) {
@@ -85,7 +86,7 @@ static void job_merge(int ith, int nth) {
 }
 static void job_prefill(int ith, int nth) {
     const int64_t U = NKV * ((T_PRE + KRT_ATTN_QTILE - 1) / KRT_ATTN_QTILE);
-    prefill_of[var][kvt](out, q, kc[0], vc[0], ws[ith], NH, NKV, HD, MAXCTX, NH * HD, 0, T_PRE, U * ith / nth,
+    prefill_of[var][kvt](out, q, kc[0], vc[0], ws[ith], &nocap, KRT_ATTN_HEADS(NH, NKV), HD, MAXCTX, NH * HD, 0, T_PRE, U * ith / nth,
                          U * (ith + 1) / nth);
 }
 

@@ -830,31 +830,31 @@ func init() {
 		C.krt_kv_append_q8_0_avx512((*C.krt_block_q8_0)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(lo), C.int64_t(hi))
 	}
 	sets[cpu.Ref].K[kern.AttnDecodeF32] = func(a kern.Args, scratch kern.P, lo, hi int) {
-		C.krt_attn_decode_f32_ref((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.float)(a.P[3]), (*C.float)(a.P[4]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(lo), C.int64_t(hi))
+		C.krt_attn_decode_f32_ref((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.float)(a.P[3]), (*C.float)(a.P[4]), (*C.float)(scratch), (*C.float)(unsafe.Pointer(&a.F[0])), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(lo), C.int64_t(hi))
 	}
 	sets[cpu.AVX2].K[kern.AttnDecodeF32] = func(a kern.Args, scratch kern.P, lo, hi int) {
-		C.krt_attn_decode_f32_avx2((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.float)(a.P[3]), (*C.float)(a.P[4]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(lo), C.int64_t(hi))
+		C.krt_attn_decode_f32_avx2((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.float)(a.P[3]), (*C.float)(a.P[4]), (*C.float)(scratch), (*C.float)(unsafe.Pointer(&a.F[0])), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(lo), C.int64_t(hi))
 	}
 	sets[cpu.AVX512].K[kern.AttnDecodeF32] = func(a kern.Args, scratch kern.P, lo, hi int) {
-		C.krt_attn_decode_f32_avx512((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.float)(a.P[3]), (*C.float)(a.P[4]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(lo), C.int64_t(hi))
+		C.krt_attn_decode_f32_avx512((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.float)(a.P[3]), (*C.float)(a.P[4]), (*C.float)(scratch), (*C.float)(unsafe.Pointer(&a.F[0])), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(lo), C.int64_t(hi))
 	}
 	sets[cpu.Ref].K[kern.AttnDecodeF16] = func(a kern.Args, scratch kern.P, lo, hi int) {
-		C.krt_attn_decode_f16_ref((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.uint16_t)(a.P[3]), (*C.uint16_t)(a.P[4]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(lo), C.int64_t(hi))
+		C.krt_attn_decode_f16_ref((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.uint16_t)(a.P[3]), (*C.uint16_t)(a.P[4]), (*C.float)(scratch), (*C.float)(unsafe.Pointer(&a.F[0])), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(lo), C.int64_t(hi))
 	}
 	sets[cpu.AVX2].K[kern.AttnDecodeF16] = func(a kern.Args, scratch kern.P, lo, hi int) {
-		C.krt_attn_decode_f16_avx2((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.uint16_t)(a.P[3]), (*C.uint16_t)(a.P[4]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(lo), C.int64_t(hi))
+		C.krt_attn_decode_f16_avx2((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.uint16_t)(a.P[3]), (*C.uint16_t)(a.P[4]), (*C.float)(scratch), (*C.float)(unsafe.Pointer(&a.F[0])), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(lo), C.int64_t(hi))
 	}
 	sets[cpu.AVX512].K[kern.AttnDecodeF16] = func(a kern.Args, scratch kern.P, lo, hi int) {
-		C.krt_attn_decode_f16_avx512((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.uint16_t)(a.P[3]), (*C.uint16_t)(a.P[4]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(lo), C.int64_t(hi))
+		C.krt_attn_decode_f16_avx512((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.uint16_t)(a.P[3]), (*C.uint16_t)(a.P[4]), (*C.float)(scratch), (*C.float)(unsafe.Pointer(&a.F[0])), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(lo), C.int64_t(hi))
 	}
 	sets[cpu.Ref].K[kern.AttnDecodeQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
-		C.krt_attn_decode_q8_0_ref((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.krt_block_q8_0)(a.P[3]), (*C.krt_block_q8_0)(a.P[4]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(lo), C.int64_t(hi))
+		C.krt_attn_decode_q8_0_ref((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.krt_block_q8_0)(a.P[3]), (*C.krt_block_q8_0)(a.P[4]), (*C.float)(scratch), (*C.float)(unsafe.Pointer(&a.F[0])), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(lo), C.int64_t(hi))
 	}
 	sets[cpu.AVX2].K[kern.AttnDecodeQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
-		C.krt_attn_decode_q8_0_avx2((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.krt_block_q8_0)(a.P[3]), (*C.krt_block_q8_0)(a.P[4]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(lo), C.int64_t(hi))
+		C.krt_attn_decode_q8_0_avx2((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.krt_block_q8_0)(a.P[3]), (*C.krt_block_q8_0)(a.P[4]), (*C.float)(scratch), (*C.float)(unsafe.Pointer(&a.F[0])), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(lo), C.int64_t(hi))
 	}
 	sets[cpu.AVX512].K[kern.AttnDecodeQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
-		C.krt_attn_decode_q8_0_avx512((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.krt_block_q8_0)(a.P[3]), (*C.krt_block_q8_0)(a.P[4]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(lo), C.int64_t(hi))
+		C.krt_attn_decode_q8_0_avx512((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.krt_block_q8_0)(a.P[3]), (*C.krt_block_q8_0)(a.P[4]), (*C.float)(scratch), (*C.float)(unsafe.Pointer(&a.F[0])), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(lo), C.int64_t(hi))
 	}
 	sets[cpu.Ref].K[kern.AttnMerge] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_attn_merge_ref((*C.float)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
@@ -866,30 +866,30 @@ func init() {
 		C.krt_attn_merge_avx512((*C.float)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
 	}
 	sets[cpu.Ref].K[kern.AttnPrefillF32] = func(a kern.Args, scratch kern.P, lo, hi int) {
-		C.krt_attn_prefill_f32_ref((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.float)(a.P[3]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(a.I[6]), C.int64_t(lo), C.int64_t(hi))
+		C.krt_attn_prefill_f32_ref((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.float)(a.P[3]), (*C.float)(scratch), (*C.float)(unsafe.Pointer(&a.F[0])), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(lo), C.int64_t(hi))
 	}
 	sets[cpu.AVX2].K[kern.AttnPrefillF32] = func(a kern.Args, scratch kern.P, lo, hi int) {
-		C.krt_attn_prefill_f32_avx2((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.float)(a.P[3]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(a.I[6]), C.int64_t(lo), C.int64_t(hi))
+		C.krt_attn_prefill_f32_avx2((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.float)(a.P[3]), (*C.float)(scratch), (*C.float)(unsafe.Pointer(&a.F[0])), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(lo), C.int64_t(hi))
 	}
 	sets[cpu.AVX512].K[kern.AttnPrefillF32] = func(a kern.Args, scratch kern.P, lo, hi int) {
-		C.krt_attn_prefill_f32_avx512((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.float)(a.P[3]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(a.I[6]), C.int64_t(lo), C.int64_t(hi))
+		C.krt_attn_prefill_f32_avx512((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.float)(a.P[3]), (*C.float)(scratch), (*C.float)(unsafe.Pointer(&a.F[0])), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(lo), C.int64_t(hi))
 	}
 	sets[cpu.Ref].K[kern.AttnPrefillF16] = func(a kern.Args, scratch kern.P, lo, hi int) {
-		C.krt_attn_prefill_f16_ref((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.uint16_t)(a.P[2]), (*C.uint16_t)(a.P[3]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(a.I[6]), C.int64_t(lo), C.int64_t(hi))
+		C.krt_attn_prefill_f16_ref((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.uint16_t)(a.P[2]), (*C.uint16_t)(a.P[3]), (*C.float)(scratch), (*C.float)(unsafe.Pointer(&a.F[0])), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(lo), C.int64_t(hi))
 	}
 	sets[cpu.AVX2].K[kern.AttnPrefillF16] = func(a kern.Args, scratch kern.P, lo, hi int) {
-		C.krt_attn_prefill_f16_avx2((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.uint16_t)(a.P[2]), (*C.uint16_t)(a.P[3]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(a.I[6]), C.int64_t(lo), C.int64_t(hi))
+		C.krt_attn_prefill_f16_avx2((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.uint16_t)(a.P[2]), (*C.uint16_t)(a.P[3]), (*C.float)(scratch), (*C.float)(unsafe.Pointer(&a.F[0])), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(lo), C.int64_t(hi))
 	}
 	sets[cpu.AVX512].K[kern.AttnPrefillF16] = func(a kern.Args, scratch kern.P, lo, hi int) {
-		C.krt_attn_prefill_f16_avx512((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.uint16_t)(a.P[2]), (*C.uint16_t)(a.P[3]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(a.I[6]), C.int64_t(lo), C.int64_t(hi))
+		C.krt_attn_prefill_f16_avx512((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.uint16_t)(a.P[2]), (*C.uint16_t)(a.P[3]), (*C.float)(scratch), (*C.float)(unsafe.Pointer(&a.F[0])), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(lo), C.int64_t(hi))
 	}
 	sets[cpu.Ref].K[kern.AttnPrefillQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
-		C.krt_attn_prefill_q8_0_ref((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.krt_block_q8_0)(a.P[2]), (*C.krt_block_q8_0)(a.P[3]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(a.I[6]), C.int64_t(lo), C.int64_t(hi))
+		C.krt_attn_prefill_q8_0_ref((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.krt_block_q8_0)(a.P[2]), (*C.krt_block_q8_0)(a.P[3]), (*C.float)(scratch), (*C.float)(unsafe.Pointer(&a.F[0])), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(lo), C.int64_t(hi))
 	}
 	sets[cpu.AVX2].K[kern.AttnPrefillQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
-		C.krt_attn_prefill_q8_0_avx2((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.krt_block_q8_0)(a.P[2]), (*C.krt_block_q8_0)(a.P[3]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(a.I[6]), C.int64_t(lo), C.int64_t(hi))
+		C.krt_attn_prefill_q8_0_avx2((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.krt_block_q8_0)(a.P[2]), (*C.krt_block_q8_0)(a.P[3]), (*C.float)(scratch), (*C.float)(unsafe.Pointer(&a.F[0])), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(lo), C.int64_t(hi))
 	}
 	sets[cpu.AVX512].K[kern.AttnPrefillQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
-		C.krt_attn_prefill_q8_0_avx512((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.krt_block_q8_0)(a.P[2]), (*C.krt_block_q8_0)(a.P[3]), (*C.float)(scratch), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(a.I[6]), C.int64_t(lo), C.int64_t(hi))
+		C.krt_attn_prefill_q8_0_avx512((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.krt_block_q8_0)(a.P[2]), (*C.krt_block_q8_0)(a.P[3]), (*C.float)(scratch), (*C.float)(unsafe.Pointer(&a.F[0])), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(a.I[3]), C.int64_t(a.I[4]), C.int64_t(a.I[5]), C.int64_t(lo), C.int64_t(hi))
 	}
 }

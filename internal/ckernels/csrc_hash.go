@@ -3,4 +3,4 @@
 package ckernels
 
 // csrcHash is the hash of csrc/ this package was last generated for (see csrchash).
-const csrcHash = "330247d232a475ec72313a268bc33970d8c8c88ed2ae92caeb76976cbfd6fcb6"
+const csrcHash = "732f0e1f87fac0168f2f4a024801a0de680623281363862df6d937ba0127f6e3"

@@ -89,10 +89,57 @@ func (c kvView) score(q []float32, qq []blockQ8_0, r int) float32 {
 	return s
 }
 
+// Tanh coefficients and threshold of krt_at_tanh_ref (Cephes tanhf's minimax polynomial).
+const (
+	tanhSmall = 0.625
+	tanhC0    = -5.70498872745e-3
+	tanhC1    = 2.06390887954e-2
+	tanhC2    = -5.37397155531e-2
+	tanhC3    = 1.33314422036e-1
+	tanhC4    = -3.33332819422e-1
+)
+
+// TanhRef is krt_at_tanh_ref, operation for operation: an odd polynomial below |x| = 0.625,
+// sign(x) * (1 - 2/(exp(2|x|)+1)) above (Expf: NaN stays NaN, +-Inf gives +-1).
+func TanhRef(x float32) float32 {
+	ax := x
+	if x < 0 {
+		ax = -x
+	}
+	if ax < tanhSmall {
+		z := float32(x * x)
+		p := float32(tanhC0)
+		p = float32(p*z) + tanhC1
+		p = float32(p*z) + tanhC2
+		p = float32(p*z) + tanhC3
+		p = float32(p*z) + tanhC4
+		return float32(float32(p*z)*x) + x
+	}
+	t := 1 - 2/(Expf(ax+ax)+1)
+	if x < 0 {
+		return -t
+	}
+	return t
+}
+
+// attnScore is one scaled score of attnRow, soft-capped when cap != 0 (icap = 1/cap).
+func attnScore(k kvView, q []float32, qq []blockQ8_0, r int, scale, cap, icap float32) float32 {
+	s := float32(k.score(q, qq, r) * scale)
+	if cap != 0 {
+		s = float32(cap * TanhRef(float32(s*icap)))
+	}
+	return s
+}
+
 // attnRow is krt_at_row_ref: one query row over rows [r0+j0, r0+j1) of K and V (r0: the KV
-// head's first row), two passes, scores recomputed; o gets the unnormalised output.
-func attnRow(k, v kvView, o, q []float32, qq []blockQ8_0, r0, j0, j1 int, scale float32) (m, l float32) {
+// head's first row), two passes, scores recomputed (and soft-capped by cap != 0); o gets the
+// unnormalised output.
+func attnRow(k, v kvView, o, q []float32, qq []blockQ8_0, r0, j0, j1 int, scale, cap float32) (m, l float32) {
 	hd := k.hd
+	var icap float32
+	if cap != 0 {
+		icap = 1 / cap
+	}
 	if k.typ == kvQ8 {
 		for b := 0; b < hd/qk; b++ {
 			quantizeQ8_0Block(&qq[b], q[b*qk:])
@@ -100,7 +147,7 @@ func attnRow(k, v kvView, o, q []float32, qq []blockQ8_0, r0, j0, j1 int, scale 
 	}
 	m = negFltMaxAttn
 	for j := j0; j < j1; j++ {
-		if s := float32(k.score(q, qq, r0+j) * scale); s > m {
+		if s := attnScore(k, q, qq, r0+j, scale, cap, icap); s > m {
 			m = s
 		}
 	}
@@ -108,7 +155,7 @@ func attnRow(k, v kvView, o, q []float32, qq []blockQ8_0, r0, j0, j1 int, scale 
 		o[d] = 0
 	}
 	for j := j0; j < j1; j++ {
-		e := Expf(float32(k.score(q, qq, r0+j)*scale) - m)
+		e := Expf(attnScore(k, q, qq, r0+j, scale, cap, icap) - m)
 		l += e
 		for d := 0; d < hd; d++ {
 			o[d] += float32(e * v.val(r0+j, d))
@@ -133,7 +180,8 @@ func attnZigzag(k, n int) int {
 	return k / 2
 }
 
-func attnDecode(typ kvType, out, part, q, kcache, vcache, scratch kern.P, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk, u0, u1 int) {
+func attnDecode(typ kvType, out, part, q, kcache, vcache, scratch kern.P, cap float32, heads, headDim, maxCtx, nCtx, chunk, u0, u1 int) {
+	nHeads, nKVHeads := heads>>32, heads&0xffffffff
 	g0 := nHeads / nKVHeads
 	nch := (nCtx + chunk - 1) / chunk
 	scale := attnInvSqrt(headDim)
@@ -152,18 +200,19 @@ func attnDecode(typ kvType, out, part, q, kcache, vcache, scratch kern.P, nHeads
 			qv := qs[h*headDim : (h+1)*headDim]
 			if nch == 1 {
 				o := f32(out, nHeads*headDim)[h*headDim : (h+1)*headDim]
-				_, l := attnRow(k, v, o, qv, qq, g*maxCtx, j0, j1, scale)
+				_, l := attnRow(k, v, o, qv, qq, g*maxCtx, j0, j1, scale, cap)
 				scaleRow(o, l)
 			} else {
 				rec := f32(part, nHeads*nch*ps)[(h*nch+c)*ps : (h*nch+c+1)*ps]
-				m, l := attnRow(k, v, rec[16:], qv, qq, g*maxCtx, j0, j1, scale)
+				m, l := attnRow(k, v, rec[16:], qv, qq, g*maxCtx, j0, j1, scale, cap)
 				rec[0], rec[1] = m, l
 			}
 		}
 	}
 }
 
-func attnPrefill(typ kvType, out, q, kcache, vcache, scratch kern.P, nHeads, nKVHeads, headDim, maxCtx, qStride, pos0, T, u0, u1 int) {
+func attnPrefill(typ kvType, out, q, kcache, vcache, scratch kern.P, cap float32, heads, headDim, maxCtx, qStride, pos0, T, u0, u1 int) {
+	nHeads, nKVHeads := heads>>32, heads&0xffffffff
 	g0 := nHeads / nKVHeads
 	ntiles := (T + attnQTile - 1) / attnQTile
 	scale := attnInvSqrt(headDim)
@@ -181,7 +230,7 @@ func attnPrefill(typ kvType, out, q, kcache, vcache, scratch kern.P, nHeads, nKV
 		for t := ta; t < tb; t++ {
 			for h := g * g0; h < (g+1)*g0; h++ {
 				o := os[(t*nHeads+h)*headDim : (t*nHeads+h+1)*headDim]
-				_, l := attnRow(k, v, o, qs[t*qStride+h*headDim:t*qStride+(h+1)*headDim], qq, g*maxCtx, 0, pos0+t+1, scale)
+				_, l := attnRow(k, v, o, qs[t*qStride+h*headDim:t*qStride+(h+1)*headDim], qq, g*maxCtx, 0, pos0+t+1, scale, cap)
 				scaleRow(o, l)
 			}
 		}
@@ -190,35 +239,36 @@ func attnPrefill(typ kvType, out, q, kcache, vcache, scratch kern.P, nHeads, nKV
 
 // AttnDecodeF32 is krt_attn_decode_f32_ref: decode attention over an F32 cache, units u0..u1
 // (KV head x cache chunk); one chunk writes out, several write partial records to part.
-func AttnDecodeF32(out, part, q, kcache, vcache, scratch kern.P, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk, u0, u1 int) {
-	attnDecode(kvF32, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk, u0, u1)
+// heads packs nHeads<<32 | nKVHeads (KRT_ATTN_HEADS); softcap != 0 soft-caps the scores.
+func AttnDecodeF32(out, part, q, kcache, vcache, scratch kern.P, softcap float32, heads, headDim, maxCtx, nCtx, chunk, u0, u1 int) {
+	attnDecode(kvF32, out, part, q, kcache, vcache, scratch, softcap, heads, headDim, maxCtx, nCtx, chunk, u0, u1)
 }
 
 // AttnDecodeF16 is krt_attn_decode_f16_ref (F16 cache, values widened exactly).
-func AttnDecodeF16(out, part, q, kcache, vcache, scratch kern.P, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk, u0, u1 int) {
-	attnDecode(kvF16, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk, u0, u1)
+func AttnDecodeF16(out, part, q, kcache, vcache, scratch kern.P, softcap float32, heads, headDim, maxCtx, nCtx, chunk, u0, u1 int) {
+	attnDecode(kvF16, out, part, q, kcache, vcache, scratch, softcap, heads, headDim, maxCtx, nCtx, chunk, u0, u1)
 }
 
 // AttnDecodeQ8_0 is krt_attn_decode_q8_0_ref (Q8_0 cache; the query is quantized to Q8_0 in
 // scratch for the scores).
-func AttnDecodeQ8_0(out, part, q, kcache, vcache, scratch kern.P, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk, u0, u1 int) {
-	attnDecode(kvQ8, out, part, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, nCtx, chunk, u0, u1)
+func AttnDecodeQ8_0(out, part, q, kcache, vcache, scratch kern.P, softcap float32, heads, headDim, maxCtx, nCtx, chunk, u0, u1 int) {
+	attnDecode(kvQ8, out, part, q, kcache, vcache, scratch, softcap, heads, headDim, maxCtx, nCtx, chunk, u0, u1)
 }
 
 // AttnPrefillF32 is krt_attn_prefill_f32_ref: causal attention of T tokens (positions
 // pos0..pos0+T-1), units u0..u1 (KV head x query tile in zigzag order).
-func AttnPrefillF32(out, q, kcache, vcache, scratch kern.P, nHeads, nKVHeads, headDim, maxCtx, qStride, pos0, T, u0, u1 int) {
-	attnPrefill(kvF32, out, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, qStride, pos0, T, u0, u1)
+func AttnPrefillF32(out, q, kcache, vcache, scratch kern.P, softcap float32, heads, headDim, maxCtx, qStride, pos0, T, u0, u1 int) {
+	attnPrefill(kvF32, out, q, kcache, vcache, scratch, softcap, heads, headDim, maxCtx, qStride, pos0, T, u0, u1)
 }
 
 // AttnPrefillF16 is krt_attn_prefill_f16_ref.
-func AttnPrefillF16(out, q, kcache, vcache, scratch kern.P, nHeads, nKVHeads, headDim, maxCtx, qStride, pos0, T, u0, u1 int) {
-	attnPrefill(kvF16, out, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, qStride, pos0, T, u0, u1)
+func AttnPrefillF16(out, q, kcache, vcache, scratch kern.P, softcap float32, heads, headDim, maxCtx, qStride, pos0, T, u0, u1 int) {
+	attnPrefill(kvF16, out, q, kcache, vcache, scratch, softcap, heads, headDim, maxCtx, qStride, pos0, T, u0, u1)
 }
 
 // AttnPrefillQ8_0 is krt_attn_prefill_q8_0_ref.
-func AttnPrefillQ8_0(out, q, kcache, vcache, scratch kern.P, nHeads, nKVHeads, headDim, maxCtx, qStride, pos0, T, u0, u1 int) {
-	attnPrefill(kvQ8, out, q, kcache, vcache, scratch, nHeads, nKVHeads, headDim, maxCtx, qStride, pos0, T, u0, u1)
+func AttnPrefillQ8_0(out, q, kcache, vcache, scratch kern.P, softcap float32, heads, headDim, maxCtx, qStride, pos0, T, u0, u1 int) {
+	attnPrefill(kvQ8, out, q, kcache, vcache, scratch, softcap, heads, headDim, maxCtx, qStride, pos0, T, u0, u1)
 }
 
 // AttnMerge is krt_attn_merge_ref: for query heads h0..h1, M = max of the chunk maxima (NaN

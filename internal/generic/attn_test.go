@@ -141,6 +141,10 @@ func (c *testCache) ref(q []float32, g, n int) (o, mag []float64) {
 			}
 		}
 		s[j] = sum * scale
+		if attnSoftcap != 0 {
+			c := float64(attnSoftcap)
+			s[j] = c * math.Tanh(s[j]/c)
+		}
 		if s[j] > m {
 			m = s[j]
 		}
@@ -190,11 +194,28 @@ func checkRow(t *testing.T, what string, got []float32, o, mag []float64) {
 	}
 }
 
+// attnSoftcap is the soft-cap the decode and prefill port tests run with (0: off), and
+// testCache.ref applies.
+var attnSoftcap float32
+
+// decodePort and prefillPort adapt a port to the tests' (nh, nkv) parameters, with attnSoftcap.
+func decodePort(f func(out, part, q, k, v, scratch kern.P, sc float32, heads, hd, mctx, nctx, chunk, u0, u1 int)) func(out, part, q, k, v, scratch kern.P, nh, nkv, hd, mctx, nctx, chunk, u0, u1 int) {
+	return func(out, part, q, k, v, scratch kern.P, nh, nkv, hd, mctx, nctx, chunk, u0, u1 int) {
+		f(out, part, q, k, v, scratch, attnSoftcap, nh<<32|nkv, hd, mctx, nctx, chunk, u0, u1)
+	}
+}
+
+func prefillPort(f func(out, q, k, v, scratch kern.P, sc float32, heads, hd, mctx, qs, pos0, T, u0, u1 int)) func(out, q, k, v, scratch kern.P, nh, nkv, hd, mctx, qs, pos0, T, u0, u1 int) {
+	return func(out, q, k, v, scratch kern.P, nh, nkv, hd, mctx, qs, pos0, T, u0, u1 int) {
+		f(out, q, k, v, scratch, attnSoftcap, nh<<32|nkv, hd, mctx, qs, pos0, T, u0, u1)
+	}
+}
+
 var attnDecodes = map[kvType]func(out, part, q, k, v, scratch kern.P, nh, nkv, hd, mctx, nctx, chunk, u0, u1 int){
-	kvF32: AttnDecodeF32, kvF16: AttnDecodeF16, kvQ8: AttnDecodeQ8_0,
+	kvF32: decodePort(AttnDecodeF32), kvF16: decodePort(AttnDecodeF16), kvQ8: decodePort(AttnDecodeQ8_0),
 }
 var attnPrefills = map[kvType]func(out, q, k, v, scratch kern.P, nh, nkv, hd, mctx, qs, pos0, T, u0, u1 int){
-	kvF32: AttnPrefillF32, kvF16: AttnPrefillF16, kvQ8: AttnPrefillQ8_0,
+	kvF32: prefillPort(AttnPrefillF32), kvF16: prefillPort(AttnPrefillF16), kvQ8: prefillPort(AttnPrefillQ8_0),
 }
 var kvNames = map[kvType]string{kvF32: "f32", kvF16: "f16", kvQ8: "q8_0"}
 
@@ -385,6 +406,74 @@ func TestKVAppendPorts(t *testing.T) {
 							t.Errorf("q8_0: %g stored as %g", s[d], got)
 						}
 					}
+				}
+			}
+		}
+	}
+}
+
+// TestTanhRef checks the soft-cap's tanh (krt_at_tanh_ref's port) against math.Tanh over
+// the whole range, both sides of the 0.625 switch, and on the special values.
+func TestTanhRef(t *testing.T) {
+	worst := 0.0
+	for x := float32(-30); x <= 30; x += 0.00123 {
+		for _, v := range []float32{x, x * 1e-3} {
+			want := math.Tanh(float64(v))
+			if want == 0 {
+				continue
+			}
+			if rel := math.Abs(float64(TanhRef(v))-want) / math.Abs(want); rel > worst {
+				worst = rel
+			}
+		}
+	}
+	if worst > 4e-7 {
+		t.Errorf("TanhRef: worst relative error %.3g, want <= 4e-7", worst)
+	}
+	t.Logf("TanhRef worst relative error %.3g", worst)
+	inf := float32(math.Inf(1))
+	if TanhRef(inf) != 1 || TanhRef(-inf) != -1 || TanhRef(0) != 0 || !math.IsNaN(float64(TanhRef(float32(math.NaN())))) {
+		t.Errorf("TanhRef specials: +Inf %g, -Inf %g, 0 %g, NaN %g", TanhRef(inf), TanhRef(-inf), TanhRef(0), TanhRef(float32(math.NaN())))
+	}
+}
+
+// TestAttnSoftcapPorts runs the decode (chunked and not) and prefill ports with soft-caps that
+// bend most scores (1.5) and only the large ones (5) against the float64 reference with
+// math.Tanh.
+func TestAttnSoftcapPorts(t *testing.T) {
+	defer func() { attnSoftcap = 0 }()
+	rng := rand.New(rand.NewSource(3))
+	for _, sc := range []float32{1.5, 5} {
+		attnSoftcap = sc
+		for _, typ := range []kvType{kvF32, kvF16, kvQ8} {
+			const nh, nkv, hd, n = 8, 2, 64, 130
+			c := newTestCache(typ, nkv, hd, n+3)
+			c.fill(rng, 0, n)
+			q := make([]float32, nh*hd)
+			for i := range q {
+				q[i] = rng.Float32()*12 - 6
+			}
+			for _, chunk := range []int{n, 64} {
+				out := decodeAll(c, nh, q, n, chunk)
+				for h := 0; h < nh; h++ {
+					o, mag := c.ref(q[h*hd:(h+1)*hd], h/(nh/nkv), n)
+					checkRow(t, fmt.Sprintf("softcap %g %s decode chunk=%d head %d", sc, kvNames[typ], chunk, h), out[h*hd:(h+1)*hd], o, mag)
+				}
+			}
+			const T, pos0 = 20, n - 20
+			qs := make([]float32, T*nh*hd)
+			for i := range qs {
+				qs[i] = rng.Float32()*12 - 6
+			}
+			out := make([]float32, T*nh*hd)
+			scratch := make([]float32, 2048)
+			u := nkv * ((T + attnQTile - 1) / attnQTile)
+			attnPrefills[typ](p32(out), p32(qs), c.kp(), c.vp(), p32(scratch), nh, nkv, hd, c.mctx, nh*hd, pos0, T, 0, u)
+			for tok := 0; tok < T; tok++ {
+				for h := 0; h < nh; h++ {
+					r := (tok*nh + h) * hd
+					o, mag := c.ref(qs[r:r+hd], h/(nh/nkv), pos0+tok+1)
+					checkRow(t, fmt.Sprintf("softcap %g %s prefill token %d head %d", sc, kvNames[typ], tok, h), out[r:r+hd], o, mag)
 				}
 			}
 		}

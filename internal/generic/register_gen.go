@@ -160,24 +160,24 @@ func init() {
 		KVAppendQ8_0(a.P[0], a.P[1], a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], lo, hi)
 	}
 	set.K[kern.AttnDecodeF32] = func(a kern.Args, scratch kern.P, lo, hi int) {
-		AttnDecodeF32(a.P[0], a.P[1], a.P[2], a.P[3], a.P[4], scratch, a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], lo, hi)
+		AttnDecodeF32(a.P[0], a.P[1], a.P[2], a.P[3], a.P[4], scratch, a.F[0], a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], lo, hi)
 	}
 	set.K[kern.AttnDecodeF16] = func(a kern.Args, scratch kern.P, lo, hi int) {
-		AttnDecodeF16(a.P[0], a.P[1], a.P[2], a.P[3], a.P[4], scratch, a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], lo, hi)
+		AttnDecodeF16(a.P[0], a.P[1], a.P[2], a.P[3], a.P[4], scratch, a.F[0], a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], lo, hi)
 	}
 	set.K[kern.AttnDecodeQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
-		AttnDecodeQ8_0(a.P[0], a.P[1], a.P[2], a.P[3], a.P[4], scratch, a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], lo, hi)
+		AttnDecodeQ8_0(a.P[0], a.P[1], a.P[2], a.P[3], a.P[4], scratch, a.F[0], a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], lo, hi)
 	}
 	set.K[kern.AttnMerge] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		AttnMerge(a.P[0], a.P[1], a.I[0], a.I[1], a.I[2], lo, hi)
 	}
 	set.K[kern.AttnPrefillF32] = func(a kern.Args, scratch kern.P, lo, hi int) {
-		AttnPrefillF32(a.P[0], a.P[1], a.P[2], a.P[3], scratch, a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], a.I[6], lo, hi)
+		AttnPrefillF32(a.P[0], a.P[1], a.P[2], a.P[3], scratch, a.F[0], a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], lo, hi)
 	}
 	set.K[kern.AttnPrefillF16] = func(a kern.Args, scratch kern.P, lo, hi int) {
-		AttnPrefillF16(a.P[0], a.P[1], a.P[2], a.P[3], scratch, a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], a.I[6], lo, hi)
+		AttnPrefillF16(a.P[0], a.P[1], a.P[2], a.P[3], scratch, a.F[0], a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], lo, hi)
 	}
 	set.K[kern.AttnPrefillQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
-		AttnPrefillQ8_0(a.P[0], a.P[1], a.P[2], a.P[3], scratch, a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], a.I[6], lo, hi)
+		AttnPrefillQ8_0(a.P[0], a.P[1], a.P[2], a.P[3], scratch, a.F[0], a.I[0], a.I[1], a.I[2], a.I[3], a.I[4], a.I[5], lo, hi)
 	}
 }

@@ -205,6 +205,6 @@ var HasScratch = [NumKernels]bool{
 // The sizes of Args: the most pointer, int64_t and float scalar parameters of any kernel.
 const (
 	NumP = 5
-	NumI = 7
+	NumI = 6
 	NumF = 1
 )
