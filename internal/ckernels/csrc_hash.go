@@ -3,4 +3,4 @@
 package ckernels
 
 // csrcHash is the hash of csrc/ this package was last generated for (see csrchash).
-const csrcHash = "732f0e1f87fac0168f2f4a024801a0de680623281363862df6d937ba0127f6e3"
+const csrcHash = "fd9f20f11eda715c6cad29c5c3e680572137dc7f716cc84cb0f1e67dbac38671"
