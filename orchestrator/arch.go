@@ -38,9 +38,16 @@ type archSpec struct {
 	// (attending to the last Config.SlidingWindow positions; the file's
 	// attention.sliding_window is required) and the others global.
 	swaPeriod int
-	// swaRopeBase is the RoPE base of the sliding layers, which are never scaled; global
-	// layers use RopeTheta, RopeScale and rope_freqs.
+	// swaRopeBase, when > 0, is the RoPE base of the sliding layers, which are then never
+	// scaled; global layers use RopeTheta, RopeScale and rope_freqs. 0: every layer uses the
+	// global RoPE (gemma2).
 	swaRopeBase float64
+	// swaDefault, when > 0, is the window when the file has no attention.sliding_window
+	// (llama.cpp's default for gemma2: 4096); 0 makes the key required.
+	swaDefault int
+	// softcaps: scaled attention scores are soft-capped, s = c*tanh(s/c), with
+	// Config.AttnSoftcap, and the output logits with Config.FinalSoftcap (gemma2).
+	softcaps bool
 	// wideQueryLayers, when a model has that many layers, scales queries by
 	// 1/sqrt(Hidden/Heads) instead of 1/sqrt(HeadDim) (llama.cpp tells Gemma 3 27B, whose
 	// query_pre_attn_scalar is hidden/heads, by its 62 layers).
@@ -50,6 +57,15 @@ type archSpec struct {
 // sliding reports whether layer il of a model of config c attends through a sliding window.
 func (a *archSpec) sliding(c *Config, il int) bool {
 	return a.swaPeriod > 0 && c.SlidingWindow > 0 && (il+1)%a.swaPeriod != 0
+}
+
+// windowDefault is metaUint's default for attention.sliding_window: swaDefault, or -1
+// (required) when the architecture has none.
+func (a *archSpec) windowDefault() int {
+	if a.swaDefault > 0 {
+		return a.swaDefault
+	}
+	return -1
 }
 
 // archs holds every registered family by general.architecture.

@@ -7,8 +7,7 @@ package orchestrator
 // (rope.freq_base and the file's linear rope scaling); queries scaled by 1/sqrt(head size),
 // except the 27B's (62 layers) by 1/sqrt(hidden/heads); output tied to token_embd. The
 // converter stores the norms' weights with Gemma's +1 already added, so they are plain
-// RMSNorms here. No soft-capping (gemma2's attention soft-cap needs the scores, which the
-// fused attention ops do not expose: gemma2 is not supported).
+// RMSNorms here. No soft-capping (gemma2's, arch_gemma2.go).
 func init() {
 	register(&archSpec{name: "gemma3", qkNorm: true, postNorms: true, geglu: true, embedScale: true,
 		swaPeriod: 6, swaRopeBase: 10000, wideQueryLayers: 62, ropeBase: 10000})

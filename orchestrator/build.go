@@ -304,7 +304,7 @@ func (m *Model) bindState(fp16Acts bool) error {
 		return fmt.Errorf("orchestrator: %w", err)
 	}
 	m.ropeLocal = m.rope
-	if m.spec.swaPeriod > 0 {
+	if m.spec.swaPeriod > 0 && m.spec.swaRopeBase > 0 {
 		if m.ropeLocal, err = kernelrt.NewRopeTable(c.HeadDim, c.MaxCtx, m.spec.swaRopeBase); err != nil {
 			return fmt.Errorf("orchestrator: %w", err)
 		}

@@ -17,7 +17,7 @@ import (
 // Config is the shape of a decoder.
 type Config struct {
 	// Arch is the architecture (general.architecture): "qwen2" (the default when empty),
-	// "qwen3", "llama" or "gemma3"; see Architectures.
+	// "qwen3", "llama", "gemma2" or "gemma3"; see Architectures.
 	Arch         string
 	Layers       int
 	Hidden       int
@@ -34,9 +34,13 @@ type Config struct {
 	RopeScale float64
 	// SlidingWindow is the number of positions a sliding-window layer attends to (itself
 	// and the window-1 before it); required (positive) for architectures with such layers
-	// (gemma3, which of its layers: the architecture's), 0 otherwise.
+	// (gemma2, gemma3, which of its layers: the architecture's), 0 otherwise.
 	SlidingWindow int
-	Eps           float32
+	// AttnSoftcap and FinalSoftcap soft-cap the scaled attention scores and the output
+	// logits, x = c*tanh(x/c) (gemma2's attn_logit_softcapping and final_logit_softcapping);
+	// required (positive) for architectures that soft-cap, 0 otherwise.
+	AttnSoftcap, FinalSoftcap float32
+	Eps                       float32
 	// MaxCtx is the number of KV-cache positions; decoding past it is an error.
 	MaxCtx int
 	// MaxBatch is the most tokens one forward call takes; activation buffers are sized for it
@@ -68,6 +72,16 @@ func Qwen2_0_5B() Config {
 func Qwen3_0_6B() Config {
 	return Config{Arch: "qwen3", Layers: 28, Hidden: 1024, Intermediate: 3072, Heads: 16, KVHeads: 8, HeadDim: 128,
 		Vocab: 151936, RopeTheta: 1e6, Eps: 1e-6, MaxCtx: 2048, MaxBatch: 128}
+}
+
+// Gemma2_2B is the shape of Gemma 2 2B with a 2048-token cache and 128-token prefill
+// batches: 26 layers, hidden 2304, FFN 9216, 8 query heads over 4 KV heads of 256,
+// vocabulary 256000, RoPE base 1e4 on every layer, layers 0, 2, 4, ... sliding over a window
+// of 4096, attention scores soft-capped at 50 and logits at 30.
+func Gemma2_2B() Config {
+	return Config{Arch: "gemma2", Layers: 26, Hidden: 2304, Intermediate: 9216, Heads: 8, KVHeads: 4, HeadDim: 256,
+		Vocab: 256000, RopeTheta: 1e4, SlidingWindow: 4096, AttnSoftcap: 50, FinalSoftcap: 30, Eps: 1e-6,
+		MaxCtx: 2048, MaxBatch: 128}
 }
 
 // Gemma3_1B is the shape of Gemma 3 1B with a 2048-token cache and 128-token prefill
@@ -199,6 +213,17 @@ func (c Config) Validate() error {
 		return fmt.Errorf("orchestrator: Config.SlidingWindow = %d: architecture %s needs a window of 1..%d positions", c.SlidingWindow, a.name, MaxContext)
 	case a.swaPeriod == 0 && c.SlidingWindow != 0:
 		return fmt.Errorf("orchestrator: Config.SlidingWindow = %d: architecture %s has no sliding-window layers (want 0)", c.SlidingWindow, a.name)
+	}
+	for _, sc := range []struct {
+		name string
+		v    float32
+	}{{"AttnSoftcap", c.AttnSoftcap}, {"FinalSoftcap", c.FinalSoftcap}} {
+		switch a := c.arch(); {
+		case a.softcaps && (!(sc.v > 0) || sc.v > math.MaxFloat32):
+			return fmt.Errorf("orchestrator: Config.%s = %g: architecture %s needs a positive, finite soft-cap", sc.name, sc.v, a.name)
+		case !a.softcaps && sc.v != 0:
+			return fmt.Errorf("orchestrator: Config.%s = %g: architecture %s does not soft-cap (want 0)", sc.name, sc.v, a.name)
+		}
 	}
 	return nil
 }

@@ -130,10 +130,13 @@ func TestLoadErrors(t *testing.T) {
 		{name: "no architecture", edit: func(m *testModel) { m.editKV = delKV("general.architecture") },
 			want: []string{`missing metadata key "general.architecture"`}, content: true},
 		{name: "gemma architecture", edit: func(m *testModel) { m.editKV = setKV("general.architecture", gguf.String("gemma")) },
-			want: []string{`"gemma"`, "not supported (supported: gemma3, llama, qwen2, qwen3)"}, content: true},
+			want: []string{`"gemma"`, "not supported (supported: gemma2, gemma3, llama, qwen2, qwen3)"}, content: true},
 		{name: "gemma3 without sliding_window", edit: func(m *testModel) {
 			m.arch, m.headDim, m.editKV = "gemma3", 32, delKV("gemma3.attention.sliding_window")
 		}, want: []string{`missing metadata key "gemma3.attention.sliding_window"`}, content: true},
+		{name: "gemma2 negative soft-cap", edit: func(m *testModel) {
+			m.arch, m.headDim, m.window, m.finalCap = "gemma2", 32, 3, -2
+		}, want: []string{"gemma2.final_logit_softcapping = -2 must be positive and finite"}, content: true},
 		{name: "yarn rope scaling", edit: func(m *testModel) {
 			m.editKV = setKV("qwen2.rope.scaling.type", gguf.String("yarn"))
 			m.ropeScale = 4
@@ -542,7 +545,7 @@ func TestKVMemory(t *testing.T) {
 }
 
 // syntheticArchConfigs are small shapes of each architecture SyntheticGGUF writes: qwen2's
-// head size is hidden/heads, qwen3's and gemma3's are not (q is twice the hidden width, as in
+// head size is hidden/heads, qwen3's, gemma3's and gemma2's are not (q is twice the hidden width, as in
 // Qwen3-0.6B).
 func syntheticArchConfigs() []Config {
 	qwen2 := Config{Arch: "qwen2", Layers: 2, Hidden: 64, Intermediate: 128, Heads: 4, KVHeads: 2, HeadDim: 16, Vocab: 300,
@@ -552,7 +555,11 @@ func syntheticArchConfigs() []Config {
 	// gemma3: 7 layers (layer 5 global, scaled x8 as the 4B+ are), 1 KV head, window 3.
 	gemma3 := qwen3
 	gemma3.Arch, gemma3.Layers, gemma3.KVHeads, gemma3.SlidingWindow, gemma3.RopeScale = "gemma3", 7, 1, 3, 8
-	return []Config{qwen2, qwen3, gemma3}
+	// gemma2: 4 layers (0 and 2 sliding over 3 positions), 2 KV heads, soft-caps small
+	// enough to bend the scores and logits.
+	gemma2 := qwen3
+	gemma2.Arch, gemma2.Layers, gemma2.SlidingWindow, gemma2.AttnSoftcap, gemma2.FinalSoftcap, gemma2.RopeTheta = "gemma2", 4, 3, 0.8, 2.5, 1e4
+	return []Config{qwen2, qwen3, gemma3, gemma2}
 }
 
 // TestSyntheticGGUF writes a synthetic model of each architecture with SyntheticGGUF and runs

@@ -182,7 +182,7 @@ func (kv *kvCache) attend(e kernelrt.Ops, m *Model, li, slot, pos0, window int, 
 		t0 = min(T, max(0, window-pos0))
 	}
 	if t0 > 0 {
-		if err := kv.run(e, li, slot, att[:t0*qd], qv[:(t0-1)*qs+qd], t0, qs, c.Heads, nkv, 0, 0, pos0, hd, ctx); err != nil {
+		if err := kv.run(e, li, slot, att[:t0*qd], qv[:(t0-1)*qs+qd], t0, qs, c.Heads, nkv, 0, 0, pos0, hd, ctx, c.AttnSoftcap); err != nil {
 			return err
 		}
 	}
@@ -194,7 +194,7 @@ func (kv *kvCache) attend(e kernelrt.Ops, m *Model, li, slot, pos0, window int, 
 		for g := 0; g < nkv; g++ {
 			out := att[t*qd+g*gw : t*qd+(g+1)*gw]
 			q := qv[t*qs+g*gw : t*qs+(g+1)*gw]
-			if err := kv.run(e, li, slot, out, q, 1, gw, group, 1, g, first, p, hd, ctx); err != nil {
+			if err := kv.run(e, li, slot, out, q, 1, gw, group, 1, g, first, p, hd, ctx, c.AttnSoftcap); err != nil {
 				return err
 			}
 		}
@@ -206,19 +206,19 @@ func (kv *kvCache) attend(e kernelrt.Ops, m *Model, li, slot, pos0, window int, 
 // heads (q at stride qStride) over KV heads g0..g0+nKVHeads-1, positions first..pos0+t for
 // token t. The cache it passes is the heads' rows from first on: a view with maxCtx - first
 // positions per head (the ops locate head g at g*maxCtx rows), so the op's positions are
-// shifted by first. first > 0 needs nKVHeads == 1.
-func (kv *kvCache) run(e kernelrt.Ops, li, slot int, out, q []float32, tokens, qStride, nHeads, nKVHeads, g0, first, pos0, hd, ctx int) error {
+// shifted by first. first > 0 needs nKVHeads == 1. softcap soft-caps the scores (0: off).
+func (kv *kvCache) run(e kernelrt.Ops, li, slot int, out, q []float32, tokens, qStride, nHeads, nKVHeads, g0, first, pos0, hd, ctx int, softcap float32) error {
 	n := ctx - first // positions in the view, per head
 	a := kv.typ.elems((g0*ctx + first) * hd)
 	b := a + kv.typ.elems(((nKVHeads-1)*ctx+n)*hd)
 	base := slot * kv.per
 	switch kv.typ {
 	case KVF32:
-		return e.AttentionF32(out, q, kv.f32[li][0][base+a:base+b], kv.f32[li][1][base+a:base+b], kv.scrF, tokens, qStride, nHeads, nKVHeads, hd, n, pos0-first, 0)
+		return e.AttentionF32(out, q, kv.f32[li][0][base+a:base+b], kv.f32[li][1][base+a:base+b], kv.scrF, tokens, qStride, nHeads, nKVHeads, hd, n, pos0-first, softcap)
 	case KVF16:
-		return e.AttentionF16(out, q, kv.f16[li][0][base+a:base+b], kv.f16[li][1][base+a:base+b], kv.scrF, tokens, qStride, nHeads, nKVHeads, hd, n, pos0-first, 0)
+		return e.AttentionF16(out, q, kv.f16[li][0][base+a:base+b], kv.f16[li][1][base+a:base+b], kv.scrF, tokens, qStride, nHeads, nKVHeads, hd, n, pos0-first, softcap)
 	}
-	return e.AttentionQ8_0(out, q, kv.q8[li][0][base+a:base+b], kv.q8[li][1][base+a:base+b], kv.scrF, tokens, qStride, nHeads, nKVHeads, hd, n, pos0-first, 0)
+	return e.AttentionQ8_0(out, q, kv.q8[li][0][base+a:base+b], kv.q8[li][1][base+a:base+b], kv.scrF, tokens, qStride, nHeads, nKVHeads, hd, n, pos0-first, softcap)
 }
 
 // KV is the model's KV cache type.

@@ -200,7 +200,12 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 		return Config{}, err
 	}
 	if spec.swaPeriod > 0 {
-		if c.SlidingWindow, err = metaUint(f, pre+"attention.sliding_window", -1); err != nil {
+		if c.SlidingWindow, err = metaUint(f, pre+"attention.sliding_window", spec.windowDefault()); err != nil {
+			return Config{}, err
+		}
+	}
+	if spec.softcaps {
+		if c.AttnSoftcap, c.FinalSoftcap, err = readSoftcaps(f, pre); err != nil {
 			return Config{}, err
 		}
 	}

@@ -438,6 +438,9 @@ func (m *Model) forward(e kernelrt.Ops, tokens []int32, seqs []Seq, all bool) ([
 	if err := checkFinite(e, logits, func() string { return "output head (output_norm, output)" }); err != nil {
 		return nil, err
 	}
+	if m.spec.softcaps { // after the check: the cap would turn an overflow into +-c
+		softcapLogits(logits, m.Cfg.FinalSoftcap)
+	}
 	return logits, nil
 }
 

@@ -395,6 +395,11 @@ type refModel struct {
 	// no scaling.
 	gemma3 bool
 	window int
+	// gemma2: gemma3's embeddings, GELU and sandwich norms without q/k norms; layers il with
+	// il%2 == 0 attend to the last window positions (RoPE unchanged); scores soft-capped at
+	// attnCap after scaling and the logits at finalCap, c*tanh(x/c).
+	gemma2            bool
+	attnCap, finalCap float64
 	// scoreScale multiplies q.k: 1/sqrt(headDim), except Gemma 3 27B's (62 layers),
 	// 1/sqrt(hidden/heads) (its query_pre_attn_scalar).
 	scoreScale float64
@@ -438,8 +443,20 @@ func loadRef(t *testing.T, path string) *refModel {
 	if arch == "gemma3" {
 		r.gemma3, r.window = true, u("attention.sliding_window")
 	}
+	if arch == "gemma2" { // llama.cpp's defaults when absent: window 4096, caps 50 and 30
+		r.gemma2, r.window, r.attnCap, r.finalCap = true, 4096, 50, 30
+		if v, ok := f.GetUint(arch + ".attention.sliding_window"); ok {
+			r.window = int(v)
+		}
+		if v, ok := f.GetFloat(arch + ".attn_logit_softcapping"); ok {
+			r.attnCap = v
+		}
+		if v, ok := f.GetFloat(arch + ".final_logit_softcapping"); ok {
+			r.finalCap = v
+		}
+	}
 	r.scoreScale = 1 / math.Sqrt(float64(r.headDim))
-	if r.gemma3 && u("block_count") == 62 {
+	if r.gemma3 && u("block_count") == 62 || r.gemma2 && u("block_count") == 46 {
 		r.scoreScale = 1 / math.Sqrt(float64(r.hidden/r.heads))
 	}
 	mat := func(name string) *refMatrix {
@@ -528,7 +545,7 @@ func (r *refModel) forward(ids []int32) [][]float64 {
 	x := make([][]float64, T)
 	for t, id := range ids {
 		x[t] = append([]float64(nil), r.embd[int(id)*H:(int(id)+1)*H]...)
-		if r.gemma3 {
+		if r.gemma3 || r.gemma2 {
 			for i := range x[t] {
 				x[t][i] *= math.Sqrt(float64(H))
 			}
@@ -538,6 +555,9 @@ func (r *refModel) forward(ids []int32) [][]float64 {
 		theta, scale, factors, window := r.theta, r.ropeScale, r.ropeFactors, T
 		if r.gemma3 && (il+1)%6 != 0 { // a local layer
 			theta, scale, factors, window = 10000, 1, nil, r.window
+		}
+		if r.gemma2 && il%2 == 0 { // a local layer, the same RoPE
+			window = r.window
 		}
 		q := make([][]float64, T)
 		k := make([][]float64, T)
@@ -580,6 +600,9 @@ func (r *refModel) forward(ids []int32) [][]float64 {
 						d += qv * k[j][g*hd+i]
 					}
 					s[j] = d * r.scoreScale
+					if r.attnCap != 0 {
+						s[j] = r.attnCap * math.Tanh(s[j]/r.attnCap)
+					}
 					mx = math.Max(mx, s[j])
 				}
 				sum := 0.0
@@ -604,7 +627,7 @@ func (r *refModel) forward(ids []int32) [][]float64 {
 			g, u := l.gate.apply(xn, nil), l.up.apply(xn, nil)
 			h := make([]float64, len(g))
 			for i, gi := range g {
-				if r.gemma3 { // GELU, tanh form
+				if r.gemma3 || r.gemma2 { // GELU, tanh form
 					h[i] = 0.5 * gi * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(gi+0.044715*gi*gi*gi))) * u[i]
 				} else {
 					h[i] = gi / (1 + math.Exp(-gi)) * u[i]
@@ -622,6 +645,11 @@ func (r *refModel) forward(ids []int32) [][]float64 {
 	out := make([][]float64, T)
 	for t := range x {
 		out[t] = r.output.apply(r.rmsNorm(x[t], r.outNorm), nil)
+		if r.finalCap != 0 {
+			for i, v := range out[t] {
+				out[t][i] = r.finalCap * math.Tanh(v/r.finalCap)
+			}
+		}
 	}
 	return out
 }
@@ -792,6 +820,9 @@ type testModel struct {
 	// rope.scaling.type linear with that factor.
 	window    int
 	ropeScale float64
+	// attnCap and finalCap, when set, are written as gemma2's attn_logit_softcapping and
+	// final_logit_softcapping.
+	attnCap, finalCap float64
 	// ropeFreqs writes a rope_freqs.weight tensor (llama only).
 	ropeFreqs bool
 	// edit, when set, changes the builder's inputs before writing (for bad-file tests).
@@ -846,6 +877,14 @@ func (tm testModel) bytes(t testing.TB) []byte {
 	if tm.window != 0 {
 		kv[p+"attention.sliding_window"] = gguf.Uint32(uint32(tm.window))
 		order = append(order, p+"attention.sliding_window")
+	}
+	if tm.attnCap != 0 {
+		kv[p+"attn_logit_softcapping"] = gguf.Float32(float32(tm.attnCap))
+		order = append(order, p+"attn_logit_softcapping")
+	}
+	if tm.finalCap != 0 {
+		kv[p+"final_logit_softcapping"] = gguf.Float32(float32(tm.finalCap))
+		order = append(order, p+"final_logit_softcapping")
 	}
 	if tm.ropeScale != 0 {
 		kv[p+"rope.scaling.type"] = gguf.String("linear")
@@ -906,7 +945,7 @@ func (tm testModel) bytes(t testing.TB) []byte {
 			add(p+"attn_q_norm.weight", f32, []uint64{uint64(hd)}, uni(hd, 1, 0.2))
 			add(p+"attn_k_norm.weight", f32, []uint64{uint64(hd)}, uni(hd, 1, 0.2))
 		}
-		if arch == "gemma3" {
+		if arch == "gemma3" || arch == "gemma2" {
 			add(p+"post_attention_norm.weight", f32, []uint64{uint64(H)}, uni(H, 1, 0.2))
 			add(p+"post_ffw_norm.weight", f32, []uint64{uint64(H)}, uni(H, 1, 0.2))
 		}
@@ -1240,6 +1279,103 @@ func TestReferenceForwardGemma3(t *testing.T) {
 				if got := m.KVReadBytes(n); got != wantRead {
 					t.Errorf("KVReadBytes(%d) = %d, want %d", n, got, wantRead)
 				}
+				ref := loadRef(t, path)
+				ref.kv = KVF32
+				want := ref.forward(append(append([]int32(nil), prompt...), dec...))
+				tol := tolFor(ty)
+				got, err := m.Prefill(rt, prompt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r := relErr(got, want[len(prompt)-1]); !(r <= tol) {
+					t.Errorf("chunked prefill: relative error %.3g > %g", r, tol)
+				}
+				for i, id := range dec {
+					got, err := m.Decode(rt, id)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if r := relErr(got, want[len(prompt)+i]); !(r <= tol) {
+						t.Errorf("decode %d after a chunked prefill: relative error %.3g > %g", i, r, tol)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestReferenceForwardGemma2: the gemma2 architecture (scaled embeddings, sandwich norms,
+// GeGLU, layers 0, 2, ... sliding and the odd ones global with the same RoPE, attention
+// scores and logits soft-capped) against the float64 reference (which soft-caps with
+// math.Tanh): small caps that bend most scores and logits, the defaults (window 4096 and
+// caps 50/30 when the file has no keys), and 46 layers (Gemma 2 27B's query scale), serially
+// and on a Runtime, with each KV cache type, then in chunks across the window.
+func TestReferenceForwardGemma2(t *testing.T) {
+	rt, err := kernelrt.New(kernelrt.Options{Threads: 2, NoPin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	dir := t.TempDir()
+	cases := []struct {
+		shape             testShape
+		headDim, window   int
+		attnCap, finalCap float64
+	}{
+		// 4 layers: 0 and 2 slide over 3 positions; caps 0.7 and 2 bend most values.
+		{testShape{"h64-l4-gqa2", 64, 4, 96, 4, 2, 90, 64, 1e4}, 32, 3, 0.7, 2},
+		// 3 layers, MQA, window 5, no keys for the caps: 50 and 30.
+		{testShape{"h64-l3-mqa", 64, 3, 64, 4, 1, 70, 64, 1e4}, 32, 5, 0, 0},
+		// no sliding_window key: the 4096 default (wider than the prompt: every layer global).
+		{testShape{"h64-l2-nowindow", 64, 2, 64, 4, 2, 50, 64, 1e4}, 32, 0, 1.5, 3},
+		// 46 layers, as Gemma 2 27B: queries scaled by 1/sqrt(hidden/heads) = 1/4, not
+		// 1/sqrt(32) (float weights and an F32 cache only; not with -short).
+		{testShape{"h64-l46", 64, 46, 32, 4, 1, 40, 64, 1e4}, 32, 4, 1, 5},
+	}
+	for ci, cs := range cases {
+		for _, ti := range []int{1, 3, 6} {
+			ty := testTypeSets[ti]
+			if cs.shape.layers == 46 && (ti != 1 || testing.Short()) {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s-w%d/%s", cs.shape.name, cs.window, ty.name), func(t *testing.T) {
+				tm := testModel{shape: cs.shape, types: ty, seed: uint64(5100 + 10*ci + ti), arch: "gemma2",
+					headDim: cs.headDim, window: cs.window, attnCap: cs.attnCap, finalCap: cs.finalCap}
+				path := tm.write(t, dir)
+				V := cs.shape.vocab
+				prompt := []int32{2, int32(V - 1), 9, 4, int32(V / 3), 11, 0, 7, int32(V / 2)}
+				dec := []int32{3, 1, 5}
+				for _, kv := range []KVType{KVF32, KVF16, KVQ8_0} {
+					if kv == KVQ8_0 && cs.headDim%32 != 0 || cs.shape.layers == 46 && kv != KVF32 {
+						continue
+					}
+					tol := tolKV(tolFor(ty), kv)
+					for _, e := range []kernelrt.Ops{kernelrt.Serial{}, rt} {
+						worst := runCompare(t, e, path, LoadOptions{KV: kv}, prompt, dec, tol)
+						t.Logf("kv %s %T: max relative error %.3g (tolerance %g)", kv, e, worst, tol)
+					}
+				}
+				m, err := LoadGGUF(path, LoadOptions{KV: KVF32, MaxBatch: 2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer m.Close()
+				wantCfg := [3]float64{float64(cs.window), float64(float32(cs.attnCap)), float64(float32(cs.finalCap))}
+				for i, d := range [3]float64{4096, 50, 30} {
+					if wantCfg[i] == 0 {
+						wantCfg[i] = d
+					}
+				}
+				if got := [3]float64{float64(m.Cfg.SlidingWindow), float64(m.Cfg.AttnSoftcap), float64(m.Cfg.FinalSoftcap)}; got != wantCfg {
+					t.Errorf("window, soft-caps = %v, want %v", got, wantCfg)
+				}
+				// Decode reads a sliding layer's window only: the odd layers are global.
+				n, global := 20, cs.shape.layers/2
+				wantRead := 2 * 4 * cs.shape.kvHeads * cs.headDim * ((cs.shape.layers-global)*min(n, m.Cfg.SlidingWindow) + global*n)
+				if got := m.KVReadBytes(n); got != wantRead {
+					t.Errorf("KVReadBytes(%d) = %d, want %d", n, got, wantRead)
+				}
+				// Chunks of 2: batches at positions inside, across and past the window.
 				ref := loadRef(t, path)
 				ref.kv = KVF32
 				want := ref.forward(append(append([]int32(nil), prompt...), dec...))

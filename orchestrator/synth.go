@@ -233,6 +233,10 @@ func SyntheticGGUF(b *gguf.Builder, cfg Config, recipe Recipe, seed uint64) erro
 	if c.SlidingWindow > 0 {
 		more = append(more, b.AddKV(p+"attention.sliding_window", gguf.Uint32(uint32(c.SlidingWindow))))
 	}
+	if c.arch().softcaps {
+		more = append(more, b.AddKV(p+"attn_logit_softcapping", gguf.Float32(c.AttnSoftcap)),
+			b.AddKV(p+"final_logit_softcapping", gguf.Float32(c.FinalSoftcap)))
+	}
 	if c.ropeScale() != 1 {
 		more = append(more, b.AddKV(p+"rope.scaling.type", gguf.String("linear")),
 			b.AddKV(p+"rope.scaling.factor", gguf.Float32(float32(c.RopeScale))))

@@ -48,6 +48,13 @@ func shapes() map[string]func() orchestrator.Config {
 			c.Arch, c.Layers, c.HeadDim, c.KVHeads, c.SlidingWindow = "gemma3", 7, 64, 1, 64
 			return c
 		},
+		// tiny-gemma2: a small gemma2 (4 layers: 0 and 2 slide over a window of 64, 1 and 3
+		// are global), 4 heads of 64 over 2 KV heads, scores soft-capped at 50, logits at 30.
+		"tiny-gemma2": func() orchestrator.Config {
+			c := s["tiny"]()
+			c.Arch, c.Layers, c.HeadDim, c.SlidingWindow, c.AttnSoftcap, c.FinalSoftcap = "gemma2", 4, 64, 64, 50, 30
+			return c
+		},
 		// tiny256: the smallest shape whose matrices can all be K-quants (rows of 256): one
 		// layer, 4 heads of 64 over 2 KV heads, the smallest synthetic vocabulary. About 0.3 MB
 		// as Q4_K_M: the compatibility fixtures (orchestrator/testdata/llamacpp).
@@ -70,6 +77,13 @@ func shapes() map[string]func() orchestrator.Config {
 		"qwen3-0.6b": func() orchestrator.Config {
 			c := orchestrator.Qwen3_0_6B()
 			c.MaxCtx = 40960
+			return c
+		},
+		// gemma2-2b: Gemma 2 2B's shape (26 layers, hidden 2304, FFN 9216, 8/4 heads of 256,
+		// window 4096, vocab 256000, soft-caps 50 and 30).
+		"gemma2-2b": func() orchestrator.Config {
+			c := orchestrator.Gemma2_2B()
+			c.MaxCtx = 8192
 			return c
 		},
 		// gemma3-1b: Gemma 3 1B's shape (26 layers, hidden 1152, 4/1 heads of 256, window
