@@ -15,6 +15,7 @@ import (
 	"github.com/kernelrt/kernelrt/chat"
 	"github.com/kernelrt/kernelrt/generate"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -52,7 +53,11 @@ func New(e *Engine, o Options) *Server {
 	s := &Server{e: e, o: o, mux: http.NewServeMux(), reg: prometheus.NewRegistry(), created: time.Now().Unix()}
 	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kernelrt", Name: "http_requests_total",
 		Help: "HTTP requests by route and status code (499: the client went away first)."}, []string{"route", "code"})
-	s.reg.MustRegister(s.requests)
+	// The Go runtime's and the process's own gauges (go_goroutines,
+	// process_resident_memory_bytes, open descriptors): what an operator or a soak watches
+	// for leaks. In the Server's registry, not the Engine's, so a program that gathers the
+	// engine beside its own runtime collectors gets no duplicates.
+	s.reg.MustRegister(s.requests, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := promhttp.HandlerFor(prometheus.Gatherers{s.reg, e.Metrics()}, promhttp.HandlerOpts{})
 	route := func(path, method string, h http.HandlerFunc) {
 		s.mux.Handle(path, s.count(path, func(w http.ResponseWriter, r *http.Request) {

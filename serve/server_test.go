@@ -243,7 +243,7 @@ func TestServerInfoRoutes(t *testing.T) {
 		"kernelrt_prompt_tokens_total 5", "kernelrt_generated_tokens_total", "kernelrt_prompt_tokens_reused_total 0",
 		"kernelrt_batch_sequences_bucket", "kernelrt_batch_tokens_count", "kernelrt_queue_depth 0", "kernelrt_running_sequences 0",
 		"kernelrt_time_to_first_token_seconds_count 1", "kernelrt_inter_token_seconds_bucket",
-		`kernelrt_requests_ended_total{outcome="completed"} 1`,
+		`kernelrt_requests_ended_total{outcome="completed"} 1`, "go_goroutines ", "process_resident_memory_bytes ",
 	} {
 		if !strings.Contains(b, want) {
 			t.Errorf("metrics lack %q", want)
