@@ -12,9 +12,9 @@
 //     dropped) for -duration, sampling the server's RSS every -sample; it fails when the RSS
 //     grew by more than -rss-growth after warm-up or the server did not return to idle.
 //
-// The server exports no go_goroutines (its /metrics registry has only kernelrt's own
-// collectors), so handler leaks are seen from /proc: open descriptors (each connection is
-// one; a handler stuck on a client holds its connection) and OS threads.
+// Leaks are seen three ways: the server's goroutines (go_goroutines on /metrics: a handler
+// or stream that never ends keeps one), and from /proc its open descriptors (each
+// connection is one) and OS threads.
 //
 //	go run ./tools/loadtest -mode load -shape qwen2-0.5b -clients 256
 //	go run ./tools/loadtest -mode soak -duration 10m
@@ -157,14 +157,16 @@ type server struct {
 
 // procSample is what /proc and /metrics say about the server at one moment.
 type procSample struct {
-	At       string  `json:"at"`
-	Seconds  float64 `json:"seconds"`
-	RSSMiB   float64 `json:"rss_mib"`
-	Threads  int     `json:"threads"`
-	FDs      int     `json:"fds"`
-	Running  float64 `json:"running"`
-	Queued   float64 `json:"queued"`
-	Requests int64   `json:"requests_done,omitempty"`
+	At      string  `json:"at"`
+	Seconds float64 `json:"seconds"`
+	RSSMiB  float64 `json:"rss_mib"`
+	Threads int     `json:"threads"`
+	FDs     int     `json:"fds"`
+	// Goroutines is the server's go_goroutines.
+	Goroutines int     `json:"goroutines"`
+	Running    float64 `json:"running"`
+	Queued     float64 `json:"queued"`
+	Requests   int64   `json:"requests_done,omitempty"`
 }
 
 // report is the run's result.
@@ -343,6 +345,7 @@ func (s *server) sample(t0 time.Time, label string) (procSample, error) {
 		return p, err
 	}
 	p.Running, p.Queued = m["kernelrt_running_sequences"], m["kernelrt_queue_depth"]
+	p.Goroutines = int(m["go_goroutines"])
 	return p, nil
 }
 
@@ -552,7 +555,7 @@ func (s *server) settle(t0 time.Time, idle procSample, label string) (procSample
 	for i := 0; i < 60; i++ {
 		s.tr.CloseIdleConnections()
 		last, err = s.sample(t0, label)
-		if err == nil && last.Running == 0 && last.Queued == 0 && last.FDs <= idle.FDs {
+		if err == nil && last.Running == 0 && last.Queued == 0 && last.FDs <= idle.FDs && last.Goroutines <= idle.Goroutines {
 			return last, nil
 		}
 		time.Sleep(time.Second)
@@ -566,6 +569,9 @@ func (rep *report) checkIdle(idle, after procSample) {
 	}
 	if after.FDs > idle.FDs {
 		rep.Checks = append(rep.Checks, fmt.Sprintf("the server holds %d descriptors after the load, %d when idle before it (connections or handlers leaked)", after.FDs, idle.FDs))
+	}
+	if after.Goroutines > idle.Goroutines {
+		rep.Checks = append(rep.Checks, fmt.Sprintf("the server runs %d goroutines after the load, %d when idle before it (handlers or streams leaked)", after.Goroutines, idle.Goroutines))
 	}
 }
 
@@ -785,7 +791,7 @@ func runSoak(c config, s *server, rep *report) error {
 			p.At, warm = "after warm-up", p
 		}
 		rep.Samples = append(rep.Samples, p)
-		fmt.Fprintf(os.Stderr, "loadtest: %5.0fs rss %.1f MiB, %d threads, %d fds, %d requests\n", p.Seconds, p.RSSMiB, p.Threads, p.FDs, p.Requests)
+		fmt.Fprintf(os.Stderr, "loadtest: %5.0fs rss %.1f MiB, %d goroutines, %d threads, %d fds, %d requests\n", p.Seconds, p.RSSMiB, p.Goroutines, p.Threads, p.FDs, p.Requests)
 	}
 	tk.Stop()
 	last, err := s.sample(t0, "end of load")
@@ -836,9 +842,9 @@ func (rep *report) print(w io.Writer) {
 	for _, why := range rep.LostWhy {
 		fmt.Fprintf(w, "  lost: %s\n", why)
 	}
-	fmt.Fprintf(w, "\n%-16s %8s %9s %8s %5s %8s %7s %9s\n", "sample", "t (s)", "RSS MiB", "threads", "fds", "running", "queued", "requests")
+	fmt.Fprintf(w, "\n%-16s %8s %9s %10s %8s %5s %8s %7s %9s\n", "sample", "t (s)", "RSS MiB", "goroutines", "threads", "fds", "running", "queued", "requests")
 	for _, p := range rep.Samples {
-		fmt.Fprintf(w, "%-16s %8.0f %9.1f %8d %5d %8.0f %7.0f %9d\n", p.At, p.Seconds, p.RSSMiB, p.Threads, p.FDs, p.Running, p.Queued, p.Requests)
+		fmt.Fprintf(w, "%-16s %8.0f %9.1f %10d %8d %5d %8.0f %7.0f %9d\n", p.At, p.Seconds, p.RSSMiB, p.Goroutines, p.Threads, p.FDs, p.Running, p.Queued, p.Requests)
 	}
 	if len(rep.Abuse) > 0 {
 		fmt.Fprintln(w)
