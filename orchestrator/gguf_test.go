@@ -570,19 +570,7 @@ func TestSyntheticGGUF(t *testing.T) {
 	for _, ac := range syntheticArchConfigs() {
 		for _, r := range []Recipe{RecipeQ8_0(), RecipeMixed(), RecipeF16()} {
 			t.Run(ac.arch().name+"/"+r.Name, func(t *testing.T) {
-				b := gguf.NewBuilder()
-				if err := SyntheticGGUF(b, ac, r, 1); err != nil {
-					t.Fatal(err)
-				}
-				p := filepath.Join(t.TempDir(), "syn.gguf")
-				fh, err := os.Create(p)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := b.WriteTo(fh); err != nil {
-					t.Fatal(err)
-				}
-				fh.Close()
+				p := writeSynthetic(t, ac, r, 1, "syn.gguf")
 				m, err := LoadGGUF(p, LoadOptions{})
 				if err != nil {
 					t.Fatal(err)
@@ -804,4 +792,26 @@ func TestDecodeNoAllocs(t *testing.T) {
 			m.Close()
 		}
 	}
+}
+
+// writeSynthetic writes SyntheticGGUF(cfg, r, seed) to name in the test's temporary
+// directory and returns its path.
+func writeSynthetic(t testing.TB, cfg Config, r Recipe, seed uint64, name string) string {
+	t.Helper()
+	b := gguf.NewBuilder()
+	if err := SyntheticGGUF(b, cfg, r, seed); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), name)
+	fh, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.WriteTo(fh); err != nil {
+		t.Fatal(err)
+	}
+	if err := fh.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -183,21 +181,7 @@ var iq4XSConfig = Config{Arch: "qwen2", Layers: 2, Hidden: 256, Intermediate: 51
 // Q8_0 activation roundings downstream, as the K-quant mixes' tolerance allows).
 func TestSyntheticGGUFIQ4XS(t *testing.T) {
 	cfg, r := iq4XSConfig, iq4XSRecipe()
-	b := gguf.NewBuilder()
-	if err := SyntheticGGUF(b, cfg, r, 7); err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), "iq4_xs.gguf")
-	fh, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.WriteTo(fh); err != nil {
-		t.Fatal(err)
-	}
-	if err := fh.Close(); err != nil {
-		t.Fatal(err)
-	}
+	p := writeSynthetic(t, cfg, r, 7, "iq4_xs.gguf")
 	for _, mw := range []bool{false, true} {
 		m, err := LoadGGUF(p, LoadOptions{MapWeights: mw})
 		if err != nil {

@@ -2,8 +2,6 @@ package orchestrator
 
 import (
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/kernelrt/kernelrt"
@@ -18,21 +16,7 @@ func TestSyntheticGGUFIQ4_NL(t *testing.T) {
 	cfg := syntheticArchConfigs()[0]
 	r := Recipe{Name: "iq4_nl", Q: IQ4_NL, K: IQ4_NL, V: Q8_0, O: IQ4_NL, Gate: IQ4_NL, Up: IQ4_NL, Down: IQ4_NL,
 		Embedded: IQ4_NL, Untied: true, Output: IQ4_NL}
-	b := gguf.NewBuilder()
-	if err := SyntheticGGUF(b, cfg, r, 3); err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), "iq4_nl.gguf")
-	fh, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.WriteTo(fh); err != nil {
-		t.Fatal(err)
-	}
-	if err := fh.Close(); err != nil {
-		t.Fatal(err)
-	}
+	p := writeSynthetic(t, cfg, r, 3, "iq4_nl.gguf")
 	m, err := LoadGGUF(p, LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -155,21 +139,7 @@ func TestSyntheticGGUFQ3K(t *testing.T) {
 	cfg := Config{Arch: "qwen2", Layers: 2, Hidden: 256, Intermediate: 512, Heads: 4, KVHeads: 2, HeadDim: 64, Vocab: 300,
 		RopeTheta: 1e6, Eps: 1e-6, MaxCtx: 64, MaxBatch: 16}
 	r := Recipe{Name: "q3_k", Q: Q3_K, K: Q3_K, V: Q3_K, O: Q3_K, Gate: Q3_K, Up: Q3_K, Down: Q3_K, Embedded: Q3_K}
-	b := gguf.NewBuilder()
-	if err := SyntheticGGUF(b, cfg, r, 5); err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), "q3_k.gguf")
-	fh, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.WriteTo(fh); err != nil {
-		t.Fatal(err)
-	}
-	if err := fh.Close(); err != nil {
-		t.Fatal(err)
-	}
+	p := writeSynthetic(t, cfg, r, 5, "q3_k.gguf")
 	m, err := LoadGGUF(p, LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
