@@ -630,14 +630,7 @@ func (p *parser) prune() []bool {
 				continue
 			}
 			for _, a := range alts {
-				ok := true
-				for _, e := range a {
-					if e.kind == kRef && !productive[e.arg] {
-						ok = false
-						break
-					}
-				}
-				if ok {
+				if allProductive(a, productive) {
 					productive[id], changed = true, true
 					break
 				}
@@ -647,20 +640,24 @@ func (p *parser) prune() []bool {
 	for id, alts := range p.alts {
 		kept := alts[:0]
 		for _, a := range alts {
-			ok := true
-			for _, e := range a {
-				if e.kind == kRef && !productive[e.arg] {
-					ok = false
-					break
-				}
-			}
-			if ok {
+			if allProductive(a, productive) {
 				kept = append(kept, a)
 			}
 		}
 		p.alts[id] = kept
 	}
 	return productive
+}
+
+// allProductive reports whether every rule alternative a references is productive (matches some
+// finite text).
+func allProductive(a []elem, productive []bool) bool {
+	for _, e := range a {
+		if e.kind == kRef && !productive[e.arg] {
+			return false
+		}
+	}
+	return true
 }
 
 // leftRecursion refuses a rule that can reach itself without consuming a character: the
