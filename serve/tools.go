@@ -239,14 +239,7 @@ func messageToolCalls(raw json.RawMessage, param string) ([]chat.ToolCall, *apiE
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
-	var in []struct {
-		ID       string `json:"id"`
-		Type     string `json:"type"`
-		Function struct {
-			Name      string `json:"name"`
-			Arguments string `json:"arguments"`
-		} `json:"function"`
-	}
+	var in []toolCallOut // the wire shape is the one responses carry
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return nil, badRequest(param, "invalid_type", "%s must be an array of {\"id\", \"type\": \"function\", \"function\": {\"name\", \"arguments\"}}: %v", param, err)
 	}
