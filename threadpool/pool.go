@@ -233,8 +233,8 @@ func New(o Options) (*Pool, error) {
 	if n == 0 {
 		n = len(usable)
 	}
-	p := &Pool{n: n, pin: !o.NoPin, coreReason: reason, cores: make([]int, n), workers: make([]worker, n),
-		ticks0: cputicks(), nanos0: nanotime()}
+	p := &Pool{n: n, pin: !o.NoPin, coreReason: reason, cores: make([]int, n), workers: make([]worker, n)}
+	p.ticks0, p.nanos0 = clockPair()
 	for i := range p.cores {
 		p.cores[i] = usable[i%len(usable)]
 	}
