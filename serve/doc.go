@@ -1,6 +1,7 @@
 // Package serve serves many users from one model: an Engine batches their generations
 // (continuous batching over the slots of a multi-sequence KV cache, with prompt prefix
-// reuse), and a Server puts an OpenAI-compatible HTTP API in front of it that any net/http
+// reuse from free slots and from a prefix cache of their copies within a RAM budget,
+// EngineOptions.PrefixCacheBytes), and a Server puts an OpenAI-compatible HTTP API in front of it that any net/http
 // program can mount.
 //
 //	e, err := serve.OpenEngine("model.gguf", serve.OpenOptions{Model: generate.OpenOptions{

@@ -50,6 +50,12 @@ type EngineOptions struct {
 	QueueSize int
 	// NoPrefixReuse prefills every prompt in full, never reusing a slot's cached prefix.
 	NoPrefixReuse bool
+	// PrefixCacheBytes is the RAM budget of the prefix cache (0 = none): a free slot's
+	// cached tokens that a new request is about to overwrite are first copied there, off
+	// the Go heap, and a later prompt sharing a longer prefix with a copy than with any
+	// free slot starts from the copy instead of prefilling it. The least recently used
+	// copies go when the budget is full. It needs a Model with PrefixSaver.
+	PrefixCacheBytes int
 }
 
 // Defaults of EngineOptions.
@@ -110,7 +116,8 @@ type Result struct {
 	// ("length"), StopCancelled (the request's context), StopNone with Err.
 	Stop generate.StopReason
 	// PromptTokens is the prompt's length; ReusedTokens of them were already in the slot's
-	// cache (a common prefix with an earlier request) and not computed again.
+	// cache or the prefix cache (a common prefix with an earlier request) and not computed
+	// again.
 	PromptTokens, ReusedTokens int
 	// GeneratedTokens counts the tokens sampled, an end-of-generation token included.
 	GeneratedTokens int
@@ -140,6 +147,9 @@ type Stats struct {
 	PrefilledTokens, GeneratedTokens uint64 // prompt tokens computed; tokens sampled
 	Steps                            uint64 // forward passes
 	EmbeddedTokens                   uint64 // tokens run for embeddings (Embed)
+	PrefixCacheHits, RestoredTokens  uint64 // prompts started from the prefix cache; positions restored
+	PrefixCacheEntries               int    // copies the prefix cache holds
+	PrefixCacheBytes                 int64  // their memory
 }
 
 // Engine runs many generations on one model: a goroutine owns the model and runs steps,
@@ -173,8 +183,9 @@ type Engine struct {
 
 	// Owned by the loop goroutine.
 	slots  []slot
-	active []*request // in slots, in admission order
-	clock  uint64     // steps run, for least-recently-used slot choice
+	active []*request   // in slots, in admission order
+	clock  uint64       // steps run, for least-recently-used slot choice
+	pc     *prefixCache // nil without EngineOptions.PrefixCacheBytes
 	toks   []int32
 	seqs   []orchestrator.Seq
 	parts  []*request
@@ -185,6 +196,8 @@ type Engine struct {
 	running                                             atomic.Int64
 	kvUsed                                              atomic.Int64  // positions the running requests hold in their slots
 	embedded                                            atomic.Uint64 // tokens run for embeddings
+	pcHits, pcRestored                                  atomic.Uint64 // prefix cache: restores, positions restored
+	pcEntries, pcBytes                                  atomic.Int64  // prefix cache: entries, bytes
 }
 
 // slot is one sequence's region of the KV cache.
@@ -230,6 +243,17 @@ func NewEngine(model Model, ops kernelrt.Ops, tok generate.Tokenizer, o EngineOp
 	if o.QueueSize == 0 {
 		o.QueueSize = DefaultQueueSize
 	}
+	if o.PrefixCacheBytes < 0 {
+		return nil, fmt.Errorf("serve: EngineOptions.PrefixCacheBytes must be >= 0, got %d", o.PrefixCacheBytes)
+	}
+	var pc *prefixCache
+	if o.PrefixCacheBytes > 0 && !o.NoPrefixReuse {
+		ps, ok := model.(PrefixSaver)
+		if !ok {
+			return nil, fmt.Errorf("serve: EngineOptions.PrefixCacheBytes: the model (%T) cannot copy its KV cache (PrefixSaver)", model)
+		}
+		pc = &prefixCache{m: ps, budget: o.PrefixCacheBytes}
+	}
 	if o.Name == "" {
 		o.Name = "kernelrt"
 	}
@@ -243,7 +267,7 @@ func NewEngine(model Model, ops kernelrt.Ops, tok generate.Tokenizer, o EngineOp
 	}
 	e := &Engine{model: model, ops: ops, tok: tok, chat: cr, opts: o, vocab: model.Vocab(), maxCtx: model.MaxCtx(),
 		maxBatch: maxBatch, slots: make([]slot, slots), wake: make(chan struct{}, 1), done: make(chan struct{}),
-		drained: make(chan struct{})}
+		drained: make(chan struct{}), pc: pc}
 	for id := range int32(e.vocab) {
 		if tok.IsEOG(id) {
 			e.eog = append(e.eog, id)
@@ -451,7 +475,8 @@ func (e *Engine) Stats() Stats {
 		Waiting: waiting, Running: int(e.running.Load()), Slots: len(e.slots),
 		PromptTokens: e.promptToks.Load(), ReusedTokens: e.reusedToks.Load(),
 		PrefilledTokens: e.prefilled.Load(), GeneratedTokens: e.generated.Load(), Steps: e.steps.Load(),
-		EmbeddedTokens: e.embedded.Load(),
+		EmbeddedTokens: e.embedded.Load(), PrefixCacheHits: e.pcHits.Load(), RestoredTokens: e.pcRestored.Load(),
+		PrefixCacheEntries: int(e.pcEntries.Load()), PrefixCacheBytes: e.pcBytes.Load(),
 	}
 }
 
@@ -501,6 +526,9 @@ func (e *Engine) Close() error {
 // loop is the engine's goroutine: admit, step, repeat.
 func (e *Engine) loop() {
 	defer close(e.done)
+	if e.pc != nil {
+		defer e.pc.close()
+	}
 	// The Runtime's caller is its worker 0: keep it on one thread, pinned when it can be.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -596,6 +624,27 @@ func (e *Engine) place(r *request) {
 		}
 	}
 	s := &e.slots[best]
+	if pc := e.pc; pc != nil {
+		if len(s.cache) > keep {
+			// The slot's tokens past keep are about to be overwritten: copy them first,
+			// keeping the copy this prompt wants out of the evictions.
+			if p, _ := pc.match(r.ids, len(r.ids)-1); p != nil {
+				pc.touch(p)
+			}
+			pc.save(best, s.cache)
+		}
+		p, m := pc.match(r.ids, len(r.ids)-1)
+		if m > keep && (m-keep)*restoreGain >= m && pc.restore(p, best, m) == nil {
+			s.cache = append(s.cache[:0], r.ids[:m]...)
+			keep = m
+			e.pcHits.Add(1)
+			e.pcRestored.Add(uint64(m))
+			e.metrics.pcHits.Inc()
+			e.metrics.pcRestored.Add(float64(m))
+		}
+		e.pcEntries.Store(int64(len(pc.entries)))
+		e.pcBytes.Store(int64(pc.used))
+	}
 	s.req, s.cache = r, s.cache[:keep]
 	r.slot, r.pos, r.reused, r.prefill = best, keep, keep, r.ids[keep:]
 	e.active = append(e.active, r)

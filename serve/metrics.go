@@ -11,6 +11,7 @@ type engineMetrics struct {
 	reg                       *prometheus.Registry
 	prompt, reused, generated prometheus.Counter
 	embedded                  prometheus.Counter
+	pcHits, pcRestored        prometheus.Counter
 	batchSeqs, batchToks      prometheus.Histogram
 	ttft, itl                 prometheus.Histogram
 }
@@ -28,6 +29,8 @@ func newEngineMetrics(e *Engine) *engineMetrics {
 	m.reused = counter("prompt_tokens_reused_total", "Prompt tokens found in a slot's cache (a common prefix with an earlier request), not computed again.")
 	m.generated = counter("generated_tokens_total", "Tokens sampled.")
 	m.embedded = counter("embedding_tokens_total", "Tokens run for embeddings (/v1/embeddings).")
+	m.pcHits = counter("prefix_cache_hits_total", "Prompts that started from a copy in the prefix cache.")
+	m.pcRestored = counter("prefix_cache_restored_tokens_total", "Prompt positions restored from the prefix cache, not computed again (also in prompt_tokens_reused_total).")
 	m.batchSeqs = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "kernelrt", Name: "batch_sequences",
 		Help: "Sequences in one forward step.", Buckets: prometheus.ExponentialBuckets(1, 2, 8)})
 	m.batchToks = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "kernelrt", Name: "batch_tokens",
@@ -43,10 +46,12 @@ func newEngineMetrics(e *Engine) *engineMetrics {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "kernelrt", Name: "requests_ended_total",
 			Help: "Generations ended, by outcome.", ConstLabels: prometheus.Labels{"outcome": outcome}}, f)
 	}
-	m.reg.MustRegister(m.prompt, m.reused, m.generated, m.embedded, m.batchSeqs, m.batchToks, m.ttft, m.itl,
+	m.reg.MustRegister(m.prompt, m.reused, m.generated, m.embedded, m.pcHits, m.pcRestored, m.batchSeqs, m.batchToks, m.ttft, m.itl,
 		gauge("queue_depth", "Requests waiting for a slot.", func() float64 { return float64(e.Stats().Waiting) }),
 		gauge("running_sequences", "Requests in a slot (prefilling, decoding or embedding).", func() float64 { return float64(e.running.Load()) }),
 		gauge("slots", "Sequences the KV cache holds.", func() float64 { return float64(len(e.slots)) }),
+		gauge("prefix_cache_bytes", "Memory of the prefix cache's copies of KV caches.", func() float64 { return float64(e.pcBytes.Load()) }),
+		gauge("prefix_cache_entries", "Copies the prefix cache holds.", func() float64 { return float64(e.pcEntries.Load()) }),
 		gauge("kv_cache_usage_ratio", "Fraction (0-1) of the KV cache's positions, all slots together, that running requests hold.", e.KVCacheUsage),
 		ended("completed", func() float64 { return float64(e.completed.Load()) }),
 		ended("cancelled", func() float64 { return float64(e.cancelled.Load()) }),

@@ -24,13 +24,14 @@ type serveFlags struct {
 	model, addr, kv, name string
 	parallel, ctx, queue  int
 	threads, batch, chunk int
+	cacheRAM              int
 	drain, bodyTimeout    time.Duration
 	maxBody               int64
 	mapWeights            bool
 }
 
 func cmdServe(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("serve", "-model FILE [-addr 127.0.0.1:8080] [-parallel N] [-ctx N] [-queue N] [-threads N] [-kv f32|f16|q8_0] [-drain-timeout 30s] [-map-weights]", stderr)
+	fs := newFlags("serve", "-model FILE [-addr 127.0.0.1:8080] [-parallel N] [-ctx N] [-queue N] [-threads N] [-kv f32|f16|q8_0] [-cache-ram MiB] [-drain-timeout 30s] [-map-weights]", stderr)
 	var f serveFlags
 	fs.StringVar(&f.model, "model", "", "GGUF model `FILE`")
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen `address` (host:port; port 0 picks a free one)")
@@ -41,6 +42,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.kv, "kv", "f32", "KV cache type: f32, f16 (half the memory) or q8_0 (about half of f16)")
 	fs.IntVar(&f.batch, "batch", 128, "most tokens one forward step takes (at least -parallel)")
 	fs.IntVar(&f.chunk, "prefill-chunk", serve.DefaultPrefillChunk, "most prompt tokens one step takes, so running streams keep a bounded inter-token latency")
+	fs.IntVar(&f.cacheRAM, "cache-ram", 512, "MiB of RAM for the prefix cache: copies of slots' KV caches that outlive the slot's next request, so a prompt sharing a long prefix (a system prompt, an earlier turn) is not prefilled again (0 = off), like llama-server's --cache-ram")
 	fs.DurationVar(&f.drain, "drain-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long queued and running requests may take to finish before they are cancelled (keep it under the pod's terminationGracePeriodSeconds)")
 	fs.DurationVar(&f.drain, "drain", 30*time.Second, "the same as -drain-timeout")
 	fs.Int64Var(&f.maxBody, "max-body", serve.DefaultMaxBodyBytes, "largest request body in bytes (larger: 413)")
@@ -65,6 +67,8 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 		return usagef("-body-timeout must be >= 0, got %v", f.bodyTimeout)
 	case f.maxBody < 1:
 		return usagef("-max-body must be positive, got %d", f.maxBody)
+	case f.cacheRAM < 0 || f.cacheRAM > 1<<20:
+		return usagef("-cache-ram must be 0 to %d MiB, got %d", 1<<20, f.cacheRAM)
 	case f.queue < 0:
 		return usagef("-queue must be >= 0 (0: no waiting), got %d", f.queue)
 	}
@@ -101,7 +105,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 			Load: orchestrator.LoadOptions{MaxCtx: f.ctx, KV: kvt, Slots: f.parallel, MaxBatch: max(f.batch, f.parallel),
 				File: arena.FileOptions{WillNeed: true}, MapWeights: f.mapWeights,
 				Build: orchestrator.BuildOptions{Arena: arena.Options{Prefault: true}}}},
-		Engine: serve.EngineOptions{Name: f.name, PrefillChunk: f.chunk, QueueSize: queue},
+		Engine: serve.EngineOptions{Name: f.name, PrefillChunk: f.chunk, QueueSize: queue, PrefixCacheBytes: f.cacheRAM << 20},
 	})
 	if err != nil {
 		srv.Close()
@@ -110,8 +114,8 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	defer e.Close()
 	h := serve.New(e, serve.Options{MaxBodyBytes: f.maxBody})
 	pending.Ready(h)
-	fmt.Fprintf(stderr, "kernelrt serve: %s (%s) loaded in %v: %d sequences of %d tokens, %s KV cache; ready\n",
-		f.model, e.Name(), time.Since(t0).Round(time.Millisecond), f.parallel, e.MaxCtx(), kvt)
+	fmt.Fprintf(stderr, "kernelrt serve: %s (%s) loaded in %v: %d sequences of %d tokens, %s KV cache, %d MiB prefix cache; ready\n",
+		f.model, e.Name(), time.Since(t0).Round(time.Millisecond), f.parallel, e.MaxCtx(), kvt, f.cacheRAM)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
