@@ -193,7 +193,16 @@ func fileBlock(t QType) (size, dOff int) {
 // (tokenizer.AddSynthetic). Norms are near 1, biases small, quantized blocks random with
 // scales as NewSynthetic's. cfg.MaxCtx becomes context_length.
 func SyntheticGGUF(b *gguf.Builder, cfg Config, recipe Recipe, seed uint64) error {
+	return SyntheticGGUFWith(b, cfg, recipe, seed, SynthOptions{})
+}
+
+// SyntheticGGUFWith is SyntheticGGUF with options (SynthOptions); its zero value writes
+// exactly SyntheticGGUF's file.
+func SyntheticGGUFWith(b *gguf.Builder, cfg Config, recipe Recipe, seed uint64, o SynthOptions) error {
 	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := o.check(recipe); err != nil {
 		return err
 	}
 	for _, t := range recipe.types() {
@@ -262,12 +271,17 @@ func SyntheticGGUF(b *gguf.Builder, cfg Config, recipe Recipe, seed uint64) erro
 	}
 	ggml := map[QType]gguf.GGMLType{Q8_0: gguf.TypeQ8_0, Q5_0: gguf.TypeQ5_0, F16: gguf.TypeF16, IQ4_NL: gguf.TypeIQ4_NL, Q3_K: gguf.TypeQ3_K,
 		IQ4_XS: gguf.TypeIQ4_XS}
+	streams := o.streams(next)
+	cb := o.codebook(seed)
 	matrix := func(name string, t QType, rows, cols int) error {
 		if cols%t.blockLen() != 0 {
 			return fmt.Errorf("orchestrator: SyntheticGGUF: %s of type %s has rows of %d values, not a multiple of its block of %d", name, t, cols, t.blockLen())
 		}
-		s := next()
+		s := streams(name)
 		return b.AddTensorFunc(name, ggml[t], []uint64{uint64(cols), uint64(rows)}, func(w io.Writer) error {
+			if t == F16 && cb != nil && name != "token_embd.weight" && name != "output.weight" {
+				return writeF16Codebook(w, cb, rows, cols, s)
+			}
 			if t == F16 {
 				return writeF16(w, rows*cols, s)
 			}
@@ -275,7 +289,10 @@ func SyntheticGGUF(b *gguf.Builder, cfg Config, recipe Recipe, seed uint64) erro
 		})
 	}
 	vector := func(name string, n int, center, spread float32) error {
-		s := next()
+		s := streams(name)
+		if name == "output_norm.weight" && o.OutputNormScale != 0 {
+			center, spread = center*o.OutputNormScale, spread*o.OutputNormScale
+		}
 		v := make([]float32, n)
 		for i := range v {
 			v[i] = center + spread*(2*uniform(&s)-1)

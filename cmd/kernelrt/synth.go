@@ -67,6 +67,25 @@ func shapes() map[string]func() orchestrator.Config {
 			c.Arch, c.RopeTheta, c.Eps = "llama", 500000, 1e-5
 			return c
 		},
+		// tiny256-qwen3, tiny256-gemma2, tiny256-gemma3: tiny256 in those architectures, for
+		// the ik_llama.cpp oracle fixtures (perplexity/testdata/ik): qwen3 with 2 layers;
+		// gemma2 with 26 (ik_llama.cpp builds gemma2 only for 26, 42 or 46 layers), soft-caps
+		// 50 and 30; gemma3 with 6 (layer 5 global); both sliding over a window of 16.
+		"tiny256-qwen3": func() orchestrator.Config {
+			c := s["tiny256"]()
+			c.Arch, c.Layers = "qwen3", 2
+			return c
+		},
+		"tiny256-gemma2": func() orchestrator.Config {
+			c := s["tiny256"]()
+			c.Arch, c.Layers, c.SlidingWindow, c.AttnSoftcap, c.FinalSoftcap = "gemma2", 26, 16, 50, 30
+			return c
+		},
+		"tiny256-gemma3": func() orchestrator.Config {
+			c := s["tiny256"]()
+			c.Arch, c.Layers, c.SlidingWindow = "gemma3", 6, 16
+			return c
+		},
 		// llama-1b: Llama 3.2 1B's shape (16 layers, hidden 2048, 32/8 heads, vocab 128256).
 		"llama-1b": func() orchestrator.Config {
 			c := orchestrator.Llama1B()
@@ -112,13 +131,17 @@ func shapeNames() string {
 }
 
 func cmdSynth(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("synth", "-out FILE [-shape "+shapeNames()+"] [-recipe q8_0|mixed|f16] [-untied] [-seed N] [-ctx N]", stderr)
+	fs := newFlags("synth", "-out FILE [-shape "+shapeNames()+"] [-recipe q8_0|mixed|f16] [-untied] [-seed N] [-ctx N] [-codebook N] [-shared-layers] [-output-norm-scale X]", stderr)
 	out := fs.String("out", "", "write the GGUF file to `FILE`")
 	shape := fs.String("shape", "qwen2-0.5b", "model shape: "+shapeNames())
 	recipe := fs.String("recipe", "q8_0", "weight types: q8_0 (all Q8_0), mixed (llama.cpp's Q5_0 mix) or f16 (unquantized, for llama-quantize)")
 	seed := fs.Uint64("seed", 1, "seed of the random weights")
 	ctx := fs.Int("ctx", 0, "context_length written to the file (0 = the shape's)")
 	untied := fs.Bool("untied", false, "write a separate output head (output.weight, of the embedding's type) instead of tying it to token_embd")
+	var so orchestrator.SynthOptions
+	fs.IntVar(&so.Codebook, "codebook", 0, "with -recipe f16: draw every 256-value block of the layers' weights from `N` random blocks (a quantized file then gzips tens of times smaller)")
+	fs.BoolVar(&so.SharedLayers, "shared-layers", false, "give every layer layer 0's weights")
+	normScale := fs.Float64("output-norm-scale", 0, "multiply output_norm's weights by `X` (wider logits; 0 = 1)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -144,6 +167,7 @@ func cmdSynth(args []string, stdout, stderr io.Writer) error {
 		r.Untied, r.Output = true, r.Embedded
 		r.Name += " untied"
 	}
+	so.OutputNormScale = float32(*normScale)
 	cfg := mk()
 	if *ctx != 0 {
 		// context_length is a uint32 in the file and the loader takes at most MaxContext.
@@ -153,7 +177,7 @@ func cmdSynth(args []string, stdout, stderr io.Writer) error {
 		cfg.MaxCtx = *ctx
 	}
 	b := gguf.NewBuilder()
-	if err := orchestrator.SyntheticGGUF(b, cfg, r, *seed); err != nil {
+	if err := orchestrator.SyntheticGGUFWith(b, cfg, r, *seed, so); err != nil {
 		return err
 	}
 	f, err := createOutput("-out", *out)
