@@ -5,7 +5,7 @@ BENCHFLAGS  ?=
 MODEL       ?=
 
 .PHONY: all help test generate generate-check fmt-check vet test-go test-nocgo test-tags test-race \
-	test-trace test-c bench loadtest soak parity parity-quick calibrate clean
+	test-trace test-c bench loadtest soak openai-node parity parity-quick calibrate clean
 
 all: test
 
@@ -93,6 +93,10 @@ loadtest:
 ## soak: kernelrt serve under 64 looping clients for 10 minutes; fails if RSS grows over 25% or the server does not return to idle.
 soak:
 	$(GO) run ./tools/loadtest -mode soak -duration 10m $(LOADTESTFLAGS)
+
+## openai-node: the npm openai package as a second client of kernelrt serve (structured output, tools, logprobs, embeddings) on a random-weight model; needs node and npm, about 10 s.
+openai-node:
+	GO="$(GO)" tools/openai-node/run.sh
 
 calibrate:
 	$(GO) run ./cmd/calibrate
