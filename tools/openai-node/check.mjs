@@ -41,16 +41,17 @@ function check(cond, what, detail) {
 
 const passed = [];
 
-// run runs one named case; an exception (an API error, a timeout) fails the run with the
-// server's answer.
+// run runs one named case, whose function returns a few words on what it saw; an exception
+// (an API error, a timeout) fails the run with the server's answer.
 async function run(name, fn) {
+  let detail;
   try {
-    await fn();
+    detail = await fn();
   } catch (e) {
     const body = e && e.error !== undefined ? `\n  server said: ${e.status} ${JSON.stringify(e.error)}` : "";
     fail(`${name}: ${e && e.stack ? e.stack : e}${body}`);
   }
-  passed.push(name);
+  passed.push(detail ? `${name} (${detail})` : name);
 }
 
 // validate checks value against a JSON schema using only the keywords below; a schema
@@ -137,6 +138,7 @@ await run("json_schema", async () => {
     const errs = validate(personSchema, v);
     check(errs.length === 0, `json_schema seed ${seed}: the reply does not validate: ${errs.join("; ")}`, ch.message.content);
   }
+  return "3 seeds valid";
 });
 
 await run("json_object", async () => {
@@ -149,6 +151,7 @@ await run("json_object", async () => {
     const v = parseJSON(ch.message.content, `json_object seed ${seed}`);
     check(v !== null && typeof v === "object" && !Array.isArray(v), `json_object seed ${seed}: not an object`, ch.message.content);
   }
+  return "2 seeds";
 });
 
 // Two functions, as serve/tools_test.go's weatherTools.
@@ -209,7 +212,8 @@ await run("tools", async () => {
   const r = await client.chat.completions.create({
     model: "m", messages: [{ role: "user", content: "Weather and time?" }], tools, tool_choice: "required", max_tokens: 600, temperature: 1, seed: 5,
   });
-  checkCalls("tools required parallel", r.choices[0], 0);
+  const par = checkCalls("tools required parallel", r.choices[0], 0);
+  return `required+named x2 seeds, whole and streamed; parallel: ${par.length} call(s)`;
 });
 
 // checkContentLogprobs checks chat logprobs: one entry per generated content token (the
@@ -248,6 +252,7 @@ await run("logprobs", async () => {
     ["text", { max_tokens: 24 }],
     ["json_schema", { max_tokens: 300, response_format: { type: "json_schema", json_schema: { name: "person", strict: true, schema: personSchema } } }],
   ];
+  const seen = [];
   for (const [label, extra] of cases) {
     const params = { model: "m", messages, temperature: 1, seed: 7, logprobs: true, top_logprobs: 3, ...extra };
     const r = await client.chat.completions.create(params);
@@ -269,7 +274,9 @@ await run("logprobs", async () => {
     checkContentLogprobs(`logprobs ${label} streamed`, entries, text, finish, usage.completion_tokens, 3);
     check(text === ch.message.content && JSON.stringify(entries) === JSON.stringify(ch.logprobs.content),
       `logprobs ${label}: the stream differs from the whole reply (same seed)`, { streamed: text, whole: ch.message.content });
+    seen.push(`${label} ${entries.length} tokens`);
   }
+  return `${seen.join(", ")}; top 3; streamed equal`;
 });
 
 // Legacy completions with logprobs (an integer): tokens, token_logprobs, top_logprobs and
@@ -311,6 +318,7 @@ await run("completions_logprobs", async () => {
   }
   check(JSON.stringify(toks) === JSON.stringify(lp.tokens) && JSON.stringify(lps) === JSON.stringify(lp.token_logprobs),
     "completions: streamed logprobs differ from the whole reply's", { streamed: toks, whole: lp.tokens });
+  return `${n} tokens, streamed equal`;
 });
 
 // checkVector: embedDim floats of L2 norm 1 (within 1e-3).
@@ -323,7 +331,9 @@ function checkVector(what, v) {
   }
   const norm = Math.sqrt(ss);
   check(Math.abs(norm - 1) <= 1e-3, `${what}: L2 norm ${norm}, want 1 within 1e-3`);
+  worstNorm = Math.max(worstNorm, Math.abs(norm - 1));
 }
+let worstNorm = 0;
 
 // fromBase64 decodes an explicit base64 embedding: little-endian float32s.
 function fromBase64(what, s) {
@@ -364,6 +374,7 @@ await run("embeddings", async () => {
       `embeddings: ${label} vectors differ from float ones`);
   }
   check(byFormat.float[0].some((x, j) => Math.abs(x - byFormat.float[1][j]) > 1e-4), "embeddings: two different texts gave the same vector");
+  return `float/base64/default, string and array, dim ${embedDim}, max |norm-1| ${worstNorm.toExponential(1)}`;
 });
 
 console.log(`openai-node: PASS with openai ${VERSION} on node ${process.version}: ${passed.join(", ")}`);
