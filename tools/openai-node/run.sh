@@ -57,20 +57,22 @@ if [ -z "$url" ]; then
   cat "$tmp/serve.log" >&2
   exit 1
 fi
-# /health answers 503 until the model is loaded: poll it, 30 s at most, each try 2 s at most.
+# /health answers 503 until the model is loaded: poll it, 30 s at most, each try 2 s at
+# most, and stop early if the server exited.
 if ! node -e '
-  const url = process.argv[1] + "/health", end = Date.now() + 30000;
+  const url = process.argv[1] + "/health", pid = Number(process.argv[2]), end = Date.now() + 30000;
   (async () => {
     for (;;) {
       try {
         const r = await fetch(url, { signal: AbortSignal.timeout(2000) });
         if (r.status === 200) process.exit(0);
       } catch {}
+      try { process.kill(pid, 0); } catch { process.exit(1); } // the server is gone
       if (Date.now() > end) process.exit(1);
       await new Promise((ok) => setTimeout(ok, 100));
     }
-  })();' "$url"; then
-  echo "openai-node: $url/health did not answer 200 within 30 s:" >&2
+  })();' "$url" "$pid"; then
+  echo "openai-node: $url/health did not answer 200 within 30 s, or the server exited:" >&2
   cat "$tmp/serve.log" >&2
   exit 1
 fi
