@@ -103,7 +103,7 @@ func build(c Config, specs []tensorSpec, src weightSource, opts BuildOptions) (*
 	if kCols > 0 { // the Q8_K activations of the widest K-quant matmul, for MaxBatch tokens
 		p.Add(arena.Buffer{Name: "act.xq8k", ElemSize: int(unsafe.Sizeof(kernelrt.BlockQ8K{})), Count: c.MaxBatch * kCols / kernelrt.QKK, Region: arena.Activations})
 	}
-	planKV(&p, c)
+	planKV(&p, c, a)
 	layout, err := p.Layout()
 	if err != nil {
 		return nil, fmt.Errorf("orchestrator: plan: %w", err)
@@ -127,7 +127,7 @@ func build(c Config, specs []tensorSpec, src weightSource, opts BuildOptions) (*
 			return nil, fmt.Errorf("orchestrator: %w", err)
 		}
 	}
-	if err := m.kv.bind(ar, layout, c); err != nil {
+	if err := m.kv.bind(ar, layout, c, a); err != nil {
 		ar.Close()
 		return nil, fmt.Errorf("orchestrator: %w", err)
 	}

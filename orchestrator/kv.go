@@ -86,20 +86,49 @@ func (k KVType) elemSize() int {
 }
 
 // kvCache is every layer's keys and values for each slot (sequence), in the cache's type,
-// laid out [slot][kv head][MaxCtx][head dim] per layer: one region per slot.
+// laid out [slot][kv head][rows][head dim] per layer: one region per slot. A global layer
+// has MaxCtx rows, position p in row p. A sliding-window layer needs only the last window
+// of positions, so when the model has them and a context longer than ring rows, those
+// layers get ring rows (window-1 + max(window, MaxBatch)) holding positions base.. of the
+// slot in rows 0..: when a step would write past the last row, the window's last
+// window-1 positions move to the front first (compact). Attention then always reads
+// contiguous rows, and the move costs about one row per generated token.
 type kvCache struct {
-	typ  KVType
-	per  int // elements of one slot of one layer: KVHeads*MaxCtx*HeadDim values in typ
-	f32  [][2][]float32
-	f16  [][2][]uint16
-	q8   [][2][]kernelrt.BlockQ8_0
-	scrF []float32 // the caller's attention scratch (kernelrt.AttnScratchFloats)
+	typ    KVType
+	rows   []int // per layer: rows per KV head (MaxCtx, or ring on a sliding layer)
+	per    []int // per layer: elements of one slot: KVHeads*rows*HeadDim values in typ
+	ring   int   // rows of the sliding layers' cache, 0 when they hold all MaxCtx
+	window int   // the sliding window, when ring > 0
+	base   []int // per slot: the position in row 0 of the ring layers
+	f32    [][2][]float32
+	f16    [][2][]uint16
+	q8     [][2][]kernelrt.BlockQ8_0
+	scrF   []float32 // the caller's attention scratch (kernelrt.AttnScratchFloats)
+}
+
+// kvRows is the rows per KV head of every layer's cache, and the ring rows (0 = none).
+func kvRows(c Config, a *archSpec) ([]int, int) {
+	rows := make([]int, c.Layers)
+	ring := 0
+	if w := c.SlidingWindow; w > 0 {
+		if r := w - 1 + max(w, c.MaxBatch); r < c.MaxCtx {
+			ring = r
+		}
+	}
+	for li := range rows {
+		rows[li] = c.MaxCtx
+		if ring > 0 && a.sliding(&c, li) {
+			rows[li] = ring
+		}
+	}
+	return rows, ring
 }
 
 // planKV adds the cache of c (c.KV) and the attention scratch to p.
-func planKV(p *arena.Plan, c Config) {
-	n := c.KV.elems(c.KVHeads * c.MaxCtx * c.HeadDim * c.slots())
+func planKV(p *arena.Plan, c Config, a *archSpec) {
+	rows, _ := kvRows(c, a)
 	for l := 0; l < c.Layers; l++ {
+		n := c.KV.elems(c.KVHeads * rows[l] * c.HeadDim * c.slots())
 		for _, kv := range []string{"k", "v"} {
 			p.Add(arena.Buffer{Name: fmt.Sprintf("kv.%d.%s", l, kv), ElemSize: c.KV.elemSize(), Count: n, Region: arena.KV})
 		}
@@ -110,9 +139,15 @@ func planKV(p *arena.Plan, c Config) {
 }
 
 // bind points the cache into the arena.
-func (kv *kvCache) bind(a *arena.Arena, l *arena.Layout, c Config) error {
+func (kv *kvCache) bind(a *arena.Arena, l *arena.Layout, c Config, spec *archSpec) error {
 	kv.typ = c.KV
-	kv.per = c.KV.elems(c.KVHeads * c.MaxCtx * c.HeadDim)
+	kv.rows, kv.ring = kvRows(c, spec)
+	kv.window = c.SlidingWindow
+	kv.base = make([]int, c.slots())
+	kv.per = make([]int, c.Layers)
+	for li, r := range kv.rows {
+		kv.per[li] = c.KV.elems(c.KVHeads * r * c.HeadDim)
+	}
 	var err error
 	if kv.scrF, err = arena.Get[float32](a, l, "scratch.attn"); err != nil {
 		return err
@@ -126,6 +161,67 @@ func (kv *kvCache) bind(a *arena.Arena, l *arena.Layout, c Config) error {
 		kv.q8, err = bindLayers[kernelrt.BlockQ8_0](a, l, c.Layers)
 	}
 	return err
+}
+
+// continuable reports whether slot can continue at position pos: the ring layers still hold
+// the window before it (always true without ring layers, and at position 0).
+func (kv *kvCache) continuable(slot, pos int) bool {
+	return kv.ring == 0 || pos == 0 || kv.base[slot] == 0 || pos-kv.window+1 >= kv.base[slot]
+}
+
+// prepare readies the ring layers for seqs (checked first, then changed): a sequence must
+// continue where its ring still holds the window, and one whose tokens would pass the last
+// row first moves the window's positions to the front.
+func (kv *kvCache) prepare(c *Config, seqs []Seq) error {
+	if kv.ring == 0 {
+		return nil
+	}
+	for i, s := range seqs {
+		if !kv.continuable(s.Slot, s.Pos) {
+			return fmt.Errorf("orchestrator: seqs[%d] continues slot %d at position %d, but its sliding-window layers (window %d) hold positions %d on only",
+				i, s.Slot, s.Pos, kv.window, kv.base[s.Slot])
+		}
+	}
+	for _, s := range seqs {
+		if s.Pos == 0 {
+			kv.base[s.Slot] = 0
+		}
+		if s.Pos+s.N-kv.base[s.Slot] > kv.ring {
+			kv.compact(c, s.Slot, s.Pos)
+		}
+	}
+	return nil
+}
+
+// compact moves the ring layers' rows of positions pos-window+1..pos-1 of slot to the front.
+func (kv *kvCache) compact(c *Config, slot, pos int) {
+	nb := pos - kv.window + 1
+	from, n := nb-kv.base[slot], kv.window-1
+	row := kv.typ.bytesPer(c.HeadDim)
+	for li, r := range kv.rows {
+		if r != kv.ring {
+			continue
+		}
+		for j := 0; j < 2; j++ {
+			layer := kv.layerBytes(li, j)[slot*kv.per[li]*kv.typ.elemSize():]
+			for h := 0; h < c.KVHeads; h++ {
+				head := layer[h*r*row : (h+1)*r*row]
+				copy(head[:n*row], head[from*row:(from+n)*row])
+			}
+		}
+	}
+	kv.base[slot] = nb
+}
+
+// layerBytes is layer li's K (j = 0) or V (j = 1) cache, every slot, as bytes.
+func (kv *kvCache) layerBytes(li, j int) []byte {
+	switch kv.typ {
+	case KVF32:
+		return asBytes(kv.f32[li][j])
+	case KVF16:
+		return asBytes(kv.f16[li][j])
+	}
+	return asBytes(kv.q8[li][j])
 }
 
 // bindLayers returns every layer's K and V buffers as T.
@@ -152,8 +248,12 @@ func bindLayers[T any](a *arena.Arena, l *arena.Layout, layers int) ([][2][]T, e
 // token at a time; tokens whose window still starts at 0 share one call.
 func (kv *kvCache) attend(e kernelrt.Ops, m *Model, li, slot, pos0, window int, att, qv, kvals, vvals []float32, T, qs, ks, vs int) error {
 	c := &m.Cfg
-	hd, nkv, ctx := c.HeadDim, c.KVHeads, c.MaxCtx
-	lo, hi := slot*kv.per, (slot+1)*kv.per
+	hd, nkv, ctx := c.HeadDim, c.KVHeads, kv.rows[li]
+	lo, hi := slot*kv.per[li], (slot+1)*kv.per[li]
+	if ctx != c.MaxCtx {
+		// A ring layer: positions from base on, in rows from 0 (prepare made room).
+		pos0 -= kv.base[slot]
+	}
 	var err error
 	switch kv.typ {
 	case KVF32:
@@ -211,7 +311,7 @@ func (kv *kvCache) run(e kernelrt.Ops, li, slot int, out, q []float32, tokens, q
 	n := ctx - first // positions in the view, per head
 	a := kv.typ.elems((g0*ctx + first) * hd)
 	b := a + kv.typ.elems(((nKVHeads-1)*ctx+n)*hd)
-	base := slot * kv.per
+	base := slot * kv.per[li]
 	switch kv.typ {
 	case KVF32:
 		return e.AttentionF32(out, q, kv.f32[li][0][base+a:base+b], kv.f32[li][1][base+a:base+b], kv.scrF, tokens, qStride, nHeads, nKVHeads, hd, n, pos0-first, softcap)
@@ -225,10 +325,15 @@ func (kv *kvCache) run(e kernelrt.Ops, li, slot int, out, q []float32, tokens, q
 func (m *Model) KV() KVType { return m.kv.typ }
 
 // KVBytes is the memory of the KV cache: every layer's keys and values for every slot,
-// 2*Layers*Slots*KVHeads*MaxCtx*HeadDim values in the cache's type.
+// 2*Slots*KVHeads*rows*HeadDim values per layer in the cache's type, rows being MaxCtx, or
+// on a sliding-window layer the ring's rows when they are fewer.
 func (m *Model) KVBytes() int {
 	c := &m.Cfg
-	return 2 * c.Layers * c.slots() * c.KV.bytesPer(c.KVHeads*c.MaxCtx*c.HeadDim)
+	n := 0
+	for _, r := range m.kv.rows {
+		n += 2 * c.slots() * c.KV.bytesPer(c.KVHeads*r*c.HeadDim)
+	}
+	return n
 }
 
 // KVReadBytes is what one decoded token's attention reads from the cache of a sequence that

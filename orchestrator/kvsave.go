@@ -15,13 +15,17 @@ func (m *Model) PrefixBytes(n int) int {
 // SavePrefix copies the keys and values of positions 0..n-1 of slot's cache into dst,
 // which must be PrefixBytes(n) long, so that RestorePrefix can put them back into a slot
 // later (a prefix cache that outlives the slot's next request). The copy is laid out
-// [layer][K, V][KV head][n positions]. It fails, changing nothing, on a closed model or
-// arguments out of range.
+// [layer][K, V][KV head][n positions]. It fails, changing nothing, on a closed model,
+// arguments out of range, or when the sliding-window layers of the model no longer hold
+// every one of the positions (they keep a window and a batch: Reusable).
 func (m *Model) SavePrefix(slot, n int, dst []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.checkPrefix("SavePrefix", slot, n, n, len(dst)); err != nil {
 		return err
+	}
+	if kv := &m.kv; kv.ring > 0 && (kv.base[slot] > 0 || n > kv.ring) {
+		return fmt.Errorf("orchestrator: SavePrefix: %d positions of slot %d: its sliding-window layers hold %d from position %d", n, slot, kv.ring, kv.base[slot])
 	}
 	m.kv.copyPrefix(&m.Cfg, slot, n, n, dst, true)
 	return nil
@@ -37,7 +41,13 @@ func (m *Model) RestorePrefix(slot int, src []byte, n, mm int) error {
 	if err := m.checkPrefix("RestorePrefix", slot, n, mm, len(src)); err != nil {
 		return err
 	}
+	if kv := &m.kv; kv.ring > 0 && n > kv.ring {
+		return fmt.Errorf("orchestrator: RestorePrefix: a copy of %d positions: the sliding-window layers hold %d", n, kv.ring)
+	}
 	m.kv.copyPrefix(&m.Cfg, slot, n, mm, src, false)
+	if m.kv.ring > 0 {
+		m.kv.base[slot] = 0
+	}
 	return nil
 }
 
@@ -64,20 +74,11 @@ func (m *Model) checkPrefix(op string, slot, n, mm, size int) error {
 func (kv *kvCache) copyPrefix(c *Config, slot, n, mm int, buf []byte, save bool) {
 	row := kv.typ.bytesPer(c.HeadDim) // bytes of one position of one head
 	off := 0
-	for li := 0; li < c.Layers; li++ {
+	for li, rows := range kv.rows {
 		for j := 0; j < 2; j++ {
-			var layer []byte
-			switch kv.typ {
-			case KVF32:
-				layer = asBytes(kv.f32[li][j])
-			case KVF16:
-				layer = asBytes(kv.f16[li][j])
-			default:
-				layer = asBytes(kv.q8[li][j])
-			}
-			base := slot * kv.per * kv.typ.elemSize()
+			layer := kv.layerBytes(li, j)[slot*kv.per[li]*kv.typ.elemSize():]
 			for h := 0; h < c.KVHeads; h++ {
-				cache := layer[base+h*c.MaxCtx*row:]
+				cache := layer[h*rows*row:]
 				if save {
 					copy(buf[off:off+n*row], cache[:n*row])
 				} else {

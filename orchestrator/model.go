@@ -17,7 +17,7 @@ var ErrClosed = errors.New("orchestrator: model is closed")
 
 // Matrix is a rows x cols weight tensor in one type: row-major blocks in the slice of its
 // type (Q8 for Q8_0, Q5 for Q5_0, Q4 for Q4_0, IQ4NL for IQ4_NL, Q51 for Q5_1 and for Q4_1,
-// which is held as Q5_1, Q4K, Q5K, Q6K for the K-quants and for Q3_K, which is held as Q6_K),
+// which is held as Q5_1, Q2K, Q4K, Q5K, Q6K for the K-quants and for Q3_K, which is held as Q6_K),
 // or row-major floats in F32 (for Type F32, and for F16 and BF16 after their conversion at
 // load).
 type Matrix struct {
@@ -32,6 +32,7 @@ type Matrix struct {
 	Q4K        []kernelrt.BlockQ4K
 	Q5K        []kernelrt.BlockQ5K
 	Q6K        []kernelrt.BlockQ6K
+	Q2K        []kernelrt.BlockQ2K
 	F32        []float32
 	// Mapped says the blocks are a view of the model file's read-only mapping
 	// (LoadOptions.MapWeights), not of the model's arena.
@@ -178,7 +179,8 @@ func (m *Model) Reset() {
 }
 
 // Truncate keeps the first n positions of the KV cache and drops the rest, so a new prompt
-// sharing those n tokens continues from there (prefix reuse). n must be 0..Pos().
+// sharing those n tokens continues from there (prefix reuse). n must be 0..Pos(), and a
+// position whose window the sliding-window layers still hold (Reusable).
 func (m *Model) Truncate(n int) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -188,8 +190,24 @@ func (m *Model) Truncate(n int) error {
 	if n < 0 || n > m.pos {
 		return fmt.Errorf("orchestrator: Truncate(%d): the cache holds %d positions", n, m.pos)
 	}
+	if !m.kv.continuable(0, n) {
+		// ErrUnsupported: a caller falls back to an empty cache (generate does).
+		return fmt.Errorf("orchestrator: Truncate(%d): the sliding-window layers hold positions %d on only: %w", n, m.kv.base[0], errors.ErrUnsupported)
+	}
 	m.pos = n
 	return nil
+}
+
+// Reusable is how many of the first n positions of slot's cache a sequence can continue
+// from: n, or 0 when the sliding-window layers have moved past position n's window (a
+// model with such layers keeps only a window and a batch of positions in them).
+func (m *Model) Reusable(slot, n int) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if slot < 0 || slot >= len(m.kv.base) || !m.kv.continuable(slot, n) {
+		return 0
+	}
+	return n
 }
 
 // MaxCtx is the number of positions the KV cache holds (Cfg.MaxCtx).
@@ -278,6 +296,10 @@ func (m *Model) Prefill(e kernelrt.Ops, tokens []int32) ([]float32, error) {
 		var err error
 		if out, err = m.forward(e, tokens[:n], m.one[:], m.Cfg.AllLogits); err != nil {
 			m.pos = start
+			if !m.kv.continuable(0, start) {
+				// Earlier chunks moved the sliding-window layers past start's window.
+				m.pos = 0
+			}
 			return nil, err
 		}
 		m.pos += n
@@ -395,6 +417,9 @@ func checkFinite(e kernelrt.Ops, x []float32, step func() string) error {
 // of every token when all (one Seq, AllLogits).
 func (m *Model) forward(e kernelrt.Ops, tokens []int32, seqs []Seq, all bool) ([]float32, error) {
 	T := len(tokens)
+	if err := m.kv.prepare(&m.Cfg, seqs); err != nil {
+		return nil, err
+	}
 	if &tokens[0] != &m.ids[0] {
 		copy(m.ids, tokens)
 	}
@@ -491,6 +516,8 @@ func (m *Model) embedRows(e kernelrt.Ops, x []float32, ids []int32) error {
 			err = e.DequantizeQ5K(row, t.Q5K[b0:b1])
 		case Q3_K, Q6_K:
 			err = e.DequantizeQ6K(row, t.Q6K[b0:b1])
+		case Q2_K:
+			err = e.DequantizeQ2K(row, t.Q2K[b0:b1])
 		case F32, F16, BF16:
 			copy(row, t.F32[int(id)*H:(int(id)+1)*H])
 		default:
@@ -813,6 +840,8 @@ func (m *Model) mm(e kernelrt.Ops, w *Matrix, y, xf []float32, xq []kernelrt.Blo
 		return e.GemmQ5K(y, w.Q5K, xk, bias, w.Rows, w.Cols, T)
 	case Q3_K, Q6_K:
 		return e.GemmQ6K(y, w.Q6K, xk, bias, w.Rows, w.Cols, T)
+	case Q2_K:
+		return e.GemmQ2K(y, w.Q2K, xk, bias, w.Rows, w.Cols, T)
 	}
 	return fmt.Errorf("orchestrator: %s: no matmul for type %s", w.Name, w.Type)
 }
@@ -909,6 +938,8 @@ func gemvRows(e kernelrt.Ops, w *Matrix, y []float32, x8 []kernelrt.BlockQ8_0, x
 			return e.GemvQ5KBias(y, w.Q5K[r0*nb:r1*nb], x, bias, n, C)
 		case Q3_K, Q6_K:
 			return e.GemvQ6KBias(y, w.Q6K[r0*nb:r1*nb], x, bias, n, C)
+		case Q2_K:
+			return e.GemvQ2KBias(y, w.Q2K[r0*nb:r1*nb], x, bias, n, C)
 		}
 	} else {
 		nb := C / kernelrt.QK

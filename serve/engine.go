@@ -603,6 +603,12 @@ func (e *Engine) admit() bool {
 	}
 }
 
+// reusable is a Model whose cache cannot continue from every cached prefix
+// (orchestrator.Model.Reusable: sliding-window layers keep only a window and a batch).
+type reusable interface {
+	Reusable(slot, n int) int
+}
+
 // place puts r into the free slot that shares the longest prefix with its prompt (at most
 // all but the last token, which must run to give logits), the least recently used among
 // equals, and keeps that prefix of the slot's cache.
@@ -617,6 +623,9 @@ func (e *Engine) place(r *request) {
 		if !e.opts.NoPrefixReuse {
 			for k < len(s.cache) && k < len(r.ids)-1 && s.cache[k] == r.ids[k] {
 				k++
+			}
+			if ru, ok := e.model.(reusable); ok && k > 0 {
+				k = ru.Reusable(i, k)
 			}
 		}
 		if k > keep || k == keep && s.used < e.slots[best].used {

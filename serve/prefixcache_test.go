@@ -2,10 +2,16 @@ package serve
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/kernelrt/kernelrt"
+	"github.com/kernelrt/kernelrt/generate"
+	"github.com/kernelrt/kernelrt/gguf"
+	"github.com/kernelrt/kernelrt/orchestrator"
 )
 
 // runTokens submits a greedy prompt of token ids and waits for its text and result.
@@ -105,4 +111,70 @@ func TestPrefixCacheOptions(t *testing.T) {
 	if _, err := NewEngine(m, kernelrt.Serial{}, tok, EngineOptions{PrefixCacheBytes: -1}); err == nil || !strings.Contains(err.Error(), "-1") {
 		t.Errorf("negative budget: err = %v", err)
 	}
+}
+
+// slidingFile writes a synthetic gemma3 model whose sliding-window layers keep a ring far
+// shorter than the context (window 4, batch 8: 11 rows of 128).
+func slidingFile(t *testing.T) string {
+	t.Helper()
+	c := tinyConfig()
+	c.Arch, c.Layers, c.SlidingWindow, c.MaxCtx, c.MaxBatch = "gemma3", 7, 4, 128, 8
+	b := gguf.NewBuilder()
+	if err := orchestrator.SyntheticGGUF(b, c, orchestrator.RecipeQ8_0(), 3); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "sliding.gguf")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.WriteTo(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// With sliding-window layers, a slot's cached prefix is reused only where their ring still
+// holds its window; otherwise the prompt runs in full, with the same text either way, and
+// the prefix cache keeps only what the ring holds whole.
+func TestPrefixReuseSlidingWindow(t *testing.T) {
+	path := slidingFile(t)
+	for _, budget := range []int{0, 1 << 20} {
+		m, tok := loadSliding(t, path)
+		e := newTestEngine(t, m, tok, EngineOptions{PrefixCacheBytes: budget})
+		long := ids(5, 40)
+		runTokens(t, e, long, 4)
+		// 10 shared tokens: the ring moved past them long ago.
+		text, r := runTokens(t, e, append(slices.Clone(long[:10]), 1, 2), 4)
+		if r.ReusedTokens != 0 {
+			t.Errorf("reused %d tokens whose window the ring no longer holds", r.ReusedTokens)
+		}
+		one, tok1 := loadSliding(t, path)
+		fresh := newTestEngine(t, one, tok1, EngineOptions{NoPrefixReuse: true})
+		if want, _ := runTokens(t, fresh, append(slices.Clone(long[:10]), 1, 2), 4); text != want {
+			t.Errorf("after the ring moved: %q, alone %q", text, want)
+		}
+		// The whole previous prompt (short, in the ring) is reused.
+		short := ids(6, 5)
+		runTokens(t, e, short, 1)
+		if _, r := runTokens(t, e, append(slices.Clone(short), 9), 1); r.ReusedTokens != len(short) {
+			t.Errorf("reused %d of the %d tokens the ring holds", r.ReusedTokens, len(short))
+		}
+		checkIdle(t, e)
+	}
+}
+
+// loadSliding loads path with one slot.
+func loadSliding(t *testing.T, path string) (*orchestrator.Model, generate.Tokenizer) {
+	t.Helper()
+	m, rt, tok, err := generate.Load(path, generate.OpenOptions{Load: orchestrator.LoadOptions{Slots: 1, MaxBatch: 8}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.Close()
+	t.Cleanup(func() { m.Close() })
+	return m, tok
 }
