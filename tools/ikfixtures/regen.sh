@@ -7,14 +7,17 @@
 #   IK=/path/to/ik_llama.cpp [IK_COMMIT=8337e4cd] sh tools/ikfixtures/regen.sh [QUANT...]
 #
 # IK is a source tree built with cmake (build/bin/llama-quantize, build/bin/llama-perplexity).
-# The default quantizations are the ones TestOracleKL checks; add Q2_K once kernelrt loads it.
+# The default quantizations are the ones TestOracleKL checks. Q2_K goes at the end once kernelrt
+# loads it (`sh regen.sh Q8_0 Q4_K_M IQ4_XS IQ4_NL Q3_K_M Q2_K`): the other fixtures stay
+# byte-identical and the manifest gains a line per architecture. OUT overrides the output
+# directory.
 set -eu
 : "${IK:?set IK to an ik_llama.cpp build tree}"
 QUANTS=${*:-Q8_0 Q4_K_M IQ4_XS IQ4_NL Q3_K_M}
 CTX=${CTX:-32}
 CHUNKS=${CHUNKS:-6}
 cd "$(dirname "$0")/../.."
-out=perplexity/testdata/ik
+out=${OUT:-perplexity/testdata/ik}
 tmp=${TMPDIR:-/tmp}/ikfixtures.$$
 mkdir -p "$tmp" "$out"
 trap 'rm -rf "$tmp"' EXIT
@@ -22,12 +25,16 @@ trap 'rm -rf "$tmp"' EXIT
 awk 'BEGIN { srand(7); s = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,;:!?-()[]{}<>/@#$%&*+=_~";
 	for (i = 0; i < 40000; i++) printf "%s", substr(s, int(rand() * length(s)) + 1, 1); print "" }' >"$tmp/text.txt"
 go build -o "$tmp/kernelrt" ./cmd/kernelrt
-files=
 for a in qwen3 gemma3 gemma2; do
 	# Layers share their weights and draw their 256-value blocks from 32 (the files
 	# compress); output_norm x6 makes the logits wide enough to tell a wrong kernel.
 	"$tmp/kernelrt" synth -shape "tiny256-$a" -recipe f16 -codebook 32 -shared-layers -output-norm-scale 6 -out "$tmp/$a.f16.gguf"
-	for q in $QUANTS; do
+done
+# Quantization by quantization, so that one added at the end adds lines at the end of the
+# manifest and leaves the other fixtures' bytes as they are.
+files=
+for q in $QUANTS; do
+	for a in qwen3 gemma3 gemma2; do
 		x=
 		# ik_llama.cpp's IQ4 mixes put its own IQ5_K on token_embd and attn_v; mainline-like types instead.
 		case $q in IQ4_*) x="--token-embedding-type q6_K --attn-v-type q6_K" ;; esac
