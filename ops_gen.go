@@ -16,6 +16,7 @@ const (
 	OpQuantizeQ6K      = Op(kern.QuantizeQ6K)      // quantize_q6_K
 	OpQuantizeQ8K      = Op(kern.QuantizeQ8K)      // quantize_q8_K
 	OpQuantizeIQ4_NL   = Op(kern.QuantizeIQ4_NL)   // quantize_iq4_nl
+	OpQuantizeQ2K      = Op(kern.QuantizeQ2K)      // quantize_q2_K
 	OpDequantizeQ8_0   = Op(kern.DequantizeQ8_0)   // dequantize_q8_0
 	OpDequantizeQ5_0   = Op(kern.DequantizeQ5_0)   // dequantize_q5_0
 	OpDequantizeQ4_0   = Op(kern.DequantizeQ4_0)   // dequantize_q4_0
@@ -26,6 +27,7 @@ const (
 	OpDequantizeQ6K    = Op(kern.DequantizeQ6K)    // dequantize_q6_K
 	OpDequantizeQ8K    = Op(kern.DequantizeQ8K)    // dequantize_q8_K
 	OpDequantizeIQ4_NL = Op(kern.DequantizeIQ4_NL) // dequantize_iq4_nl
+	OpDequantizeQ2K    = Op(kern.DequantizeQ2K)    // dequantize_q2_K
 	OpGemvQ8_0         = Op(kern.GemvQ8_0)         // gemv_q8_0
 	OpGemvQ5_0         = Op(kern.GemvQ5_0)         // gemv_q5_0
 	OpGemvQ4_0         = Op(kern.GemvQ4_0)         // gemv_q4_0
@@ -34,6 +36,7 @@ const (
 	OpGemvQ5K          = Op(kern.GemvQ5K)          // gemv_q5_K
 	OpGemvQ6K          = Op(kern.GemvQ6K)          // gemv_q6_K
 	OpGemvIQ4_NL       = Op(kern.GemvIQ4_NL)       // gemv_iq4_nl
+	OpGemvQ2K          = Op(kern.GemvQ2K)          // gemv_q2_K
 	OpGemvQ8_0F32      = Op(kern.GemvQ8_0F32)      // gemv_q8_0_f32
 	OpGemvQ5_0F32      = Op(kern.GemvQ5_0F32)      // gemv_q5_0_f32
 	OpGemvF32          = Op(kern.GemvF32)          // gemv_f32
@@ -45,6 +48,7 @@ const (
 	OpGemmQ5K          = Op(kern.GemmQ5K)          // gemm_q5_K
 	OpGemmQ6K          = Op(kern.GemmQ6K)          // gemm_q6_K
 	OpGemmIQ4_NL       = Op(kern.GemmIQ4_NL)       // gemm_iq4_nl
+	OpGemmQ2K          = Op(kern.GemmQ2K)          // gemm_q2_K
 	OpRMSNorm          = Op(kern.RMSNorm)          // rmsnorm
 	OpSoftmax          = Op(kern.Softmax)          // softmax
 	OpSwiGLU           = Op(kern.SwiGLU)           // swiglu
@@ -137,6 +141,13 @@ func argsQuantizeIQ4_NL(dst kern.P, src kern.P) (ka kern.Args) {
 	return ka
 }
 
+// argsQuantizeQ2K packs the parameters of krt_quantize_q2_K but its slice range and scratch.
+func argsQuantizeQ2K(dst kern.P, src kern.P) (ka kern.Args) {
+	ka.P[0] = dst
+	ka.P[1] = src
+	return ka
+}
+
 // argsDequantizeQ8_0 packs the parameters of krt_dequantize_q8_0 but its slice range and scratch.
 func argsDequantizeQ8_0(dst kern.P, src kern.P) (ka kern.Args) {
 	ka.P[0] = dst
@@ -202,6 +213,13 @@ func argsDequantizeQ8K(dst kern.P, src kern.P) (ka kern.Args) {
 
 // argsDequantizeIQ4_NL packs the parameters of krt_dequantize_iq4_nl but its slice range and scratch.
 func argsDequantizeIQ4_NL(dst kern.P, src kern.P) (ka kern.Args) {
+	ka.P[0] = dst
+	ka.P[1] = src
+	return ka
+}
+
+// argsDequantizeQ2K packs the parameters of krt_dequantize_q2_K but its slice range and scratch.
+func argsDequantizeQ2K(dst kern.P, src kern.P) (ka kern.Args) {
 	ka.P[0] = dst
 	ka.P[1] = src
 	return ka
@@ -279,6 +297,16 @@ func argsGemvQ6K(y kern.P, w kern.P, x kern.P, bias kern.P, cols int) (ka kern.A
 
 // argsGemvIQ4_NL packs the parameters of krt_gemv_iq4_nl but its slice range and scratch.
 func argsGemvIQ4_NL(y kern.P, w kern.P, x kern.P, bias kern.P, cols int) (ka kern.Args) {
+	ka.P[0] = y
+	ka.P[1] = w
+	ka.P[2] = x
+	ka.P[3] = bias
+	ka.I[0] = cols
+	return ka
+}
+
+// argsGemvQ2K packs the parameters of krt_gemv_q2_K but its slice range and scratch.
+func argsGemvQ2K(y kern.P, w kern.P, x kern.P, bias kern.P, cols int) (ka kern.Args) {
 	ka.P[0] = y
 	ka.P[1] = w
 	ka.P[2] = x
@@ -402,6 +430,18 @@ func argsGemmQ6K(y kern.P, w kern.P, x kern.P, bias kern.P, rows int, cols int, 
 
 // argsGemmIQ4_NL packs the parameters of krt_gemm_iq4_nl but its slice range and scratch.
 func argsGemmIQ4_NL(y kern.P, w kern.P, x kern.P, bias kern.P, rows int, cols int, T int) (ka kern.Args) {
+	ka.P[0] = y
+	ka.P[1] = w
+	ka.P[2] = x
+	ka.P[3] = bias
+	ka.I[0] = rows
+	ka.I[1] = cols
+	ka.I[2] = T
+	return ka
+}
+
+// argsGemmQ2K packs the parameters of krt_gemm_q2_K but its slice range and scratch.
+func argsGemmQ2K(y kern.P, w kern.P, x kern.P, bias kern.P, rows int, cols int, T int) (ka kern.Args) {
 	ka.P[0] = y
 	ka.P[1] = w
 	ka.P[2] = x
@@ -678,6 +718,11 @@ type Ops interface {
 	RopeNorm(x []float32, tab *RopeTable, tokens, nHeads, headDim, stride, pos0 int) error
 	KVAppend(cache, src []float32, tokens, srcStride, nKVHeads, headDim, maxCtx, pos0 int) error
 	EmbedQ8_0(out []float32, table []BlockQ8_0, ids []int32, dim, vocab int) error
+	QuantizeQ2K(dst []BlockQ2K, src []float32) error
+	DequantizeQ2K(dst []float32, src []BlockQ2K) error
+	GemvQ2K(y []float32, w []BlockQ2K, x []BlockQ8K, rows, cols int) error
+	GemvQ2KBias(y []float32, w []BlockQ2K, x []BlockQ8K, bias []float32, rows, cols int) error
+	GemmQ2K(y []float32, w []BlockQ2K, x []BlockQ8K, bias []float32, rows, cols, tokens int) error
 	QuantizeQ4_0(dst []BlockQ4_0, src []float32) error
 	QuantizeQ4_1(dst []BlockQ4_1, src []float32) error
 	QuantizeQ5_1(dst []BlockQ5_1, src []float32) error
@@ -1574,6 +1619,111 @@ func (rt *Runtime) EmbedQ8_0(out []float32, table []BlockQ8_0, ids []int32, dim,
 		return errClosedOp("EmbedQ8_0")
 	}
 	return embedQ8_0(rt, out, table, ids, dim, vocab)
+}
+
+// QuantizeQ2K quantizes src (a positive multiple of 256 floats) into len(src)/256 Q2_K blocks.
+// Not ggml's byte stream (ggml's dequantizer is the compatibility target): per sub-block of 16 a
+// least-squares fit of scale and min over 16 candidate grids, both then rounded to 4-bit
+// multiples of the fp16 D and Dmin and the quants re-fit to them (csrc/krt_q2k.h). A block
+// holding NaN or ±Inf gets D = the fp16 NaN. dst must not overlap src.
+func QuantizeQ2K(dst []BlockQ2K, src []float32) error {
+	return quantizeQ2K(nil, dst, src)
+}
+
+// QuantizeQ2K is the package function QuantizeQ2K, run in the calling goroutine.
+func (Serial) QuantizeQ2K(dst []BlockQ2K, src []float32) error {
+	return quantizeQ2K(nil, dst, src)
+}
+
+// QuantizeQ2K is the package function QuantizeQ2K, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) QuantizeQ2K(dst []BlockQ2K, src []float32) error {
+	if rt == nil {
+		return errClosedOp("QuantizeQ2K")
+	}
+	return quantizeQ2K(rt, dst, src)
+}
+
+// DequantizeQ2K expands src into len(src)*256 floats, as ggml's dequantize_row_q2_K:
+// (fp16(D)*sc)*q - fp16(Dmin)*m per sub-block of 16 (see BlockQ2K). dst must not overlap src.
+func DequantizeQ2K(dst []float32, src []BlockQ2K) error {
+	return dequantizeQ2K(nil, dst, src)
+}
+
+// DequantizeQ2K is the package function DequantizeQ2K, run in the calling goroutine.
+func (Serial) DequantizeQ2K(dst []float32, src []BlockQ2K) error {
+	return dequantizeQ2K(nil, dst, src)
+}
+
+// DequantizeQ2K is the package function DequantizeQ2K, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) DequantizeQ2K(dst []float32, src []BlockQ2K) error {
+	if rt == nil {
+		return errClosedOp("DequantizeQ2K")
+	}
+	return dequantizeQ2K(rt, dst, src)
+}
+
+// GemvQ2K computes y = W x for a rows x cols Q2_K matrix w (row-major, cols/256 super-blocks a
+// row) and Q8_K activations x: per super-block (fp32(D)*d_x) * sum_i sc_i * sum_l q*q_x -
+// (fp32(Dmin)*d_x) * sum_i m_i * Bsums[i], summed in float32. cols must be a positive multiple
+// of 256. A NaN or ±Inf scale in a block makes its row NaN on every backend.
+func GemvQ2K(y []float32, w []BlockQ2K, x []BlockQ8K, rows, cols int) error {
+	return gemvQ2K(nil, y, w, x, rows, cols)
+}
+
+// GemvQ2K is the package function GemvQ2K, run in the calling goroutine.
+func (Serial) GemvQ2K(y []float32, w []BlockQ2K, x []BlockQ8K, rows, cols int) error {
+	return gemvQ2K(nil, y, w, x, rows, cols)
+}
+
+// GemvQ2K is the package function GemvQ2K, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) GemvQ2K(y []float32, w []BlockQ2K, x []BlockQ8K, rows, cols int) error {
+	if rt == nil {
+		return errClosedOp("GemvQ2K")
+	}
+	return gemvQ2K(rt, y, w, x, rows, cols)
+}
+
+// GemvQ2KBias is GemvQ2K followed by y[r] += bias[r]; a nil bias means none. y must not overlap
+// w, x or bias.
+func GemvQ2KBias(y []float32, w []BlockQ2K, x []BlockQ8K, bias []float32, rows, cols int) error {
+	return gemvQ2KBias(nil, y, w, x, bias, rows, cols)
+}
+
+// GemvQ2KBias is the package function GemvQ2KBias, run in the calling goroutine.
+func (Serial) GemvQ2KBias(y []float32, w []BlockQ2K, x []BlockQ8K, bias []float32, rows, cols int) error {
+	return gemvQ2KBias(nil, y, w, x, bias, rows, cols)
+}
+
+// GemvQ2KBias is the package function GemvQ2KBias, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) GemvQ2KBias(y []float32, w []BlockQ2K, x []BlockQ8K, bias []float32, rows, cols int) error {
+	if rt == nil {
+		return errClosedOp("GemvQ2KBias")
+	}
+	return gemvQ2KBias(rt, y, w, x, bias, rows, cols)
+}
+
+// GemmQ2K is the prefill GEMM of a Q2_K matrix with Q8_K activations (cols/256 blocks a token):
+// y[t*rows+r] = the scalar GEMV of token t, bit-identical on every backend and variant.
+func GemmQ2K(y []float32, w []BlockQ2K, x []BlockQ8K, bias []float32, rows, cols, tokens int) error {
+	return gemmQ2K(nil, y, w, x, bias, rows, cols, tokens)
+}
+
+// GemmQ2K is the package function GemmQ2K, run in the calling goroutine.
+func (Serial) GemmQ2K(y []float32, w []BlockQ2K, x []BlockQ8K, bias []float32, rows, cols, tokens int) error {
+	return gemmQ2K(nil, y, w, x, bias, rows, cols, tokens)
+}
+
+// GemmQ2K is the package function GemmQ2K, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) GemmQ2K(y []float32, w []BlockQ2K, x []BlockQ8K, bias []float32, rows, cols, tokens int) error {
+	if rt == nil {
+		return errClosedOp("GemmQ2K")
+	}
+	return gemmQ2K(rt, y, w, x, bias, rows, cols, tokens)
 }
 
 // QuantizeQ4_0 quantizes src (a positive multiple of 32 floats) into len(src)/32 Q4_0 blocks,

@@ -48,6 +48,9 @@ var sets = [3]*kern.Set{
 			kern.QuantizeIQ4_NL: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_quantize_iq4_nl_ref(a.P[0], a.P[1], lo, hi)
 			},
+			kern.QuantizeQ2K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_q2_K_ref(a.P[0], a.P[1], lo, hi)
+			},
 			kern.DequantizeQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_q8_0_ref(a.P[0], a.P[1], lo, hi)
 			},
@@ -78,6 +81,9 @@ var sets = [3]*kern.Set{
 			kern.DequantizeIQ4_NL: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_iq4_nl_ref(a.P[0], a.P[1], lo, hi)
 			},
+			kern.DequantizeQ2K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_q2_K_ref(a.P[0], a.P[1], lo, hi)
+			},
 			kern.GemvQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
@@ -101,6 +107,9 @@ var sets = [3]*kern.Set{
 			},
 			kern.GemvIQ4_NL: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_iq4_nl_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+			},
+			kern.GemvQ2K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemv_q2_K_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
 			kern.GemvQ8_0F32: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_f32_ref(a.P[0], a.P[1], a.P[2], scratch, a.P[3], a.I[0], lo, hi)
@@ -134,6 +143,9 @@ var sets = [3]*kern.Set{
 			},
 			kern.GemmIQ4_NL: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemm_iq4_nl_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+			},
+			kern.GemmQ2K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemm_q2_K_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
 			},
 			kern.RMSNorm: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_rmsnorm_ref(a.P[0], a.P[1], a.P[2], unsafe.Pointer(&a.F[0]), a.I[0], lo, hi)
@@ -228,6 +240,9 @@ var sets = [3]*kern.Set{
 			kern.QuantizeIQ4_NL: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_quantize_iq4_nl_avx2(a.P[0], a.P[1], lo, hi)
 			},
+			kern.QuantizeQ2K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_q2_K_avx2(a.P[0], a.P[1], lo, hi)
+			},
 			kern.DequantizeQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_q8_0_avx2(a.P[0], a.P[1], lo, hi)
 			},
@@ -258,6 +273,9 @@ var sets = [3]*kern.Set{
 			kern.DequantizeIQ4_NL: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_iq4_nl_avx2(a.P[0], a.P[1], lo, hi)
 			},
+			kern.DequantizeQ2K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_q2_K_avx2(a.P[0], a.P[1], lo, hi)
+			},
 			kern.GemvQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
@@ -281,6 +299,9 @@ var sets = [3]*kern.Set{
 			},
 			kern.GemvIQ4_NL: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_iq4_nl_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+			},
+			kern.GemvQ2K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemv_q2_K_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
 			kern.GemvQ8_0F32: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_f32_avx2(a.P[0], a.P[1], a.P[2], scratch, a.P[3], a.I[0], lo, hi)
@@ -314,6 +335,9 @@ var sets = [3]*kern.Set{
 			},
 			kern.GemmIQ4_NL: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemm_iq4_nl_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+			},
+			kern.GemmQ2K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemm_q2_K_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
 			},
 			kern.RMSNorm: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_rmsnorm_avx2(a.P[0], a.P[1], a.P[2], unsafe.Pointer(&a.F[0]), a.I[0], lo, hi)
@@ -408,6 +432,9 @@ var sets = [3]*kern.Set{
 			kern.QuantizeIQ4_NL: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_quantize_iq4_nl_avx512(a.P[0], a.P[1], lo, hi)
 			},
+			kern.QuantizeQ2K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_q2_K_avx512(a.P[0], a.P[1], lo, hi)
+			},
 			kern.DequantizeQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_q8_0_avx512(a.P[0], a.P[1], lo, hi)
 			},
@@ -438,6 +465,9 @@ var sets = [3]*kern.Set{
 			kern.DequantizeIQ4_NL: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_iq4_nl_avx512(a.P[0], a.P[1], lo, hi)
 			},
+			kern.DequantizeQ2K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_q2_K_avx512(a.P[0], a.P[1], lo, hi)
+			},
 			kern.GemvQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
@@ -461,6 +491,9 @@ var sets = [3]*kern.Set{
 			},
 			kern.GemvIQ4_NL: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_iq4_nl_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+			},
+			kern.GemvQ2K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemv_q2_K_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
 			kern.GemvQ8_0F32: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_f32_avx512(a.P[0], a.P[1], a.P[2], scratch, a.P[3], a.I[0], lo, hi)
@@ -494,6 +527,9 @@ var sets = [3]*kern.Set{
 			},
 			kern.GemmIQ4_NL: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemm_iq4_nl_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+			},
+			kern.GemmQ2K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemm_q2_K_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
 			},
 			kern.RMSNorm: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_rmsnorm_avx512(a.P[0], a.P[1], a.P[2], unsafe.Pointer(&a.F[0]), a.I[0], lo, hi)

@@ -110,6 +110,18 @@ typedef struct {
     uint8_t qs[KRT_QK / 2];
 } krt_block_iq4_nl;
 
+/* Byte-identical to ggml's block_q2_K: 16 sub-blocks of 16 weights; scales[i] holds sub-block i's
+ * 4-bit scale (low nibble) and 4-bit min (high nibble); element e's 2-bit quant is
+ * (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3; value = (d * sc) * q - dmin * m.
+ * 84 bytes. */
+typedef struct {
+    uint8_t scales[KRT_QK_K / 16];
+    uint8_t qs[KRT_QK_K / 4];
+    uint16_t d;
+    uint16_t dmin;
+} krt_block_q2_K;
+
+_Static_assert(sizeof(krt_block_q2_K) == 84, "block_q2_K must be 84 bytes");
 _Static_assert(sizeof(krt_block_iq4_nl) == 18, "block_iq4_nl must be 18 bytes");
 _Static_assert(sizeof(krt_block_q8_0) == 34, "block_q8_0 must be 34 bytes");
 _Static_assert(sizeof(krt_block_q5_0) == 22, "block_q5_0 must be 22 bytes");
@@ -211,6 +223,16 @@ KRT_DECLARE(krt_gemv_iq4_nl, (float *y, const krt_block_iq4_nl *w, const krt_blo
                               const float *bias, int64_t cols, int64_t r0, int64_t r1))
 KRT_DECLARE(krt_gemm_iq4_nl, (float *y, const krt_block_iq4_nl *w, const krt_block_q8_0 *x, const float *bias,
                               int64_t rows, int64_t cols, int64_t T, int64_t r0, int64_t r1))
+
+/* ---- Q2_K (csrc/q2k.c; super-blocks of 256, activations Q8_K as Q4_K): quantizer (ours, see
+ * krt_q2k.h; NaN / Inf poisoning as Q4_K), ggml's dequantizer, GEMV and GEMM (the result defined
+ * by krt_q2k.h's krt_kd_q2_K; the GEMM bit-identical to it in every variant). ---- */
+KRT_DECLARE(krt_quantize_q2_K, (krt_block_q2_K *dst, const float *src, int64_t b0, int64_t b1))
+KRT_DECLARE(krt_dequantize_q2_K, (float *dst, const krt_block_q2_K *src, int64_t b0, int64_t b1))
+KRT_DECLARE(krt_gemv_q2_K, (float *y, const krt_block_q2_K *w, const krt_block_q8_K *x,
+                            const float *bias, int64_t cols, int64_t r0, int64_t r1))
+KRT_DECLARE(krt_gemm_q2_K, (float *y, const krt_block_q2_K *w, const krt_block_q8_K *x, const float *bias,
+                            int64_t rows, int64_t cols, int64_t T, int64_t r0, int64_t r1))
 
 /* ---- normalisation and softmax ---- */
 /* out[t] = x[t] / sqrt(mean(x[t]^2) + *eps) * weight, rows of dim floats, tokens t0..t1. */

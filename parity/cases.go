@@ -734,7 +734,7 @@ func Cases(quick bool) []*Case {
 			cs = append(cs, c)
 		}
 	}
-	for _, typ := range []*qtype{typeQ8_0, typeQ5_0, typeQ4_0, typeQ4_1, typeQ5_1, typeQ4K, typeQ5K, typeQ6K, typeQ8K, typeIQ4_NL} {
+	for _, typ := range []*qtype{typeQ8_0, typeQ5_0, typeQ4_0, typeQ4_1, typeQ5_1, typeQ4K, typeQ5K, typeQ6K, typeQ8K, typeIQ4_NL, typeQ2K} {
 		sizes := []int{hidden, inter}
 		if typ.qk == 256 {
 			sizes = []int{2048, inter}
@@ -760,7 +760,7 @@ func Cases(quick bool) []*Case {
 	// cols % 256 == 0, so the down projection and Llama shapes (2048 hidden, 8192 FFN).
 	shapes32 := [][2]int{{896, 896}, {128, 896}, {9728, 896}, {896, 4864}}
 	shapesK := [][2]int{{896, 4864}, {128, 2048}, {2048, 2048}, {8192, 2048}, {2048, 8192}}
-	for _, typ := range []*qtype{typeQ8_0, typeQ5_0, typeQ4_0, typeQ5_1, typeQ4K, typeQ5K, typeQ6K, typeIQ4_NL} {
+	for _, typ := range []*qtype{typeQ8_0, typeQ5_0, typeQ4_0, typeQ5_1, typeQ4K, typeQ5K, typeQ6K, typeIQ4_NL, typeQ2K} {
 		var shapes [][2]int
 		switch typ {
 		case typeQ8_0, typeQ5_0:
@@ -787,7 +787,7 @@ func Cases(quick bool) []*Case {
 		cs = append(cs, gemvF32Case(sh[0], sh[1], false))
 	}
 	cs = append(cs, gemvF32Case(9728, 896, true))
-	for _, typ := range []*qtype{typeQ8_0, typeQ5_0, typeQ4_0, typeQ5_1, typeQ4K, typeQ5K, typeQ6K, typeIQ4_NL} {
+	for _, typ := range []*qtype{typeQ8_0, typeQ5_0, typeQ4_0, typeQ5_1, typeQ4K, typeQ5K, typeQ6K, typeIQ4_NL, typeQ2K} {
 		small, large := [][2]int{{896, 896}, {128, 896}}, [][2]int{{9728, 896}, {896, 4864}}
 		if typ.k {
 			small, large = [][2]int{{128, 2048}}, [][2]int{{2048, 2048}}

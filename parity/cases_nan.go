@@ -781,6 +781,8 @@ func scaleOffs(t *qtype) (d, m int) {
 		return 0, 2
 	case typeQ6K:
 		return 208, -1
+	case typeQ2K:
+		return 80, 82
 	}
 	return 0, -1
 }
@@ -854,6 +856,8 @@ func nanQCase(t *qtype, tokens int, acts bool) *Case {
 			clear(blk[4:16])
 		case typeQ6K:
 			clear(blk[192:208])
+		case typeQ2K:
+			clear(blk[0:16])
 		}
 		xf := make([]float32, tokens*cols)
 		r.fillActs(xf)
@@ -965,10 +969,11 @@ func nanQDequantCase(t *qtype) *Case {
 	return c
 }
 
-// nanQCases are the NaN/Inf rows of the Q4_0, Q4_1, Q5_1, K-quant, Q8_K and IQ4_NL types.
+// nanQCases are the NaN/Inf rows of the Q4_0, Q4_1, Q5_1, K-quant (Q2_K included), Q8_K and
+// IQ4_NL types.
 func nanQCases() []*Case {
 	var cs []*Case
-	for _, t := range []*qtype{typeQ4_0, typeQ4_1, typeQ5_1, typeQ4K, typeQ5K, typeQ6K, typeQ8K, typeIQ4_NL} {
+	for _, t := range []*qtype{typeQ4_0, typeQ4_1, typeQ5_1, typeQ4K, typeQ5K, typeQ6K, typeQ8K, typeIQ4_NL, typeQ2K} {
 		cs = append(cs, nanQDequantCase(t))
 		if t.gemv == nil {
 			continue

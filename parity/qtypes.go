@@ -282,6 +282,36 @@ var (
 		},
 		deq: func(e exec, y []float32, w []byte) error { return e.DequantizeQ6K(y, blocks[kernelrt.BlockQ6K](w)) },
 	}
+	// Q2_K: ggml's block_q2_K (scales[16], qs[64], fp16 d, dmin): sub-block i of 16 has value
+	// d*(scales[i]&15)*q - dmin*(scales[i]>>4), element e's quant in bits 2j of qs[32n+l]
+	// (n = e/128, j = e%128/32, l = e%32), read here from ggml's layout independently.
+	typeQ2K = &qtype{name: "q2_K", qk: 256, size: 84, k: true,
+		randBlocks: randBlocksOf(84, func(r *rng, b []byte) {
+			put16(b[80:], randScale(r, 0.0005, 0.002, false))
+			put16(b[82:], randScale(r, 0.0005, 0.002, false))
+		}),
+		decode: func(b []byte, s, o []float64) {
+			d, dmin := f16(le16(b[80:])), f16(le16(b[82:]))
+			for e := 0; e < 256; e++ {
+				n, j, l := e/128, e%128/32, e%32
+				q := int(b[16+32*n+l]>>(2*j)) & 3
+				sc := b[e/16]
+				s[e], o[e] = d*float64(sc&15)*float64(q), -dmin*float64(sc>>4)
+			}
+		},
+		gemvOp: kernelrt.OpGemvQ2K, gemmOp: kernelrt.OpGemmQ2K, deqOp: kernelrt.OpDequantizeQ2K,
+		gemvFn: "GemvQ2K", gemmFn: "GemmQ2K", deqFn: "DequantizeQ2K",
+		gemv: func(e exec, y []float32, w []byte, x acts, bias []float32, rows, cols int) error {
+			if bias == nil {
+				return e.GemvQ2K(y, blocks[kernelrt.BlockQ2K](w), x.k, rows, cols)
+			}
+			return e.GemvQ2KBias(y, blocks[kernelrt.BlockQ2K](w), x.k, bias, rows, cols)
+		},
+		gemm: func(e exec, y []float32, w []byte, x acts, bias []float32, rows, cols, T int) error {
+			return e.GemmQ2K(y, blocks[kernelrt.BlockQ2K](w), x.k, bias, rows, cols, T)
+		},
+		deq: func(e exec, y []float32, w []byte) error { return e.DequantizeQ2K(y, blocks[kernelrt.BlockQ2K](w)) },
+	}
 	// Q8_K is an activation type: dequantization only here (its quantizer has its own case).
 	typeQ8K = &qtype{name: "q8_K", qk: 256, size: 292,
 		randBlocks: randBlocksOf(292, func(r *rng, b []byte) {

@@ -1,4 +1,4 @@
-/* csrc/tests/test_gemv_k.c - GEMV and GEMM of Q4_0, Q5_1 (x: Q8_0) and Q4_K, Q5_K, Q6_K (x: Q8_K),
+/* csrc/tests/test_gemv_k.c - GEMV and GEMM of Q4_0, Q5_1 (x: Q8_0) and Q2_K, Q4_K, Q5_K, Q6_K (x: Q8_K),
  * every variant the CPU runs (ctest).
  *
  *  - GEMV against float64: every weight and activation value is exact in double (fp16 scale times
@@ -18,12 +18,13 @@
 #include <math.h>
 
 #include "krt_kdot.h"
+#include "krt_q2k.h"
 
 typedef void (*gemv_fn)(float *, const void *, const void *, const float *, int64_t, int64_t, int64_t);
 typedef void (*gemm_fn)(float *, const void *, const void *, const float *, int64_t, int64_t, int64_t, int64_t,
                         int64_t);
 
-enum { T_Q4_0, T_Q5_1, T_Q4_K, T_Q5_K, T_Q6_K, T_Q5_0, T_Q8_0, T_IQ4_NL, NT };
+enum { T_Q4_0, T_Q5_1, T_Q4_K, T_Q5_K, T_Q6_K, T_Q5_0, T_Q8_0, T_IQ4_NL, T_Q2_K, NT };
 static const struct {
     const char *name;
     int qk, bytes, xk; /* xk: activation type is Q8_K */
@@ -37,6 +38,7 @@ static const struct {
     {"q5_0", 32, 22, 0, KQ_VARIANTS(krt_gemv_q5_0), KQ_VARIANTS(krt_gemm_q5_0)},
     {"q8_0", 32, 34, 0, KQ_VARIANTS(krt_gemv_q8_0), KQ_VARIANTS(krt_gemm_q8_0)},
     {"iq4_nl", 32, 18, 0, KQ_VARIANTS(krt_gemv_iq4_nl), KQ_VARIANTS(krt_gemm_iq4_nl)},
+    {"q2_K", 256, 84, 1, KQ_VARIANTS(krt_gemv_q2_K), KQ_VARIANTS(krt_gemm_q2_K)},
 };
 
 static uint16_t ld16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
@@ -91,6 +93,12 @@ static void wval(int t, const uint8_t *blk, int e, double *a, double *b) {
     case T_Q8_0:
         *a = (double)krt_fp16_to_fp32(ld16(blk)) * (int8_t)blk[2 + e];
         return;
+    case T_Q2_K: { /* ggml's block_q2_K: scales[16], qs[64], d, dmin */
+        const int q = (blk[16 + 32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3, sc = blk[e / 16];
+        *a = (double)krt_fp16_to_fp32(ld16(blk + 80)) * (sc & 15) * q;
+        *b = (double)krt_fp16_to_fp32(ld16(blk + 82)) * (sc >> 4);
+        return;
+    }
     case T_Q6_K: {
         const int h = e / 128, k = (e % 128) / 32, l = e % 32;
         const uint8_t lb = blk[64 * h + l + 32 * (k & 1)];
@@ -135,6 +143,10 @@ static void fill_w(int t, uint8_t *w, int64_t n, int mode) {
         case T_IQ4_NL:
         case T_Q5_0:
         case T_Q8_0: memcpy(b, &d, 2); break;
+        case T_Q2_K:
+            memcpy(b + 80, &d, 2);
+            memcpy(b + 82, &m, 2);
+            break;
         default:
             memcpy(b, &d, 2);
             memcpy(b + 2, &m, 2);

@@ -68,6 +68,12 @@ package ckernels
 #cgo nocallback krt_quantize_iq4_nl_avx2
 #cgo noescape krt_quantize_iq4_nl_avx512
 #cgo nocallback krt_quantize_iq4_nl_avx512
+#cgo noescape krt_quantize_q2_K_ref
+#cgo nocallback krt_quantize_q2_K_ref
+#cgo noescape krt_quantize_q2_K_avx2
+#cgo nocallback krt_quantize_q2_K_avx2
+#cgo noescape krt_quantize_q2_K_avx512
+#cgo nocallback krt_quantize_q2_K_avx512
 #cgo noescape krt_dequantize_q8_0_ref
 #cgo nocallback krt_dequantize_q8_0_ref
 #cgo noescape krt_dequantize_q8_0_avx2
@@ -128,6 +134,12 @@ package ckernels
 #cgo nocallback krt_dequantize_iq4_nl_avx2
 #cgo noescape krt_dequantize_iq4_nl_avx512
 #cgo nocallback krt_dequantize_iq4_nl_avx512
+#cgo noescape krt_dequantize_q2_K_ref
+#cgo nocallback krt_dequantize_q2_K_ref
+#cgo noescape krt_dequantize_q2_K_avx2
+#cgo nocallback krt_dequantize_q2_K_avx2
+#cgo noescape krt_dequantize_q2_K_avx512
+#cgo nocallback krt_dequantize_q2_K_avx512
 #cgo noescape krt_gemv_q8_0_ref
 #cgo nocallback krt_gemv_q8_0_ref
 #cgo noescape krt_gemv_q8_0_avx2
@@ -176,6 +188,12 @@ package ckernels
 #cgo nocallback krt_gemv_iq4_nl_avx2
 #cgo noescape krt_gemv_iq4_nl_avx512
 #cgo nocallback krt_gemv_iq4_nl_avx512
+#cgo noescape krt_gemv_q2_K_ref
+#cgo nocallback krt_gemv_q2_K_ref
+#cgo noescape krt_gemv_q2_K_avx2
+#cgo nocallback krt_gemv_q2_K_avx2
+#cgo noescape krt_gemv_q2_K_avx512
+#cgo nocallback krt_gemv_q2_K_avx512
 #cgo noescape krt_gemv_q8_0_f32_ref
 #cgo nocallback krt_gemv_q8_0_f32_ref
 #cgo noescape krt_gemv_q8_0_f32_avx2
@@ -242,6 +260,12 @@ package ckernels
 #cgo nocallback krt_gemm_iq4_nl_avx2
 #cgo noescape krt_gemm_iq4_nl_avx512
 #cgo nocallback krt_gemm_iq4_nl_avx512
+#cgo noescape krt_gemm_q2_K_ref
+#cgo nocallback krt_gemm_q2_K_ref
+#cgo noescape krt_gemm_q2_K_avx2
+#cgo nocallback krt_gemm_q2_K_avx2
+#cgo noescape krt_gemm_q2_K_avx512
+#cgo nocallback krt_gemm_q2_K_avx512
 #cgo noescape krt_rmsnorm_ref
 #cgo nocallback krt_rmsnorm_ref
 #cgo noescape krt_rmsnorm_avx2
@@ -460,6 +484,15 @@ func init() {
 	sets[cpu.AVX512].K[kern.QuantizeIQ4_NL] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_quantize_iq4_nl_avx512((*C.krt_block_iq4_nl)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
 	}
+	sets[cpu.Ref].K[kern.QuantizeQ2K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_q2_K_ref((*C.krt_block_q2_K)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.QuantizeQ2K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_q2_K_avx2((*C.krt_block_q2_K)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.QuantizeQ2K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_q2_K_avx512((*C.krt_block_q2_K)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
 	sets[cpu.Ref].K[kern.DequantizeQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_dequantize_q8_0_ref((*C.float)(a.P[0]), (*C.krt_block_q8_0)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
 	}
@@ -550,6 +583,15 @@ func init() {
 	sets[cpu.AVX512].K[kern.DequantizeIQ4_NL] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_dequantize_iq4_nl_avx512((*C.float)(a.P[0]), (*C.krt_block_iq4_nl)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
 	}
+	sets[cpu.Ref].K[kern.DequantizeQ2K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_q2_K_ref((*C.float)(a.P[0]), (*C.krt_block_q2_K)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.DequantizeQ2K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_q2_K_avx2((*C.float)(a.P[0]), (*C.krt_block_q2_K)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.DequantizeQ2K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_q2_K_avx512((*C.float)(a.P[0]), (*C.krt_block_q2_K)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
 	sets[cpu.Ref].K[kern.GemvQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_gemv_q8_0_ref((*C.float)(a.P[0]), (*C.krt_block_q8_0)(a.P[1]), (*C.krt_block_q8_0)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
 	}
@@ -621,6 +663,15 @@ func init() {
 	}
 	sets[cpu.AVX512].K[kern.GemvIQ4_NL] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_gemv_iq4_nl_avx512((*C.float)(a.P[0]), (*C.krt_block_iq4_nl)(a.P[1]), (*C.krt_block_q8_0)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.GemvQ2K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemv_q2_K_ref((*C.float)(a.P[0]), (*C.krt_block_q2_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.GemvQ2K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemv_q2_K_avx2((*C.float)(a.P[0]), (*C.krt_block_q2_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.GemvQ2K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemv_q2_K_avx512((*C.float)(a.P[0]), (*C.krt_block_q2_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
 	}
 	sets[cpu.Ref].K[kern.GemvQ8_0F32] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_gemv_q8_0_f32_ref((*C.float)(a.P[0]), (*C.krt_block_q8_0)(a.P[1]), (*C.float)(a.P[2]), (*C.krt_block_q8_0)(scratch), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
@@ -720,6 +771,15 @@ func init() {
 	}
 	sets[cpu.AVX512].K[kern.GemmIQ4_NL] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_gemm_iq4_nl_avx512((*C.float)(a.P[0]), (*C.krt_block_iq4_nl)(a.P[1]), (*C.krt_block_q8_0)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.GemmQ2K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemm_q2_K_ref((*C.float)(a.P[0]), (*C.krt_block_q2_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.GemmQ2K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemm_q2_K_avx2((*C.float)(a.P[0]), (*C.krt_block_q2_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.GemmQ2K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemm_q2_K_avx512((*C.float)(a.P[0]), (*C.krt_block_q2_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
 	}
 	sets[cpu.Ref].K[kern.RMSNorm] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_rmsnorm_ref((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.float)(unsafe.Pointer(&a.F[0])), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))

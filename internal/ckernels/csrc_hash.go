@@ -3,4 +3,4 @@
 package ckernels
 
 // csrcHash is the hash of csrc/ this package was last generated for (see csrchash).
-const csrcHash = "fd9f20f11eda715c6cad29c5c3e680572137dc7f716cc84cb0f1e67dbac38671"
+const csrcHash = "3d5a43b8b5ed5644e7eb4bc14a0ec0b236968b7a829290fdfd55069fa77ae449"

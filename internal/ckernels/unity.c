@@ -13,6 +13,7 @@
 #include "../../csrc/iquant.c"
 #include "../../csrc/kquant.c"
 #include "../../csrc/norm.c"
+#include "../../csrc/q2k.c"
 #include "../../csrc/quant.c"
 #include "../../csrc/rope.c"
 #include "../../csrc/rope_norm.c"

@@ -36,6 +36,9 @@ func init() {
 	set.K[kern.QuantizeIQ4_NL] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		QuantizeIQ4_NL(a.P[0], a.P[1], lo, hi)
 	}
+	set.K[kern.QuantizeQ2K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		QuantizeQ2K(a.P[0], a.P[1], lo, hi)
+	}
 	set.K[kern.DequantizeQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		DequantizeQ8_0(a.P[0], a.P[1], lo, hi)
 	}
@@ -66,6 +69,9 @@ func init() {
 	set.K[kern.DequantizeIQ4_NL] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		DequantizeIQ4_NL(a.P[0], a.P[1], lo, hi)
 	}
+	set.K[kern.DequantizeQ2K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		DequantizeQ2K(a.P[0], a.P[1], lo, hi)
+	}
 	set.K[kern.GemvQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		GemvQ8_0(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 	}
@@ -89,6 +95,9 @@ func init() {
 	}
 	set.K[kern.GemvIQ4_NL] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		GemvIQ4_NL(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+	}
+	set.K[kern.GemvQ2K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		GemvQ2K(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 	}
 	set.K[kern.GemvQ8_0F32] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		GemvQ8_0F32(a.P[0], a.P[1], a.P[2], scratch, a.P[3], a.I[0], lo, hi)
@@ -122,6 +131,9 @@ func init() {
 	}
 	set.K[kern.GemmIQ4_NL] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		GemmIQ4_NL(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+	}
+	set.K[kern.GemmQ2K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		GemmQ2K(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
 	}
 	set.K[kern.RMSNorm] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		RMSNorm(a.P[0], a.P[1], a.P[2], a.F[0], a.I[0], lo, hi)

@@ -14,6 +14,7 @@ const (
 	QuantizeQ6K             // krt_quantize_q6_K
 	QuantizeQ8K             // krt_quantize_q8_K
 	QuantizeIQ4_NL          // krt_quantize_iq4_nl
+	QuantizeQ2K             // krt_quantize_q2_K
 	DequantizeQ8_0          // krt_dequantize_q8_0
 	DequantizeQ5_0          // krt_dequantize_q5_0
 	DequantizeQ4_0          // krt_dequantize_q4_0
@@ -24,6 +25,7 @@ const (
 	DequantizeQ6K           // krt_dequantize_q6_K
 	DequantizeQ8K           // krt_dequantize_q8_K
 	DequantizeIQ4_NL        // krt_dequantize_iq4_nl
+	DequantizeQ2K           // krt_dequantize_q2_K
 	GemvQ8_0                // krt_gemv_q8_0
 	GemvQ5_0                // krt_gemv_q5_0
 	GemvQ4_0                // krt_gemv_q4_0
@@ -32,6 +34,7 @@ const (
 	GemvQ5K                 // krt_gemv_q5_K
 	GemvQ6K                 // krt_gemv_q6_K
 	GemvIQ4_NL              // krt_gemv_iq4_nl
+	GemvQ2K                 // krt_gemv_q2_K
 	GemvQ8_0F32             // krt_gemv_q8_0_f32
 	GemvQ5_0F32             // krt_gemv_q5_0_f32
 	GemvF32                 // krt_gemv_f32
@@ -43,6 +46,7 @@ const (
 	GemmQ5K                 // krt_gemm_q5_K
 	GemmQ6K                 // krt_gemm_q6_K
 	GemmIQ4_NL              // krt_gemm_iq4_nl
+	GemmQ2K                 // krt_gemm_q2_K
 	RMSNorm                 // krt_rmsnorm
 	Softmax                 // krt_softmax
 	SwiGLU                  // krt_swiglu
@@ -78,6 +82,7 @@ var Names = [NumKernels]string{
 	"quantize_q6_K",
 	"quantize_q8_K",
 	"quantize_iq4_nl",
+	"quantize_q2_K",
 	"dequantize_q8_0",
 	"dequantize_q5_0",
 	"dequantize_q4_0",
@@ -88,6 +93,7 @@ var Names = [NumKernels]string{
 	"dequantize_q6_K",
 	"dequantize_q8_K",
 	"dequantize_iq4_nl",
+	"dequantize_q2_K",
 	"gemv_q8_0",
 	"gemv_q5_0",
 	"gemv_q4_0",
@@ -96,6 +102,7 @@ var Names = [NumKernels]string{
 	"gemv_q5_K",
 	"gemv_q6_K",
 	"gemv_iq4_nl",
+	"gemv_q2_K",
 	"gemv_q8_0_f32",
 	"gemv_q5_0_f32",
 	"gemv_f32",
@@ -107,6 +114,7 @@ var Names = [NumKernels]string{
 	"gemm_q5_K",
 	"gemm_q6_K",
 	"gemm_iq4_nl",
+	"gemm_q2_K",
 	"rmsnorm",
 	"softmax",
 	"swiglu",
@@ -140,6 +148,7 @@ var GoNames = [NumKernels]string{
 	"QuantizeQ6K",
 	"QuantizeQ8K",
 	"QuantizeIQ4_NL",
+	"QuantizeQ2K",
 	"DequantizeQ8_0",
 	"DequantizeQ5_0",
 	"DequantizeQ4_0",
@@ -150,6 +159,7 @@ var GoNames = [NumKernels]string{
 	"DequantizeQ6K",
 	"DequantizeQ8K",
 	"DequantizeIQ4_NL",
+	"DequantizeQ2K",
 	"GemvQ8_0",
 	"GemvQ5_0",
 	"GemvQ4_0",
@@ -158,6 +168,7 @@ var GoNames = [NumKernels]string{
 	"GemvQ5K",
 	"GemvQ6K",
 	"GemvIQ4_NL",
+	"GemvQ2K",
 	"GemvQ8_0F32",
 	"GemvQ5_0F32",
 	"GemvF32",
@@ -169,6 +180,7 @@ var GoNames = [NumKernels]string{
 	"GemmQ5K",
 	"GemmQ6K",
 	"GemmIQ4_NL",
+	"GemmQ2K",
 	"RMSNorm",
 	"Softmax",
 	"SwiGLU",

@@ -1,0 +1,378 @@
+/* csrc/q2k.c - Q2_K (ggml's 2-bit K-quant, super-blocks of 256): quantize, dequantize, the decode
+ * GEMV and the prefill GEMM against Q8_K activations.
+ *
+ * Rules (see kernelrt.h): C11; no malloc, no threads, no OpenMP, no global mutable state, no libm
+ * calls and no calls out of a function (helpers are static inline) so that c2goasm can translate
+ * the object code. Three variants per kernel: _ref (scalar), _avx2 (KRT_TARGET_AVX2), _avx512
+ * (KRT_TARGET_AVX512, VNNI).
+ *
+ * Quantizer: krt_q2k.h (an offline step: the SIMD variants run the scalar definition compiled for
+ * their ISA, so every variant gives the same bytes). Dequantizer: ggml's dequantize_row_q2_K,
+ * (d * sc) * q - dmin * m, two roundings per value in every variant (so NaN / Inf scales give the
+ * same bits everywhere). GEMV: krt_q2k.h's krt_kd_q2_K defines the result; the SIMD variants
+ * split the integer sums exactly, scale them lane-wise with FMA and agree with _ref to a few ulp
+ * of the row's magnitude, like the other K-quants (gemv_k.c):
+ *   _avx512: per row and super-block the 64 quant bytes are one load; (qs >> 2j) & 3 for j = 0..3
+ *     gives four vectors of 64 unsigned quants, each against its own arrangement of the
+ *     activations (elements 32j.. of both halves, prepared once per call); vpdpbusd leaves int32
+ *     lanes of 4 products (<= 1524, int16), vpackssdw pairs two vectors and vpmaddwd multiplies by
+ *     the sub-block scale words (one vpermw each) while summing pairs: 16 int32 lanes summing to
+ *     isum. The mins: vpmaddwd of the 16 min words with the activation's 16 bsums. Then one cvt and
+ *     one FMA per row and super-block with d * d_x (dmin * d_x) from a 4-row table, rows in groups
+ *     of 4 sharing it and the linear prefetch of the next group (gemv_k.c's K-quant driver).
+ *   _avx2: per row, half and shift, 32 quants: vpmaddubsw with the activations (pairs <= 762),
+ *     vpmaddwd with the two sub-block scale words (one vpshufb), into 8 int32 lanes.
+ * GEMM: for each group of 4 rows, each token and super-block, the exact integer sums of the SIMD
+ * GEMV's arithmetic reduced to scalars, then krt_q2_term and the accumulation in _ref's order:
+ * bit-identical to krt_kd_q2_K (so to a GEMV of one token through _ref) in every variant. The
+ * 4 rows' weights stay in L1 while the tokens pass.
+ * Non-finite scales: as every K-quant GEMV (krt_kdot.h), a NaN / Inf d, dmin or d_x makes the row
+ * NaN (krt_scale_poison on the scale products, outside the integer loop).
+ */
+#include "krt_q2k.h"
+
+/* ---------------- scalar ---------------- */
+
+void krt_quantize_q2_K_ref(krt_block_q2_K *dst, const float *src, int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; b++) krt_q2_quant_ref(dst + b, src + b * KRT_QK_K);
+}
+
+void krt_dequantize_q2_K_ref(float *dst, const krt_block_q2_K *src, int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; b++) {
+        const float d = krt_fp16_to_fp32(src[b].d), dmin = krt_fp16_to_fp32(src[b].dmin);
+        float *y = dst + b * KRT_QK_K;
+        for (int i = 0; i < 16; i++) {
+            const float dl = d * (float)(src[b].scales[i] & 15), ml = dmin * (float)(src[b].scales[i] >> 4);
+            for (int l = 0; l < 16; l++) y[16 * i + l] = dl * (float)krt_q2_q(src + b, 16 * i + l) - ml;
+        }
+    }
+}
+
+void krt_gemv_q2_K_ref(float *y, const krt_block_q2_K *w, const krt_block_q8_K *x, const float *bias, int64_t cols,
+                       int64_t r0, int64_t r1) {
+    const int64_t nb = cols / KRT_QK_K;
+    for (int64_t r = r0; r < r1; r++) {
+        const float acc = krt_kd_q2_K(w + r * nb, x, nb);
+        y[r] = bias ? acc + bias[r] : acc;
+    }
+}
+
+void krt_gemm_q2_K_ref(float *y, const krt_block_q2_K *w, const krt_block_q8_K *x, const float *bias, int64_t rows,
+                       int64_t cols, int64_t T, int64_t r0, int64_t r1) {
+    const int64_t nb = cols / KRT_QK_K;
+    for (int64_t t = 0; t < T; t++) {
+        for (int64_t r = r0; r < r1; r++) {
+            const float acc = krt_kd_q2_K(w + r * nb, x + t * nb, nb);
+            y[t * rows + r] = bias ? acc + bias[r] : acc;
+        }
+    }
+}
+
+#ifdef KRT_X86
+
+#define KRT_Q2_BS 84   /* bytes per super-block */
+#define KRT_Q2_SB 32   /* super-blocks per column chunk (8192 columns) */
+#ifndef KRT_Q2_PF_LEAD
+#define KRT_Q2_PF_LEAD 8192
+#endif
+
+/* The scale words (sc, low nibbles) and min words (m, high nibbles) of one super-block. */
+KRT_TARGET_AVX2 KRT_INLINE void krt_q2_scm(const uint8_t *blk, __m256i *sc, __m256i *mn) {
+    const __m128i s = _mm_loadu_si128((const __m128i *)blk), m4 = _mm_set1_epi8(0x0f);
+    *sc = _mm256_cvtepu8_epi16(_mm_and_si128(s, m4));
+    *mn = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s, 4), m4));
+}
+
+/* ---------------- AVX2 ---------------- */
+
+/* Word j of the 128-bit source in the low lane, word k in the high lane, each broadcast 8 times. */
+#define KRT_Q2_WSEL(j, k)                                                                                         \
+    _mm256_setr_epi8(2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1,     \
+                     2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1, 2 * (j), 2 * (j) + 1,     \
+                     2 * (k), 2 * (k) + 1, 2 * (k), 2 * (k) + 1, 2 * (k), 2 * (k) + 1, 2 * (k), 2 * (k) + 1,     \
+                     2 * (k), 2 * (k) + 1, 2 * (k), 2 * (k) + 1, 2 * (k), 2 * (k) + 1, 2 * (k), 2 * (k) + 1)
+
+/* One row's super-block: 8 int32 lanes summing to isum, and 8 summing to msum (*mins). */
+KRT_TARGET_AVX2 KRT_INLINE __m256i krt_q2_sb_avx2(const uint8_t *blk, const krt_block_q8_K *x, __m256i *mins) {
+    const __m256i c3 = _mm256_set1_epi8(3);
+    __m256i sc, mn;
+    krt_q2_scm(blk, &sc, &mn);
+    *mins = _mm256_madd_epi16(mn, _mm256_loadu_si256((const __m256i *)x->bsums));
+    __m256i acc = _mm256_setzero_si256();
+#if defined(__clang__)
+#pragma clang loop unroll(full)
+#else
+#pragma GCC unroll 2
+#endif
+    for (int n = 0; n < 2; n++) {
+        const __m256i r = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * n));
+        /* scales 8n..8n+7 as words, in both lanes */
+        const __m256i s = n == 0 ? _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sc))
+                                 : _mm256_broadcastsi128_si256(_mm256_extracti128_si256(sc, 1));
+        /* elements 128n + 32j + l, l < 16: sub-block 8n + 2j (low lane); l >= 16: 8n + 2j + 1 */
+        const __m256i q0 = _mm256_and_si256(r, c3);
+        const __m256i q1 = _mm256_and_si256(_mm256_srli_epi16(r, 2), c3);
+        const __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(r, 4), c3);
+        const __m256i q3 = _mm256_and_si256(_mm256_srli_epi16(r, 6), c3);
+        const int8_t *xq = x->qs + 128 * n;
+        const __m256i p0 = _mm256_maddubs_epi16(q0, _mm256_loadu_si256((const __m256i *)(xq + 0)));
+        const __m256i p1 = _mm256_maddubs_epi16(q1, _mm256_loadu_si256((const __m256i *)(xq + 32)));
+        const __m256i p2 = _mm256_maddubs_epi16(q2, _mm256_loadu_si256((const __m256i *)(xq + 64)));
+        const __m256i p3 = _mm256_maddubs_epi16(q3, _mm256_loadu_si256((const __m256i *)(xq + 96)));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p0, _mm256_shuffle_epi8(s, KRT_Q2_WSEL(0, 1))));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p1, _mm256_shuffle_epi8(s, KRT_Q2_WSEL(2, 3))));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p2, _mm256_shuffle_epi8(s, KRT_Q2_WSEL(4, 5))));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p3, _mm256_shuffle_epi8(s, KRT_Q2_WSEL(6, 7))));
+    }
+    return acc;
+}
+
+KRT_TARGET_AVX2 KRT_INLINE int32_t krt_q2_hsum_avx2(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* fp16 -> fp32 through F16C (exact, as krt_fp16_to_fp32). */
+KRT_TARGET_AVX2 KRT_INLINE float krt_q2_h2f(uint16_t h) { return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h))); }
+
+KRT_TARGET_AVX2 void krt_quantize_q2_K_avx2(krt_block_q2_K *dst, const float *src, int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; b++) krt_q2_quant_ref(dst + b, src + b * KRT_QK_K);
+}
+
+KRT_TARGET_AVX2 void krt_dequantize_q2_K_avx2(float *dst, const krt_block_q2_K *src, int64_t b0, int64_t b1) {
+    const __m128i c3 = _mm_set1_epi8(3);
+    for (int64_t b = b0; b < b1; b++) {
+        const float d = krt_q2_h2f(src[b].d), dmin = krt_q2_h2f(src[b].dmin);
+        float *y = dst + b * KRT_QK_K;
+        for (int n = 0; n < 2; n++) {
+            for (int h = 0; h < 2; h++) {
+                const __m128i r = _mm_loadu_si128((const __m128i *)(src[b].qs + 32 * n + 16 * h));
+                for (int j = 0; j < 4; j++) {
+                    const int i = 8 * n + 2 * j + h; /* sub-block: elements 128n + 32j + 16h .. +16 */
+                    const __m128i q = _mm_and_si128(_mm_srl_epi16(r, _mm_cvtsi32_si128(2 * j)), c3);
+                    const __m256 dl = _mm256_set1_ps(d * (float)(src[b].scales[i] & 15));
+                    const __m256 ml = _mm256_set1_ps(dmin * (float)(src[b].scales[i] >> 4));
+                    const __m256 f0 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q));
+                    const __m256 f1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(q, 8)));
+                    _mm256_storeu_ps(y + 16 * i, _mm256_sub_ps(_mm256_mul_ps(dl, f0), ml));
+                    _mm256_storeu_ps(y + 16 * i + 8, _mm256_sub_ps(_mm256_mul_ps(dl, f1), ml));
+                }
+            }
+        }
+    }
+}
+
+KRT_TARGET_AVX2 void krt_gemv_q2_K_avx2(float *y, const krt_block_q2_K *w, const krt_block_q8_K *x, const float *bias,
+                                        int64_t cols, int64_t r0, int64_t r1) {
+    const int64_t nb = cols / KRT_QK_K, rs = nb * KRT_Q2_BS, pend = r1 * rs;
+    const uint8_t *wb = (const uint8_t *)w;
+    for (int64_t c0 = 0; c0 < nb; c0 += KRT_Q2_SB) {
+        const int64_t cn = nb - c0 < KRT_Q2_SB ? nb - c0 : KRT_Q2_SB;
+        const int last = c0 + cn == nb;
+        for (int64_t r = r0; r < r1; r++) {
+            const uint8_t *p = wb + r * rs + c0 * KRT_Q2_BS;
+            const int64_t pf = (r + 1) * rs + c0 * KRT_Q2_BS + KRT_Q2_PF_LEAD;
+            __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+            for (int64_t b = 0; b < cn; b++) {
+                const int64_t q = pf + b * KRT_Q2_BS;
+                if (q < pend) {
+                    _mm_prefetch((const char *)wb + q, _MM_HINT_T1);
+                    _mm_prefetch((const char *)wb + q + 64, _MM_HINT_T1);
+                }
+                const uint8_t *blk = p + b * KRT_Q2_BS;
+                uint32_t dd;
+                memcpy(&dd, blk + 80, 4);
+                /* d * d_x, dmin * d_x */
+                const __m128 f =
+                    krt_scale_poison_sse(_mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(x[c0 + b].d)));
+                __m256i mins;
+                const __m256i v = krt_q2_sb_avx2(blk, x + c0 + b, &mins);
+                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_broadcastss_ps(f), acc);
+                accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_broadcastss_ps(_mm_movehdup_ps(f)), accm);
+            }
+            acc = _mm256_sub_ps(acc, accm);
+            __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+            s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+            s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
+            float o = _mm_cvtss_f32(s4);
+            if (c0 > 0) o = y[r] + o;
+            if (last && bias) o = o + bias[r];
+            y[r] = o;
+        }
+    }
+}
+
+KRT_TARGET_AVX2 void krt_gemm_q2_K_avx2(float *y, const krt_block_q2_K *w, const krt_block_q8_K *x, const float *bias,
+                                        int64_t rows, int64_t cols, int64_t T, int64_t r0, int64_t r1) {
+    const int64_t nb = cols / KRT_QK_K;
+    for (int64_t r = r0; r < r1; r += 4) {
+        const int rn = r1 - r < 4 ? (int)(r1 - r) : 4;
+        for (int64_t t = 0; t < T; t++) {
+            const krt_block_q8_K *xt = x + t * nb;
+            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (int64_t b = 0; b < nb; b++) {
+                for (int i = 0; i < rn; i++) {
+                    const krt_block_q2_K *blk = w + (r + i) * nb + b;
+                    __m256i mins;
+                    const __m256i v = krt_q2_sb_avx2((const uint8_t *)blk, xt + b, &mins);
+                    const float a = krt_scale_poison(krt_q2_h2f(blk->d) * xt[b].d);
+                    const float c = krt_scale_poison(krt_q2_h2f(blk->dmin) * xt[b].d);
+                    acc[i] = acc[i] + (a * (float)krt_q2_hsum_avx2(v) - c * (float)krt_q2_hsum_avx2(mins));
+                }
+            }
+            for (int i = 0; i < rn; i++) y[t * rows + r + i] = bias ? acc[i] + bias[r + i] : acc[i];
+        }
+    }
+}
+
+/* ---------------- AVX-512 ---------------- */
+
+/* The activation side of one super-block. */
+typedef struct {
+    __m512i x[4]; /* vector j: elements 32j..32j+31 | 128+32j..128+32j+31 */
+    __m256i bs;   /* the 16 bsums */
+    float dx;
+} krt_q2_xsb;
+
+KRT_TARGET_AVX512 KRT_INLINE void krt_q2_prep_avx512(krt_q2_xsb *st, const krt_block_q8_K *x) {
+    for (int j = 0; j < 4; j++)
+        st->x[j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(x->qs + 32 * j))),
+                                      _mm256_loadu_si256((const __m256i *)(x->qs + 128 + 32 * j)), 1);
+    st->bs = _mm256_loadu_si256((const __m256i *)x->bsums);
+    st->dx = x->d;
+}
+
+/* One row's super-block: 16 int32 lanes summing to isum, 8 summing to msum (*mins). */
+KRT_TARGET_AVX512 KRT_INLINE __m512i krt_q2_sb_avx512(const uint8_t *blk, const krt_q2_xsb *st, __m256i *mins) {
+    const __m512i c3 = _mm512_set1_epi8(3);
+    const __m512i r = _mm512_loadu_si512((const void *)(blk + 16));
+    /* byte 32n + l of vector j: element 128n + 32j + l */
+    const __m512i q0 = _mm512_and_si512(r, c3);
+    const __m512i q1 = _mm512_and_si512(_mm512_srli_epi16(r, 2), c3);
+    const __m512i q2 = _mm512_and_si512(_mm512_srli_epi16(r, 4), c3);
+    const __m512i q3 = _mm512_and_si512(_mm512_srli_epi16(r, 6), c3);
+    const __m512i z = _mm512_setzero_si512();
+    const __m512i d0 = _mm512_dpbusd_epi32(z, q0, st->x[0]), d1 = _mm512_dpbusd_epi32(z, q1, st->x[1]);
+    const __m512i d2 = _mm512_dpbusd_epi32(z, q2, st->x[2]), d3 = _mm512_dpbusd_epi32(z, q3, st->x[3]);
+    __m256i sc, mn;
+    krt_q2_scm(blk, &sc, &mn);
+    *mins = _mm256_madd_epi16(mn, st->bs);
+    /* vpackssdw(d_j, d_j+1), 128-bit chunk c: 4 words of d_j's chunk c, then 4 of d_j+1's; chunk c of
+     * vector j is sub-block 2j (c = 0), 2j + 1, 8 + 2j, 9 + 2j (c = 3) */
+    const __m512i i01 = _mm512_setr_epi32(0, 0, 0x20002, 0x20002, 0x10001, 0x10001, 0x30003, 0x30003, 0x80008, 0x80008,
+                                          0xa000a, 0xa000a, 0x90009, 0x90009, 0xb000b, 0xb000b);
+    const __m512i i23 = _mm512_add_epi16(i01, _mm512_set1_epi16(4));
+    const __m512i scz = _mm512_castsi256_si512(sc);
+    const __m512i a = _mm512_madd_epi16(_mm512_packs_epi32(d0, d1), _mm512_permutexvar_epi16(i01, scz));
+    const __m512i b = _mm512_madd_epi16(_mm512_packs_epi32(d2, d3), _mm512_permutexvar_epi16(i23, scz));
+    return _mm512_add_epi32(a, b);
+}
+
+KRT_TARGET_AVX512 void krt_quantize_q2_K_avx512(krt_block_q2_K *dst, const float *src, int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; b++) krt_q2_quant_ref(dst + b, src + b * KRT_QK_K);
+}
+
+KRT_TARGET_AVX512 void krt_dequantize_q2_K_avx512(float *dst, const krt_block_q2_K *src, int64_t b0, int64_t b1) {
+    const __m128i c3 = _mm_set1_epi8(3);
+    for (int64_t b = b0; b < b1; b++) {
+        const float d = krt_q2_h2f(src[b].d), dmin = krt_q2_h2f(src[b].dmin);
+        float *y = dst + b * KRT_QK_K;
+        for (int n = 0; n < 2; n++) {
+            for (int h = 0; h < 2; h++) {
+                const __m128i r = _mm_loadu_si128((const __m128i *)(src[b].qs + 32 * n + 16 * h));
+                for (int j = 0; j < 4; j++) {
+                    const int i = 8 * n + 2 * j + h;
+                    const __m128i q = _mm_and_si128(_mm_srl_epi16(r, _mm_cvtsi32_si128(2 * j)), c3);
+                    const __m512 dl = _mm512_set1_ps(d * (float)(src[b].scales[i] & 15));
+                    const __m512 ml = _mm512_set1_ps(dmin * (float)(src[b].scales[i] >> 4));
+                    _mm512_storeu_ps(y + 16 * i,
+                                     _mm512_sub_ps(_mm512_mul_ps(dl, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(q))), ml));
+                }
+            }
+        }
+    }
+}
+
+KRT_TARGET_AVX512 void krt_gemv_q2_K_avx512(float *y, const krt_block_q2_K *w, const krt_block_q8_K *x,
+                                            const float *bias, int64_t cols, int64_t r0, int64_t r1) {
+    const int64_t nb = cols / KRT_QK_K, rs = nb * KRT_Q2_BS, pend = r1 * rs;
+    const uint8_t *wb = (const uint8_t *)w;
+    krt_q2_xsb xs[KRT_Q2_SB];
+    float sd[8]; /* per row i: d * d_x at 2i, dmin * d_x at 2i + 1 */
+    for (int64_t c0 = 0; c0 < nb; c0 += KRT_Q2_SB) {
+        const int64_t cn = nb - c0 < KRT_Q2_SB ? nb - c0 : KRT_Q2_SB;
+        for (int64_t b = 0; b < cn; b++) krt_q2_prep_avx512(&xs[b], x + c0 + b);
+        const int last = c0 + cn == nb;
+        for (int64_t r = r0; r < r1; r += 4) {
+            const uint8_t *p[4];
+            for (int i = 0; i < 4; i++) p[i] = wb + (r + i < r1 ? r + i : r1 - 1) * rs + c0 * KRT_Q2_BS;
+            const int64_t pf = (r + 4) * rs + c0 * KRT_Q2_BS + KRT_Q2_PF_LEAD; /* the next group, linearly */
+            __m512 acc[4];
+            __m256 accm[4];
+            for (int i = 0; i < 4; i++) {
+                acc[i] = _mm512_setzero_ps();
+                accm[i] = _mm256_setzero_ps();
+            }
+            for (int64_t b = 0; b < cn; b++) {
+                const int64_t o = b * KRT_Q2_BS;
+                const int64_t q = pf + 4 * o; /* 4 rows x 84 bytes per super-block */
+                if (q < pend) {
+                    for (int l = 0; l < 4 * KRT_Q2_BS; l += 64) _mm_prefetch((const char *)wb + q + l, _MM_HINT_T1);
+                }
+                uint32_t dd[4];
+                for (int i = 0; i < 4; i++) memcpy(&dd[i], p[i] + o + 80, 4);
+                const __m256 f = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dd));
+                _mm256_storeu_ps(sd, krt_scale_poison_avx2(_mm256_mul_ps(f, _mm256_set1_ps(xs[b].dx))));
+                __asm__ volatile("" ::: "memory"); /* keep sd in memory: the FMAs broadcast from it */
+                for (int i = 0; i < 4; i++) {
+                    __m256i mins;
+                    const __m512i v = krt_q2_sb_avx512(p[i] + o, &xs[b], &mins);
+                    acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(sd[2 * i]), acc[i]);
+                    accm[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(sd[2 * i + 1]), accm[i]);
+                }
+            }
+            float o4[4];
+            for (int i = 0; i < 4; i++) {
+                __m128 m = _mm_add_ps(_mm256_castps256_ps128(accm[i]), _mm256_extractf128_ps(accm[i], 1));
+                m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+                m = _mm_add_ss(m, _mm_movehdup_ps(m));
+                o4[i] = _mm512_reduce_add_ps(acc[i]) - _mm_cvtss_f32(m);
+            }
+            __m128 a4 = _mm_loadu_ps(o4);
+            const __mmask8 m = r + 4 <= r1 ? (__mmask8)0x0f : (__mmask8)((1u << (r1 - r)) - 1u);
+            if (c0 > 0) a4 = _mm_add_ps(_mm_maskz_loadu_ps(m, y + r), a4);
+            if (last && bias) a4 = _mm_add_ps(a4, _mm_maskz_loadu_ps(m, bias + r));
+            _mm_mask_storeu_ps(y + r, m, a4);
+        }
+    }
+}
+
+KRT_TARGET_AVX512 void krt_gemm_q2_K_avx512(float *y, const krt_block_q2_K *w, const krt_block_q8_K *x,
+                                            const float *bias, int64_t rows, int64_t cols, int64_t T, int64_t r0,
+                                            int64_t r1) {
+    const int64_t nb = cols / KRT_QK_K;
+    for (int64_t r = r0; r < r1; r += 4) {
+        const int rn = r1 - r < 4 ? (int)(r1 - r) : 4;
+        for (int64_t t = 0; t < T; t++) {
+            const krt_block_q8_K *xt = x + t * nb;
+            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (int64_t b = 0; b < nb; b++) {
+                krt_q2_xsb st;
+                krt_q2_prep_avx512(&st, xt + b);
+                for (int i = 0; i < rn; i++) {
+                    const krt_block_q2_K *blk = w + (r + i) * nb + b;
+                    __m256i mins;
+                    const __m512i v = krt_q2_sb_avx512((const uint8_t *)blk, &st, &mins);
+                    const float a = krt_scale_poison(krt_q2_h2f(blk->d) * st.dx);
+                    const float c = krt_scale_poison(krt_q2_h2f(blk->dmin) * st.dx);
+                    acc[i] = acc[i] + (a * (float)_mm512_reduce_add_epi32(v) - c * (float)krt_q2_hsum_avx2(mins));
+                }
+            }
+            for (int i = 0; i < rn; i++) y[t * rows + r + i] = bias ? acc[i] + bias[r + i] : acc[i];
+        }
+    }
+}
+
+#endif /* KRT_X86 */
