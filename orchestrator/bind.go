@@ -14,7 +14,7 @@ import (
 
 // Binding a GGUF file's tensors to a model.
 //
-// Memory: quantized matrices (Q8_0, Q5_0, Q4_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL) and F32 ones are used
+// Memory: quantized matrices (Q8_0, Q5_0, Q4_0, Q5_1, Q2_K, Q4_K, Q5_K, Q6_K, IQ4_NL) and F32 ones are used
 // in place, as typed views of the file's read-only mapping: loading reads no weight bytes and
 // copies none; pages come from the page cache on first touch. Only small tensors are copied
 // into the model's arena (norms, the q|k|v biases, which the decoder wants concatenated), plus
@@ -108,6 +108,8 @@ func (s *fileSource) matrix(sp tensorSpec, a *arena.Arena, l *arena.Layout) (*Ma
 		mat.Q5K, err = blocks[kernelrt.BlockQ5K](s, t, data, nb, cp, a, l, plan)
 	case Q6_K:
 		mat.Q6K, err = blocks[kernelrt.BlockQ6K](s, t, data, nb, cp, a, l, plan)
+	case Q2_K:
+		mat.Q2K, err = blocks[kernelrt.BlockQ2K](s, t, data, nb, cp, a, l, plan)
 	case Q4_1:
 		if mat.Q51, err = arena.Get[kernelrt.BlockQ5_1](a, l, plan); err == nil {
 			q4_1ToQ5_1(mat.Q51, data)

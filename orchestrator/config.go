@@ -233,7 +233,7 @@ type QType int
 
 // Weight types the decoder computes with, as GGUF stores them (ggml's blocks, used in place).
 // The blocks of 32 (Q8_0, Q5_0, Q4_0, Q4_1, Q5_1, IQ4_NL) multiply Q8_0-quantized activations and the
-// K-quants (Q4_K, Q5_K, Q6_K: super-blocks of 256, so a matrix's cols must be a multiple of
+// K-quants (Q2_K, Q4_K, Q5_K, Q6_K: super-blocks of 256, so a matrix's cols must be a multiple of
 // 256) Q8_K-quantized ones, as ggml does. F32, F16 and BF16 matrices are held as float32 (F16
 // and BF16 converted once at load) and multiply float activations, rounded first to fp16 for
 // F16 and to bf16 for BF16, as ggml rounds them to the weights' dot-product type. Q3_K is held
@@ -260,12 +260,13 @@ const (
 	IQ4_NL
 	Q3_K
 	IQ4_XS
+	Q2_K
 	numQTypes
 )
 
 var qtypeNames = [numQTypes]string{Q8_0: "q8_0", Q5_0: "q5_0", F32: "f32", F16: "f16", Q4_0: "q4_0", Q4_1: "q4_1",
 	Q5_1: "q5_1", Q4_K: "q4_K", Q5_K: "q5_K", Q6_K: "q6_K", BF16: "bf16", IQ4_NL: "iq4_nl", Q3_K: "q3_K",
-	IQ4_XS: "iq4_xs"}
+	IQ4_XS: "iq4_xs", Q2_K: "q2_K"}
 
 func (q QType) String() string {
 	if q >= 0 && q < numQTypes {
@@ -288,7 +289,7 @@ const (
 // act is the activation form q multiplies.
 func (q QType) act() actKind {
 	switch q {
-	case Q4_K, Q5_K, Q6_K, Q3_K:
+	case Q4_K, Q5_K, Q6_K, Q3_K, Q2_K:
 		return actQ8K
 	case F32:
 		return actF32
@@ -329,6 +330,8 @@ func (q QType) blockBytes() int {
 		return 176
 	case Q6_K, Q3_K:
 		return 210
+	case Q2_K:
+		return 84
 	}
 	return 4 * 32
 }

@@ -305,7 +305,7 @@ func metaFloat(f *gguf.File, key string, def float64) (float64, error) {
 var ggmlTypes = map[gguf.GGMLType]QType{
 	gguf.TypeQ8_0: Q8_0, gguf.TypeQ5_0: Q5_0, gguf.TypeQ4_0: Q4_0, gguf.TypeQ4_1: Q4_1, gguf.TypeQ5_1: Q5_1,
 	gguf.TypeQ3_K: Q3_K, gguf.TypeQ4_K: Q4_K, gguf.TypeQ5_K: Q5_K, gguf.TypeQ6_K: Q6_K, gguf.TypeIQ4_NL: IQ4_NL,
-	gguf.TypeIQ4_XS: IQ4_XS, gguf.TypeF32: F32, gguf.TypeF16: F16, gguf.TypeBF16: BF16,
+	gguf.TypeIQ4_XS: IQ4_XS, gguf.TypeF32: F32, gguf.TypeF16: F16, gguf.TypeBF16: BF16, gguf.TypeQ2_K: Q2_K,
 }
 
 // qtypeOf maps a GGUF type to the decoder's, for the types it computes with.

@@ -163,11 +163,16 @@ func fillBlocks(raw []byte, t QType, amp float64, s *uint64) {
 		levels = 16
 	case IQ4_XS: // values d*(ls-32)*kvalue with |ls-32| <= 32
 		levels = 127 * 32
+	case Q2_K: // values d*sc*q - dmin*m, sc and m 0..15, q 0..3
+		levels = 30
 	}
 	for off := 0; off+bb <= len(raw); off += bb {
 		// Vary the scale by block (0.5x..1.5x) from the block's own first quant byte.
 		f := 0.5 + float64(raw[off+2])/255
 		binary.LittleEndian.PutUint16(raw[off+dOff:], kernelrt.FP32ToFP16(float32(amp*f/levels)))
+		if t == Q2_K { // dmin = 1.5 d: the mean min term cancels the mean scaled quant (11.25 d)
+			binary.LittleEndian.PutUint16(raw[off+dOff+2:], kernelrt.FP32ToFP16(float32(1.5*amp*f/levels)))
+		}
 	}
 }
 
@@ -181,6 +186,8 @@ func fileBlock(t QType) (size, dOff int) {
 		return 110, 108
 	case IQ4_XS:
 		return 136, 0
+	case Q2_K: // ggml's block_q2_K: scales, qs, then d and dmin
+		return 84, 80
 	}
 	return t.blockBytes(), 0
 }
@@ -206,8 +213,8 @@ func SyntheticGGUFWith(b *gguf.Builder, cfg Config, recipe Recipe, seed uint64, 
 		return err
 	}
 	for _, t := range recipe.types() {
-		if t != Q8_0 && t != Q5_0 && t != F16 && t != IQ4_NL && t != Q3_K && t != IQ4_XS {
-			return fmt.Errorf("orchestrator: SyntheticGGUF writes Q8_0, Q5_0, IQ4_NL, Q3_K, IQ4_XS and F16 weights, recipe %q has %s", recipe.Name, t)
+		if t != Q8_0 && t != Q5_0 && t != F16 && t != IQ4_NL && t != Q3_K && t != IQ4_XS && t != Q2_K {
+			return fmt.Errorf("orchestrator: SyntheticGGUF writes Q8_0, Q5_0, IQ4_NL, Q2_K, Q3_K, IQ4_XS and F16 weights, recipe %q has %s", recipe.Name, t)
 		}
 	}
 	c := cfg
@@ -270,7 +277,7 @@ func SyntheticGGUFWith(b *gguf.Builder, cfg Config, recipe Recipe, seed uint64, 
 		return rng | 1
 	}
 	ggml := map[QType]gguf.GGMLType{Q8_0: gguf.TypeQ8_0, Q5_0: gguf.TypeQ5_0, F16: gguf.TypeF16, IQ4_NL: gguf.TypeIQ4_NL, Q3_K: gguf.TypeQ3_K,
-		IQ4_XS: gguf.TypeIQ4_XS}
+		IQ4_XS: gguf.TypeIQ4_XS, Q2_K: gguf.TypeQ2_K}
 	streams := o.streams(next)
 	cb := o.codebook(seed)
 	matrix := func(name string, t QType, rows, cols int) error {
