@@ -473,12 +473,19 @@ type (
 		Content   *string       `json:"content,omitempty"`
 		ToolCalls []toolCallOut `json:"tool_calls,omitempty"`
 	}
+	// replyMessage is a whole reply's message: unlike a stream chunk's delta it always has
+	// content, null when the reply is only tool calls, as OpenAI's schema has it.
+	replyMessage struct {
+		Role      string        `json:"role"`
+		Content   *string       `json:"content"`
+		ToolCalls []toolCallOut `json:"tool_calls,omitempty"`
+	}
 	chatChoice struct {
-		Index        int        `json:"index"`
-		Message      *chatDelta `json:"message,omitempty"`
-		Delta        *chatDelta `json:"delta,omitempty"`
-		Logprobs     any        `json:"logprobs"`
-		FinishReason *string    `json:"finish_reason"`
+		Index        int           `json:"index"`
+		Message      *replyMessage `json:"message,omitempty"`
+		Delta        *chatDelta    `json:"delta,omitempty"`
+		Logprobs     any           `json:"logprobs"`
+		FinishReason *string       `json:"finish_reason"`
 	}
 	chatBody struct {
 		ID      string       `json:"id"`

@@ -332,7 +332,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		fr := res.FinishReason()
-		msg := &chatDelta{Role: "assistant", Content: &text}
+		msg := &replyMessage{Role: "assistant", Content: &text}
 		if c.tools {
 			// A reply whose call markup does not parse is returned as text, as llama.cpp does.
 			if content, calls, err := chat.ParseToolCalls(s.e.ToolFormat(), text); err == nil && len(calls) > 0 {

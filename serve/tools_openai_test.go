@@ -129,6 +129,9 @@ func TestToolCallsOpenAIClient(t *testing.T) {
 			if ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) != 1 {
 				t.Fatalf("%s seed %d: finish %q, %d calls, content %q", c.name, seed, ch.FinishReason, len(ch.Message.ToolCalls), ch.Message.Content)
 			}
+			if raw := ch.Message.RawJSON(); !strings.Contains(raw, `"content":null`) {
+				t.Errorf("%s seed %d: a reply of only calls must carry content null, as OpenAI's: %s", c.name, seed, raw)
+			}
 			call := ch.Message.ToolCalls[0]
 			if c.want != "" && call.Function.Name != c.want || call.Function.Name != "get_weather" && call.Function.Name != "get_time" ||
 				!strings.HasPrefix(call.ID, "call_") || call.Type != "function" {
