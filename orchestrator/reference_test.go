@@ -227,6 +227,16 @@ func refBlocks(w []float64, data []byte, typ gguf.GGMLType) bool {
 				}
 			}
 		}
+	case gguf.TypeQ2_K: // ggml's dequantize_row_q2_K, element by element
+		for b := 0; b < n/256; b++ {
+			blk := data[84*b : 84*b+84]
+			sc, qs, d, dmin := blk[:16], blk[16:80], h(blk[80:]), h(blk[82:])
+			for e := 0; e < 256; e++ { // e = 128*half + 32*j + l, sub-block e/16
+				half, j, l := e/128, e%128/32, e%32
+				q := int(qs[32*half+l] >> uint(2*j) & 3)
+				w[256*b+e] = d*float64(sc[e/16]&0xf)*float64(q) - dmin*float64(sc[e/16]>>4)
+			}
+		}
 	case gguf.TypeQ3_K: // ggml's dequantize_row_q3_K, element by element
 		for b := 0; b < n/256; b++ {
 			blk := data[110*b : 110*b+110]
@@ -336,7 +346,7 @@ func (m *refMatrix) apply(x, bias []float64) []float64 {
 		x = refQuantQ8(x)
 	case gguf.TypeIQ4_XS: // held as IQ4_NL: Q8_0 activations (ggml's IQ4_XS dot product takes Q8_K)
 		x = refQuantQ8(x)
-	case gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K, gguf.TypeQ3_K:
+	case gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K, gguf.TypeQ3_K, gguf.TypeQ2_K:
 		x = refQuantQ8K(x)
 	case gguf.TypeF16, gguf.TypeBF16:
 		// ggml rounds a float32 activation: a value whose float32 rounding lands exactly
