@@ -18,10 +18,12 @@ import (
 )
 
 // The bounds of TestOracleKL: kernelrt's distributions against ik_llama.cpp's on the same
-// quantized file. On these fixtures correct kernels give a mean KL of 2e-4..2.5e-3 and a
-// top-1 agreement of 93-100% (the two runtimes quantize activations and order sums
-// differently, and the random models amplify it through up to 26 layers); the same model
-// quantized otherwise (Q4_K_M against the Q8_0 file's distributions) gives 1.5e-2..9e-2.
+// quantized file. On these fixtures kernelrt gives a mean KL of 2e-4..2.8e-3 and a top-1
+// agreement of 93-100%: the two runtimes quantize activations and order sums differently,
+// and the random models amplify it through up to 26 layers (ik_llama.cpp against itself with
+// micro-batches of 8 instead of 32 differs as much: 1.9e-3 and 95.6% on gemma2 Q2_K). The
+// same model quantized otherwise (Q4_K_M against the Q8_0 file's distributions) gives
+// 1.5e-2..9e-2.
 const (
 	oracleMaxKL      = 5e-3
 	oracleMinSameTop = 0.85
@@ -108,8 +110,8 @@ func unpack(fx oracleFixture, done map[string][]byte) ([]byte, error) {
 }
 
 // TestOracleKL runs tiny qwen3, gemma2 and gemma3 models quantized by ik_llama.cpp's own
-// quantizer (Q8_0, Q4_K_M, IQ4_XS, IQ4_NL, Q3_K_M: every block type of those mixes as it
-// lays them out) on random prompts of 32 tokens, twice the gemmas' sliding window of 16, and
+// quantizer (Q8_0, Q4_K_M, IQ4_XS, IQ4_NL, Q3_K_M, Q2_K: every block type of those mixes as
+// it lays them out) on random prompts of 32 tokens, twice the gemmas' sliding window of 16, and
 // compares every scored position's distribution with the one ik_llama.cpp's llama-perplexity
 // computed on the same file (its --kl-divergence-base output): mean KL divergence at most
 // oracleMaxKL, top-1 agreement at least oracleMinSameTop. A control checks that the bound

@@ -7,13 +7,12 @@
 #   IK=/path/to/ik_llama.cpp [IK_COMMIT=8337e4cd] sh tools/ikfixtures/regen.sh [QUANT...]
 #
 # IK is a source tree built with cmake (build/bin/llama-quantize, build/bin/llama-perplexity).
-# The default quantizations are the ones TestOracleKL checks. Q2_K goes at the end once kernelrt
-# loads it (`sh regen.sh Q8_0 Q4_K_M IQ4_XS IQ4_NL Q3_K_M Q2_K`): the other fixtures stay
-# byte-identical and the manifest gains a line per architecture. OUT overrides the output
-# directory.
+# The default quantizations are the ones TestOracleKL checks; one added at the end of the list
+# leaves the other fixtures byte-identical and adds a manifest line per architecture (Q2_K
+# was added so). OUT overrides the output directory.
 set -eu
 : "${IK:?set IK to an ik_llama.cpp build tree}"
-QUANTS=${*:-Q8_0 Q4_K_M IQ4_XS IQ4_NL Q3_K_M}
+QUANTS=${*:-Q8_0 Q4_K_M IQ4_XS IQ4_NL Q3_K_M Q2_K}
 CTX=${CTX:-32}
 CHUNKS=${CHUNKS:-6}
 cd "$(dirname "$0")/../.."
