@@ -3875,33 +3875,37 @@ LBB5_5:
 	VZEROUPPER
 	RET
 
-DATA LCDATA4<>+0x000(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA LCDATA4<>+0x008(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA LCDATA4<>+0x010(SB)/8, $0x0000000000000000
+DATA LCDATA4<>+0x000(SB)/8, $0x3f8000003e800000
+DATA LCDATA4<>+0x008(SB)/8, $0x3f8000003f800000
+DATA LCDATA4<>+0x010(SB)/8, $0x000f000f000f000f
 DATA LCDATA4<>+0x018(SB)/8, $0x0000000000000000
 DATA LCDATA4<>+0x020(SB)/8, $0x0303030303030303
 DATA LCDATA4<>+0x028(SB)/8, $0x0303030303030303
 DATA LCDATA4<>+0x030(SB)/8, $0x0303030303030303
 DATA LCDATA4<>+0x038(SB)/8, $0x0303030303030303
-DATA LCDATA4<>+0x040(SB)/8, $0x0100010001000100
-DATA LCDATA4<>+0x048(SB)/8, $0x0100010001000100
-DATA LCDATA4<>+0x050(SB)/8, $0x0302030203020302
-DATA LCDATA4<>+0x058(SB)/8, $0x0302030203020302
-DATA LCDATA4<>+0x060(SB)/8, $0x0504050405040504
-DATA LCDATA4<>+0x068(SB)/8, $0x0504050405040504
-DATA LCDATA4<>+0x070(SB)/8, $0x0706070607060706
-DATA LCDATA4<>+0x078(SB)/8, $0x0706070607060706
-DATA LCDATA4<>+0x080(SB)/8, $0x0908090809080908
-DATA LCDATA4<>+0x088(SB)/8, $0x0908090809080908
-DATA LCDATA4<>+0x090(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA LCDATA4<>+0x098(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA LCDATA4<>+0x0a0(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA LCDATA4<>+0x0a8(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA LCDATA4<>+0x0b0(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA LCDATA4<>+0x0b8(SB)/8, $0x0f0e0f0e0f0e0f0e
-GLOBL LCDATA4<>(SB), 8, $192
+DATA LCDATA4<>+0x040(SB)/8, $0x0c0c0c0c0c0c0c0c
+DATA LCDATA4<>+0x048(SB)/8, $0x0c0c0c0c0c0c0c0c
+DATA LCDATA4<>+0x050(SB)/8, $0x0c0c0c0c0c0c0c0c
+DATA LCDATA4<>+0x058(SB)/8, $0x0c0c0c0c0c0c0c0c
+DATA LCDATA4<>+0x060(SB)/8, $0x0100010001000100
+DATA LCDATA4<>+0x068(SB)/8, $0x0100010001000100
+DATA LCDATA4<>+0x070(SB)/8, $0x0302030203020302
+DATA LCDATA4<>+0x078(SB)/8, $0x0302030203020302
+DATA LCDATA4<>+0x080(SB)/8, $0x0504050405040504
+DATA LCDATA4<>+0x088(SB)/8, $0x0504050405040504
+DATA LCDATA4<>+0x090(SB)/8, $0x0706070607060706
+DATA LCDATA4<>+0x098(SB)/8, $0x0706070607060706
+DATA LCDATA4<>+0x0a0(SB)/8, $0x0908090809080908
+DATA LCDATA4<>+0x0a8(SB)/8, $0x0908090809080908
+DATA LCDATA4<>+0x0b0(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA LCDATA4<>+0x0b8(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA LCDATA4<>+0x0c0(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA LCDATA4<>+0x0c8(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA LCDATA4<>+0x0d0(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA LCDATA4<>+0x0d8(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL LCDATA4<>(SB), 8, $224
 
-TEXT ·_krt_gemv_q2_K_avx2(SB), $240-56
+TEXT ·_krt_gemv_q2_K_avx2(SB), $336-56
 
 	MOVQ y+0(FP), DI
 	MOVQ w+8(FP), SI
@@ -3911,55 +3915,55 @@ TEXT ·_krt_gemv_q2_K_avx2(SB), $240-56
 	MOVQ r0+40(FP), R9
 	MOVQ r1+48(FP), R10
 	MOVQ SP, BP
-	ADDQ $80, SP
-	ANDQ $-16, SP
-	MOVQ BP, 152(SP)
-	MOVQ R10, 144(SP)
+	ADDQ $96, SP
+	ANDQ $-32, SP
+	MOVQ BP, 232(SP)
+	MOVQ R10, 224(SP)
 	LEAQ LCDATA4<>(SB), BP
 
-	LONG $0x244c894c; BYTE $0x10               // mov qword ptr [rsp + 16], r9
-	LONG $0x24548948; BYTE $0x38               // mov qword ptr [rsp + 56], rdx
+	LONG $0x244c894c; BYTE $0x18               // mov qword ptr [rsp + 24], r9
+	LONG $0x24548948; BYTE $0x40               // mov qword ptr [rsp + 64], rdx
 	LONG $0xff988d4d; WORD $0x0000; BYTE $0x00 // lea r11, [r8 + 255]
 	WORD $0x854d; BYTE $0xc0                   // test r8, r8
 	LONG $0xd8490f4d                           // cmovns r11, r8
 	LONG $0x00f88149; WORD $0x0001; BYTE $0x00 // cmp r8, 256
 	JL   LBB6_22
-	QUAD $0x0000009024848b48                   // mov rax, qword ptr [rsp + 144] /* [rbp + 16] */
-	LONG $0x24442b48; BYTE $0x10               // sub rax, qword ptr [rsp + 16]
-	LONG $0x24448948; BYTE $0x08               // mov qword ptr [rsp + 8], rax
+	QUAD $0x000000e024848b48                   // mov rax, qword ptr [rsp + 224] /* [rbp + 16] */
+	LONG $0x24442b48; BYTE $0x18               // sub rax, qword ptr [rsp + 24]
+	LONG $0x24448948; BYTE $0x10               // mov qword ptr [rsp + 16], rax
 	JLE  LBB6_22
 	WORD $0x8949; BYTE $0xfc                   // mov r12, rdi
 	LONG $0x08fbc149                           // sar r11, 8
 	LONG $0x54f36b4d                           // imul r14, r11, 84
 	WORD $0x894d; BYTE $0xf5                   // mov r13, r14
-	QUAD $0x0000009024948b4c                   // mov r10, qword ptr [rsp + 144] /* [rbp + 16] */
+	QUAD $0x000000e024948b4c                   // mov r10, qword ptr [rsp + 224] /* [rbp + 16] */
 	LONG $0xeaaf0f4d                           // imul r13, r10
-	LONG $0x24448b4c; BYTE $0x10               // mov r8, qword ptr [rsp + 16]
+	LONG $0x24448b4c; BYTE $0x18               // mov r8, qword ptr [rsp + 24]
 	LONG $0x873c8d4e                           // lea r15, [rdi + 4*r8]
-	LONG $0x24448b48; BYTE $0x08               // mov rax, qword ptr [rsp + 8]
+	LONG $0x24448b48; BYTE $0x10               // mov rax, qword ptr [rsp + 16]
 	QUAD $0x0000000085148d48                   // lea rdx, [4*rax]
-	LONG $0x24548948; BYTE $0x48               // mov qword ptr [rsp + 72], rdx
+	LONG $0x24548948; BYTE $0x50               // mov qword ptr [rsp + 80], rdx
 	LONG $0x973c8d4a                           // lea rdi, [rdi + 4*r10]
 	LONG $0x811c8d4a                           // lea rbx, [rcx + 4*r8]
 	LONG $0x91148d4a                           // lea rdx, [rcx + 4*r10]
 	LONG $0xe0e08348                           // and rax, -32
-	LONG $0x24448948; BYTE $0x28               // mov qword ptr [rsp + 40], rax
+	LONG $0x24448948; BYTE $0x30               // mov qword ptr [rsp + 48], rax
 	WORD $0x014c; BYTE $0xc0                   // add rax, r8
-	LONG $0x24448948; BYTE $0x20               // mov qword ptr [rsp + 32], rax
-	LONG $0x247c894c; BYTE $0x50               // mov qword ptr [rsp + 80], r15
+	LONG $0x24448948; BYTE $0x28               // mov qword ptr [rsp + 40], rax
+	LONG $0x247c894c; BYTE $0x58               // mov qword ptr [rsp + 88], r15
 	WORD $0x3949; BYTE $0xd7                   // cmp r15, rdx
 	WORD $0x920f; BYTE $0xc2                   // setb dl
 	WORD $0x3948; BYTE $0xfb                   // cmp rbx, rdi
 	WORD $0x920f; BYTE $0xc0                   // setb al
 	WORD $0xd020                               // and al, dl
-	LONG $0x07244488                           // mov byte ptr [rsp + 7], al
+	LONG $0x0f244488                           // mov byte ptr [rsp + 15], al
 	WORD $0xf749; BYTE $0xda                   // neg r10
-	LONG $0x2454894c; BYTE $0x58               // mov qword ptr [rsp + 88], r10
+	LONG $0x2454894c; BYTE $0x60               // mov qword ptr [rsp + 96], r10
 	LONG $0x843c8d4f                           // lea r15, [r12 + 4*r8]
 	LONG $0x60c78349                           // add r15, 96
 	LONG $0x81048d4a                           // lea rax, [rcx + 4*r8]
 	LONG $0x60c08348                           // add rax, 96
-	LONG $0x24448948; BYTE $0x30               // mov qword ptr [rsp + 48], rax
+	LONG $0x24448948; BYTE $0x38               // mov qword ptr [rsp + 56], rax
 	WORD $0x894c; BYTE $0xd8                   // mov rax, r11
 	LONG $0xc0af0f49                           // imul rax, r8
 	LONG $0x54d06b4c                           // imul r10, rax, 84
@@ -3970,35 +3974,37 @@ TEXT ·_krt_gemv_q2_K_avx2(SB), $240-56
 	LONG $0x330c8d4c                           // lea r9, [rbx + rsi]
 	LONG $0x40c18149; WORD $0x0020; BYTE $0x00 // add r9, 8256
 	LONG $0x00c38148; WORD $0x0020; BYTE $0x00 // add rbx, 8192
+	LONG $0x197de2c4; WORD $0x1045             // vbroadcastsd ymm0, qword ptr [rbp + 16] /* [rip + .LCPI6_1] */
+	QUAD $0x0000a0248429fcc5; BYTE $0x00       // vmovaps ymmword ptr [rsp + 160], ymm0
 	WORD $0xff31                               // xor edi, edi
 	WORD $0x894c; BYTE $0xda                   // mov rdx, r11
-	LONG $0x244c8948; BYTE $0x18               // mov qword ptr [rsp + 24], rcx
-	LONG $0x245c894c; BYTE $0x60               // mov qword ptr [rsp + 96], r11
+	LONG $0x244c8948; BYTE $0x20               // mov qword ptr [rsp + 32], rcx
+	LONG $0x245c894c; BYTE $0x68               // mov qword ptr [rsp + 104], r11
 	JMP  LBB6_3
 
 LBB6_42:
-	LONG    $0x247c8b48; BYTE $0x50 // mov rdi, qword ptr [rsp + 80]
+	LONG    $0x247c8b48; BYTE $0x58 // mov rdi, qword ptr [rsp + 88]
 	WORD    $0xf631                 // xor esi, esi
-	LONG    $0x24548b48; BYTE $0x48 // mov rdx, qword ptr [rsp + 72]
+	LONG    $0x24548b48; BYTE $0x50 // mov rdx, qword ptr [rsp + 80]
 	WORD    $0xf8c5; BYTE $0x77     // vzeroupper
 	CALL    ·_krt_memset(SB)
 	PCALIGN $16
 
 LBB6_21:
-	LONG $0x247c8b48; BYTE $0x40               // mov rdi, qword ptr [rsp + 64]
+	LONG $0x247c8b48; BYTE $0x48               // mov rdi, qword ptr [rsp + 72]
 	LONG $0x20c78348                           // add rdi, 32
-	LONG $0x24548b48; BYTE $0x68               // mov rdx, qword ptr [rsp + 104]
+	LONG $0x24548b48; BYTE $0x70               // mov rdx, qword ptr [rsp + 112]
 	LONG $0xe0c28348                           // add rdx, -32
-	QUAD $0x0024803824448148; BYTE $0x00       // add qword ptr [rsp + 56], 9344
-	QUAD $0x0000008024948b4c                   // mov r10, qword ptr [rsp + 128]
+	QUAD $0x0024804024448148; BYTE $0x00       // add qword ptr [rsp + 64], 9344
+	QUAD $0x0000008824948b4c                   // mov r10, qword ptr [rsp + 136]
 	LONG $0x80c28149; WORD $0x000a; BYTE $0x00 // add r10, 2688
-	LONG $0x244c8b4c; BYTE $0x70               // mov r9, qword ptr [rsp + 112]
+	LONG $0x244c8b4c; BYTE $0x78               // mov r9, qword ptr [rsp + 120]
 	LONG $0x80c18149; WORD $0x000a; BYTE $0x00 // add r9, 2688
-	LONG $0x245c8b48; BYTE $0x78               // mov rbx, qword ptr [rsp + 120]
+	QUAD $0x00000080249c8b48                   // mov rbx, qword ptr [rsp + 128]
 	LONG $0x80c38148; WORD $0x000a; BYTE $0x00 // add rbx, 2688
-	LONG $0x245c8b4c; BYTE $0x60               // mov r11, qword ptr [rsp + 96]
+	LONG $0x245c8b4c; BYTE $0x68               // mov r11, qword ptr [rsp + 104]
 	WORD $0x3949; BYTE $0xfb                   // cmp r11, rdi
-	LONG $0x244c8b48; BYTE $0x18               // mov rcx, qword ptr [rsp + 24]
+	LONG $0x244c8b48; BYTE $0x20               // mov rcx, qword ptr [rsp + 32]
 	JLE  LBB6_22
 
 LBB6_3:
@@ -4006,7 +4012,7 @@ LBB6_3:
 	WORD $0x950f; BYTE $0xc1     // setne cl
 	LONG $0x20fa8348             // cmp rdx, 32
 	LONG $0x000020b8; BYTE $0x00 // mov eax, 32
-	LONG $0x24548948; BYTE $0x68 // mov qword ptr [rsp + 104], rdx
+	LONG $0x24548948; BYTE $0x70 // mov qword ptr [rsp + 112], rdx
 	LONG $0xc24c0f48             // cmovl rax, rdx
 	LONG $0x02f88348             // cmp rax, 2
 	LONG $0x000001ba; BYTE $0x00 // mov edx, 1
@@ -4021,16 +4027,16 @@ LBB6_3:
 	LONG $0xc0940f41             // sete r8b
 	WORD $0x2041; BYTE $0xc8     // and r8b, cl
 	WORD $0x8548; BYTE $0xd2     // test rdx, rdx
-	QUAD $0x000000802494894c     // mov qword ptr [rsp + 128], r10
-	LONG $0x245c8948; BYTE $0x78 // mov qword ptr [rsp + 120], rbx
-	LONG $0x244c894c; BYTE $0x70 // mov qword ptr [rsp + 112], r9
-	LONG $0x247c8948; BYTE $0x40 // mov qword ptr [rsp + 64], rdi
+	QUAD $0x000000882494894c     // mov qword ptr [rsp + 136], r10
+	QUAD $0x00000080249c8948     // mov qword ptr [rsp + 128], rbx
+	LONG $0x244c894c; BYTE $0x78 // mov qword ptr [rsp + 120], r9
+	LONG $0x247c8948; BYTE $0x48 // mov qword ptr [rsp + 72], rdi
 	JLE  LBB6_14
 	LONG $0x54d86b4c             // imul r11, rax, 84
 	WORD $0x8948; BYTE $0xda     // mov rdx, rbx
 	WORD $0x894c; BYTE $0xce     // mov rsi, r9
 	WORD $0x894c; BYTE $0xd7     // mov rdi, r10
-	LONG $0x244c8b4c; BYTE $0x10 // mov r9, qword ptr [rsp + 16]
+	LONG $0x244c8b4c; BYTE $0x18 // mov r9, qword ptr [rsp + 24]
 	JMP  LBB6_5
 	PCALIGN $16
 
@@ -4039,14 +4045,14 @@ LBB6_13:
 	WORD $0x014c; BYTE $0xf7       // add rdi, r14
 	WORD $0x014c; BYTE $0xf6       // add rsi, r14
 	WORD $0x014c; BYTE $0xf2       // add rdx, r14
-	QUAD $0x00000090248c3b4c       // cmp r9, qword ptr [rsp + 144] /* [rbp + 16] */
+	QUAD $0x000000e0248c3b4c       // cmp r9, qword ptr [rsp + 224] /* [rbp + 16] */
 	JE   LBB6_21
 
 LBB6_5:
 	WORD $0x894d; BYTE $0xca     // mov r10, r9
 	LONG $0x01c18349             // add r9, 1
-	LONG $0x572041c4; BYTE $0xdb // vxorps xmm11, xmm11, xmm11
-	LONG $0x24448b48; BYTE $0x38 // mov rax, qword ptr [rsp + 56]
+	LONG $0x571041c4; BYTE $0xed // vxorps xmm13, xmm13, xmm13
+	LONG $0x24448b48; BYTE $0x40 // mov rax, qword ptr [rsp + 64]
 	WORD $0xdb31                 // xor ebx, ebx
 	LONG $0xc957f0c5             // vxorps xmm1, xmm1, xmm1
 	JMP  LBB6_6
@@ -4057,73 +4063,72 @@ LBB6_8:
 	LONG $0x1379e2c4; BYTE $0xd2         // vcvtph2ps xmm2, xmm2
 	LONG $0x1879e2c4; BYTE $0x18         // vbroadcastss xmm3, dword ptr [rax]
 	LONG $0xd259e0c5                     // vmulps xmm2, xmm3, xmm2
-	LONG $0xda5ce8c5                     // vsubps xmm3, xmm2, xmm2
-	LONG $0xd358e8c5                     // vaddps xmm2, xmm2, xmm3
-	LONG $0x1c6ffac5; BYTE $0x1f         // vmovdqu xmm3, xmmword ptr [rdi + rbx]
-	LONG $0x6d6f7ac5; BYTE $0x00         // vmovdqu xmm13, xmmword ptr [rbp + 0] /* [rip + .LCPI6_0] */
-	LONG $0xe3db91c5                     // vpand xmm4, xmm13, xmm3
-	LONG $0x307de2c4; BYTE $0xe4         // vpmovzxbw ymm4, xmm4
-	LONG $0x6c6ffec5; WORD $0x101f       // vmovdqu ymm5, ymmword ptr [rdi + rbx + 16]
-	LONG $0x456ffec5; BYTE $0x20         // vmovdqu ymm0, ymmword ptr [rbp + 32] /* [rip + .LCPI6_1] */
-	LONG $0xf0dbd5c5                     // vpand ymm6, ymm5, ymm0
-	LONG $0x044de2c4; WORD $0x0470       // vpmaddubsw ymm6, ymm6, ymmword ptr [rax + 4]
-	LONG $0xd571c5c5; BYTE $0x02         // vpsrlw ymm7, ymm5, 2
+	LONG $0xe25ce8c5                     // vsubps xmm4, xmm2, xmm2
+	LONG $0x307de2c4; WORD $0x1f1c       // vpmovzxbw ymm3, xmmword ptr [rdi + rbx]
+	LONG $0xc458e8c5                     // vaddps xmm0, xmm2, xmm4
+	QUAD $0x000090248429f8c5; BYTE $0x00 // vmovaps xmmword ptr [rsp + 144], xmm0
+	QUAD $0x0000a024a4dbe5c5; BYTE $0x00 // vpand ymm4, ymm3, ymmword ptr [rsp + 160]
+	LONG $0xf471d5c5; BYTE $0x02         // vpsllw ymm5, ymm4, 2
+	LONG $0x00fde3c4; WORD $0x44f4       // vpermq ymm6, ymm4, 68
+	LONG $0x7c6ffec5; WORD $0x101f       // vmovdqu ymm7, ymmword ptr [rdi + rbx + 16]
+	LONG $0x7d6f7ec5; BYTE $0x20         // vmovdqu ymm15, ymmword ptr [rbp + 32] /* [rip + .LCPI6_2] */
+	LONG $0xc7db05c5                     // vpand ymm8, ymm15, ymm7
+	LONG $0x043d62c4; WORD $0x0440       // vpmaddubsw ymm8, ymm8, ymmword ptr [rax + 4]
+	LONG $0xd771b5c5; BYTE $0x04         // vpsrlw ymm9, ymm7, 4
+	LONG $0x456ffec5; BYTE $0x40         // vmovdqu ymm0, ymmword ptr [rbp + 64] /* [rip + .LCPI6_3] */
 	LONG $0xf8dbc5c5                     // vpand ymm7, ymm7, ymm0
 	LONG $0x0445e2c4; WORD $0x2478       // vpmaddubsw ymm7, ymm7, ymmword ptr [rax + 36]
-	LONG $0xd571bdc5; BYTE $0x04         // vpsrlw ymm8, ymm5, 4
-	LONG $0xc0db3dc5                     // vpand ymm8, ymm8, ymm0
-	LONG $0x043d62c4; WORD $0x4440       // vpmaddubsw ymm8, ymm8, ymmword ptr [rax + 68]
-	LONG $0xd571d5c5; BYTE $0x06         // vpsrlw ymm5, ymm5, 6
-	LONG $0xe8dbd5c5                     // vpand ymm5, ymm5, ymm0
-	LONG $0x0455e2c4; WORD $0x6468       // vpmaddubsw ymm5, ymm5, ymmword ptr [rax + 100]
-	LONG $0x00fd63c4; WORD $0x44cc       // vpermq ymm9, ymm4, 68
-	LONG $0x756f7ec5; BYTE $0x40         // vmovdqu ymm14, ymmword ptr [rbp + 64] /* [rip + .LCPI6_2] */
-	LONG $0x003542c4; BYTE $0xd6         // vpshufb ymm10, ymm9, ymm14
-	LONG $0xf6f5adc5                     // vpmaddwd ymm6, ymm10, ymm6
-	LONG $0x7d6f7ec5; BYTE $0x60         // vmovdqu ymm15, ymmword ptr [rbp + 96] /* [rip + .LCPI6_3] */
-	LONG $0x003542c4; BYTE $0xd7         // vpshufb ymm10, ymm9, ymm15
-	LONG $0xfff5adc5                     // vpmaddwd ymm7, ymm10, ymm7
-	LONG $0xf6fec5c5                     // vpaddd ymm6, ymm7, ymm6
-	QUAD $0x00000080a56f7ec5             // vmovdqu ymm12, ymmword ptr [rbp + 128] /* [rip + .LCPI6_4] */
-	LONG $0x0035c2c4; BYTE $0xfc         // vpshufb ymm7, ymm9, ymm12
-	LONG $0xfff5bdc5                     // vpmaddwd ymm7, ymm8, ymm7
-	QUAD $0x000000a0856f7ec5             // vmovdqu ymm8, ymmword ptr [rbp + 160] /* [rip + .LCPI6_5] */
-	LONG $0x003542c4; BYTE $0xc0         // vpshufb ymm8, ymm9, ymm8
-	LONG $0xedf5bdc5                     // vpmaddwd ymm5, ymm8, ymm5
-	LONG $0xedfec5c5                     // vpaddd ymm5, ymm7, ymm5
-	LONG $0xedfecdc5                     // vpaddd ymm5, ymm6, ymm5
-	LONG $0x746ffec5; WORD $0x301f       // vmovdqu ymm6, ymmword ptr [rdi + rbx + 48]
-	LONG $0xf8dbcdc5                     // vpand ymm7, ymm6, ymm0
-	QUAD $0x000084b80445e2c4; BYTE $0x00 // vpmaddubsw ymm7, ymm7, ymmword ptr [rax + 132]
-	LONG $0xd671bdc5; BYTE $0x02         // vpsrlw ymm8, ymm6, 2
-	LONG $0xc0db3dc5                     // vpand ymm8, ymm8, ymm0
-	QUAD $0x0000a480043d62c4; BYTE $0x00 // vpmaddubsw ymm8, ymm8, ymmword ptr [rax + 164]
-	LONG $0xd671b5c5; BYTE $0x04         // vpsrlw ymm9, ymm6, 4
+	LONG $0x00fd63c4; WORD $0x44d5       // vpermq ymm10, ymm5, 68
+	LONG $0x656f7ec5; BYTE $0x60         // vmovdqu ymm12, ymmword ptr [rbp + 96] /* [rip + .LCPI6_4] */
+	LONG $0x002d42c4; BYTE $0xdc         // vpshufb ymm11, ymm10, ymm12
+	LONG $0xf53d41c4; BYTE $0xc3         // vpmaddwd ymm8, ymm8, ymm11
+	QUAD $0x00000080956ffec5             // vmovdqu ymm2, ymmword ptr [rbp + 128] /* [rip + .LCPI6_5] */
+	LONG $0x004d62c4; BYTE $0xda         // vpshufb ymm11, ymm6, ymm2
+	LONG $0xfff5a5c5                     // vpmaddwd ymm7, ymm11, ymm7
+	LONG $0xdb3541c4; BYTE $0xdf         // vpand ymm11, ymm9, ymm15
+	LONG $0x042562c4; WORD $0x4458       // vpmaddubsw ymm11, ymm11, ymmword ptr [rax + 68]
+	LONG $0xfffebdc5                     // vpaddd ymm7, ymm8, ymm7
+	QUAD $0x000000a0b56f7ec5             // vmovdqu ymm14, ymmword ptr [rbp + 160] /* [rip + .LCPI6_6] */
+	LONG $0x002d42c4; BYTE $0xc6         // vpshufb ymm8, ymm10, ymm14
+	LONG $0xf52541c4; BYTE $0xc0         // vpmaddwd ymm8, ymm11, ymm8
+	LONG $0x546f7ec5; WORD $0x301f       // vmovdqu ymm10, ymmword ptr [rdi + rbx + 48]
 	LONG $0xc8db35c5                     // vpand ymm9, ymm9, ymm0
-	QUAD $0x0000c488043562c4; BYTE $0x00 // vpmaddubsw ymm9, ymm9, ymmword ptr [rax + 196]
+	LONG $0x043562c4; WORD $0x6448       // vpmaddubsw ymm9, ymm9, ymmword ptr [rax + 100]
+	LONG $0xfffebdc5                     // vpaddd ymm7, ymm8, ymm7
+	QUAD $0x000000c09d6f7ec5             // vmovdqu ymm11, ymmword ptr [rbp + 192] /* [rip + .LCPI6_7] */
+	LONG $0x004dc2c4; BYTE $0xf3         // vpshufb ymm6, ymm6, ymm11
+	LONG $0xdb2d41c4; BYTE $0xc7         // vpand ymm8, ymm10, ymm15
+	QUAD $0x00008480043d62c4; BYTE $0x00 // vpmaddubsw ymm8, ymm8, ymmword ptr [rax + 132]
+	LONG $0xf6f5b5c5                     // vpmaddwd ymm6, ymm9, ymm6
+	LONG $0x00fde3c4; WORD $0xeeed       // vpermq ymm5, ymm5, 238
+	LONG $0x005542c4; BYTE $0xcc         // vpshufb ymm9, ymm5, ymm12
+	LONG $0xf53d41c4; BYTE $0xc1         // vpmaddwd ymm8, ymm8, ymm9
 	LONG $0x00fde3c4; WORD $0xeee4       // vpermq ymm4, ymm4, 238
-	LONG $0x005d42c4; BYTE $0xd6         // vpshufb ymm10, ymm4, ymm14
-	LONG $0xfff5adc5                     // vpmaddwd ymm7, ymm10, ymm7
-	LONG $0x005d42c4; BYTE $0xd7         // vpshufb ymm10, ymm4, ymm15
-	LONG $0xf53d41c4; BYTE $0xc2         // vpmaddwd ymm8, ymm8, ymm10
-	LONG $0xfffebdc5                     // vpaddd ymm7, ymm8, ymm7
-	LONG $0x005d42c4; BYTE $0xc4         // vpshufb ymm8, ymm4, ymm12
-	LONG $0xf53541c4; BYTE $0xc0         // vpmaddwd ymm8, ymm9, ymm8
-	LONG $0xfffebdc5                     // vpaddd ymm7, ymm8, ymm7
-	LONG $0xeffed5c5                     // vpaddd ymm5, ymm5, ymm7
-	LONG $0xd371e1c5; BYTE $0x04         // vpsrlw xmm3, xmm3, 4
-	LONG $0xdbdb91c5                     // vpand xmm3, xmm13, xmm3
-	LONG $0x307de2c4; BYTE $0xdb         // vpmovzxbw ymm3, xmm3
-	QUAD $0x0000010498f5e5c5             // vpmaddwd ymm3, ymm3, ymmword ptr [rax + 260]
-	LONG $0xd671cdc5; BYTE $0x06         // vpsrlw ymm6, ymm6, 6
-	LONG $0xf0dbcdc5                     // vpand ymm6, ymm6, ymm0
-	QUAD $0x0000e4b0044de2c4; BYTE $0x00 // vpmaddubsw ymm6, ymm6, ymmword ptr [rax + 228]
-	QUAD $0x0000a0a5005de2c4; BYTE $0x00 // vpshufb ymm4, ymm4, ymmword ptr [rbp + 160] /* [rip + .LCPI6_5] */
-	LONG $0xe4f5cdc5                     // vpmaddwd ymm4, ymm6, ymm4
+	LONG $0xf6febdc5                     // vpaddd ymm6, ymm8, ymm6
+	LONG $0x713dc1c4; WORD $0x04d2       // vpsrlw ymm8, ymm10, 4
+	LONG $0xc8db2dc5                     // vpand ymm9, ymm10, ymm0
+	QUAD $0x0000a488043562c4; BYTE $0x00 // vpmaddubsw ymm9, ymm9, ymmword ptr [rax + 164]
+	LONG $0xf6fec5c5                     // vpaddd ymm6, ymm7, ymm6
+	LONG $0x005de2c4; BYTE $0xfa         // vpshufb ymm7, ymm4, ymm2
+	LONG $0xfff5b5c5                     // vpmaddwd ymm7, ymm9, ymm7
+	LONG $0xdb3d41c4; BYTE $0xcf         // vpand ymm9, ymm8, ymm15
+	QUAD $0x0000c488043562c4; BYTE $0x00 // vpmaddubsw ymm9, ymm9, ymmword ptr [rax + 196]
+	LONG $0x0055c2c4; BYTE $0xee         // vpshufb ymm5, ymm5, ymm14
+	LONG $0xedf5b5c5                     // vpmaddwd ymm5, ymm9, ymm5
+	LONG $0xedfec5c5                     // vpaddd ymm5, ymm7, ymm5
+	LONG $0xf8dbbdc5                     // vpand ymm7, ymm8, ymm0
+	QUAD $0x0000e4b80445e2c4; BYTE $0x00 // vpmaddubsw ymm7, ymm7, ymmword ptr [rax + 228]
+	LONG $0x005dc2c4; BYTE $0xe3         // vpshufb ymm4, ymm4, ymm11
+	LONG $0xe4f5c5c5                     // vpmaddwd ymm4, ymm7, ymm4
 	LONG $0xe4fed5c5                     // vpaddd ymm4, ymm5, ymm4
+	LONG $0xd371e5c5; BYTE $0x04         // vpsrlw ymm3, ymm3, 4
+	QUAD $0x0000010498f5e5c5             // vpmaddwd ymm3, ymm3, ymmword ptr [rax + 260]
+	QUAD $0x000090248428f8c5; BYTE $0x00 // vmovaps xmm0, xmmword ptr [rsp + 144]
+	LONG $0x5559f8c5; BYTE $0x00         // vmulps xmm2, xmm0, xmmword ptr [rbp + 0] /* [rip + .LCPI6_0] */
+	LONG $0xe4fecdc5                     // vpaddd ymm4, ymm6, ymm4
 	LONG $0xe45bfcc5                     // vcvtdq2ps ymm4, ymm4
 	LONG $0x187de2c4; BYTE $0xea         // vbroadcastss ymm5, xmm2
-	LONG $0xb85d62c4; BYTE $0xdd         // vfmadd231ps ymm11, ymm4, ymm5
+	LONG $0xb85d62c4; BYTE $0xed         // vfmadd231ps ymm13, ymm4, ymm5
 	LONG $0xdb5bfcc5                     // vcvtdq2ps ymm3, ymm3
 	LONG $0xd216fac5                     // vmovshdup xmm2, xmm2
 	LONG $0x197de2c4; BYTE $0xd2         // vbroadcastsd ymm2, xmm2
@@ -4143,21 +4148,21 @@ LBB6_6:
 	PCALIGN $16
 
 LBB6_9:
-	LONG $0xc15ca4c5               // vsubps ymm0, ymm11, ymm1
+	LONG $0xc15c94c5               // vsubps ymm0, ymm13, ymm1
 	LONG $0x197de3c4; WORD $0x01c1 // vextractf128 xmm1, ymm0, 1
 	LONG $0xc158f8c5               // vaddps xmm0, xmm0, xmm1
 	LONG $0x0579e3c4; WORD $0x01c8 // vpermilpd xmm1, xmm0, 1
 	LONG $0xc158f8c5               // vaddps xmm0, xmm0, xmm1
 	LONG $0xc816fac5               // vmovshdup xmm1, xmm0
 	LONG $0xc158fac5               // vaddss xmm0, xmm0, xmm1
-	LONG $0x247c8348; WORD $0x0040 // cmp qword ptr [rsp + 64], 0
+	LONG $0x247c8348; WORD $0x0048 // cmp qword ptr [rsp + 72], 0
 	JE   LBB6_11
 	LONG $0x587a81c4; WORD $0x9404 // vaddss xmm0, xmm0, dword ptr [r12 + 4*r10]
 
 LBB6_11:
 	WORD $0x8445; BYTE $0xc0       // test r8b, r8b
 	JE   LBB6_13
-	LONG $0x24448b48; BYTE $0x18   // mov rax, qword ptr [rsp + 24]
+	LONG $0x24448b48; BYTE $0x20   // mov rax, qword ptr [rsp + 32]
 	LONG $0x587aa1c4; WORD $0x9004 // vaddss xmm0, xmm0, dword ptr [rax + 4*r10]
 	JMP  LBB6_13
 	PCALIGN $16
@@ -4168,14 +4173,14 @@ LBB6_14:
 	LONG    $0xe457d8c5               // vxorps xmm4, xmm4, xmm4
 	WORD    $0x8445; BYTE $0xc0       // test r8b, r8b
 	JE      LBB6_16
-	LONG    $0x247c8348; WORD $0x2008 // cmp qword ptr [rsp + 8], 32
+	LONG    $0x247c8348; WORD $0x2010 // cmp qword ptr [rsp + 16], 32
 	WORD    $0x920f; BYTE $0xc0       // setb al
-	LONG    $0x0724440a               // or al, byte ptr [rsp + 7]
-	LONG    $0x24448b48; BYTE $0x10   // mov rax, qword ptr [rsp + 16]
+	LONG    $0x0f24440a               // or al, byte ptr [rsp + 15]
+	LONG    $0x24448b48; BYTE $0x18   // mov rax, qword ptr [rsp + 24]
 	JNE     LBB6_27
 	WORD    $0xc031                   // xor eax, eax
-	LONG    $0x244c8b48; BYTE $0x28   // mov rcx, qword ptr [rsp + 40]
-	LONG    $0x24548b48; BYTE $0x30   // mov rdx, qword ptr [rsp + 48]
+	LONG    $0x244c8b48; BYTE $0x30   // mov rcx, qword ptr [rsp + 48]
+	LONG    $0x24548b48; BYTE $0x38   // mov rdx, qword ptr [rsp + 56]
 	LONG    $0xed57d0c5               // vxorps xmm5, xmm5, xmm5
 	PCALIGN $16
 
@@ -4195,32 +4200,32 @@ LBB6_25:
 	LONG $0x20c08348                           // add rax, 32
 	WORD $0x3948; BYTE $0xc1                   // cmp rcx, rax
 	JNE  LBB6_25
-	LONG $0x24448b48; BYTE $0x20               // mov rax, qword ptr [rsp + 32]
-	LONG $0x244c3948; BYTE $0x08               // cmp qword ptr [rsp + 8], rcx
+	LONG $0x24448b48; BYTE $0x28               // mov rax, qword ptr [rsp + 40]
+	LONG $0x244c3948; BYTE $0x10               // cmp qword ptr [rsp + 16], rcx
 	JE   LBB6_21
 
 LBB6_27:
-	QUAD $0x0000009024948b48       // mov rdx, qword ptr [rsp + 144] /* [rbp + 16] */
+	QUAD $0x000000e024948b48       // mov rdx, qword ptr [rsp + 224] /* [rbp + 16] */
 	WORD $0xc229                   // sub edx, eax
 	WORD $0x8948; BYTE $0xc1       // mov rcx, rax
 	WORD $0xc2f6; BYTE $0x01       // test dl, 1
 	JE   LBB6_29
 	LONG $0x585ac1c4; WORD $0x8404 // vaddss xmm0, xmm4, dword ptr [r12 + 4*rax]
 	LONG $0x01488d48               // lea rcx, [rax + 1]
-	LONG $0x24548b48; BYTE $0x18   // mov rdx, qword ptr [rsp + 24]
+	LONG $0x24548b48; BYTE $0x20   // mov rdx, qword ptr [rsp + 32]
 	LONG $0x0458fac5; BYTE $0x82   // vaddss xmm0, xmm0, dword ptr [rdx + 4*rax]
 	LONG $0x117ac1c4; WORD $0x8404 // vmovss dword ptr [r12 + 4*rax], xmm0
 
 LBB6_29:
 	WORD    $0xf748; BYTE $0xd0     // not rax
-	LONG    $0x24443b48; BYTE $0x58 // cmp rax, qword ptr [rsp + 88]
+	LONG    $0x24443b48; BYTE $0x60 // cmp rax, qword ptr [rsp + 96]
 	JE      LBB6_21
 	PCALIGN $16
 
 LBB6_30:
 	LONG $0xc957f0c5                           // vxorps xmm1, xmm1, xmm1
 	LONG $0x5872c1c4; WORD $0x8c04             // vaddss xmm0, xmm1, dword ptr [r12 + 4*rcx]
-	LONG $0x24448b48; BYTE $0x18               // mov rax, qword ptr [rsp + 24]
+	LONG $0x24448b48; BYTE $0x20               // mov rax, qword ptr [rsp + 32]
 	LONG $0x0458fac5; BYTE $0x88               // vaddss xmm0, xmm0, dword ptr [rax + 4*rcx]
 	LONG $0x117ac1c4; WORD $0x8c04             // vmovss dword ptr [r12 + 4*rcx], xmm0
 	LONG $0x5872c1c4; WORD $0x8c44; BYTE $0x04 // vaddss xmm0, xmm1, dword ptr [r12 + 4*rcx + 4]
@@ -4228,21 +4233,21 @@ LBB6_30:
 	LONG $0x117ac1c4; WORD $0x8c44; BYTE $0x04 // vmovss dword ptr [r12 + 4*rcx + 4], xmm0
 	LONG $0x02418d48                           // lea rax, [rcx + 2]
 	WORD $0x8948; BYTE $0xc1                   // mov rcx, rax
-	QUAD $0x0000009024843948                   // cmp qword ptr [rsp + 144], rax /* [rbp + 16] */
+	QUAD $0x000000e024843948                   // cmp qword ptr [rsp + 224], rax /* [rbp + 16] */
 	JNE  LBB6_30
 	JMP  LBB6_21
 
 LBB6_31:
 	WORD    $0x8445; BYTE $0xc0       // test r8b, r8b
 	JE      LBB6_42
-	LONG    $0x247c8348; WORD $0x2008 // cmp qword ptr [rsp + 8], 32
+	LONG    $0x247c8348; WORD $0x2010 // cmp qword ptr [rsp + 16], 32
 	WORD    $0x920f; BYTE $0xc0       // setb al
-	LONG    $0x0724440a               // or al, byte ptr [rsp + 7]
-	LONG    $0x24448b48; BYTE $0x10   // mov rax, qword ptr [rsp + 16]
+	LONG    $0x0f24440a               // or al, byte ptr [rsp + 15]
+	LONG    $0x24448b48; BYTE $0x18   // mov rax, qword ptr [rsp + 24]
 	JNE     LBB6_36
 	WORD    $0xc031                   // xor eax, eax
-	LONG    $0x244c8b48; BYTE $0x28   // mov rcx, qword ptr [rsp + 40]
-	LONG    $0x24548b48; BYTE $0x30   // mov rdx, qword ptr [rsp + 48]
+	LONG    $0x244c8b48; BYTE $0x30   // mov rcx, qword ptr [rsp + 48]
+	LONG    $0x24548b48; BYTE $0x38   // mov rdx, qword ptr [rsp + 56]
 	LONG    $0xe457d8c5               // vxorps xmm4, xmm4, xmm4
 	PCALIGN $16
 
@@ -4258,12 +4263,12 @@ LBB6_34:
 	LONG $0x20c08348                           // add rax, 32
 	WORD $0x3948; BYTE $0xc1                   // cmp rcx, rax
 	JNE  LBB6_34
-	LONG $0x24448b48; BYTE $0x20               // mov rax, qword ptr [rsp + 32]
-	LONG $0x244c3948; BYTE $0x08               // cmp qword ptr [rsp + 8], rcx
+	LONG $0x24448b48; BYTE $0x28               // mov rax, qword ptr [rsp + 40]
+	LONG $0x244c3948; BYTE $0x10               // cmp qword ptr [rsp + 16], rcx
 	JE   LBB6_21
 
 LBB6_36:
-	QUAD    $0x00000090248c8b48     // mov rcx, qword ptr [rsp + 144] /* [rbp + 16] */
+	QUAD    $0x000000e0248c8b48     // mov rcx, qword ptr [rsp + 224] /* [rbp + 16] */
 	WORD    $0xce89                 // mov esi, ecx
 	WORD    $0xc629                 // sub esi, eax
 	WORD    $0x8948; BYTE $0xc2     // mov rdx, rax
@@ -4271,7 +4276,7 @@ LBB6_36:
 	WORD    $0x0148; BYTE $0xca     // add rdx, rcx
 	LONG    $0x03e68348             // and rsi, 3
 	JE      LBB6_37
-	LONG    $0x247c8b48; BYTE $0x18 // mov rdi, qword ptr [rsp + 24]
+	LONG    $0x247c8b48; BYTE $0x20 // mov rdi, qword ptr [rsp + 32]
 	LONG    $0xc957f0c5             // vxorps xmm1, xmm1, xmm1
 	PCALIGN $16
 
@@ -4287,11 +4292,11 @@ LBB6_39:
 	JMP  LBB6_21
 
 LBB6_16:
-	LONG    $0x24448b48; BYTE $0x10   // mov rax, qword ptr [rsp + 16]
-	LONG    $0x247c8348; WORD $0x2008 // cmp qword ptr [rsp + 8], 32
+	LONG    $0x24448b48; BYTE $0x18   // mov rax, qword ptr [rsp + 24]
+	LONG    $0x247c8348; WORD $0x2010 // cmp qword ptr [rsp + 16], 32
 	JB      LBB6_20
 	WORD    $0xc031                   // xor eax, eax
-	LONG    $0x244c8b48; BYTE $0x28   // mov rcx, qword ptr [rsp + 40]
+	LONG    $0x244c8b48; BYTE $0x30   // mov rcx, qword ptr [rsp + 48]
 	LONG    $0xed57d0c5               // vxorps xmm5, xmm5, xmm5
 	PCALIGN $16
 
@@ -4307,8 +4312,8 @@ LBB6_18:
 	LONG    $0x20c08348                           // add rax, 32
 	WORD    $0x3948; BYTE $0xc1                   // cmp rcx, rax
 	JNE     LBB6_18
-	LONG    $0x24448b48; BYTE $0x20               // mov rax, qword ptr [rsp + 32]
-	LONG    $0x244c3948; BYTE $0x08               // cmp qword ptr [rsp + 8], rcx
+	LONG    $0x24448b48; BYTE $0x28               // mov rax, qword ptr [rsp + 40]
+	LONG    $0x244c3948; BYTE $0x10               // cmp qword ptr [rsp + 16], rcx
 	JE      LBB6_21
 	PCALIGN $16
 
@@ -4317,7 +4322,7 @@ LBB6_20:
 	LONG $0x117ac1c4; WORD $0x8404 // vmovss dword ptr [r12 + 4*rax], xmm0
 	LONG $0x01488d48               // lea rcx, [rax + 1]
 	WORD $0x8948; BYTE $0xc8       // mov rax, rcx
-	QUAD $0x00000090248c3948       // cmp qword ptr [rsp + 144], rcx /* [rbp + 16] */
+	QUAD $0x000000e0248c3948       // cmp qword ptr [rsp + 224], rcx /* [rbp + 16] */
 	JNE  LBB6_20
 	JMP  LBB6_21
 
@@ -4328,7 +4333,7 @@ LBB6_37:
 	PCALIGN $16
 
 LBB6_41:
-	LONG $0x24448b48; BYTE $0x18               // mov rax, qword ptr [rsp + 24]
+	LONG $0x24448b48; BYTE $0x20               // mov rax, qword ptr [rsp + 32]
 	LONG $0xc957f0c5                           // vxorps xmm1, xmm1, xmm1
 	LONG $0x0458f2c5; BYTE $0x88               // vaddss xmm0, xmm1, dword ptr [rax + 4*rcx]
 	LONG $0x117ac1c4; WORD $0x8c04             // vmovss dword ptr [r12 + 4*rcx], xmm0
@@ -4340,42 +4345,48 @@ LBB6_41:
 	LONG $0x117ac1c4; WORD $0x8c44; BYTE $0x0c // vmovss dword ptr [r12 + 4*rcx + 12], xmm0
 	LONG $0x04418d48                           // lea rax, [rcx + 4]
 	WORD $0x8948; BYTE $0xc1                   // mov rcx, rax
-	QUAD $0x0000009024843948                   // cmp qword ptr [rsp + 144], rax /* [rbp + 16] */
+	QUAD $0x000000e024843948                   // cmp qword ptr [rsp + 224], rax /* [rbp + 16] */
 	JNE  LBB6_41
 	JMP  LBB6_21
 
 LBB6_22:
-	MOVQ 152(SP), SP
+	MOVQ 232(SP), SP
 	VZEROUPPER
 	RET
 
-DATA LCDATA5<>+0x000(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA LCDATA5<>+0x008(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA LCDATA5<>+0x000(SB)/8, $0x000f000f000f000f
+DATA LCDATA5<>+0x008(SB)/8, $0x0000000000000000
 DATA LCDATA5<>+0x010(SB)/8, $0x0000000000000000
 DATA LCDATA5<>+0x018(SB)/8, $0x0000000000000000
 DATA LCDATA5<>+0x020(SB)/8, $0x0303030303030303
 DATA LCDATA5<>+0x028(SB)/8, $0x0303030303030303
 DATA LCDATA5<>+0x030(SB)/8, $0x0303030303030303
 DATA LCDATA5<>+0x038(SB)/8, $0x0303030303030303
-DATA LCDATA5<>+0x040(SB)/8, $0x0100010001000100
-DATA LCDATA5<>+0x048(SB)/8, $0x0100010001000100
-DATA LCDATA5<>+0x050(SB)/8, $0x0302030203020302
-DATA LCDATA5<>+0x058(SB)/8, $0x0302030203020302
-DATA LCDATA5<>+0x060(SB)/8, $0x0504050405040504
-DATA LCDATA5<>+0x068(SB)/8, $0x0504050405040504
-DATA LCDATA5<>+0x070(SB)/8, $0x0706070607060706
-DATA LCDATA5<>+0x078(SB)/8, $0x0706070607060706
-DATA LCDATA5<>+0x080(SB)/8, $0x0908090809080908
-DATA LCDATA5<>+0x088(SB)/8, $0x0908090809080908
-DATA LCDATA5<>+0x090(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA LCDATA5<>+0x098(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA LCDATA5<>+0x0a0(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA LCDATA5<>+0x0a8(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA LCDATA5<>+0x0b0(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA LCDATA5<>+0x0b8(SB)/8, $0x0f0e0f0e0f0e0f0e
-GLOBL LCDATA5<>(SB), 8, $192
+DATA LCDATA5<>+0x040(SB)/8, $0x0c0c0c0c0c0c0c0c
+DATA LCDATA5<>+0x048(SB)/8, $0x0c0c0c0c0c0c0c0c
+DATA LCDATA5<>+0x050(SB)/8, $0x0c0c0c0c0c0c0c0c
+DATA LCDATA5<>+0x058(SB)/8, $0x0c0c0c0c0c0c0c0c
+DATA LCDATA5<>+0x060(SB)/8, $0x0100010001000100
+DATA LCDATA5<>+0x068(SB)/8, $0x0100010001000100
+DATA LCDATA5<>+0x070(SB)/8, $0x0302030203020302
+DATA LCDATA5<>+0x078(SB)/8, $0x0302030203020302
+DATA LCDATA5<>+0x080(SB)/8, $0x0504050405040504
+DATA LCDATA5<>+0x088(SB)/8, $0x0504050405040504
+DATA LCDATA5<>+0x090(SB)/8, $0x0706070607060706
+DATA LCDATA5<>+0x098(SB)/8, $0x0706070607060706
+DATA LCDATA5<>+0x0a0(SB)/8, $0x0908090809080908
+DATA LCDATA5<>+0x0a8(SB)/8, $0x0908090809080908
+DATA LCDATA5<>+0x0b0(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA LCDATA5<>+0x0b8(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA LCDATA5<>+0x0c0(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA LCDATA5<>+0x0c8(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA LCDATA5<>+0x0d0(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA LCDATA5<>+0x0d8(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA LCDATA5<>+0x0e0(SB)/8, $0x0000000000000000
+DATA LCDATA5<>+0x0e8(SB)/8, $0x0000000000000000
+GLOBL LCDATA5<>(SB), 8, $240
 
-TEXT ·_krt_gemm_q2_K_avx2(SB), $640-72
+TEXT ·_krt_gemm_q2_K_avx2(SB), $672-72
 
 	MOVQ y+0(FP), DI
 	MOVQ w+8(FP), SI
@@ -4389,92 +4400,91 @@ TEXT ·_krt_gemm_q2_K_avx2(SB), $640-72
 	MOVQ SP, BP
 	ADDQ $96, SP
 	ANDQ $-32, SP
-	MOVQ BP, 536(SP)
-	MOVQ R12, 528(SP)
-	MOVQ R11, 520(SP)
-	MOVQ R10, 512(SP)
+	MOVQ BP, 568(SP)
+	MOVQ R12, 560(SP)
+	MOVQ R11, 552(SP)
+	MOVQ R10, 544(SP)
 	LEAQ LCDATA5<>(SB), BP
 
-	LONG $0x2444894c; BYTE $0x30               // mov qword ptr [rsp + 48], r8
-	LONG $0x244c8948; BYTE $0x40               // mov qword ptr [rsp + 64], rcx
-	QUAD $0x0000011024948948                   // mov qword ptr [rsp + 272], rdx
-	WORD $0x8949; BYTE $0xfa                   // mov r10, rdi
-	QUAD $0x0000021024bc8b48                   // mov rdi, qword ptr [rsp + 528] /* [rbp + 32] */
-	QUAD $0x00000208249c8b4c                   // mov r11, qword ptr [rsp + 520] /* [rbp + 24] */
+	LONG $0x2444894c; BYTE $0x20               // mov qword ptr [rsp + 32], r8
+	LONG $0x244c8948; BYTE $0x28               // mov qword ptr [rsp + 40], rcx
+	QUAD $0x000000d024948948                   // mov qword ptr [rsp + 208], rdx
+	WORD $0x8949; BYTE $0xfb                   // mov r11, rdi
+	QUAD $0x0000023024bc8b48                   // mov rdi, qword ptr [rsp + 560] /* [rbp + 32] */
+	QUAD $0x0000022824848b4c                   // mov r8, qword ptr [rsp + 552] /* [rbp + 24] */
 	LONG $0xff898d49; WORD $0x0000; BYTE $0x00 // lea rcx, [r9 + 255]
 	WORD $0x854d; BYTE $0xc9                   // test r9, r9
 	LONG $0xc9490f49                           // cmovns rcx, r9
 	WORD $0x8948; BYTE $0xf8                   // mov rax, rdi
-	WORD $0x294c; BYTE $0xd8                   // sub rax, r11
-	LONG $0x24448948; BYTE $0x48               // mov qword ptr [rsp + 72], rax
+	WORD $0x294c; BYTE $0xc0                   // sub rax, r8
+	LONG $0x24448948; BYTE $0x30               // mov qword ptr [rsp + 48], rax
 	JLE  LBB7_46
-	QUAD $0x0000020024bc8348; BYTE $0x00       // cmp qword ptr [rsp + 512], 0 /* [rbp + 16] */
+	QUAD $0x0000022024bc8348; BYTE $0x00       // cmp qword ptr [rsp + 544], 0 /* [rbp + 16] */
 	JLE  LBB7_46
 	LONG $0x00f98149; WORD $0x0001; BYTE $0x00 // cmp r9, 256
-	LONG $0x2454894c; BYTE $0x60               // mov qword ptr [rsp + 96], r10
+	LONG $0x245c894c; BYTE $0x48               // mov qword ptr [rsp + 72], r11
 	JL   LBB7_22
 	LONG $0x08f9c148                           // sar rcx, 8
 	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
-	LONG $0xc3af0f49                           // imul rax, r11
+	LONG $0xc0af0f49                           // imul rax, r8
 	LONG $0x54c06b48                           // imul rax, rax, 84
 	WORD $0x0148; BYTE $0xf0                   // add rax, rsi
 	LONG $0x52c08348                           // add rax, 82
-	LONG $0x24448948; BYTE $0x38               // mov qword ptr [rsp + 56], rax
+	LONG $0x24448948; BYTE $0x68               // mov qword ptr [rsp + 104], rax
 	LONG $0x50c16948; WORD $0x0001; BYTE $0x00 // imul rax, rcx, 336
-	QUAD $0x000000b824848948                   // mov qword ptr [rsp + 184], rax
-	LONG $0x244c8948; BYTE $0x58               // mov qword ptr [rsp + 88], rcx
-	LONG $0x54e16b4c                           // imul r12, rcx, 84
-	LONG $0x244c8b48; BYTE $0x40               // mov rcx, qword ptr [rsp + 64]
-	LONG $0x99048d4a                           // lea rax, [rcx + 4*r11]
-	LONG $0x60c08348                           // add rax, 96
 	LONG $0x24448948; BYTE $0x78               // mov qword ptr [rsp + 120], rax
-	LONG $0x9a448d4b; BYTE $0x60               // lea rax, [r10 + 4*r11 + 96]
-	LONG $0x24448948; BYTE $0x70               // mov qword ptr [rsp + 112], rax
-	LONG $0x24448b48; BYTE $0x30               // mov rax, qword ptr [rsp + 48]
+	LONG $0x244c8948; BYTE $0x70               // mov qword ptr [rsp + 112], rcx
+	LONG $0x54e16b4c                           // imul r12, rcx, 84
+	LONG $0x244c8b48; BYTE $0x28               // mov rcx, qword ptr [rsp + 40]
+	LONG $0x81048d4a                           // lea rax, [rcx + 4*r8]
+	LONG $0x60c08348                           // add rax, 96
+	LONG $0x24448948; BYTE $0x60               // mov qword ptr [rsp + 96], rax
+	LONG $0x83448d4b; BYTE $0x60               // lea rax, [r11 + 4*r8 + 96]
+	LONG $0x24448948; BYTE $0x58               // mov qword ptr [rsp + 88], rax
+	LONG $0x24448b48; BYTE $0x20               // mov rax, qword ptr [rsp + 32]
 	QUAD $0x0000000085048d48                   // lea rax, [4*rax]
-	QUAD $0x0000010824848948                   // mov qword ptr [rsp + 264], rax
+	QUAD $0x000000c824848948                   // mov qword ptr [rsp + 200], rax
 	WORD $0x8948; BYTE $0xf8                   // mov rax, rdi
-	WORD $0x294c; BYTE $0xd8                   // sub rax, r11
-	LONG $0x9a148d4b                           // lea rdx, [r10 + 4*r11]
-	LONG $0x24548948; BYTE $0x68               // mov qword ptr [rsp + 104], rdx
-	LONG $0x99148d4a                           // lea rdx, [rcx + 4*r11]
+	WORD $0x294c; BYTE $0xc0                   // sub rax, r8
+	LONG $0x83148d4b                           // lea rdx, [r11 + 4*r8]
+	LONG $0x24548948; BYTE $0x50               // mov qword ptr [rsp + 80], rdx
+	LONG $0x81148d4a                           // lea rdx, [rcx + 4*r8]
 	WORD $0xf631                               // xor esi, esi
-	LONG $0x6d6ffac5; BYTE $0x00               // vmovdqu xmm5, xmmword ptr [rbp + 0] /* [rip + .LCPI7_0] */
-	LONG $0x656ffec5; BYTE $0x20               // vmovdqu ymm4, ymmword ptr [rbp + 32] /* [rip + .LCPI7_1] */
-	LONG $0x5d6ffec5; BYTE $0x40               // vmovdqu ymm3, ymmword ptr [rbp + 64] /* [rip + .LCPI7_2] */
+	LONG $0x597de2c4; WORD $0x0065             // vpbroadcastq ymm4, qword ptr [rbp + 0] /* [rip + .LCPI7_0] */
+	QUAD $0x0000e024a47ffdc5; BYTE $0x00       // vmovdqa ymmword ptr [rsp + 224], ymm4
 	JMP  LBB7_4
 	PCALIGN $16
 
 LBB7_15:
-	LONG $0x04c38349               // add r11, 4
-	QUAD $0x000000c024b48b48       // mov rsi, qword ptr [rsp + 192]
+	LONG $0x04c08349               // add r8, 4
+	QUAD $0x0000008024b48b48       // mov rsi, qword ptr [rsp + 128]
 	LONG $0x01c68348               // add rsi, 1
-	QUAD $0x000000b824848b48       // mov rax, qword ptr [rsp + 184]
-	LONG $0x24440148; BYTE $0x38   // add qword ptr [rsp + 56], rax
-	LONG $0x24448348; WORD $0x1078 // add qword ptr [rsp + 120], 16
-	LONG $0x24448348; WORD $0x1070 // add qword ptr [rsp + 112], 16
-	QUAD $0x000000c824848b48       // mov rax, qword ptr [rsp + 200]
+	LONG $0x24448b48; BYTE $0x78   // mov rax, qword ptr [rsp + 120]
+	LONG $0x24440148; BYTE $0x68   // add qword ptr [rsp + 104], rax
+	LONG $0x24448348; WORD $0x1060 // add qword ptr [rsp + 96], 16
+	LONG $0x24448348; WORD $0x1058 // add qword ptr [rsp + 88], 16
+	QUAD $0x0000008824848b48       // mov rax, qword ptr [rsp + 136]
 	LONG $0xfcc08348               // add rax, -4
-	LONG $0x24448348; WORD $0x1068 // add qword ptr [rsp + 104], 16
+	LONG $0x24448348; WORD $0x1050 // add qword ptr [rsp + 80], 16
 	LONG $0x10c28348               // add rdx, 16
-	QUAD $0x0000021024bc8b48       // mov rdi, qword ptr [rsp + 528] /* [rbp + 32] */
-	WORD $0x3949; BYTE $0xfb       // cmp r11, rdi
+	QUAD $0x0000023024bc8b48       // mov rdi, qword ptr [rsp + 560] /* [rbp + 32] */
+	WORD $0x3949; BYTE $0xf8       // cmp r8, rdi
 	JGE  LBB7_46
 
 LBB7_4:
 	LONG $0x04f88348                       // cmp rax, 4
 	LONG $0x000004b9; BYTE $0x00           // mov ecx, 4
-	QUAD $0x000000c824848948               // mov qword ptr [rsp + 200], rax
+	QUAD $0x0000008824848948               // mov qword ptr [rsp + 136], rax
 	LONG $0xc84c0f48                       // cmovl rcx, rax
-	QUAD $0x000000c024b48948               // mov qword ptr [rsp + 192], rsi
+	QUAD $0x0000008024b48948               // mov qword ptr [rsp + 128], rsi
 	QUAD $0x00000000b5048d48               // lea rax, [4*rsi]
-	LONG $0x245c8b48; BYTE $0x48           // mov rbx, qword ptr [rsp + 72]
+	LONG $0x245c8b48; BYTE $0x30           // mov rbx, qword ptr [rsp + 48]
 	WORD $0x2948; BYTE $0xc3               // sub rbx, rax
 	LONG $0x04fb8348                       // cmp rbx, 4
 	LONG $0x000004be; BYTE $0x00           // mov esi, 4
 	LONG $0xde4d0f48                       // cmovge rbx, rsi
 	WORD $0x8948; BYTE $0xf8               // mov rax, rdi
-	WORD $0x294c; BYTE $0xd8               // sub rax, r11
+	WORD $0x294c; BYTE $0xc0               // sub rax, r8
 	LONG $0x04f88348                       // cmp rax, 4
 	LONG $0xc64d0f48                       // cmovge rax, rsi
 	WORD $0xc085                           // test eax, eax
@@ -4483,215 +4493,217 @@ LBB7_4:
 	WORD $0xf189                           // mov ecx, esi
 	WORD $0xe183; BYTE $0x1f               // and ecx, 31
 	WORD $0x2948; BYTE $0xce               // sub rsi, rcx
-	QUAD $0x000000d824b48948               // mov qword ptr [rsp + 216], rsi
+	QUAD $0x0000009824b48948               // mov qword ptr [rsp + 152], rsi
 	WORD $0x8948; BYTE $0xde               // mov rsi, rbx
 	LONG $0x20e6c148                       // shl rsi, 32
 	WORD $0x6348; BYTE $0xfb               // movsxd rdi, ebx
-	LONG $0x3b0c8d49                       // lea rcx, [r11 + rdi]
-	QUAD $0x00000118248c8948               // mov qword ptr [rsp + 280], rcx
-	LONG $0x244c8b48; BYTE $0x40           // mov rcx, qword ptr [rsp + 64]
-	LONG $0x990c8d4a                       // lea rcx, [rcx + 4*r11]
-	QUAD $0x0000010024b48948               // mov qword ptr [rsp + 256], rsi
+	LONG $0x380c8d49                       // lea rcx, [r8 + rdi]
+	QUAD $0x000000d8248c8948               // mov qword ptr [rsp + 216], rcx
+	LONG $0x244c8b48; BYTE $0x28           // mov rcx, qword ptr [rsp + 40]
+	LONG $0x810c8d4a                       // lea rcx, [rcx + 4*r8]
+	QUAD $0x000000c024b48948               // mov qword ptr [rsp + 192], rsi
 	LONG $0x1efec148                       // sar rsi, 30
-	QUAD $0x000000e8248c8948               // mov qword ptr [rsp + 232], rcx
+	QUAD $0x000000a8248c8948               // mov qword ptr [rsp + 168], rcx
 	WORD $0x0148; BYTE $0xce               // add rsi, rcx
-	QUAD $0x000000f024b48948               // mov qword ptr [rsp + 240], rsi
+	QUAD $0x000000b024b48948               // mov qword ptr [rsp + 176], rsi
 	WORD $0x8948; BYTE $0xde               // mov rsi, rbx
 	LONG $0x02e6c148                       // shl rsi, 2
 	QUAD $0x0003fffffffcb948; WORD $0x0000 // mov rcx, 17179869180
 	WORD $0x2148; BYTE $0xce               // and rsi, rcx
-	QUAD $0x000000f824b48948               // mov qword ptr [rsp + 248], rsi
+	QUAD $0x000000b824b48948               // mov qword ptr [rsp + 184], rsi
 	WORD $0x634c; BYTE $0xe8               // movsxd r13, eax
 	WORD $0xe383; BYTE $0x1f               // and ebx, 31
-	QUAD $0x000000e0249c8948               // mov qword ptr [rsp + 224], rbx
+	QUAD $0x000000a0249c8948               // mov qword ptr [rsp + 160], rbx
 	WORD $0x2948; BYTE $0xdf               // sub rdi, rbx
-	QUAD $0x000000d024bc8948               // mov qword ptr [rsp + 208], rdi
-	LONG $0x247c8b4c; BYTE $0x68           // mov r15, qword ptr [rsp + 104]
-	LONG $0x24748b4c; BYTE $0x70           // mov r14, qword ptr [rsp + 112]
+	QUAD $0x0000009024bc8948               // mov qword ptr [rsp + 144], rdi
+	LONG $0x247c8b4c; BYTE $0x50           // mov r15, qword ptr [rsp + 80]
+	LONG $0x24748b4c; BYTE $0x58           // mov r14, qword ptr [rsp + 88]
 	WORD $0xf631                           // xor esi, esi
-	LONG $0x24548948; BYTE $0x50           // mov qword ptr [rsp + 80], rdx
+	LONG $0x2444894c; BYTE $0x08           // mov qword ptr [rsp + 8], r8
+	LONG $0x24548948; BYTE $0x38           // mov qword ptr [rsp + 56], rdx
 	JMP  LBB7_6
 	PCALIGN $16
 
 LBB7_21:
-	LONG $0x24748d48; BYTE $0x10 // lea rsi, [rsp + 16]
-	QUAD $0x000000f824948b48     // mov rdx, qword ptr [rsp + 248]
-	WORD $0x894c; BYTE $0xdb     // mov rbx, r11
-	WORD $0xf8c5; BYTE $0x77     // vzeroupper
+	LONG $0x24748d48; BYTE $0x10         // lea rsi, [rsp + 16]
+	QUAD $0x000000b824948b48             // mov rdx, qword ptr [rsp + 184]
+	WORD $0xf8c5; BYTE $0x77             // vzeroupper
 	CALL ·_krt_memcpy(SB)
-	LONG $0x5d6ffec5; BYTE $0x40 // vmovdqu ymm3, ymmword ptr [rbp + 64] /* [rip + .LCPI7_2] */
-	LONG $0x656ffec5; BYTE $0x20 // vmovdqu ymm4, ymmword ptr [rbp + 32] /* [rip + .LCPI7_1] */
-	LONG $0x6d6ffac5; BYTE $0x00 // vmovdqu xmm5, xmmword ptr [rbp + 0] /* [rip + .LCPI7_0] */
-	WORD $0x8949; BYTE $0xdb     // mov r11, rbx
-	LONG $0x24548b4c; BYTE $0x60 // mov r10, qword ptr [rsp + 96]
-	LONG $0x24548b48; BYTE $0x50 // mov rdx, qword ptr [rsp + 80]
-	LONG $0x24748b48; BYTE $0x28 // mov rsi, qword ptr [rsp + 40]
+	QUAD $0x0000e024a46ffdc5; BYTE $0x00 // vmovdqa ymm4, ymmword ptr [rsp + 224]
+	LONG $0x245c8b4c; BYTE $0x48         // mov r11, qword ptr [rsp + 72]
+	LONG $0x24448b4c; BYTE $0x08         // mov r8, qword ptr [rsp + 8]
+	LONG $0x24548b48; BYTE $0x38         // mov rdx, qword ptr [rsp + 56]
+	LONG $0x24748b48; BYTE $0x40         // mov rsi, qword ptr [rsp + 64]
 
 LBB7_14:
 	LONG $0x01c68348         // add rsi, 1
-	QUAD $0x0000010824848b48 // mov rax, qword ptr [rsp + 264]
+	QUAD $0x000000c824848b48 // mov rax, qword ptr [rsp + 200]
 	WORD $0x0149; BYTE $0xc6 // add r14, rax
 	WORD $0x0149; BYTE $0xc7 // add r15, rax
-	QUAD $0x0000020024b43b48 // cmp rsi, qword ptr [rsp + 512] /* [rbp + 16] */
+	QUAD $0x0000022024b43b48 // cmp rsi, qword ptr [rsp + 544] /* [rbp + 16] */
 	JE   LBB7_15
 
 LBB7_6:
 	WORD    $0x8948; BYTE $0xf0                   // mov rax, rsi
-	LONG    $0x44af0f48; WORD $0x3024             // imul rax, qword ptr [rsp + 48]
-	LONG    $0x030c8d49                           // lea rcx, [r11 + rax]
-	LONG    $0x8a3c8d49                           // lea rdi, [r10 + 4*rcx]
-	QUAD    $0x0000011824840348                   // add rax, qword ptr [rsp + 280]
-	LONG    $0x82048d4d                           // lea r8, [r10 + 4*rax]
-	LONG    $0x24748948; BYTE $0x28               // mov qword ptr [rsp + 40], rsi
+	LONG    $0x44af0f48; WORD $0x2024             // imul rax, qword ptr [rsp + 32]
+	LONG    $0x000c8d49                           // lea rcx, [r8 + rax]
+	LONG    $0x8b3c8d49                           // lea rdi, [r11 + 4*rcx]
+	QUAD    $0x000000d824840348                   // add rax, qword ptr [rsp + 216]
+	LONG    $0x83048d4d                           // lea r8, [r11 + 4*rax]
+	LONG    $0x24748948; BYTE $0x40               // mov qword ptr [rsp + 64], rsi
 	WORD    $0x8948; BYTE $0xf0                   // mov rax, rsi
-	LONG    $0x44af0f48; WORD $0x5824             // imul rax, qword ptr [rsp + 88]
+	LONG    $0x44af0f48; WORD $0x7024             // imul rax, qword ptr [rsp + 112]
 	LONG    $0x24c86948; WORD $0x0001; BYTE $0x00 // imul rcx, rax, 292
-	QUAD    $0x00000110248c0348                   // add rcx, qword ptr [rsp + 272]
+	QUAD    $0x000000d0248c0348                   // add rcx, qword ptr [rsp + 208]
 	LONG    $0xc057f8c5                           // vxorps xmm0, xmm0, xmm0
 	LONG    $0x4429f8c5; WORD $0x1024             // vmovaps xmmword ptr [rsp + 16], xmm0
-	LONG    $0x244c8b4c; BYTE $0x38               // mov r9, qword ptr [rsp + 56]
-	WORD    $0xf631                               // xor esi, esi
+	LONG    $0x244c8b4c; BYTE $0x68               // mov r9, qword ptr [rsp + 104]
+	WORD    $0x3145; BYTE $0xd2                   // xor r10d, r10d
 	PCALIGN $16
 
 LBB7_7:
-	LONG    $0x24d66948; WORD $0x0001; BYTE $0x00 // imul rdx, rsi, 292
+	LONG    $0x24d26949; WORD $0x0001; BYTE $0x00 // imul rdx, r10, 292
 	QUAD    $0x000104118410fcc5; BYTE $0x00       // vmovups ymm0, ymmword ptr [rcx + rdx + 260]
-	QUAD    $0x000080248429fcc5; BYTE $0x00       // vmovaps ymmword ptr [rsp + 128], ymm0
-	LONG    $0x4410fcc5; WORD $0x0411             // vmovups ymm0, ymmword ptr [rcx + rdx + 4]
-	QUAD    $0x000160248429fcc5; BYTE $0x00       // vmovaps ymmword ptr [rsp + 352], ymm0
-	LONG    $0x4410fcc5; WORD $0x2411             // vmovups ymm0, ymmword ptr [rcx + rdx + 36]
 	QUAD    $0x000140248429fcc5; BYTE $0x00       // vmovaps ymmword ptr [rsp + 320], ymm0
-	LONG    $0x4410fcc5; WORD $0x4411             // vmovups ymm0, ymmword ptr [rcx + rdx + 68]
+	LONG    $0x4410fcc5; WORD $0x0411             // vmovups ymm0, ymmword ptr [rcx + rdx + 4]
 	QUAD    $0x000120248429fcc5; BYTE $0x00       // vmovaps ymmword ptr [rsp + 288], ymm0
+	LONG    $0x4410fcc5; WORD $0x2411             // vmovups ymm0, ymmword ptr [rcx + rdx + 36]
+	QUAD    $0x000100248429fcc5; BYTE $0x00       // vmovaps ymmword ptr [rsp + 256], ymm0
+	LONG    $0x4410fcc5; WORD $0x4411             // vmovups ymm0, ymmword ptr [rcx + rdx + 68]
+	QUAD    $0x0001e0248429fcc5; BYTE $0x00       // vmovaps ymmword ptr [rsp + 480], ymm0
 	LONG    $0x4410fcc5; WORD $0x6411             // vmovups ymm0, ymmword ptr [rcx + rdx + 100]
 	QUAD    $0x0001c0248429fcc5; BYTE $0x00       // vmovaps ymmword ptr [rsp + 448], ymm0
 	QUAD    $0x000084118410fcc5; BYTE $0x00       // vmovups ymm0, ymmword ptr [rcx + rdx + 132]
 	QUAD    $0x0001a0248429fcc5; BYTE $0x00       // vmovaps ymmword ptr [rsp + 416], ymm0
 	QUAD    $0x0000a4118410fcc5; BYTE $0x00       // vmovups ymm0, ymmword ptr [rcx + rdx + 164]
 	QUAD    $0x000180248429fcc5; BYTE $0x00       // vmovaps ymmword ptr [rsp + 384], ymm0
-	QUAD    $0x0000c411bc6ffec5; BYTE $0x00       // vmovdqu ymm7, ymmword ptr [rcx + rdx + 196]
+	QUAD    $0x0000c4118410fcc5; BYTE $0x00       // vmovups ymm0, ymmword ptr [rcx + rdx + 196]
+	QUAD    $0x000160248429fcc5; BYTE $0x00       // vmovaps ymmword ptr [rsp + 352], ymm0
 	QUAD    $0x0000e411846f7ec5; BYTE $0x00       // vmovdqu ymm8, ymmword ptr [rcx + rdx + 228]
 	LONG    $0x0410fac5; BYTE $0x11               // vmovss xmm0, dword ptr [rcx + rdx]
 	WORD    $0x894c; BYTE $0xca                   // mov rdx, r9
 	WORD    $0xdb31                               // xor ebx, ebx
-	LONG    $0x656f7ec5; BYTE $0x60               // vmovdqu ymm12, ymmword ptr [rbp + 96] /* [rip + .LCPI7_3] */
-	QUAD    $0x00000080b56ffec5                   // vmovdqu ymm6, ymmword ptr [rbp + 128] /* [rip + .LCPI7_4] */
+	LONG    $0x6d6ffec5; BYTE $0x40               // vmovdqu ymm5, ymmword ptr [rbp + 64] /* [rip + .LCPI7_2] */
+	LONG    $0x756ffec5; BYTE $0x60               // vmovdqu ymm6, ymmword ptr [rbp + 96] /* [rip + .LCPI7_3] */
+	QUAD    $0x00000080bd6ffec5                   // vmovdqu ymm7, ymmword ptr [rbp + 128] /* [rip + .LCPI7_4] */
 	PCALIGN $16
 
 LBB7_8:
-	LONG $0x4a6ffac5; BYTE $0xae           // vmovdqu xmm1, xmmword ptr [rdx - 82]
-	LONG $0xd5dbf1c5                       // vpand xmm2, xmm1, xmm5
-	LONG $0x307d62c4; BYTE $0xda           // vpmovzxbw ymm11, xmm2
-	LONG $0x526ffec5; BYTE $0xbe           // vmovdqu ymm2, ymmword ptr [rdx - 66]
-	LONG $0xd27195c5; BYTE $0x02           // vpsrlw ymm13, ymm2, 2
-	LONG $0xd2718dc5; BYTE $0x04           // vpsrlw ymm14, ymm2, 4
-	LONG $0xfcdb6dc5                       // vpand ymm15, ymm2, ymm4
-	QUAD $0x016024bc040562c4; WORD $0x0000 // vpmaddubsw ymm15, ymm15, ymmword ptr [rsp + 352]
-	LONG $0xecdb15c5                       // vpand ymm13, ymm13, ymm4
-	LONG $0xf4db0dc5                       // vpand ymm14, ymm14, ymm4
-	QUAD $0x014024ac041562c4; WORD $0x0000 // vpmaddubsw ymm13, ymm13, ymmword ptr [rsp + 320]
-	QUAD $0x012024b4040d62c4; WORD $0x0000 // vpmaddubsw ymm14, ymm14, ymmword ptr [rsp + 288]
-	LONG $0x00fd43c4; WORD $0x44cb         // vpermq ymm9, ymm11, 68
-	LONG $0x003562c4; BYTE $0xd3           // vpshufb ymm10, ymm9, ymm3
-	LONG $0xf50541c4; BYTE $0xd2           // vpmaddwd ymm10, ymm15, ymm10
-	LONG $0x003542c4; BYTE $0xfc           // vpshufb ymm15, ymm9, ymm12
-	LONG $0xf51541c4; BYTE $0xef           // vpmaddwd ymm13, ymm13, ymm15
-	LONG $0x003562c4; BYTE $0xfe           // vpshufb ymm15, ymm9, ymm6
-	LONG $0xf50d41c4; BYTE $0xf7           // vpmaddwd ymm14, ymm14, ymm15
-	QUAD $0x000000a0ad6ffec5               // vmovdqu ymm5, ymmword ptr [rbp + 160] /* [rip + .LCPI7_5] */
-	LONG $0xd271edc5; BYTE $0x06           // vpsrlw ymm2, ymm2, 6
-	LONG $0xd4dbedc5                       // vpand ymm2, ymm2, ymm4
-	QUAD $0x01c02494046de2c4; WORD $0x0000 // vpmaddubsw ymm2, ymm2, ymmword ptr [rsp + 448]
-	LONG $0xfe1541c4; BYTE $0xd2           // vpaddd ymm10, ymm13, ymm10
-	LONG $0x003562c4; BYTE $0xcd           // vpshufb ymm9, ymm9, ymm5
-	LONG $0xd2f5b5c5                       // vpmaddwd ymm2, ymm9, ymm2
+	LONG $0x307d62c4; WORD $0xae52         // vpmovzxbw ymm10, xmmword ptr [rdx - 82]
+	LONG $0xdcdb2dc5                       // vpand ymm11, ymm10, ymm4
+	LONG $0x711dc1c4; WORD $0x02f3         // vpsllw ymm12, ymm11, 2
+	LONG $0x00fd43c4; WORD $0x44eb         // vpermq ymm13, ymm11, 68
+	LONG $0x726f7ec5; BYTE $0xbe           // vmovdqu ymm14, ymmword ptr [rdx - 66]
+	LONG $0x7ddb0dc5; BYTE $0x20           // vpand ymm15, ymm14, ymmword ptr [rbp + 32] /* [rip + .LCPI7_1] */
+	QUAD $0x012024bc040562c4; WORD $0x0000 // vpmaddubsw ymm15, ymm15, ymmword ptr [rsp + 288]
+	LONG $0xcddb0dc5                       // vpand ymm9, ymm14, ymm5
+	QUAD $0x0100248c043562c4; WORD $0x0000 // vpmaddubsw ymm9, ymm9, ymmword ptr [rsp + 256]
+	LONG $0x00fdc3c4; WORD $0x44cc         // vpermq ymm1, ymm12, 68
+	LONG $0x0075e2c4; BYTE $0xd6           // vpshufb ymm2, ymm1, ymm6
+	LONG $0xd2f585c5                       // vpmaddwd ymm2, ymm15, ymm2
+	LONG $0x001562c4; BYTE $0xff           // vpshufb ymm15, ymm13, ymm7
+	LONG $0xf53541c4; BYTE $0xcf           // vpmaddwd ymm9, ymm9, ymm15
+	QUAD $0x000000c0bd6f7ec5               // vmovdqu ymm15, ymmword ptr [rbp + 192] /* [rip + .LCPI7_6] */
+	QUAD $0x000000a0a56ffec5               // vmovdqu ymm4, ymmword ptr [rbp + 160] /* [rip + .LCPI7_5] */
+	LONG $0x5d6ffec5; BYTE $0x20           // vmovdqu ymm3, ymmword ptr [rbp + 32] /* [rip + .LCPI7_1] */
+	LONG $0x710dc1c4; WORD $0x04d6         // vpsrlw ymm14, ymm14, 4
+	LONG $0xd2feb5c5                       // vpaddd ymm2, ymm9, ymm2
+	LONG $0xcbdb0dc5                       // vpand ymm9, ymm14, ymm3
+	QUAD $0x01e0248c043562c4; WORD $0x0000 // vpmaddubsw ymm9, ymm9, ymmword ptr [rsp + 480]
+	LONG $0x0075e2c4; BYTE $0xcc           // vpshufb ymm1, ymm1, ymm4
+	LONG $0xc9f5b5c5                       // vpmaddwd ymm1, ymm9, ymm1
 	LONG $0x4a6f7ec5; BYTE $0xde           // vmovdqu ymm9, ymmword ptr [rdx - 34]
-	LONG $0xd2fe8dc5                       // vpaddd ymm2, ymm14, ymm2
-	LONG $0x7115c1c4; WORD $0x02d1         // vpsrlw ymm13, ymm9, 2
-	LONG $0xf4db35c5                       // vpand ymm14, ymm9, ymm4
-	QUAD $0x01a024b4040d62c4; WORD $0x0000 // vpmaddubsw ymm14, ymm14, ymmword ptr [rsp + 416]
-	LONG $0xd2feadc5                       // vpaddd ymm2, ymm10, ymm2
-	LONG $0xd4db15c5                       // vpand ymm10, ymm13, ymm4
-	QUAD $0x01802494042d62c4; WORD $0x0000 // vpmaddubsw ymm10, ymm10, ymmword ptr [rsp + 384]
+	LONG $0xf5db0dc5                       // vpand ymm14, ymm14, ymm5
+	QUAD $0x01c024b4040d62c4; WORD $0x0000 // vpmaddubsw ymm14, ymm14, ymmword ptr [rsp + 448]
+	LONG $0xc9feedc5                       // vpaddd ymm1, ymm2, ymm1
+	LONG $0x0015c2c4; BYTE $0xd7           // vpshufb ymm2, ymm13, ymm15
+	LONG $0xd2f58dc5                       // vpmaddwd ymm2, ymm14, ymm2
+	LONG $0xebdb35c5                       // vpand ymm13, ymm9, ymm3
+	QUAD $0x01a024ac041562c4; WORD $0x0000 // vpmaddubsw ymm13, ymm13, ymmword ptr [rsp + 416]
+	LONG $0x00fd43c4; WORD $0xeee4         // vpermq ymm12, ymm12, 238
+	LONG $0x001d62c4; BYTE $0xf6           // vpshufb ymm14, ymm12, ymm6
+	LONG $0xf51541c4; BYTE $0xee           // vpmaddwd ymm13, ymm13, ymm14
 	LONG $0x00fd43c4; WORD $0xeedb         // vpermq ymm11, ymm11, 238
-	LONG $0x002562c4; BYTE $0xeb           // vpshufb ymm13, ymm11, ymm3
-	LONG $0xf50d41c4; BYTE $0xed           // vpmaddwd ymm13, ymm14, ymm13
-	LONG $0x002542c4; BYTE $0xf4           // vpshufb ymm14, ymm11, ymm12
-	LONG $0xf52d41c4; BYTE $0xd6           // vpmaddwd ymm10, ymm10, ymm14
-	LONG $0x710dc1c4; WORD $0x04d1         // vpsrlw ymm14, ymm9, 4
-	LONG $0xf4db0dc5                       // vpand ymm14, ymm14, ymm4
-	LONG $0x040d62c4; BYTE $0xf7           // vpmaddubsw ymm14, ymm14, ymm7
-	LONG $0xfe1541c4; BYTE $0xd2           // vpaddd ymm10, ymm13, ymm10
-	LONG $0x002562c4; BYTE $0xee           // vpshufb ymm13, ymm11, ymm6
-	LONG $0xf50d41c4; BYTE $0xed           // vpmaddwd ymm13, ymm14, ymm13
-	LONG $0x7135c1c4; WORD $0x06d1         // vpsrlw ymm9, ymm9, 6
-	LONG $0xccdb35c5                       // vpand ymm9, ymm9, ymm4
+	LONG $0xd2fe95c5                       // vpaddd ymm2, ymm13, ymm2
+	LONG $0x7115c1c4; WORD $0x04d1         // vpsrlw ymm13, ymm9, 4
+	LONG $0xcddb35c5                       // vpand ymm9, ymm9, ymm5
+	QUAD $0x0180248c043562c4; WORD $0x0000 // vpmaddubsw ymm9, ymm9, ymmword ptr [rsp + 384]
+	LONG $0xcafef5c5                       // vpaddd ymm1, ymm1, ymm2
+	LONG $0x0025e2c4; BYTE $0xd7           // vpshufb ymm2, ymm11, ymm7
+	LONG $0xd2f5b5c5                       // vpmaddwd ymm2, ymm9, ymm2
+	LONG $0xcbdb15c5                       // vpand ymm9, ymm13, ymm3
+	QUAD $0x0160248c043562c4; WORD $0x0000 // vpmaddubsw ymm9, ymm9, ymmword ptr [rsp + 352]
+	LONG $0x001d62c4; BYTE $0xe4           // vpshufb ymm12, ymm12, ymm4
+	LONG $0xf53541c4; BYTE $0xcc           // vpmaddwd ymm9, ymm9, ymm12
+	LONG $0xd2feb5c5                       // vpaddd ymm2, ymm9, ymm2
+	LONG $0xcddb15c5                       // vpand ymm9, ymm13, ymm5
 	LONG $0x043542c4; BYTE $0xc8           // vpmaddubsw ymm9, ymm9, ymm8
-	LONG $0x002562c4; BYTE $0xdd           // vpshufb ymm11, ymm11, ymm5
+	LONG $0x002542c4; BYTE $0xdf           // vpshufb ymm11, ymm11, ymm15
 	LONG $0xf53541c4; BYTE $0xcb           // vpmaddwd ymm9, ymm9, ymm11
+	LONG $0xd2feb5c5                       // vpaddd ymm2, ymm9, ymm2
+	LONG $0xcafef5c5                       // vpaddd ymm1, ymm1, ymm2
 	LONG $0xfe42b70f                       // movzx eax, word ptr [rdx - 2]
-	LONG $0xfe2d41c4; BYTE $0xd5           // vpaddd ymm10, ymm10, ymm13
+	LONG $0xd06ef9c5                       // vmovd xmm2, eax
+	LONG $0x1379e2c4; BYTE $0xd2           // vcvtph2ps xmm2, xmm2
+	LONG $0xd259fac5                       // vmulss xmm2, xmm0, xmm2
+	LONG $0xda5ceac5                       // vsubss xmm3, xmm2, xmm2
+	LONG $0xd358eac5                       // vaddss xmm2, xmm2, xmm3
+	WORD $0xb70f; BYTE $0x02               // movzx eax, word ptr [rdx]
 	LONG $0xd86ef9c5                       // vmovd xmm3, eax
 	LONG $0x1379e2c4; BYTE $0xdb           // vcvtph2ps xmm3, xmm3
 	LONG $0xdb59fac5                       // vmulss xmm3, xmm0, xmm3
-	LONG $0xd2feadc5                       // vpaddd ymm2, ymm10, ymm2
 	LONG $0xe35ce2c5                       // vsubss xmm4, xmm3, xmm3
 	LONG $0xdc58e2c5                       // vaddss xmm3, xmm3, xmm4
-	WORD $0xb70f; BYTE $0x02               // movzx eax, word ptr [rdx]
-	LONG $0xd2feb5c5                       // vpaddd ymm2, ymm9, ymm2
-	LONG $0xe06ef9c5                       // vmovd xmm4, eax
-	LONG $0x1379e2c4; BYTE $0xe4           // vcvtph2ps xmm4, xmm4
-	LONG $0xe459fac5                       // vmulss xmm4, xmm0, xmm4
-	LONG $0xec5cdac5                       // vsubss xmm5, xmm4, xmm4
-	LONG $0xe558dac5                       // vaddss xmm4, xmm4, xmm5
-	LONG $0x397de3c4; WORD $0x01d5         // vextracti128 xmm5, ymm2, 1
-	LONG $0xd2fed1c5                       // vpaddd xmm2, xmm5, xmm2
-	LONG $0xea70f9c5; BYTE $0x4e           // vpshufd xmm5, xmm2, 78
-	LONG $0xd2fed1c5                       // vpaddd xmm2, xmm5, xmm2
-	LONG $0xea70f9c5; BYTE $0x55           // vpshufd xmm5, xmm2, 85
-	LONG $0xd2fed1c5                       // vpaddd xmm2, xmm5, xmm2
-	LONG $0x6d6ffac5; BYTE $0x00           // vmovdqu xmm5, xmmword ptr [rbp + 0] /* [rip + .LCPI7_0] */
-	LONG $0xd171f1c5; BYTE $0x04           // vpsrlw xmm1, xmm1, 4
-	LONG $0xcddbf1c5                       // vpand xmm1, xmm1, xmm5
-	LONG $0x307de2c4; BYTE $0xc9           // vpmovzxbw ymm1, xmm1
-	QUAD $0x000080248cf5f5c5; BYTE $0x00   // vpmaddwd ymm1, ymm1, ymmword ptr [rsp + 128]
+	LONG $0x397de3c4; WORD $0x01cc         // vextracti128 xmm4, ymm1, 1
+	LONG $0xc9fed9c5                       // vpaddd xmm1, xmm4, xmm1
+	LONG $0xe170f9c5; BYTE $0x4e           // vpshufd xmm4, xmm1, 78
+	LONG $0xc9fed9c5                       // vpaddd xmm1, xmm4, xmm1
+	LONG $0xe170f9c5; BYTE $0x55           // vpshufd xmm4, xmm1, 85
+	LONG $0xc9fed9c5                       // vpaddd xmm1, xmm4, xmm1
+	LONG $0x715dc1c4; WORD $0x04d2         // vpsrlw ymm4, ymm10, 4
+	QUAD $0x00014024a4f5ddc5; BYTE $0x00   // vpmaddwd ymm4, ymm4, ymmword ptr [rsp + 320]
+	LONG $0xc87ef9c5                       // vmovd eax, xmm1
+	WORD $0x708d; BYTE $0x03               // lea esi, [rax + 3]
+	WORD $0xc085                           // test eax, eax
+	WORD $0x490f; BYTE $0xf0               // cmovns esi, eax
+	WORD $0xfec1; BYTE $0x02               // sar esi, 2
+	LONG $0xce2abac5                       // vcvtsi2ss xmm1, xmm8, esi
+	LONG $0xc959eac5                       // vmulss xmm1, xmm2, xmm1
+	LONG $0x397de3c4; WORD $0x01e2         // vextracti128 xmm2, ymm4, 1
+	LONG $0xd4fee9c5                       // vpaddd xmm2, xmm2, xmm4
+	LONG $0xe270f9c5; BYTE $0x4e           // vpshufd xmm4, xmm2, 78
+	LONG $0xd2fed9c5                       // vpaddd xmm2, xmm4, xmm2
+	LONG $0xe270f9c5; BYTE $0x55           // vpshufd xmm4, xmm2, 85
+	LONG $0xd2fed9c5                       // vpaddd xmm2, xmm4, xmm2
+	QUAD $0x0000e024a46ffdc5; BYTE $0x00   // vmovdqa ymm4, ymmword ptr [rsp + 224]
 	LONG $0xd25bf8c5                       // vcvtdq2ps xmm2, xmm2
 	LONG $0xd259e2c5                       // vmulss xmm2, xmm3, xmm2
-	LONG $0x397de3c4; WORD $0x01cb         // vextracti128 xmm3, ymm1, 1
-	LONG $0xc9fee1c5                       // vpaddd xmm1, xmm3, xmm1
-	LONG $0xd970f9c5; BYTE $0x4e           // vpshufd xmm3, xmm1, 78
-	LONG $0xc9fee1c5                       // vpaddd xmm1, xmm3, xmm1
-	LONG $0xd970f9c5; BYTE $0x55           // vpshufd xmm3, xmm1, 85
-	LONG $0xc9fee1c5                       // vpaddd xmm1, xmm3, xmm1
-	LONG $0x5d6ffec5; BYTE $0x40           // vmovdqu ymm3, ymmword ptr [rbp + 64] /* [rip + .LCPI7_2] */
-	LONG $0xc95bf8c5                       // vcvtdq2ps xmm1, xmm1
-	LONG $0xc959dac5                       // vmulss xmm1, xmm4, xmm1
-	LONG $0x656ffec5; BYTE $0x20           // vmovdqu ymm4, ymmword ptr [rbp + 32] /* [rip + .LCPI7_1] */
-	LONG $0xc95ceac5                       // vsubss xmm1, xmm2, xmm1
+	LONG $0xca5cf2c5                       // vsubss xmm1, xmm1, xmm2
 	LONG $0x4c58f2c5; WORD $0x109c         // vaddss xmm1, xmm1, dword ptr [rsp + 4*rbx + 16]
 	LONG $0x4c11fac5; WORD $0x109c         // vmovss dword ptr [rsp + 4*rbx + 16], xmm1
 	LONG $0x01c38348                       // add rbx, 1
 	WORD $0x014c; BYTE $0xe2               // add rdx, r12
 	WORD $0x394c; BYTE $0xeb               // cmp rbx, r13
 	JL   LBB7_8
-	LONG $0x01c68348                       // add rsi, 1
+	LONG $0x01c28349                       // add r10, 1
 	LONG $0x54c18349                       // add r9, 84
-	LONG $0x24743b48; BYTE $0x58           // cmp rsi, qword ptr [rsp + 88]
+	LONG $0x24543b4c; BYTE $0x70           // cmp r10, qword ptr [rsp + 112]
 	JNE  LBB7_7
-	LONG $0x247c8348; WORD $0x0040         // cmp qword ptr [rsp + 64], 0
+	LONG $0x247c8348; WORD $0x0028         // cmp qword ptr [rsp + 40], 0
 	JE   LBB7_21
 	QUAD $0x002000000000b848; WORD $0x0000 // mov rax, 137438953472
-	QUAD $0x0000010024843948               // cmp qword ptr [rsp + 256], rax
+	QUAD $0x000000c024843948               // cmp qword ptr [rsp + 192], rax
 	JB   LBB7_12
-	QUAD $0x000000f024bc3b48               // cmp rdi, qword ptr [rsp + 240]
+	QUAD $0x000000b024bc3b48               // cmp rdi, qword ptr [rsp + 176]
 	JAE  LBB7_18
-	QUAD $0x000000e82484394c               // cmp qword ptr [rsp + 232], r8
+	QUAD $0x000000a82484394c               // cmp qword ptr [rsp + 168], r8
 	JAE  LBB7_18
 
 LBB7_12:
 	WORD    $0xc031                 // xor eax, eax
-	LONG    $0x24548b48; BYTE $0x50 // mov rdx, qword ptr [rsp + 80]
-	LONG    $0x24748b48; BYTE $0x28 // mov rsi, qword ptr [rsp + 40]
+	LONG    $0x24448b4c; BYTE $0x08 // mov r8, qword ptr [rsp + 8]
+	LONG    $0x24548b48; BYTE $0x38 // mov rdx, qword ptr [rsp + 56]
+	LONG    $0x24748b48; BYTE $0x40 // mov rsi, qword ptr [rsp + 64]
 	PCALIGN $16
 
 LBB7_13:
@@ -4705,9 +4717,9 @@ LBB7_13:
 
 LBB7_18:
 	WORD    $0xc031                 // xor eax, eax
-	LONG    $0x244c8b48; BYTE $0x78 // mov rcx, qword ptr [rsp + 120]
-	LONG    $0x24548b48; BYTE $0x50 // mov rdx, qword ptr [rsp + 80]
-	QUAD    $0x000000d824b48b48     // mov rsi, qword ptr [rsp + 216]
+	LONG    $0x244c8b48; BYTE $0x60 // mov rcx, qword ptr [rsp + 96]
+	LONG    $0x24548b48; BYTE $0x38 // mov rdx, qword ptr [rsp + 56]
+	QUAD    $0x0000009824b48b48     // mov rsi, qword ptr [rsp + 152]
 	PCALIGN $16
 
 LBB7_19:
@@ -4726,69 +4738,69 @@ LBB7_19:
 	LONG $0x20c08348                           // add rax, 32
 	WORD $0x3948; BYTE $0xc6                   // cmp rsi, rax
 	JNE  LBB7_19
-	QUAD $0x000000d024848b48                   // mov rax, qword ptr [rsp + 208]
-	QUAD $0x000000e024bc8348; BYTE $0x00       // cmp qword ptr [rsp + 224], 0
-	LONG $0x5d6ffec5; BYTE $0x40               // vmovdqu ymm3, ymmword ptr [rbp + 64] /* [rip + .LCPI7_2] */
-	LONG $0x24748b48; BYTE $0x28               // mov rsi, qword ptr [rsp + 40]
+	QUAD $0x0000009024848b48                   // mov rax, qword ptr [rsp + 144]
+	QUAD $0x000000a024bc8348; BYTE $0x00       // cmp qword ptr [rsp + 160], 0
+	LONG $0x24448b4c; BYTE $0x08               // mov r8, qword ptr [rsp + 8]
+	LONG $0x24748b48; BYTE $0x40               // mov rsi, qword ptr [rsp + 64]
 	JNE  LBB7_13
 	JMP  LBB7_14
 
 LBB7_22:
-	LONG $0x24548b48; BYTE $0x40           // mov rdx, qword ptr [rsp + 64]
+	LONG $0x24548b48; BYTE $0x28           // mov rdx, qword ptr [rsp + 40]
 	WORD $0x8548; BYTE $0xd2               // test rdx, rdx
 	JE   LBB7_28
 	QUAD $0x002000000000be48; WORD $0x0000 // mov rsi, 137438953472
-	LONG $0x9a0c8d4a                       // lea rcx, [rdx + 4*r11]
+	LONG $0x820c8d4a                       // lea rcx, [rdx + 4*r8]
 	LONG $0x60c18348                       // add rcx, 96
-	LONG $0x9a448d4b; BYTE $0x60           // lea rax, [r10 + 4*r11 + 96]
-	LONG $0x24448948; BYTE $0x28           // mov qword ptr [rsp + 40], rax
-	LONG $0x24448b48; BYTE $0x30           // mov rax, qword ptr [rsp + 48]
+	LONG $0x83448d4b; BYTE $0x60           // lea rax, [r11 + 4*r8 + 96]
+	QUAD $0x0000016024848948               // mov qword ptr [rsp + 352], rax
+	LONG $0x24448b48; BYTE $0x20           // mov rax, qword ptr [rsp + 32]
 	QUAD $0x00000000850c8d4c               // lea r9, [4*rax]
-	LONG $0x9a048d4b                       // lea rax, [r10 + 4*r11]
-	LONG $0x24448948; BYTE $0x38           // mov qword ptr [rsp + 56], rax
-	LONG $0x9a1c8d4a                       // lea rbx, [rdx + 4*r11]
+	LONG $0x83048d4b                       // lea rax, [r11 + 4*r8]
+	QUAD $0x000000e024848948               // mov qword ptr [rsp + 224], rax
+	LONG $0x821c8d4a                       // lea rbx, [rdx + 4*r8]
 	WORD $0xc031                           // xor eax, eax
 	LONG $0xc057f8c5                       // vxorps xmm0, xmm0, xmm0
-	LONG $0x24548b48; BYTE $0x48           // mov rdx, qword ptr [rsp + 72]
-	LONG $0x24648b4c; BYTE $0x60           // mov r12, qword ptr [rsp + 96]
+	LONG $0x24548b48; BYTE $0x30           // mov rdx, qword ptr [rsp + 48]
+	LONG $0x24648b4c; BYTE $0x48           // mov r12, qword ptr [rsp + 72]
 	JMP  LBB7_24
 	PCALIGN $16
 
 LBB7_45:
-	QUAD $0x00000080249c8b4c       // mov r11, qword ptr [rsp + 128]
-	LONG $0x04c38349               // add r11, 4
-	QUAD $0x0000018024848b48       // mov rax, qword ptr [rsp + 384]
-	LONG $0x01c08348               // add rax, 1
-	LONG $0x10c18348               // add rcx, 16
-	LONG $0x24448348; WORD $0x1028 // add qword ptr [rsp + 40], 16
-	LONG $0x24548b48; BYTE $0x58   // mov rdx, qword ptr [rsp + 88]
-	LONG $0xfcc28348               // add rdx, -4
-	LONG $0x24448348; WORD $0x1038 // add qword ptr [rsp + 56], 16
-	LONG $0x10c38348               // add rbx, 16
-	QUAD $0x0000021024bc8b48       // mov rdi, qword ptr [rsp + 528] /* [rbp + 32] */
-	WORD $0x3949; BYTE $0xfb       // cmp r11, rdi
+	LONG $0x24448b4c; BYTE $0x08         // mov r8, qword ptr [rsp + 8]
+	LONG $0x04c08349                     // add r8, 4
+	QUAD $0x000001a024848b48             // mov rax, qword ptr [rsp + 416]
+	LONG $0x01c08348                     // add rax, 1
+	LONG $0x10c18348                     // add rcx, 16
+	QUAD $0x0000016024848348; BYTE $0x10 // add qword ptr [rsp + 352], 16
+	QUAD $0x0000018024948b48             // mov rdx, qword ptr [rsp + 384]
+	LONG $0xfcc28348                     // add rdx, -4
+	QUAD $0x000000e024848348; BYTE $0x10 // add qword ptr [rsp + 224], 16
+	LONG $0x10c38348                     // add rbx, 16
+	QUAD $0x0000023024bc8b48             // mov rdi, qword ptr [rsp + 560] /* [rbp + 32] */
+	WORD $0x3949; BYTE $0xf8             // cmp r8, rdi
 	JGE  LBB7_46
 
 LBB7_24:
 	LONG $0x04fa8348               // cmp rdx, 4
-	LONG $0x0004ba41; WORD $0x0000 // mov r10d, 4
-	LONG $0x24548948; BYTE $0x58   // mov qword ptr [rsp + 88], rdx
-	LONG $0xd24c0f4c               // cmovl r10, rdx
-	QUAD $0x0000018024848948       // mov qword ptr [rsp + 384], rax
+	LONG $0x0004bb41; WORD $0x0000 // mov r11d, 4
+	QUAD $0x0000018024948948       // mov qword ptr [rsp + 384], rdx
+	LONG $0xda4c0f4c               // cmovl r11, rdx
+	QUAD $0x000001a024848948       // mov qword ptr [rsp + 416], rax
 	QUAD $0x0000000085048d48       // lea rax, [4*rax]
-	LONG $0x24748b4c; BYTE $0x48   // mov r14, qword ptr [rsp + 72]
+	LONG $0x24748b4c; BYTE $0x30   // mov r14, qword ptr [rsp + 48]
 	WORD $0x2949; BYTE $0xc6       // sub r14, rax
 	LONG $0x04fe8349               // cmp r14, 4
-	LONG $0x0004b841; WORD $0x0000 // mov r8d, 4
-	LONG $0xf04d0f4d               // cmovge r14, r8
+	LONG $0x0004ba41; WORD $0x0000 // mov r10d, 4
+	LONG $0xf24d0f4d               // cmovge r14, r10
 	WORD $0x8948; BYTE $0xf8       // mov rax, rdi
-	QUAD $0x00000080249c894c       // mov qword ptr [rsp + 128], r11
-	WORD $0x294c; BYTE $0xd8       // sub rax, r11
+	LONG $0x2444894c; BYTE $0x08   // mov qword ptr [rsp + 8], r8
+	WORD $0x294c; BYTE $0xc0       // sub rax, r8
 	LONG $0x04f88348               // cmp rax, 4
-	LONG $0xc04d0f49               // cmovge rax, r8
+	LONG $0xc24d0f49               // cmovge rax, r10
 	WORD $0xc085                   // test eax, eax
 	JLE  LBB7_45
-	WORD $0x6349; BYTE $0xfa       // movsxd rdi, r10d
+	WORD $0x6349; BYTE $0xfb       // movsxd rdi, r11d
 	WORD $0xfa89                   // mov edx, edi
 	WORD $0xe283; BYTE $0x1f       // and edx, 31
 	WORD $0x2948; BYTE $0xd7       // sub rdi, rdx
@@ -4796,23 +4808,23 @@ LBB7_24:
 	WORD $0x894d; BYTE $0xf0       // mov r8, r14
 	LONG $0x20e0c149               // shl r8, 32
 	WORD $0x634d; BYTE $0xf3       // movsxd r14, r11d
-	QUAD $0x0000008024948b4c       // mov r10, qword ptr [rsp + 128]
+	LONG $0x24548b4c; BYTE $0x08   // mov r10, qword ptr [rsp + 8]
 	LONG $0x32148d4b               // lea rdx, [r10 + r14]
-	QUAD $0x0000014024948948       // mov qword ptr [rsp + 320], rdx
-	LONG $0x24548b48; BYTE $0x40   // mov rdx, qword ptr [rsp + 64]
+	QUAD $0x0000012024948948       // mov qword ptr [rsp + 288], rdx
+	LONG $0x24548b48; BYTE $0x28   // mov rdx, qword ptr [rsp + 40]
 	LONG $0x92148d4e               // lea r10, [rdx + 4*r10]
 	WORD $0x894c; BYTE $0xc2       // mov rdx, r8
 	LONG $0x1efac148               // sar rdx, 30
-	QUAD $0x000001202494894c       // mov qword ptr [rsp + 288], r10
+	QUAD $0x000001002494894c       // mov qword ptr [rsp + 256], r10
 	WORD $0x014c; BYTE $0xd2       // add rdx, r10
-	QUAD $0x0000016024948948       // mov qword ptr [rsp + 352], rdx
+	QUAD $0x0000014024948948       // mov qword ptr [rsp + 320], rdx
 	WORD $0x634c; BYTE $0xd0       // movsxd r10, eax
 	LONG $0x1fe38341               // and r11d, 31
-	QUAD $0x000001c0249c894c       // mov qword ptr [rsp + 448], r11
+	QUAD $0x000001e0249c894c       // mov qword ptr [rsp + 480], r11
 	WORD $0x294d; BYTE $0xde       // sub r14, r11
-	QUAD $0x000001a024b4894c       // mov qword ptr [rsp + 416], r14
-	LONG $0x245c8b4c; BYTE $0x38   // mov r11, qword ptr [rsp + 56]
-	LONG $0x24748b4c; BYTE $0x28   // mov r14, qword ptr [rsp + 40]
+	QUAD $0x000001c024b4894c       // mov qword ptr [rsp + 448], r14
+	QUAD $0x000000e0249c8b4c       // mov r11, qword ptr [rsp + 224]
+	QUAD $0x0000016024b48b4c       // mov r14, qword ptr [rsp + 352]
 	WORD $0x3145; BYTE $0xff       // xor r15d, r15d
 	JMP  LBB7_26
 	PCALIGN $16
@@ -4821,7 +4833,7 @@ LBB7_44:
 	LONG $0x01c78349         // add r15, 1
 	WORD $0x014d; BYTE $0xce // add r14, r9
 	WORD $0x014d; BYTE $0xcb // add r11, r9
-	QUAD $0x0000020024bc3b4c // cmp r15, qword ptr [rsp + 512] /* [rbp + 16] */
+	QUAD $0x0000022024bc3b4c // cmp r15, qword ptr [rsp + 544] /* [rbp + 16] */
 	JE   LBB7_45
 
 LBB7_26:
@@ -4834,15 +4846,15 @@ LBB7_26:
 
 LBB7_37:
 	WORD $0x894c; BYTE $0xf8       // mov rax, r15
-	LONG $0x44af0f48; WORD $0x3024 // imul rax, qword ptr [rsp + 48]
-	QUAD $0x0000008024948b48       // mov rdx, qword ptr [rsp + 128]
+	LONG $0x44af0f48; WORD $0x2024 // imul rax, qword ptr [rsp + 32]
+	LONG $0x24548b48; BYTE $0x08   // mov rdx, qword ptr [rsp + 8]
 	LONG $0x022c8d4c               // lea r13, [rdx + rax]
 	LONG $0xac148d4b               // lea rdx, [r12 + 4*r13]
-	QUAD $0x0000016024943b48       // cmp rdx, qword ptr [rsp + 352]
+	QUAD $0x0000014024943b48       // cmp rdx, qword ptr [rsp + 320]
 	JAE  LBB7_40
-	QUAD $0x0000014024840348       // add rax, qword ptr [rsp + 320]
+	QUAD $0x0000012024840348       // add rax, qword ptr [rsp + 288]
 	LONG $0x84048d49               // lea rax, [r12 + 4*rax]
-	QUAD $0x0000012024843948       // cmp qword ptr [rsp + 288], rax
+	QUAD $0x0000010024843948       // cmp qword ptr [rsp + 256], rax
 	JAE  LBB7_40
 	WORD $0xc031                   // xor eax, eax
 	JMP  LBB7_43
@@ -4868,8 +4880,8 @@ LBB7_41:
 	LONG    $0x20c08348                           // add rax, 32
 	WORD    $0x3948; BYTE $0xc7                   // cmp rdi, rax
 	JNE     LBB7_41
-	QUAD    $0x000001a024848b48                   // mov rax, qword ptr [rsp + 416]
-	QUAD    $0x000001c024bc8348; BYTE $0x00       // cmp qword ptr [rsp + 448], 0
+	QUAD    $0x000001c024848b48                   // mov rax, qword ptr [rsp + 448]
+	QUAD    $0x000001e024bc8348; BYTE $0x00       // cmp qword ptr [rsp + 480], 0
 	JE      LBB7_44
 	PCALIGN $16
 
@@ -4883,38 +4895,38 @@ LBB7_43:
 	JMP  LBB7_44
 
 LBB7_28:
-	QUAD $0x0000020024848b48     // mov rax, qword ptr [rsp + 512] /* [rbp + 16] */
+	QUAD $0x0000022024848b48     // mov rax, qword ptr [rsp + 544] /* [rbp + 16] */
 	LONG $0xfee08348             // and rax, -2
-	QUAD $0x0000016024848948     // mov qword ptr [rsp + 352], rax
-	LONG $0x244c8b48; BYTE $0x30 // mov rcx, qword ptr [rsp + 48]
-	LONG $0x0b048d49             // lea rax, [r11 + rcx]
-	LONG $0x822c8d4d             // lea r13, [r10 + 4*rax]
-	QUAD $0x00000000cd048d48     // lea rax, [8*rcx]
 	QUAD $0x0000014024848948     // mov qword ptr [rsp + 320], rax
-	LONG $0x9a3c8d4f             // lea r15, [r10 + 4*r11]
+	LONG $0x244c8b48; BYTE $0x20 // mov rcx, qword ptr [rsp + 32]
+	LONG $0x08048d49             // lea rax, [r8 + rcx]
+	LONG $0x832c8d4d             // lea r13, [r11 + 4*rax]
+	QUAD $0x00000000cd048d48     // lea rax, [8*rcx]
+	QUAD $0x0000012024848948     // mov qword ptr [rsp + 288], rax
+	LONG $0x833c8d4f             // lea r15, [r11 + 4*r8]
 	WORD $0x3145; BYTE $0xe4     // xor r12d, r12d
 	LONG $0xc057f8c5             // vxorps xmm0, xmm0, xmm0
 	JMP  LBB7_29
 	PCALIGN $16
 
 LBB7_34:
-	LONG $0x04c38349         // add r11, 4
+	LONG $0x04c08349         // add r8, 4
 	LONG $0x01c48349         // add r12, 1
 	LONG $0x10c58349         // add r13, 16
 	LONG $0x10c78349         // add r15, 16
-	QUAD $0x0000021024bc8b48 // mov rdi, qword ptr [rsp + 528] /* [rbp + 32] */
-	WORD $0x3949; BYTE $0xfb // cmp r11, rdi
+	QUAD $0x0000023024bc8b48 // mov rdi, qword ptr [rsp + 560] /* [rbp + 32] */
+	WORD $0x3949; BYTE $0xf8 // cmp r8, rdi
 	JGE  LBB7_46
 
 LBB7_29:
 	QUAD $0x00000000a5048d4a               // lea rax, [4*r12]
-	LONG $0x245c8b48; BYTE $0x48           // mov rbx, qword ptr [rsp + 72]
+	LONG $0x245c8b48; BYTE $0x30           // mov rbx, qword ptr [rsp + 48]
 	WORD $0x2948; BYTE $0xc3               // sub rbx, rax
 	LONG $0x04fb8348                       // cmp rbx, 4
 	LONG $0x000004b8; BYTE $0x00           // mov eax, 4
 	LONG $0xd84d0f48                       // cmovge rbx, rax
 	WORD $0x8948; BYTE $0xf8               // mov rax, rdi
-	WORD $0x294c; BYTE $0xd8               // sub rax, r11
+	WORD $0x294c; BYTE $0xc0               // sub rax, r8
 	LONG $0x04f88348                       // cmp rax, 4
 	LONG $0x000004b9; BYTE $0x00           // mov ecx, 4
 	WORD $0x4d0f; BYTE $0xc1               // cmovge eax, ecx
@@ -4923,9 +4935,9 @@ LBB7_29:
 	LONG $0x02e3c148                       // shl rbx, 2
 	QUAD $0x0003fffffffcb848; WORD $0x0000 // mov rax, 17179869180
 	WORD $0x2148; BYTE $0xc3               // and rbx, rax
-	QUAD $0x0000020024bc8348; BYTE $0x01   // cmp qword ptr [rsp + 512], 1 /* [rbp + 16] */
-	QUAD $0x00000080249c894c               // mov qword ptr [rsp + 128], r11
-	QUAD $0x0000012024a4894c               // mov qword ptr [rsp + 288], r12
+	QUAD $0x0000022024bc8348; BYTE $0x01   // cmp qword ptr [rsp + 544], 1 /* [rbp + 16] */
+	LONG $0x2444894c; BYTE $0x08           // mov qword ptr [rsp + 8], r8
+	QUAD $0x0000010024a4894c               // mov qword ptr [rsp + 256], r12
 	JNE  LBB7_35
 	WORD $0x3145; BYTE $0xf6               // xor r14d, r14d
 	JMP  LBB7_32
@@ -4950,31 +4962,31 @@ LBB7_36:
 	CALL ·_krt_memcpy(SB)
 	LONG $0xc057f8c5               // vxorps xmm0, xmm0, xmm0
 	LONG $0x02c68349               // add r14, 2
-	QUAD $0x0000014024a4034c       // add r12, qword ptr [rsp + 320]
-	QUAD $0x0000016024b4394c       // cmp qword ptr [rsp + 352], r14
+	QUAD $0x0000012024a4034c       // add r12, qword ptr [rsp + 288]
+	QUAD $0x0000014024b4394c       // cmp qword ptr [rsp + 320], r14
 	JNE  LBB7_36
 
 LBB7_32:
-	QUAD $0x0000020024848b48       // mov rax, qword ptr [rsp + 512] /* [rbp + 16] */
+	QUAD $0x0000022024848b48       // mov rax, qword ptr [rsp + 544] /* [rbp + 16] */
 	WORD $0x01a8                   // test al, 1
-	LONG $0x24448b48; BYTE $0x60   // mov rax, qword ptr [rsp + 96]
-	QUAD $0x00000080249c8b4c       // mov r11, qword ptr [rsp + 128]
-	QUAD $0x0000012024a48b4c       // mov r12, qword ptr [rsp + 288]
+	LONG $0x24448b48; BYTE $0x48   // mov rax, qword ptr [rsp + 72]
+	LONG $0x24448b4c; BYTE $0x08   // mov r8, qword ptr [rsp + 8]
+	QUAD $0x0000010024a48b4c       // mov r12, qword ptr [rsp + 256]
 	JE   LBB7_34
-	LONG $0x74af0f4c; WORD $0x3024 // imul r14, qword ptr [rsp + 48]
-	WORD $0x014d; BYTE $0xde       // add r14, r11
+	LONG $0x74af0f4c; WORD $0x2024 // imul r14, qword ptr [rsp + 32]
+	WORD $0x014d; BYTE $0xc6       // add r14, r8
 	LONG $0xb03c8d4a               // lea rdi, [rax + 4*r14]
 	LONG $0x4429f8c5; WORD $0x1024 // vmovaps xmmword ptr [rsp + 16], xmm0
 	LONG $0x24748d48; BYTE $0x10   // lea rsi, [rsp + 16]
 	WORD $0x8948; BYTE $0xda       // mov rdx, rbx
-	WORD $0x894c; BYTE $0xdb       // mov rbx, r11
+	WORD $0x894c; BYTE $0xc3       // mov rbx, r8
 	CALL ·_krt_memcpy(SB)
 	LONG $0xc057f8c5               // vxorps xmm0, xmm0, xmm0
-	WORD $0x8949; BYTE $0xdb       // mov r11, rbx
+	WORD $0x8949; BYTE $0xd8       // mov r8, rbx
 	JMP  LBB7_34
 
 LBB7_46:
-	MOVQ 536(SP), SP
+	MOVQ 568(SP), SP
 	VZEROUPPER
 	RET
 
@@ -6053,30 +6065,30 @@ LBB9_3:
 	VZEROUPPER
 	RET
 
-DATA LCDATA8<>+0x000(SB)/8, $0x0000000003030303
-DATA LCDATA8<>+0x008(SB)/8, $0x0000000000000000
-DATA LCDATA8<>+0x010(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA LCDATA8<>+0x018(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA LCDATA8<>+0x020(SB)/8, $0x0000000000000000
-DATA LCDATA8<>+0x028(SB)/8, $0x0000000000000000
+DATA LCDATA8<>+0x000(SB)/8, $0x3f8000003e800000
+DATA LCDATA8<>+0x008(SB)/8, $0x3f8000003e800000
+DATA LCDATA8<>+0x010(SB)/8, $0x3f8000003e800000
+DATA LCDATA8<>+0x018(SB)/8, $0x3f8000003e800000
+DATA LCDATA8<>+0x020(SB)/8, $0x0c0c0c0c03030303
+DATA LCDATA8<>+0x028(SB)/8, $0x000f000f000f000f
 DATA LCDATA8<>+0x030(SB)/8, $0x0000000000000000
 DATA LCDATA8<>+0x038(SB)/8, $0x0000000000000000
 DATA LCDATA8<>+0x040(SB)/8, $0x0000000000000000
-DATA LCDATA8<>+0x048(SB)/8, $0x0002000200020002
+DATA LCDATA8<>+0x048(SB)/8, $0x0022002200220022
 DATA LCDATA8<>+0x050(SB)/8, $0x0001000100010001
-DATA LCDATA8<>+0x058(SB)/8, $0x0003000300030003
+DATA LCDATA8<>+0x058(SB)/8, $0x0023002300230023
 DATA LCDATA8<>+0x060(SB)/8, $0x0008000800080008
-DATA LCDATA8<>+0x068(SB)/8, $0x000a000a000a000a
+DATA LCDATA8<>+0x068(SB)/8, $0x002a002a002a002a
 DATA LCDATA8<>+0x070(SB)/8, $0x0009000900090009
-DATA LCDATA8<>+0x078(SB)/8, $0x000b000b000b000b
+DATA LCDATA8<>+0x078(SB)/8, $0x002b002b002b002b
 DATA LCDATA8<>+0x080(SB)/8, $0x0004000400040004
-DATA LCDATA8<>+0x088(SB)/8, $0x0006000600060006
+DATA LCDATA8<>+0x088(SB)/8, $0x0026002600260026
 DATA LCDATA8<>+0x090(SB)/8, $0x0005000500050005
-DATA LCDATA8<>+0x098(SB)/8, $0x0007000700070007
+DATA LCDATA8<>+0x098(SB)/8, $0x0027002700270027
 DATA LCDATA8<>+0x0a0(SB)/8, $0x000c000c000c000c
-DATA LCDATA8<>+0x0a8(SB)/8, $0x000e000e000e000e
+DATA LCDATA8<>+0x0a8(SB)/8, $0x002e002e002e002e
 DATA LCDATA8<>+0x0b0(SB)/8, $0x000d000d000d000d
-DATA LCDATA8<>+0x0b8(SB)/8, $0x000f000f000f000f
+DATA LCDATA8<>+0x0b8(SB)/8, $0x002f002f002f002f
 GLOBL LCDATA8<>(SB), 8, $192
 
 TEXT ·_krt_gemv_q2_K_avx512(SB), $10576-56
@@ -6129,10 +6141,12 @@ TEXT ·_krt_gemv_q2_K_avx512(SB), $10576-56
 	LONG $0x20000548; WORD $0x0000             // add rax, 8192
 	LONG $0x24448948; BYTE $0x58               // mov qword ptr [rsp + 88], rax
 	WORD $0x3145; BYTE $0xf6                   // xor r14d, r14d
-	LONG $0x487df262; WORD $0x4558; BYTE $0x00 // vpbroadcastd zmm0, dword ptr [rbp + 0] /* [rip + .LCPI10_0] */
-	LONG $0x08fe6162; WORD $0x556f; BYTE $0x01 // vmovdqu64 xmm26, xmmword ptr [rbp + 16] /* [rip + .LCPI10_1] */
-	LONG $0x48fe6162; WORD $0x456f; BYTE $0x01 // vmovdqu64 zmm24, zmmword ptr [rbp + 64] /* [rip + .LCPI10_2] */
-	LONG $0x48fe6162; WORD $0x4d6f; BYTE $0x02 // vmovdqu64 zmm25, zmmword ptr [rbp + 128] /* [rip + .LCPI10_3] */
+	LONG $0x487df262; WORD $0x4558; BYTE $0x08 // vpbroadcastd zmm0, dword ptr [rbp + 32] /* [rip + .LCPI10_1] */
+	LONG $0x487df262; WORD $0x4d58; BYTE $0x09 // vpbroadcastd zmm1, dword ptr [rbp + 36] /* [rip + .LCPI10_2] */
+	LONG $0x597de2c4; WORD $0x2855             // vpbroadcastq ymm2, qword ptr [rbp + 40] /* [rip + .LCPI10_3] */
+	LONG $0x287c6162; WORD $0x5510; BYTE $0x00 // vmovups ymm26, ymmword ptr [rbp + 0] /* [rip + .LCPI10_0] */
+	LONG $0x48fe6162; WORD $0x5d6f; BYTE $0x01 // vmovdqu64 zmm27, zmmword ptr [rbp + 64] /* [rip + .LCPI10_4] */
+	LONG $0x48fef162; WORD $0x6d6f; BYTE $0x02 // vmovdqu64 zmm5, zmmword ptr [rbp + 128] /* [rip + .LCPI10_5] */
 	WORD $0x8948; BYTE $0xf8                   // mov rax, rdi
 	LONG $0x247c8948; BYTE $0x48               // mov qword ptr [rsp + 72], rdi
 	JMP  LBB10_2
@@ -6173,22 +6187,22 @@ LBB10_2:
 	PCALIGN $16
 
 LBB10_4:
-	LONG $0x6410fcc5; WORD $0x0432             // vmovups ymm4, ymmword ptr [rdx + rsi + 4]
-	QUAD $0x8432a41a48ddf362; LONG $0x01000000 // vinsertf64x4 zmm4, zmm4, ymmword ptr [rdx + rsi + 132], 1
-	QUAD $0xfee0a329487cf162; WORD $0xffff     // vmovaps zmmword ptr [rbx - 288], zmm4
-	LONG $0x6410fcc5; WORD $0x2432             // vmovups ymm4, ymmword ptr [rdx + rsi + 36]
-	QUAD $0xa432a41a48ddf362; LONG $0x01000000 // vinsertf64x4 zmm4, zmm4, ymmword ptr [rdx + rsi + 164], 1
-	QUAD $0xff20a329487cf162; WORD $0xffff     // vmovaps zmmword ptr [rbx - 224], zmm4
-	LONG $0x6410fcc5; WORD $0x4432             // vmovups ymm4, ymmword ptr [rdx + rsi + 68]
-	QUAD $0xc432a41a48ddf362; LONG $0x01000000 // vinsertf64x4 zmm4, zmm4, ymmword ptr [rdx + rsi + 196], 1
-	QUAD $0xff60a329487cf162; WORD $0xffff     // vmovaps zmmword ptr [rbx - 160], zmm4
-	LONG $0x6410fcc5; WORD $0x6432             // vmovups ymm4, ymmword ptr [rdx + rsi + 100]
-	QUAD $0xe432a41a48ddf362; LONG $0x01000000 // vinsertf64x4 zmm4, zmm4, ymmword ptr [rdx + rsi + 228], 1
-	QUAD $0xffa0a329487cf162; WORD $0xffff     // vmovaps zmmword ptr [rbx - 96], zmm4
-	QUAD $0x00010432a410fcc5; BYTE $0x00       // vmovups ymm4, ymmword ptr [rdx + rsi + 260]
-	LONG $0x6329fcc5; BYTE $0xe0               // vmovaps ymmword ptr [rbx - 32], ymm4
-	LONG $0x246ef9c5; BYTE $0x32               // vmovd xmm4, dword ptr [rdx + rsi]
-	LONG $0x237ef9c5                           // vmovd dword ptr [rbx], xmm4
+	LONG $0x7410fcc5; WORD $0x0432             // vmovups ymm6, ymmword ptr [rdx + rsi + 4]
+	QUAD $0x8432b41a48cdf362; LONG $0x01000000 // vinsertf64x4 zmm6, zmm6, ymmword ptr [rdx + rsi + 132], 1
+	QUAD $0xfee0b329487cf162; WORD $0xffff     // vmovaps zmmword ptr [rbx - 288], zmm6
+	LONG $0x7410fcc5; WORD $0x2432             // vmovups ymm6, ymmword ptr [rdx + rsi + 36]
+	QUAD $0xa432b41a48cdf362; LONG $0x01000000 // vinsertf64x4 zmm6, zmm6, ymmword ptr [rdx + rsi + 164], 1
+	QUAD $0xff20b329487cf162; WORD $0xffff     // vmovaps zmmword ptr [rbx - 224], zmm6
+	LONG $0x7410fcc5; WORD $0x4432             // vmovups ymm6, ymmword ptr [rdx + rsi + 68]
+	QUAD $0xc432b41a48cdf362; LONG $0x01000000 // vinsertf64x4 zmm6, zmm6, ymmword ptr [rdx + rsi + 196], 1
+	QUAD $0xff60b329487cf162; WORD $0xffff     // vmovaps zmmword ptr [rbx - 160], zmm6
+	LONG $0x7410fcc5; WORD $0x6432             // vmovups ymm6, ymmword ptr [rdx + rsi + 100]
+	QUAD $0xe432b41a48cdf362; LONG $0x01000000 // vinsertf64x4 zmm6, zmm6, ymmword ptr [rdx + rsi + 228], 1
+	QUAD $0xffa0b329487cf162; WORD $0xffff     // vmovaps zmmword ptr [rbx - 96], zmm6
+	QUAD $0x00010432b410fcc5; BYTE $0x00       // vmovups ymm6, ymmword ptr [rdx + rsi + 260]
+	LONG $0x7329fcc5; BYTE $0xe0               // vmovaps ymmword ptr [rbx - 32], ymm6
+	LONG $0x3410fac5; BYTE $0x32               // vmovss xmm6, dword ptr [rdx + rsi]
+	LONG $0x3311fac5                           // vmovss dword ptr [rbx], xmm6
 	LONG $0x24c68148; WORD $0x0001; BYTE $0x00 // add rsi, 292
 	LONG $0x40c38148; WORD $0x0001; BYTE $0x00 // add rbx, 320
 	WORD $0x3948; BYTE $0xf7                   // cmp rdi, rsi
@@ -6217,12 +6231,12 @@ LBB10_5:
 LBB10_19:
 	LONG $0xc992fbc5                           // kmovd k1, ecx
 	LONG $0x24448b48; BYTE $0x68               // mov rax, qword ptr [rsp + 104]
-	LONG $0x897cf162; WORD $0x0c10; BYTE $0x90 // vmovups xmm1 {k1} {z}, xmmword ptr [rax + 4*rdx]
-	LONG $0xe158d8c5                           // vaddps xmm4, xmm4, xmm1
+	LONG $0x897cf162; WORD $0x1c10; BYTE $0x90 // vmovups xmm3 {k1} {z}, xmmword ptr [rax + 4*rdx]
+	LONG $0xf358c8c5                           // vaddps xmm6, xmm6, xmm3
 
 LBB10_20:
 	LONG $0x24448b48; BYTE $0x70               // mov rax, qword ptr [rsp + 112]
-	LONG $0x097cf162; WORD $0x2411; BYTE $0x90 // vmovups xmmword ptr [rax + 4*rdx] {k1}, xmm4
+	LONG $0x097cf162; WORD $0x3411; BYTE $0x90 // vmovups xmmword ptr [rax + 4*rdx] {k1}, xmm6
 	QUAD $0x0000009024848b48                   // mov rax, qword ptr [rsp + 144]
 	WORD $0x0149; BYTE $0xc1                   // add r9, rax
 	WORD $0x0149; BYTE $0xc2                   // add r10, rax
@@ -6259,17 +6273,17 @@ LBB10_7:
 	LONG $0xdaaf0f48                     // imul rbx, rdx
 	LONG $0x54e36b4c                     // imul r12, rbx, 84
 	WORD $0x0149; BYTE $0xc4             // add r12, rax
-	LONG $0x00240162; WORD $0xdb57       // vxorps xmm27, xmm27, xmm27
-	LONG $0xed57d0c5                     // vxorps xmm5, xmm5, xmm5
+	LONG $0xf657c8c5                     // vxorps xmm6, xmm6, xmm6
+	LONG $0xff57c0c5                     // vxorps xmm7, xmm7, xmm7
 	WORD $0x8949; BYTE $0xf6             // mov r14, rsi
 	QUAD $0x000001e024848d4c             // lea r8, [rsp + 480]
 	WORD $0xdb31                         // xor ebx, ebx
-	LONG $0xff57c0c5                     // vxorps xmm7, xmm7, xmm7
-	LONG $0x570041c4; BYTE $0xff         // vxorps xmm15, xmm15, xmm15
-	LONG $0x004ca162; WORD $0xf657       // vxorps xmm22, xmm22, xmm22
 	LONG $0x573041c4; BYTE $0xc9         // vxorps xmm9, xmm9, xmm9
-	LONG $0x0074a162; WORD $0xc957       // vxorps xmm17, xmm17, xmm17
-	LONG $0x0044a162; WORD $0xff57       // vxorps xmm23, xmm23, xmm23
+	LONG $0x007ca162; WORD $0xc057       // vxorps xmm16, xmm16, xmm16
+	LONG $0x003c0162; WORD $0xc057       // vxorps xmm24, xmm24, xmm24
+	LONG $0x572041c4; BYTE $0xdb         // vxorps xmm11, xmm11, xmm11
+	LONG $0x006ca162; WORD $0xd257       // vxorps xmm18, xmm18, xmm18
+	LONG $0x00340162; WORD $0xc957       // vxorps xmm25, xmm25, xmm25
 	JMP  LBB10_16
 	PCALIGN $16
 
@@ -6282,176 +6296,165 @@ LBB10_18:
 	LONG $0x5019548b                                   // mov edx, dword ptr [rcx + rbx + 80]
 	LONG $0x20e2c148                                   // shl rdx, 32
 	WORD $0x0948; BYTE $0xc2                           // or rdx, rax
-	LONG $0x6ef9e1c4; BYTE $0xf2                       // vmovq xmm6, rdx
-	LONG $0x6ef9e1c4; BYTE $0xd6                       // vmovq xmm2, rsi
-	LONG $0xd66ce9c5                                   // vpunpcklqdq xmm2, xmm2, xmm6
-	LONG $0x137de2c4; BYTE $0xd2                       // vcvtph2ps ymm2, xmm2
-	LONG $0x386cd162; WORD $0x1059                     // vmulps ymm2, ymm2, dword ptr [r8]{1to8}
-	LONG $0xf25cecc5                                   // vsubps ymm6, ymm2, ymm2
-	LONG $0xde586cc5                                   // vaddps ymm11, ymm2, ymm6
-	QUAD $0xfee0a86f48fdc162; WORD $0xffff             // vmovdqa64 zmm21, zmmword ptr [r8 - 288]
-	QUAD $0xff20a06f48fdc162; WORD $0xffff             // vmovdqa64 zmm20, zmmword ptr [r8 - 224]
-	QUAD $0xff60906f48fdc162; WORD $0xffff             // vmovdqa64 zmm18, zmmword ptr [r8 - 160]
-	QUAD $0xffa0806f48fdc162; WORD $0xffff             // vmovdqa64 zmm16, zmmword ptr [r8 - 96]
-	LONG $0x6f7d41c4; WORD $0xe070                     // vmovdqa ymm14, ymmword ptr [r8 - 32]
-	QUAD $0x1019946f48fed162; WORD $0x0000; BYTE $0x00 // vmovdqu64 zmm2, zmmword ptr [r9 + rbx + 16]
-	LONG $0x484df162; WORD $0xd271; BYTE $0x02         // vpsrlw zmm6, zmm2, 2
-	LONG $0x483df162; WORD $0xd271; BYTE $0x04         // vpsrlw zmm8, zmm2, 4
-	LONG $0x482df162; WORD $0xd271; BYTE $0x06         // vpsrlw zmm10, zmm2, 6
-	LONG $0x486df162; WORD $0xd0db                     // vpandd zmm2, zmm2, zmm0
-	LONG $0xef1941c4; BYTE $0xe4                       // vpxor xmm12, xmm12, xmm12
-	LONG $0x486d3262; WORD $0xe550                     // vpdpbusd zmm12, zmm2, zmm21
-	LONG $0x484df162; WORD $0xd0db                     // vpandd zmm2, zmm6, zmm0
-	LONG $0xf6efc9c5                                   // vpxor xmm6, xmm6, xmm6
-	LONG $0x486db262; WORD $0xf450                     // vpdpbusd zmm6, zmm2, zmm20
-	LONG $0x481df162; WORD $0xd66b                     // vpackssdw zmm2, zmm12, zmm6
-	LONG $0x483df162; WORD $0xf0db                     // vpandd zmm6, zmm8, zmm0
+	LONG $0x6ef9e1c4; BYTE $0xda                       // vmovq xmm3, rdx
+	LONG $0x6ef9e1c4; BYTE $0xe6                       // vmovq xmm4, rsi
+	LONG $0xdb6cd9c5                                   // vpunpcklqdq xmm3, xmm4, xmm3
+	LONG $0x137de2c4; BYTE $0xdb                       // vcvtph2ps ymm3, xmm3
+	LONG $0x3864d162; WORD $0x1859                     // vmulps ymm3, ymm3, dword ptr [r8]{1to8}
+	LONG $0xe35ce4c5                                   // vsubps ymm4, ymm3, ymm3
+	LONG $0xdc58e4c5                                   // vaddps ymm3, ymm3, ymm4
+	LONG $0x28641162; WORD $0xea59                     // vmulps ymm13, ymm3, ymm26
+	QUAD $0xfee0b86f48fdc162; WORD $0xffff             // vmovdqa64 zmm23, zmmword ptr [r8 - 288]
+	QUAD $0xff20b06f48fdc162; WORD $0xffff             // vmovdqa64 zmm22, zmmword ptr [r8 - 224]
+	QUAD $0xff60a86f48fdc162; WORD $0xffff             // vmovdqa64 zmm21, zmmword ptr [r8 - 160]
+	QUAD $0xffa0a06f48fdc162; WORD $0xffff             // vmovdqa64 zmm20, zmmword ptr [r8 - 96]
+	LONG $0x28fdc162; WORD $0x486f; BYTE $0xff         // vmovdqa64 ymm17, ymmword ptr [r8 - 32]
+	QUAD $0x10199c6f48fed162; WORD $0x0000; BYTE $0x00 // vmovdqu64 zmm3, zmmword ptr [r9 + rbx + 16]
+	LONG $0x485df162; WORD $0xd371; BYTE $0x04         // vpsrlw zmm4, zmm3, 4
+	LONG $0x48657162; WORD $0xc0db                     // vpandd zmm8, zmm3, zmm0
+	LONG $0xef2941c4; BYTE $0xd2                       // vpxor xmm10, xmm10, xmm10
+	LONG $0x483d3262; WORD $0xd750                     // vpdpbusd zmm10, zmm8, zmm23
+	LONG $0x4865f162; WORD $0xd9db                     // vpandd zmm3, zmm3, zmm1
 	LONG $0xef3941c4; BYTE $0xc0                       // vpxor xmm8, xmm8, xmm8
-	LONG $0x484d3262; WORD $0xc250                     // vpdpbusd zmm8, zmm6, zmm18
-	LONG $0x482df162; WORD $0xf0db                     // vpandd zmm6, zmm10, zmm0
+	LONG $0x48653262; WORD $0xc650                     // vpdpbusd zmm8, zmm3, zmm22
+	LONG $0x482dd162; WORD $0xd86b                     // vpackssdw zmm3, zmm10, zmm8
+	LONG $0x485d7162; WORD $0xc0db                     // vpandd zmm8, zmm4, zmm0
 	LONG $0xef2941c4; BYTE $0xd2                       // vpxor xmm10, xmm10, xmm10
-	LONG $0x484d3262; WORD $0xd050                     // vpdpbusd zmm10, zmm6, zmm16
-	LONG $0x483dd162; WORD $0xf26b                     // vpackssdw zmm6, zmm8, zmm10
-	LONG $0x6f7ac1c4; WORD $0x191c                     // vmovdqu xmm3, xmmword ptr [r9 + rbx]
-	LONG $0x08e59162; WORD $0xcadb                     // vpandq xmm1, xmm3, xmm26
-	LONG $0x307de2c4; BYTE $0xc9                       // vpmovzxbw ymm1, xmm1
-	LONG $0xd371e1c5; BYTE $0x04                       // vpsrlw xmm3, xmm3, 4
-	LONG $0x08e59162; WORD $0xdadb                     // vpandq xmm3, xmm3, xmm26
-	LONG $0x307de2c4; BYTE $0xdb                       // vpmovzxbw ymm3, xmm3
-	LONG $0xdbf58dc5                                   // vpmaddwd ymm3, ymm14, ymm3
-	LONG $0x40bd7262; WORD $0xc18d                     // vpermw zmm8, zmm24, zmm1
-	LONG $0x40b5f262; WORD $0xc98d                     // vpermw zmm1, zmm25, zmm1
-	LONG $0x484df162; WORD $0xc9f5                     // vpmaddwd zmm1, zmm6, zmm1
-	LONG $0x486dd262; WORD $0xc852                     // vpdpwssd zmm1, zmm2, zmm8
-	LONG $0x487cf162; WORD $0xc95b                     // vcvtdq2ps zmm1, zmm1
-	LONG $0x487dd262; WORD $0xf318                     // vbroadcastss zmm6, xmm11
-	LONG $0x4875b262; WORD $0xf6a8                     // vfmadd213ps zmm6, zmm1, zmm22
-	LONG $0xcb5bfcc5                                   // vcvtdq2ps ymm1, ymm3
-	LONG $0x167ac1c4; BYTE $0xd3                       // vmovshdup xmm2, xmm11
-	LONG $0x197d62c4; BYTE $0xc2                       // vbroadcastsd ymm8, xmm2
-	LONG $0x28753262; WORD $0xc7a8                     // vfmadd213ps ymm8, ymm1, ymm23
-	QUAD $0x101c8c6f48fed162; WORD $0x0000; BYTE $0x00 // vmovdqu64 zmm1, zmmword ptr [r12 + rbx + 16]
-	LONG $0x486df162; WORD $0xd171; BYTE $0x02         // vpsrlw zmm2, zmm1, 2
-	LONG $0x4865f162; WORD $0xd171; BYTE $0x04         // vpsrlw zmm3, zmm1, 4
-	LONG $0x482df162; WORD $0xd171; BYTE $0x06         // vpsrlw zmm10, zmm1, 6
-	LONG $0x4875f162; WORD $0xc8db                     // vpandd zmm1, zmm1, zmm0
+	LONG $0x483d3262; WORD $0xd550                     // vpdpbusd zmm10, zmm8, zmm21
+	LONG $0x485df162; WORD $0xe1db                     // vpandd zmm4, zmm4, zmm1
+	LONG $0xef3941c4; BYTE $0xc0                       // vpxor xmm8, xmm8, xmm8
+	LONG $0x485d3262; WORD $0xc450                     // vpdpbusd zmm8, zmm4, zmm20
+	LONG $0x482dd162; WORD $0xe06b                     // vpackssdw zmm4, zmm10, zmm8
+	LONG $0x307d42c4; WORD $0x1904                     // vpmovzxbw ymm8, xmmword ptr [r9 + rbx]
+	LONG $0xd2db3dc5                                   // vpand ymm10, ymm8, ymm2
+	LONG $0x713dc1c4; WORD $0x04d0                     // vpsrlw ymm8, ymm8, 4
+	LONG $0x283d3162; WORD $0xe1f5                     // vpmaddwd ymm12, ymm8, ymm17
+	LONG $0x713dc1c4; WORD $0x02f2                     // vpsllw ymm8, ymm10, 2
+	LONG $0x48fd5162; WORD $0xf06f                     // vmovdqa64 zmm14, zmm8
+	LONG $0x40a55262; WORD $0xf27d                     // vpermt2w zmm14, zmm27, zmm10
+	LONG $0x48d55262; WORD $0xc27d                     // vpermt2w zmm8, zmm5, zmm10
+	LONG $0x485dd162; WORD $0xe0f5                     // vpmaddwd zmm4, zmm4, zmm8
+	LONG $0x4865d262; WORD $0xe652                     // vpdpwssd zmm4, zmm3, zmm14
+	LONG $0x487cf162; WORD $0xdc5b                     // vcvtdq2ps zmm3, zmm4
+	LONG $0x487d5262; WORD $0xc518                     // vbroadcastss zmm8, xmm13
+	LONG $0x48651262; WORD $0xc0a8                     // vfmadd213ps zmm8, zmm3, zmm24
+	LONG $0x5b7cc1c4; BYTE $0xdc                       // vcvtdq2ps ymm3, ymm12
+	LONG $0x167ac1c4; BYTE $0xe5                       // vmovshdup xmm4, xmm13
+	LONG $0x197d62c4; BYTE $0xd4                       // vbroadcastsd ymm10, xmm4
+	LONG $0x28651262; WORD $0xd1a8                     // vfmadd213ps ymm10, ymm3, ymm25
+	QUAD $0x101c9c6f48fed162; WORD $0x0000; BYTE $0x00 // vmovdqu64 zmm3, zmmword ptr [r12 + rbx + 16]
+	LONG $0x485df162; WORD $0xd371; BYTE $0x04         // vpsrlw zmm4, zmm3, 4
+	LONG $0x48657162; WORD $0xe0db                     // vpandd zmm12, zmm3, zmm0
+	LONG $0xef0941c4; BYTE $0xf6                       // vpxor xmm14, xmm14, xmm14
+	LONG $0x481d3262; WORD $0xf750                     // vpdpbusd zmm14, zmm12, zmm23
+	LONG $0x4865f162; WORD $0xd9db                     // vpandd zmm3, zmm3, zmm1
 	LONG $0xef1941c4; BYTE $0xe4                       // vpxor xmm12, xmm12, xmm12
-	LONG $0x48753262; WORD $0xe550                     // vpdpbusd zmm12, zmm1, zmm21
-	LONG $0x486df162; WORD $0xc8db                     // vpandd zmm1, zmm2, zmm0
-	LONG $0xd2efe9c5                                   // vpxor xmm2, xmm2, xmm2
-	LONG $0x4875b262; WORD $0xd450                     // vpdpbusd zmm2, zmm1, zmm20
-	LONG $0x481df162; WORD $0xca6b                     // vpackssdw zmm1, zmm12, zmm2
-	LONG $0x4865f162; WORD $0xd0db                     // vpandd zmm2, zmm3, zmm0
-	LONG $0xdbefe1c5                                   // vpxor xmm3, xmm3, xmm3
-	LONG $0x486db262; WORD $0xda50                     // vpdpbusd zmm3, zmm2, zmm18
-	LONG $0x482df162; WORD $0xd0db                     // vpandd zmm2, zmm10, zmm0
-	LONG $0xef2941c4; BYTE $0xd2                       // vpxor xmm10, xmm10, xmm10
-	LONG $0x486d3262; WORD $0xd050                     // vpdpbusd zmm10, zmm2, zmm16
-	LONG $0x4865d162; WORD $0xd26b                     // vpackssdw zmm2, zmm3, zmm10
-	LONG $0x6f7ac1c4; WORD $0x1c1c                     // vmovdqu xmm3, xmmword ptr [r12 + rbx]
-	LONG $0x08e59162; WORD $0xe2db                     // vpandq xmm4, xmm3, xmm26
-	LONG $0x307de2c4; BYTE $0xe4                       // vpmovzxbw ymm4, xmm4
-	LONG $0xd371e1c5; BYTE $0x04                       // vpsrlw xmm3, xmm3, 4
-	LONG $0x08e59162; WORD $0xdadb                     // vpandq xmm3, xmm3, xmm26
-	LONG $0x307de2c4; BYTE $0xdb                       // vpmovzxbw ymm3, xmm3
-	LONG $0xdbf58dc5                                   // vpmaddwd ymm3, ymm14, ymm3
-	LONG $0x40bd7262; WORD $0xd48d                     // vpermw zmm10, zmm24, zmm4
-	LONG $0x40b5f262; WORD $0xe48d                     // vpermw zmm4, zmm25, zmm4
-	LONG $0x486df162; WORD $0xd4f5                     // vpmaddwd zmm2, zmm2, zmm4
-	LONG $0x4875d262; WORD $0xd252                     // vpdpwssd zmm2, zmm1, zmm10
-	LONG $0x487cf162; WORD $0xca5b                     // vcvtdq2ps zmm1, zmm2
-	LONG $0x0479c3c4; WORD $0xaad3                     // vpermilps xmm2, xmm11, 170
-	LONG $0x48fd7262; WORD $0xd219                     // vbroadcastsd zmm10, xmm2
-	LONG $0x48755262; WORD $0xd7a8                     // vfmadd213ps zmm10, zmm1, zmm15
-	LONG $0xcb5bfcc5                                   // vcvtdq2ps ymm1, ymm3
-	LONG $0x0479c3c4; WORD $0xffd3                     // vpermilps xmm2, xmm11, 255
-	LONG $0x197d62c4; BYTE $0xe2                       // vbroadcastsd ymm12, xmm2
-	LONG $0x28753262; WORD $0xe1a8                     // vfmadd213ps ymm12, ymm1, ymm17
-	QUAD $0x101f8c6f48fef162; WORD $0x0000; BYTE $0x00 // vmovdqu64 zmm1, zmmword ptr [rdi + rbx + 16]
-	LONG $0x486df162; WORD $0xd171; BYTE $0x02         // vpsrlw zmm2, zmm1, 2
-	LONG $0x4865f162; WORD $0xd171; BYTE $0x04         // vpsrlw zmm3, zmm1, 4
-	LONG $0x485df162; WORD $0xd171; BYTE $0x06         // vpsrlw zmm4, zmm1, 6
-	LONG $0x4875f162; WORD $0xc8db                     // vpandd zmm1, zmm1, zmm0
-	LONG $0xef1141c4; BYTE $0xed                       // vpxor xmm13, xmm13, xmm13
-	LONG $0x48753262; WORD $0xed50                     // vpdpbusd zmm13, zmm1, zmm21
-	LONG $0x486df162; WORD $0xc8db                     // vpandd zmm1, zmm2, zmm0
-	LONG $0xd2efe9c5                                   // vpxor xmm2, xmm2, xmm2
-	LONG $0x4875b262; WORD $0xd450                     // vpdpbusd zmm2, zmm1, zmm20
-	LONG $0x4815f162; WORD $0xca6b                     // vpackssdw zmm1, zmm13, zmm2
-	LONG $0x4865f162; WORD $0xd0db                     // vpandd zmm2, zmm3, zmm0
-	LONG $0xdbefe1c5                                   // vpxor xmm3, xmm3, xmm3
-	LONG $0x486db262; WORD $0xda50                     // vpdpbusd zmm3, zmm2, zmm18
-	LONG $0x485df162; WORD $0xd0db                     // vpandd zmm2, zmm4, zmm0
-	LONG $0xe4efd9c5                                   // vpxor xmm4, xmm4, xmm4
-	LONG $0x486db262; WORD $0xe050                     // vpdpbusd zmm4, zmm2, zmm16
-	LONG $0x4865f162; WORD $0xd46b                     // vpackssdw zmm2, zmm3, zmm4
-	LONG $0x1c6ffac5; BYTE $0x1f                       // vmovdqu xmm3, xmmword ptr [rdi + rbx]
-	LONG $0x08e59162; WORD $0xe2db                     // vpandq xmm4, xmm3, xmm26
-	LONG $0x307de2c4; BYTE $0xe4                       // vpmovzxbw ymm4, xmm4
-	LONG $0xd371e1c5; BYTE $0x04                       // vpsrlw xmm3, xmm3, 4
-	LONG $0x08e59162; WORD $0xdadb                     // vpandq xmm3, xmm3, xmm26
-	LONG $0x307de2c4; BYTE $0xdb                       // vpmovzxbw ymm3, xmm3
-	LONG $0xdbf58dc5                                   // vpmaddwd ymm3, ymm14, ymm3
-	LONG $0x40bd7262; WORD $0xec8d                     // vpermw zmm13, zmm24, zmm4
-	LONG $0x40b5f262; WORD $0xe48d                     // vpermw zmm4, zmm25, zmm4
-	LONG $0x486df162; WORD $0xd4f5                     // vpmaddwd zmm2, zmm2, zmm4
-	LONG $0x4875d262; WORD $0xd552                     // vpdpwssd zmm2, zmm1, zmm13
-	LONG $0x487cf162; WORD $0xca5b                     // vcvtdq2ps zmm1, zmm2
-	LONG $0x197d63c4; WORD $0x01da                     // vextractf128 xmm2, ymm11, 1
-	LONG $0x487d7262; WORD $0xea18                     // vbroadcastss zmm13, xmm2
-	LONG $0x48757262; WORD $0xefa8                     // vfmadd213ps zmm13, zmm1, zmm7
-	LONG $0xcb5bfcc5                                   // vcvtdq2ps ymm1, ymm3
-	LONG $0x167ec1c4; BYTE $0xd3                       // vmovshdup ymm2, ymm11
-	LONG $0x28fde362; WORD $0xda01; BYTE $0xaa         // vpermpd ymm19, ymm2, 170
-	LONG $0x2875c262; WORD $0xd9a8                     // vfmadd213ps ymm19, ymm1, ymm9
-	QUAD $0x10198c6f48fef162; WORD $0x0000; BYTE $0x00 // vmovdqu64 zmm1, zmmword ptr [rcx + rbx + 16]
-	LONG $0x486df162; WORD $0xd171; BYTE $0x02         // vpsrlw zmm2, zmm1, 2
-	LONG $0x4865f162; WORD $0xd171; BYTE $0x04         // vpsrlw zmm3, zmm1, 4
-	LONG $0x485df162; WORD $0xd171; BYTE $0x06         // vpsrlw zmm4, zmm1, 6
-	LONG $0x4875f162; WORD $0xc8db                     // vpandd zmm1, zmm1, zmm0
-	LONG $0xff57c0c5                                   // vxorps xmm7, xmm7, xmm7
-	LONG $0x4875b262; WORD $0xfd50                     // vpdpbusd zmm7, zmm1, zmm21
-	LONG $0x486df162; WORD $0xc8db                     // vpandd zmm1, zmm2, zmm0
-	LONG $0xd2efe9c5                                   // vpxor xmm2, xmm2, xmm2
-	LONG $0x4875b262; WORD $0xd450                     // vpdpbusd zmm2, zmm1, zmm20
-	LONG $0x4845f162; WORD $0xca6b                     // vpackssdw zmm1, zmm7, zmm2
-	LONG $0x4865f162; WORD $0xd0db                     // vpandd zmm2, zmm3, zmm0
-	LONG $0xdbefe1c5                                   // vpxor xmm3, xmm3, xmm3
-	LONG $0x486db262; WORD $0xda50                     // vpdpbusd zmm3, zmm2, zmm18
-	LONG $0x485df162; WORD $0xd0db                     // vpandd zmm2, zmm4, zmm0
-	LONG $0xe4efd9c5                                   // vpxor xmm4, xmm4, xmm4
-	LONG $0x486db262; WORD $0xe050                     // vpdpbusd zmm4, zmm2, zmm16
-	LONG $0x4865f162; WORD $0xd46b                     // vpackssdw zmm2, zmm3, zmm4
-	LONG $0x1c6ffac5; BYTE $0x19                       // vmovdqu xmm3, xmmword ptr [rcx + rbx]
-	LONG $0x08e59162; WORD $0xe2db                     // vpandq xmm4, xmm3, xmm26
-	LONG $0x307de2c4; BYTE $0xe4                       // vpmovzxbw ymm4, xmm4
-	LONG $0xd371e1c5; BYTE $0x04                       // vpsrlw xmm3, xmm3, 4
-	LONG $0x08e59162; WORD $0xdadb                     // vpandq xmm3, xmm3, xmm26
-	LONG $0x307de2c4; BYTE $0xdb                       // vpmovzxbw ymm3, xmm3
-	LONG $0xdbf58dc5                                   // vpmaddwd ymm3, ymm14, ymm3
-	LONG $0x40bdf262; WORD $0xfc8d                     // vpermw zmm7, zmm24, zmm4
-	LONG $0x40b5f262; WORD $0xe48d                     // vpermw zmm4, zmm25, zmm4
-	LONG $0x486df162; WORD $0xd4f5                     // vpmaddwd zmm2, zmm2, zmm4
-	LONG $0x4875f262; WORD $0xd752                     // vpdpwssd zmm2, zmm1, zmm7
-	LONG $0x487cf162; WORD $0xca5b                     // vcvtdq2ps zmm1, zmm2
-	LONG $0x047dc3c4; WORD $0xaad3                     // vpermilps ymm2, ymm11, 170
-	LONG $0x48ed7362; WORD $0xf223; BYTE $0x55         // vshuff64x2 zmm14, zmm2, zmm2, 85
-	LONG $0x48757262; WORD $0xf5a8                     // vfmadd213ps zmm14, zmm1, zmm5
-	LONG $0xcb5bfcc5                                   // vcvtdq2ps ymm1, ymm3
-	LONG $0x047dc3c4; WORD $0xffd3                     // vpermilps ymm2, ymm11, 255
-	LONG $0x01fd63c4; WORD $0xaada                     // vpermpd ymm11, ymm2, 170
-	LONG $0x28751262; WORD $0xdba8                     // vfmadd213ps ymm11, ymm1, ymm27
+	LONG $0x48653262; WORD $0xe650                     // vpdpbusd zmm12, zmm3, zmm22
+	LONG $0x480dd162; WORD $0xdc6b                     // vpackssdw zmm3, zmm14, zmm12
+	LONG $0x485d7162; WORD $0xe0db                     // vpandd zmm12, zmm4, zmm0
+	LONG $0xef0941c4; BYTE $0xf6                       // vpxor xmm14, xmm14, xmm14
+	LONG $0x481d3262; WORD $0xf550                     // vpdpbusd zmm14, zmm12, zmm21
+	LONG $0x485df162; WORD $0xe1db                     // vpandd zmm4, zmm4, zmm1
+	LONG $0xef1941c4; BYTE $0xe4                       // vpxor xmm12, xmm12, xmm12
+	LONG $0x485d3262; WORD $0xe450                     // vpdpbusd zmm12, zmm4, zmm20
+	LONG $0x480dd162; WORD $0xe46b                     // vpackssdw zmm4, zmm14, zmm12
+	LONG $0x307d42c4; WORD $0x1c24                     // vpmovzxbw ymm12, xmmword ptr [r12 + rbx]
+	LONG $0xf2db1dc5                                   // vpand ymm14, ymm12, ymm2
+	LONG $0x711dc1c4; WORD $0x04d4                     // vpsrlw ymm12, ymm12, 4
+	LONG $0x281d3162; WORD $0xf9f5                     // vpmaddwd ymm15, ymm12, ymm17
+	LONG $0x711dc1c4; WORD $0x02f6                     // vpsllw ymm12, ymm14, 2
+	LONG $0x48fdc162; WORD $0xdc6f                     // vmovdqa64 zmm19, zmm12
+	LONG $0x40a5c262; WORD $0xde7d                     // vpermt2w zmm19, zmm27, zmm14
+	LONG $0x48d55262; WORD $0xe67d                     // vpermt2w zmm12, zmm5, zmm14
+	LONG $0x485dd162; WORD $0xe4f5                     // vpmaddwd zmm4, zmm4, zmm12
+	LONG $0x4865b262; WORD $0xe352                     // vpdpwssd zmm4, zmm3, zmm19
+	LONG $0x487cf162; WORD $0xdc5b                     // vcvtdq2ps zmm3, zmm4
+	LONG $0x0479c3c4; WORD $0xaae5                     // vpermilps xmm4, xmm13, 170
+	LONG $0x48fd7262; WORD $0xe419                     // vbroadcastsd zmm12, xmm4
+	LONG $0x48653262; WORD $0xe0a8                     // vfmadd213ps zmm12, zmm3, zmm16
+	LONG $0x5b7cc1c4; BYTE $0xdf                       // vcvtdq2ps ymm3, ymm15
+	LONG $0x0479c3c4; WORD $0xffe5                     // vpermilps xmm4, xmm13, 255
+	LONG $0x197d62c4; BYTE $0xf4                       // vbroadcastsd ymm14, xmm4
+	LONG $0x28653262; WORD $0xf2a8                     // vfmadd213ps ymm14, ymm3, ymm18
+	QUAD $0x101f9c6f48fef162; WORD $0x0000; BYTE $0x00 // vmovdqu64 zmm3, zmmword ptr [rdi + rbx + 16]
+	LONG $0x485df162; WORD $0xd371; BYTE $0x04         // vpsrlw zmm4, zmm3, 4
+	LONG $0x48657162; WORD $0xf8db                     // vpandd zmm15, zmm3, zmm0
+	LONG $0x007ca162; WORD $0xc057                     // vxorps xmm16, xmm16, xmm16
+	LONG $0x4805a262; WORD $0xc750                     // vpdpbusd zmm16, zmm15, zmm23
+	LONG $0x4865f162; WORD $0xd9db                     // vpandd zmm3, zmm3, zmm1
+	LONG $0xef0141c4; BYTE $0xff                       // vpxor xmm15, xmm15, xmm15
+	LONG $0x48653262; WORD $0xfe50                     // vpdpbusd zmm15, zmm3, zmm22
+	LONG $0x407dd162; WORD $0xdf6b                     // vpackssdw zmm3, zmm16, zmm15
+	LONG $0x485d7162; WORD $0xf8db                     // vpandd zmm15, zmm4, zmm0
+	LONG $0x007da162; WORD $0xc0ef                     // vpxord xmm16, xmm16, xmm16
+	LONG $0x4805a262; WORD $0xc550                     // vpdpbusd zmm16, zmm15, zmm21
+	LONG $0x485df162; WORD $0xe1db                     // vpandd zmm4, zmm4, zmm1
+	LONG $0xef0141c4; BYTE $0xff                       // vpxor xmm15, xmm15, xmm15
+	LONG $0x485d3262; WORD $0xfc50                     // vpdpbusd zmm15, zmm4, zmm20
+	LONG $0x407dd162; WORD $0xe76b                     // vpackssdw zmm4, zmm16, zmm15
+	LONG $0x307d62c4; WORD $0x1f3c                     // vpmovzxbw ymm15, xmmword ptr [rdi + rbx]
+	LONG $0x2885e162; WORD $0xc2db                     // vpandq ymm16, ymm15, ymm2
+	LONG $0x7105c1c4; WORD $0x04d7                     // vpsrlw ymm15, ymm15, 4
+	LONG $0x2805a162; WORD $0xd1f5                     // vpmaddwd ymm18, ymm15, ymm17
+	LONG $0x2805b162; WORD $0xf071; BYTE $0x02         // vpsllw ymm15, ymm16, 2
+	LONG $0x48fdc162; WORD $0xdf6f                     // vmovdqa64 zmm19, zmm15
+	LONG $0x40a5a262; WORD $0xd87d                     // vpermt2w zmm19, zmm27, zmm16
+	LONG $0x48d53262; WORD $0xf87d                     // vpermt2w zmm15, zmm5, zmm16
+	LONG $0x485dd162; WORD $0xe7f5                     // vpmaddwd zmm4, zmm4, zmm15
+	LONG $0x4865b262; WORD $0xe352                     // vpdpwssd zmm4, zmm3, zmm19
+	LONG $0x487cf162; WORD $0xdc5b                     // vcvtdq2ps zmm3, zmm4
+	LONG $0x197d63c4; WORD $0x01ec                     // vextractf128 xmm4, ymm13, 1
+	LONG $0x487d7262; WORD $0xfc18                     // vbroadcastss zmm15, xmm4
+	LONG $0x48655262; WORD $0xf9a8                     // vfmadd213ps zmm15, zmm3, zmm9
+	LONG $0x287cb162; WORD $0xda5b                     // vcvtdq2ps ymm3, ymm18
+	LONG $0x167ec1c4; BYTE $0xe5                       // vmovshdup ymm4, ymm13
+	LONG $0x28fde362; WORD $0xdc01; BYTE $0xaa         // vpermpd ymm19, ymm4, 170
+	LONG $0x2865c262; WORD $0xdba8                     // vfmadd213ps ymm19, ymm3, ymm11
+	QUAD $0x10199c6f48fef162; WORD $0x0000; BYTE $0x00 // vmovdqu64 zmm3, zmmword ptr [rcx + rbx + 16]
+	LONG $0x485df162; WORD $0xd371; BYTE $0x04         // vpsrlw zmm4, zmm3, 4
+	LONG $0x48657162; WORD $0xc8db                     // vpandd zmm9, zmm3, zmm0
+	LONG $0x572041c4; BYTE $0xdb                       // vxorps xmm11, xmm11, xmm11
+	LONG $0x48353262; WORD $0xdf50                     // vpdpbusd zmm11, zmm9, zmm23
+	LONG $0x4865f162; WORD $0xd9db                     // vpandd zmm3, zmm3, zmm1
+	LONG $0xef3141c4; BYTE $0xc9                       // vpxor xmm9, xmm9, xmm9
+	LONG $0x48653262; WORD $0xce50                     // vpdpbusd zmm9, zmm3, zmm22
+	LONG $0x4825d162; WORD $0xd96b                     // vpackssdw zmm3, zmm11, zmm9
+	LONG $0x485d7162; WORD $0xc8db                     // vpandd zmm9, zmm4, zmm0
+	LONG $0xef2141c4; BYTE $0xdb                       // vpxor xmm11, xmm11, xmm11
+	LONG $0x48353262; WORD $0xdd50                     // vpdpbusd zmm11, zmm9, zmm21
+	LONG $0x485df162; WORD $0xe1db                     // vpandd zmm4, zmm4, zmm1
+	LONG $0xef3141c4; BYTE $0xc9                       // vpxor xmm9, xmm9, xmm9
+	LONG $0x485d3262; WORD $0xcc50                     // vpdpbusd zmm9, zmm4, zmm20
+	LONG $0x4825d162; WORD $0xe16b                     // vpackssdw zmm4, zmm11, zmm9
+	LONG $0x307d62c4; WORD $0x190c                     // vpmovzxbw ymm9, xmmword ptr [rcx + rbx]
+	LONG $0xdadb35c5                                   // vpand ymm11, ymm9, ymm2
+	LONG $0x7135c1c4; WORD $0x04d1                     // vpsrlw ymm9, ymm9, 4
+	LONG $0x28353162; WORD $0xc9f5                     // vpmaddwd ymm9, ymm9, ymm17
+	LONG $0x207dd162; WORD $0xf371; BYTE $0x02         // vpsllw ymm16, ymm11, 2
+	LONG $0x48fda162; WORD $0xc86f                     // vmovdqa64 zmm17, zmm16
+	LONG $0x40a5c262; WORD $0xcb7d                     // vpermt2w zmm17, zmm27, zmm11
+	LONG $0x48d5c262; WORD $0xc37d                     // vpermt2w zmm16, zmm5, zmm11
+	LONG $0x485db162; WORD $0xe0f5                     // vpmaddwd zmm4, zmm4, zmm16
+	LONG $0x4865b262; WORD $0xe152                     // vpdpwssd zmm4, zmm3, zmm17
+	LONG $0x487cf162; WORD $0xdc5b                     // vcvtdq2ps zmm3, zmm4
+	LONG $0x047dc3c4; WORD $0xaae5                     // vpermilps ymm4, ymm13, 170
+	LONG $0x48dde362; WORD $0xcc23; BYTE $0x55         // vshuff64x2 zmm17, zmm4, zmm4, 85
+	LONG $0x4865e262; WORD $0xcfa8                     // vfmadd213ps zmm17, zmm3, zmm7
+	LONG $0x5b7cc1c4; BYTE $0xd9                       // vcvtdq2ps ymm3, ymm9
+	LONG $0x047dc3c4; WORD $0xffe5                     // vpermilps ymm4, ymm13, 255
+	LONG $0x01fd63c4; WORD $0xaaec                     // vpermpd ymm13, ymm4, 170
+	LONG $0xa86562c4; BYTE $0xee                       // vfmadd213ps ymm13, ymm3, ymm6
 	LONG $0x54c38348                                   // add rbx, 84
 	LONG $0x40c08149; WORD $0x0001; BYTE $0x00         // add r8, 320
 	LONG $0x50c68149; WORD $0x0001; BYTE $0x00         // add r14, 336
-	LONG $0x487cd162; WORD $0xee28                     // vmovaps zmm5, zmm14
-	LONG $0x487cd162; WORD $0xfd28                     // vmovaps zmm7, zmm13
-	LONG $0x487c5162; WORD $0xfa28                     // vmovaps zmm15, zmm10
-	LONG $0x487ce162; WORD $0xf628                     // vmovaps zmm22, zmm6
-	LONG $0x287c4162; WORD $0xdb28                     // vmovaps ymm27, ymm11
-	LONG $0x287c3162; WORD $0xcb28                     // vmovaps ymm9, ymm19
-	LONG $0x287cc162; WORD $0xcc28                     // vmovaps ymm17, ymm12
-	LONG $0x287cc162; WORD $0xf828                     // vmovaps ymm23, ymm8
+	LONG $0x487cb162; WORD $0xf928                     // vmovaps zmm7, zmm17
+	LONG $0x487c5162; WORD $0xcf28                     // vmovaps zmm9, zmm15
+	LONG $0x487cc162; WORD $0xc428                     // vmovaps zmm16, zmm12
+	LONG $0x487c4162; WORD $0xc028                     // vmovaps zmm24, zmm8
+	LONG $0xee297cc5                                   // vmovaps ymm6, ymm13
+	LONG $0x287c3162; WORD $0xdb28                     // vmovaps ymm11, ymm19
+	LONG $0x287cc162; WORD $0xd628                     // vmovaps ymm18, ymm14
+	LONG $0x287c4162; WORD $0xca28                     // vmovaps ymm25, ymm10
 	WORD $0x3949; BYTE $0xdf                           // cmp r15, rbx
 	JE   LBB10_9
 
@@ -6468,14 +6471,14 @@ LBB10_16:
 	PCALIGN $16
 
 LBB10_8:
-	LONG $0x572041c4; BYTE $0xdb   // vxorps xmm11, xmm11, xmm11
-	LONG $0x570841c4; BYTE $0xf6   // vxorps xmm14, xmm14, xmm14
 	LONG $0x571041c4; BYTE $0xed   // vxorps xmm13, xmm13, xmm13
-	LONG $0x572841c4; BYTE $0xd2   // vxorps xmm10, xmm10, xmm10
-	LONG $0xf657c8c5               // vxorps xmm6, xmm6, xmm6
-	LONG $0x0064a162; WORD $0xdb57 // vxorps xmm19, xmm19, xmm19
+	LONG $0x0074a162; WORD $0xc957 // vxorps xmm17, xmm17, xmm17
+	LONG $0x570041c4; BYTE $0xff   // vxorps xmm15, xmm15, xmm15
 	LONG $0x571841c4; BYTE $0xe4   // vxorps xmm12, xmm12, xmm12
 	LONG $0x573841c4; BYTE $0xc0   // vxorps xmm8, xmm8, xmm8
+	LONG $0x0064a162; WORD $0xdb57 // vxorps xmm19, xmm19, xmm19
+	LONG $0x570841c4; BYTE $0xf6   // vxorps xmm14, xmm14, xmm14
+	LONG $0x572841c4; BYTE $0xd2   // vxorps xmm10, xmm10, xmm10
 
 LBB10_9:
 	QUAD $0x00002900249c8b4c                   // mov r11, qword ptr [rsp + 10496] /* [rbp + 16] */
@@ -6490,68 +6493,68 @@ LBB10_9:
 	LONG $0xcfb60f40                           // movzx ecx, dil
 	LONG $0x00000fb8; BYTE $0x00               // mov eax, 15
 	WORD $0x4e0f; BYTE $0xc8                   // cmovle ecx, eax
-	LONG $0x197d63c4; WORD $0x01c4             // vextractf128 xmm4, ymm8, 1
-	LONG $0xe458b8c5                           // vaddps xmm4, xmm8, xmm4
-	LONG $0x0579e3c4; WORD $0x01ec             // vpermilpd xmm5, xmm4, 1
-	LONG $0xe558d8c5                           // vaddps xmm4, xmm4, xmm5
-	LONG $0x48fdf362; WORD $0xf51b; BYTE $0x01 // vextractf64x4 ymm5, zmm6, 1
-	LONG $0x484cf162; WORD $0xed58             // vaddps zmm5, zmm6, zmm5
-	LONG $0x197de3c4; WORD $0x01ee             // vextractf128 xmm6, ymm5, 1
-	LONG $0xee58d0c5                           // vaddps xmm5, xmm5, xmm6
-	LONG $0x0579e3c4; WORD $0x01f5             // vpermilpd xmm6, xmm5, 1
-	LONG $0xee58d0c5                           // vaddps xmm5, xmm5, xmm6
-	LONG $0xf516fac5                           // vmovshdup xmm6, xmm5
-	LONG $0xee58d2c5                           // vaddss xmm5, xmm5, xmm6
-	LONG $0x197d63c4; WORD $0x01e6             // vextractf128 xmm6, ymm12, 1
-	LONG $0xf65898c5                           // vaddps xmm6, xmm12, xmm6
+	LONG $0x197d63c4; WORD $0x01d6             // vextractf128 xmm6, ymm10, 1
+	LONG $0xf658a8c5                           // vaddps xmm6, xmm10, xmm6
 	LONG $0x0579e3c4; WORD $0x01fe             // vpermilpd xmm7, xmm6, 1
 	LONG $0xf758c8c5                           // vaddps xmm6, xmm6, xmm7
-	LONG $0xc67c5bc5                           // vhaddps xmm8, xmm4, xmm6
-	LONG $0x48fd7362; WORD $0xd61b; BYTE $0x01 // vextractf64x4 ymm6, zmm10, 1
-	LONG $0x482cf162; WORD $0xf658             // vaddps zmm6, zmm10, zmm6
+	LONG $0x48fd7362; WORD $0xc71b; BYTE $0x01 // vextractf64x4 ymm7, zmm8, 1
+	LONG $0x483cf162; WORD $0xff58             // vaddps zmm7, zmm8, zmm7
+	LONG $0x197de3c4; WORD $0x01fb             // vextractf128 xmm3, ymm7, 1
+	LONG $0xdb58c0c5                           // vaddps xmm3, xmm7, xmm3
+	LONG $0x0579e3c4; WORD $0x01fb             // vpermilpd xmm7, xmm3, 1
+	LONG $0xdf58e0c5                           // vaddps xmm3, xmm3, xmm7
+	LONG $0xfb16fac5                           // vmovshdup xmm7, xmm3
+	LONG $0xc75862c5                           // vaddss xmm8, xmm3, xmm7
+	LONG $0x197d63c4; WORD $0x01f7             // vextractf128 xmm7, ymm14, 1
+	LONG $0xff5888c5                           // vaddps xmm7, xmm14, xmm7
+	LONG $0x0579e3c4; WORD $0x01df             // vpermilpd xmm3, xmm7, 1
+	LONG $0xdb58c0c5                           // vaddps xmm3, xmm7, xmm3
+	LONG $0xcb7c4bc5                           // vhaddps xmm9, xmm6, xmm3
+	LONG $0x48fd7362; WORD $0xe31b; BYTE $0x01 // vextractf64x4 ymm3, zmm12, 1
+	LONG $0x481cf162; WORD $0xdb58             // vaddps zmm3, zmm12, zmm3
+	LONG $0x197de3c4; WORD $0x01df             // vextractf128 xmm7, ymm3, 1
+	LONG $0xdf58e0c5                           // vaddps xmm3, xmm3, xmm7
+	LONG $0x0579e3c4; WORD $0x01fb             // vpermilpd xmm7, xmm3, 1
+	LONG $0xdf58e0c5                           // vaddps xmm3, xmm3, xmm7
+	LONG $0xfb16fac5                           // vmovshdup xmm7, xmm3
+	LONG $0xdf58e2c5                           // vaddss xmm3, xmm3, xmm7
+	LONG $0x213963c4; WORD $0x10c3             // vinsertps xmm8, xmm8, xmm3, 16
+	LONG $0x287de362; WORD $0xdf19; BYTE $0x01 // vextractf32x4 xmm7, ymm19, 1
+	LONG $0x0064f162; WORD $0xff58             // vaddps xmm7, xmm19, xmm7
+	LONG $0x0579e3c4; WORD $0x01f7             // vpermilpd xmm6, xmm7, 1
+	LONG $0xf658c0c5                           // vaddps xmm6, xmm7, xmm6
+	LONG $0x48fd7362; WORD $0xff1b; BYTE $0x01 // vextractf64x4 ymm7, zmm15, 1
+	LONG $0x4804f162; WORD $0xff58             // vaddps zmm7, zmm15, zmm7
+	LONG $0x197de3c4; WORD $0x01fb             // vextractf128 xmm3, ymm7, 1
+	LONG $0xdb58c0c5                           // vaddps xmm3, xmm7, xmm3
+	LONG $0x0579e3c4; WORD $0x01fb             // vpermilpd xmm7, xmm3, 1
+	LONG $0xdf58e0c5                           // vaddps xmm3, xmm3, xmm7
+	LONG $0xfb16fac5                           // vmovshdup xmm7, xmm3
+	LONG $0xd75862c5                           // vaddss xmm10, xmm3, xmm7
+	LONG $0x197d63c4; WORD $0x01ef             // vextractf128 xmm7, ymm13, 1
+	LONG $0xff5890c5                           // vaddps xmm7, xmm13, xmm7
+	LONG $0x0579e3c4; WORD $0x01df             // vpermilpd xmm3, xmm7, 1
+	LONG $0xdb58c0c5                           // vaddps xmm3, xmm7, xmm3
+	LONG $0xdb7ccbc5                           // vhaddps xmm3, xmm6, xmm3
+	LONG $0x48fde362; WORD $0xce1b; BYTE $0x01 // vextractf64x4 ymm6, zmm17, 1
+	LONG $0x4074f162; WORD $0xf658             // vaddps zmm6, zmm17, zmm6
 	LONG $0x197de3c4; WORD $0x01f7             // vextractf128 xmm7, ymm6, 1
 	LONG $0xf758c8c5                           // vaddps xmm6, xmm6, xmm7
 	LONG $0x0579e3c4; WORD $0x01fe             // vpermilpd xmm7, xmm6, 1
 	LONG $0xf758c8c5                           // vaddps xmm6, xmm6, xmm7
 	LONG $0xfe16fac5                           // vmovshdup xmm7, xmm6
 	LONG $0xf758cac5                           // vaddss xmm6, xmm6, xmm7
-	LONG $0x215163c4; WORD $0x10ce             // vinsertps xmm9, xmm5, xmm6, 16
-	LONG $0x287de362; WORD $0xde19; BYTE $0x01 // vextractf32x4 xmm6, ymm19, 1
-	LONG $0x0064f162; WORD $0xf658             // vaddps xmm6, xmm19, xmm6
-	LONG $0x0579e3c4; WORD $0x01fe             // vpermilpd xmm7, xmm6, 1
-	LONG $0xf758c8c5                           // vaddps xmm6, xmm6, xmm7
-	LONG $0x48fd7362; WORD $0xef1b; BYTE $0x01 // vextractf64x4 ymm7, zmm13, 1
-	LONG $0x4814f162; WORD $0xff58             // vaddps zmm7, zmm13, zmm7
-	LONG $0x197de3c4; WORD $0x01fc             // vextractf128 xmm4, ymm7, 1
-	LONG $0xe458c0c5                           // vaddps xmm4, xmm7, xmm4
-	LONG $0x0579e3c4; WORD $0x01fc             // vpermilpd xmm7, xmm4, 1
-	LONG $0xe758d8c5                           // vaddps xmm4, xmm4, xmm7
-	LONG $0xfc16fac5                           // vmovshdup xmm7, xmm4
-	LONG $0xe758dac5                           // vaddss xmm4, xmm4, xmm7
-	LONG $0x197d63c4; WORD $0x01df             // vextractf128 xmm7, ymm11, 1
-	LONG $0xff58a0c5                           // vaddps xmm7, xmm11, xmm7
-	LONG $0x0579e3c4; WORD $0x01ef             // vpermilpd xmm5, xmm7, 1
-	LONG $0xed58c0c5                           // vaddps xmm5, xmm7, xmm5
-	LONG $0xed7ccbc5                           // vhaddps xmm5, xmm6, xmm5
-	LONG $0x48fd7362; WORD $0xf61b; BYTE $0x01 // vextractf64x4 ymm6, zmm14, 1
-	LONG $0x480cf162; WORD $0xf658             // vaddps zmm6, zmm14, zmm6
-	LONG $0x197de3c4; WORD $0x01f7             // vextractf128 xmm7, ymm6, 1
-	LONG $0xf758c8c5                           // vaddps xmm6, xmm6, xmm7
-	LONG $0x0579e3c4; WORD $0x01fe             // vpermilpd xmm7, xmm6, 1
-	LONG $0xf758c8c5                           // vaddps xmm6, xmm6, xmm7
-	LONG $0xfe16fac5                           // vmovshdup xmm7, xmm6
-	LONG $0xf758cac5                           // vaddss xmm6, xmm6, xmm7
-	LONG $0x2159e3c4; WORD $0x10e6             // vinsertps xmm4, xmm4, xmm6, 16
-	LONG $0xe416b0c5                           // vmovlhps xmm4, xmm9, xmm4
-	LONG $0xedc6b8c5; BYTE $0x88               // vshufps xmm5, xmm8, xmm5, 136
-	LONG $0xe55cd8c5                           // vsubps xmm4, xmm4, xmm5
+	LONG $0x2129e3c4; WORD $0x10f6             // vinsertps xmm6, xmm10, xmm6, 16
+	LONG $0xf616b8c5                           // vmovlhps xmm6, xmm8, xmm6
+	LONG $0xdbc6b0c5; BYTE $0x88               // vshufps xmm3, xmm9, xmm3, 136
+	LONG $0xf35cc8c5                           // vsubps xmm6, xmm6, xmm3
 	QUAD $0x000000a024b48b4c                   // mov r14, qword ptr [rsp + 160]
 	WORD $0x854d; BYTE $0xf6                   // test r14, r14
 	JE   LBB10_11
 	LONG $0xc992fbc5                           // kmovd k1, ecx
 	LONG $0x24448b48; BYTE $0x70               // mov rax, qword ptr [rsp + 112]
-	LONG $0x897cf162; WORD $0x0c10; BYTE $0x90 // vmovups xmm1 {k1} {z}, xmmword ptr [rax + 4*rdx]
-	LONG $0xe158d8c5                           // vaddps xmm4, xmm4, xmm1
+	LONG $0x897cf162; WORD $0x1c10; BYTE $0x90 // vmovups xmm3 {k1} {z}, xmmword ptr [rax + 4*rdx]
+	LONG $0xf358c8c5                           // vaddps xmm6, xmm6, xmm3
 
 LBB10_11:
 	LONG $0x24748b48; BYTE $0x78 // mov rsi, qword ptr [rsp + 120]
@@ -6565,33 +6568,35 @@ LBB10_14:
 	VZEROUPPER
 	RET
 
-DATA LCDATA9<>+0x000(SB)/8, $0x0000000003030303
-DATA LCDATA9<>+0x008(SB)/8, $0x0000000000000000
-DATA LCDATA9<>+0x010(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA LCDATA9<>+0x018(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA LCDATA9<>+0x000(SB)/8, $0x0c0c0c0c03030303
+DATA LCDATA9<>+0x008(SB)/8, $0x000f000f000f000f
+DATA LCDATA9<>+0x010(SB)/8, $0x0000000000000000
+DATA LCDATA9<>+0x018(SB)/8, $0x0000000000000000
 DATA LCDATA9<>+0x020(SB)/8, $0x0000000000000000
 DATA LCDATA9<>+0x028(SB)/8, $0x0000000000000000
 DATA LCDATA9<>+0x030(SB)/8, $0x0000000000000000
 DATA LCDATA9<>+0x038(SB)/8, $0x0000000000000000
 DATA LCDATA9<>+0x040(SB)/8, $0x0000000000000000
-DATA LCDATA9<>+0x048(SB)/8, $0x0002000200020002
+DATA LCDATA9<>+0x048(SB)/8, $0x0022002200220022
 DATA LCDATA9<>+0x050(SB)/8, $0x0001000100010001
-DATA LCDATA9<>+0x058(SB)/8, $0x0003000300030003
+DATA LCDATA9<>+0x058(SB)/8, $0x0023002300230023
 DATA LCDATA9<>+0x060(SB)/8, $0x0008000800080008
-DATA LCDATA9<>+0x068(SB)/8, $0x000a000a000a000a
+DATA LCDATA9<>+0x068(SB)/8, $0x002a002a002a002a
 DATA LCDATA9<>+0x070(SB)/8, $0x0009000900090009
-DATA LCDATA9<>+0x078(SB)/8, $0x000b000b000b000b
+DATA LCDATA9<>+0x078(SB)/8, $0x002b002b002b002b
 DATA LCDATA9<>+0x080(SB)/8, $0x0004000400040004
-DATA LCDATA9<>+0x088(SB)/8, $0x0006000600060006
+DATA LCDATA9<>+0x088(SB)/8, $0x0026002600260026
 DATA LCDATA9<>+0x090(SB)/8, $0x0005000500050005
-DATA LCDATA9<>+0x098(SB)/8, $0x0007000700070007
+DATA LCDATA9<>+0x098(SB)/8, $0x0027002700270027
 DATA LCDATA9<>+0x0a0(SB)/8, $0x000c000c000c000c
-DATA LCDATA9<>+0x0a8(SB)/8, $0x000e000e000e000e
+DATA LCDATA9<>+0x0a8(SB)/8, $0x002e002e002e002e
 DATA LCDATA9<>+0x0b0(SB)/8, $0x000d000d000d000d
-DATA LCDATA9<>+0x0b8(SB)/8, $0x000f000f000f000f
-GLOBL LCDATA9<>(SB), 8, $192
+DATA LCDATA9<>+0x0b8(SB)/8, $0x002f002f002f002f
+DATA LCDATA9<>+0x0c0(SB)/8, $0x0000000000000000
+DATA LCDATA9<>+0x0c8(SB)/8, $0x0000000000000000
+GLOBL LCDATA9<>(SB), 8, $208
 
-TEXT ·_krt_gemm_q2_K_avx512(SB), $544-72
+TEXT ·_krt_gemm_q2_K_avx512(SB), $672-72
 
 	MOVQ y+0(FP), DI
 	MOVQ w+8(FP), SI
@@ -6605,196 +6610,200 @@ TEXT ·_krt_gemm_q2_K_avx512(SB), $544-72
 	MOVQ SP, BP
 	ADDQ $128, SP
 	ANDQ $-64, SP
-	MOVQ BP, 408(SP)
-	MOVQ R12, 400(SP)
-	MOVQ R11, 392(SP)
-	MOVQ R10, 384(SP)
+	MOVQ BP, 536(SP)
+	MOVQ R12, 528(SP)
+	MOVQ R11, 520(SP)
+	MOVQ R10, 512(SP)
 	LEAQ LCDATA9<>(SB), BP
 
-	LONG $0x2444894c; BYTE $0x50               // mov qword ptr [rsp + 80], r8
+	LONG $0x2444894c; BYTE $0x58               // mov qword ptr [rsp + 88], r8
 	LONG $0x244c8948; BYTE $0x40               // mov qword ptr [rsp + 64], rcx
-	QUAD $0x0000009024948948                   // mov qword ptr [rsp + 144], rdx
-	WORD $0x8949; BYTE $0xfa                   // mov r10, rdi
-	QUAD $0x0000019024bc8b48                   // mov rdi, qword ptr [rsp + 400] /* [rbp + 32] */
-	QUAD $0x00000188249c8b4c                   // mov r11, qword ptr [rsp + 392] /* [rbp + 24] */
+	QUAD $0x0000008824948948                   // mov qword ptr [rsp + 136], rdx
+	QUAD $0x0000021024948b4c                   // mov r10, qword ptr [rsp + 528] /* [rbp + 32] */
+	QUAD $0x0000020824948b48                   // mov rdx, qword ptr [rsp + 520] /* [rbp + 24] */
 	LONG $0xffb98d4d; WORD $0x0000; BYTE $0x00 // lea r15, [r9 + 255]
 	WORD $0x854d; BYTE $0xc9                   // test r9, r9
 	LONG $0xf9490f4d                           // cmovns r15, r9
-	WORD $0x8948; BYTE $0xf8                   // mov rax, rdi
-	WORD $0x294c; BYTE $0xd8                   // sub rax, r11
-	LONG $0x24448948; BYTE $0x58               // mov qword ptr [rsp + 88], rax
-	JLE  LBB11_55
-	QUAD $0x0000018024bc8348; BYTE $0x00       // cmp qword ptr [rsp + 384], 0 /* [rbp + 16] */
-	JLE  LBB11_55
+	WORD $0x894c; BYTE $0xd0                   // mov rax, r10
+	WORD $0x2948; BYTE $0xd0                   // sub rax, rdx
+	LONG $0x24448948; BYTE $0x60               // mov qword ptr [rsp + 96], rax
+	JLE  LBB11_57
+	QUAD $0x0000020024bc8348; BYTE $0x00       // cmp qword ptr [rsp + 512], 0 /* [rbp + 16] */
+	JLE  LBB11_57
+	WORD $0x8949; BYTE $0xfb                   // mov r11, rdi
 	LONG $0x00f98149; WORD $0x0001; BYTE $0x00 // cmp r9, 256
-	QUAD $0x000000802494894c                   // mov qword ptr [rsp + 128], r10
+	LONG $0x247c8948; BYTE $0x78               // mov qword ptr [rsp + 120], rdi
 	JL   LBB11_28
 	LONG $0x08ffc149                           // sar r15, 8
 	WORD $0x894c; BYTE $0xf8                   // mov rax, r15
-	LONG $0xc3af0f49                           // imul rax, r11
+	LONG $0xc2af0f48                           // imul rax, rdx
 	LONG $0x54c06b48                           // imul rax, rax, 84
 	WORD $0x0148; BYTE $0xf0                   // add rax, rsi
 	LONG $0x52c08348                           // add rax, 82
-	LONG $0x24448948; BYTE $0x48               // mov qword ptr [rsp + 72], rax
+	LONG $0x24448948; BYTE $0x50               // mov qword ptr [rsp + 80], rax
 	LONG $0x50c76949; WORD $0x0001; BYTE $0x00 // imul rax, r15, 336
-	QUAD $0x000000c024848948                   // mov qword ptr [rsp + 192], rax
+	QUAD $0x000000b024848948                   // mov qword ptr [rsp + 176], rax
 	LONG $0x54e76b4d                           // imul r12, r15, 84
 	LONG $0x244c8b48; BYTE $0x40               // mov rcx, qword ptr [rsp + 64]
-	LONG $0x99048d4a                           // lea rax, [rcx + 4*r11]
+	LONG $0x91048d48                           // lea rax, [rcx + 4*rdx]
 	LONG $0x00c00548; WORD $0x0000             // add rax, 192
-	QUAD $0x000000b024848948                   // mov qword ptr [rsp + 176], rax
-	QUAD $0x000000c09a848d4b                   // lea rax, [r10 + 4*r11 + 192]
-	QUAD $0x000000a824848948                   // mov qword ptr [rsp + 168], rax
-	LONG $0x24448b48; BYTE $0x50               // mov rax, qword ptr [rsp + 80]
+	QUAD $0x000000a024848948                   // mov qword ptr [rsp + 160], rax
+	QUAD $0x000000c093848d49                   // lea rax, [r11 + 4*rdx + 192]
+	QUAD $0x0000009824848948                   // mov qword ptr [rsp + 152], rax
+	LONG $0x24448b48; BYTE $0x58               // mov rax, qword ptr [rsp + 88]
 	QUAD $0x0000000085048d48                   // lea rax, [4*rax]
-	QUAD $0x0000008824848948                   // mov qword ptr [rsp + 136], rax
-	WORD $0x8948; BYTE $0xf8                   // mov rax, rdi
-	WORD $0x294c; BYTE $0xd8                   // sub rax, r11
-	LONG $0x99148d4a                           // lea rdx, [rcx + 4*r11]
-	LONG $0x9a0c8d4b                           // lea rcx, [r10 + 4*r11]
-	QUAD $0x000000a0248c8948                   // mov qword ptr [rsp + 160], rcx
-	WORD $0xf631                               // xor esi, esi
-	LONG $0x0074a162; WORD $0xc957             // vxorps xmm17, xmm17, xmm17
-	LONG $0x487de262; WORD $0x5558; BYTE $0x00 // vpbroadcastd zmm18, dword ptr [rbp + 0] /* [rip + .LCPI11_0] */
-	LONG $0x08fee162; WORD $0x5d6f; BYTE $0x01 // vmovdqu64 xmm19, xmmword ptr [rbp + 16] /* [rip + .LCPI11_1] */
-	LONG $0x48fee162; WORD $0x656f; BYTE $0x01 // vmovdqu64 zmm20, zmmword ptr [rbp + 64] /* [rip + .LCPI11_2] */
-	LONG $0x48fee162; WORD $0x6d6f; BYTE $0x02 // vmovdqu64 zmm21, zmmword ptr [rbp + 128] /* [rip + .LCPI11_3] */
-	QUAD $0x0424547f48fde162                   // vmovdqa64 zmmword ptr [rsp + 256], zmm18
+	QUAD $0x0000008024848948                   // mov qword ptr [rsp + 128], rax
+	WORD $0x894c; BYTE $0xd0                   // mov rax, r10
+	WORD $0x2948; BYTE $0xd0                   // sub rax, rdx
+	LONG $0x91348d48                           // lea rsi, [rcx + 4*rdx]
+	LONG $0x930c8d49                           // lea rcx, [r11 + 4*rdx]
+	QUAD $0x00000090248c8948                   // mov qword ptr [rsp + 144], rcx
+	WORD $0xff31                               // xor edi, edi
+	LONG $0x570841c4; BYTE $0xf6               // vxorps xmm14, xmm14, xmm14
+	LONG $0x487d7262; WORD $0x7d58; BYTE $0x00 // vpbroadcastd zmm15, dword ptr [rbp + 0] /* [rip + .LCPI11_0] */
+	LONG $0x487de262; WORD $0x4558; BYTE $0x01 // vpbroadcastd zmm16, dword ptr [rbp + 4] /* [rip + .LCPI11_1] */
+	LONG $0x28fde262; WORD $0x4d59; BYTE $0x01 // vpbroadcastq ymm17, qword ptr [rbp + 8] /* [rip + .LCPI11_2] */
+	LONG $0x48fee162; WORD $0x556f; BYTE $0x01 // vmovdqu64 zmm18, zmmword ptr [rbp + 64] /* [rip + .LCPI11_3] */
+	LONG $0x48fee162; WORD $0x5d6f; BYTE $0x02 // vmovdqu64 zmm19, zmmword ptr [rbp + 128] /* [rip + .LCPI11_4] */
+	QUAD $0x05247c7f48fd7162                   // vmovdqa64 zmmword ptr [rsp + 320], zmm15
+	QUAD $0x0424447f48fde162                   // vmovdqa64 zmmword ptr [rsp + 256], zmm16
+	QUAD $0x0d244c7f28fde162                   // vmovdqa64 ymmword ptr [rsp + 416], ymm17
 	JMP  LBB11_4
 	PCALIGN $16
 
 LBB11_15:
-	LONG $0x04c38349                     // add r11, 4
-	QUAD $0x000000d024b48b48             // mov rsi, qword ptr [rsp + 208]
-	LONG $0x01c68348                     // add rsi, 1
-	QUAD $0x000000c024848b48             // mov rax, qword ptr [rsp + 192]
-	LONG $0x24440148; BYTE $0x48         // add qword ptr [rsp + 72], rax
-	QUAD $0x000000b024848348; BYTE $0x10 // add qword ptr [rsp + 176], 16
-	QUAD $0x000000a824848348; BYTE $0x10 // add qword ptr [rsp + 168], 16
-	QUAD $0x000000d824848b48             // mov rax, qword ptr [rsp + 216]
-	LONG $0xfcc08348                     // add rax, -4
-	LONG $0x10c28348                     // add rdx, 16
+	LONG $0x04c28348                     // add rdx, 4
+	QUAD $0x000000c024bc8b48             // mov rdi, qword ptr [rsp + 192]
+	LONG $0x01c78348                     // add rdi, 1
+	QUAD $0x000000b024848b48             // mov rax, qword ptr [rsp + 176]
+	LONG $0x24440148; BYTE $0x50         // add qword ptr [rsp + 80], rax
 	QUAD $0x000000a024848348; BYTE $0x10 // add qword ptr [rsp + 160], 16
-	QUAD $0x0000019024bc8b48             // mov rdi, qword ptr [rsp + 400] /* [rbp + 32] */
-	WORD $0x3949; BYTE $0xfb             // cmp r11, rdi
-	JGE  LBB11_55
+	QUAD $0x0000009824848348; BYTE $0x10 // add qword ptr [rsp + 152], 16
+	QUAD $0x000000c824848b48             // mov rax, qword ptr [rsp + 200]
+	LONG $0xfcc08348                     // add rax, -4
+	LONG $0x10c68348                     // add rsi, 16
+	QUAD $0x0000009024848348; BYTE $0x10 // add qword ptr [rsp + 144], 16
+	QUAD $0x0000021024948b4c             // mov r10, qword ptr [rsp + 528] /* [rbp + 32] */
+	WORD $0x394c; BYTE $0xd2             // cmp rdx, r10
+	JGE  LBB11_57
 
 LBB11_4:
 	LONG $0x04f88348                       // cmp rax, 4
 	LONG $0x000004b9; BYTE $0x00           // mov ecx, 4
-	QUAD $0x000000d824848948               // mov qword ptr [rsp + 216], rax
+	QUAD $0x000000c824848948               // mov qword ptr [rsp + 200], rax
 	LONG $0xc84c0f48                       // cmovl rcx, rax
-	QUAD $0x000000d024b48948               // mov qword ptr [rsp + 208], rsi
-	QUAD $0x00000000b5048d48               // lea rax, [4*rsi]
-	LONG $0x245c8b48; BYTE $0x58           // mov rbx, qword ptr [rsp + 88]
+	QUAD $0x000000c024bc8948               // mov qword ptr [rsp + 192], rdi
+	QUAD $0x00000000bd048d48               // lea rax, [4*rdi]
+	LONG $0x245c8b48; BYTE $0x60           // mov rbx, qword ptr [rsp + 96]
 	WORD $0x2948; BYTE $0xc3               // sub rbx, rax
 	LONG $0x04fb8348                       // cmp rbx, 4
-	LONG $0x000004be; BYTE $0x00           // mov esi, 4
-	LONG $0xde4d0f48                       // cmovge rbx, rsi
-	WORD $0x8948; BYTE $0xf8               // mov rax, rdi
-	WORD $0x294c; BYTE $0xd8               // sub rax, r11
+	LONG $0x000004bf; BYTE $0x00           // mov edi, 4
+	LONG $0xdf4d0f48                       // cmovge rbx, rdi
+	WORD $0x894c; BYTE $0xd0               // mov rax, r10
+	WORD $0x2948; BYTE $0xd0               // sub rax, rdx
 	LONG $0x04f88348                       // cmp rax, 4
-	LONG $0xc64d0f48                       // cmovge rax, rsi
+	LONG $0xc74d0f48                       // cmovge rax, rdi
 	WORD $0xc085                           // test eax, eax
 	JLE  LBB11_15
-	WORD $0x6348; BYTE $0xf1               // movsxd rsi, ecx
-	WORD $0xf189                           // mov ecx, esi
-	WORD $0xe183; BYTE $0x07               // and ecx, 7
-	WORD $0x8948; BYTE $0xf7               // mov rdi, rsi
-	WORD $0x2948; BYTE $0xcf               // sub rdi, rcx
-	QUAD $0x000000f024bc8948               // mov qword ptr [rsp + 240], rdi
-	WORD $0xf189                           // mov ecx, esi
+	WORD $0x6348; BYTE $0xf9               // movsxd rdi, ecx
+	WORD $0x8941; BYTE $0xf8               // mov r8d, edi
+	LONG $0x07e08341                       // and r8d, 7
+	WORD $0x8948; BYTE $0xf9               // mov rcx, rdi
+	WORD $0x294c; BYTE $0xc1               // sub rcx, r8
+	QUAD $0x000000e0248c8948               // mov qword ptr [rsp + 224], rcx
+	WORD $0xf989                           // mov ecx, edi
 	WORD $0xe183; BYTE $0x3f               // and ecx, 63
-	WORD $0x2948; BYTE $0xce               // sub rsi, rcx
-	QUAD $0x000000e024b48948               // mov qword ptr [rsp + 224], rsi
-	WORD $0x8948; BYTE $0xde               // mov rsi, rbx
-	LONG $0x20e6c148                       // shl rsi, 32
-	WORD $0x6348; BYTE $0xfb               // movsxd rdi, ebx
-	LONG $0x3b0c8d49                       // lea rcx, [r11 + rdi]
-	QUAD $0x00000098248c8948               // mov qword ptr [rsp + 152], rcx
+	WORD $0x2948; BYTE $0xcf               // sub rdi, rcx
+	QUAD $0x000000d024bc8948               // mov qword ptr [rsp + 208], rdi
+	WORD $0x8948; BYTE $0xdf               // mov rdi, rbx
+	LONG $0x20e7c148                       // shl rdi, 32
+	WORD $0x634c; BYTE $0xc3               // movsxd r8, ebx
+	LONG $0x020c8d4a                       // lea rcx, [rdx + r8]
+	LONG $0x244c8948; BYTE $0x48           // mov qword ptr [rsp + 72], rcx
 	LONG $0x244c8b48; BYTE $0x40           // mov rcx, qword ptr [rsp + 64]
-	LONG $0x990c8d4a                       // lea rcx, [rcx + 4*r11]
-	LONG $0x24748948; BYTE $0x70           // mov qword ptr [rsp + 112], rsi
-	LONG $0x1efec148                       // sar rsi, 30
-	LONG $0x244c8948; BYTE $0x60           // mov qword ptr [rsp + 96], rcx
-	WORD $0x0148; BYTE $0xce               // add rsi, rcx
-	LONG $0x24748948; BYTE $0x68           // mov qword ptr [rsp + 104], rsi
-	WORD $0x8948; BYTE $0xde               // mov rsi, rbx
-	LONG $0x02e6c148                       // shl rsi, 2
+	LONG $0x910c8d48                       // lea rcx, [rcx + 4*rdx]
+	LONG $0x247c8948; BYTE $0x68           // mov qword ptr [rsp + 104], rdi
+	LONG $0x1effc148                       // sar rdi, 30
+	QUAD $0x000000f0248c8948               // mov qword ptr [rsp + 240], rcx
+	WORD $0x0148; BYTE $0xcf               // add rdi, rcx
+	QUAD $0x000000f824bc8948               // mov qword ptr [rsp + 248], rdi
+	WORD $0x8948; BYTE $0xdf               // mov rdi, rbx
+	LONG $0x02e7c148                       // shl rdi, 2
 	QUAD $0x0003fffffffcb948; WORD $0x0000 // mov rcx, 17179869180
-	WORD $0x2148; BYTE $0xce               // and rsi, rcx
-	LONG $0x24748948; BYTE $0x78           // mov qword ptr [rsp + 120], rsi
+	WORD $0x2148; BYTE $0xcf               // and rdi, rcx
+	LONG $0x247c8948; BYTE $0x70           // mov qword ptr [rsp + 112], rdi
 	WORD $0x634c; BYTE $0xe8               // movsxd r13, eax
 	WORD $0xd889                           // mov eax, ebx
 	WORD $0xe083; BYTE $0x3f               // and eax, 63
-	WORD $0x8948; BYTE $0xf9               // mov rcx, rdi
-	QUAD $0x000000b824848948               // mov qword ptr [rsp + 184], rax
+	WORD $0x894c; BYTE $0xc1               // mov rcx, r8
+	QUAD $0x000000a824848948               // mov qword ptr [rsp + 168], rax
 	WORD $0x2948; BYTE $0xc1               // sub rcx, rax
-	QUAD $0x000000c8248c8948               // mov qword ptr [rsp + 200], rcx
+	QUAD $0x000000b8248c8948               // mov qword ptr [rsp + 184], rcx
 	WORD $0xe383; BYTE $0x07               // and ebx, 7
-	QUAD $0x000000f8249c8948               // mov qword ptr [rsp + 248], rbx
-	WORD $0x2948; BYTE $0xdf               // sub rdi, rbx
-	QUAD $0x000000e824bc8948               // mov qword ptr [rsp + 232], rdi
-	QUAD $0x000000a024b48b4c               // mov r14, qword ptr [rsp + 160]
-	QUAD $0x000000a824b48b48               // mov rsi, qword ptr [rsp + 168]
+	QUAD $0x000000e8249c8948               // mov qword ptr [rsp + 232], rbx
+	WORD $0x2949; BYTE $0xd8               // sub r8, rbx
+	QUAD $0x000000d82484894c               // mov qword ptr [rsp + 216], r8
+	QUAD $0x0000009024b48b4c               // mov r14, qword ptr [rsp + 144]
+	QUAD $0x0000009824bc8b48               // mov rdi, qword ptr [rsp + 152]
 	WORD $0xdb31                           // xor ebx, ebx
-	LONG $0x24548948; BYTE $0x38           // mov qword ptr [rsp + 56], rdx
+	LONG $0x24548948; BYTE $0x08           // mov qword ptr [rsp + 8], rdx
+	LONG $0x24748948; BYTE $0x38           // mov qword ptr [rsp + 56], rsi
 	JMP  LBB11_6
 	PCALIGN $16
 
 LBB11_27:
 	LONG $0x24748d48; BYTE $0x10               // lea rsi, [rsp + 16]
-	LONG $0x24548b48; BYTE $0x78               // mov rdx, qword ptr [rsp + 120]
-	WORD $0x894c; BYTE $0xdb                   // mov rbx, r11
+	LONG $0x24548b48; BYTE $0x70               // mov rdx, qword ptr [rsp + 112]
 	WORD $0xf8c5; BYTE $0x77                   // vzeroupper
 	CALL ·_krt_memcpy(SB)
-	LONG $0x48fee162; WORD $0x6d6f; BYTE $0x02 // vmovdqu64 zmm21, zmmword ptr [rbp + 128] /* [rip + .LCPI11_3] */
-	LONG $0x48fee162; WORD $0x656f; BYTE $0x01 // vmovdqu64 zmm20, zmmword ptr [rbp + 64] /* [rip + .LCPI11_2] */
-	LONG $0x08fee162; WORD $0x5d6f; BYTE $0x01 // vmovdqu64 xmm19, xmmword ptr [rbp + 16] /* [rip + .LCPI11_1] */
-	QUAD $0x0424546f48fde162                   // vmovdqa64 zmm18, zmmword ptr [rsp + 256]
-	LONG $0x0074a162; WORD $0xc957             // vxorps xmm17, xmm17, xmm17
-	WORD $0x8949; BYTE $0xdb                   // mov r11, rbx
-	QUAD $0x0000008024948b4c                   // mov r10, qword ptr [rsp + 128]
-	LONG $0x24548b48; BYTE $0x38               // mov rdx, qword ptr [rsp + 56]
-	LONG $0x24748b48; BYTE $0x30               // mov rsi, qword ptr [rsp + 48]
-	LONG $0x245c8b48; BYTE $0x28               // mov rbx, qword ptr [rsp + 40]
+	LONG $0x48fee162; WORD $0x5d6f; BYTE $0x02 // vmovdqu64 zmm19, zmmword ptr [rbp + 128] /* [rip + .LCPI11_4] */
+	LONG $0x48fee162; WORD $0x556f; BYTE $0x01 // vmovdqu64 zmm18, zmmword ptr [rbp + 64] /* [rip + .LCPI11_3] */
+	QUAD $0x0d244c6f28fde162                   // vmovdqa64 ymm17, ymmword ptr [rsp + 416]
+	QUAD $0x0424446f48fde162                   // vmovdqa64 zmm16, zmmword ptr [rsp + 256]
+	QUAD $0x05247c6f48fd7162                   // vmovdqa64 zmm15, zmmword ptr [rsp + 320]
+	LONG $0x570841c4; BYTE $0xf6               // vxorps xmm14, xmm14, xmm14
+	LONG $0x245c8b4c; BYTE $0x78               // mov r11, qword ptr [rsp + 120]
+	LONG $0x24548b48; BYTE $0x08               // mov rdx, qword ptr [rsp + 8]
+	LONG $0x24748b48; BYTE $0x38               // mov rsi, qword ptr [rsp + 56]
+	LONG $0x247c8b48; BYTE $0x28               // mov rdi, qword ptr [rsp + 40]
+	LONG $0x245c8b48; BYTE $0x30               // mov rbx, qword ptr [rsp + 48]
 
 LBB11_14:
 	LONG $0x01c38348         // add rbx, 1
-	QUAD $0x0000008824848b48 // mov rax, qword ptr [rsp + 136]
-	WORD $0x0148; BYTE $0xc6 // add rsi, rax
+	QUAD $0x0000008024848b48 // mov rax, qword ptr [rsp + 128]
+	WORD $0x0148; BYTE $0xc7 // add rdi, rax
 	WORD $0x0149; BYTE $0xc6 // add r14, rax
-	QUAD $0x00000180249c3b48 // cmp rbx, qword ptr [rsp + 384] /* [rbp + 16] */
+	QUAD $0x00000200249c3b48 // cmp rbx, qword ptr [rsp + 512] /* [rbp + 16] */
 	JE   LBB11_15
 
 LBB11_6:
-	LONG    $0x24748948; BYTE $0x30               // mov qword ptr [rsp + 48], rsi
+	LONG    $0x247c8948; BYTE $0x28               // mov qword ptr [rsp + 40], rdi
 	WORD    $0x8948; BYTE $0xd8                   // mov rax, rbx
-	LONG    $0x44af0f48; WORD $0x5024             // imul rax, qword ptr [rsp + 80]
-	LONG    $0x030c8d49                           // lea rcx, [r11 + rax]
-	LONG    $0x8a3c8d49                           // lea rdi, [r10 + 4*rcx]
-	QUAD    $0x0000009824840348                   // add rax, qword ptr [rsp + 152]
-	LONG    $0x82048d4d                           // lea r8, [r10 + 4*rax]
-	LONG    $0x245c8948; BYTE $0x28               // mov qword ptr [rsp + 40], rbx
+	LONG    $0x44af0f48; WORD $0x5824             // imul rax, qword ptr [rsp + 88]
+	LONG    $0x020c8d48                           // lea rcx, [rdx + rax]
+	LONG    $0x8b3c8d49                           // lea rdi, [r11 + 4*rcx]
+	LONG    $0x24440348; BYTE $0x48               // add rax, qword ptr [rsp + 72]
+	LONG    $0x83048d4d                           // lea r8, [r11 + 4*rax]
+	LONG    $0x245c8948; BYTE $0x30               // mov qword ptr [rsp + 48], rbx
 	WORD    $0x8948; BYTE $0xd8                   // mov rax, rbx
 	LONG    $0xc7af0f49                           // imul rax, r15
 	LONG    $0x24c86948; WORD $0x0001; BYTE $0x00 // imul rcx, rax, 292
-	QUAD    $0x00000090248c0348                   // add rcx, qword ptr [rsp + 144]
-	QUAD    $0x01244c29087ce162                   // vmovaps xmmword ptr [rsp + 16], xmm17
-	LONG    $0x244c8b4c; BYTE $0x48               // mov r9, qword ptr [rsp + 72]
-	WORD    $0xf631                               // xor esi, esi
+	QUAD    $0x00000088248c0348                   // add rcx, qword ptr [rsp + 136]
+	LONG    $0x742978c5; WORD $0x1024             // vmovaps xmmword ptr [rsp + 16], xmm14
+	LONG    $0x244c8b4c; BYTE $0x50               // mov r9, qword ptr [rsp + 80]
+	WORD    $0x3145; BYTE $0xd2                   // xor r10d, r10d
 	PCALIGN $16
 
 LBB11_7:
-	LONG    $0x24d66948; WORD $0x0001; BYTE $0x00 // imul rdx, rsi, 292
+	LONG    $0x24d26949; WORD $0x0001; BYTE $0x00 // imul rdx, r10, 292
 	LONG    $0x446ffec5; WORD $0x0411             // vmovdqu ymm0, ymmword ptr [rcx + rdx + 4]
-	QUAD    $0x8411ac3a48fd7362; LONG $0x01000000 // vinserti64x4 zmm13, zmm0, ymmword ptr [rcx + rdx + 132], 1
+	QUAD    $0x8411a43a48fd7362; LONG $0x01000000 // vinserti64x4 zmm12, zmm0, ymmword ptr [rcx + rdx + 132], 1
 	LONG    $0x4c6ffec5; WORD $0x2411             // vmovdqu ymm1, ymmword ptr [rcx + rdx + 36]
-	QUAD    $0xa411b43a48f57362; LONG $0x01000000 // vinserti64x4 zmm14, zmm1, ymmword ptr [rcx + rdx + 164], 1
+	QUAD    $0xa411ac3a48f57362; LONG $0x01000000 // vinserti64x4 zmm13, zmm1, ymmword ptr [rcx + rdx + 164], 1
 	LONG    $0x546ffec5; WORD $0x4411             // vmovdqu ymm2, ymmword ptr [rcx + rdx + 68]
-	QUAD    $0xc411bc3a48ed7362; LONG $0x01000000 // vinserti64x4 zmm15, zmm2, ymmword ptr [rcx + rdx + 196], 1
+	QUAD    $0xc411943a48edf362; LONG $0x01000000 // vinserti64x4 zmm2, zmm2, ymmword ptr [rcx + rdx + 196], 1
 	LONG    $0x5c6ffec5; WORD $0x6411             // vmovdqu ymm3, ymmword ptr [rcx + rdx + 100]
-	QUAD    $0xe411843a48e5e362; LONG $0x01000000 // vinserti64x4 zmm16, zmm3, ymmword ptr [rcx + rdx + 228], 1
+	QUAD    $0xe4119c3a48e5f362; LONG $0x01000000 // vinserti64x4 zmm3, zmm3, ymmword ptr [rcx + rdx + 228], 1
 	QUAD    $0x00010411a46ffec5; BYTE $0x00       // vmovdqu ymm4, ymmword ptr [rcx + rdx + 260]
 	LONG    $0x2c10fac5; BYTE $0x11               // vmovss xmm5, dword ptr [rcx + rdx]
 	WORD    $0x894c; BYTE $0xca                   // mov rdx, r9
@@ -6803,95 +6812,98 @@ LBB11_7:
 
 LBB11_8:
 	QUAD $0xffbeb26f48fef162; WORD $0xffff     // vmovdqu64 zmm6, zmmword ptr [rdx - 66]
-	LONG $0x4845f162; WORD $0xd671; BYTE $0x02 // vpsrlw zmm7, zmm6, 2
-	LONG $0x483df162; WORD $0xd671; BYTE $0x04 // vpsrlw zmm8, zmm6, 4
-	LONG $0x4835f162; WORD $0xd671; BYTE $0x06 // vpsrlw zmm9, zmm6, 6
-	LONG $0xef2941c4; BYTE $0xd2               // vpxor xmm10, xmm10, xmm10
-	LONG $0x484db162; WORD $0xf2db             // vpandd zmm6, zmm6, zmm18
-	LONG $0x484d5262; WORD $0xd550             // vpdpbusd zmm10, zmm6, zmm13
-	LONG $0x4845b162; WORD $0xf2db             // vpandd zmm6, zmm7, zmm18
-	LONG $0xffefc1c5                           // vpxor xmm7, xmm7, xmm7
-	LONG $0x483d3162; WORD $0xc2db             // vpandd zmm8, zmm8, zmm18
-	LONG $0xef2141c4; BYTE $0xdb               // vpxor xmm11, xmm11, xmm11
-	LONG $0x48353162; WORD $0xcadb             // vpandd zmm9, zmm9, zmm18
-	LONG $0xef1941c4; BYTE $0xe4               // vpxor xmm12, xmm12, xmm12
-	LONG $0x483d5262; WORD $0xdf50             // vpdpbusd zmm11, zmm8, zmm15
-	LONG $0x48353262; WORD $0xe050             // vpdpbusd zmm12, zmm9, zmm16
-	LONG $0x426ffac5; BYTE $0xae               // vmovdqu xmm0, xmmword ptr [rdx - 82]
-	LONG $0x08fdb162; WORD $0xcbdb             // vpandq xmm1, xmm0, xmm19
-	LONG $0x484dd262; WORD $0xfe50             // vpdpbusd zmm7, zmm6, zmm14
-	LONG $0x307de2c4; BYTE $0xc9               // vpmovzxbw ymm1, xmm1
-	LONG $0xd071f9c5; BYTE $0x04               // vpsrlw xmm0, xmm0, 4
-	LONG $0x08fdb162; WORD $0xc3db             // vpandq xmm0, xmm0, xmm19
-	LONG $0x4825d162; WORD $0xf46b             // vpackssdw zmm6, zmm11, zmm12
-	LONG $0x307de2c4; BYTE $0xc0               // vpmovzxbw ymm0, xmm0
-	LONG $0x40dd7262; WORD $0xc18d             // vpermw zmm8, zmm20, zmm1
-	LONG $0x40d5f262; WORD $0xc98d             // vpermw zmm1, zmm21, zmm1
-	LONG $0xc4f5fdc5                           // vpmaddwd ymm0, ymm0, ymm4
-	LONG $0x484df162; WORD $0xc9f5             // vpmaddwd zmm1, zmm6, zmm1
+	LONG $0x4845f162; WORD $0xd671; BYTE $0x04 // vpsrlw zmm7, zmm6, 4
+	LONG $0x484d5162; WORD $0xc7db             // vpandd zmm8, zmm6, zmm15
+	LONG $0xef3141c4; BYTE $0xc9               // vpxor xmm9, xmm9, xmm9
+	LONG $0x483d5262; WORD $0xcc50             // vpdpbusd zmm9, zmm8, zmm12
+	LONG $0x484db162; WORD $0xf0db             // vpandd zmm6, zmm6, zmm16
+	LONG $0xef3941c4; BYTE $0xc0               // vpxor xmm8, xmm8, xmm8
+	LONG $0x484d5262; WORD $0xc550             // vpdpbusd zmm8, zmm6, zmm13
+	LONG $0x4835d162; WORD $0xf06b             // vpackssdw zmm6, zmm9, zmm8
+	LONG $0x48455162; WORD $0xc7db             // vpandd zmm8, zmm7, zmm15
+	LONG $0xef3141c4; BYTE $0xc9               // vpxor xmm9, xmm9, xmm9
+	LONG $0x483d7262; WORD $0xca50             // vpdpbusd zmm9, zmm8, zmm2
+	LONG $0x4845b162; WORD $0xf8db             // vpandd zmm7, zmm7, zmm16
+	LONG $0xef3941c4; BYTE $0xc0               // vpxor xmm8, xmm8, xmm8
+	LONG $0x48457262; WORD $0xc350             // vpdpbusd zmm8, zmm7, zmm3
+	LONG $0x4835d162; WORD $0xf86b             // vpackssdw zmm7, zmm9, zmm8
+	LONG $0x307d62c4; WORD $0xae42             // vpmovzxbw ymm8, xmmword ptr [rdx - 82]
+	LONG $0x28bd3162; WORD $0xc9db             // vpandq ymm9, ymm8, ymm17
+	LONG $0x713dc1c4; WORD $0x04d0             // vpsrlw ymm8, ymm8, 4
+	LONG $0xc4f53dc5                           // vpmaddwd ymm8, ymm8, ymm4
+	LONG $0x712dc1c4; WORD $0x02f1             // vpsllw ymm10, ymm9, 2
+	LONG $0x48fd5162; WORD $0xda6f             // vmovdqa64 zmm11, zmm10
+	LONG $0x40ed5262; WORD $0xd97d             // vpermt2w zmm11, zmm18, zmm9
+	LONG $0x40e55262; WORD $0xd17d             // vpermt2w zmm10, zmm19, zmm9
+	LONG $0x4845d162; WORD $0xfaf5             // vpmaddwd zmm7, zmm7, zmm10
+	LONG $0x484dd262; WORD $0xfb52             // vpdpwssd zmm7, zmm6, zmm11
 	LONG $0xfe42b70f                           // movzx eax, word ptr [rdx - 2]
 	LONG $0xf06ef9c5                           // vmovd xmm6, eax
-	LONG $0x482df162; WORD $0xff6b             // vpackssdw zmm7, zmm10, zmm7
 	LONG $0x1379e2c4; BYTE $0xf6               // vcvtph2ps xmm6, xmm6
 	LONG $0xf659d2c5                           // vmulss xmm6, xmm5, xmm6
-	LONG $0xd65ccac5                           // vsubss xmm2, xmm6, xmm6
-	LONG $0x4845d262; WORD $0xc852             // vpdpwssd zmm1, zmm7, zmm8
+	LONG $0xc65ccac5                           // vsubss xmm0, xmm6, xmm6
+	LONG $0xc058cac5                           // vaddss xmm0, xmm6, xmm0
 	WORD $0xb70f; BYTE $0x02                   // movzx eax, word ptr [rdx]
-	LONG $0xf86ef9c5                           // vmovd xmm7, eax
-	LONG $0x1379e2c4; BYTE $0xff               // vcvtph2ps xmm7, xmm7
-	LONG $0xd258cac5                           // vaddss xmm2, xmm6, xmm2
-	LONG $0xf759d2c5                           // vmulss xmm6, xmm5, xmm7
-	LONG $0xfe5ccac5                           // vsubss xmm7, xmm6, xmm6
-	LONG $0x48fdd362; WORD $0xc83b; BYTE $0x01 // vextracti64x4 ymm8, zmm1, 1
-	LONG $0xf758cac5                           // vaddss xmm6, xmm6, xmm7
-	LONG $0x4875d162; WORD $0xc8fe             // vpaddd zmm1, zmm1, zmm8
-	LONG $0x397de3c4; WORD $0x01cf             // vextracti128 xmm7, ymm1, 1
-	LONG $0xcffef1c5                           // vpaddd xmm1, xmm1, xmm7
-	LONG $0xf970f9c5; BYTE $0xee               // vpshufd xmm7, xmm1, 238
-	LONG $0xcffef1c5                           // vpaddd xmm1, xmm1, xmm7
-	LONG $0xf970f9c5; BYTE $0x55               // vpshufd xmm7, xmm1, 85
-	LONG $0x397de3c4; WORD $0x01c3             // vextracti128 xmm3, ymm0, 1
-	LONG $0xcffef1c5                           // vpaddd xmm1, xmm1, xmm7
-	LONG $0xc0fee1c5                           // vpaddd xmm0, xmm3, xmm0
-	LONG $0xd870f9c5; BYTE $0x4e               // vpshufd xmm3, xmm0, 78
-	LONG $0xc0fee1c5                           // vpaddd xmm0, xmm3, xmm0
-	LONG $0xc95bf8c5                           // vcvtdq2ps xmm1, xmm1
-	LONG $0xd870f9c5; BYTE $0x55               // vpshufd xmm3, xmm0, 85
-	LONG $0xc0fee1c5                           // vpaddd xmm0, xmm3, xmm0
-	LONG $0xc05bf8c5                           // vcvtdq2ps xmm0, xmm0
-	LONG $0xc959eac5                           // vmulss xmm1, xmm2, xmm1
-	LONG $0xc059cac5                           // vmulss xmm0, xmm6, xmm0
-	LONG $0xc05cf2c5                           // vsubss xmm0, xmm1, xmm0
+	LONG $0xf06ef9c5                           // vmovd xmm6, eax
+	LONG $0x1379e2c4; BYTE $0xf6               // vcvtph2ps xmm6, xmm6
+	LONG $0xf659d2c5                           // vmulss xmm6, xmm5, xmm6
+	LONG $0xce5ccac5                           // vsubss xmm1, xmm6, xmm6
+	LONG $0xc958cac5                           // vaddss xmm1, xmm6, xmm1
+	LONG $0x48fdf362; WORD $0xfe3b; BYTE $0x01 // vextracti64x4 ymm6, zmm7, 1
+	LONG $0x4845f162; WORD $0xf6fe             // vpaddd zmm6, zmm7, zmm6
+	LONG $0x397de3c4; WORD $0x01f7             // vextracti128 xmm7, ymm6, 1
+	LONG $0xf7fec9c5                           // vpaddd xmm6, xmm6, xmm7
+	LONG $0xfe70f9c5; BYTE $0xee               // vpshufd xmm7, xmm6, 238
+	LONG $0xf7fec9c5                           // vpaddd xmm6, xmm6, xmm7
+	LONG $0xfe70f9c5; BYTE $0x55               // vpshufd xmm7, xmm6, 85
+	LONG $0xf7fec9c5                           // vpaddd xmm6, xmm6, xmm7
+	LONG $0xf07ef9c5                           // vmovd eax, xmm6
+	WORD $0x708d; BYTE $0x03                   // lea esi, [rax + 3]
+	WORD $0xc085                               // test eax, eax
+	WORD $0x490f; BYTE $0xf0                   // cmovns esi, eax
+	WORD $0xfec1; BYTE $0x02                   // sar esi, 2
+	LONG $0x005ef162; WORD $0xf62a             // vcvtsi2ss xmm6, xmm20, esi
+	LONG $0xc659fac5                           // vmulss xmm0, xmm0, xmm6
+	LONG $0x397d63c4; WORD $0x01c6             // vextracti128 xmm6, ymm8, 1
+	LONG $0xf6feb9c5                           // vpaddd xmm6, xmm8, xmm6
+	LONG $0xfe70f9c5; BYTE $0x4e               // vpshufd xmm7, xmm6, 78
+	LONG $0xf6fec1c5                           // vpaddd xmm6, xmm7, xmm6
+	LONG $0xfe70f9c5; BYTE $0x55               // vpshufd xmm7, xmm6, 85
+	LONG $0xf6fec1c5                           // vpaddd xmm6, xmm7, xmm6
+	LONG $0xf65bf8c5                           // vcvtdq2ps xmm6, xmm6
+	LONG $0xce59f2c5                           // vmulss xmm1, xmm1, xmm6
+	LONG $0xc15cfac5                           // vsubss xmm0, xmm0, xmm1
 	LONG $0x4458fac5; WORD $0x109c             // vaddss xmm0, xmm0, dword ptr [rsp + 4*rbx + 16]
 	LONG $0x4411fac5; WORD $0x109c             // vmovss dword ptr [rsp + 4*rbx + 16], xmm0
 	LONG $0x01c38348                           // add rbx, 1
 	WORD $0x014c; BYTE $0xe2                   // add rdx, r12
 	WORD $0x394c; BYTE $0xeb                   // cmp rbx, r13
 	JL   LBB11_8
-	LONG $0x01c68348                           // add rsi, 1
+	LONG $0x01c28349                           // add r10, 1
 	LONG $0x54c18349                           // add r9, 84
-	WORD $0x394c; BYTE $0xfe                   // cmp rsi, r15
+	WORD $0x394d; BYTE $0xfa                   // cmp r10, r15
 	JNE  LBB11_7
 	LONG $0x247c8348; WORD $0x0040             // cmp qword ptr [rsp + 64], 0
 	JE   LBB11_27
 	QUAD $0x000800000000b848; WORD $0x0000     // mov rax, 34359738368
-	LONG $0x24443948; BYTE $0x70               // cmp qword ptr [rsp + 112], rax
+	LONG $0x24443948; BYTE $0x68               // cmp qword ptr [rsp + 104], rax
 	JB   LBB11_12
-	LONG $0x247c3b48; BYTE $0x68               // cmp rdi, qword ptr [rsp + 104]
+	QUAD $0x000000f824bc3b48                   // cmp rdi, qword ptr [rsp + 248]
 	JAE  LBB11_18
-	LONG $0x2444394c; BYTE $0x60               // cmp qword ptr [rsp + 96], r8
+	QUAD $0x000000f02484394c                   // cmp qword ptr [rsp + 240], r8
 	JAE  LBB11_18
 
 LBB11_12:
 	WORD    $0xc031                 // xor eax, eax
-	LONG    $0x24548b48; BYTE $0x38 // mov rdx, qword ptr [rsp + 56]
-	LONG    $0x24748b48; BYTE $0x30 // mov rsi, qword ptr [rsp + 48]
-	LONG    $0x245c8b48; BYTE $0x28 // mov rbx, qword ptr [rsp + 40]
+	LONG    $0x24548b48; BYTE $0x08 // mov rdx, qword ptr [rsp + 8]
+	LONG    $0x24748b48; BYTE $0x38 // mov rsi, qword ptr [rsp + 56]
+	LONG    $0x247c8b48; BYTE $0x28 // mov rdi, qword ptr [rsp + 40]
+	LONG    $0x245c8b48; BYTE $0x30 // mov rbx, qword ptr [rsp + 48]
 	PCALIGN $16
 
 LBB11_13:
 	LONG $0x4410fac5; WORD $0x1084 // vmovss xmm0, dword ptr [rsp + 4*rax + 16]
-	LONG $0x0458fac5; BYTE $0x82   // vaddss xmm0, xmm0, dword ptr [rdx + 4*rax]
+	LONG $0x0458fac5; BYTE $0x86   // vaddss xmm0, xmm0, dword ptr [rsi + 4*rax]
 	LONG $0x117ac1c4; WORD $0x8604 // vmovss dword ptr [r14 + 4*rax], xmm0
 	LONG $0x01c08348               // add rax, 1
 	WORD $0x394c; BYTE $0xe8       // cmp rax, r13
@@ -6900,19 +6912,20 @@ LBB11_13:
 
 LBB11_18:
 	QUAD $0x004000000000b848; WORD $0x0000 // mov rax, 274877906944
-	LONG $0x24443948; BYTE $0x70           // cmp qword ptr [rsp + 112], rax
-	LONG $0x245c8b48; BYTE $0x28           // mov rbx, qword ptr [rsp + 40]
+	LONG $0x24443948; BYTE $0x68           // cmp qword ptr [rsp + 104], rax
+	LONG $0x24548b48; BYTE $0x08           // mov rdx, qword ptr [rsp + 8]
+	LONG $0x245c8b48; BYTE $0x30           // mov rbx, qword ptr [rsp + 48]
 	JAE  LBB11_20
 	WORD $0xc931                           // xor ecx, ecx
-	LONG $0x24548b48; BYTE $0x38           // mov rdx, qword ptr [rsp + 56]
-	LONG $0x24748b48; BYTE $0x30           // mov rsi, qword ptr [rsp + 48]
+	LONG $0x24748b48; BYTE $0x38           // mov rsi, qword ptr [rsp + 56]
+	LONG $0x247c8b48; BYTE $0x28           // mov rdi, qword ptr [rsp + 40]
 	JMP  LBB11_24
 
 LBB11_20:
 	WORD    $0xc031                 // xor eax, eax
-	QUAD    $0x000000b0248c8b48     // mov rcx, qword ptr [rsp + 176]
-	QUAD    $0x000000e024948b48     // mov rdx, qword ptr [rsp + 224]
-	LONG    $0x24748b48; BYTE $0x30 // mov rsi, qword ptr [rsp + 48]
+	QUAD    $0x000000a0248c8b48     // mov rcx, qword ptr [rsp + 160]
+	QUAD    $0x000000d024b48b48     // mov rsi, qword ptr [rsp + 208]
+	LONG    $0x247c8b48; BYTE $0x28 // mov rdi, qword ptr [rsp + 40]
 	PCALIGN $16
 
 LBB11_21:
@@ -6924,91 +6937,90 @@ LBB11_21:
 	QUAD $0xfe814c584874f162                           // vaddps zmm1, zmm1, zmmword ptr [rcx + 4*rax - 128]
 	QUAD $0xff815458486cf162                           // vaddps zmm2, zmm2, zmmword ptr [rcx + 4*rax - 64]
 	LONG $0x4864f162; WORD $0x1c58; BYTE $0x81         // vaddps zmm3, zmm3, zmmword ptr [rcx + 4*rax]
-	QUAD $0xfd864411487cf162                           // vmovups zmmword ptr [rsi + 4*rax - 192], zmm0
-	QUAD $0xfe864c11487cf162                           // vmovups zmmword ptr [rsi + 4*rax - 128], zmm1
-	QUAD $0xff865411487cf162                           // vmovups zmmword ptr [rsi + 4*rax - 64], zmm2
-	LONG $0x487cf162; WORD $0x1c11; BYTE $0x86         // vmovups zmmword ptr [rsi + 4*rax], zmm3
+	QUAD $0xfd874411487cf162                           // vmovups zmmword ptr [rdi + 4*rax - 192], zmm0
+	QUAD $0xfe874c11487cf162                           // vmovups zmmword ptr [rdi + 4*rax - 128], zmm1
+	QUAD $0xff875411487cf162                           // vmovups zmmword ptr [rdi + 4*rax - 64], zmm2
+	LONG $0x487cf162; WORD $0x1c11; BYTE $0x87         // vmovups zmmword ptr [rdi + 4*rax], zmm3
 	LONG $0x40c08348                                   // add rax, 64
-	WORD $0x3948; BYTE $0xc2                           // cmp rdx, rax
+	WORD $0x3948; BYTE $0xc6                           // cmp rsi, rax
 	JNE  LBB11_21
-	QUAD $0x000000b824bc8348; BYTE $0x00               // cmp qword ptr [rsp + 184], 0
-	LONG $0x24548b48; BYTE $0x38                       // mov rdx, qword ptr [rsp + 56]
+	QUAD $0x000000a824bc8348; BYTE $0x00               // cmp qword ptr [rsp + 168], 0
+	LONG $0x24748b48; BYTE $0x38                       // mov rsi, qword ptr [rsp + 56]
 	JE   LBB11_14
-	QUAD $0x000000c824848b48                           // mov rax, qword ptr [rsp + 200]
+	QUAD $0x000000b824848b48                           // mov rax, qword ptr [rsp + 184]
 	WORD $0x8948; BYTE $0xc1                           // mov rcx, rax
-	QUAD $0x08000000b824bc83                           // cmp dword ptr [rsp + 184], 8
+	QUAD $0x08000000a824bc83                           // cmp dword ptr [rsp + 168], 8
 	JB   LBB11_13
 
 LBB11_24:
-	QUAD    $0x000000f024848b48 // mov rax, qword ptr [rsp + 240]
+	QUAD    $0x000000e024848b48 // mov rax, qword ptr [rsp + 224]
 	PCALIGN $16
 
 LBB11_25:
 	LONG $0x4410fcc5; WORD $0x108c       // vmovups ymm0, ymmword ptr [rsp + 4*rcx + 16]
-	LONG $0x0458fcc5; BYTE $0x8a         // vaddps ymm0, ymm0, ymmword ptr [rdx + 4*rcx]
+	LONG $0x0458fcc5; BYTE $0x8e         // vaddps ymm0, ymm0, ymmword ptr [rsi + 4*rcx]
 	LONG $0x117cc1c4; WORD $0x8e04       // vmovups ymmword ptr [r14 + 4*rcx], ymm0
 	LONG $0x08c18348                     // add rcx, 8
 	WORD $0x3948; BYTE $0xc8             // cmp rax, rcx
 	JNE  LBB11_25
-	QUAD $0x000000e824848b48             // mov rax, qword ptr [rsp + 232]
-	QUAD $0x000000f824bc8348; BYTE $0x00 // cmp qword ptr [rsp + 248], 0
+	QUAD $0x000000d824848b48             // mov rax, qword ptr [rsp + 216]
+	QUAD $0x000000e824bc8348; BYTE $0x00 // cmp qword ptr [rsp + 232], 0
 	JNE  LBB11_13
 	JMP  LBB11_14
 
 LBB11_28:
-	LONG $0x244c8b48; BYTE $0x40               // mov rcx, qword ptr [rsp + 64]
-	WORD $0x8548; BYTE $0xc9                   // test rcx, rcx
+	LONG $0x24748b48; BYTE $0x40               // mov rsi, qword ptr [rsp + 64]
+	WORD $0x8548; BYTE $0xf6                   // test rsi, rsi
 	JE   LBB11_34
-	LONG $0x99148d4a                           // lea rdx, [rcx + 4*r11]
+	WORD $0x8948; BYTE $0xd1                   // mov rcx, rdx
+	LONG $0x96148d48                           // lea rdx, [rsi + 4*rdx]
 	LONG $0xc0c28148; WORD $0x0000; BYTE $0x00 // add rdx, 192
-	QUAD $0x000000c09a848d4b                   // lea rax, [r10 + 4*r11 + 192]
-	LONG $0x24448948; BYTE $0x68               // mov qword ptr [rsp + 104], rax
-	LONG $0x24448b48; BYTE $0x50               // mov rax, qword ptr [rsp + 80]
+	QUAD $0x000000c08b848d49                   // lea rax, [r11 + 4*rcx + 192]
+	QUAD $0x0000014024848948                   // mov qword ptr [rsp + 320], rax
+	LONG $0x24448b48; BYTE $0x58               // mov rax, qword ptr [rsp + 88]
 	QUAD $0x00000000850c8d4c                   // lea r9, [4*rax]
-	LONG $0x991c8d4a                           // lea rbx, [rcx + 4*r11]
-	LONG $0x9a048d4b                           // lea rax, [r10 + 4*r11]
-	LONG $0x24448948; BYTE $0x60               // mov qword ptr [rsp + 96], rax
-	WORD $0xc931                               // xor ecx, ecx
+	LONG $0x8e1c8d48                           // lea rbx, [rsi + 4*rcx]
+	LONG $0x8b048d49                           // lea rax, [r11 + 4*rcx]
+	QUAD $0x0000010024848948                   // mov qword ptr [rsp + 256], rax
+	WORD $0xff31                               // xor edi, edi
 	LONG $0xc057f8c5                           // vxorps xmm0, xmm0, xmm0
-	LONG $0x24748b48; BYTE $0x58               // mov rsi, qword ptr [rsp + 88]
+	LONG $0x24748b48; BYTE $0x60               // mov rsi, qword ptr [rsp + 96]
 	JMP  LBB11_30
 	PCALIGN $16
 
-LBB11_54:
-	LONG $0x245c8b4c; BYTE $0x28   // mov r11, qword ptr [rsp + 40]
-	LONG $0x04c38349               // add r11, 4
-	LONG $0x244c8b48; BYTE $0x78   // mov rcx, qword ptr [rsp + 120]
-	LONG $0x01c18348               // add rcx, 1
-	LONG $0x10c28348               // add rdx, 16
-	LONG $0x24448348; WORD $0x1068 // add qword ptr [rsp + 104], 16
-	QUAD $0x0000010024b48b48       // mov rsi, qword ptr [rsp + 256]
-	LONG $0xfcc68348               // add rsi, -4
-	LONG $0x10c38348               // add rbx, 16
-	LONG $0x24448348; WORD $0x1060 // add qword ptr [rsp + 96], 16
-	QUAD $0x0000019024bc8b48       // mov rdi, qword ptr [rsp + 400] /* [rbp + 32] */
-	WORD $0x3949; BYTE $0xfb       // cmp r11, rdi
-	JGE  LBB11_55
+LBB11_56:
+	LONG $0x04c18348                     // add rcx, 4
+	LONG $0x247c8b48; BYTE $0x68         // mov rdi, qword ptr [rsp + 104]
+	LONG $0x01c78348                     // add rdi, 1
+	LONG $0x10c28348                     // add rdx, 16
+	QUAD $0x0000014024848348; BYTE $0x10 // add qword ptr [rsp + 320], 16
+	LONG $0x24748b48; BYTE $0x70         // mov rsi, qword ptr [rsp + 112]
+	LONG $0xfcc68348                     // add rsi, -4
+	LONG $0x10c38348                     // add rbx, 16
+	QUAD $0x0000010024848348; BYTE $0x10 // add qword ptr [rsp + 256], 16
+	QUAD $0x0000021024948b4c             // mov r10, qword ptr [rsp + 528] /* [rbp + 32] */
+	WORD $0x394c; BYTE $0xd1             // cmp rcx, r10
+	JGE  LBB11_57
 
 LBB11_30:
 	LONG $0x04fe8348             // cmp rsi, 4
 	LONG $0x000004b8; BYTE $0x00 // mov eax, 4
-	QUAD $0x0000010024b48948     // mov qword ptr [rsp + 256], rsi
+	LONG $0x24748948; BYTE $0x70 // mov qword ptr [rsp + 112], rsi
 	LONG $0xc64c0f48             // cmovl rax, rsi
-	LONG $0x244c8948; BYTE $0x78 // mov qword ptr [rsp + 120], rcx
-	QUAD $0x000000008d0c8d48     // lea rcx, [4*rcx]
-	LONG $0x24448b4c; BYTE $0x58 // mov r8, qword ptr [rsp + 88]
-	WORD $0x2949; BYTE $0xc8     // sub r8, rcx
-	LONG $0x04f88349             // cmp r8, 4
-	LONG $0x000004b9; BYTE $0x00 // mov ecx, 4
-	LONG $0xc14d0f4c             // cmovge r8, rcx
-	WORD $0x8949; BYTE $0xfa     // mov r10, rdi
-	LONG $0x245c894c; BYTE $0x28 // mov qword ptr [rsp + 40], r11
-	WORD $0x294d; BYTE $0xda     // sub r10, r11
+	LONG $0x247c8948; BYTE $0x68 // mov qword ptr [rsp + 104], rdi
+	QUAD $0x00000000bd348d48     // lea rsi, [4*rdi]
+	LONG $0x247c8b48; BYTE $0x60 // mov rdi, qword ptr [rsp + 96]
+	WORD $0x2948; BYTE $0xf7     // sub rdi, rsi
+	LONG $0x04ff8348             // cmp rdi, 4
+	LONG $0x000004be; BYTE $0x00 // mov esi, 4
+	LONG $0xfe4d0f48             // cmovge rdi, rsi
+	WORD $0x2949; BYTE $0xca     // sub r10, rcx
 	LONG $0x04fa8349             // cmp r10, 4
-	LONG $0xd14d0f4c             // cmovge r10, rcx
+	LONG $0xd64d0f4c             // cmovge r10, rsi
 	WORD $0x8545; BYTE $0xd2     // test r10d, r10d
-	JLE  LBB11_54
+	JLE  LBB11_56
 	WORD $0x634c; BYTE $0xe8     // movsxd r13, eax
+	LONG $0x244c8948; BYTE $0x08 // mov qword ptr [rsp + 8], rcx
 	WORD $0x8944; BYTE $0xee     // mov esi, r13d
 	WORD $0xe683; BYTE $0x07     // and esi, 7
 	WORD $0x894c; BYTE $0xe8     // mov rax, r13
@@ -7016,78 +7028,82 @@ LBB11_30:
 	WORD $0x8944; BYTE $0xee     // mov esi, r13d
 	WORD $0xe683; BYTE $0x3f     // and esi, 63
 	WORD $0x2949; BYTE $0xf5     // sub r13, rsi
-	WORD $0x894c; BYTE $0xc7     // mov rdi, r8
-	WORD $0x894d; BYTE $0xc3     // mov r11, r8
+	LONG $0x244c8b48; BYTE $0x08 // mov rcx, qword ptr [rsp + 8]
+	WORD $0x8949; BYTE $0xfb     // mov r11, rdi
 	LONG $0x20e3c149             // shl r11, 32
-	WORD $0x6348; BYTE $0xcf     // movsxd rcx, edi
-	LONG $0x24448b4c; BYTE $0x28 // mov r8, qword ptr [rsp + 40]
-	LONG $0x08348d49             // lea rsi, [r8 + rcx]
-	LONG $0x24748948; BYTE $0x48 // mov qword ptr [rsp + 72], rsi
+	WORD $0x634c; BYTE $0xc7     // movsxd r8, edi
+	LONG $0x01348d4a             // lea rsi, [rcx + r8]
+	LONG $0x24748948; BYTE $0x28 // mov qword ptr [rsp + 40], rsi
 	LONG $0x24748b48; BYTE $0x40 // mov rsi, qword ptr [rsp + 64]
-	LONG $0x86048d4e             // lea r8, [rsi + 4*r8]
+	LONG $0x8e348d4c             // lea r14, [rsi + 4*rcx]
 	WORD $0x894c; BYTE $0xde     // mov rsi, r11
 	LONG $0x1efec148             // sar rsi, 30
-	QUAD $0x000000982484894c     // mov qword ptr [rsp + 152], r8
-	WORD $0x014c; BYTE $0xc6     // add rsi, r8
+	LONG $0x2474894c; BYTE $0x50 // mov qword ptr [rsp + 80], r14
+	WORD $0x014c; BYTE $0xf6     // add rsi, r14
 	LONG $0x24748948; BYTE $0x30 // mov qword ptr [rsp + 48], rsi
 	WORD $0x634d; BYTE $0xf2     // movsxd r14, r10d
 	WORD $0xfe89                 // mov esi, edi
 	WORD $0xe683; BYTE $0x3f     // and esi, 63
-	WORD $0x8949; BYTE $0xc8     // mov r8, rcx
-	LONG $0x24748948; BYTE $0x38 // mov qword ptr [rsp + 56], rsi
-	WORD $0x2949; BYTE $0xf0     // sub r8, rsi
-	LONG $0x2444894c; BYTE $0x70 // mov qword ptr [rsp + 112], r8
+	WORD $0x894d; BYTE $0xc2     // mov r10, r8
+	LONG $0x24748948; BYTE $0x48 // mov qword ptr [rsp + 72], rsi
+	WORD $0x2949; BYTE $0xf2     // sub r10, rsi
+	QUAD $0x000000802494894c     // mov qword ptr [rsp + 128], r10
 	WORD $0xe783; BYTE $0x07     // and edi, 7
-	QUAD $0x0000009024bc8948     // mov qword ptr [rsp + 144], rdi
-	WORD $0x2948; BYTE $0xf9     // sub rcx, rdi
-	QUAD $0x00000088248c8948     // mov qword ptr [rsp + 136], rcx
-	LONG $0x24548b4c; BYTE $0x60 // mov r10, qword ptr [rsp + 96]
-	LONG $0x24648b4c; BYTE $0x68 // mov r12, qword ptr [rsp + 104]
+	LONG $0x247c8948; BYTE $0x38 // mov qword ptr [rsp + 56], rdi
+	WORD $0x2949; BYTE $0xf8     // sub r8, rdi
+	QUAD $0x000000882484894c     // mov qword ptr [rsp + 136], r8
+	QUAD $0x0000010024948b4c     // mov r10, qword ptr [rsp + 256]
+	QUAD $0x0000014024a48b4c     // mov r12, qword ptr [rsp + 320]
 	WORD $0x3145; BYTE $0xff     // xor r15d, r15d
 	JMP  LBB11_32
 	PCALIGN $16
 
-LBB11_53:
+LBB11_55:
 	LONG $0x01c78349         // add r15, 1
 	WORD $0x014d; BYTE $0xcc // add r12, r9
 	WORD $0x014d; BYTE $0xca // add r10, r9
-	QUAD $0x0000018024bc3b4c // cmp r15, qword ptr [rsp + 384] /* [rbp + 16] */
-	JE   LBB11_54
+	QUAD $0x0000020024bc3b4c // cmp r15, qword ptr [rsp + 512] /* [rbp + 16] */
+	JE   LBB11_56
 
 LBB11_32:
 	LONG $0x4429f8c5; WORD $0x1024         // vmovaps xmmword ptr [rsp + 16], xmm0
-	QUAD $0x000800000000b948; WORD $0x0000 // mov rcx, 34359738368
-	WORD $0x3949; BYTE $0xcb               // cmp r11, rcx
+	QUAD $0x000800000000be48; WORD $0x0000 // mov rsi, 34359738368
+	WORD $0x3949; BYTE $0xf3               // cmp r11, rsi
 	JAE  LBB11_43
 	WORD $0x3145; BYTE $0xc0               // xor r8d, r8d
-	JMP  LBB11_52
+	JMP  LBB11_54
 	PCALIGN $16
 
 LBB11_43:
 	WORD $0x894c; BYTE $0xff       // mov rdi, r15
-	LONG $0x7caf0f48; WORD $0x5024 // imul rdi, qword ptr [rsp + 80]
-	LONG $0x244c8b48; BYTE $0x28   // mov rcx, qword ptr [rsp + 40]
+	LONG $0x7caf0f48; WORD $0x5824 // imul rdi, qword ptr [rsp + 88]
 	LONG $0x39348d48               // lea rsi, [rcx + rdi]
-	QUAD $0x00000080248c8b48       // mov rcx, qword ptr [rsp + 128]
+	LONG $0x244c8b48; BYTE $0x78   // mov rcx, qword ptr [rsp + 120]
 	LONG $0xb1348d48               // lea rsi, [rcx + 4*rsi]
 	LONG $0x24743b48; BYTE $0x30   // cmp rsi, qword ptr [rsp + 48]
 	JAE  LBB11_46
-	LONG $0x247c0348; BYTE $0x48   // add rdi, qword ptr [rsp + 72]
+	LONG $0x247c0348; BYTE $0x28   // add rdi, qword ptr [rsp + 40]
 	LONG $0xb9348d48               // lea rsi, [rcx + 4*rdi]
-	QUAD $0x0000009824b43948       // cmp qword ptr [rsp + 152], rsi
+	LONG $0x24743948; BYTE $0x50   // cmp qword ptr [rsp + 80], rsi
 	JAE  LBB11_46
 	WORD $0x3145; BYTE $0xc0       // xor r8d, r8d
-	JMP  LBB11_52
+	LONG $0x244c8b48; BYTE $0x08   // mov rcx, qword ptr [rsp + 8]
+	JMP  LBB11_54
 	PCALIGN $16
 
 LBB11_46:
-	QUAD    $0x004000000000b948; WORD $0x0000 // mov rcx, 274877906944
-	WORD    $0xff31                           // xor edi, edi
-	WORD    $0x3949; BYTE $0xcb               // cmp r11, rcx
-	JB      LBB11_50
+	QUAD $0x004000000000b948; WORD $0x0000 // mov rcx, 274877906944
+	WORD $0x3949; BYTE $0xcb               // cmp r11, rcx
+	LONG $0x244c8b48; BYTE $0x08           // mov rcx, qword ptr [rsp + 8]
+	JAE  LBB11_48
+	WORD $0xff31                           // xor edi, edi
+	JMP  LBB11_52
+
+LBB11_48:
+	WORD    $0xff31 // xor edi, edi
 	PCALIGN $16
 
-LBB11_47:
+LBB11_49:
 	QUAD    $0x10bc8c10487cf162; WORD $0x0000; BYTE $0x00 // vmovups zmm1, zmmword ptr [rsp + 4*rdi + 16]
 	QUAD    $0x50bc9410487cf162; WORD $0x0000; BYTE $0x00 // vmovups zmm2, zmmword ptr [rsp + 4*rdi + 80]
 	QUAD    $0x90bc9c10487cf162; WORD $0x0000; BYTE $0x00 // vmovups zmm3, zmmword ptr [rsp + 4*rdi + 144]
@@ -7102,80 +7118,84 @@ LBB11_47:
 	LONG    $0x487cd162; WORD $0x2411; BYTE $0xbc         // vmovups zmmword ptr [r12 + 4*rdi], zmm4
 	LONG    $0x40c78348                                   // add rdi, 64
 	WORD    $0x3949; BYTE $0xfd                           // cmp r13, rdi
-	JNE     LBB11_47
-	LONG    $0x247c8348; WORD $0x0038                     // cmp qword ptr [rsp + 56], 0
-	JE      LBB11_53
-	LONG    $0x24448b4c; BYTE $0x70                       // mov r8, qword ptr [rsp + 112]
+	JNE     LBB11_49
+	LONG    $0x247c8348; WORD $0x0048                     // cmp qword ptr [rsp + 72], 0
+	JE      LBB11_55
+	QUAD    $0x0000008024848b4c                           // mov r8, qword ptr [rsp + 128]
 	WORD    $0x894c; BYTE $0xc7                           // mov rdi, r8
-	LONG    $0x38247c83; BYTE $0x08                       // cmp dword ptr [rsp + 56], 8
-	JB      LBB11_52
-	PCALIGN $16
-
-LBB11_50:
-	LONG    $0x4c10fcc5; WORD $0x10bc       // vmovups ymm1, ymmword ptr [rsp + 4*rdi + 16]
-	LONG    $0x0c58f4c5; BYTE $0xbb         // vaddps ymm1, ymm1, ymmword ptr [rbx + 4*rdi]
-	LONG    $0x117cc1c4; WORD $0xba0c       // vmovups ymmword ptr [r10 + 4*rdi], ymm1
-	LONG    $0x08c78348                     // add rdi, 8
-	WORD    $0x3948; BYTE $0xf8             // cmp rax, rdi
-	JNE     LBB11_50
-	QUAD    $0x0000008824848b4c             // mov r8, qword ptr [rsp + 136]
-	QUAD    $0x0000009024bc8348; BYTE $0x00 // cmp qword ptr [rsp + 144], 0
-	JE      LBB11_53
+	LONG    $0x48247c83; BYTE $0x08                       // cmp dword ptr [rsp + 72], 8
+	JB      LBB11_54
 	PCALIGN $16
 
 LBB11_52:
+	LONG    $0x4c10fcc5; WORD $0x10bc // vmovups ymm1, ymmword ptr [rsp + 4*rdi + 16]
+	LONG    $0x0c58f4c5; BYTE $0xbb   // vaddps ymm1, ymm1, ymmword ptr [rbx + 4*rdi]
+	LONG    $0x117cc1c4; WORD $0xba0c // vmovups ymmword ptr [r10 + 4*rdi], ymm1
+	LONG    $0x08c78348               // add rdi, 8
+	WORD    $0x3948; BYTE $0xf8       // cmp rax, rdi
+	JNE     LBB11_52
+	QUAD    $0x0000008824848b4c       // mov r8, qword ptr [rsp + 136]
+	LONG    $0x247c8348; WORD $0x0038 // cmp qword ptr [rsp + 56], 0
+	JE      LBB11_55
+	PCALIGN $16
+
+LBB11_54:
 	LONG $0x107aa1c4; WORD $0x844c; BYTE $0x10 // vmovss xmm1, dword ptr [rsp + 4*r8 + 16]
 	LONG $0x5872a1c4; WORD $0x830c             // vaddss xmm1, xmm1, dword ptr [rbx + 4*r8]
 	LONG $0x117a81c4; WORD $0x820c             // vmovss dword ptr [r10 + 4*r8], xmm1
 	LONG $0x01c08349                           // add r8, 1
 	WORD $0x394d; BYTE $0xf0                   // cmp r8, r14
-	JL   LBB11_52
-	JMP  LBB11_53
+	JL   LBB11_54
+	JMP  LBB11_55
 
 LBB11_34:
-	QUAD $0x0000018024848b48     // mov rax, qword ptr [rsp + 384] /* [rbp + 16] */
+	QUAD $0x0000020024848b48     // mov rax, qword ptr [rsp + 512] /* [rbp + 16] */
 	LONG $0xfee08348             // and rax, -2
-	LONG $0x24448948; BYTE $0x30 // mov qword ptr [rsp + 48], rax
-	LONG $0x244c8b48; BYTE $0x50 // mov rcx, qword ptr [rsp + 80]
-	LONG $0x0b048d49             // lea rax, [r11 + rcx]
-	LONG $0x822c8d4d             // lea r13, [r10 + 4*rax]
+	LONG $0x24448948; BYTE $0x28 // mov qword ptr [rsp + 40], rax
+	LONG $0x244c8b48; BYTE $0x58 // mov rcx, qword ptr [rsp + 88]
+	LONG $0x0a048d48             // lea rax, [rdx + rcx]
+	LONG $0x83348d49             // lea rsi, [r11 + 4*rax]
 	QUAD $0x00000000cd048d48     // lea rax, [8*rcx]
 	LONG $0x24448948; BYTE $0x40 // mov qword ptr [rsp + 64], rax
-	LONG $0x9a3c8d4f             // lea r15, [r10 + 4*r11]
+	LONG $0x933c8d49             // lea rdi, [r11 + 4*rdx]
 	WORD $0x3145; BYTE $0xe4     // xor r12d, r12d
 	LONG $0xc057f8c5             // vxorps xmm0, xmm0, xmm0
+	LONG $0x246c8d4c; BYTE $0x10 // lea r13, [rsp + 16]
 	JMP  LBB11_35
 	PCALIGN $16
 
 LBB11_40:
-	LONG $0x04c38349         // add r11, 4
+	LONG $0x04c18348         // add rcx, 4
 	LONG $0x01c48349         // add r12, 1
-	LONG $0x10c58349         // add r13, 16
-	LONG $0x10c78349         // add r15, 16
-	QUAD $0x0000019024bc8b48 // mov rdi, qword ptr [rsp + 400] /* [rbp + 32] */
-	WORD $0x3949; BYTE $0xfb // cmp r11, rdi
-	JGE  LBB11_55
+	LONG $0x10c68348         // add rsi, 16
+	LONG $0x10c78348         // add rdi, 16
+	QUAD $0x0000021024948b4c // mov r10, qword ptr [rsp + 528] /* [rbp + 32] */
+	WORD $0x394c; BYTE $0xd1 // cmp rcx, r10
+	WORD $0x8948; BYTE $0xca // mov rdx, rcx
+	JGE  LBB11_57
 
 LBB11_35:
 	QUAD $0x00000000a5048d4a               // lea rax, [4*r12]
-	LONG $0x245c8b48; BYTE $0x58           // mov rbx, qword ptr [rsp + 88]
+	LONG $0x245c8b48; BYTE $0x60           // mov rbx, qword ptr [rsp + 96]
 	WORD $0x2948; BYTE $0xc3               // sub rbx, rax
 	LONG $0x04fb8348                       // cmp rbx, 4
 	LONG $0x000004b8; BYTE $0x00           // mov eax, 4
 	LONG $0xd84d0f48                       // cmovge rbx, rax
-	WORD $0x8948; BYTE $0xf8               // mov rax, rdi
-	WORD $0x294c; BYTE $0xd8               // sub rax, r11
+	WORD $0x894c; BYTE $0xd0               // mov rax, r10
+	WORD $0x2948; BYTE $0xd0               // sub rax, rdx
 	LONG $0x04f88348                       // cmp rax, 4
 	LONG $0x000004b9; BYTE $0x00           // mov ecx, 4
 	WORD $0x4d0f; BYTE $0xc1               // cmovge eax, ecx
 	WORD $0xc085                           // test eax, eax
+	WORD $0x8948; BYTE $0xd1               // mov rcx, rdx
 	JLE  LBB11_40
 	LONG $0x02e3c148                       // shl rbx, 2
 	QUAD $0x0003fffffffcb848; WORD $0x0000 // mov rax, 17179869180
 	WORD $0x2148; BYTE $0xc3               // and rbx, rax
-	QUAD $0x0000018024bc8348; BYTE $0x01   // cmp qword ptr [rsp + 384], 1 /* [rbp + 16] */
-	LONG $0x245c894c; BYTE $0x28           // mov qword ptr [rsp + 40], r11
-	LONG $0x2464894c; BYTE $0x48           // mov qword ptr [rsp + 72], r12
+	QUAD $0x0000020024bc8348; BYTE $0x01   // cmp qword ptr [rsp + 512], 1 /* [rbp + 16] */
+	LONG $0x244c8948; BYTE $0x08           // mov qword ptr [rsp + 8], rcx
+	LONG $0x2464894c; BYTE $0x50           // mov qword ptr [rsp + 80], r12
+	LONG $0x24748948; BYTE $0x30           // mov qword ptr [rsp + 48], rsi
 	JNE  LBB11_41
 	WORD $0x3145; BYTE $0xf6               // xor r14d, r14d
 	JMP  LBB11_38
@@ -7187,43 +7207,51 @@ LBB11_41:
 	PCALIGN $16
 
 LBB11_42:
-	LONG $0x273c8d4b               // lea rdi, [r15 + r12]
+	WORD $0x8949; BYTE $0xff       // mov r15, rdi
+	WORD $0x014c; BYTE $0xe7       // add rdi, r12
 	LONG $0x4429f8c5; WORD $0x1024 // vmovaps xmmword ptr [rsp + 16], xmm0
-	LONG $0x24748d48; BYTE $0x10   // lea rsi, [rsp + 16]
+	WORD $0x894c; BYTE $0xee       // mov rsi, r13
 	WORD $0x8948; BYTE $0xda       // mov rdx, rbx
 	CALL ·_krt_memcpy(SB)
-	LONG $0x2c3c8d4b               // lea rdi, [r12 + r13]
+	LONG $0x24448b48; BYTE $0x30   // mov rax, qword ptr [rsp + 48]
+	LONG $0x203c8d4a               // lea rdi, [rax + r12]
 	LONG $0xc057f8c5               // vxorps xmm0, xmm0, xmm0
 	LONG $0x4429f8c5; WORD $0x1024 // vmovaps xmmword ptr [rsp + 16], xmm0
-	LONG $0x24748d48; BYTE $0x10   // lea rsi, [rsp + 16]
+	WORD $0x894c; BYTE $0xee       // mov rsi, r13
 	WORD $0x8948; BYTE $0xda       // mov rdx, rbx
 	CALL ·_krt_memcpy(SB)
+	WORD $0x894c; BYTE $0xff       // mov rdi, r15
 	LONG $0xc057f8c5               // vxorps xmm0, xmm0, xmm0
 	LONG $0x02c68349               // add r14, 2
 	LONG $0x2464034c; BYTE $0x40   // add r12, qword ptr [rsp + 64]
-	LONG $0x2474394c; BYTE $0x30   // cmp qword ptr [rsp + 48], r14
+	LONG $0x2474394c; BYTE $0x28   // cmp qword ptr [rsp + 40], r14
 	JNE  LBB11_42
 
 LBB11_38:
-	QUAD $0x0000018024848b48       // mov rax, qword ptr [rsp + 384] /* [rbp + 16] */
+	QUAD $0x0000020024848b48       // mov rax, qword ptr [rsp + 512] /* [rbp + 16] */
 	WORD $0x01a8                   // test al, 1
-	QUAD $0x0000008024848b48       // mov rax, qword ptr [rsp + 128]
-	LONG $0x245c8b4c; BYTE $0x28   // mov r11, qword ptr [rsp + 40]
-	LONG $0x24648b4c; BYTE $0x48   // mov r12, qword ptr [rsp + 72]
+	LONG $0x24448b48; BYTE $0x78   // mov rax, qword ptr [rsp + 120]
+	LONG $0x244c8b48; BYTE $0x08   // mov rcx, qword ptr [rsp + 8]
+	LONG $0x24648b4c; BYTE $0x50   // mov r12, qword ptr [rsp + 80]
+	LONG $0x24748b48; BYTE $0x30   // mov rsi, qword ptr [rsp + 48]
 	JE   LBB11_40
-	LONG $0x74af0f4c; WORD $0x5024 // imul r14, qword ptr [rsp + 80]
-	WORD $0x014d; BYTE $0xde       // add r14, r11
+	LONG $0x74af0f4c; WORD $0x5824 // imul r14, qword ptr [rsp + 88]
+	WORD $0x0149; BYTE $0xce       // add r14, rcx
+	LONG $0x247c8948; BYTE $0x48   // mov qword ptr [rsp + 72], rdi
 	LONG $0xb03c8d4a               // lea rdi, [rax + 4*r14]
 	LONG $0x4429f8c5; WORD $0x1024 // vmovaps xmmword ptr [rsp + 16], xmm0
-	LONG $0x24748d48; BYTE $0x10   // lea rsi, [rsp + 16]
+	WORD $0x8949; BYTE $0xce       // mov r14, rcx
+	WORD $0x8949; BYTE $0xf7       // mov r15, rsi
+	WORD $0x894c; BYTE $0xee       // mov rsi, r13
 	WORD $0x8948; BYTE $0xda       // mov rdx, rbx
-	WORD $0x894c; BYTE $0xdb       // mov rbx, r11
 	CALL ·_krt_memcpy(SB)
+	LONG $0x247c8b48; BYTE $0x48   // mov rdi, qword ptr [rsp + 72]
+	WORD $0x894c; BYTE $0xfe       // mov rsi, r15
 	LONG $0xc057f8c5               // vxorps xmm0, xmm0, xmm0
-	WORD $0x8949; BYTE $0xdb       // mov r11, rbx
+	WORD $0x894c; BYTE $0xf1       // mov rcx, r14
 	JMP  LBB11_40
 
-LBB11_55:
-	MOVQ 408(SP), SP
+LBB11_57:
+	MOVQ 536(SP), SP
 	VZEROUPPER
 	RET

@@ -12,22 +12,37 @@
  * same bits everywhere). GEMV: krt_q2k.h's krt_kd_q2_K defines the result; the SIMD variants
  * split the integer sums exactly, scale them lane-wise with FMA and agree with _ref to a few ulp
  * of the row's magnitude, like the other K-quants (gemv_k.c):
- *   _avx512: per row and super-block the 64 quant bytes are one load; (qs >> 2j) & 3 for j = 0..3
- *     gives four vectors of 64 unsigned quants, each against its own arrangement of the
- *     activations (elements 32j.. of both halves, prepared once per call); vpdpbusd leaves int32
- *     lanes of 4 products (<= 1524, int16), vpackssdw pairs two vectors and vpmaddwd multiplies by
- *     the sub-block scale words (one vpermw each) while summing pairs: 16 int32 lanes summing to
- *     isum. The mins: vpmaddwd of the 16 min words with the activation's 16 bsums. Then one cvt and
- *     one FMA per row and super-block with d * d_x (dmin * d_x) from a 4-row table, rows in groups
- *     of 4 sharing it and the linear prefetch of the next group (gemv_k.c's K-quant driver).
- *   _avx2: per row, half and shift, 32 quants: vpmaddubsw with the activations (pairs <= 762),
- *     vpmaddwd with the two sub-block scale words (one vpshufb), into 8 int32 lanes.
+ *   _avx512: per row and super-block the 64 quant bytes are one load and one shift by 4: q & 3
+ *     and q & 12 of both give the four vectors of 64 unsigned quants (shifts 0, 2, 4, 6; those of
+ *     2 and 6 in place, as 4q), each against its own arrangement of the activations (elements
+ *     32j.. of both halves, prepared once per call); vpdpbusd leaves int32 lanes of 4 products
+ *     (<= 6096, int16), vpackssdw pairs two vectors and vpmaddwd multiplies by the sub-block
+ *     scale words (4 sc for the unshifted quants, sc for the 4q ones: one vpermt2w each) while
+ *     summing pairs: 16 int32 lanes summing to 4 isum, exact. The mins: vpmaddwd of the 16 min
+ *     words with the activation's 16 bsums. Then one cvt and one FMA per row and super-block with
+ *     d * d_x / 4 (dmin * d_x) from a 4-row table, rows in groups of 4 sharing it and the linear
+ *     prefetch of the next group (gemv_k.c's K-quant driver).
+ *   _avx2: per row and half, 4 x 32 quants the same way (one shift): vpmaddubsw with the
+ *     activations (pairs <= 3048), vpmaddwd with the two sub-block scale words (4 sc or sc, one
+ *     vpshufb), into 8 int32 lanes summing to 4 isum.
  * GEMM: for each group of 4 rows, each token and super-block, the exact integer sums of the SIMD
  * GEMV's arithmetic reduced to scalars, then krt_q2_term and the accumulation in _ref's order:
  * bit-identical to krt_kd_q2_K (so to a GEMV of one token through _ref) in every variant. The
  * 4 rows' weights stay in L1 while the tokens pass.
  * Non-finite scales: as every K-quant GEMV (krt_kdot.h), a NaN / Inf d, dmin or d_x makes the row
  * NaN (krt_scale_poison on the scale products, outside the integer loop).
+ *
+ * Speed (csrc/tests/bench_quant -cpuclock, 1 thread, 2 vCPU Zen 4 shared with other jobs, so only
+ * same-run ratios mean much; GB/s of weight bytes over the same run's streaming read, median of
+ * 5 rounds, shapes 896x4864, 2048x2048, 8192x2048, 2048x8192), Q4_K in the same runs:
+ *   from DRAM     Q2_K _avx512 75-79% (a busier run: 63-65%)   Q4_K _avx512 77-94% (68-78%)
+ *                 Q2_K _avx2   55-57% (48-52%)                  Q4_K _avx2   72-78% (62-71%)
+ *   L2-resident   Q2_K _avx512 84-93%, _avx2 48-55%             Q4_K _avx512 126-130%, _avx2 64-72%
+ * so Q2_K is compute-bound: 256 weights in 84 bytes are 1.7x Q4_K's work per byte, and its
+ * _avx512 computes at about the stream's rate (the in-place 4q quants above made it 8% faster
+ * than three shifts, L2-resident, both in one binary; _avx2 unchanged), which from DRAM, where
+ * loads and compute do not overlap perfectly, ends below the 80% that Q4_K's 1.3x leaves; _avx2
+ * is compute-bound at half the stream.
  */
 #include "krt_q2k.h"
 
@@ -78,9 +93,9 @@ void krt_gemm_q2_K_ref(float *y, const krt_block_q2_K *w, const krt_block_q8_K *
 
 /* The scale words (sc, low nibbles) and min words (m, high nibbles) of one super-block. */
 KRT_TARGET_AVX2 KRT_INLINE void krt_q2_scm(const uint8_t *blk, __m256i *sc, __m256i *mn) {
-    const __m128i s = _mm_loadu_si128((const __m128i *)blk), m4 = _mm_set1_epi8(0x0f);
-    *sc = _mm256_cvtepu8_epi16(_mm_and_si128(s, m4));
-    *mn = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s, 4), m4));
+    const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)blk));
+    *sc = _mm256_and_si256(w, _mm256_set1_epi16(0x0f));
+    *mn = _mm256_srli_epi16(w, 4);
 }
 
 /* ---------------- AVX2 ---------------- */
@@ -92,12 +107,15 @@ KRT_TARGET_AVX2 KRT_INLINE void krt_q2_scm(const uint8_t *blk, __m256i *sc, __m2
                      2 * (k), 2 * (k) + 1, 2 * (k), 2 * (k) + 1, 2 * (k), 2 * (k) + 1, 2 * (k), 2 * (k) + 1,     \
                      2 * (k), 2 * (k) + 1, 2 * (k), 2 * (k) + 1, 2 * (k), 2 * (k) + 1, 2 * (k), 2 * (k) + 1)
 
-/* One row's super-block: 8 int32 lanes summing to isum, and 8 summing to msum (*mins). */
+/* One row's super-block: 8 int32 lanes summing to 4 * isum, and 8 summing to msum (*mins).
+ * The quants of shifts 2 and 6 are taken in place (bits 2..3: 4q) to save two shifts per half;
+ * their products carry a factor 4 (pairs <= 3048), and the other two are scaled by 4 sc instead. */
 KRT_TARGET_AVX2 KRT_INLINE __m256i krt_q2_sb_avx2(const uint8_t *blk, const krt_block_q8_K *x, __m256i *mins) {
-    const __m256i c3 = _mm256_set1_epi8(3);
+    const __m256i c3 = _mm256_set1_epi8(3), cc = _mm256_set1_epi8(0x0c);
     __m256i sc, mn;
     krt_q2_scm(blk, &sc, &mn);
     *mins = _mm256_madd_epi16(mn, _mm256_loadu_si256((const __m256i *)x->bsums));
+    const __m256i sc4 = _mm256_slli_epi16(sc, 2);
     __m256i acc = _mm256_setzero_si256();
 #if defined(__clang__)
 #pragma clang loop unroll(full)
@@ -106,22 +124,25 @@ KRT_TARGET_AVX2 KRT_INLINE __m256i krt_q2_sb_avx2(const uint8_t *blk, const krt_
 #endif
     for (int n = 0; n < 2; n++) {
         const __m256i r = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * n));
-        /* scales 8n..8n+7 as words, in both lanes */
+        const __m256i r4 = _mm256_srli_epi16(r, 4);
+        /* scales 8n..8n+7 as words, in both lanes (s4: times 4) */
         const __m256i s = n == 0 ? _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sc))
                                  : _mm256_broadcastsi128_si256(_mm256_extracti128_si256(sc, 1));
+        const __m256i s4 = n == 0 ? _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sc4))
+                                  : _mm256_broadcastsi128_si256(_mm256_extracti128_si256(sc4, 1));
         /* elements 128n + 32j + l, l < 16: sub-block 8n + 2j (low lane); l >= 16: 8n + 2j + 1 */
-        const __m256i q0 = _mm256_and_si256(r, c3);
-        const __m256i q1 = _mm256_and_si256(_mm256_srli_epi16(r, 2), c3);
-        const __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(r, 4), c3);
-        const __m256i q3 = _mm256_and_si256(_mm256_srli_epi16(r, 6), c3);
+        const __m256i q0 = _mm256_and_si256(r, c3);  /* j = 0 */
+        const __m256i q1 = _mm256_and_si256(r, cc);  /* j = 1, times 4 */
+        const __m256i q2 = _mm256_and_si256(r4, c3); /* j = 2 */
+        const __m256i q3 = _mm256_and_si256(r4, cc); /* j = 3, times 4 */
         const int8_t *xq = x->qs + 128 * n;
         const __m256i p0 = _mm256_maddubs_epi16(q0, _mm256_loadu_si256((const __m256i *)(xq + 0)));
         const __m256i p1 = _mm256_maddubs_epi16(q1, _mm256_loadu_si256((const __m256i *)(xq + 32)));
         const __m256i p2 = _mm256_maddubs_epi16(q2, _mm256_loadu_si256((const __m256i *)(xq + 64)));
         const __m256i p3 = _mm256_maddubs_epi16(q3, _mm256_loadu_si256((const __m256i *)(xq + 96)));
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p0, _mm256_shuffle_epi8(s, KRT_Q2_WSEL(0, 1))));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p0, _mm256_shuffle_epi8(s4, KRT_Q2_WSEL(0, 1))));
         acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p1, _mm256_shuffle_epi8(s, KRT_Q2_WSEL(2, 3))));
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p2, _mm256_shuffle_epi8(s, KRT_Q2_WSEL(4, 5))));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p2, _mm256_shuffle_epi8(s4, KRT_Q2_WSEL(4, 5))));
         acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p3, _mm256_shuffle_epi8(s, KRT_Q2_WSEL(6, 7))));
     }
     return acc;
@@ -184,9 +205,10 @@ KRT_TARGET_AVX2 void krt_gemv_q2_K_avx2(float *y, const krt_block_q2_K *w, const
                 const uint8_t *blk = p + b * KRT_Q2_BS;
                 uint32_t dd;
                 memcpy(&dd, blk + 80, 4);
-                /* d * d_x, dmin * d_x */
-                const __m128 f =
-                    krt_scale_poison_sse(_mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(x[c0 + b].d)));
+                /* d * d_x / 4 (the lanes sum to 4 isum), dmin * d_x; poisoned before the exact / 4 */
+                const __m128 f = _mm_mul_ps(
+                    krt_scale_poison_sse(_mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(x[c0 + b].d))),
+                    _mm_setr_ps(0.25f, 1.0f, 1.0f, 1.0f));
                 __m256i mins;
                 const __m256i v = krt_q2_sb_avx2(blk, x + c0 + b, &mins);
                 acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_broadcastss_ps(f), acc);
@@ -219,7 +241,7 @@ KRT_TARGET_AVX2 void krt_gemm_q2_K_avx2(float *y, const krt_block_q2_K *w, const
                     const __m256i v = krt_q2_sb_avx2((const uint8_t *)blk, xt + b, &mins);
                     const float a = krt_scale_poison(krt_q2_h2f(blk->d) * xt[b].d);
                     const float c = krt_scale_poison(krt_q2_h2f(blk->dmin) * xt[b].d);
-                    acc[i] = acc[i] + (a * (float)krt_q2_hsum_avx2(v) - c * (float)krt_q2_hsum_avx2(mins));
+                    acc[i] = acc[i] + (a * (float)(krt_q2_hsum_avx2(v) / 4) - c * (float)krt_q2_hsum_avx2(mins));
                 }
             }
             for (int i = 0; i < rn; i++) y[t * rows + r + i] = bias ? acc[i] + bias[r + i] : acc[i];
@@ -244,15 +266,18 @@ KRT_TARGET_AVX512 KRT_INLINE void krt_q2_prep_avx512(krt_q2_xsb *st, const krt_b
     st->dx = x->d;
 }
 
-/* One row's super-block: 16 int32 lanes summing to isum, 8 summing to msum (*mins). */
+/* One row's super-block: 16 int32 lanes summing to 4 * isum, 8 summing to msum (*mins). As in
+ * _avx2, the quants of shifts 2 and 6 are taken in place (4q: one shift per row and super-block
+ * instead of three) and the others meet 4 sc. */
 KRT_TARGET_AVX512 KRT_INLINE __m512i krt_q2_sb_avx512(const uint8_t *blk, const krt_q2_xsb *st, __m256i *mins) {
-    const __m512i c3 = _mm512_set1_epi8(3);
+    const __m512i c3 = _mm512_set1_epi8(3), cc = _mm512_set1_epi8(0x0c);
     const __m512i r = _mm512_loadu_si512((const void *)(blk + 16));
+    const __m512i r4 = _mm512_srli_epi16(r, 4);
     /* byte 32n + l of vector j: element 128n + 32j + l */
-    const __m512i q0 = _mm512_and_si512(r, c3);
-    const __m512i q1 = _mm512_and_si512(_mm512_srli_epi16(r, 2), c3);
-    const __m512i q2 = _mm512_and_si512(_mm512_srli_epi16(r, 4), c3);
-    const __m512i q3 = _mm512_and_si512(_mm512_srli_epi16(r, 6), c3);
+    const __m512i q0 = _mm512_and_si512(r, c3);  /* j = 0 */
+    const __m512i q1 = _mm512_and_si512(r, cc);  /* j = 1, times 4: lanes <= 6096 */
+    const __m512i q2 = _mm512_and_si512(r4, c3); /* j = 2 */
+    const __m512i q3 = _mm512_and_si512(r4, cc); /* j = 3, times 4 */
     const __m512i z = _mm512_setzero_si512();
     const __m512i d0 = _mm512_dpbusd_epi32(z, q0, st->x[0]), d1 = _mm512_dpbusd_epi32(z, q1, st->x[1]);
     const __m512i d2 = _mm512_dpbusd_epi32(z, q2, st->x[2]), d3 = _mm512_dpbusd_epi32(z, q3, st->x[3]);
@@ -260,13 +285,14 @@ KRT_TARGET_AVX512 KRT_INLINE __m512i krt_q2_sb_avx512(const uint8_t *blk, const 
     krt_q2_scm(blk, &sc, &mn);
     *mins = _mm256_madd_epi16(mn, st->bs);
     /* vpackssdw(d_j, d_j+1), 128-bit chunk c: 4 words of d_j's chunk c, then 4 of d_j+1's; chunk c of
-     * vector j is sub-block 2j (c = 0), 2j + 1, 8 + 2j, 9 + 2j (c = 3) */
-    const __m512i i01 = _mm512_setr_epi32(0, 0, 0x20002, 0x20002, 0x10001, 0x10001, 0x30003, 0x30003, 0x80008, 0x80008,
-                                          0xa000a, 0xa000a, 0x90009, 0x90009, 0xb000b, 0xb000b);
+     * vector j is sub-block 2j (c = 0), 2j + 1, 8 + 2j, 9 + 2j (c = 3). Words of d_0 / d_2 take
+     * 4 sc (first source, index sb), words of d_1 / d_3 sc (second source, index 32 + sb). */
+    const __m512i i01 = _mm512_setr_epi32(0, 0, 0x220022, 0x220022, 0x10001, 0x10001, 0x230023, 0x230023, 0x80008,
+                                          0x80008, 0x2a002a, 0x2a002a, 0x90009, 0x90009, 0x2b002b, 0x2b002b);
     const __m512i i23 = _mm512_add_epi16(i01, _mm512_set1_epi16(4));
-    const __m512i scz = _mm512_castsi256_si512(sc);
-    const __m512i a = _mm512_madd_epi16(_mm512_packs_epi32(d0, d1), _mm512_permutexvar_epi16(i01, scz));
-    const __m512i b = _mm512_madd_epi16(_mm512_packs_epi32(d2, d3), _mm512_permutexvar_epi16(i23, scz));
+    const __m512i scz = _mm512_castsi256_si512(sc), sc4z = _mm512_castsi256_si512(_mm256_slli_epi16(sc, 2));
+    const __m512i a = _mm512_madd_epi16(_mm512_packs_epi32(d0, d1), _mm512_permutex2var_epi16(sc4z, i01, scz));
+    const __m512i b = _mm512_madd_epi16(_mm512_packs_epi32(d2, d3), _mm512_permutex2var_epi16(sc4z, i23, scz));
     return _mm512_add_epi32(a, b);
 }
 
@@ -324,7 +350,9 @@ KRT_TARGET_AVX512 void krt_gemv_q2_K_avx512(float *y, const krt_block_q2_K *w, c
                 uint32_t dd[4];
                 for (int i = 0; i < 4; i++) memcpy(&dd[i], p[i] + o + 80, 4);
                 const __m256 f = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dd));
-                _mm256_storeu_ps(sd, krt_scale_poison_avx2(_mm256_mul_ps(f, _mm256_set1_ps(xs[b].dx))));
+                /* d * d_x / 4 (the lanes sum to 4 isum) and dmin * d_x, poisoned before the exact / 4 */
+                _mm256_storeu_ps(sd, _mm256_mul_ps(krt_scale_poison_avx2(_mm256_mul_ps(f, _mm256_set1_ps(xs[b].dx))),
+                                                   _mm256_setr_ps(0.25f, 1, 0.25f, 1, 0.25f, 1, 0.25f, 1)));
                 __asm__ volatile("" ::: "memory"); /* keep sd in memory: the FMAs broadcast from it */
                 for (int i = 0; i < 4; i++) {
                     __m256i mins;
@@ -367,7 +395,7 @@ KRT_TARGET_AVX512 void krt_gemm_q2_K_avx512(float *y, const krt_block_q2_K *w, c
                     const __m512i v = krt_q2_sb_avx512((const uint8_t *)blk, &st, &mins);
                     const float a = krt_scale_poison(krt_q2_h2f(blk->d) * st.dx);
                     const float c = krt_scale_poison(krt_q2_h2f(blk->dmin) * st.dx);
-                    acc[i] = acc[i] + (a * (float)_mm512_reduce_add_epi32(v) - c * (float)krt_q2_hsum_avx2(mins));
+                    acc[i] = acc[i] + (a * (float)(_mm512_reduce_add_epi32(v) / 4) - c * (float)krt_q2_hsum_avx2(mins));
                 }
             }
             for (int i = 0; i < rn; i++) y[t * rows + r + i] = bias ? acc[i] + bias[r + i] : acc[i];

@@ -3,4 +3,4 @@
 package ckernels
 
 // csrcHash is the hash of csrc/ this package was last generated for (see csrchash).
-const csrcHash = "3d5a43b8b5ed5644e7eb4bc14a0ec0b236968b7a829290fdfd55069fa77ae449"
+const csrcHash = "8de9af15153e434f609a6ec830ed798c77be8ae81454efc6293393dc98301e6e"
