@@ -194,6 +194,32 @@ func TestOracleKL(t *testing.T) {
 			if !(s.SameTop >= oracleMinSameTop) {
 				t.Errorf("top-1 agreement with %s %.3f < %g", man.Oracle, s.SameTop, oracleMinSameTop)
 			}
+			if w := m.Cfg.SlidingWindow; w > 0 && (quant == "Q8_0" || quant == "Q4_K_M") {
+				// (Two files per architecture: the ring does not depend on the weights.)
+				// Batches of 4: the sliding-window layers keep a ring of w-1+max(w, 4) rows,
+				// fewer than a chunk, so the last tokens of each chunk run after the ring
+				// moved its window to the front.
+				small, err := orchestrator.LoadGGUF(path, orchestrator.LoadOptions{AllLogits: true, MaxCtx: base.Ctx, MaxBatch: 4})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer small.Close()
+				if small.KVBytes() >= m.KVBytes() {
+					t.Fatalf("batches of 4: a KV cache of %d bytes, not less than the full %d: no ring", small.KVBytes(), m.KVBytes())
+				}
+				sm, err := FromOrchestrator(small, rt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, err := KLDivergence(sm, base, Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("%s %s in batches of 4 (ring cache of %d bytes, full %d): mean KL %.3g, top-1 %.1f%%", arch, quant, small.KVBytes(), m.KVBytes(), r.KLD, 100*r.SameTop)
+				if !(r.KLD <= oracleMaxKL) || !(r.SameTop >= oracleMinSameTop) {
+					t.Errorf("batches of 4 with the ring cache: mean KL %.4g (bound %g), top-1 %.3f (bound %g)", r.KLD, oracleMaxKL, r.SameTop, oracleMinSameTop)
+				}
+			}
 			// The control: this model against the distributions of the arch's Q8_0 file.
 			if q8 := bases[arch+"-Q8_0"]; quant == "Q4_K_M" && q8 != nil {
 				c, err := KLDivergence(pm, q8, Options{})
