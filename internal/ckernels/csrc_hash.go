@@ -3,4 +3,4 @@
 package ckernels
 
 // csrcHash is the hash of csrc/ this package was last generated for (see csrchash).
-const csrcHash = "8de9af15153e434f609a6ec830ed798c77be8ae81454efc6293393dc98301e6e"
+const csrcHash = "f74fb72bed91083d84efb3fddeb04c2a436c4c71460a9d9b65c48363083f8b89"
