@@ -844,6 +844,8 @@ func Cases(quick bool) []*Case {
 		"GemvQ8_0F32 896x896 nil-bias": true, "GemvQ5_0F32 896x896 nil-bias": true,
 		"QuantizeIQ4_NL N=4864": true, "DequantizeIQ4_NL N=4864": true,
 		"GemvIQ4_NL 896x896 nil-bias": true, "GemmIQ4_NL 896x896 T=32 nil-bias": true,
+		"QuantizeQ2K N=4864": true, "DequantizeQ2K N=4864": true,
+		"GemvQ2K 896x4864 nil-bias": true, "GemmQ2K 896x4864 T=32 nil-bias": true,
 		"GemvF32 896x896": true, "GemmQ8_0 896x896 T=32 nil-bias": true, "GemmQ5_0 896x896 T=32 nil-bias": true,
 		"RMSNorm T=1 dim=896": true, "Softmax 14x512": true, "SwiGLU N=4864": true, "GeGLU N=4864": true, "Add N=896": true,
 		"RopeNeoX T=1 heads=14 hd=64 pos0=300": true, "RopeNorm T=1 heads=14 hd=64 pos0=300": true, "KVAppend T=1 kvheads=2 hd=64 pos0=16 ctx=512": true,
