@@ -115,7 +115,7 @@ func TestLoadErrors(t *testing.T) {
 		}, want: []string{`"output.weight" has dims [64 101], want [64 100]`}, content: true},
 		{name: "unsupported weight type", edit: func(m *testModel) {
 			m.editTensor = retype("blk.0.ffn_down.weight", gguf.TypeMXFP4, nil)
-		}, want: []string{`"blk.0.ffn_down.weight" has type MXFP4`, "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, BF16"}, content: true},
+		}, want: []string{`"blk.0.ffn_down.weight" has type MXFP4`, "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, BF16"}, content: true},
 		{name: "k-quant of other k-quants", edit: func(m *testModel) {
 			m.shape.hidden, m.shape.heads, m.shape.kvHeads, m.shape.inter = 256, 4, 2, 256
 			m.editTensor = retype("blk.1.attn_v.weight", gguf.TypeIQ2_XXS, nil)
