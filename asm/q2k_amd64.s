@@ -6568,35 +6568,42 @@ LBB10_14:
 	VZEROUPPER
 	RET
 
-DATA LCDATA9<>+0x000(SB)/8, $0x0c0c0c0c03030303
-DATA LCDATA9<>+0x008(SB)/8, $0x000f000f000f000f
-DATA LCDATA9<>+0x010(SB)/8, $0x0000000000000000
-DATA LCDATA9<>+0x018(SB)/8, $0x0000000000000000
+DATA LCDATA9<>+0x000(SB)/8, $0x0000000000000000
+DATA LCDATA9<>+0x008(SB)/8, $0x0000000100000000
+DATA LCDATA9<>+0x010(SB)/8, $0x0000000200000000
+DATA LCDATA9<>+0x018(SB)/8, $0x0000000300000000
 DATA LCDATA9<>+0x020(SB)/8, $0x0000000000000000
-DATA LCDATA9<>+0x028(SB)/8, $0x0000000000000000
-DATA LCDATA9<>+0x030(SB)/8, $0x0000000000000000
-DATA LCDATA9<>+0x038(SB)/8, $0x0000000000000000
-DATA LCDATA9<>+0x040(SB)/8, $0x0000000000000000
-DATA LCDATA9<>+0x048(SB)/8, $0x0022002200220022
-DATA LCDATA9<>+0x050(SB)/8, $0x0001000100010001
-DATA LCDATA9<>+0x058(SB)/8, $0x0023002300230023
-DATA LCDATA9<>+0x060(SB)/8, $0x0008000800080008
-DATA LCDATA9<>+0x068(SB)/8, $0x002a002a002a002a
-DATA LCDATA9<>+0x070(SB)/8, $0x0009000900090009
-DATA LCDATA9<>+0x078(SB)/8, $0x002b002b002b002b
-DATA LCDATA9<>+0x080(SB)/8, $0x0004000400040004
-DATA LCDATA9<>+0x088(SB)/8, $0x0026002600260026
-DATA LCDATA9<>+0x090(SB)/8, $0x0005000500050005
-DATA LCDATA9<>+0x098(SB)/8, $0x0027002700270027
-DATA LCDATA9<>+0x0a0(SB)/8, $0x000c000c000c000c
-DATA LCDATA9<>+0x0a8(SB)/8, $0x002e002e002e002e
-DATA LCDATA9<>+0x0b0(SB)/8, $0x000d000d000d000d
-DATA LCDATA9<>+0x0b8(SB)/8, $0x002f002f002f002f
-DATA LCDATA9<>+0x0c0(SB)/8, $0x0000000000000000
-DATA LCDATA9<>+0x0c8(SB)/8, $0x0000000000000000
-GLOBL LCDATA9<>(SB), 8, $208
+DATA LCDATA9<>+0x028(SB)/8, $0x0000000000000001
+DATA LCDATA9<>+0x030(SB)/8, $0x0000000000000002
+DATA LCDATA9<>+0x038(SB)/8, $0x0000000000000003
+DATA LCDATA9<>+0x040(SB)/8, $0x000f000f000f000f
+DATA LCDATA9<>+0x048(SB)/8, $0x0000000000000000
+DATA LCDATA9<>+0x050(SB)/8, $0x0000000000000000
+DATA LCDATA9<>+0x058(SB)/8, $0x0000000000000000
+DATA LCDATA9<>+0x060(SB)/8, $0x0000000000000000
+DATA LCDATA9<>+0x068(SB)/8, $0x0000000000000000
+DATA LCDATA9<>+0x070(SB)/8, $0x0000000000000000
+DATA LCDATA9<>+0x078(SB)/8, $0x0000000000000000
+DATA LCDATA9<>+0x080(SB)/8, $0x0000000000000000
+DATA LCDATA9<>+0x088(SB)/8, $0x0022002200220022
+DATA LCDATA9<>+0x090(SB)/8, $0x0001000100010001
+DATA LCDATA9<>+0x098(SB)/8, $0x0023002300230023
+DATA LCDATA9<>+0x0a0(SB)/8, $0x0008000800080008
+DATA LCDATA9<>+0x0a8(SB)/8, $0x002a002a002a002a
+DATA LCDATA9<>+0x0b0(SB)/8, $0x0009000900090009
+DATA LCDATA9<>+0x0b8(SB)/8, $0x002b002b002b002b
+DATA LCDATA9<>+0x0c0(SB)/8, $0x0004000400040004
+DATA LCDATA9<>+0x0c8(SB)/8, $0x0026002600260026
+DATA LCDATA9<>+0x0d0(SB)/8, $0x0005000500050005
+DATA LCDATA9<>+0x0d8(SB)/8, $0x0027002700270027
+DATA LCDATA9<>+0x0e0(SB)/8, $0x000c000c000c000c
+DATA LCDATA9<>+0x0e8(SB)/8, $0x002e002e002e002e
+DATA LCDATA9<>+0x0f0(SB)/8, $0x000d000d000d000d
+DATA LCDATA9<>+0x0f8(SB)/8, $0x002f002f002f002f
+DATA LCDATA9<>+0x100(SB)/8, $0x0c0c0c0c03030303
+GLOBL LCDATA9<>(SB), 8, $264
 
-TEXT ·_krt_gemm_q2_K_avx512(SB), $672-72
+TEXT ·_krt_gemm_q2_K_avx512(SB), $1312-72
 
 	MOVQ y+0(FP), DI
 	MOVQ w+8(FP), SI
@@ -6608,650 +6615,811 @@ TEXT ·_krt_gemm_q2_K_avx512(SB), $672-72
 	MOVQ r0+56(FP), R11
 	MOVQ r1+64(FP), R12
 	MOVQ SP, BP
-	ADDQ $128, SP
+	ADDQ $64, SP
 	ANDQ $-64, SP
-	MOVQ BP, 536(SP)
-	MOVQ R12, 528(SP)
-	MOVQ R11, 520(SP)
-	MOVQ R10, 512(SP)
+	MOVQ BP, 1240(SP)
+	MOVQ R12, 1232(SP)
+	MOVQ R11, 1224(SP)
+	MOVQ R10, 1216(SP)
 	LEAQ LCDATA9<>(SB), BP
 
-	LONG $0x2444894c; BYTE $0x58               // mov qword ptr [rsp + 88], r8
-	LONG $0x244c8948; BYTE $0x40               // mov qword ptr [rsp + 64], rcx
-	QUAD $0x0000008824948948                   // mov qword ptr [rsp + 136], rdx
-	QUAD $0x0000021024948b4c                   // mov r10, qword ptr [rsp + 528] /* [rbp + 32] */
-	QUAD $0x0000020824948b48                   // mov rdx, qword ptr [rsp + 520] /* [rbp + 24] */
-	LONG $0xffb98d4d; WORD $0x0000; BYTE $0x00 // lea r15, [r9 + 255]
+	LONG $0x2444894c; BYTE $0x28               // mov qword ptr [rsp + 40], r8
+	QUAD $0x0000009824948948                   // mov qword ptr [rsp + 152], rdx
+	QUAD $0x000000e024b48948                   // mov qword ptr [rsp + 224], rsi
+	LONG $0x247c8948; BYTE $0x50               // mov qword ptr [rsp + 80], rdi
+	QUAD $0x000004d024bc8b48                   // mov rdi, qword ptr [rsp + 1232] /* [rbp + 32] */
+	QUAD $0x000004c824948b48                   // mov rdx, qword ptr [rsp + 1224] /* [rbp + 24] */
+	LONG $0xff818d49; WORD $0x0000; BYTE $0x00 // lea rax, [r9 + 255]
 	WORD $0x854d; BYTE $0xc9                   // test r9, r9
-	LONG $0xf9490f4d                           // cmovns r15, r9
-	WORD $0x894c; BYTE $0xd0                   // mov rax, r10
-	WORD $0x2948; BYTE $0xd0                   // sub rax, rdx
-	LONG $0x24448948; BYTE $0x60               // mov qword ptr [rsp + 96], rax
-	JLE  LBB11_57
-	QUAD $0x0000020024bc8348; BYTE $0x00       // cmp qword ptr [rsp + 512], 0 /* [rbp + 16] */
-	JLE  LBB11_57
-	WORD $0x8949; BYTE $0xfb                   // mov r11, rdi
+	LONG $0xc1490f49                           // cmovns rax, r9
+	WORD $0x3948; BYTE $0xfa                   // cmp rdx, rdi
+	JGE  LBB11_41
+	QUAD $0x000004c024bc8b4c                   // mov r15, qword ptr [rsp + 1216] /* [rbp + 16] */
+	WORD $0x854d; BYTE $0xff                   // test r15, r15
+	JLE  LBB11_41
+	WORD $0x8949; BYTE $0xca                   // mov r10, rcx
 	LONG $0x00f98149; WORD $0x0001; BYTE $0x00 // cmp r9, 256
-	LONG $0x247c8948; BYTE $0x78               // mov qword ptr [rsp + 120], rdi
-	JL   LBB11_28
-	LONG $0x08ffc149                           // sar r15, 8
-	WORD $0x894c; BYTE $0xf8                   // mov rax, r15
-	LONG $0xc2af0f48                           // imul rax, rdx
-	LONG $0x54c06b48                           // imul rax, rax, 84
-	WORD $0x0148; BYTE $0xf0                   // add rax, rsi
-	LONG $0x52c08348                           // add rax, 82
-	LONG $0x24448948; BYTE $0x50               // mov qword ptr [rsp + 80], rax
-	LONG $0x50c76949; WORD $0x0001; BYTE $0x00 // imul rax, r15, 336
+	LONG $0x244c8948; BYTE $0x70               // mov qword ptr [rsp + 112], rcx
+	JL   LBB11_31
+	LONG $0x08f8c148                           // sar rax, 8
+	LONG $0x28fdf262; WORD $0xc07c             // vpbroadcastq ymm0, rax
+	QUAD $0x0003a024847ffdc5; BYTE $0x00       // vmovdqa ymmword ptr [rsp + 928], ymm0
+	QUAD $0x0000009824848148; LONG $0x00000084 // add qword ptr [rsp + 152], 132
+	LONG $0x20c86948; WORD $0x0009; BYTE $0x00 // imul rcx, rax, 2336
+	QUAD $0x00000120248c8948                   // mov qword ptr [rsp + 288], rcx
 	QUAD $0x000000b024848948                   // mov qword ptr [rsp + 176], rax
-	LONG $0x54e76b4d                           // imul r12, r15, 84
-	LONG $0x244c8b48; BYTE $0x40               // mov rcx, qword ptr [rsp + 64]
-	LONG $0x91048d48                           // lea rax, [rcx + 4*rdx]
-	LONG $0x00c00548; WORD $0x0000             // add rax, 192
-	QUAD $0x000000a024848948                   // mov qword ptr [rsp + 160], rax
-	QUAD $0x000000c093848d49                   // lea rax, [r11 + 4*rdx + 192]
-	QUAD $0x0000009824848948                   // mov qword ptr [rsp + 152], rax
-	LONG $0x24448b48; BYTE $0x58               // mov rax, qword ptr [rsp + 88]
-	QUAD $0x0000000085048d48                   // lea rax, [4*rax]
-	QUAD $0x0000008024848948                   // mov qword ptr [rsp + 128], rax
-	WORD $0x894c; BYTE $0xd0                   // mov rax, r10
-	WORD $0x2948; BYTE $0xd0                   // sub rax, rdx
-	LONG $0x91348d48                           // lea rsi, [rcx + 4*rdx]
-	LONG $0x930c8d49                           // lea rcx, [r11 + 4*rdx]
-	QUAD $0x00000090248c8948                   // mov qword ptr [rsp + 144], rcx
-	WORD $0xff31                               // xor edi, edi
-	LONG $0x570841c4; BYTE $0xf6               // vxorps xmm14, xmm14, xmm14
-	LONG $0x487d7262; WORD $0x7d58; BYTE $0x00 // vpbroadcastd zmm15, dword ptr [rbp + 0] /* [rip + .LCPI11_0] */
-	LONG $0x487de262; WORD $0x4558; BYTE $0x01 // vpbroadcastd zmm16, dword ptr [rbp + 4] /* [rip + .LCPI11_1] */
-	LONG $0x28fde262; WORD $0x4d59; BYTE $0x01 // vpbroadcastq ymm17, qword ptr [rbp + 8] /* [rip + .LCPI11_2] */
-	LONG $0x48fee162; WORD $0x556f; BYTE $0x01 // vmovdqu64 zmm18, zmmword ptr [rbp + 64] /* [rip + .LCPI11_3] */
-	LONG $0x48fee162; WORD $0x5d6f; BYTE $0x02 // vmovdqu64 zmm19, zmmword ptr [rbp + 128] /* [rip + .LCPI11_4] */
-	QUAD $0x05247c7f48fd7162                   // vmovdqa64 zmmword ptr [rsp + 320], zmm15
-	QUAD $0x0424447f48fde162                   // vmovdqa64 zmmword ptr [rsp + 256], zmm16
-	QUAD $0x0d244c7f28fde162                   // vmovdqa64 ymmword ptr [rsp + 416], ymm17
+	LONG $0x24d86948; WORD $0x0001; BYTE $0x00 // imul rbx, rax, 292
+	LONG $0x244c8b4c; BYTE $0x28               // mov r9, qword ptr [rsp + 40]
+	LONG $0x0a048d4a                           // lea rax, [rdx + r9]
+	WORD $0x894c; BYTE $0xc9                   // mov rcx, r9
+	LONG $0x05e1c148                           // shl rcx, 5
+	QUAD $0x00000118248c8948                   // mov qword ptr [rsp + 280], rcx
+	QUAD $0x00000000cd0c8d4a                   // lea rcx, [8*r9]
+	QUAD $0x00000108248c8948                   // mov qword ptr [rsp + 264], rcx
+	LONG $0x24448b4c; BYTE $0x50               // mov r8, qword ptr [rsp + 80]
+	LONG $0x900c8d49                           // lea rcx, [r8 + 4*rdx]
+	LONG $0x244c8948; BYTE $0x68               // mov qword ptr [rsp + 104], rcx
+	LONG $0x4a0c8d4a                           // lea rcx, [rdx + 2*r9]
+	LONG $0x88248d4d                           // lea r12, [r8 + 4*rcx]
+	WORD $0x894c; BYTE $0xc9                   // mov rcx, r9
+	LONG $0x04e1c148                           // shl rcx, 4
+	QUAD $0x00000100248c8948                   // mov qword ptr [rsp + 256], rcx
+	LONG $0x802c8d4d                           // lea r13, [r8 + 4*rax]
+	LONG $0x49048d4b                           // lea rax, [r9 + 2*r9]
+	WORD $0x0148; BYTE $0xd0                   // add rax, rdx
+	LONG $0x80348d49                           // lea rsi, [r8 + 4*rax]
+	QUAD $0x000000008d048d4a                   // lea rax, [4*r9]
+	QUAD $0x0000015824848948                   // mov qword ptr [rsp + 344], rax
+	LONG $0x197de2c4; WORD $0x4045             // vbroadcastsd ymm0, qword ptr [rbp + 64] /* [rip + .LCPI11_2] */
+	QUAD $0x0003c0248429fcc5; BYTE $0x00       // vmovaps ymmword ptr [rsp + 960], ymm0
 	JMP  LBB11_4
 	PCALIGN $16
 
 LBB11_15:
-	LONG $0x04c28348                     // add rdx, 4
-	QUAD $0x000000c024bc8b48             // mov rdi, qword ptr [rsp + 192]
-	LONG $0x01c78348                     // add rdi, 1
-	QUAD $0x000000b024848b48             // mov rax, qword ptr [rsp + 176]
-	LONG $0x24440148; BYTE $0x50         // add qword ptr [rsp + 80], rax
-	QUAD $0x000000a024848348; BYTE $0x10 // add qword ptr [rsp + 160], 16
-	QUAD $0x0000009824848348; BYTE $0x10 // add qword ptr [rsp + 152], 16
-	QUAD $0x000000c824848b48             // mov rax, qword ptr [rsp + 200]
-	LONG $0xfcc08348                     // add rax, -4
-	LONG $0x10c68348                     // add rsi, 16
-	QUAD $0x0000009024848348; BYTE $0x10 // add qword ptr [rsp + 144], 16
-	QUAD $0x0000021024948b4c             // mov r10, qword ptr [rsp + 528] /* [rbp + 32] */
-	WORD $0x394c; BYTE $0xd2             // cmp rdx, r10
-	JGE  LBB11_57
+	LONG $0x24548b48; BYTE $0x58   // mov rdx, qword ptr [rsp + 88]
+	LONG $0x04c28348               // add rdx, 4
+	LONG $0x24448348; WORD $0x1068 // add qword ptr [rsp + 104], 16
+	QUAD $0x000000f824a48b4c       // mov r12, qword ptr [rsp + 248]
+	LONG $0x10c48349               // add r12, 16
+	QUAD $0x000000f024ac8b4c       // mov r13, qword ptr [rsp + 240]
+	LONG $0x10c58349               // add r13, 16
+	QUAD $0x000000e824b48b48       // mov rsi, qword ptr [rsp + 232]
+	LONG $0x10c68348               // add rsi, 16
+	QUAD $0x000004d024bc8b48       // mov rdi, qword ptr [rsp + 1232] /* [rbp + 32] */
+	WORD $0x3948; BYTE $0xfa       // cmp rdx, rdi
+	LONG $0x24548b4c; BYTE $0x70   // mov r10, qword ptr [rsp + 112]
+	JGE  LBB11_41
 
 LBB11_4:
-	LONG $0x04f88348                       // cmp rax, 4
-	LONG $0x000004b9; BYTE $0x00           // mov ecx, 4
-	QUAD $0x000000c824848948               // mov qword ptr [rsp + 200], rax
-	LONG $0xc84c0f48                       // cmovl rcx, rax
-	QUAD $0x000000c024bc8948               // mov qword ptr [rsp + 192], rdi
-	QUAD $0x00000000bd048d48               // lea rax, [4*rdi]
-	LONG $0x245c8b48; BYTE $0x60           // mov rbx, qword ptr [rsp + 96]
-	WORD $0x2948; BYTE $0xc3               // sub rbx, rax
-	LONG $0x04fb8348                       // cmp rbx, 4
-	LONG $0x000004bf; BYTE $0x00           // mov edi, 4
-	LONG $0xdf4d0f48                       // cmovge rbx, rdi
-	WORD $0x894c; BYTE $0xd0               // mov rax, r10
-	WORD $0x2948; BYTE $0xd0               // sub rax, rdx
-	LONG $0x04f88348                       // cmp rax, 4
-	LONG $0xc74d0f48                       // cmovge rax, rdi
-	WORD $0xc085                           // test eax, eax
-	JLE  LBB11_15
-	WORD $0x6348; BYTE $0xf9               // movsxd rdi, ecx
-	WORD $0x8941; BYTE $0xf8               // mov r8d, edi
-	LONG $0x07e08341                       // and r8d, 7
-	WORD $0x8948; BYTE $0xf9               // mov rcx, rdi
-	WORD $0x294c; BYTE $0xc1               // sub rcx, r8
-	QUAD $0x000000e0248c8948               // mov qword ptr [rsp + 224], rcx
-	WORD $0xf989                           // mov ecx, edi
-	WORD $0xe183; BYTE $0x3f               // and ecx, 63
-	WORD $0x2948; BYTE $0xcf               // sub rdi, rcx
-	QUAD $0x000000d024bc8948               // mov qword ptr [rsp + 208], rdi
-	WORD $0x8948; BYTE $0xdf               // mov rdi, rbx
-	LONG $0x20e7c148                       // shl rdi, 32
-	WORD $0x634c; BYTE $0xc3               // movsxd r8, ebx
-	LONG $0x020c8d4a                       // lea rcx, [rdx + r8]
-	LONG $0x244c8948; BYTE $0x48           // mov qword ptr [rsp + 72], rcx
-	LONG $0x244c8b48; BYTE $0x40           // mov rcx, qword ptr [rsp + 64]
-	LONG $0x910c8d48                       // lea rcx, [rcx + 4*rdx]
-	LONG $0x247c8948; BYTE $0x68           // mov qword ptr [rsp + 104], rdi
-	LONG $0x1effc148                       // sar rdi, 30
-	QUAD $0x000000f0248c8948               // mov qword ptr [rsp + 240], rcx
-	WORD $0x0148; BYTE $0xcf               // add rdi, rcx
-	QUAD $0x000000f824bc8948               // mov qword ptr [rsp + 248], rdi
-	WORD $0x8948; BYTE $0xdf               // mov rdi, rbx
-	LONG $0x02e7c148                       // shl rdi, 2
-	QUAD $0x0003fffffffcb948; WORD $0x0000 // mov rcx, 17179869180
-	WORD $0x2148; BYTE $0xcf               // and rdi, rcx
-	LONG $0x247c8948; BYTE $0x70           // mov qword ptr [rsp + 112], rdi
-	WORD $0x634c; BYTE $0xe8               // movsxd r13, eax
-	WORD $0xd889                           // mov eax, ebx
-	WORD $0xe083; BYTE $0x3f               // and eax, 63
-	WORD $0x894c; BYTE $0xc1               // mov rcx, r8
-	QUAD $0x000000a824848948               // mov qword ptr [rsp + 168], rax
-	WORD $0x2948; BYTE $0xc1               // sub rcx, rax
-	QUAD $0x000000b8248c8948               // mov qword ptr [rsp + 184], rcx
-	WORD $0xe383; BYTE $0x07               // and ebx, 7
-	QUAD $0x000000e8249c8948               // mov qword ptr [rsp + 232], rbx
-	WORD $0x2949; BYTE $0xd8               // sub r8, rbx
-	QUAD $0x000000d82484894c               // mov qword ptr [rsp + 216], r8
-	QUAD $0x0000009024b48b4c               // mov r14, qword ptr [rsp + 144]
-	QUAD $0x0000009824bc8b48               // mov rdi, qword ptr [rsp + 152]
-	WORD $0xdb31                           // xor ebx, ebx
-	LONG $0x24548948; BYTE $0x08           // mov qword ptr [rsp + 8], rdx
-	LONG $0x24748948; BYTE $0x38           // mov qword ptr [rsp + 56], rsi
-	JMP  LBB11_6
+	WORD $0x8948; BYTE $0xf9                   // mov rcx, rdi
+	WORD $0x2948; BYTE $0xd1                   // sub rcx, rdx
+	LONG $0x04f98348                           // cmp rcx, 4
+	LONG $0x000004b8; BYTE $0x00               // mov eax, 4
+	LONG $0xc84d0f48                           // cmovge rcx, rax
+	LONG $0xffffffb8; BYTE $0xff               // mov eax, -1
+	WORD $0xe0d3                               // shl eax, cl
+	WORD $0xd0f6                               // not al
+	LONG $0xc892fbc5                           // kmovd k1, eax
+	WORD $0x854d; BYTE $0xd2                   // test r10, r10
+	JE   LBB11_5
+	LONG $0x897cd162; WORD $0x0410; BYTE $0x92 // vmovups xmm0 {k1} {z}, xmmword ptr [r10 + 4*rdx]
+	JMP  LBB11_7
 	PCALIGN $16
 
-LBB11_27:
-	LONG $0x24748d48; BYTE $0x10               // lea rsi, [rsp + 16]
-	LONG $0x24548b48; BYTE $0x70               // mov rdx, qword ptr [rsp + 112]
-	WORD $0xf8c5; BYTE $0x77                   // vzeroupper
-	CALL ·_krt_memcpy(SB)
-	LONG $0x48fee162; WORD $0x5d6f; BYTE $0x02 // vmovdqu64 zmm19, zmmword ptr [rbp + 128] /* [rip + .LCPI11_4] */
-	LONG $0x48fee162; WORD $0x556f; BYTE $0x01 // vmovdqu64 zmm18, zmmword ptr [rbp + 64] /* [rip + .LCPI11_3] */
-	QUAD $0x0d244c6f28fde162                   // vmovdqa64 ymm17, ymmword ptr [rsp + 416]
-	QUAD $0x0424446f48fde162                   // vmovdqa64 zmm16, zmmword ptr [rsp + 256]
-	QUAD $0x05247c6f48fd7162                   // vmovdqa64 zmm15, zmmword ptr [rsp + 320]
-	LONG $0x570841c4; BYTE $0xf6               // vxorps xmm14, xmm14, xmm14
-	LONG $0x245c8b4c; BYTE $0x78               // mov r11, qword ptr [rsp + 120]
-	LONG $0x24548b48; BYTE $0x08               // mov rdx, qword ptr [rsp + 8]
-	LONG $0x24748b48; BYTE $0x38               // mov rsi, qword ptr [rsp + 56]
-	LONG $0x247c8b48; BYTE $0x28               // mov rdi, qword ptr [rsp + 40]
-	LONG $0x245c8b48; BYTE $0x30               // mov rbx, qword ptr [rsp + 48]
-
-LBB11_14:
-	LONG $0x01c38348         // add rbx, 1
-	QUAD $0x0000008024848b48 // mov rax, qword ptr [rsp + 128]
-	WORD $0x0148; BYTE $0xc7 // add rdi, rax
-	WORD $0x0149; BYTE $0xc6 // add r14, rax
-	QUAD $0x00000200249c3b48 // cmp rbx, qword ptr [rsp + 512] /* [rbp + 16] */
-	JE   LBB11_15
-
-LBB11_6:
-	LONG    $0x247c8948; BYTE $0x28               // mov qword ptr [rsp + 40], rdi
-	WORD    $0x8948; BYTE $0xd8                   // mov rax, rbx
-	LONG    $0x44af0f48; WORD $0x5824             // imul rax, qword ptr [rsp + 88]
-	LONG    $0x020c8d48                           // lea rcx, [rdx + rax]
-	LONG    $0x8b3c8d49                           // lea rdi, [r11 + 4*rcx]
-	LONG    $0x24440348; BYTE $0x48               // add rax, qword ptr [rsp + 72]
-	LONG    $0x83048d4d                           // lea r8, [r11 + 4*rax]
-	LONG    $0x245c8948; BYTE $0x30               // mov qword ptr [rsp + 48], rbx
-	WORD    $0x8948; BYTE $0xd8                   // mov rax, rbx
-	LONG    $0xc7af0f49                           // imul rax, r15
-	LONG    $0x24c86948; WORD $0x0001; BYTE $0x00 // imul rcx, rax, 292
-	QUAD    $0x00000088248c0348                   // add rcx, qword ptr [rsp + 136]
-	LONG    $0x742978c5; WORD $0x1024             // vmovaps xmmword ptr [rsp + 16], xmm14
-	LONG    $0x244c8b4c; BYTE $0x50               // mov r9, qword ptr [rsp + 80]
-	WORD    $0x3145; BYTE $0xd2                   // xor r10d, r10d
-	PCALIGN $16
+LBB11_5:
+	LONG $0xc057f8c5 // vxorps xmm0, xmm0, xmm0
 
 LBB11_7:
-	LONG    $0x24d26949; WORD $0x0001; BYTE $0x00 // imul rdx, r10, 292
-	LONG    $0x446ffec5; WORD $0x0411             // vmovdqu ymm0, ymmword ptr [rcx + rdx + 4]
-	QUAD    $0x8411a43a48fd7362; LONG $0x01000000 // vinserti64x4 zmm12, zmm0, ymmword ptr [rcx + rdx + 132], 1
-	LONG    $0x4c6ffec5; WORD $0x2411             // vmovdqu ymm1, ymmword ptr [rcx + rdx + 36]
-	QUAD    $0xa411ac3a48f57362; LONG $0x01000000 // vinserti64x4 zmm13, zmm1, ymmword ptr [rcx + rdx + 164], 1
-	LONG    $0x546ffec5; WORD $0x4411             // vmovdqu ymm2, ymmword ptr [rcx + rdx + 68]
-	QUAD    $0xc411943a48edf362; LONG $0x01000000 // vinserti64x4 zmm2, zmm2, ymmword ptr [rcx + rdx + 196], 1
-	LONG    $0x5c6ffec5; WORD $0x6411             // vmovdqu ymm3, ymmword ptr [rcx + rdx + 100]
-	QUAD    $0xe4119c3a48e5f362; LONG $0x01000000 // vinserti64x4 zmm3, zmm3, ymmword ptr [rcx + rdx + 228], 1
-	QUAD    $0x00010411a46ffec5; BYTE $0x00       // vmovdqu ymm4, ymmword ptr [rcx + rdx + 260]
-	LONG    $0x2c10fac5; BYTE $0x11               // vmovss xmm5, dword ptr [rcx + rdx]
-	WORD    $0x894c; BYTE $0xca                   // mov rdx, r9
-	WORD    $0xdb31                               // xor ebx, ebx
+	QUAD $0x0000c0248429f8c5; BYTE $0x00       // vmovaps xmmword ptr [rsp + 192], xmm0
+	WORD $0x418d; BYTE $0xff                   // lea eax, [rcx - 1]
+	LONG $0x28fdf262; WORD $0xc17c             // vpbroadcastq ymm0, rcx
+	LONG $0xf073fdc5; BYTE $0x20               // vpsllq ymm0, ymm0, 32
+	LONG $0x28fdf262; WORD $0x5537; BYTE $0x00 // vpcmpgtq k2, ymm0, ymmword ptr [rbp + 0] /* [rip + .LCPI11_0] */
+	LONG $0x087df262; WORD $0xc07c             // vpbroadcastd xmm0, eax
+	LONG $0x257de2c4; BYTE $0xc0               // vpmovsxdq ymm0, xmm0
+	LONG $0x2afef162; WORD $0x456f; BYTE $0x01 // vmovdqu64 ymm0 {k2}, ymmword ptr [rbp + 32] /* [rip + .LCPI11_1] */
+	LONG $0x28fdf262; WORD $0xca7c             // vpbroadcastq ymm1, rdx
+	LONG $0xc0d4f5c5                           // vpaddq ymm0, ymm1, ymm0
+	QUAD $0x1d24444028fdf262                   // vpmullq ymm0, ymm0, ymmword ptr [rsp + 928]
+	LONG $0x7ef9e1c4; BYTE $0xc0               // vmovq rax, xmm0
+	LONG $0x54c06b48                           // imul rax, rax, 84
+	QUAD $0x000000e0248c8b48                   // mov rcx, qword ptr [rsp + 224]
+	WORD $0x0148; BYTE $0xc8                   // add rax, rcx
+	QUAD $0x0000016824848948                   // mov qword ptr [rsp + 360], rax
+	LONG $0x16f9e3c4; WORD $0x01c0             // vpextrq rax, xmm0, 1
+	LONG $0x54d06b4c                           // imul r10, rax, 84
+	WORD $0x0149; BYTE $0xca                   // add r10, rcx
+	LONG $0x397de3c4; WORD $0x01c0             // vextracti128 xmm0, ymm0, 1
+	LONG $0x7ef9e1c4; BYTE $0xc0               // vmovq rax, xmm0
+	LONG $0x54d86b4c                           // imul r11, rax, 84
+	WORD $0x0149; BYTE $0xcb                   // add r11, rcx
+	LONG $0x16f9e3c4; WORD $0x01c0             // vpextrq rax, xmm0, 1
+	LONG $0x54f06b4c                           // imul r14, rax, 84
+	WORD $0x0149; BYTE $0xce                   // add r14, rcx
+	LONG $0x24548948; BYTE $0x58               // mov qword ptr [rsp + 88], rdx
+	LONG $0x24448b48; BYTE $0x50               // mov rax, qword ptr [rsp + 80]
+	LONG $0x90048d48                           // lea rax, [rax + 4*rdx]
+	QUAD $0x0000011024848948                   // mov qword ptr [rsp + 272], rax
+	QUAD $0x000000e824b48948                   // mov qword ptr [rsp + 232], rsi
+	QUAD $0x000000f024ac894c                   // mov qword ptr [rsp + 240], r13
+	QUAD $0x000000f824a4894c                   // mov qword ptr [rsp + 248], r12
+	WORD $0x894c; BYTE $0xf9                   // mov rcx, r15
+	LONG $0x24448b48; BYTE $0x68               // mov rax, qword ptr [rsp + 104]
+	LONG $0x24448948; BYTE $0x78               // mov qword ptr [rsp + 120], rax
+	QUAD $0x0000009824848b48                   // mov rax, qword ptr [rsp + 152]
+	QUAD $0x0000009024848948                   // mov qword ptr [rsp + 144], rax
+	WORD $0xd231                               // xor edx, edx
+	WORD $0xff31                               // xor edi, edi
+	JMP  LBB11_8
 	PCALIGN $16
+
+LBB11_14:
+	QUAD $0x0000008824bc8b48     // mov rdi, qword ptr [rsp + 136]
+	LONG $0x08c78348             // add rdi, 8
+	QUAD $0x0000014824948b48     // mov rdx, qword ptr [rsp + 328]
+	LONG $0x01c28348             // add rdx, 1
+	QUAD $0x0000009024848b48     // mov rax, qword ptr [rsp + 144]
+	QUAD $0x0000012024840348     // add rax, qword ptr [rsp + 288]
+	QUAD $0x0000009024848948     // mov qword ptr [rsp + 144], rax
+	QUAD $0x0000011824848b48     // mov rax, qword ptr [rsp + 280]
+	QUAD $0x0000008024ac8b4c     // mov r13, qword ptr [rsp + 128]
+	WORD $0x0149; BYTE $0xc5     // add r13, rax
+	LONG $0x24440148; BYTE $0x78 // add qword ptr [rsp + 120], rax
+	QUAD $0x00000150248c8b48     // mov rcx, qword ptr [rsp + 336]
+	LONG $0xf8c18348             // add rcx, -8
+	QUAD $0x000000a024a48b4c     // mov r12, qword ptr [rsp + 160]
+	WORD $0x0149; BYTE $0xc4     // add r12, rax
+	QUAD $0x000000a824b48b48     // mov rsi, qword ptr [rsp + 168]
+	WORD $0x0148; BYTE $0xc6     // add rsi, rax
+	QUAD $0x000004c024bc8b4c     // mov r15, qword ptr [rsp + 1216] /* [rbp + 16] */
+	WORD $0x394c; BYTE $0xff     // cmp rdi, r15
+	JGE  LBB11_15
 
 LBB11_8:
-	QUAD $0xffbeb26f48fef162; WORD $0xffff     // vmovdqu64 zmm6, zmmword ptr [rdx - 66]
-	LONG $0x4845f162; WORD $0xd671; BYTE $0x04 // vpsrlw zmm7, zmm6, 4
-	LONG $0x484d5162; WORD $0xc7db             // vpandd zmm8, zmm6, zmm15
-	LONG $0xef3141c4; BYTE $0xc9               // vpxor xmm9, xmm9, xmm9
-	LONG $0x483d5262; WORD $0xcc50             // vpdpbusd zmm9, zmm8, zmm12
-	LONG $0x484db162; WORD $0xf0db             // vpandd zmm6, zmm6, zmm16
-	LONG $0xef3941c4; BYTE $0xc0               // vpxor xmm8, xmm8, xmm8
-	LONG $0x484d5262; WORD $0xc550             // vpdpbusd zmm8, zmm6, zmm13
-	LONG $0x4835d162; WORD $0xf06b             // vpackssdw zmm6, zmm9, zmm8
-	LONG $0x48455162; WORD $0xc7db             // vpandd zmm8, zmm7, zmm15
-	LONG $0xef3141c4; BYTE $0xc9               // vpxor xmm9, xmm9, xmm9
-	LONG $0x483d7262; WORD $0xca50             // vpdpbusd zmm9, zmm8, zmm2
-	LONG $0x4845b162; WORD $0xf8db             // vpandd zmm7, zmm7, zmm16
-	LONG $0xef3941c4; BYTE $0xc0               // vpxor xmm8, xmm8, xmm8
-	LONG $0x48457262; WORD $0xc350             // vpdpbusd zmm8, zmm7, zmm3
-	LONG $0x4835d162; WORD $0xf86b             // vpackssdw zmm7, zmm9, zmm8
-	LONG $0x307d62c4; WORD $0xae42             // vpmovzxbw ymm8, xmmword ptr [rdx - 82]
-	LONG $0x28bd3162; WORD $0xc9db             // vpandq ymm9, ymm8, ymm17
-	LONG $0x713dc1c4; WORD $0x04d0             // vpsrlw ymm8, ymm8, 4
-	LONG $0xc4f53dc5                           // vpmaddwd ymm8, ymm8, ymm4
-	LONG $0x712dc1c4; WORD $0x02f1             // vpsllw ymm10, ymm9, 2
-	LONG $0x48fd5162; WORD $0xda6f             // vmovdqa64 zmm11, zmm10
-	LONG $0x40ed5262; WORD $0xd97d             // vpermt2w zmm11, zmm18, zmm9
-	LONG $0x40e55262; WORD $0xd17d             // vpermt2w zmm10, zmm19, zmm9
-	LONG $0x4845d162; WORD $0xfaf5             // vpmaddwd zmm7, zmm7, zmm10
-	LONG $0x484dd262; WORD $0xfb52             // vpdpwssd zmm7, zmm6, zmm11
-	LONG $0xfe42b70f                           // movzx eax, word ptr [rdx - 2]
-	LONG $0xf06ef9c5                           // vmovd xmm6, eax
-	LONG $0x1379e2c4; BYTE $0xf6               // vcvtph2ps xmm6, xmm6
-	LONG $0xf659d2c5                           // vmulss xmm6, xmm5, xmm6
-	LONG $0xc65ccac5                           // vsubss xmm0, xmm6, xmm6
-	LONG $0xc058cac5                           // vaddss xmm0, xmm6, xmm0
-	WORD $0xb70f; BYTE $0x02                   // movzx eax, word ptr [rdx]
-	LONG $0xf06ef9c5                           // vmovd xmm6, eax
-	LONG $0x1379e2c4; BYTE $0xf6               // vcvtph2ps xmm6, xmm6
-	LONG $0xf659d2c5                           // vmulss xmm6, xmm5, xmm6
-	LONG $0xce5ccac5                           // vsubss xmm1, xmm6, xmm6
-	LONG $0xc958cac5                           // vaddss xmm1, xmm6, xmm1
-	LONG $0x48fdf362; WORD $0xfe3b; BYTE $0x01 // vextracti64x4 ymm6, zmm7, 1
-	LONG $0x4845f162; WORD $0xf6fe             // vpaddd zmm6, zmm7, zmm6
-	LONG $0x397de3c4; WORD $0x01f7             // vextracti128 xmm7, ymm6, 1
-	LONG $0xf7fec9c5                           // vpaddd xmm6, xmm6, xmm7
-	LONG $0xfe70f9c5; BYTE $0xee               // vpshufd xmm7, xmm6, 238
-	LONG $0xf7fec9c5                           // vpaddd xmm6, xmm6, xmm7
-	LONG $0xfe70f9c5; BYTE $0x55               // vpshufd xmm7, xmm6, 85
-	LONG $0xf7fec9c5                           // vpaddd xmm6, xmm6, xmm7
-	LONG $0xf07ef9c5                           // vmovd eax, xmm6
-	WORD $0x708d; BYTE $0x03                   // lea esi, [rax + 3]
-	WORD $0xc085                               // test eax, eax
-	WORD $0x490f; BYTE $0xf0                   // cmovns esi, eax
-	WORD $0xfec1; BYTE $0x02                   // sar esi, 2
-	LONG $0x005ef162; WORD $0xf62a             // vcvtsi2ss xmm6, xmm20, esi
-	LONG $0xc659fac5                           // vmulss xmm0, xmm0, xmm6
-	LONG $0x397d63c4; WORD $0x01c6             // vextracti128 xmm6, ymm8, 1
-	LONG $0xf6feb9c5                           // vpaddd xmm6, xmm8, xmm6
-	LONG $0xfe70f9c5; BYTE $0x4e               // vpshufd xmm7, xmm6, 78
-	LONG $0xf6fec1c5                           // vpaddd xmm6, xmm7, xmm6
-	LONG $0xfe70f9c5; BYTE $0x55               // vpshufd xmm7, xmm6, 85
-	LONG $0xf6fec1c5                           // vpaddd xmm6, xmm7, xmm6
-	LONG $0xf65bf8c5                           // vcvtdq2ps xmm6, xmm6
-	LONG $0xce59f2c5                           // vmulss xmm1, xmm1, xmm6
-	LONG $0xc15cfac5                           // vsubss xmm0, xmm0, xmm1
-	LONG $0x4458fac5; WORD $0x109c             // vaddss xmm0, xmm0, dword ptr [rsp + 4*rbx + 16]
-	LONG $0x4411fac5; WORD $0x109c             // vmovss dword ptr [rsp + 4*rbx + 16], xmm0
-	LONG $0x01c38348                           // add rbx, 1
-	WORD $0x014c; BYTE $0xe2                   // add rdx, r12
-	WORD $0x394c; BYTE $0xeb                   // cmp rbx, r13
-	JL   LBB11_8
-	LONG $0x01c28349                           // add r10, 1
-	LONG $0x54c18349                           // add r9, 84
-	WORD $0x394d; BYTE $0xfa                   // cmp r10, r15
-	JNE  LBB11_7
-	LONG $0x247c8348; WORD $0x0040             // cmp qword ptr [rsp + 64], 0
-	JE   LBB11_27
-	QUAD $0x000800000000b848; WORD $0x0000     // mov rax, 34359738368
-	LONG $0x24443948; BYTE $0x68               // cmp qword ptr [rsp + 104], rax
-	JB   LBB11_12
-	QUAD $0x000000f824bc3b48                   // cmp rdi, qword ptr [rsp + 248]
-	JAE  LBB11_18
-	QUAD $0x000000f02484394c                   // cmp qword ptr [rsp + 240], r8
-	JAE  LBB11_18
-
-LBB11_12:
-	WORD    $0xc031                 // xor eax, eax
-	LONG    $0x24548b48; BYTE $0x08 // mov rdx, qword ptr [rsp + 8]
-	LONG    $0x24748b48; BYTE $0x38 // mov rsi, qword ptr [rsp + 56]
-	LONG    $0x247c8b48; BYTE $0x28 // mov rdi, qword ptr [rsp + 40]
-	LONG    $0x245c8b48; BYTE $0x30 // mov rbx, qword ptr [rsp + 48]
+	QUAD $0x000000a024a4894c     // mov qword ptr [rsp + 160], r12
+	QUAD $0x0000008024ac894c     // mov qword ptr [rsp + 128], r13
+	QUAD $0x000000a824b48948     // mov qword ptr [rsp + 168], rsi
+	LONG $0x08f98348             // cmp rcx, 8
+	LONG $0x000008b8; BYTE $0x00 // mov eax, 8
+	QUAD $0x00000150248c8948     // mov qword ptr [rsp + 336], rcx
+	LONG $0xc14c0f48             // cmovl rax, rcx
+	WORD $0x6348; BYTE $0xc8     // movsxd rcx, eax
+	WORD $0xe083; BYTE $0x03     // and eax, 3
+	WORD $0x8948; BYTE $0xce     // mov rsi, rcx
+	WORD $0x2948; BYTE $0xc6     // sub rsi, rax
+	QUAD $0x0000012824b48948     // mov qword ptr [rsp + 296], rsi
+	LONG $0x04e0c148             // shl rax, 4
+	QUAD $0x0000016024848948     // mov qword ptr [rsp + 352], rax
+	WORD $0xc889                 // mov eax, ecx
+	WORD $0xe083; BYTE $0x01     // and eax, 1
+	WORD $0x2948; BYTE $0xc1     // sub rcx, rax
+	QUAD $0x00000130248c8948     // mov qword ptr [rsp + 304], rcx
+	QUAD $0x0000014824948948     // mov qword ptr [rsp + 328], rdx
+	QUAD $0x00000000d5048d48     // lea rax, [8*rdx]
+	WORD $0x894c; BYTE $0xf9     // mov rcx, r15
+	WORD $0x2948; BYTE $0xc1     // sub rcx, rax
+	LONG $0x08f98348             // cmp rcx, 8
+	LONG $0x000008b8; BYTE $0x00 // mov eax, 8
+	LONG $0xc84d0f48             // cmovge rcx, rax
+	WORD $0x8948; BYTE $0xca     // mov rdx, rcx
+	LONG $0x20e2c148             // shl rdx, 32
+	QUAD $0x0000014024948948     // mov qword ptr [rsp + 320], rdx
+	LONG $0x244c8948; BYTE $0x60 // mov qword ptr [rsp + 96], rcx
+	WORD $0x6348; BYTE $0xc9     // movsxd rcx, ecx
+	LONG $0xffc18348             // add rcx, -1
+	QUAD $0x00000138248c8948     // mov qword ptr [rsp + 312], rcx
+	QUAD $0x0000008824bc8948     // mov qword ptr [rsp + 136], rdi
+	WORD $0x2949; BYTE $0xff     // sub r15, rdi
+	LONG $0x08ff8349             // cmp r15, 8
+	LONG $0xf84d0f4c             // cmovge r15, rax
+	LONG $0xc0eff9c5             // vpxor xmm0, xmm0, xmm0
+	QUAD $0x0724447f48fdf162     // vmovdqa64 zmmword ptr [rsp + 448], zmm0
+	QUAD $0x0624447f48fdf162     // vmovdqa64 zmmword ptr [rsp + 384], zmm0
+	QUAD $0x000000b824bc894c     // mov qword ptr [rsp + 184], r15
+	WORD $0x634d; BYTE $0xff     // movsxd r15, r15d
+	WORD $0xd231                 // xor edx, edx
+	JMP  LBB11_18
 	PCALIGN $16
 
-LBB11_13:
-	LONG $0x4410fac5; WORD $0x1084 // vmovss xmm0, dword ptr [rsp + 4*rax + 16]
-	LONG $0x0458fac5; BYTE $0x86   // vaddss xmm0, xmm0, dword ptr [rsi + 4*rax]
-	LONG $0x117ac1c4; WORD $0x8604 // vmovss dword ptr [r14 + 4*rax], xmm0
-	LONG $0x01c08348               // add rax, 1
-	WORD $0x394c; BYTE $0xe8       // cmp rax, r13
-	JL   LBB11_13
-	JMP  LBB11_14
+LBB11_16:
+	LONG $0x01c28348         // add rdx, 1
+	QUAD $0x000000b024943b48 // cmp rdx, qword ptr [rsp + 176]
+	JE   LBB11_14
 
 LBB11_18:
-	QUAD $0x004000000000b848; WORD $0x0000 // mov rax, 274877906944
-	LONG $0x24443948; BYTE $0x68           // cmp qword ptr [rsp + 104], rax
-	LONG $0x24548b48; BYTE $0x08           // mov rdx, qword ptr [rsp + 8]
-	LONG $0x245c8b48; BYTE $0x30           // mov rbx, qword ptr [rsp + 48]
-	JAE  LBB11_20
-	WORD $0xc931                           // xor ecx, ecx
-	LONG $0x24748b48; BYTE $0x38           // mov rsi, qword ptr [rsp + 56]
-	LONG $0x247c8b48; BYTE $0x28           // mov rdi, qword ptr [rsp + 40]
-	JMP  LBB11_24
+	LONG    $0x54f26b48                                   // imul rsi, rdx, 84
+	QUAD    $0x0000016824848b48                           // mov rax, qword ptr [rsp + 360]
+	QUAD    $0x1030bc6f48fe7162; WORD $0x0000; BYTE $0x00 // vmovdqu64 zmm15, zmmword ptr [rax + rsi + 16]
+	LONG    $0x307de2c4; WORD $0x300c                     // vpmovzxbw ymm1, xmmword ptr [rax + rsi]
+	LONG    $0x304cb70f; BYTE $0x50                       // movzx ecx, word ptr [rax + rsi + 80]
+	LONG    $0x3044b70f; BYTE $0x52                       // movzx eax, word ptr [rax + rsi + 82]
+	LONG    $0x287dc262; WORD $0x1430; BYTE $0x32         // vpmovzxbw ymm18, xmmword ptr [r10 + rsi]
+	QUAD    $0x1032b46f48fec162; WORD $0x0000; BYTE $0x00 // vmovdqu64 zmm22, zmmword ptr [r10 + rsi + 16]
+	LONG    $0x6cb70f45; WORD $0x5032                     // movzx r13d, word ptr [r10 + rsi + 80]
+	LONG    $0x44b70f45; WORD $0x5232                     // movzx r8d, word ptr [r10 + rsi + 82]
+	QUAD    $0x1033846f48fec162; WORD $0x0000; BYTE $0x00 // vmovdqu64 zmm16, zmmword ptr [r11 + rsi + 16]
+	LONG    $0x307dc2c4; WORD $0x3334                     // vpmovzxbw ymm6, xmmword ptr [r11 + rsi]
+	LONG    $0x7cb70f41; WORD $0x5033                     // movzx edi, word ptr [r11 + rsi + 80]
+	LONG    $0x4cb70f45; WORD $0x5233                     // movzx r9d, word ptr [r11 + rsi + 82]
+	QUAD    $0x1036b46f48fe4162; WORD $0x0000; BYTE $0x00 // vmovdqu64 zmm30, zmmword ptr [r14 + rsi + 16]
+	LONG    $0x307dc2c4; WORD $0x362c                     // vpmovzxbw ymm5, xmmword ptr [r14 + rsi]
+	LONG    $0x64b70f45; WORD $0x5036                     // movzx r12d, word ptr [r14 + rsi + 80]
+	LONG    $0x64894466; WORD $0x4224                     // mov word ptr [rsp + 66], r12w
+	LONG    $0x247c8966; BYTE $0x40                       // mov word ptr [rsp + 64], di
+	LONG    $0x3579e2c4; WORD $0x2444; BYTE $0x40         // vpmovzxdq xmm0, qword ptr [rsp + 64]
+	LONG    $0x74b70f41; WORD $0x5236                     // movzx esi, word ptr [r14 + rsi + 82]
+	LONG    $0x24748966; BYTE $0x32                       // mov word ptr [rsp + 50], si
+	LONG    $0x4c894466; WORD $0x3024                     // mov word ptr [rsp + 48], r9w
+	QUAD    $0x00000000b824bc83                           // cmp dword ptr [rsp + 184], 0
+	JLE     LBB11_16
+	LONG    $0x4865d162; WORD $0xd771; BYTE $0x04         // vpsrlw zmm3, zmm15, 4
+	QUAD    $0x0003c024a46ffdc5; BYTE $0x00               // vmovdqa ymm4, ymmword ptr [rsp + 960]
+	QUAD    $0x0003e0248c7ffdc5; BYTE $0x00               // vmovdqa ymmword ptr [rsp + 992], ymm1
+	LONG    $0xccdbf5c5                                   // vpand ymm1, ymm1, ymm4
+	LONG    $0xf171c5c5; BYTE $0x02                       // vpsllw ymm7, ymm1, 2
+	LONG    $0x48fd7162; WORD $0xc76f                     // vmovdqa64 zmm8, zmm7
+	LONG    $0x48fe7162; WORD $0x4d6f; BYTE $0x02         // vmovdqu64 zmm9, zmmword ptr [rbp + 128] /* [rip + .LCPI11_3] */
+	LONG    $0x48b57262; WORD $0xc17d                     // vpermt2w zmm8, zmm9, zmm1
+	QUAD    $0x0924447f48fd7162                           // vmovdqa64 zmmword ptr [rsp + 576], zmm8
+	LONG    $0x48fe7162; WORD $0x5d6f; BYTE $0x03         // vmovdqu64 zmm11, zmmword ptr [rbp + 192] /* [rip + .LCPI11_4] */
+	LONG    $0x48a5f262; WORD $0xf97d                     // vpermt2w zmm7, zmm11, zmm1
+	QUAD    $0x0a247c7f48fdf162                           // vmovdqa64 zmmword ptr [rsp + 640], zmm7
+	LONG    $0xc96ef9c5                                   // vmovd xmm1, ecx
+	LONG    $0x1379e2c4; BYTE $0xc9                       // vcvtph2ps xmm1, xmm1
+	LONG    $0xf86ef9c5                                   // vmovd xmm7, eax
+	LONG    $0x1379e2c4; BYTE $0xff                       // vcvtph2ps xmm7, xmm7
+	LONG    $0x483db162; WORD $0xd671; BYTE $0x04         // vpsrlw zmm8, zmm22, 4
+	LONG    $0x20ed7162; WORD $0xd4db                     // vpandq ymm10, ymm18, ymm4
+	LONG    $0x716dc1c4; WORD $0x02f2                     // vpsllw ymm2, ymm10, 2
+	LONG    $0x48fd7162; WORD $0xe26f                     // vmovdqa64 zmm12, zmm2
+	LONG    $0x48b55262; WORD $0xe27d                     // vpermt2w zmm12, zmm9, zmm10
+	QUAD    $0x0d24647f48fd7162                           // vmovdqa64 zmmword ptr [rsp + 832], zmm12
+	LONG    $0x48a5d262; WORD $0xd27d                     // vpermt2w zmm2, zmm11, zmm10
+	QUAD    $0x0824547f48fdf162                           // vmovdqa64 zmmword ptr [rsp + 512], zmm2
+	LONG    $0x6e79c1c4; BYTE $0xd5                       // vmovd xmm2, r13d
+	LONG    $0x1379e2c4; BYTE $0xd2                       // vcvtph2ps xmm2, xmm2
+	LONG    $0xca62f1c5                                   // vpunpckldq xmm1, xmm1, xmm2
+	LONG    $0x6e79c1c4; BYTE $0xd0                       // vmovd xmm2, r8d
+	LONG    $0x1379e2c4; BYTE $0xd2                       // vcvtph2ps xmm2, xmm2
+	LONG    $0xd214c0c5                                   // vunpcklps xmm2, xmm7, xmm2
+	LONG    $0x4845b162; WORD $0xd071; BYTE $0x04         // vpsrlw zmm7, zmm16, 4
+	LONG    $0xd4db4dc5                                   // vpand ymm10, ymm6, ymm4
+	LONG    $0x711dc1c4; WORD $0x02f2                     // vpsllw ymm12, ymm10, 2
+	LONG    $0x48fd5162; WORD $0xec6f                     // vmovdqa64 zmm13, zmm12
+	LONG    $0x48b55262; WORD $0xea7d                     // vpermt2w zmm13, zmm9, zmm10
+	QUAD    $0x0b246c7f48fd7162                           // vmovdqa64 zmmword ptr [rsp + 704], zmm13
+	LONG    $0x48a55262; WORD $0xe27d                     // vpermt2w zmm12, zmm11, zmm10
+	QUAD    $0x0c24647f48fd7162                           // vmovdqa64 zmmword ptr [rsp + 768], zmm12
+	LONG    $0x482d9162; WORD $0xd671; BYTE $0x04         // vpsrlw zmm10, zmm30, 4
+	LONG    $0x28d5e162; WORD $0xccdb                     // vpandq ymm17, ymm5, ymm4
+	LONG    $0x2815b162; WORD $0xf171; BYTE $0x02         // vpsllw ymm13, ymm17, 2
+	LONG    $0x48fd5162; WORD $0xf56f                     // vmovdqa64 zmm14, zmm13
+	LONG    $0x48b53262; WORD $0xf17d                     // vpermt2w zmm14, zmm9, zmm17
+	LONG    $0x48a53262; WORD $0xe97d                     // vpermt2w zmm13, zmm11, zmm17
+	LONG    $0x1379e2c4; BYTE $0xc0                       // vcvtph2ps xmm0, xmm0
+	LONG    $0xc06cf1c5                                   // vpunpcklqdq xmm0, xmm1, xmm0
+	QUAD    $0x0000d024847ff9c5; BYTE $0x00               // vmovdqa xmmword ptr [rsp + 208], xmm0
+	LONG    $0x3579e2c4; WORD $0x2444; BYTE $0x30         // vpmovzxdq xmm0, qword ptr [rsp + 48]
+	LONG    $0x1379e2c4; BYTE $0xc0                       // vcvtph2ps xmm0, xmm0
+	LONG    $0xc016e8c5                                   // vmovlhps xmm0, xmm2, xmm0
+	QUAD    $0x000170248429f8c5; BYTE $0x00               // vmovaps xmmword ptr [rsp + 368], xmm0
+	LONG    $0x487df262; WORD $0x5558; BYTE $0x40         // vpbroadcastd zmm2, dword ptr [rbp + 256] /* [rip + .LCPI11_5] */
+	LONG    $0x4805f162; WORD $0xc2db                     // vpandd zmm0, zmm15, zmm2
+	QUAD    $0x1124447f48fdf162                           // vmovdqa64 zmmword ptr [rsp + 1088], zmm0
+	LONG    $0x487df262; WORD $0x6558; BYTE $0x41         // vpbroadcastd zmm4, dword ptr [rbp + 260] /* [rip + .LCPI11_6] */
+	LONG    $0x4805f162; WORD $0xc4db                     // vpandd zmm0, zmm15, zmm4
+	QUAD    $0x1024447f48fdf162                           // vmovdqa64 zmmword ptr [rsp + 1024], zmm0
+	LONG    $0x4865e162; WORD $0xdadb                     // vpandd zmm19, zmm3, zmm2
+	LONG    $0x4865e162; WORD $0xe4db                     // vpandd zmm20, zmm3, zmm4
+	LONG    $0x404de162; WORD $0xeadb                     // vpandd zmm21, zmm22, zmm2
+	LONG    $0x404de162; WORD $0xf4db                     // vpandd zmm22, zmm22, zmm4
+	LONG    $0x483de162; WORD $0xfadb                     // vpandd zmm23, zmm8, zmm2
+	LONG    $0x483d6162; WORD $0xc4db                     // vpandd zmm24, zmm8, zmm4
+	LONG    $0x407d6162; WORD $0xcadb                     // vpandd zmm25, zmm16, zmm2
+	LONG    $0x407d6162; WORD $0xd4db                     // vpandd zmm26, zmm16, zmm4
+	LONG    $0x48456162; WORD $0xdadb                     // vpandd zmm27, zmm7, zmm2
+	LONG    $0x48456162; WORD $0xe4db                     // vpandd zmm28, zmm7, zmm4
+	LONG    $0x400d6162; WORD $0xeadb                     // vpandd zmm29, zmm30, zmm2
+	LONG    $0x400d6162; WORD $0xf4db                     // vpandd zmm30, zmm30, zmm4
+	LONG    $0x482d6162; WORD $0xfadb                     // vpandd zmm31, zmm10, zmm2
+	LONG    $0x482d7162; WORD $0xfcdb                     // vpandd zmm15, zmm10, zmm4
+	QUAD    $0x1f245471207df162; BYTE $0x04               // vpsrlw ymm16, ymmword ptr [rsp + 992], 4
+	LONG    $0x286db162; WORD $0xd271; BYTE $0x04         // vpsrlw ymm2, ymm18, 4
+	LONG    $0xd671cdc5; BYTE $0x04                       // vpsrlw ymm6, ymm6, 4
+	LONG    $0xd571ddc5; BYTE $0x04                       // vpsrlw ymm4, ymm5, 4
+	LONG    $0x24f26948; WORD $0x0001; BYTE $0x00         // imul rsi, rdx, 292
+	QUAD    $0x0000018024bc8d48                           // lea rdi, [rsp + 384]
+	QUAD    $0x0000009024ac8b4c                           // mov r13, qword ptr [rsp + 144]
+	WORD    $0x3145; BYTE $0xc0                           // xor r8d, r8d
+	PCALIGN $16
 
 LBB11_20:
-	WORD    $0xc031                 // xor eax, eax
-	QUAD    $0x000000a0248c8b48     // mov rcx, qword ptr [rsp + 160]
-	QUAD    $0x000000d024b48b48     // mov rsi, qword ptr [rsp + 208]
-	LONG    $0x247c8b48; BYTE $0x28 // mov rdi, qword ptr [rsp + 40]
-	PCALIGN $16
+	LONG $0x6f7ec1c4; WORD $0x355c; BYTE $0x80 // vmovdqu ymm3, ymmword ptr [r13 + rsi - 128]
+	LONG $0x6f7ec1c4; WORD $0x357c; BYTE $0xa0 // vmovdqu ymm7, ymmword ptr [r13 + rsi - 96]
+	LONG $0x6f7ec1c4; WORD $0x356c; BYTE $0xc0 // vmovdqu ymm5, ymmword ptr [r13 + rsi - 64]
+	LONG $0x6f7e41c4; WORD $0x3544; BYTE $0xe0 // vmovdqu ymm8, ymmword ptr [r13 + rsi - 32]
+	QUAD $0x00354c3a48e55362; BYTE $0x01       // vinserti64x4 zmm9, zmm3, ymmword ptr [r13 + rsi], 1
+	QUAD $0x02356c3a48d5d362; BYTE $0x01       // vinserti64x4 zmm5, zmm5, ymmword ptr [r13 + rsi + 64], 1
+	QUAD $0x03355c3a48bdd362; BYTE $0x01       // vinserti64x4 zmm3, zmm8, ymmword ptr [r13 + rsi + 96], 1
+	QUAD $0x0135443a48c55362; BYTE $0x01       // vinserti64x4 zmm8, zmm7, ymmword ptr [r13 + rsi + 32], 1
+	QUAD $0x008035bc6f7ec1c4; WORD $0x0000     // vmovdqu ymm7, ymmword ptr [r13 + rsi + 128]
+	LONG $0xef2941c4; BYTE $0xd2               // vpxor xmm10, xmm10, xmm10
+	LONG $0xef1941c4; BYTE $0xe4               // vpxor xmm12, xmm12, xmm12
+	QUAD $0x1124446f48fdf162                   // vmovdqa64 zmm0, zmmword ptr [rsp + 1088]
+	LONG $0x487d5262; WORD $0xd150             // vpdpbusd zmm10, zmm0, zmm9
+	QUAD $0x1024446f48fdf162                   // vmovdqa64 zmm0, zmmword ptr [rsp + 1024]
+	LONG $0x487d5262; WORD $0xe050             // vpdpbusd zmm12, zmm0, zmm8
+	LONG $0xc9eff1c5                           // vpxor xmm1, xmm1, xmm1
+	LONG $0xef2141c4; BYTE $0xdb               // vpxor xmm11, xmm11, xmm11
+	LONG $0x4065f262; WORD $0xcd50             // vpdpbusd zmm1, zmm19, zmm5
+	LONG $0x405d7262; WORD $0xdb50             // vpdpbusd zmm11, zmm20, zmm3
+	LONG $0x207df162; WORD $0xc7f5             // vpmaddwd ymm0, ymm16, ymm7
+	LONG $0x0075a162; WORD $0xc9ef             // vpxord xmm17, xmm17, xmm17
+	LONG $0x482d5162; WORD $0xe46b             // vpackssdw zmm12, zmm10, zmm12
+	LONG $0x4055c262; WORD $0xc950             // vpdpbusd zmm17, zmm21, zmm9
+	LONG $0x006da162; WORD $0xd2ef             // vpxord xmm18, xmm18, xmm18
+	LONG $0xd7f56dc5                           // vpmaddwd ymm10, ymm2, ymm7
+	LONG $0x404dc262; WORD $0xd050             // vpdpbusd zmm18, zmm22, zmm8
+	LONG $0x027d42c4; BYTE $0xd2               // vphaddd ymm10, ymm0, ymm10
+	LONG $0x4875d162; WORD $0xc36b             // vpackssdw zmm0, zmm1, zmm11
+	LONG $0xc9eff1c5                           // vpxor xmm1, xmm1, xmm1
+	LONG $0x4045f262; WORD $0xcd50             // vpdpbusd zmm1, zmm23, zmm5
+	LONG $0xef2141c4; BYTE $0xdb               // vpxor xmm11, xmm11, xmm11
+	LONG $0x4075a162; WORD $0xca6b             // vpackssdw zmm17, zmm17, zmm18
+	LONG $0x403d7262; WORD $0xdb50             // vpdpbusd zmm11, zmm24, zmm3
+	LONG $0x4875d162; WORD $0xcb6b             // vpackssdw zmm1, zmm1, zmm11
+	LONG $0xef2141c4; BYTE $0xdb               // vpxor xmm11, xmm11, xmm11
+	QUAD $0x0a2444f5487df162                   // vpmaddwd zmm0, zmm0, zmmword ptr [rsp + 640]
+	LONG $0x40355262; WORD $0xd950             // vpdpbusd zmm11, zmm25, zmm9
+	LONG $0x006da162; WORD $0xd2ef             // vpxord xmm18, xmm18, xmm18
+	LONG $0x402dc262; WORD $0xd050             // vpdpbusd zmm18, zmm26, zmm8
+	QUAD $0x09244452481df262                   // vpdpwssd zmm0, zmm12, zmmword ptr [rsp + 576]
+	LONG $0x48253162; WORD $0xda6b             // vpackssdw zmm11, zmm11, zmm18
+	LONG $0xef1941c4; BYTE $0xe4               // vpxor xmm12, xmm12, xmm12
+	LONG $0x006da162; WORD $0xd2ef             // vpxord xmm18, xmm18, xmm18
+	LONG $0x40257262; WORD $0xe550             // vpdpbusd zmm12, zmm27, zmm5
+	LONG $0x401de262; WORD $0xd350             // vpdpbusd zmm18, zmm28, zmm3
+	LONG $0x481d3162; WORD $0xe26b             // vpackssdw zmm12, zmm12, zmm18
+	QUAD $0x08244cf54875f162                   // vpmaddwd zmm1, zmm1, zmmword ptr [rsp + 512]
+	QUAD $0x0d244c524075f262                   // vpdpwssd zmm1, zmm17, zmmword ptr [rsp + 832]
+	QUAD $0x0c2464f5481d7162                   // vpmaddwd zmm12, zmm12, zmmword ptr [rsp + 768]
+	QUAD $0x0b24645248257262                   // vpdpwssd zmm12, zmm11, zmmword ptr [rsp + 704]
+	LONG $0x48fdd362; WORD $0xc33b; BYTE $0x01 // vextracti64x4 ymm11, zmm0, 1
+	LONG $0xc0fea5c5                           // vpaddd ymm0, ymm11, ymm0
+	LONG $0xef2141c4; BYTE $0xdb               // vpxor xmm11, xmm11, xmm11
+	LONG $0x40155262; WORD $0xd950             // vpdpbusd zmm11, zmm29, zmm9
+	LONG $0xcff54dc5                           // vpmaddwd ymm9, ymm6, ymm7
+	LONG $0xfff5ddc5                           // vpmaddwd ymm7, ymm4, ymm7
+	LONG $0x0235e2c4; BYTE $0xff               // vphaddd ymm7, ymm9, ymm7
+	LONG $0xef3141c4; BYTE $0xc9               // vpxor xmm9, xmm9, xmm9
+	LONG $0x400d5262; WORD $0xc850             // vpdpbusd zmm9, zmm30, zmm8
+	LONG $0x48255162; WORD $0xc16b             // vpackssdw zmm8, zmm11, zmm9
+	LONG $0x48fdd362; WORD $0xc93b; BYTE $0x01 // vextracti64x4 ymm9, zmm1, 1
+	LONG $0xc9feb5c5                           // vpaddd ymm1, ymm9, ymm1
+	LONG $0xef3141c4; BYTE $0xc9               // vpxor xmm9, xmm9, xmm9
+	LONG $0x40057262; WORD $0xcd50             // vpdpbusd zmm9, zmm31, zmm5
+	LONG $0x48fd7362; WORD $0xe53b; BYTE $0x01 // vextracti64x4 ymm5, zmm12, 1
+	LONG $0xedfe9dc5                           // vpaddd ymm5, ymm12, ymm5
+	LONG $0xef2141c4; BYTE $0xdb               // vpxor xmm11, xmm11, xmm11
+	LONG $0x48057262; WORD $0xdb50             // vpdpbusd zmm11, zmm15, zmm3
+	LONG $0x4835d162; WORD $0xdb6b             // vpackssdw zmm3, zmm9, zmm11
+	LONG $0x4865d162; WORD $0xddf5             // vpmaddwd zmm3, zmm3, zmm13
+	LONG $0x483dd262; WORD $0xde52             // vpdpwssd zmm3, zmm8, zmm14
+	LONG $0x027de2c4; BYTE $0xc1               // vphaddd ymm0, ymm0, ymm1
+	LONG $0x022de2c4; BYTE $0xcf               // vphaddd ymm1, ymm10, ymm7
+	LONG $0x48fdf362; WORD $0xdf3b; BYTE $0x01 // vextracti64x4 ymm7, zmm3, 1
+	LONG $0xdbfec5c5                           // vpaddd ymm3, ymm7, ymm3
+	LONG $0x0255e2c4; BYTE $0xdb               // vphaddd ymm3, ymm5, ymm3
+	LONG $0x397de3c4; WORD $0x01cd             // vextracti128 xmm5, ymm1, 1
+	QUAD $0xff7c35bc1879c2c4; WORD $0xffff     // vbroadcastss xmm7, dword ptr [r13 + rsi - 132]
+	LONG $0xc9fed1c5                           // vpaddd xmm1, xmm5, xmm1
+	QUAD $0x0000d024ac59c0c5; BYTE $0x00       // vmulps xmm5, xmm7, xmmword ptr [rsp + 208]
+	LONG $0x027de2c4; BYTE $0xc3               // vphaddd ymm0, ymm0, ymm3
+	LONG $0xdd5cd0c5                           // vsubps xmm3, xmm5, xmm5
+	LONG $0xdb58d0c5                           // vaddps xmm3, xmm5, xmm3
+	LONG $0x397de3c4; WORD $0x01c5             // vextracti128 xmm5, ymm0, 1
+	LONG $0xc0fed1c5                           // vpaddd xmm0, xmm5, xmm0
+	QUAD $0x00017024ac59c0c5; BYTE $0x00       // vmulps xmm5, xmm7, xmmword ptr [rsp + 368]
+	LONG $0xfd5cd0c5                           // vsubps xmm7, xmm5, xmm5
+	LONG $0xef58d0c5                           // vaddps xmm5, xmm5, xmm7
+	LONG $0xc95bf8c5                           // vcvtdq2ps xmm1, xmm1
+	LONG $0xc959d0c5                           // vmulps xmm1, xmm5, xmm1
+	LONG $0xe072f9c5; BYTE $0x02               // vpsrad xmm0, xmm0, 2
+	LONG $0xc05bf8c5                           // vcvtdq2ps xmm0, xmm0
+	LONG $0xc059e0c5                           // vmulps xmm0, xmm3, xmm0
+	LONG $0xc15cf8c5                           // vsubps xmm0, xmm0, xmm1
+	LONG $0x0758f8c5                           // vaddps xmm0, xmm0, xmmword ptr [rdi]
+	LONG $0x0729f8c5                           // vmovaps xmmword ptr [rdi], xmm0
+	LONG $0x01c08349                           // add r8, 1
+	WORD $0x0149; BYTE $0xdd                   // add r13, rbx
+	LONG $0x10c78348                           // add rdi, 16
+	WORD $0x394d; BYTE $0xf8                   // cmp r8, r15
+	JL   LBB11_20
+	LONG $0x01c28348                           // add rdx, 1
+	QUAD $0x000000b024943b48                   // cmp rdx, qword ptr [rsp + 176]
+	JNE  LBB11_18
+	QUAD $0x00000000b824bc83                   // cmp dword ptr [rsp + 184], 0
+	JLE  LBB11_14
+	LONG $0x247c8348; WORD $0x0070             // cmp qword ptr [rsp + 112], 0
+	JE   LBB11_27
+	QUAD $0x000100000000b848; WORD $0x0000     // mov rax, 4294967296
+	QUAD $0x0000014024843948                   // cmp qword ptr [rsp + 320], rax
+	JNE  LBB11_25
+	WORD $0xd231                               // xor edx, edx
+	LONG $0x244c8b4c; BYTE $0x60               // mov r9, qword ptr [rsp + 96]
+	JMP  LBB11_12
 
-LBB11_21:
-	QUAD $0x10848410487cf162; WORD $0x0000; BYTE $0x00 // vmovups zmm0, zmmword ptr [rsp + 4*rax + 16]
-	QUAD $0x50848c10487cf162; WORD $0x0000; BYTE $0x00 // vmovups zmm1, zmmword ptr [rsp + 4*rax + 80]
-	QUAD $0x90849410487cf162; WORD $0x0000; BYTE $0x00 // vmovups zmm2, zmmword ptr [rsp + 4*rax + 144]
-	QUAD $0xd0849c10487cf162; WORD $0x0000; BYTE $0x00 // vmovups zmm3, zmmword ptr [rsp + 4*rax + 208]
-	QUAD $0xfd814458487cf162                           // vaddps zmm0, zmm0, zmmword ptr [rcx + 4*rax - 192]
-	QUAD $0xfe814c584874f162                           // vaddps zmm1, zmm1, zmmword ptr [rcx + 4*rax - 128]
-	QUAD $0xff815458486cf162                           // vaddps zmm2, zmm2, zmmword ptr [rcx + 4*rax - 64]
-	LONG $0x4864f162; WORD $0x1c58; BYTE $0x81         // vaddps zmm3, zmm3, zmmword ptr [rcx + 4*rax]
-	QUAD $0xfd874411487cf162                           // vmovups zmmword ptr [rdi + 4*rax - 192], zmm0
-	QUAD $0xfe874c11487cf162                           // vmovups zmmword ptr [rdi + 4*rax - 128], zmm1
-	QUAD $0xff875411487cf162                           // vmovups zmmword ptr [rdi + 4*rax - 64], zmm2
-	LONG $0x487cf162; WORD $0x1c11; BYTE $0x87         // vmovups zmmword ptr [rdi + 4*rax], zmm3
-	LONG $0x40c08348                                   // add rax, 64
-	WORD $0x3948; BYTE $0xc6                           // cmp rsi, rax
-	JNE  LBB11_21
-	QUAD $0x000000a824bc8348; BYTE $0x00               // cmp qword ptr [rsp + 168], 0
-	LONG $0x24748b48; BYTE $0x38                       // mov rsi, qword ptr [rsp + 56]
-	JE   LBB11_14
-	QUAD $0x000000b824848b48                           // mov rax, qword ptr [rsp + 184]
-	WORD $0x8948; BYTE $0xc1                           // mov rcx, rax
-	QUAD $0x08000000a824bc83                           // cmp dword ptr [rsp + 168], 8
-	JB   LBB11_13
-
-LBB11_24:
-	QUAD    $0x000000e024848b48 // mov rax, qword ptr [rsp + 224]
-	PCALIGN $16
+LBB11_27:
+	QUAD $0x0000013824bc8348; BYTE $0x03 // cmp qword ptr [rsp + 312], 3
+	JAE  LBB11_29
+	WORD $0xd231                         // xor edx, edx
+	LONG $0x24648b4c; BYTE $0x60         // mov r12, qword ptr [rsp + 96]
+	JMP  LBB11_9
 
 LBB11_25:
-	LONG $0x4410fcc5; WORD $0x108c       // vmovups ymm0, ymmword ptr [rsp + 4*rcx + 16]
-	LONG $0x0458fcc5; BYTE $0x8e         // vaddps ymm0, ymm0, ymmword ptr [rsi + 4*rcx]
-	LONG $0x117cc1c4; WORD $0x8e04       // vmovups ymmword ptr [r14 + 4*rcx], ymm0
-	LONG $0x08c18348                     // add rcx, 8
-	WORD $0x3948; BYTE $0xc8             // cmp rax, rcx
-	JNE  LBB11_25
-	QUAD $0x000000d824848b48             // mov rax, qword ptr [rsp + 216]
-	QUAD $0x000000e824bc8348; BYTE $0x00 // cmp qword ptr [rsp + 232], 0
-	JNE  LBB11_13
+	QUAD    $0x0000019024848d48             // lea rax, [rsp + 400]
+	WORD    $0xc931                         // xor ecx, ecx
+	WORD    $0xd231                         // xor edx, edx
+	QUAD    $0x0000010824848b4c             // mov r8, qword ptr [rsp + 264]
+	QUAD    $0x0000c0248c28f8c5; BYTE $0x00 // vmovaps xmm1, xmmword ptr [rsp + 192]
+	QUAD    $0x0000008024bc8b48             // mov rdi, qword ptr [rsp + 128]
+	LONG    $0x24748b48; BYTE $0x78         // mov rsi, qword ptr [rsp + 120]
+	LONG    $0x244c8b4c; BYTE $0x60         // mov r9, qword ptr [rsp + 96]
+	QUAD    $0x0000013024bc8b4c             // mov r15, qword ptr [rsp + 304]
+	PCALIGN $16
+
+LBB11_26:
+	LONG $0x4058f0c5; BYTE $0xf0               // vaddps xmm0, xmm1, xmmword ptr [rax - 16]
+	LONG $0x097cf162; WORD $0x0411; BYTE $0x0e // vmovups xmmword ptr [rsi + rcx] {k1}, xmm0
+	LONG $0x0058f0c5                           // vaddps xmm0, xmm1, xmmword ptr [rax]
+	LONG $0x097cf162; WORD $0x0411; BYTE $0x0f // vmovups xmmword ptr [rdi + rcx] {k1}, xmm0
+	LONG $0x02c28348                           // add rdx, 2
+	WORD $0x014c; BYTE $0xc1                   // add rcx, r8
+	LONG $0x20c08348                           // add rax, 32
+	WORD $0x3949; BYTE $0xd7                   // cmp r15, rdx
+	JNE  LBB11_26
+
+LBB11_12:
+	LONG $0x01c1f641                           // test r9b, 1
+	JE   LBB11_14
+	QUAD $0x0000008824848b48                   // mov rax, qword ptr [rsp + 136]
+	WORD $0x0148; BYTE $0xd0                   // add rax, rdx
+	LONG $0x44af0f48; WORD $0x2824             // imul rax, qword ptr [rsp + 40]
+	LONG $0x04e2c148                           // shl rdx, 4
+	QUAD $0x0000c0248428f8c5; BYTE $0x00       // vmovaps xmm0, xmmword ptr [rsp + 192]
+	QUAD $0x000180148458f8c5; BYTE $0x00       // vaddps xmm0, xmm0, xmmword ptr [rsp + rdx + 384]
+	QUAD $0x00000110248c8b48                   // mov rcx, qword ptr [rsp + 272]
+	LONG $0x097cf162; WORD $0x0411; BYTE $0x81 // vmovups xmmword ptr [rcx + 4*rax] {k1}, xmm0
 	JMP  LBB11_14
 
-LBB11_28:
-	LONG $0x24748b48; BYTE $0x40               // mov rsi, qword ptr [rsp + 64]
-	WORD $0x8548; BYTE $0xf6                   // test rsi, rsi
-	JE   LBB11_34
-	WORD $0x8948; BYTE $0xd1                   // mov rcx, rdx
-	LONG $0x96148d48                           // lea rdx, [rsi + 4*rdx]
-	LONG $0xc0c28148; WORD $0x0000; BYTE $0x00 // add rdx, 192
-	QUAD $0x000000c08b848d49                   // lea rax, [r11 + 4*rcx + 192]
-	QUAD $0x0000014024848948                   // mov qword ptr [rsp + 320], rax
-	LONG $0x24448b48; BYTE $0x58               // mov rax, qword ptr [rsp + 88]
-	QUAD $0x00000000850c8d4c                   // lea r9, [4*rax]
-	LONG $0x8e1c8d48                           // lea rbx, [rsi + 4*rcx]
-	LONG $0x8b048d49                           // lea rax, [r11 + 4*rcx]
-	QUAD $0x0000010024848948                   // mov qword ptr [rsp + 256], rax
-	WORD $0xff31                               // xor edi, edi
-	LONG $0xc057f8c5                           // vxorps xmm0, xmm0, xmm0
-	LONG $0x24748b48; BYTE $0x60               // mov rsi, qword ptr [rsp + 96]
-	JMP  LBB11_30
+LBB11_29:
+	QUAD    $0x000001b024848d48     // lea rax, [rsp + 432]
+	WORD    $0xc931                 // xor ecx, ecx
+	WORD    $0xd231                 // xor edx, edx
+	QUAD    $0x0000010024848b4c     // mov r8, qword ptr [rsp + 256]
+	QUAD    $0x000000a8248c8b4c     // mov r9, qword ptr [rsp + 168]
+	QUAD    $0x0000008024bc8b4c     // mov r15, qword ptr [rsp + 128]
+	QUAD    $0x000000a024ac8b4c     // mov r13, qword ptr [rsp + 160]
+	LONG    $0x24748b48; BYTE $0x78 // mov rsi, qword ptr [rsp + 120]
+	LONG    $0x24648b4c; BYTE $0x60 // mov r12, qword ptr [rsp + 96]
+	QUAD    $0x0000012824bc8b48     // mov rdi, qword ptr [rsp + 296]
 	PCALIGN $16
-
-LBB11_56:
-	LONG $0x04c18348                     // add rcx, 4
-	LONG $0x247c8b48; BYTE $0x68         // mov rdi, qword ptr [rsp + 104]
-	LONG $0x01c78348                     // add rdi, 1
-	LONG $0x10c28348                     // add rdx, 16
-	QUAD $0x0000014024848348; BYTE $0x10 // add qword ptr [rsp + 320], 16
-	LONG $0x24748b48; BYTE $0x70         // mov rsi, qword ptr [rsp + 112]
-	LONG $0xfcc68348                     // add rsi, -4
-	LONG $0x10c38348                     // add rbx, 16
-	QUAD $0x0000010024848348; BYTE $0x10 // add qword ptr [rsp + 256], 16
-	QUAD $0x0000021024948b4c             // mov r10, qword ptr [rsp + 528] /* [rbp + 32] */
-	WORD $0x394c; BYTE $0xd1             // cmp rcx, r10
-	JGE  LBB11_57
 
 LBB11_30:
-	LONG $0x04fe8348             // cmp rsi, 4
-	LONG $0x000004b8; BYTE $0x00 // mov eax, 4
-	LONG $0x24748948; BYTE $0x70 // mov qword ptr [rsp + 112], rsi
-	LONG $0xc64c0f48             // cmovl rax, rsi
-	LONG $0x247c8948; BYTE $0x68 // mov qword ptr [rsp + 104], rdi
-	QUAD $0x00000000bd348d48     // lea rsi, [4*rdi]
-	LONG $0x247c8b48; BYTE $0x60 // mov rdi, qword ptr [rsp + 96]
-	WORD $0x2948; BYTE $0xf7     // sub rdi, rsi
-	LONG $0x04ff8348             // cmp rdi, 4
-	LONG $0x000004be; BYTE $0x00 // mov esi, 4
-	LONG $0xfe4d0f48             // cmovge rdi, rsi
-	WORD $0x2949; BYTE $0xca     // sub r10, rcx
-	LONG $0x04fa8349             // cmp r10, 4
-	LONG $0xd64d0f4c             // cmovge r10, rsi
-	WORD $0x8545; BYTE $0xd2     // test r10d, r10d
-	JLE  LBB11_56
-	WORD $0x634c; BYTE $0xe8     // movsxd r13, eax
-	LONG $0x244c8948; BYTE $0x08 // mov qword ptr [rsp + 8], rcx
-	WORD $0x8944; BYTE $0xee     // mov esi, r13d
-	WORD $0xe683; BYTE $0x07     // and esi, 7
-	WORD $0x894c; BYTE $0xe8     // mov rax, r13
-	WORD $0x2948; BYTE $0xf0     // sub rax, rsi
-	WORD $0x8944; BYTE $0xee     // mov esi, r13d
-	WORD $0xe683; BYTE $0x3f     // and esi, 63
-	WORD $0x2949; BYTE $0xf5     // sub r13, rsi
-	LONG $0x244c8b48; BYTE $0x08 // mov rcx, qword ptr [rsp + 8]
-	WORD $0x8949; BYTE $0xfb     // mov r11, rdi
-	LONG $0x20e3c149             // shl r11, 32
-	WORD $0x634c; BYTE $0xc7     // movsxd r8, edi
-	LONG $0x01348d4a             // lea rsi, [rcx + r8]
-	LONG $0x24748948; BYTE $0x28 // mov qword ptr [rsp + 40], rsi
-	LONG $0x24748b48; BYTE $0x40 // mov rsi, qword ptr [rsp + 64]
-	LONG $0x8e348d4c             // lea r14, [rsi + 4*rcx]
-	WORD $0x894c; BYTE $0xde     // mov rsi, r11
-	LONG $0x1efec148             // sar rsi, 30
-	LONG $0x2474894c; BYTE $0x50 // mov qword ptr [rsp + 80], r14
-	WORD $0x014c; BYTE $0xf6     // add rsi, r14
-	LONG $0x24748948; BYTE $0x30 // mov qword ptr [rsp + 48], rsi
-	WORD $0x634d; BYTE $0xf2     // movsxd r14, r10d
-	WORD $0xfe89                 // mov esi, edi
-	WORD $0xe683; BYTE $0x3f     // and esi, 63
-	WORD $0x894d; BYTE $0xc2     // mov r10, r8
-	LONG $0x24748948; BYTE $0x48 // mov qword ptr [rsp + 72], rsi
-	WORD $0x2949; BYTE $0xf2     // sub r10, rsi
-	QUAD $0x000000802494894c     // mov qword ptr [rsp + 128], r10
-	WORD $0xe783; BYTE $0x07     // and edi, 7
-	LONG $0x247c8948; BYTE $0x38 // mov qword ptr [rsp + 56], rdi
-	WORD $0x2949; BYTE $0xf8     // sub r8, rdi
-	QUAD $0x000000882484894c     // mov qword ptr [rsp + 136], r8
-	QUAD $0x0000010024948b4c     // mov r10, qword ptr [rsp + 256]
-	QUAD $0x0000014024a48b4c     // mov r12, qword ptr [rsp + 320]
-	WORD $0x3145; BYTE $0xff     // xor r15d, r15d
-	JMP  LBB11_32
+	LONG $0x4028f8c5; BYTE $0xd0               // vmovaps xmm0, xmmword ptr [rax - 48]
+	LONG $0x097cf162; WORD $0x0411; BYTE $0x0e // vmovups xmmword ptr [rsi + rcx] {k1}, xmm0
+	LONG $0x4028f8c5; BYTE $0xe0               // vmovaps xmm0, xmmword ptr [rax - 32]
+	LONG $0x097cd162; WORD $0x0411; BYTE $0x0f // vmovups xmmword ptr [r15 + rcx] {k1}, xmm0
+	LONG $0x4028f8c5; BYTE $0xf0               // vmovaps xmm0, xmmword ptr [rax - 16]
+	QUAD $0x000d4411097cd162                   // vmovups xmmword ptr [r13 + rcx] {k1}, xmm0
+	LONG $0x0028f8c5                           // vmovaps xmm0, xmmword ptr [rax]
+	LONG $0x097cd162; WORD $0x0411; BYTE $0x09 // vmovups xmmword ptr [r9 + rcx] {k1}, xmm0
+	LONG $0x04c28348                           // add rdx, 4
+	WORD $0x014c; BYTE $0xc1                   // add rcx, r8
+	LONG $0x40c08348                           // add rax, 64
+	WORD $0x3948; BYTE $0xd7                   // cmp rdi, rdx
+	JNE  LBB11_30
+
+LBB11_9:
+	LONG    $0x03c4f641               // test r12b, 3
+	JE      LBB11_14
+	WORD    $0x8948; BYTE $0xd0       // mov rax, rdx
+	LONG    $0x04e0c148               // shl rax, 4
+	WORD    $0x0148; BYTE $0xe0       // add rax, rsp
+	LONG    $0x01800548; WORD $0x0000 // add rax, 384
+	QUAD    $0x0000008824940348       // add rdx, qword ptr [rsp + 136]
+	LONG    $0x54af0f48; WORD $0x2824 // imul rdx, qword ptr [rsp + 40]
+	LONG    $0x244c8b48; BYTE $0x68   // mov rcx, qword ptr [rsp + 104]
+	LONG    $0x910c8d48               // lea rcx, [rcx + 4*rdx]
+	WORD    $0xd231                   // xor edx, edx
 	PCALIGN $16
 
-LBB11_55:
-	LONG $0x01c78349         // add r15, 1
-	WORD $0x014d; BYTE $0xcc // add r12, r9
-	WORD $0x014d; BYTE $0xca // add r10, r9
-	QUAD $0x0000020024bc3b4c // cmp r15, qword ptr [rsp + 512] /* [rbp + 16] */
-	JE   LBB11_56
+LBB11_11:
+	LONG $0x0428f8c5; BYTE $0x10   // vmovaps xmm0, xmmword ptr [rax + rdx]
+	LONG $0x097cf162; WORD $0x0111 // vmovups xmmword ptr [rcx] {k1}, xmm0
+	LONG $0x10c28348               // add rdx, 16
+	QUAD $0x00000158248c0348       // add rcx, qword ptr [rsp + 344]
+	QUAD $0x0000016024943948       // cmp qword ptr [rsp + 352], rdx
+	JNE  LBB11_11
+	JMP  LBB11_14
 
-LBB11_32:
-	LONG $0x4429f8c5; WORD $0x1024         // vmovaps xmmword ptr [rsp + 16], xmm0
-	QUAD $0x000800000000be48; WORD $0x0000 // mov rsi, 34359738368
-	WORD $0x3949; BYTE $0xf3               // cmp r11, rsi
-	JAE  LBB11_43
-	WORD $0x3145; BYTE $0xc0               // xor r8d, r8d
-	JMP  LBB11_54
-	PCALIGN $16
-
-LBB11_43:
-	WORD $0x894c; BYTE $0xff       // mov rdi, r15
-	LONG $0x7caf0f48; WORD $0x5824 // imul rdi, qword ptr [rsp + 88]
-	LONG $0x39348d48               // lea rsi, [rcx + rdi]
-	LONG $0x244c8b48; BYTE $0x78   // mov rcx, qword ptr [rsp + 120]
-	LONG $0xb1348d48               // lea rsi, [rcx + 4*rsi]
-	LONG $0x24743b48; BYTE $0x30   // cmp rsi, qword ptr [rsp + 48]
-	JAE  LBB11_46
-	LONG $0x247c0348; BYTE $0x28   // add rdi, qword ptr [rsp + 40]
-	LONG $0xb9348d48               // lea rsi, [rcx + 4*rdi]
-	LONG $0x24743948; BYTE $0x50   // cmp qword ptr [rsp + 80], rsi
-	JAE  LBB11_46
-	WORD $0x3145; BYTE $0xc0       // xor r8d, r8d
-	LONG $0x244c8b48; BYTE $0x08   // mov rcx, qword ptr [rsp + 8]
-	JMP  LBB11_54
-	PCALIGN $16
-
-LBB11_46:
-	QUAD $0x004000000000b948; WORD $0x0000 // mov rcx, 274877906944
-	WORD $0x3949; BYTE $0xcb               // cmp r11, rcx
-	LONG $0x244c8b48; BYTE $0x08           // mov rcx, qword ptr [rsp + 8]
-	JAE  LBB11_48
-	WORD $0xff31                           // xor edi, edi
-	JMP  LBB11_52
-
-LBB11_48:
-	WORD    $0xff31 // xor edi, edi
-	PCALIGN $16
-
-LBB11_49:
-	QUAD    $0x10bc8c10487cf162; WORD $0x0000; BYTE $0x00 // vmovups zmm1, zmmword ptr [rsp + 4*rdi + 16]
-	QUAD    $0x50bc9410487cf162; WORD $0x0000; BYTE $0x00 // vmovups zmm2, zmmword ptr [rsp + 4*rdi + 80]
-	QUAD    $0x90bc9c10487cf162; WORD $0x0000; BYTE $0x00 // vmovups zmm3, zmmword ptr [rsp + 4*rdi + 144]
-	QUAD    $0xd0bca410487cf162; WORD $0x0000; BYTE $0x00 // vmovups zmm4, zmmword ptr [rsp + 4*rdi + 208]
-	QUAD    $0xfdba4c584874f162                           // vaddps zmm1, zmm1, zmmword ptr [rdx + 4*rdi - 192]
-	QUAD    $0xfeba5458486cf162                           // vaddps zmm2, zmm2, zmmword ptr [rdx + 4*rdi - 128]
-	QUAD    $0xffba5c584864f162                           // vaddps zmm3, zmm3, zmmword ptr [rdx + 4*rdi - 64]
-	LONG    $0x485cf162; WORD $0x2458; BYTE $0xba         // vaddps zmm4, zmm4, zmmword ptr [rdx + 4*rdi]
-	QUAD    $0xfdbc4c11487cd162                           // vmovups zmmword ptr [r12 + 4*rdi - 192], zmm1
-	QUAD    $0xfebc5411487cd162                           // vmovups zmmword ptr [r12 + 4*rdi - 128], zmm2
-	QUAD    $0xffbc5c11487cd162                           // vmovups zmmword ptr [r12 + 4*rdi - 64], zmm3
-	LONG    $0x487cd162; WORD $0x2411; BYTE $0xbc         // vmovups zmmword ptr [r12 + 4*rdi], zmm4
-	LONG    $0x40c78348                                   // add rdi, 64
-	WORD    $0x3949; BYTE $0xfd                           // cmp r13, rdi
-	JNE     LBB11_49
-	LONG    $0x247c8348; WORD $0x0048                     // cmp qword ptr [rsp + 72], 0
-	JE      LBB11_55
-	QUAD    $0x0000008024848b4c                           // mov r8, qword ptr [rsp + 128]
-	WORD    $0x894c; BYTE $0xc7                           // mov rdi, r8
-	LONG    $0x48247c83; BYTE $0x08                       // cmp dword ptr [rsp + 72], 8
-	JB      LBB11_54
-	PCALIGN $16
-
-LBB11_52:
-	LONG    $0x4c10fcc5; WORD $0x10bc // vmovups ymm1, ymmword ptr [rsp + 4*rdi + 16]
-	LONG    $0x0c58f4c5; BYTE $0xbb   // vaddps ymm1, ymm1, ymmword ptr [rbx + 4*rdi]
-	LONG    $0x117cc1c4; WORD $0xba0c // vmovups ymmword ptr [r10 + 4*rdi], ymm1
-	LONG    $0x08c78348               // add rdi, 8
-	WORD    $0x3948; BYTE $0xf8       // cmp rax, rdi
-	JNE     LBB11_52
-	QUAD    $0x0000008824848b4c       // mov r8, qword ptr [rsp + 136]
-	LONG    $0x247c8348; WORD $0x0038 // cmp qword ptr [rsp + 56], 0
-	JE      LBB11_55
-	PCALIGN $16
-
-LBB11_54:
-	LONG $0x107aa1c4; WORD $0x844c; BYTE $0x10 // vmovss xmm1, dword ptr [rsp + 4*r8 + 16]
-	LONG $0x5872a1c4; WORD $0x830c             // vaddss xmm1, xmm1, dword ptr [rbx + 4*r8]
-	LONG $0x117a81c4; WORD $0x820c             // vmovss dword ptr [r10 + 4*r8], xmm1
-	LONG $0x01c08349                           // add r8, 1
-	WORD $0x394d; BYTE $0xf0                   // cmp r8, r14
-	JL   LBB11_54
-	JMP  LBB11_55
-
-LBB11_34:
-	QUAD $0x0000020024848b48     // mov rax, qword ptr [rsp + 512] /* [rbp + 16] */
-	LONG $0xfee08348             // and rax, -2
-	LONG $0x24448948; BYTE $0x28 // mov qword ptr [rsp + 40], rax
-	LONG $0x244c8b48; BYTE $0x58 // mov rcx, qword ptr [rsp + 88]
+LBB11_31:
+	WORD $0x854d; BYTE $0xd2     // test r10, r10
+	JE   LBB11_42
+	LONG $0x244c8b48; BYTE $0x28 // mov rcx, qword ptr [rsp + 40]
 	LONG $0x0a048d48             // lea rax, [rdx + rcx]
-	LONG $0x83348d49             // lea rsi, [r11 + 4*rax]
-	QUAD $0x00000000cd048d48     // lea rax, [8*rcx]
-	LONG $0x24448948; BYTE $0x40 // mov qword ptr [rsp + 64], rax
-	LONG $0x933c8d49             // lea rdi, [r11 + 4*rdx]
-	WORD $0x3145; BYTE $0xe4     // xor r12d, r12d
-	LONG $0xc057f8c5             // vxorps xmm0, xmm0, xmm0
-	LONG $0x246c8d4c; BYTE $0x10 // lea r13, [rsp + 16]
-	JMP  LBB11_35
+	LONG $0x245c8b48; BYTE $0x50 // mov rbx, qword ptr [rsp + 80]
+	LONG $0x83048d4c             // lea r8, [rbx + 4*rax]
+	WORD $0x8949; BYTE $0xce     // mov r14, rcx
+	LONG $0x05e6c149             // shl r14, 5
+	QUAD $0x00000000cd2c8d4c     // lea r13, [8*rcx]
+	LONG $0x930c8d4c             // lea r9, [rbx + 4*rdx]
+	LONG $0xc0eff9c5             // vpxor xmm0, xmm0, xmm0
+	JMP  LBB11_33
 	PCALIGN $16
 
 LBB11_40:
-	LONG $0x04c18348         // add rcx, 4
+	LONG $0x24548b48; BYTE $0x58 // mov rdx, qword ptr [rsp + 88]
+	LONG $0x04c28348             // add rdx, 4
+	QUAD $0x0000024024848b4c     // mov r8, qword ptr [rsp + 576]
+	LONG $0x10c08349             // add r8, 16
+	QUAD $0x00000200248c8b4c     // mov r9, qword ptr [rsp + 512]
+	LONG $0x10c18349             // add r9, 16
+	QUAD $0x000004d024bc8b48     // mov rdi, qword ptr [rsp + 1232] /* [rbp + 32] */
+	WORD $0x3948; BYTE $0xfa     // cmp rdx, rdi
+	LONG $0x24548b4c; BYTE $0x70 // mov r10, qword ptr [rsp + 112]
+	JGE  LBB11_41
+
+LBB11_33:
+	WORD $0x8948; BYTE $0xf9                   // mov rcx, rdi
+	WORD $0x2948; BYTE $0xd1                   // sub rcx, rdx
+	LONG $0x04f98348                           // cmp rcx, 4
+	LONG $0x000004b8; BYTE $0x00               // mov eax, 4
+	WORD $0x4d0f; BYTE $0xc8                   // cmovge ecx, eax
+	LONG $0xffffffb8; BYTE $0xff               // mov eax, -1
+	WORD $0xe0d3                               // shl eax, cl
+	WORD $0xd0f6                               // not al
+	LONG $0xc892fbc5                           // kmovd k1, eax
+	LONG $0x897cd162; WORD $0x0c10; BYTE $0x92 // vmovups xmm1 {k1} {z}, xmmword ptr [r10 + 4*rdx]
+	LONG $0x24548948; BYTE $0x58               // mov qword ptr [rsp + 88], rdx
+	LONG $0x24448b48; BYTE $0x50               // mov rax, qword ptr [rsp + 80]
+	LONG $0x90048d48                           // lea rax, [rax + 4*rdx]
+	QUAD $0x0000028024848948                   // mov qword ptr [rsp + 640], rax
+	WORD $0x894c; BYTE $0xfb                   // mov rbx, r15
+	QUAD $0x00000200248c894c                   // mov qword ptr [rsp + 512], r9
+	WORD $0x894c; BYTE $0xc9                   // mov rcx, r9
+	QUAD $0x000002402484894c                   // mov qword ptr [rsp + 576], r8
+	WORD $0x894c; BYTE $0xc7                   // mov rdi, r8
+	WORD $0x3145; BYTE $0xe4                   // xor r12d, r12d
+	WORD $0x3145; BYTE $0xc0                   // xor r8d, r8d
+	JMP  LBB11_34
+	PCALIGN $16
+
+LBB11_39:
+	LONG $0x08c08349         // add r8, 8
 	LONG $0x01c48349         // add r12, 1
-	LONG $0x10c68348         // add rsi, 16
-	LONG $0x10c78348         // add rdi, 16
-	QUAD $0x0000021024948b4c // mov r10, qword ptr [rsp + 528] /* [rbp + 32] */
-	WORD $0x394c; BYTE $0xd1 // cmp rcx, r10
-	WORD $0x8948; BYTE $0xca // mov rdx, rcx
-	JGE  LBB11_57
+	WORD $0x014c; BYTE $0xf7 // add rdi, r14
+	WORD $0x014c; BYTE $0xf1 // add rcx, r14
+	LONG $0xf8c38348         // add rbx, -8
+	WORD $0x394d; BYTE $0xf8 // cmp r8, r15
+	JGE  LBB11_40
 
-LBB11_35:
-	QUAD $0x00000000a5048d4a               // lea rax, [4*r12]
-	LONG $0x245c8b48; BYTE $0x60           // mov rbx, qword ptr [rsp + 96]
-	WORD $0x2948; BYTE $0xc3               // sub rbx, rax
-	LONG $0x04fb8348                       // cmp rbx, 4
-	LONG $0x000004b8; BYTE $0x00           // mov eax, 4
-	LONG $0xd84d0f48                       // cmovge rbx, rax
-	WORD $0x894c; BYTE $0xd0               // mov rax, r10
-	WORD $0x2948; BYTE $0xd0               // sub rax, rdx
-	LONG $0x04f88348                       // cmp rax, 4
-	LONG $0x000004b9; BYTE $0x00           // mov ecx, 4
-	WORD $0x4d0f; BYTE $0xc1               // cmovge eax, ecx
+LBB11_34:
+	LONG $0x08fb8348                       // cmp rbx, 8
+	LONG $0x000008ba; BYTE $0x00           // mov edx, 8
+	LONG $0xd34c0f48                       // cmovl rdx, rbx
+	QUAD $0x00000000e5048d4a               // lea rax, [8*r12]
+	WORD $0x894d; BYTE $0xf9               // mov r9, r15
+	WORD $0x2949; BYTE $0xc1               // sub r9, rax
+	LONG $0x08f98349                       // cmp r9, 8
+	LONG $0x000008b8; BYTE $0x00           // mov eax, 8
+	LONG $0xc84d0f4c                       // cmovge r9, rax
+	WORD $0x894c; BYTE $0xf8               // mov rax, r15
+	WORD $0x294c; BYTE $0xc0               // sub rax, r8
+	LONG $0x08f88348                       // cmp rax, 8
+	QUAD $0x0724447f48fdf162               // vmovdqa64 zmmword ptr [rsp + 448], zmm0
+	QUAD $0x0624447f48fdf162               // vmovdqa64 zmmword ptr [rsp + 384], zmm0
+	LONG $0x000008be; BYTE $0x00           // mov esi, 8
+	WORD $0x4d0f; BYTE $0xc6               // cmovge eax, esi
 	WORD $0xc085                           // test eax, eax
-	WORD $0x8948; BYTE $0xd1               // mov rcx, rdx
-	JLE  LBB11_40
-	LONG $0x02e3c148                       // shl rbx, 2
-	QUAD $0x0003fffffffcb848; WORD $0x0000 // mov rax, 17179869180
-	WORD $0x2148; BYTE $0xc3               // and rbx, rax
-	QUAD $0x0000020024bc8348; BYTE $0x01   // cmp qword ptr [rsp + 512], 1 /* [rbp + 16] */
-	LONG $0x244c8948; BYTE $0x08           // mov qword ptr [rsp + 8], rcx
-	LONG $0x2464894c; BYTE $0x50           // mov qword ptr [rsp + 80], r12
-	LONG $0x24748948; BYTE $0x30           // mov qword ptr [rsp + 48], rsi
-	JNE  LBB11_41
-	WORD $0x3145; BYTE $0xf6               // xor r14d, r14d
-	JMP  LBB11_38
+	JLE  LBB11_39
+	WORD $0x894c; BYTE $0xc8               // mov rax, r9
+	LONG $0x20e0c148                       // shl rax, 32
+	QUAD $0x000100000000be48; WORD $0x0000 // mov rsi, 4294967296
+	WORD $0x3948; BYTE $0xf0               // cmp rax, rsi
+	JNE  LBB11_54
+	WORD $0x3145; BYTE $0xd2               // xor r10d, r10d
+	JMP  LBB11_37
 	PCALIGN $16
 
-LBB11_41:
-	WORD    $0x3145; BYTE $0xe4 // xor r12d, r12d
-	WORD    $0x3145; BYTE $0xf6 // xor r14d, r14d
+LBB11_54:
+	WORD    $0x634c; BYTE $0xda // movsxd r11, edx
+	WORD    $0x8944; BYTE $0xd8 // mov eax, r11d
+	WORD    $0xe083; BYTE $0x01 // and eax, 1
+	WORD    $0x2949; BYTE $0xc3 // sub r11, rax
+	QUAD    $0x0000019024948d48 // lea rdx, [rsp + 400]
+	WORD    $0x3145; BYTE $0xff // xor r15d, r15d
+	WORD    $0x3145; BYTE $0xd2 // xor r10d, r10d
 	PCALIGN $16
+
+LBB11_55:
+	LONG $0x5258f0c5; BYTE $0xf0               // vaddps xmm2, xmm1, xmmword ptr [rdx - 16]
+	LONG $0x097cb162; WORD $0x1411; BYTE $0x39 // vmovups xmmword ptr [rcx + r15] {k1}, xmm2
+	LONG $0x1258f0c5                           // vaddps xmm2, xmm1, xmmword ptr [rdx]
+	LONG $0x097cb162; WORD $0x1411; BYTE $0x3f // vmovups xmmword ptr [rdi + r15] {k1}, xmm2
+	LONG $0x02c28349                           // add r10, 2
+	WORD $0x014d; BYTE $0xef                   // add r15, r13
+	LONG $0x20c28348                           // add rdx, 32
+	WORD $0x394d; BYTE $0xd3                   // cmp r11, r10
+	JNE  LBB11_55
+
+LBB11_37:
+	LONG $0x01c1f641                           // test r9b, 1
+	QUAD $0x000004c024bc8b4c                   // mov r15, qword ptr [rsp + 1216] /* [rbp + 16] */
+	JE   LBB11_39
+	LONG $0x10048d4b                           // lea rax, [r8 + r10]
+	LONG $0x44af0f48; WORD $0x2824             // imul rax, qword ptr [rsp + 40]
+	LONG $0x04e2c149                           // shl r10, 4
+	QUAD $0x018014945870a1c4; WORD $0x0000     // vaddps xmm2, xmm1, xmmword ptr [rsp + r10 + 384]
+	QUAD $0x0000028024948b48                   // mov rdx, qword ptr [rsp + 640]
+	LONG $0x097cf162; WORD $0x1411; BYTE $0x82 // vmovups xmmword ptr [rdx + 4*rax] {k1}, xmm2
+	JMP  LBB11_39
 
 LBB11_42:
-	WORD $0x8949; BYTE $0xff       // mov r15, rdi
-	WORD $0x014c; BYTE $0xe7       // add rdi, r12
-	LONG $0x4429f8c5; WORD $0x1024 // vmovaps xmmword ptr [rsp + 16], xmm0
-	WORD $0x894c; BYTE $0xee       // mov rsi, r13
-	WORD $0x8948; BYTE $0xda       // mov rdx, rbx
-	CALL ·_krt_memcpy(SB)
-	LONG $0x24448b48; BYTE $0x30   // mov rax, qword ptr [rsp + 48]
-	LONG $0x203c8d4a               // lea rdi, [rax + r12]
-	LONG $0xc057f8c5               // vxorps xmm0, xmm0, xmm0
-	LONG $0x4429f8c5; WORD $0x1024 // vmovaps xmmword ptr [rsp + 16], xmm0
-	WORD $0x894c; BYTE $0xee       // mov rsi, r13
-	WORD $0x8948; BYTE $0xda       // mov rdx, rbx
-	CALL ·_krt_memcpy(SB)
-	WORD $0x894c; BYTE $0xff       // mov rdi, r15
-	LONG $0xc057f8c5               // vxorps xmm0, xmm0, xmm0
-	LONG $0x02c68349               // add r14, 2
-	LONG $0x2464034c; BYTE $0x40   // add r12, qword ptr [rsp + 64]
-	LONG $0x2474394c; BYTE $0x28   // cmp qword ptr [rsp + 40], r14
-	JNE  LBB11_42
+	LONG $0x244c8b48; BYTE $0x28 // mov rcx, qword ptr [rsp + 40]
+	LONG $0x4a048d48             // lea rax, [rdx + 2*rcx]
+	LONG $0x245c8b48; BYTE $0x50 // mov rbx, qword ptr [rsp + 80]
+	LONG $0x830c8d4c             // lea r9, [rbx + 4*rax]
+	WORD $0x8948; BYTE $0xc8     // mov rax, rcx
+	LONG $0x05e0c148             // shl rax, 5
+	QUAD $0x0000024024848948     // mov qword ptr [rsp + 576], rax
+	WORD $0x8948; BYTE $0xc8     // mov rax, rcx
+	LONG $0x04e0c148             // shl rax, 4
+	QUAD $0x0000034024848948     // mov qword ptr [rsp + 832], rax
+	LONG $0x0a048d48             // lea rax, [rdx + rcx]
+	LONG $0x83148d4c             // lea r10, [rbx + 4*rax]
+	LONG $0x49048d48             // lea rax, [rcx + 2*rcx]
+	WORD $0x0148; BYTE $0xd0     // add rax, rdx
+	LONG $0x83048d4c             // lea r8, [rbx + 4*rax]
+	LONG $0x93348d48             // lea rsi, [rbx + 4*rdx]
+	QUAD $0x000000008d1c8d4c     // lea r11, [4*rcx]
+	LONG $0xc0eff9c5             // vpxor xmm0, xmm0, xmm0
+	JMP  LBB11_43
+	PCALIGN $16
 
-LBB11_38:
-	QUAD $0x0000020024848b48       // mov rax, qword ptr [rsp + 512] /* [rbp + 16] */
-	WORD $0x01a8                   // test al, 1
-	LONG $0x24448b48; BYTE $0x78   // mov rax, qword ptr [rsp + 120]
-	LONG $0x244c8b48; BYTE $0x08   // mov rcx, qword ptr [rsp + 8]
-	LONG $0x24648b4c; BYTE $0x50   // mov r12, qword ptr [rsp + 80]
-	LONG $0x24748b48; BYTE $0x30   // mov rsi, qword ptr [rsp + 48]
-	JE   LBB11_40
-	LONG $0x74af0f4c; WORD $0x5824 // imul r14, qword ptr [rsp + 88]
-	WORD $0x0149; BYTE $0xce       // add r14, rcx
-	LONG $0x247c8948; BYTE $0x48   // mov qword ptr [rsp + 72], rdi
-	LONG $0xb03c8d4a               // lea rdi, [rax + 4*r14]
-	LONG $0x4429f8c5; WORD $0x1024 // vmovaps xmmword ptr [rsp + 16], xmm0
-	WORD $0x8949; BYTE $0xce       // mov r14, rcx
-	WORD $0x8949; BYTE $0xf7       // mov r15, rsi
-	WORD $0x894c; BYTE $0xee       // mov rsi, r13
-	WORD $0x8948; BYTE $0xda       // mov rdx, rbx
-	CALL ·_krt_memcpy(SB)
-	LONG $0x247c8b48; BYTE $0x48   // mov rdi, qword ptr [rsp + 72]
-	WORD $0x894c; BYTE $0xfe       // mov rsi, r15
-	LONG $0xc057f8c5               // vxorps xmm0, xmm0, xmm0
-	WORD $0x894c; BYTE $0xf1       // mov rcx, r14
-	JMP  LBB11_40
+LBB11_51:
+	LONG $0x24548b48; BYTE $0x58 // mov rdx, qword ptr [rsp + 88]
+	LONG $0x04c28348             // add rdx, 4
+	QUAD $0x00000300248c8b4c     // mov r9, qword ptr [rsp + 768]
+	LONG $0x10c18349             // add r9, 16
+	QUAD $0x000002c024948b4c     // mov r10, qword ptr [rsp + 704]
+	LONG $0x10c28349             // add r10, 16
+	QUAD $0x000000d024848b4c     // mov r8, qword ptr [rsp + 208]
+	LONG $0x10c08349             // add r8, 16
+	QUAD $0x0000020024b48b48     // mov rsi, qword ptr [rsp + 512]
+	LONG $0x10c68348             // add rsi, 16
+	QUAD $0x000004d024bc8b48     // mov rdi, qword ptr [rsp + 1232] /* [rbp + 32] */
+	WORD $0x3948; BYTE $0xfa     // cmp rdx, rdi
+	JGE  LBB11_41
 
-LBB11_57:
-	MOVQ 536(SP), SP
+LBB11_43:
+	WORD $0x8948; BYTE $0xf9     // mov rcx, rdi
+	LONG $0x24548948; BYTE $0x58 // mov qword ptr [rsp + 88], rdx
+	WORD $0x2948; BYTE $0xd1     // sub rcx, rdx
+	LONG $0x04f98348             // cmp rcx, 4
+	LONG $0x000004b8; BYTE $0x00 // mov eax, 4
+	WORD $0x4d0f; BYTE $0xc8     // cmovge ecx, eax
+	LONG $0xffffffb8; BYTE $0xff // mov eax, -1
+	WORD $0xe0d3                 // shl eax, cl
+	WORD $0xd0f6                 // not al
+	LONG $0xc892fbc5             // kmovd k1, eax
+	WORD $0x894c; BYTE $0xfb     // mov rbx, r15
+	QUAD $0x0000020024b48948     // mov qword ptr [rsp + 512], rsi
+	WORD $0x8948; BYTE $0xf0     // mov rax, rsi
+	QUAD $0x000000d02484894c     // mov qword ptr [rsp + 208], r8
+	WORD $0x894c; BYTE $0xc7     // mov rdi, r8
+	QUAD $0x000002c02494894c     // mov qword ptr [rsp + 704], r10
+	QUAD $0x00000300248c894c     // mov qword ptr [rsp + 768], r9
+	WORD $0x3145; BYTE $0xc0     // xor r8d, r8d
+	WORD $0x3145; BYTE $0xed     // xor r13d, r13d
+	JMP  LBB11_44
+	PCALIGN $16
+
+LBB11_50:
+	LONG $0x08c58349         // add r13, 8
+	LONG $0x01c08349         // add r8, 1
+	QUAD $0x00000240248c8b48 // mov rcx, qword ptr [rsp + 576]
+	WORD $0x0149; BYTE $0xc9 // add r9, rcx
+	WORD $0x0149; BYTE $0xca // add r10, rcx
+	WORD $0x0148; BYTE $0xcf // add rdi, rcx
+	WORD $0x0148; BYTE $0xc8 // add rax, rcx
+	LONG $0xf8c38348         // add rbx, -8
+	QUAD $0x000004c024bc8b4c // mov r15, qword ptr [rsp + 1216] /* [rbp + 16] */
+	WORD $0x394d; BYTE $0xfd // cmp r13, r15
+	JGE  LBB11_51
+
+LBB11_44:
+	LONG $0x08fb8348             // cmp rbx, 8
+	LONG $0x000008ba; BYTE $0x00 // mov edx, 8
+	LONG $0xd34c0f48             // cmovl rdx, rbx
+	QUAD $0x00000000c50c8d4a     // lea rcx, [8*r8]
+	WORD $0x894c; BYTE $0xfe     // mov rsi, r15
+	WORD $0x2949; BYTE $0xcf     // sub r15, rcx
+	LONG $0x08ff8349             // cmp r15, 8
+	LONG $0x000008b9; BYTE $0x00 // mov ecx, 8
+	LONG $0xf94d0f4c             // cmovge r15, rcx
+	WORD $0x8948; BYTE $0xf1     // mov rcx, rsi
+	WORD $0x294c; BYTE $0xe9     // sub rcx, r13
+	LONG $0x08f98348             // cmp rcx, 8
+	QUAD $0x0724447f48fdf162     // vmovdqa64 zmmword ptr [rsp + 448], zmm0
+	QUAD $0x0624447f48fdf162     // vmovdqa64 zmmword ptr [rsp + 384], zmm0
+	LONG $0x000008be; BYTE $0x00 // mov esi, 8
+	WORD $0x4d0f; BYTE $0xce     // cmovge ecx, esi
+	WORD $0xc985                 // test ecx, ecx
+	JLE  LBB11_50
+	WORD $0x8941; BYTE $0xd6     // mov r14d, edx
+	LONG $0x03e68341             // and r14d, 3
+	WORD $0x6349; BYTE $0xcf     // movsxd rcx, r15d
+	LONG $0xffc18348             // add rcx, -1
+	LONG $0x03f98348             // cmp rcx, 3
+	QUAD $0x0000028024ac894c     // mov qword ptr [rsp + 640], r13
+	WORD $0x894c; BYTE $0xc6     // mov rsi, r8
+	JAE  LBB11_52
+	WORD $0x3145; BYTE $0xe4     // xor r12d, r12d
+	JMP  LBB11_47
+	PCALIGN $16
+
+LBB11_52:
+	WORD    $0x634c; BYTE $0xea // movsxd r13, edx
+	WORD    $0x294d; BYTE $0xf5 // sub r13, r14
+	QUAD    $0x000001b024948d48 // lea rdx, [rsp + 432]
+	WORD    $0x3145; BYTE $0xc0 // xor r8d, r8d
+	WORD    $0x3145; BYTE $0xe4 // xor r12d, r12d
+	QUAD    $0x00000340248c8b48 // mov rcx, qword ptr [rsp + 832]
+	PCALIGN $16
+
+LBB11_53:
+	LONG $0x4a28f8c5; BYTE $0xd0               // vmovaps xmm1, xmmword ptr [rdx - 48]
+	LONG $0x097cb162; WORD $0x0c11; BYTE $0x00 // vmovups xmmword ptr [rax + r8] {k1}, xmm1
+	LONG $0x4a28f8c5; BYTE $0xe0               // vmovaps xmm1, xmmword ptr [rdx - 32]
+	LONG $0x097c9162; WORD $0x0c11; BYTE $0x02 // vmovups xmmword ptr [r10 + r8] {k1}, xmm1
+	LONG $0x4a28f8c5; BYTE $0xf0               // vmovaps xmm1, xmmword ptr [rdx - 16]
+	LONG $0x097c9162; WORD $0x0c11; BYTE $0x01 // vmovups xmmword ptr [r9 + r8] {k1}, xmm1
+	LONG $0x0a28f8c5                           // vmovaps xmm1, xmmword ptr [rdx]
+	LONG $0x097cb162; WORD $0x0c11; BYTE $0x07 // vmovups xmmword ptr [rdi + r8] {k1}, xmm1
+	LONG $0x04c48349                           // add r12, 4
+	WORD $0x0149; BYTE $0xc8                   // add r8, rcx
+	LONG $0x40c28348                           // add rdx, 64
+	WORD $0x394d; BYTE $0xe5                   // cmp r13, r12
+	JNE  LBB11_53
+
+LBB11_47:
+	LONG    $0x03c7f641                           // test r15b, 3
+	WORD    $0x8949; BYTE $0xf0                   // mov r8, rsi
+	QUAD    $0x0000028024ac8b4c                   // mov r13, qword ptr [rsp + 640]
+	JE      LBB11_50
+	LONG    $0x04e6c149                           // shl r14, 4
+	WORD    $0x894c; BYTE $0xe1                   // mov rcx, r12
+	LONG    $0x04e1c148                           // shl rcx, 4
+	LONG    $0x0c148d48                           // lea rdx, [rsp + rcx]
+	LONG    $0x80c28148; WORD $0x0001; BYTE $0x00 // add rdx, 384
+	WORD    $0x014d; BYTE $0xec                   // add r12, r13
+	LONG    $0x64af0f4c; WORD $0x2824             // imul r12, qword ptr [rsp + 40]
+	QUAD    $0x00000200248c8b48                   // mov rcx, qword ptr [rsp + 512]
+	LONG    $0xa1348d4a                           // lea rsi, [rcx + 4*r12]
+	WORD    $0xc931                               // xor ecx, ecx
+	PCALIGN $16
+
+LBB11_49:
+	LONG $0x0c28f8c5; BYTE $0x0a   // vmovaps xmm1, xmmword ptr [rdx + rcx]
+	LONG $0x097cf162; WORD $0x0e11 // vmovups xmmword ptr [rsi] {k1}, xmm1
+	LONG $0x10c18348               // add rcx, 16
+	WORD $0x014c; BYTE $0xde       // add rsi, r11
+	WORD $0x3949; BYTE $0xce       // cmp r14, rcx
+	JNE  LBB11_49
+	JMP  LBB11_50
+
+LBB11_41:
+	MOVQ 1240(SP), SP
 	VZEROUPPER
 	RET

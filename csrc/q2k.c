@@ -28,7 +28,8 @@
  * GEMM: for each group of 4 rows, each token and super-block, the exact integer sums of the SIMD
  * GEMV's arithmetic reduced to scalars, then krt_q2_term and the accumulation in _ref's order:
  * bit-identical to krt_kd_q2_K (so to a GEMV of one token through _ref) in every variant. The
- * 4 rows' weights stay in L1 while the tokens pass.
+ * 4 rows' weights stay in L1 while the tokens pass; _avx512 unpacks a super-block of the 4 rows
+ * once for a tile of 8 tokens and reduces the 4 rows' sums together (see there).
  * Non-finite scales: as every K-quant GEMV (krt_kdot.h), a NaN / Inf d, dmin or d_x makes the row
  * NaN (krt_scale_poison on the scale products, outside the integer loop).
  *
@@ -377,28 +378,88 @@ KRT_TARGET_AVX512 void krt_gemv_q2_K_avx512(float *y, const krt_block_q2_K *w, c
     }
 }
 
+/* One row's super-block prepared for several tokens (the GEMM): the four quant vectors, the two
+ * scale-word vectors, the min words and the fp32 scales. */
+typedef struct {
+    __m512i q[4], p01, p23;
+    __m256i mn;
+    float d, dmin;
+} krt_q2_wrow;
+
+KRT_TARGET_AVX512 KRT_INLINE void krt_q2_wprep_avx512(krt_q2_wrow *o, const krt_block_q2_K *blk) {
+    const __m512i c3 = _mm512_set1_epi8(3), cc = _mm512_set1_epi8(0x0c);
+    const __m512i r = _mm512_loadu_si512((const void *)blk->qs), r4 = _mm512_srli_epi16(r, 4);
+    o->q[0] = _mm512_and_si512(r, c3);
+    o->q[1] = _mm512_and_si512(r, cc);
+    o->q[2] = _mm512_and_si512(r4, c3);
+    o->q[3] = _mm512_and_si512(r4, cc);
+    __m256i sc, mn;
+    krt_q2_scm((const uint8_t *)blk, &sc, &mn);
+    const __m512i i01 = _mm512_setr_epi32(0, 0, 0x220022, 0x220022, 0x10001, 0x10001, 0x230023, 0x230023, 0x80008,
+                                          0x80008, 0x2a002a, 0x2a002a, 0x90009, 0x90009, 0x2b002b, 0x2b002b);
+    const __m512i i23 = _mm512_add_epi16(i01, _mm512_set1_epi16(4));
+    const __m512i scz = _mm512_castsi256_si512(sc), sc4z = _mm512_castsi256_si512(_mm256_slli_epi16(sc, 2));
+    o->p01 = _mm512_permutex2var_epi16(sc4z, i01, scz);
+    o->p23 = _mm512_permutex2var_epi16(sc4z, i23, scz);
+    o->mn = mn;
+    o->d = krt_q2_h2f(blk->d);
+    o->dmin = krt_q2_h2f(blk->dmin);
+}
+
+#define KRT_Q2_GT 8 /* tokens per GEMM tile */
+
+/* The GEMM: per group of 4 rows (the last row repeated past r1; those lanes are not stored) and
+ * tile of 8 tokens, each super-block of the 4 rows is unpacked once; per token the 4 rows' 16-lane
+ * isum and 8-lane msum vectors are reduced together (vphaddd tree: [4 isum_i], [msum_i], exact),
+ * and the 4 rows' terms a * isum - c * msum and sums are computed lane-wise with the scalar
+ * definition's roundings (no FMA): bit-identical to krt_kd_q2_K. */
 KRT_TARGET_AVX512 void krt_gemm_q2_K_avx512(float *y, const krt_block_q2_K *w, const krt_block_q8_K *x,
                                             const float *bias, int64_t rows, int64_t cols, int64_t T, int64_t r0,
                                             int64_t r1) {
     const int64_t nb = cols / KRT_QK_K;
+    const __m512i z = _mm512_setzero_si512();
+    krt_q2_wrow wr[4];
     for (int64_t r = r0; r < r1; r += 4) {
         const int rn = r1 - r < 4 ? (int)(r1 - r) : 4;
-        for (int64_t t = 0; t < T; t++) {
-            const krt_block_q8_K *xt = x + t * nb;
-            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        const __mmask8 m = (__mmask8)((1u << rn) - 1u);
+        const __m128 b4 = bias ? _mm_maskz_loadu_ps(m, bias + r) : _mm_setzero_ps();
+        for (int64_t t0 = 0; t0 < T; t0 += KRT_Q2_GT) {
+            const int tn = T - t0 < KRT_Q2_GT ? (int)(T - t0) : KRT_Q2_GT;
+            __m128 acc[KRT_Q2_GT];
+            for (int t = 0; t < KRT_Q2_GT; t++) acc[t] = _mm_setzero_ps();
             for (int64_t b = 0; b < nb; b++) {
-                krt_q2_xsb st;
-                krt_q2_prep_avx512(&st, xt + b);
-                for (int i = 0; i < rn; i++) {
-                    const krt_block_q2_K *blk = w + (r + i) * nb + b;
-                    __m256i mins;
-                    const __m512i v = krt_q2_sb_avx512((const uint8_t *)blk, &st, &mins);
-                    const float a = krt_scale_poison(krt_q2_h2f(blk->d) * st.dx);
-                    const float c = krt_scale_poison(krt_q2_h2f(blk->dmin) * st.dx);
-                    acc[i] = acc[i] + (a * (float)(_mm512_reduce_add_epi32(v) / 4) - c * (float)krt_q2_hsum_avx2(mins));
+                for (int i = 0; i < 4; i++) krt_q2_wprep_avx512(&wr[i], w + (r + (i < rn ? i : rn - 1)) * nb + b);
+                const __m128 d4 = _mm_setr_ps(wr[0].d, wr[1].d, wr[2].d, wr[3].d);
+                const __m128 m4 = _mm_setr_ps(wr[0].dmin, wr[1].dmin, wr[2].dmin, wr[3].dmin);
+                for (int t = 0; t < tn; t++) {
+                    krt_q2_xsb st;
+                    krt_q2_prep_avx512(&st, x + (t0 + t) * nb + b);
+                    __m256i u[4], mins[4];
+                    for (int i = 0; i < 4; i++) {
+                        const krt_q2_wrow *o = &wr[i];
+                        const __m512i d0 = _mm512_dpbusd_epi32(z, o->q[0], st.x[0]);
+                        const __m512i d1 = _mm512_dpbusd_epi32(z, o->q[1], st.x[1]);
+                        const __m512i d2 = _mm512_dpbusd_epi32(z, o->q[2], st.x[2]);
+                        const __m512i d3 = _mm512_dpbusd_epi32(z, o->q[3], st.x[3]);
+                        const __m512i v = _mm512_add_epi32(_mm512_madd_epi16(_mm512_packs_epi32(d0, d1), o->p01),
+                                                           _mm512_madd_epi16(_mm512_packs_epi32(d2, d3), o->p23));
+                        u[i] = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+                        mins[i] = _mm256_madd_epi16(o->mn, st.bs);
+                    }
+                    const __m256i gi = _mm256_hadd_epi32(_mm256_hadd_epi32(u[0], u[1]), _mm256_hadd_epi32(u[2], u[3]));
+                    const __m256i gm =
+                        _mm256_hadd_epi32(_mm256_hadd_epi32(mins[0], mins[1]), _mm256_hadd_epi32(mins[2], mins[3]));
+                    /* [4 isum_i] (exact: the lanes sum to 4 isum) and [msum_i] */
+                    const __m128i is = _mm_srai_epi32(_mm_add_epi32(_mm256_castsi256_si128(gi), _mm256_extracti128_si256(gi, 1)), 2);
+                    const __m128i ms = _mm_add_epi32(_mm256_castsi256_si128(gm), _mm256_extracti128_si256(gm, 1));
+                    const __m128 dx = _mm_set1_ps(st.dx);
+                    const __m128 a = krt_scale_poison_sse(_mm_mul_ps(d4, dx)), c = krt_scale_poison_sse(_mm_mul_ps(m4, dx));
+                    const __m128 term = _mm_sub_ps(_mm_mul_ps(a, _mm_cvtepi32_ps(is)), _mm_mul_ps(c, _mm_cvtepi32_ps(ms)));
+                    acc[t] = _mm_add_ps(acc[t], term);
                 }
             }
-            for (int i = 0; i < rn; i++) y[t * rows + r + i] = bias ? acc[i] + bias[r + i] : acc[i];
+            for (int t = 0; t < tn; t++)
+                _mm_mask_storeu_ps(y + (t0 + t) * rows + r, m, bias ? _mm_add_ps(acc[t], b4) : acc[t]);
         }
     }
 }

@@ -3,4 +3,4 @@
 package ckernels
 
 // csrcHash is the hash of csrc/ this package was last generated for (see csrchash).
-const csrcHash = "f74fb72bed91083d84efb3fddeb04c2a436c4c71460a9d9b65c48363083f8b89"
+const csrcHash = "1d7ebdccc45daae928672e14d02fdd9adad44be8163c8d279efd353ad250adfa"
