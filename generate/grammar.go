@@ -131,6 +131,21 @@ func (s *Sequence) sample(logits []float32) (id int32, ended bool, err error) {
 	return id, false, nil
 }
 
+// PrepareMask computes the mask of the tokens Options.Grammar allows next, which Next then
+// finds cached: a caller running many sequences can compute their masks in parallel, each
+// Sequence on one goroutine at a time. Without a grammar it does nothing. An error here
+// comes back from Next too.
+func (s *Sequence) PrepareMask() error {
+	if s.con == nil {
+		return nil
+	}
+	_, err := s.con.Allowed()
+	return err
+}
+
+// Constrained reports whether the sequence samples under Options.Grammar.
+func (s *Sequence) Constrained() bool { return s.con != nil }
+
 // GrammarComplete reports whether the text generated so far is a complete sentence of
 // Options.Grammar (false without a grammar).
 func (s *Sequence) GrammarComplete() bool { return s.con != nil && s.con.Complete() }

@@ -182,14 +182,15 @@ type Engine struct {
 	done     chan struct{} // closed when the loop has exited
 
 	// Owned by the loop goroutine.
-	slots  []slot
-	active []*request   // in slots, in admission order
-	clock  uint64       // steps run, for least-recently-used slot choice
-	pc     *prefixCache // nil without EngineOptions.PrefixCacheBytes
-	toks   []int32
-	seqs   []orchestrator.Seq
-	parts  []*request
-	lp     logprobScratch
+	slots    []slot
+	active   []*request   // in slots, in admission order
+	clock    uint64       // steps run, for least-recently-used slot choice
+	pc       *prefixCache // nil without EngineOptions.PrefixCacheBytes
+	toks     []int32
+	seqs     []orchestrator.Seq
+	parts    []*request
+	lp       logprobScratch
+	maskTodo []*request // prepareMasks' list
 
 	submitted, rejected, completed, cancelled, failed   atomic.Uint64
 	promptToks, reusedToks, prefilled, generated, steps atomic.Uint64
@@ -743,6 +744,7 @@ func (e *Engine) KVCacheUsage() float64 {
 // advance records a successful step: positions, cached tokens, and a sampled token for
 // every sequence with logits (one row each, in order).
 func (e *Engine) advance(parts []*request, seqs []orchestrator.Seq, toks []int32, logits []float32) {
+	e.prepareMasks(parts, seqs)
 	off, row := 0, 0
 	for i, r := range parts {
 		s := seqs[i]
@@ -760,6 +762,35 @@ func (e *Engine) advance(parts []*request, seqs []orchestrator.Seq, toks []int32
 		e.sample(r, logits[row*e.vocab:(row+1)*e.vocab])
 		row++
 	}
+}
+
+// prepareMasks computes the grammar masks of the constrained sequences about to sample, in
+// parallel when there are several: a cold mask walks the vocabulary's trie (milliseconds
+// on a 150k vocabulary), and the thread pool is idle between forward passes.
+func (e *Engine) prepareMasks(parts []*request, seqs []orchestrator.Seq) {
+	todo := e.maskTodo[:0]
+	for i, r := range parts {
+		if seqs[i].Logits && r.seq.Constrained() {
+			todo = append(todo, r)
+		}
+	}
+	e.maskTodo = todo
+	if len(todo) < 2 {
+		return // Next computes a single mask itself
+	}
+	var next atomic.Int32
+	work := func() {
+		for i := int(next.Add(1)) - 1; i < len(todo); i = int(next.Add(1)) - 1 {
+			todo[i].seq.PrepareMask() // an error comes back from Next
+		}
+	}
+	var wg sync.WaitGroup
+	for range min(len(todo), runtime.GOMAXPROCS(0)) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+	clear(todo)
 }
 
 // sample picks r's next token from its logits and ends r when that token ends it.

@@ -4,8 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kernelrt/kernelrt/grammar"
+	"github.com/kernelrt/kernelrt/sample"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -142,4 +147,44 @@ func TestStructuredOutputErrors(t *testing.T) {
 			t.Errorf("%s: %d %s; want 400 naming %s with %q", c.body, resp.StatusCode, bytes.TrimSpace(body), c.param, c.msg)
 		}
 	}
+}
+
+// Constrained sequences sampling in the same step get their masks computed in parallel
+// (prepareMasks): every reply validates, and the replies are the same as when the engine
+// runs them again (the masks do not depend on which goroutine computed them).
+func TestParallelGrammarMasks(t *testing.T) {
+	g, err := grammar.FromJSONSchema([]byte(structuredSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, tok := loadTiny(t, 4)
+	e := newTestEngine(t, m, tok, EngineOptions{})
+	run := func() []string {
+		var streams []*Stream
+		for i := range 4 {
+			o := greedy(120)
+			o.Sampling = sample.Options{Temperature: 1, Seed: uint64(i + 1)}
+			o.Grammar = g
+			st, err := e.Submit(context.Background(), Request{Prompt: fmt.Sprintf("Thing %d as JSON:", i), Options: o})
+			if err != nil {
+				t.Fatal(err)
+			}
+			streams = append(streams, st)
+		}
+		var out []string
+		for _, st := range streams {
+			text, _, err := st.Text(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkStructured(t, text)
+			out = append(out, text)
+		}
+		return out
+	}
+	first, again := run(), run()
+	if !slices.Equal(first, again) {
+		t.Errorf("the same requests gave different replies:\n%q\n%q", first, again)
+	}
+	checkIdle(t, e)
 }
