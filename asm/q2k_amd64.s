@@ -4354,39 +4354,42 @@ LBB6_22:
 	VZEROUPPER
 	RET
 
-DATA LCDATA5<>+0x000(SB)/8, $0x000f000f000f000f
-DATA LCDATA5<>+0x008(SB)/8, $0x0000000000000000
-DATA LCDATA5<>+0x010(SB)/8, $0x0000000000000000
-DATA LCDATA5<>+0x018(SB)/8, $0x0000000000000000
-DATA LCDATA5<>+0x020(SB)/8, $0x0303030303030303
-DATA LCDATA5<>+0x028(SB)/8, $0x0303030303030303
-DATA LCDATA5<>+0x030(SB)/8, $0x0303030303030303
-DATA LCDATA5<>+0x038(SB)/8, $0x0303030303030303
-DATA LCDATA5<>+0x040(SB)/8, $0x0c0c0c0c0c0c0c0c
-DATA LCDATA5<>+0x048(SB)/8, $0x0c0c0c0c0c0c0c0c
-DATA LCDATA5<>+0x050(SB)/8, $0x0c0c0c0c0c0c0c0c
-DATA LCDATA5<>+0x058(SB)/8, $0x0c0c0c0c0c0c0c0c
-DATA LCDATA5<>+0x060(SB)/8, $0x0100010001000100
-DATA LCDATA5<>+0x068(SB)/8, $0x0100010001000100
-DATA LCDATA5<>+0x070(SB)/8, $0x0302030203020302
-DATA LCDATA5<>+0x078(SB)/8, $0x0302030203020302
-DATA LCDATA5<>+0x080(SB)/8, $0x0504050405040504
-DATA LCDATA5<>+0x088(SB)/8, $0x0504050405040504
-DATA LCDATA5<>+0x090(SB)/8, $0x0706070607060706
-DATA LCDATA5<>+0x098(SB)/8, $0x0706070607060706
-DATA LCDATA5<>+0x0a0(SB)/8, $0x0908090809080908
-DATA LCDATA5<>+0x0a8(SB)/8, $0x0908090809080908
-DATA LCDATA5<>+0x0b0(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA LCDATA5<>+0x0b8(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA LCDATA5<>+0x0c0(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA LCDATA5<>+0x0c8(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA LCDATA5<>+0x0d0(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA LCDATA5<>+0x0d8(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA LCDATA5<>+0x0e0(SB)/8, $0x0000000000000000
-DATA LCDATA5<>+0x0e8(SB)/8, $0x0000000000000000
-GLOBL LCDATA5<>(SB), 8, $240
+DATA LCDATA5<>+0x000(SB)/8, $0x0000000000000000
+DATA LCDATA5<>+0x008(SB)/8, $0x0000000100000000
+DATA LCDATA5<>+0x010(SB)/8, $0x0000000200000000
+DATA LCDATA5<>+0x018(SB)/8, $0x0000000300000000
+DATA LCDATA5<>+0x020(SB)/8, $0x0000000000000000
+DATA LCDATA5<>+0x028(SB)/8, $0x0000000000000001
+DATA LCDATA5<>+0x030(SB)/8, $0x0000000000000002
+DATA LCDATA5<>+0x038(SB)/8, $0x0000000000000003
+DATA LCDATA5<>+0x040(SB)/8, $0x0303030303030303
+DATA LCDATA5<>+0x048(SB)/8, $0x0303030303030303
+DATA LCDATA5<>+0x050(SB)/8, $0x0303030303030303
+DATA LCDATA5<>+0x058(SB)/8, $0x0303030303030303
+DATA LCDATA5<>+0x060(SB)/8, $0x0c0c0c0c0c0c0c0c
+DATA LCDATA5<>+0x068(SB)/8, $0x0c0c0c0c0c0c0c0c
+DATA LCDATA5<>+0x070(SB)/8, $0x0c0c0c0c0c0c0c0c
+DATA LCDATA5<>+0x078(SB)/8, $0x0c0c0c0c0c0c0c0c
+DATA LCDATA5<>+0x080(SB)/8, $0x0100010001000100
+DATA LCDATA5<>+0x088(SB)/8, $0x0100010001000100
+DATA LCDATA5<>+0x090(SB)/8, $0x0302030203020302
+DATA LCDATA5<>+0x098(SB)/8, $0x0302030203020302
+DATA LCDATA5<>+0x0a0(SB)/8, $0x0504050405040504
+DATA LCDATA5<>+0x0a8(SB)/8, $0x0504050405040504
+DATA LCDATA5<>+0x0b0(SB)/8, $0x0706070607060706
+DATA LCDATA5<>+0x0b8(SB)/8, $0x0706070607060706
+DATA LCDATA5<>+0x0c0(SB)/8, $0x0908090809080908
+DATA LCDATA5<>+0x0c8(SB)/8, $0x0908090809080908
+DATA LCDATA5<>+0x0d0(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA LCDATA5<>+0x0d8(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA LCDATA5<>+0x0e0(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA LCDATA5<>+0x0e8(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA LCDATA5<>+0x0f0(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA LCDATA5<>+0x0f8(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA LCDATA5<>+0x100(SB)/8, $0x000f000f000f000f
+GLOBL LCDATA5<>(SB), 8, $264
 
-TEXT ·_krt_gemm_q2_K_avx2(SB), $672-72
+TEXT ·_krt_gemm_q2_K_avx2(SB), $960-72
 
 	MOVQ y+0(FP), DI
 	MOVQ w+8(FP), SI
@@ -4400,593 +4403,413 @@ TEXT ·_krt_gemm_q2_K_avx2(SB), $672-72
 	MOVQ SP, BP
 	ADDQ $96, SP
 	ANDQ $-32, SP
-	MOVQ BP, 568(SP)
-	MOVQ R12, 560(SP)
-	MOVQ R11, 552(SP)
-	MOVQ R10, 544(SP)
+	MOVQ BP, 856(SP)
+	MOVQ R12, 848(SP)
+	MOVQ R11, 840(SP)
+	MOVQ R10, 832(SP)
 	LEAQ LCDATA5<>(SB), BP
 
-	LONG $0x2444894c; BYTE $0x20               // mov qword ptr [rsp + 32], r8
-	LONG $0x244c8948; BYTE $0x28               // mov qword ptr [rsp + 40], rcx
-	QUAD $0x000000d024948948                   // mov qword ptr [rsp + 208], rdx
-	WORD $0x8949; BYTE $0xfb                   // mov r11, rdi
-	QUAD $0x0000023024bc8b48                   // mov rdi, qword ptr [rsp + 560] /* [rbp + 32] */
-	QUAD $0x0000022824848b4c                   // mov r8, qword ptr [rsp + 552] /* [rbp + 24] */
-	LONG $0xff898d49; WORD $0x0000; BYTE $0x00 // lea rcx, [r9 + 255]
+	QUAD $0x000000f024948948                   // mov qword ptr [rsp + 240], rdx
+	LONG $0x24748948; BYTE $0x70               // mov qword ptr [rsp + 112], rsi
+	LONG $0x247c8948; BYTE $0x30               // mov qword ptr [rsp + 48], rdi
+	QUAD $0x0000035024b48b48                   // mov rsi, qword ptr [rsp + 848] /* [rbp + 32] */
+	QUAD $0x0000034824b48b4c                   // mov r14, qword ptr [rsp + 840] /* [rbp + 24] */
+	LONG $0xff818d49; WORD $0x0000; BYTE $0x00 // lea rax, [r9 + 255]
 	WORD $0x854d; BYTE $0xc9                   // test r9, r9
-	LONG $0xc9490f49                           // cmovns rcx, r9
-	WORD $0x8948; BYTE $0xf8                   // mov rax, rdi
-	WORD $0x294c; BYTE $0xc0                   // sub rax, r8
-	LONG $0x24448948; BYTE $0x30               // mov qword ptr [rsp + 48], rax
-	JLE  LBB7_46
-	QUAD $0x0000022024bc8348; BYTE $0x00       // cmp qword ptr [rsp + 544], 0 /* [rbp + 16] */
-	JLE  LBB7_46
-	LONG $0x00f98149; WORD $0x0001; BYTE $0x00 // cmp r9, 256
-	LONG $0x245c894c; BYTE $0x48               // mov qword ptr [rsp + 72], r11
-	JL   LBB7_22
-	LONG $0x08f9c148                           // sar rcx, 8
-	WORD $0x8948; BYTE $0xc8                   // mov rax, rcx
-	LONG $0xc0af0f49                           // imul rax, r8
-	LONG $0x54c06b48                           // imul rax, rax, 84
-	WORD $0x0148; BYTE $0xf0                   // add rax, rsi
-	LONG $0x52c08348                           // add rax, 82
+	LONG $0xc1490f49                           // cmovns rax, r9
+	WORD $0x8948; BYTE $0xf2                   // mov rdx, rsi
+	WORD $0x294c; BYTE $0xf2                   // sub rdx, r14
+	LONG $0x24548948; BYTE $0x38               // mov qword ptr [rsp + 56], rdx
+	JLE  LBB7_12
+	QUAD $0x0000034024bc8348; BYTE $0x00       // cmp qword ptr [rsp + 832], 0 /* [rbp + 16] */
+	JLE  LBB7_12
+	LONG $0x08f8c148                           // sar rax, 8
 	LONG $0x24448948; BYTE $0x68               // mov qword ptr [rsp + 104], rax
-	LONG $0x50c16948; WORD $0x0001; BYTE $0x00 // imul rax, rcx, 336
-	LONG $0x24448948; BYTE $0x78               // mov qword ptr [rsp + 120], rax
-	LONG $0x244c8948; BYTE $0x70               // mov qword ptr [rsp + 112], rcx
-	LONG $0x54e16b4c                           // imul r12, rcx, 84
-	LONG $0x244c8b48; BYTE $0x28               // mov rcx, qword ptr [rsp + 40]
-	LONG $0x81048d4a                           // lea rax, [rcx + 4*r8]
-	LONG $0x60c08348                           // add rax, 96
-	LONG $0x24448948; BYTE $0x60               // mov qword ptr [rsp + 96], rax
-	LONG $0x83448d4b; BYTE $0x60               // lea rax, [r11 + 4*r8 + 96]
-	LONG $0x24448948; BYTE $0x58               // mov qword ptr [rsp + 88], rax
-	LONG $0x24448b48; BYTE $0x20               // mov rax, qword ptr [rsp + 32]
-	QUAD $0x0000000085048d48                   // lea rax, [4*rax]
-	QUAD $0x000000c824848948                   // mov qword ptr [rsp + 200], rax
-	WORD $0x8948; BYTE $0xf8                   // mov rax, rdi
-	WORD $0x294c; BYTE $0xc0                   // sub rax, r8
-	LONG $0x83148d4b                           // lea rdx, [r11 + 4*r8]
-	LONG $0x24548948; BYTE $0x50               // mov qword ptr [rsp + 80], rdx
-	LONG $0x81148d4a                           // lea rdx, [rcx + 4*r8]
-	WORD $0xf631                               // xor esi, esi
-	LONG $0x597de2c4; WORD $0x0065             // vpbroadcastq ymm4, qword ptr [rbp + 0] /* [rip + .LCPI7_0] */
-	QUAD $0x0000e024a47ffdc5; BYTE $0x00       // vmovdqa ymmword ptr [rsp + 224], ymm4
+	LONG $0x6ef9e1c4; BYTE $0xc0               // vmovq xmm0, rax
+	LONG $0x597de2c4; BYTE $0xc0               // vpbroadcastq ymm0, xmm0
+	LONG $0xb1148d4a                           // lea rdx, [rcx + 4*r14]
+	LONG $0x60c28348                           // add rdx, 96
+	LONG $0x24548b4c; BYTE $0x30               // mov r10, qword ptr [rsp + 48]
+	LONG $0xb25c8d4b; BYTE $0x60               // lea rbx, [r10 + 4*r14 + 96]
+	QUAD $0x0000000085048d4a                   // lea rax, [4*r8]
+	QUAD $0x000000f824848948                   // mov qword ptr [rsp + 248], rax
+	LONG $0xb2148d4f                           // lea r10, [r10 + 4*r14]
+	LONG $0xb11c8d4e                           // lea r11, [rcx + 4*r14]
+	WORD $0x3145; BYTE $0xff                   // xor r15d, r15d
+	QUAD $0x0001e024847ffdc5; BYTE $0x00       // vmovdqa ymmword ptr [rsp + 480], ymm0
+	LONG $0xd073fdc5; BYTE $0x20               // vpsrlq ymm0, ymm0, 32
+	QUAD $0x0001c024847ffdc5; BYTE $0x00       // vmovdqa ymmword ptr [rsp + 448], ymm0
+	LONG $0x247c8b48; BYTE $0x38               // mov rdi, qword ptr [rsp + 56]
+	QUAD $0x000000d8248c894c                   // mov qword ptr [rsp + 216], r9
+	QUAD $0x000000d0248c8948                   // mov qword ptr [rsp + 208], rcx
+	QUAD $0x000000c82484894c                   // mov qword ptr [rsp + 200], r8
+	JMP  LBB7_3
+	PCALIGN $16
+
+LBB7_11:
+	LONG $0x24748b4c; BYTE $0x48 // mov r14, qword ptr [rsp + 72]
+	LONG $0x04c68349             // add r14, 4
+	QUAD $0x0000008024bc8b4c     // mov r15, qword ptr [rsp + 128]
+	LONG $0x01c78349             // add r15, 1
+	LONG $0x24548b48; BYTE $0x40 // mov rdx, qword ptr [rsp + 64]
+	LONG $0x10c28348             // add rdx, 16
+	QUAD $0x00000090249c8b48     // mov rbx, qword ptr [rsp + 144]
+	LONG $0x10c38348             // add rbx, 16
+	LONG $0x247c8b48; BYTE $0x78 // mov rdi, qword ptr [rsp + 120]
+	LONG $0xfcc78348             // add rdi, -4
+	QUAD $0x0000008824948b4c     // mov r10, qword ptr [rsp + 136]
+	LONG $0x10c28349             // add r10, 16
+	LONG $0x10c38349             // add r11, 16
+	QUAD $0x0000035024b48b48     // mov rsi, qword ptr [rsp + 848] /* [rbp + 32] */
+	WORD $0x3949; BYTE $0xf6     // cmp r14, rsi
+	JGE  LBB7_12
+
+LBB7_3:
+	LONG $0x24548948; BYTE $0x40               // mov qword ptr [rsp + 64], rdx
+	LONG $0x04ff8348                           // cmp rdi, 4
+	LONG $0x000004b8; BYTE $0x00               // mov eax, 4
+	LONG $0x247c8948; BYTE $0x78               // mov qword ptr [rsp + 120], rdi
+	LONG $0xc74c0f48                           // cmovl rax, rdi
+	WORD $0x6348; BYTE $0xd0                   // movsxd rdx, eax
+	WORD $0xd089                               // mov eax, edx
+	WORD $0xe083; BYTE $0x1f                   // and eax, 31
+	WORD $0x2948; BYTE $0xc2                   // sub rdx, rax
+	QUAD $0x000000a824948948                   // mov qword ptr [rsp + 168], rdx
+	QUAD $0x0000008024bc894c                   // mov qword ptr [rsp + 128], r15
+	QUAD $0x00000000bd048d4a                   // lea rax, [4*r15]
+	LONG $0x24548b48; BYTE $0x38               // mov rdx, qword ptr [rsp + 56]
+	WORD $0x2948; BYTE $0xc2                   // sub rdx, rax
+	LONG $0x04fa8348                           // cmp rdx, 4
+	LONG $0x0004bf41; WORD $0x0000             // mov r15d, 4
+	LONG $0xd74d0f49                           // cmovge rdx, r15
+	WORD $0x6348; BYTE $0xfa                   // movsxd rdi, edx
+	LONG $0x20e2c148                           // shl rdx, 32
+	LONG $0xb1048d4a                           // lea rax, [rcx + 4*r14]
+	QUAD $0x000000e824948948                   // mov qword ptr [rsp + 232], rdx
+	LONG $0x1efac148                           // sar rdx, 30
+	QUAD $0x000000b824848948                   // mov qword ptr [rsp + 184], rax
+	WORD $0x0148; BYTE $0xc2                   // add rdx, rax
+	QUAD $0x000000c024948948                   // mov qword ptr [rsp + 192], rdx
+	WORD $0xf889                               // mov eax, edi
+	LONG $0x02e0c148                           // shl rax, 2
+	QUAD $0x000000e024848948                   // mov qword ptr [rsp + 224], rax
+	WORD $0x294c; BYTE $0xf6                   // sub rsi, r14
+	LONG $0x04fe8348                           // cmp rsi, 4
+	LONG $0xf74d0f49                           // cmovge rsi, r15
+	LONG $0x3e048d49                           // lea rax, [r14 + rdi]
+	QUAD $0x000000b024848948                   // mov qword ptr [rsp + 176], rax
+	WORD $0x468d; BYTE $0xff                   // lea eax, [rsi - 1]
+	WORD $0x8948; BYTE $0xf2                   // mov rdx, rsi
+	LONG $0x20e2c148                           // shl rdx, 32
+	LONG $0x6ef9e1c4; BYTE $0xc2               // vmovq xmm0, rdx
+	LONG $0x597de2c4; BYTE $0xc0               // vpbroadcastq ymm0, xmm0
+	LONG $0x377de2c4; WORD $0x0045             // vpcmpgtq ymm0, ymm0, ymmword ptr [rbp + 0] /* [rip + .LCPI7_0] */
+	LONG $0xc86ef9c5                           // vmovd xmm1, eax
+	LONG $0x5879e2c4; BYTE $0xc9               // vpbroadcastd xmm1, xmm1
+	LONG $0x257de2c4; BYTE $0xc9               // vpmovsxdq ymm1, xmm1
+	LONG $0x4b75e3c4; WORD $0x2045; BYTE $0x00 // vblendvpd ymm0, ymm1, ymmword ptr [rbp + 32], ymm0 /* [rip + .LCPI7_1] */
+	LONG $0x2474894c; BYTE $0x48               // mov qword ptr [rsp + 72], r14
+	LONG $0x6ef9c1c4; BYTE $0xce               // vmovq xmm1, r14
+	LONG $0x597de2c4; BYTE $0xc9               // vpbroadcastq ymm1, xmm1
+	LONG $0xc0d4f5c5                           // vpaddq ymm0, ymm1, ymm0
+	QUAD $0x0001c0248cf4fdc5; BYTE $0x00       // vpmuludq ymm1, ymm0, ymmword ptr [rsp + 448]
+	LONG $0xd073edc5; BYTE $0x20               // vpsrlq ymm2, ymm0, 32
+	QUAD $0x0001e0249c6ffdc5; BYTE $0x00       // vmovdqa ymm3, ymmword ptr [rsp + 480]
+	LONG $0xd3f4edc5                           // vpmuludq ymm2, ymm2, ymm3
+	LONG $0xcad4f5c5                           // vpaddq ymm1, ymm1, ymm2
+	LONG $0xf173f5c5; BYTE $0x20               // vpsllq ymm1, ymm1, 32
+	LONG $0xc3f4fdc5                           // vpmuludq ymm0, ymm0, ymm3
+	LONG $0xc1d4fdc5                           // vpaddq ymm0, ymm0, ymm1
+	LONG $0x7ef9e1c4; BYTE $0xc0               // vmovq rax, xmm0
+	LONG $0x54e86b4c                           // imul r13, rax, 84
+	LONG $0x24548b48; BYTE $0x70               // mov rdx, qword ptr [rsp + 112]
+	WORD $0x0149; BYTE $0xd5                   // add r13, rdx
+	QUAD $0x0000011024ac894c                   // mov qword ptr [rsp + 272], r13
+	LONG $0x16f9e3c4; WORD $0x01c0             // vpextrq rax, xmm0, 1
+	LONG $0x54f06b4c                           // imul r14, rax, 84
+	WORD $0x0149; BYTE $0xd6                   // add r14, rdx
+	QUAD $0x0000011824b4894c                   // mov qword ptr [rsp + 280], r14
+	LONG $0x397de3c4; WORD $0x01c0             // vextracti128 xmm0, ymm0, 1
+	LONG $0x7ef9e1c4; BYTE $0xc0               // vmovq rax, xmm0
+	LONG $0x54e06b4c                           // imul r12, rax, 84
+	WORD $0x0149; BYTE $0xd4                   // add r12, rdx
+	LONG $0x16f9e3c4; WORD $0x01c0             // vpextrq rax, xmm0, 1
+	QUAD $0x0000012024a4894c                   // mov qword ptr [rsp + 288], r12
+	LONG $0x54f86b4c                           // imul r15, rax, 84
+	WORD $0x0149; BYTE $0xd7                   // add r15, rdx
+	QUAD $0x0000012824bc894c                   // mov qword ptr [rsp + 296], r15
+	WORD $0xf889                               // mov eax, edi
+	WORD $0xe083; BYTE $0x1f                   // and eax, 31
+	QUAD $0x0000009824848948                   // mov qword ptr [rsp + 152], rax
+	WORD $0x2948; BYTE $0xc7                   // sub rdi, rax
+	QUAD $0x000000a024bc8948                   // mov qword ptr [rsp + 160], rdi
+	QUAD $0x0000010824b48948                   // mov qword ptr [rsp + 264], rsi
+	WORD $0x6348; BYTE $0xc6                   // movsxd rax, esi
+	QUAD $0x0000010024848948                   // mov qword ptr [rsp + 256], rax
+	QUAD $0x000000882494894c                   // mov qword ptr [rsp + 136], r10
+	QUAD $0x00000090249c8948                   // mov qword ptr [rsp + 144], rbx
+	WORD $0xc031                               // xor eax, eax
+	LONG $0x24448948; BYTE $0x28               // mov qword ptr [rsp + 40], rax
+	LONG $0x245c894c; BYTE $0x50               // mov qword ptr [rsp + 80], r11
 	JMP  LBB7_4
 	PCALIGN $16
 
-LBB7_15:
-	LONG $0x04c08349               // add r8, 4
-	QUAD $0x0000008024b48b48       // mov rsi, qword ptr [rsp + 128]
-	LONG $0x01c68348               // add rsi, 1
-	LONG $0x24448b48; BYTE $0x78   // mov rax, qword ptr [rsp + 120]
-	LONG $0x24440148; BYTE $0x68   // add qword ptr [rsp + 104], rax
-	LONG $0x24448348; WORD $0x1060 // add qword ptr [rsp + 96], 16
-	LONG $0x24448348; WORD $0x1058 // add qword ptr [rsp + 88], 16
-	QUAD $0x0000008824848b48       // mov rax, qword ptr [rsp + 136]
-	LONG $0xfcc08348               // add rax, -4
-	LONG $0x24448348; WORD $0x1050 // add qword ptr [rsp + 80], 16
-	LONG $0x10c28348               // add rdx, 16
-	QUAD $0x0000023024bc8b48       // mov rdi, qword ptr [rsp + 560] /* [rbp + 32] */
-	WORD $0x3949; BYTE $0xf8       // cmp r8, rdi
-	JGE  LBB7_46
+LBB7_23:
+	QUAD $0x0000014024b48d48     // lea rsi, [rsp + 320]
+	QUAD $0x000000e024948b48     // mov rdx, qword ptr [rsp + 224]
+	WORD $0xf8c5; BYTE $0x77     // vzeroupper
+	CALL ·_krt_memcpy(SB)
+	LONG $0x24548b4c; BYTE $0x60 // mov r10, qword ptr [rsp + 96]
+	LONG $0x245c8b4c; BYTE $0x50 // mov r11, qword ptr [rsp + 80]
+	QUAD $0x000000d0248c8b48     // mov rcx, qword ptr [rsp + 208]
+	QUAD $0x000000c824848b4c     // mov r8, qword ptr [rsp + 200]
+	QUAD $0x000000d8248c8b4c     // mov r9, qword ptr [rsp + 216]
+
+LBB7_10:
+	LONG $0x24548b48; BYTE $0x28 // mov rdx, qword ptr [rsp + 40]
+	LONG $0x01c28348             // add rdx, 1
+	QUAD $0x000000f824848b48     // mov rax, qword ptr [rsp + 248]
+	LONG $0x245c8b48; BYTE $0x58 // mov rbx, qword ptr [rsp + 88]
+	WORD $0x0148; BYTE $0xc3     // add rbx, rax
+	WORD $0x0149; BYTE $0xc2     // add r10, rax
+	WORD $0x8948; BYTE $0xd0     // mov rax, rdx
+	LONG $0x24548948; BYTE $0x28 // mov qword ptr [rsp + 40], rdx
+	QUAD $0x0000034024943b48     // cmp rdx, qword ptr [rsp + 832] /* [rbp + 16] */
+	JE   LBB7_11
 
 LBB7_4:
-	LONG $0x04f88348                       // cmp rax, 4
-	LONG $0x000004b9; BYTE $0x00           // mov ecx, 4
-	QUAD $0x0000008824848948               // mov qword ptr [rsp + 136], rax
-	LONG $0xc84c0f48                       // cmovl rcx, rax
-	QUAD $0x0000008024b48948               // mov qword ptr [rsp + 128], rsi
-	QUAD $0x00000000b5048d48               // lea rax, [4*rsi]
-	LONG $0x245c8b48; BYTE $0x30           // mov rbx, qword ptr [rsp + 48]
-	WORD $0x2948; BYTE $0xc3               // sub rbx, rax
-	LONG $0x04fb8348                       // cmp rbx, 4
-	LONG $0x000004be; BYTE $0x00           // mov esi, 4
-	LONG $0xde4d0f48                       // cmovge rbx, rsi
-	WORD $0x8948; BYTE $0xf8               // mov rax, rdi
-	WORD $0x294c; BYTE $0xc0               // sub rax, r8
-	LONG $0x04f88348                       // cmp rax, 4
-	LONG $0xc64d0f48                       // cmovge rax, rsi
-	WORD $0xc085                           // test eax, eax
-	JLE  LBB7_15
-	WORD $0x6348; BYTE $0xf1               // movsxd rsi, ecx
-	WORD $0xf189                           // mov ecx, esi
-	WORD $0xe183; BYTE $0x1f               // and ecx, 31
-	WORD $0x2948; BYTE $0xce               // sub rsi, rcx
-	QUAD $0x0000009824b48948               // mov qword ptr [rsp + 152], rsi
-	WORD $0x8948; BYTE $0xde               // mov rsi, rbx
-	LONG $0x20e6c148                       // shl rsi, 32
-	WORD $0x6348; BYTE $0xfb               // movsxd rdi, ebx
-	LONG $0x380c8d49                       // lea rcx, [r8 + rdi]
-	QUAD $0x000000d8248c8948               // mov qword ptr [rsp + 216], rcx
-	LONG $0x244c8b48; BYTE $0x28           // mov rcx, qword ptr [rsp + 40]
-	LONG $0x810c8d4a                       // lea rcx, [rcx + 4*r8]
-	QUAD $0x000000c024b48948               // mov qword ptr [rsp + 192], rsi
-	LONG $0x1efec148                       // sar rsi, 30
-	QUAD $0x000000a8248c8948               // mov qword ptr [rsp + 168], rcx
-	WORD $0x0148; BYTE $0xce               // add rsi, rcx
-	QUAD $0x000000b024b48948               // mov qword ptr [rsp + 176], rsi
-	WORD $0x8948; BYTE $0xde               // mov rsi, rbx
-	LONG $0x02e6c148                       // shl rsi, 2
-	QUAD $0x0003fffffffcb948; WORD $0x0000 // mov rcx, 17179869180
-	WORD $0x2148; BYTE $0xce               // and rsi, rcx
-	QUAD $0x000000b824b48948               // mov qword ptr [rsp + 184], rsi
-	WORD $0x634c; BYTE $0xe8               // movsxd r13, eax
-	WORD $0xe383; BYTE $0x1f               // and ebx, 31
-	QUAD $0x000000a0249c8948               // mov qword ptr [rsp + 160], rbx
-	WORD $0x2948; BYTE $0xdf               // sub rdi, rbx
-	QUAD $0x0000009024bc8948               // mov qword ptr [rsp + 144], rdi
-	LONG $0x247c8b4c; BYTE $0x50           // mov r15, qword ptr [rsp + 80]
-	LONG $0x24748b4c; BYTE $0x58           // mov r14, qword ptr [rsp + 88]
-	WORD $0xf631                           // xor esi, esi
-	LONG $0x2444894c; BYTE $0x08           // mov qword ptr [rsp + 8], r8
-	LONG $0x24548948; BYTE $0x38           // mov qword ptr [rsp + 56], rdx
-	JMP  LBB7_6
+	LONG    $0x245c8948; BYTE $0x58               // mov qword ptr [rsp + 88], rbx
+	LONG    $0x2454894c; BYTE $0x60               // mov qword ptr [rsp + 96], r10
+	LONG    $0xc0eff9c5                           // vpxor xmm0, xmm0, xmm0
+	LONG    $0x00f98149; WORD $0x0001; BYTE $0x00 // cmp r9, 256
+	JL      LBB7_9
+	LONG    $0x24448b48; BYTE $0x28               // mov rax, qword ptr [rsp + 40]
+	LONG    $0x44af0f48; WORD $0x6824             // imul rax, qword ptr [rsp + 104]
+	LONG    $0x24c06948; WORD $0x0001; BYTE $0x00 // imul rax, rax, 292
+	QUAD    $0x000000f024840348                   // add rax, qword ptr [rsp + 240]
+	LONG    $0xc0eff9c5                           // vpxor xmm0, xmm0, xmm0
+	WORD    $0xd231                               // xor edx, edx
 	PCALIGN $16
 
-LBB7_21:
-	LONG $0x24748d48; BYTE $0x10         // lea rsi, [rsp + 16]
-	QUAD $0x000000b824948b48             // mov rdx, qword ptr [rsp + 184]
-	WORD $0xf8c5; BYTE $0x77             // vzeroupper
-	CALL ·_krt_memcpy(SB)
-	QUAD $0x0000e024a46ffdc5; BYTE $0x00 // vmovdqa ymm4, ymmword ptr [rsp + 224]
-	LONG $0x245c8b4c; BYTE $0x48         // mov r11, qword ptr [rsp + 72]
-	LONG $0x24448b4c; BYTE $0x08         // mov r8, qword ptr [rsp + 8]
-	LONG $0x24548b48; BYTE $0x38         // mov rdx, qword ptr [rsp + 56]
-	LONG $0x24748b48; BYTE $0x40         // mov rsi, qword ptr [rsp + 64]
-
-LBB7_14:
-	LONG $0x01c68348         // add rsi, 1
-	QUAD $0x000000c824848b48 // mov rax, qword ptr [rsp + 200]
-	WORD $0x0149; BYTE $0xc6 // add r14, rax
-	WORD $0x0149; BYTE $0xc7 // add r15, rax
-	QUAD $0x0000022024b43b48 // cmp rsi, qword ptr [rsp + 544] /* [rbp + 16] */
-	JE   LBB7_15
-
 LBB7_6:
-	WORD    $0x8948; BYTE $0xf0                   // mov rax, rsi
-	LONG    $0x44af0f48; WORD $0x2024             // imul rax, qword ptr [rsp + 32]
-	LONG    $0x000c8d49                           // lea rcx, [r8 + rax]
-	LONG    $0x8b3c8d49                           // lea rdi, [r11 + 4*rcx]
-	QUAD    $0x000000d824840348                   // add rax, qword ptr [rsp + 216]
-	LONG    $0x83048d4d                           // lea r8, [r11 + 4*rax]
-	LONG    $0x24748948; BYTE $0x40               // mov qword ptr [rsp + 64], rsi
-	WORD    $0x8948; BYTE $0xf0                   // mov rax, rsi
-	LONG    $0x44af0f48; WORD $0x7024             // imul rax, qword ptr [rsp + 112]
-	LONG    $0x24c86948; WORD $0x0001; BYTE $0x00 // imul rcx, rax, 292
-	QUAD    $0x000000d0248c0348                   // add rcx, qword ptr [rsp + 208]
-	LONG    $0xc057f8c5                           // vxorps xmm0, xmm0, xmm0
-	LONG    $0x4429f8c5; WORD $0x1024             // vmovaps xmmword ptr [rsp + 16], xmm0
-	LONG    $0x244c8b4c; BYTE $0x68               // mov r9, qword ptr [rsp + 104]
-	WORD    $0x3145; BYTE $0xd2                   // xor r10d, r10d
+	QUAD    $0x00013024847ff9c5; BYTE $0x00       // vmovdqa xmmword ptr [rsp + 304], xmm0
+	LONG    $0x24f26948; WORD $0x0001; BYTE $0x00 // imul rsi, rdx, 292
+	LONG    $0x30148d4c                           // lea r10, [rax + rsi]
+	QUAD    $0x000104308410fcc5; BYTE $0x00       // vmovups ymm0, ymmword ptr [rax + rsi + 260]
+	QUAD    $0x000280248429fcc5; BYTE $0x00       // vmovaps ymmword ptr [rsp + 640], ymm0
+	LONG    $0x4410fcc5; WORD $0x0430             // vmovups ymm0, ymmword ptr [rax + rsi + 4]
+	QUAD    $0x000260248429fcc5; BYTE $0x00       // vmovaps ymmword ptr [rsp + 608], ymm0
+	LONG    $0x4410fcc5; WORD $0x2430             // vmovups ymm0, ymmword ptr [rax + rsi + 36]
+	QUAD    $0x000240248429fcc5; BYTE $0x00       // vmovaps ymmword ptr [rsp + 576], ymm0
+	LONG    $0x4410fcc5; WORD $0x4430             // vmovups ymm0, ymmword ptr [rax + rsi + 68]
+	QUAD    $0x000220248429fcc5; BYTE $0x00       // vmovaps ymmword ptr [rsp + 544], ymm0
+	LONG    $0x4410fcc5; WORD $0x6430             // vmovups ymm0, ymmword ptr [rax + rsi + 100]
+	QUAD    $0x000200248429fcc5; BYTE $0x00       // vmovaps ymmword ptr [rsp + 512], ymm0
+	QUAD    $0x00008430b46ffec5; BYTE $0x00       // vmovdqu ymm6, ymmword ptr [rax + rsi + 132]
+	QUAD    $0x0000a430bc6ffec5; BYTE $0x00       // vmovdqu ymm7, ymmword ptr [rax + rsi + 164]
+	QUAD    $0x0000c430846f7ec5; BYTE $0x00       // vmovdqu ymm8, ymmword ptr [rax + rsi + 196]
+	QUAD    $0x0000e4308c6f7ec5; BYTE $0x00       // vmovdqu ymm9, ymmword ptr [rax + rsi + 228]
+	WORD    $0xff31                               // xor edi, edi
+	QUAD    $0x00000080956ffec5                   // vmovdqu ymm2, ymmword ptr [rbp + 128] /* [rip + .LCPI7_5] */
+	QUAD    $0x000000a09d6ffec5                   // vmovdqu ymm3, ymmword ptr [rbp + 160] /* [rip + .LCPI7_6] */
+	QUAD    $0x000000c0a56ffec5                   // vmovdqu ymm4, ymmword ptr [rbp + 192] /* [rip + .LCPI7_7] */
+	QUAD    $0x000000e0ad6ffec5                   // vmovdqu ymm5, ymmword ptr [rbp + 224] /* [rip + .LCPI7_8] */
 	PCALIGN $16
 
 LBB7_7:
-	LONG    $0x24d26949; WORD $0x0001; BYTE $0x00 // imul rdx, r10, 292
-	QUAD    $0x000104118410fcc5; BYTE $0x00       // vmovups ymm0, ymmword ptr [rcx + rdx + 260]
-	QUAD    $0x000140248429fcc5; BYTE $0x00       // vmovaps ymmword ptr [rsp + 320], ymm0
-	LONG    $0x4410fcc5; WORD $0x0411             // vmovups ymm0, ymmword ptr [rcx + rdx + 4]
-	QUAD    $0x000120248429fcc5; BYTE $0x00       // vmovaps ymmword ptr [rsp + 288], ymm0
-	LONG    $0x4410fcc5; WORD $0x2411             // vmovups ymm0, ymmword ptr [rcx + rdx + 36]
-	QUAD    $0x000100248429fcc5; BYTE $0x00       // vmovaps ymmword ptr [rsp + 256], ymm0
-	LONG    $0x4410fcc5; WORD $0x4411             // vmovups ymm0, ymmword ptr [rcx + rdx + 68]
-	QUAD    $0x0001e0248429fcc5; BYTE $0x00       // vmovaps ymmword ptr [rsp + 480], ymm0
-	LONG    $0x4410fcc5; WORD $0x6411             // vmovups ymm0, ymmword ptr [rcx + rdx + 100]
-	QUAD    $0x0001c0248429fcc5; BYTE $0x00       // vmovaps ymmword ptr [rsp + 448], ymm0
-	QUAD    $0x000084118410fcc5; BYTE $0x00       // vmovups ymm0, ymmword ptr [rcx + rdx + 132]
-	QUAD    $0x0001a0248429fcc5; BYTE $0x00       // vmovaps ymmword ptr [rsp + 416], ymm0
-	QUAD    $0x0000a4118410fcc5; BYTE $0x00       // vmovups ymm0, ymmword ptr [rcx + rdx + 164]
-	QUAD    $0x000180248429fcc5; BYTE $0x00       // vmovaps ymmword ptr [rsp + 384], ymm0
-	QUAD    $0x0000c4118410fcc5; BYTE $0x00       // vmovups ymm0, ymmword ptr [rcx + rdx + 196]
-	QUAD    $0x000160248429fcc5; BYTE $0x00       // vmovaps ymmword ptr [rsp + 352], ymm0
-	QUAD    $0x0000e411846f7ec5; BYTE $0x00       // vmovdqu ymm8, ymmword ptr [rcx + rdx + 228]
-	LONG    $0x0410fac5; BYTE $0x11               // vmovss xmm0, dword ptr [rcx + rdx]
-	WORD    $0x894c; BYTE $0xca                   // mov rdx, r9
-	WORD    $0xdb31                               // xor ebx, ebx
-	LONG    $0x6d6ffec5; BYTE $0x40               // vmovdqu ymm5, ymmword ptr [rbp + 64] /* [rip + .LCPI7_2] */
-	LONG    $0x756ffec5; BYTE $0x60               // vmovdqu ymm6, ymmword ptr [rbp + 96] /* [rip + .LCPI7_3] */
-	QUAD    $0x00000080bd6ffec5                   // vmovdqu ymm7, ymmword ptr [rbp + 128] /* [rip + .LCPI7_4] */
-	PCALIGN $16
-
-LBB7_8:
-	LONG $0x307d62c4; WORD $0xae52         // vpmovzxbw ymm10, xmmword ptr [rdx - 82]
-	LONG $0xdcdb2dc5                       // vpand ymm11, ymm10, ymm4
-	LONG $0x711dc1c4; WORD $0x02f3         // vpsllw ymm12, ymm11, 2
-	LONG $0x00fd43c4; WORD $0x44eb         // vpermq ymm13, ymm11, 68
-	LONG $0x726f7ec5; BYTE $0xbe           // vmovdqu ymm14, ymmword ptr [rdx - 66]
-	LONG $0x7ddb0dc5; BYTE $0x20           // vpand ymm15, ymm14, ymmword ptr [rbp + 32] /* [rip + .LCPI7_1] */
-	QUAD $0x012024bc040562c4; WORD $0x0000 // vpmaddubsw ymm15, ymm15, ymmword ptr [rsp + 288]
-	LONG $0xcddb0dc5                       // vpand ymm9, ymm14, ymm5
-	QUAD $0x0100248c043562c4; WORD $0x0000 // vpmaddubsw ymm9, ymm9, ymmword ptr [rsp + 256]
-	LONG $0x00fdc3c4; WORD $0x44cc         // vpermq ymm1, ymm12, 68
-	LONG $0x0075e2c4; BYTE $0xd6           // vpshufb ymm2, ymm1, ymm6
-	LONG $0xd2f585c5                       // vpmaddwd ymm2, ymm15, ymm2
-	LONG $0x001562c4; BYTE $0xff           // vpshufb ymm15, ymm13, ymm7
-	LONG $0xf53541c4; BYTE $0xcf           // vpmaddwd ymm9, ymm9, ymm15
-	QUAD $0x000000c0bd6f7ec5               // vmovdqu ymm15, ymmword ptr [rbp + 192] /* [rip + .LCPI7_6] */
-	QUAD $0x000000a0a56ffec5               // vmovdqu ymm4, ymmword ptr [rbp + 160] /* [rip + .LCPI7_5] */
-	LONG $0x5d6ffec5; BYTE $0x20           // vmovdqu ymm3, ymmword ptr [rbp + 32] /* [rip + .LCPI7_1] */
-	LONG $0x710dc1c4; WORD $0x04d6         // vpsrlw ymm14, ymm14, 4
-	LONG $0xd2feb5c5                       // vpaddd ymm2, ymm9, ymm2
-	LONG $0xcbdb0dc5                       // vpand ymm9, ymm14, ymm3
-	QUAD $0x01e0248c043562c4; WORD $0x0000 // vpmaddubsw ymm9, ymm9, ymmword ptr [rsp + 480]
-	LONG $0x0075e2c4; BYTE $0xcc           // vpshufb ymm1, ymm1, ymm4
-	LONG $0xc9f5b5c5                       // vpmaddwd ymm1, ymm9, ymm1
-	LONG $0x4a6f7ec5; BYTE $0xde           // vmovdqu ymm9, ymmword ptr [rdx - 34]
-	LONG $0xf5db0dc5                       // vpand ymm14, ymm14, ymm5
-	QUAD $0x01c024b4040d62c4; WORD $0x0000 // vpmaddubsw ymm14, ymm14, ymmword ptr [rsp + 448]
-	LONG $0xc9feedc5                       // vpaddd ymm1, ymm2, ymm1
-	LONG $0x0015c2c4; BYTE $0xd7           // vpshufb ymm2, ymm13, ymm15
-	LONG $0xd2f58dc5                       // vpmaddwd ymm2, ymm14, ymm2
-	LONG $0xebdb35c5                       // vpand ymm13, ymm9, ymm3
-	QUAD $0x01a024ac041562c4; WORD $0x0000 // vpmaddubsw ymm13, ymm13, ymmword ptr [rsp + 416]
-	LONG $0x00fd43c4; WORD $0xeee4         // vpermq ymm12, ymm12, 238
-	LONG $0x001d62c4; BYTE $0xf6           // vpshufb ymm14, ymm12, ymm6
-	LONG $0xf51541c4; BYTE $0xee           // vpmaddwd ymm13, ymm13, ymm14
-	LONG $0x00fd43c4; WORD $0xeedb         // vpermq ymm11, ymm11, 238
-	LONG $0xd2fe95c5                       // vpaddd ymm2, ymm13, ymm2
-	LONG $0x7115c1c4; WORD $0x04d1         // vpsrlw ymm13, ymm9, 4
-	LONG $0xcddb35c5                       // vpand ymm9, ymm9, ymm5
-	QUAD $0x0180248c043562c4; WORD $0x0000 // vpmaddubsw ymm9, ymm9, ymmword ptr [rsp + 384]
-	LONG $0xcafef5c5                       // vpaddd ymm1, ymm1, ymm2
-	LONG $0x0025e2c4; BYTE $0xd7           // vpshufb ymm2, ymm11, ymm7
-	LONG $0xd2f5b5c5                       // vpmaddwd ymm2, ymm9, ymm2
-	LONG $0xcbdb15c5                       // vpand ymm9, ymm13, ymm3
-	QUAD $0x0160248c043562c4; WORD $0x0000 // vpmaddubsw ymm9, ymm9, ymmword ptr [rsp + 352]
-	LONG $0x001d62c4; BYTE $0xe4           // vpshufb ymm12, ymm12, ymm4
-	LONG $0xf53541c4; BYTE $0xcc           // vpmaddwd ymm9, ymm9, ymm12
-	LONG $0xd2feb5c5                       // vpaddd ymm2, ymm9, ymm2
-	LONG $0xcddb15c5                       // vpand ymm9, ymm13, ymm5
-	LONG $0x043542c4; BYTE $0xc8           // vpmaddubsw ymm9, ymm9, ymm8
-	LONG $0x002542c4; BYTE $0xdf           // vpshufb ymm11, ymm11, ymm15
-	LONG $0xf53541c4; BYTE $0xcb           // vpmaddwd ymm9, ymm9, ymm11
-	LONG $0xd2feb5c5                       // vpaddd ymm2, ymm9, ymm2
-	LONG $0xcafef5c5                       // vpaddd ymm1, ymm1, ymm2
-	LONG $0xfe42b70f                       // movzx eax, word ptr [rdx - 2]
-	LONG $0xd06ef9c5                       // vmovd xmm2, eax
-	LONG $0x1379e2c4; BYTE $0xd2           // vcvtph2ps xmm2, xmm2
-	LONG $0xd259fac5                       // vmulss xmm2, xmm0, xmm2
-	LONG $0xda5ceac5                       // vsubss xmm3, xmm2, xmm2
-	LONG $0xd358eac5                       // vaddss xmm2, xmm2, xmm3
-	WORD $0xb70f; BYTE $0x02               // movzx eax, word ptr [rdx]
-	LONG $0xd86ef9c5                       // vmovd xmm3, eax
-	LONG $0x1379e2c4; BYTE $0xdb           // vcvtph2ps xmm3, xmm3
-	LONG $0xdb59fac5                       // vmulss xmm3, xmm0, xmm3
-	LONG $0xe35ce2c5                       // vsubss xmm4, xmm3, xmm3
-	LONG $0xdc58e2c5                       // vaddss xmm3, xmm3, xmm4
-	LONG $0x397de3c4; WORD $0x01cc         // vextracti128 xmm4, ymm1, 1
-	LONG $0xc9fed9c5                       // vpaddd xmm1, xmm4, xmm1
-	LONG $0xe170f9c5; BYTE $0x4e           // vpshufd xmm4, xmm1, 78
-	LONG $0xc9fed9c5                       // vpaddd xmm1, xmm4, xmm1
-	LONG $0xe170f9c5; BYTE $0x55           // vpshufd xmm4, xmm1, 85
-	LONG $0xc9fed9c5                       // vpaddd xmm1, xmm4, xmm1
-	LONG $0x715dc1c4; WORD $0x04d2         // vpsrlw ymm4, ymm10, 4
-	QUAD $0x00014024a4f5ddc5; BYTE $0x00   // vpmaddwd ymm4, ymm4, ymmword ptr [rsp + 320]
-	LONG $0xc87ef9c5                       // vmovd eax, xmm1
-	WORD $0x708d; BYTE $0x03               // lea esi, [rax + 3]
-	WORD $0xc085                           // test eax, eax
-	WORD $0x490f; BYTE $0xf0               // cmovns esi, eax
-	WORD $0xfec1; BYTE $0x02               // sar esi, 2
-	LONG $0xce2abac5                       // vcvtsi2ss xmm1, xmm8, esi
-	LONG $0xc959eac5                       // vmulss xmm1, xmm2, xmm1
-	LONG $0x397de3c4; WORD $0x01e2         // vextracti128 xmm2, ymm4, 1
-	LONG $0xd4fee9c5                       // vpaddd xmm2, xmm2, xmm4
-	LONG $0xe270f9c5; BYTE $0x4e           // vpshufd xmm4, xmm2, 78
-	LONG $0xd2fed9c5                       // vpaddd xmm2, xmm4, xmm2
-	LONG $0xe270f9c5; BYTE $0x55           // vpshufd xmm4, xmm2, 85
-	LONG $0xd2fed9c5                       // vpaddd xmm2, xmm4, xmm2
-	QUAD $0x0000e024a46ffdc5; BYTE $0x00   // vmovdqa ymm4, ymmword ptr [rsp + 224]
-	LONG $0xd25bf8c5                       // vcvtdq2ps xmm2, xmm2
-	LONG $0xd259e2c5                       // vmulss xmm2, xmm3, xmm2
-	LONG $0xca5cf2c5                       // vsubss xmm1, xmm1, xmm2
-	LONG $0x4c58f2c5; WORD $0x109c         // vaddss xmm1, xmm1, dword ptr [rsp + 4*rbx + 16]
-	LONG $0x4c11fac5; WORD $0x109c         // vmovss dword ptr [rsp + 4*rbx + 16], xmm1
-	LONG $0x01c38348                       // add rbx, 1
-	WORD $0x014c; BYTE $0xe2               // add rdx, r12
-	WORD $0x394c; BYTE $0xeb               // cmp rbx, r13
-	JL   LBB7_8
-	LONG $0x01c28349                       // add r10, 1
-	LONG $0x54c18349                       // add r9, 84
-	LONG $0x24543b4c; BYTE $0x70           // cmp r10, qword ptr [rsp + 112]
+	QUAD $0x000001103c9c8b48                   // mov rbx, qword ptr [rsp + rdi + 272]
+	LONG $0x54f26b48                           // imul rsi, rdx, 84
+	LONG $0x307d62c4; WORD $0x331c             // vpmovzxbw ymm11, xmmword ptr [rbx + rsi]
+	QUAD $0x00010095597d62c4; BYTE $0x00       // vpbroadcastq ymm10, qword ptr [rbp + 256] /* [rip + .LCPI7_2] */
+	LONG $0xdb2541c4; BYTE $0xd2               // vpand ymm10, ymm11, ymm10
+	LONG $0x7125c1c4; WORD $0x04d3             // vpsrlw ymm11, ymm11, 4
+	QUAD $0x000280249cf525c5; BYTE $0x00       // vpmaddwd ymm11, ymm11, ymmword ptr [rsp + 640]
+	QUAD $0x0002a0bc9c7f7dc5; BYTE $0x00       // vmovdqa ymmword ptr [rsp + 4*rdi + 672], ymm11
+	LONG $0x7125c1c4; WORD $0x02f2             // vpsllw ymm11, ymm10, 2
+	LONG $0x00fd43c4; WORD $0x44e2             // vpermq ymm12, ymm10, 68
+	LONG $0x6c6f7ec5; WORD $0x1033             // vmovdqu ymm13, ymmword ptr [rbx + rsi + 16]
+	LONG $0x75db15c5; BYTE $0x40               // vpand ymm14, ymm13, ymmword ptr [rbp + 64] /* [rip + .LCPI7_3] */
+	QUAD $0x026024b4040d62c4; WORD $0x0000     // vpmaddubsw ymm14, ymm14, ymmword ptr [rsp + 608]
+	LONG $0x7ddb15c5; BYTE $0x60               // vpand ymm15, ymm13, ymmword ptr [rbp + 96] /* [rip + .LCPI7_4] */
+	QUAD $0x024024bc040562c4; WORD $0x0000     // vpmaddubsw ymm15, ymm15, ymmword ptr [rsp + 576]
+	LONG $0x00fdc3c4; WORD $0x44c3             // vpermq ymm0, ymm11, 68
+	LONG $0x007de2c4; BYTE $0xca               // vpshufb ymm1, ymm0, ymm2
+	LONG $0xc9f58dc5                           // vpmaddwd ymm1, ymm14, ymm1
+	LONG $0x001d62c4; BYTE $0xf3               // vpshufb ymm14, ymm12, ymm3
+	LONG $0xf50541c4; BYTE $0xf6               // vpmaddwd ymm14, ymm15, ymm14
+	LONG $0x7d6f7ec5; BYTE $0x60               // vmovdqu ymm15, ymmword ptr [rbp + 96] /* [rip + .LCPI7_4] */
+	LONG $0x7115c1c4; WORD $0x04d5             // vpsrlw ymm13, ymm13, 4
+	LONG $0xc9fe8dc5                           // vpaddd ymm1, ymm14, ymm1
+	LONG $0x75db15c5; BYTE $0x40               // vpand ymm14, ymm13, ymmword ptr [rbp + 64] /* [rip + .LCPI7_3] */
+	QUAD $0x022024b4040d62c4; WORD $0x0000     // vpmaddubsw ymm14, ymm14, ymmword ptr [rsp + 544]
+	LONG $0x007de2c4; BYTE $0xc4               // vpshufb ymm0, ymm0, ymm4
+	LONG $0xc0f58dc5                           // vpmaddwd ymm0, ymm14, ymm0
+	LONG $0x746f7ec5; WORD $0x3033             // vmovdqu ymm14, ymmword ptr [rbx + rsi + 48]
+	LONG $0xdb1541c4; BYTE $0xef               // vpand ymm13, ymm13, ymm15
+	QUAD $0x020024ac041562c4; WORD $0x0000     // vpmaddubsw ymm13, ymm13, ymmword ptr [rsp + 512]
+	LONG $0xc0fef5c5                           // vpaddd ymm0, ymm1, ymm0
+	LONG $0x001de2c4; BYTE $0xcd               // vpshufb ymm1, ymm12, ymm5
+	LONG $0xc9f595c5                           // vpmaddwd ymm1, ymm13, ymm1
+	LONG $0x65db0dc5; BYTE $0x40               // vpand ymm12, ymm14, ymmword ptr [rbp + 64] /* [rip + .LCPI7_3] */
+	LONG $0x041d62c4; BYTE $0xe6               // vpmaddubsw ymm12, ymm12, ymm6
+	LONG $0x00fd43c4; WORD $0xeedb             // vpermq ymm11, ymm11, 238
+	LONG $0x002562c4; BYTE $0xea               // vpshufb ymm13, ymm11, ymm2
+	LONG $0xf51d41c4; BYTE $0xe5               // vpmaddwd ymm12, ymm12, ymm13
+	LONG $0x00fd43c4; WORD $0xeed2             // vpermq ymm10, ymm10, 238
+	LONG $0xc9fe9dc5                           // vpaddd ymm1, ymm12, ymm1
+	LONG $0x711dc1c4; WORD $0x04d6             // vpsrlw ymm12, ymm14, 4
+	LONG $0xdb0d41c4; BYTE $0xef               // vpand ymm13, ymm14, ymm15
+	LONG $0x041562c4; BYTE $0xef               // vpmaddubsw ymm13, ymm13, ymm7
+	LONG $0xc1fefdc5                           // vpaddd ymm0, ymm0, ymm1
+	LONG $0x002de2c4; BYTE $0xcb               // vpshufb ymm1, ymm10, ymm3
+	LONG $0xc9f595c5                           // vpmaddwd ymm1, ymm13, ymm1
+	LONG $0x6ddb1dc5; BYTE $0x40               // vpand ymm13, ymm12, ymmword ptr [rbp + 64] /* [rip + .LCPI7_3] */
+	LONG $0x041542c4; BYTE $0xe8               // vpmaddubsw ymm13, ymm13, ymm8
+	LONG $0x002562c4; BYTE $0xdc               // vpshufb ymm11, ymm11, ymm4
+	LONG $0xf51541c4; BYTE $0xdb               // vpmaddwd ymm11, ymm13, ymm11
+	LONG $0xc9fea5c5                           // vpaddd ymm1, ymm11, ymm1
+	LONG $0xdb1d41c4; BYTE $0xdf               // vpand ymm11, ymm12, ymm15
+	LONG $0x042542c4; BYTE $0xd9               // vpmaddubsw ymm11, ymm11, ymm9
+	LONG $0x002d62c4; BYTE $0xd5               // vpshufb ymm10, ymm10, ymm5
+	LONG $0xf52541c4; BYTE $0xd2               // vpmaddwd ymm10, ymm11, ymm10
+	LONG $0xc9feadc5                           // vpaddd ymm1, ymm10, ymm1
+	LONG $0xc1fefdc5                           // vpaddd ymm0, ymm0, ymm1
+	QUAD $0x000140bc847ffdc5; BYTE $0x00       // vmovdqa ymmword ptr [rsp + 4*rdi + 320], ymm0
+	LONG $0x08c78348                           // add rdi, 8
+	LONG $0x20ff8348                           // cmp rdi, 32
 	JNE  LBB7_7
-	LONG $0x247c8348; WORD $0x0028         // cmp qword ptr [rsp + 40], 0
-	JE   LBB7_21
-	QUAD $0x002000000000b848; WORD $0x0000 // mov rax, 137438953472
-	QUAD $0x000000c024843948               // cmp qword ptr [rsp + 192], rax
-	JB   LBB7_12
-	QUAD $0x000000b024bc3b48               // cmp rdi, qword ptr [rsp + 176]
-	JAE  LBB7_18
-	QUAD $0x000000a82484394c               // cmp qword ptr [rsp + 168], r8
-	JAE  LBB7_18
+	QUAD $0x000140248c6ffdc5; BYTE $0x00       // vmovdqa ymm1, ymmword ptr [rsp + 320]
+	QUAD $0x00018024946ffdc5; BYTE $0x00       // vmovdqa ymm2, ymmword ptr [rsp + 384]
+	QUAD $0x0160248c0275e2c4; WORD $0x0000     // vphaddd ymm1, ymm1, ymmword ptr [rsp + 352]
+	QUAD $0x01a02494026de2c4; WORD $0x0000     // vphaddd ymm2, ymm2, ymmword ptr [rsp + 416]
+	LONG $0x0275e2c4; BYTE $0xca               // vphaddd ymm1, ymm1, ymm2
+	QUAD $0x0002a024946ffdc5; BYTE $0x00       // vmovdqa ymm2, ymmword ptr [rsp + 672]
+	QUAD $0x0002e0249c6ffdc5; BYTE $0x00       // vmovdqa ymm3, ymmword ptr [rsp + 736]
+	QUAD $0x02c02494026de2c4; WORD $0x0000     // vphaddd ymm2, ymm2, ymmword ptr [rsp + 704]
+	QUAD $0x0300249c0265e2c4; WORD $0x0000     // vphaddd ymm3, ymm3, ymmword ptr [rsp + 768]
+	LONG $0x026de2c4; BYTE $0xd3               // vphaddd ymm2, ymm2, ymm3
+	LONG $0x397de3c4; WORD $0x01cb             // vextracti128 xmm3, ymm1, 1
+	LONG $0xc9fee1c5                           // vpaddd xmm1, xmm3, xmm1
+	LONG $0xe172f1c5; BYTE $0x02               // vpsrad xmm1, xmm1, 2
+	LONG $0x397de3c4; WORD $0x01d3             // vextracti128 xmm3, ymm2, 1
+	LONG $0xd2fee1c5                           // vpaddd xmm2, xmm3, xmm2
+	LONG $0x7cb70f41; WORD $0x5035             // movzx edi, word ptr [r13 + rsi + 80]
+	LONG $0xdf6ef9c5                           // vmovd xmm3, edi
+	LONG $0x1379e2c4; BYTE $0xdb               // vcvtph2ps xmm3, xmm3
+	LONG $0x7cb70f41; WORD $0x5036             // movzx edi, word ptr [r14 + rsi + 80]
+	LONG $0xe76ef9c5                           // vmovd xmm4, edi
+	LONG $0x1379e2c4; BYTE $0xe4               // vcvtph2ps xmm4, xmm4
+	LONG $0xdc14e0c5                           // vunpcklps xmm3, xmm3, xmm4
+	LONG $0x7cb70f41; WORD $0x5037             // movzx edi, word ptr [r15 + rsi + 80]
+	LONG $0x5cb70f45; WORD $0x5237             // movzx r11d, word ptr [r15 + rsi + 82]
+	LONG $0x247c8966; BYTE $0x22               // mov word ptr [rsp + 34], di
+	LONG $0x7cb70f41; WORD $0x5034             // movzx edi, word ptr [r12 + rsi + 80]
+	LONG $0x5cb70f41; WORD $0x5234             // movzx ebx, word ptr [r12 + rsi + 82]
+	LONG $0x247c8966; BYTE $0x20               // mov word ptr [rsp + 32], di
+	LONG $0x3579e2c4; WORD $0x2464; BYTE $0x20 // vpmovzxdq xmm4, qword ptr [rsp + 32]
+	LONG $0x1379e2c4; BYTE $0xe4               // vcvtph2ps xmm4, xmm4
+	LONG $0xdc16e0c5                           // vmovlhps xmm3, xmm3, xmm4
+	LONG $0x7cb70f41; WORD $0x5235             // movzx edi, word ptr [r13 + rsi + 82]
+	LONG $0xe76ef9c5                           // vmovd xmm4, edi
+	LONG $0x1379e2c4; BYTE $0xe4               // vcvtph2ps xmm4, xmm4
+	LONG $0x74b70f41; WORD $0x5236             // movzx esi, word ptr [r14 + rsi + 82]
+	LONG $0xee6ef9c5                           // vmovd xmm5, esi
+	LONG $0x1379e2c4; BYTE $0xed               // vcvtph2ps xmm5, xmm5
+	LONG $0xe514d8c5                           // vunpcklps xmm4, xmm4, xmm5
+	LONG $0x5c894466; WORD $0x1224             // mov word ptr [rsp + 18], r11w
+	LONG $0x245c8966; BYTE $0x10               // mov word ptr [rsp + 16], bx
+	LONG $0x3579e2c4; WORD $0x246c; BYTE $0x10 // vpmovzxdq xmm5, qword ptr [rsp + 16]
+	LONG $0x1379e2c4; BYTE $0xed               // vcvtph2ps xmm5, xmm5
+	LONG $0xe516d8c5                           // vmovlhps xmm4, xmm4, xmm5
+	LONG $0x1879c2c4; BYTE $0x2a               // vbroadcastss xmm5, dword ptr [r10]
+	LONG $0xdd59e0c5                           // vmulps xmm3, xmm3, xmm5
+	LONG $0xf35ce0c5                           // vsubps xmm6, xmm3, xmm3
+	LONG $0xde58e0c5                           // vaddps xmm3, xmm3, xmm6
+	LONG $0xe559d8c5                           // vmulps xmm4, xmm4, xmm5
+	LONG $0xec5cd8c5                           // vsubps xmm5, xmm4, xmm4
+	LONG $0xe558d8c5                           // vaddps xmm4, xmm4, xmm5
+	LONG $0xc95bf8c5                           // vcvtdq2ps xmm1, xmm1
+	LONG $0xc959e0c5                           // vmulps xmm1, xmm3, xmm1
+	LONG $0xd25bf8c5                           // vcvtdq2ps xmm2, xmm2
+	LONG $0xd259d8c5                           // vmulps xmm2, xmm4, xmm2
+	LONG $0xca5cf0c5                           // vsubps xmm1, xmm1, xmm2
+	QUAD $0x000130248428f8c5; BYTE $0x00       // vmovaps xmm0, xmmword ptr [rsp + 304]
+	LONG $0xc158f8c5                           // vaddps xmm0, xmm0, xmm1
+	LONG $0x01c28348                           // add rdx, 1
+	LONG $0x24543b48; BYTE $0x68               // cmp rdx, qword ptr [rsp + 104]
+	JNE  LBB7_6
 
-LBB7_12:
-	WORD    $0xc031                 // xor eax, eax
-	LONG    $0x24448b4c; BYTE $0x08 // mov r8, qword ptr [rsp + 8]
-	LONG    $0x24548b48; BYTE $0x38 // mov rdx, qword ptr [rsp + 56]
-	LONG    $0x24748b48; BYTE $0x40 // mov rsi, qword ptr [rsp + 64]
-	PCALIGN $16
+LBB7_9:
+	QUAD $0x00014024847ff9c5; BYTE $0x00 // vmovdqa xmmword ptr [rsp + 320], xmm0
+	QUAD $0x000000010824bc83             // cmp dword ptr [rsp + 264], 0
+	LONG $0x245c8b4c; BYTE $0x50         // mov r11, qword ptr [rsp + 80]
+	QUAD $0x00000100249c8b48             // mov rbx, qword ptr [rsp + 256]
+	LONG $0x24548b4c; BYTE $0x60         // mov r10, qword ptr [rsp + 96]
+	JLE  LBB7_10
+	LONG $0x24448b48; BYTE $0x28         // mov rax, qword ptr [rsp + 40]
+	LONG $0xc0af0f49                     // imul rax, r8
+	LONG $0x24548b48; BYTE $0x48         // mov rdx, qword ptr [rsp + 72]
+	WORD $0x0148; BYTE $0xc2             // add rdx, rax
+	LONG $0x24748b48; BYTE $0x30         // mov rsi, qword ptr [rsp + 48]
+	LONG $0x963c8d48                     // lea rdi, [rsi + 4*rdx]
+	WORD $0x8548; BYTE $0xc9             // test rcx, rcx
+	JE   LBB7_23
+	QUAD $0x000000e824948b48             // mov rdx, qword ptr [rsp + 232]
+	LONG $0x25eac148                     // shr rdx, 37
+	JNE  LBB7_16
+	WORD $0xc031                         // xor eax, eax
+	JMP  LBB7_22
 
-LBB7_13:
-	LONG $0x4410fac5; WORD $0x1084 // vmovss xmm0, dword ptr [rsp + 4*rax + 16]
-	LONG $0x0458fac5; BYTE $0x82   // vaddss xmm0, xmm0, dword ptr [rdx + 4*rax]
-	LONG $0x117ac1c4; WORD $0x8704 // vmovss dword ptr [r15 + 4*rax], xmm0
-	LONG $0x01c08348               // add rax, 1
-	WORD $0x394c; BYTE $0xe8       // cmp rax, r13
-	JL   LBB7_13
-	JMP  LBB7_14
-
-LBB7_18:
-	WORD    $0xc031                 // xor eax, eax
-	LONG    $0x244c8b48; BYTE $0x60 // mov rcx, qword ptr [rsp + 96]
-	LONG    $0x24548b48; BYTE $0x38 // mov rdx, qword ptr [rsp + 56]
-	QUAD    $0x0000009824b48b48     // mov rsi, qword ptr [rsp + 152]
-	PCALIGN $16
+LBB7_16:
+	QUAD $0x000000c024bc3b48     // cmp rdi, qword ptr [rsp + 192]
+	JAE  LBB7_19
+	QUAD $0x000000b024840348     // add rax, qword ptr [rsp + 176]
+	LONG $0x24548b48; BYTE $0x30 // mov rdx, qword ptr [rsp + 48]
+	LONG $0x82048d48             // lea rax, [rdx + 4*rax]
+	QUAD $0x000000b824843948     // cmp qword ptr [rsp + 184], rax
+	JAE  LBB7_19
+	WORD $0xc031                 // xor eax, eax
+	JMP  LBB7_22
 
 LBB7_19:
-	LONG $0x4410fcc5; WORD $0x1084             // vmovups ymm0, ymmword ptr [rsp + 4*rax + 16]
-	LONG $0x4c10fcc5; WORD $0x3084             // vmovups ymm1, ymmword ptr [rsp + 4*rax + 48]
-	LONG $0x5410fcc5; WORD $0x5084             // vmovups ymm2, ymmword ptr [rsp + 4*rax + 80]
-	LONG $0x5c10fcc5; WORD $0x7084             // vmovups ymm3, ymmword ptr [rsp + 4*rax + 112]
-	LONG $0x4458fcc5; WORD $0xa081             // vaddps ymm0, ymm0, ymmword ptr [rcx + 4*rax - 96]
-	LONG $0x4c58f4c5; WORD $0xc081             // vaddps ymm1, ymm1, ymmword ptr [rcx + 4*rax - 64]
-	LONG $0x5458ecc5; WORD $0xe081             // vaddps ymm2, ymm2, ymmword ptr [rcx + 4*rax - 32]
-	LONG $0x1c58e4c5; BYTE $0x81               // vaddps ymm3, ymm3, ymmword ptr [rcx + 4*rax]
-	LONG $0x117cc1c4; WORD $0x8644; BYTE $0xa0 // vmovups ymmword ptr [r14 + 4*rax - 96], ymm0
-	LONG $0x117cc1c4; WORD $0x864c; BYTE $0xc0 // vmovups ymmword ptr [r14 + 4*rax - 64], ymm1
-	LONG $0x117cc1c4; WORD $0x8654; BYTE $0xe0 // vmovups ymmword ptr [r14 + 4*rax - 32], ymm2
-	LONG $0x117cc1c4; WORD $0x861c             // vmovups ymmword ptr [r14 + 4*rax], ymm3
-	LONG $0x20c08348                           // add rax, 32
-	WORD $0x3948; BYTE $0xc6                   // cmp rsi, rax
-	JNE  LBB7_19
-	QUAD $0x0000009024848b48                   // mov rax, qword ptr [rsp + 144]
-	QUAD $0x000000a024bc8348; BYTE $0x00       // cmp qword ptr [rsp + 160], 0
-	LONG $0x24448b4c; BYTE $0x08               // mov r8, qword ptr [rsp + 8]
-	LONG $0x24748b48; BYTE $0x40               // mov rsi, qword ptr [rsp + 64]
-	JNE  LBB7_13
-	JMP  LBB7_14
+	WORD    $0xc031                 // xor eax, eax
+	LONG    $0x24548b48; BYTE $0x40 // mov rdx, qword ptr [rsp + 64]
+	QUAD    $0x000000a824b48b48     // mov rsi, qword ptr [rsp + 168]
+	LONG    $0x247c8b48; BYTE $0x58 // mov rdi, qword ptr [rsp + 88]
+	PCALIGN $16
+
+LBB7_20:
+	QUAD    $0x000140848410fcc5; BYTE $0x00 // vmovups ymm0, ymmword ptr [rsp + 4*rax + 320]
+	QUAD    $0x000160848c10fcc5; BYTE $0x00 // vmovups ymm1, ymmword ptr [rsp + 4*rax + 352]
+	QUAD    $0x000180849410fcc5; BYTE $0x00 // vmovups ymm2, ymmword ptr [rsp + 4*rax + 384]
+	QUAD    $0x0001a0849c10fcc5; BYTE $0x00 // vmovups ymm3, ymmword ptr [rsp + 4*rax + 416]
+	LONG    $0x4458fcc5; WORD $0xa082       // vaddps ymm0, ymm0, ymmword ptr [rdx + 4*rax - 96]
+	LONG    $0x4c58f4c5; WORD $0xc082       // vaddps ymm1, ymm1, ymmword ptr [rdx + 4*rax - 64]
+	LONG    $0x5458ecc5; WORD $0xe082       // vaddps ymm2, ymm2, ymmword ptr [rdx + 4*rax - 32]
+	LONG    $0x1c58e4c5; BYTE $0x82         // vaddps ymm3, ymm3, ymmword ptr [rdx + 4*rax]
+	LONG    $0x4411fcc5; WORD $0xa087       // vmovups ymmword ptr [rdi + 4*rax - 96], ymm0
+	LONG    $0x4c11fcc5; WORD $0xc087       // vmovups ymmword ptr [rdi + 4*rax - 64], ymm1
+	LONG    $0x5411fcc5; WORD $0xe087       // vmovups ymmword ptr [rdi + 4*rax - 32], ymm2
+	LONG    $0x1c11fcc5; BYTE $0x87         // vmovups ymmword ptr [rdi + 4*rax], ymm3
+	LONG    $0x20c08348                     // add rax, 32
+	WORD    $0x3948; BYTE $0xc6             // cmp rsi, rax
+	JNE     LBB7_20
+	QUAD    $0x000000a024848b48             // mov rax, qword ptr [rsp + 160]
+	QUAD    $0x0000009824bc8348; BYTE $0x00 // cmp qword ptr [rsp + 152], 0
+	JE      LBB7_10
+	PCALIGN $16
 
 LBB7_22:
-	LONG $0x24548b48; BYTE $0x28           // mov rdx, qword ptr [rsp + 40]
-	WORD $0x8548; BYTE $0xd2               // test rdx, rdx
-	JE   LBB7_28
-	QUAD $0x002000000000be48; WORD $0x0000 // mov rsi, 137438953472
-	LONG $0x820c8d4a                       // lea rcx, [rdx + 4*r8]
-	LONG $0x60c18348                       // add rcx, 96
-	LONG $0x83448d4b; BYTE $0x60           // lea rax, [r11 + 4*r8 + 96]
-	QUAD $0x0000016024848948               // mov qword ptr [rsp + 352], rax
-	LONG $0x24448b48; BYTE $0x20           // mov rax, qword ptr [rsp + 32]
-	QUAD $0x00000000850c8d4c               // lea r9, [4*rax]
-	LONG $0x83048d4b                       // lea rax, [r11 + 4*r8]
-	QUAD $0x000000e024848948               // mov qword ptr [rsp + 224], rax
-	LONG $0x821c8d4a                       // lea rbx, [rdx + 4*r8]
-	WORD $0xc031                           // xor eax, eax
-	LONG $0xc057f8c5                       // vxorps xmm0, xmm0, xmm0
-	LONG $0x24548b48; BYTE $0x30           // mov rdx, qword ptr [rsp + 48]
-	LONG $0x24648b4c; BYTE $0x48           // mov r12, qword ptr [rsp + 72]
-	JMP  LBB7_24
-	PCALIGN $16
-
-LBB7_45:
-	LONG $0x24448b4c; BYTE $0x08         // mov r8, qword ptr [rsp + 8]
-	LONG $0x04c08349                     // add r8, 4
-	QUAD $0x000001a024848b48             // mov rax, qword ptr [rsp + 416]
+	QUAD $0x000140848410fac5; BYTE $0x00 // vmovss xmm0, dword ptr [rsp + 4*rax + 320]
+	LONG $0x587ac1c4; WORD $0x8304       // vaddss xmm0, xmm0, dword ptr [r11 + 4*rax]
+	LONG $0x117ac1c4; WORD $0x8204       // vmovss dword ptr [r10 + 4*rax], xmm0
 	LONG $0x01c08348                     // add rax, 1
-	LONG $0x10c18348                     // add rcx, 16
-	QUAD $0x0000016024848348; BYTE $0x10 // add qword ptr [rsp + 352], 16
-	QUAD $0x0000018024948b48             // mov rdx, qword ptr [rsp + 384]
-	LONG $0xfcc28348                     // add rdx, -4
-	QUAD $0x000000e024848348; BYTE $0x10 // add qword ptr [rsp + 224], 16
-	LONG $0x10c38348                     // add rbx, 16
-	QUAD $0x0000023024bc8b48             // mov rdi, qword ptr [rsp + 560] /* [rbp + 32] */
-	WORD $0x3949; BYTE $0xf8             // cmp r8, rdi
-	JGE  LBB7_46
+	WORD $0x3948; BYTE $0xd8             // cmp rax, rbx
+	JL   LBB7_22
+	JMP  LBB7_10
 
-LBB7_24:
-	LONG $0x04fa8348               // cmp rdx, 4
-	LONG $0x0004bb41; WORD $0x0000 // mov r11d, 4
-	QUAD $0x0000018024948948       // mov qword ptr [rsp + 384], rdx
-	LONG $0xda4c0f4c               // cmovl r11, rdx
-	QUAD $0x000001a024848948       // mov qword ptr [rsp + 416], rax
-	QUAD $0x0000000085048d48       // lea rax, [4*rax]
-	LONG $0x24748b4c; BYTE $0x30   // mov r14, qword ptr [rsp + 48]
-	WORD $0x2949; BYTE $0xc6       // sub r14, rax
-	LONG $0x04fe8349               // cmp r14, 4
-	LONG $0x0004ba41; WORD $0x0000 // mov r10d, 4
-	LONG $0xf24d0f4d               // cmovge r14, r10
-	WORD $0x8948; BYTE $0xf8       // mov rax, rdi
-	LONG $0x2444894c; BYTE $0x08   // mov qword ptr [rsp + 8], r8
-	WORD $0x294c; BYTE $0xc0       // sub rax, r8
-	LONG $0x04f88348               // cmp rax, 4
-	LONG $0xc24d0f49               // cmovge rax, r10
-	WORD $0xc085                   // test eax, eax
-	JLE  LBB7_45
-	WORD $0x6349; BYTE $0xfb       // movsxd rdi, r11d
-	WORD $0xfa89                   // mov edx, edi
-	WORD $0xe283; BYTE $0x1f       // and edx, 31
-	WORD $0x2948; BYTE $0xd7       // sub rdi, rdx
-	WORD $0x894d; BYTE $0xf3       // mov r11, r14
-	WORD $0x894d; BYTE $0xf0       // mov r8, r14
-	LONG $0x20e0c149               // shl r8, 32
-	WORD $0x634d; BYTE $0xf3       // movsxd r14, r11d
-	LONG $0x24548b4c; BYTE $0x08   // mov r10, qword ptr [rsp + 8]
-	LONG $0x32148d4b               // lea rdx, [r10 + r14]
-	QUAD $0x0000012024948948       // mov qword ptr [rsp + 288], rdx
-	LONG $0x24548b48; BYTE $0x28   // mov rdx, qword ptr [rsp + 40]
-	LONG $0x92148d4e               // lea r10, [rdx + 4*r10]
-	WORD $0x894c; BYTE $0xc2       // mov rdx, r8
-	LONG $0x1efac148               // sar rdx, 30
-	QUAD $0x000001002494894c       // mov qword ptr [rsp + 256], r10
-	WORD $0x014c; BYTE $0xd2       // add rdx, r10
-	QUAD $0x0000014024948948       // mov qword ptr [rsp + 320], rdx
-	WORD $0x634c; BYTE $0xd0       // movsxd r10, eax
-	LONG $0x1fe38341               // and r11d, 31
-	QUAD $0x000001e0249c894c       // mov qword ptr [rsp + 480], r11
-	WORD $0x294d; BYTE $0xde       // sub r14, r11
-	QUAD $0x000001c024b4894c       // mov qword ptr [rsp + 448], r14
-	QUAD $0x000000e0249c8b4c       // mov r11, qword ptr [rsp + 224]
-	QUAD $0x0000016024b48b4c       // mov r14, qword ptr [rsp + 352]
-	WORD $0x3145; BYTE $0xff       // xor r15d, r15d
-	JMP  LBB7_26
-	PCALIGN $16
-
-LBB7_44:
-	LONG $0x01c78349         // add r15, 1
-	WORD $0x014d; BYTE $0xce // add r14, r9
-	WORD $0x014d; BYTE $0xcb // add r11, r9
-	QUAD $0x0000022024bc3b4c // cmp r15, qword ptr [rsp + 544] /* [rbp + 16] */
-	JE   LBB7_45
-
-LBB7_26:
-	LONG $0x4429f8c5; WORD $0x1024 // vmovaps xmmword ptr [rsp + 16], xmm0
-	WORD $0x3949; BYTE $0xf0       // cmp r8, rsi
-	JAE  LBB7_37
-	WORD $0xc031                   // xor eax, eax
-	JMP  LBB7_43
-	PCALIGN $16
-
-LBB7_37:
-	WORD $0x894c; BYTE $0xf8       // mov rax, r15
-	LONG $0x44af0f48; WORD $0x2024 // imul rax, qword ptr [rsp + 32]
-	LONG $0x24548b48; BYTE $0x08   // mov rdx, qword ptr [rsp + 8]
-	LONG $0x022c8d4c               // lea r13, [rdx + rax]
-	LONG $0xac148d4b               // lea rdx, [r12 + 4*r13]
-	QUAD $0x0000014024943b48       // cmp rdx, qword ptr [rsp + 320]
-	JAE  LBB7_40
-	QUAD $0x0000012024840348       // add rax, qword ptr [rsp + 288]
-	LONG $0x84048d49               // lea rax, [r12 + 4*rax]
-	QUAD $0x0000010024843948       // cmp qword ptr [rsp + 256], rax
-	JAE  LBB7_40
-	WORD $0xc031                   // xor eax, eax
-	JMP  LBB7_43
-	PCALIGN $16
-
-LBB7_40:
-	WORD    $0xc031 // xor eax, eax
-	PCALIGN $16
-
-LBB7_41:
-	LONG    $0x4c10fcc5; WORD $0x1084             // vmovups ymm1, ymmword ptr [rsp + 4*rax + 16]
-	LONG    $0x5410fcc5; WORD $0x3084             // vmovups ymm2, ymmword ptr [rsp + 4*rax + 48]
-	LONG    $0x5c10fcc5; WORD $0x5084             // vmovups ymm3, ymmword ptr [rsp + 4*rax + 80]
-	LONG    $0x6410fcc5; WORD $0x7084             // vmovups ymm4, ymmword ptr [rsp + 4*rax + 112]
-	LONG    $0x4c58f4c5; WORD $0xa081             // vaddps ymm1, ymm1, ymmword ptr [rcx + 4*rax - 96]
-	LONG    $0x5458ecc5; WORD $0xc081             // vaddps ymm2, ymm2, ymmword ptr [rcx + 4*rax - 64]
-	LONG    $0x5c58e4c5; WORD $0xe081             // vaddps ymm3, ymm3, ymmword ptr [rcx + 4*rax - 32]
-	LONG    $0x2458dcc5; BYTE $0x81               // vaddps ymm4, ymm4, ymmword ptr [rcx + 4*rax]
-	LONG    $0x117cc1c4; WORD $0x864c; BYTE $0xa0 // vmovups ymmword ptr [r14 + 4*rax - 96], ymm1
-	LONG    $0x117cc1c4; WORD $0x8654; BYTE $0xc0 // vmovups ymmword ptr [r14 + 4*rax - 64], ymm2
-	LONG    $0x117cc1c4; WORD $0x865c; BYTE $0xe0 // vmovups ymmword ptr [r14 + 4*rax - 32], ymm3
-	LONG    $0x117cc1c4; WORD $0x8624             // vmovups ymmword ptr [r14 + 4*rax], ymm4
-	LONG    $0x20c08348                           // add rax, 32
-	WORD    $0x3948; BYTE $0xc7                   // cmp rdi, rax
-	JNE     LBB7_41
-	QUAD    $0x000001c024848b48                   // mov rax, qword ptr [rsp + 448]
-	QUAD    $0x000001e024bc8348; BYTE $0x00       // cmp qword ptr [rsp + 480], 0
-	JE      LBB7_44
-	PCALIGN $16
-
-LBB7_43:
-	LONG $0x4c10fac5; WORD $0x1084 // vmovss xmm1, dword ptr [rsp + 4*rax + 16]
-	LONG $0x0c58f2c5; BYTE $0x83   // vaddss xmm1, xmm1, dword ptr [rbx + 4*rax]
-	LONG $0x117ac1c4; WORD $0x830c // vmovss dword ptr [r11 + 4*rax], xmm1
-	LONG $0x01c08348               // add rax, 1
-	WORD $0x394c; BYTE $0xd0       // cmp rax, r10
-	JL   LBB7_43
-	JMP  LBB7_44
-
-LBB7_28:
-	QUAD $0x0000022024848b48     // mov rax, qword ptr [rsp + 544] /* [rbp + 16] */
-	LONG $0xfee08348             // and rax, -2
-	QUAD $0x0000014024848948     // mov qword ptr [rsp + 320], rax
-	LONG $0x244c8b48; BYTE $0x20 // mov rcx, qword ptr [rsp + 32]
-	LONG $0x08048d49             // lea rax, [r8 + rcx]
-	LONG $0x832c8d4d             // lea r13, [r11 + 4*rax]
-	QUAD $0x00000000cd048d48     // lea rax, [8*rcx]
-	QUAD $0x0000012024848948     // mov qword ptr [rsp + 288], rax
-	LONG $0x833c8d4f             // lea r15, [r11 + 4*r8]
-	WORD $0x3145; BYTE $0xe4     // xor r12d, r12d
-	LONG $0xc057f8c5             // vxorps xmm0, xmm0, xmm0
-	JMP  LBB7_29
-	PCALIGN $16
-
-LBB7_34:
-	LONG $0x04c08349         // add r8, 4
-	LONG $0x01c48349         // add r12, 1
-	LONG $0x10c58349         // add r13, 16
-	LONG $0x10c78349         // add r15, 16
-	QUAD $0x0000023024bc8b48 // mov rdi, qword ptr [rsp + 560] /* [rbp + 32] */
-	WORD $0x3949; BYTE $0xf8 // cmp r8, rdi
-	JGE  LBB7_46
-
-LBB7_29:
-	QUAD $0x00000000a5048d4a               // lea rax, [4*r12]
-	LONG $0x245c8b48; BYTE $0x30           // mov rbx, qword ptr [rsp + 48]
-	WORD $0x2948; BYTE $0xc3               // sub rbx, rax
-	LONG $0x04fb8348                       // cmp rbx, 4
-	LONG $0x000004b8; BYTE $0x00           // mov eax, 4
-	LONG $0xd84d0f48                       // cmovge rbx, rax
-	WORD $0x8948; BYTE $0xf8               // mov rax, rdi
-	WORD $0x294c; BYTE $0xc0               // sub rax, r8
-	LONG $0x04f88348                       // cmp rax, 4
-	LONG $0x000004b9; BYTE $0x00           // mov ecx, 4
-	WORD $0x4d0f; BYTE $0xc1               // cmovge eax, ecx
-	WORD $0xc085                           // test eax, eax
-	JLE  LBB7_34
-	LONG $0x02e3c148                       // shl rbx, 2
-	QUAD $0x0003fffffffcb848; WORD $0x0000 // mov rax, 17179869180
-	WORD $0x2148; BYTE $0xc3               // and rbx, rax
-	QUAD $0x0000022024bc8348; BYTE $0x01   // cmp qword ptr [rsp + 544], 1 /* [rbp + 16] */
-	LONG $0x2444894c; BYTE $0x08           // mov qword ptr [rsp + 8], r8
-	QUAD $0x0000010024a4894c               // mov qword ptr [rsp + 256], r12
-	JNE  LBB7_35
-	WORD $0x3145; BYTE $0xf6               // xor r14d, r14d
-	JMP  LBB7_32
-	PCALIGN $16
-
-LBB7_35:
-	WORD    $0x3145; BYTE $0xe4 // xor r12d, r12d
-	WORD    $0x3145; BYTE $0xf6 // xor r14d, r14d
-	PCALIGN $16
-
-LBB7_36:
-	LONG $0x273c8d4b               // lea rdi, [r15 + r12]
-	LONG $0x4429f8c5; WORD $0x1024 // vmovaps xmmword ptr [rsp + 16], xmm0
-	LONG $0x24748d48; BYTE $0x10   // lea rsi, [rsp + 16]
-	WORD $0x8948; BYTE $0xda       // mov rdx, rbx
-	CALL ·_krt_memcpy(SB)
-	LONG $0x2c3c8d4b               // lea rdi, [r12 + r13]
-	LONG $0xc057f8c5               // vxorps xmm0, xmm0, xmm0
-	LONG $0x4429f8c5; WORD $0x1024 // vmovaps xmmword ptr [rsp + 16], xmm0
-	LONG $0x24748d48; BYTE $0x10   // lea rsi, [rsp + 16]
-	WORD $0x8948; BYTE $0xda       // mov rdx, rbx
-	CALL ·_krt_memcpy(SB)
-	LONG $0xc057f8c5               // vxorps xmm0, xmm0, xmm0
-	LONG $0x02c68349               // add r14, 2
-	QUAD $0x0000012024a4034c       // add r12, qword ptr [rsp + 288]
-	QUAD $0x0000014024b4394c       // cmp qword ptr [rsp + 320], r14
-	JNE  LBB7_36
-
-LBB7_32:
-	QUAD $0x0000022024848b48       // mov rax, qword ptr [rsp + 544] /* [rbp + 16] */
-	WORD $0x01a8                   // test al, 1
-	LONG $0x24448b48; BYTE $0x48   // mov rax, qword ptr [rsp + 72]
-	LONG $0x24448b4c; BYTE $0x08   // mov r8, qword ptr [rsp + 8]
-	QUAD $0x0000010024a48b4c       // mov r12, qword ptr [rsp + 256]
-	JE   LBB7_34
-	LONG $0x74af0f4c; WORD $0x2024 // imul r14, qword ptr [rsp + 32]
-	WORD $0x014d; BYTE $0xc6       // add r14, r8
-	LONG $0xb03c8d4a               // lea rdi, [rax + 4*r14]
-	LONG $0x4429f8c5; WORD $0x1024 // vmovaps xmmword ptr [rsp + 16], xmm0
-	LONG $0x24748d48; BYTE $0x10   // lea rsi, [rsp + 16]
-	WORD $0x8948; BYTE $0xda       // mov rdx, rbx
-	WORD $0x894c; BYTE $0xc3       // mov rbx, r8
-	CALL ·_krt_memcpy(SB)
-	LONG $0xc057f8c5               // vxorps xmm0, xmm0, xmm0
-	WORD $0x8949; BYTE $0xd8       // mov r8, rbx
-	JMP  LBB7_34
-
-LBB7_46:
-	MOVQ 568(SP), SP
+LBB7_12:
+	MOVQ 856(SP), SP
 	VZEROUPPER
 	RET
 

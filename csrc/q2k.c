@@ -26,10 +26,10 @@
  *     activations (pairs <= 3048), vpmaddwd with the two sub-block scale words (4 sc or sc, one
  *     vpshufb), into 8 int32 lanes summing to 4 isum.
  * GEMM: for each group of 4 rows, each token and super-block, the exact integer sums of the SIMD
- * GEMV's arithmetic reduced to scalars, then krt_q2_term and the accumulation in _ref's order:
- * bit-identical to krt_kd_q2_K (so to a GEMV of one token through _ref) in every variant. The
- * 4 rows' weights stay in L1 while the tokens pass; _avx512 unpacks a super-block of the 4 rows
- * once for a tile of 8 tokens and reduces the 4 rows' sums together (see there).
+ * GEMV's arithmetic, the 4 rows' reduced together (a vphaddd tree), then krt_q2_term's steps and
+ * the accumulation in _ref's order, lane-wise for the 4 rows: bit-identical to krt_kd_q2_K (so to
+ * a GEMV of one token through _ref) in every variant. The 4 rows' weights stay in L1 while the
+ * tokens pass; _avx512 unpacks a super-block of the 4 rows once for a tile of 8 tokens.
  * Non-finite scales: as every K-quant GEMV (krt_kdot.h), a NaN / Inf d, dmin or d_x makes the row
  * NaN (krt_scale_poison on the scale products, outside the integer loop).
  *
@@ -227,25 +227,46 @@ KRT_TARGET_AVX2 void krt_gemv_q2_K_avx2(float *y, const krt_block_q2_K *w, const
     }
 }
 
+/* The 4 rows' [isum_i] and [msum_i] from their 8-lane partial sums (vphaddd tree, exact). */
+KRT_TARGET_AVX2 KRT_INLINE void krt_q2_sums4_avx2(const __m256i u[4], const __m256i m[4], __m128i *is, __m128i *ms) {
+    const __m256i gi = _mm256_hadd_epi32(_mm256_hadd_epi32(u[0], u[1]), _mm256_hadd_epi32(u[2], u[3]));
+    const __m256i gm = _mm256_hadd_epi32(_mm256_hadd_epi32(m[0], m[1]), _mm256_hadd_epi32(m[2], m[3]));
+    *is = _mm_srai_epi32(_mm_add_epi32(_mm256_castsi256_si128(gi), _mm256_extracti128_si256(gi, 1)), 2); /* 4 isum -> isum */
+    *ms = _mm_add_epi32(_mm256_castsi256_si128(gm), _mm256_extracti128_si256(gm, 1));
+}
+
+/* The 4 rows' terms a * isum - c * msum (a, c the poisoned d * d_x, dmin * d_x), lane-wise with
+ * krt_q2_term's roundings. */
+KRT_TARGET_AVX2 KRT_INLINE __m128 krt_q2_terms4(__m128 d4, __m128 m4, float dx, __m128i is, __m128i ms) {
+    const __m128 x = _mm_set1_ps(dx);
+    const __m128 a = krt_scale_poison_sse(_mm_mul_ps(d4, x)), c = krt_scale_poison_sse(_mm_mul_ps(m4, x));
+    return _mm_sub_ps(_mm_mul_ps(a, _mm_cvtepi32_ps(is)), _mm_mul_ps(c, _mm_cvtepi32_ps(ms)));
+}
+
 KRT_TARGET_AVX2 void krt_gemm_q2_K_avx2(float *y, const krt_block_q2_K *w, const krt_block_q8_K *x, const float *bias,
                                         int64_t rows, int64_t cols, int64_t T, int64_t r0, int64_t r1) {
     const int64_t nb = cols / KRT_QK_K;
     for (int64_t r = r0; r < r1; r += 4) {
         const int rn = r1 - r < 4 ? (int)(r1 - r) : 4;
+        const krt_block_q2_K *wr[4]; /* the last row repeated past r1: its lanes are not stored */
+        for (int i = 0; i < 4; i++) wr[i] = w + (r + (i < rn ? i : rn - 1)) * nb;
         for (int64_t t = 0; t < T; t++) {
             const krt_block_q8_K *xt = x + t * nb;
-            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            __m128 acc = _mm_setzero_ps();
             for (int64_t b = 0; b < nb; b++) {
-                for (int i = 0; i < rn; i++) {
-                    const krt_block_q2_K *blk = w + (r + i) * nb + b;
-                    __m256i mins;
-                    const __m256i v = krt_q2_sb_avx2((const uint8_t *)blk, xt + b, &mins);
-                    const float a = krt_scale_poison(krt_q2_h2f(blk->d) * xt[b].d);
-                    const float c = krt_scale_poison(krt_q2_h2f(blk->dmin) * xt[b].d);
-                    acc[i] = acc[i] + (a * (float)(krt_q2_hsum_avx2(v) / 4) - c * (float)krt_q2_hsum_avx2(mins));
-                }
+                __m256i u[4], mins[4];
+                for (int i = 0; i < 4; i++) u[i] = krt_q2_sb_avx2((const uint8_t *)(wr[i] + b), xt + b, &mins[i]);
+                __m128i is, ms;
+                krt_q2_sums4_avx2(u, mins, &is, &ms);
+                const __m128 d4 = _mm_setr_ps(krt_q2_h2f(wr[0][b].d), krt_q2_h2f(wr[1][b].d), krt_q2_h2f(wr[2][b].d),
+                                              krt_q2_h2f(wr[3][b].d));
+                const __m128 m4 = _mm_setr_ps(krt_q2_h2f(wr[0][b].dmin), krt_q2_h2f(wr[1][b].dmin),
+                                              krt_q2_h2f(wr[2][b].dmin), krt_q2_h2f(wr[3][b].dmin));
+                acc = _mm_add_ps(acc, krt_q2_terms4(d4, m4, xt[b].d, is, ms));
             }
-            for (int i = 0; i < rn; i++) y[t * rows + r + i] = bias ? acc[i] + bias[r + i] : acc[i];
+            float o[4];
+            _mm_storeu_ps(o, acc);
+            for (int i = 0; i < rn; i++) y[t * rows + r + i] = bias ? o[i] + bias[r + i] : o[i];
         }
     }
 }

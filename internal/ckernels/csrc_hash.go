@@ -3,4 +3,4 @@
 package ckernels
 
 // csrcHash is the hash of csrc/ this package was last generated for (see csrchash).
-const csrcHash = "1d7ebdccc45daae928672e14d02fdd9adad44be8163c8d279efd353ad250adfa"
+const csrcHash = "09c6fbbff4095c51df0d65e0fed7a9661ce90497e2d4a5a3016b5d48e70c59cf"
