@@ -17,6 +17,7 @@ const (
 	OpQuantizeQ8K      = Op(kern.QuantizeQ8K)      // quantize_q8_K
 	OpQuantizeIQ4_NL   = Op(kern.QuantizeIQ4_NL)   // quantize_iq4_nl
 	OpQuantizeQ2K      = Op(kern.QuantizeQ2K)      // quantize_q2_K
+	OpQuantizeIQ4_XS   = Op(kern.QuantizeIQ4_XS)   // quantize_iq4_xs
 	OpDequantizeQ8_0   = Op(kern.DequantizeQ8_0)   // dequantize_q8_0
 	OpDequantizeQ5_0   = Op(kern.DequantizeQ5_0)   // dequantize_q5_0
 	OpDequantizeQ4_0   = Op(kern.DequantizeQ4_0)   // dequantize_q4_0
@@ -28,6 +29,7 @@ const (
 	OpDequantizeQ8K    = Op(kern.DequantizeQ8K)    // dequantize_q8_K
 	OpDequantizeIQ4_NL = Op(kern.DequantizeIQ4_NL) // dequantize_iq4_nl
 	OpDequantizeQ2K    = Op(kern.DequantizeQ2K)    // dequantize_q2_K
+	OpDequantizeIQ4_XS = Op(kern.DequantizeIQ4_XS) // dequantize_iq4_xs
 	OpGemvQ8_0         = Op(kern.GemvQ8_0)         // gemv_q8_0
 	OpGemvQ5_0         = Op(kern.GemvQ5_0)         // gemv_q5_0
 	OpGemvQ4_0         = Op(kern.GemvQ4_0)         // gemv_q4_0
@@ -37,6 +39,7 @@ const (
 	OpGemvQ6K          = Op(kern.GemvQ6K)          // gemv_q6_K
 	OpGemvIQ4_NL       = Op(kern.GemvIQ4_NL)       // gemv_iq4_nl
 	OpGemvQ2K          = Op(kern.GemvQ2K)          // gemv_q2_K
+	OpGemvIQ4_XS       = Op(kern.GemvIQ4_XS)       // gemv_iq4_xs
 	OpGemvQ8_0F32      = Op(kern.GemvQ8_0F32)      // gemv_q8_0_f32
 	OpGemvQ5_0F32      = Op(kern.GemvQ5_0F32)      // gemv_q5_0_f32
 	OpGemvF32          = Op(kern.GemvF32)          // gemv_f32
@@ -49,6 +52,7 @@ const (
 	OpGemmQ6K          = Op(kern.GemmQ6K)          // gemm_q6_K
 	OpGemmIQ4_NL       = Op(kern.GemmIQ4_NL)       // gemm_iq4_nl
 	OpGemmQ2K          = Op(kern.GemmQ2K)          // gemm_q2_K
+	OpGemmIQ4_XS       = Op(kern.GemmIQ4_XS)       // gemm_iq4_xs
 	OpRMSNorm          = Op(kern.RMSNorm)          // rmsnorm
 	OpSoftmax          = Op(kern.Softmax)          // softmax
 	OpSwiGLU           = Op(kern.SwiGLU)           // swiglu
@@ -148,6 +152,13 @@ func argsQuantizeQ2K(dst kern.P, src kern.P) (ka kern.Args) {
 	return ka
 }
 
+// argsQuantizeIQ4_XS packs the parameters of krt_quantize_iq4_xs but its slice range and scratch.
+func argsQuantizeIQ4_XS(dst kern.P, src kern.P) (ka kern.Args) {
+	ka.P[0] = dst
+	ka.P[1] = src
+	return ka
+}
+
 // argsDequantizeQ8_0 packs the parameters of krt_dequantize_q8_0 but its slice range and scratch.
 func argsDequantizeQ8_0(dst kern.P, src kern.P) (ka kern.Args) {
 	ka.P[0] = dst
@@ -220,6 +231,13 @@ func argsDequantizeIQ4_NL(dst kern.P, src kern.P) (ka kern.Args) {
 
 // argsDequantizeQ2K packs the parameters of krt_dequantize_q2_K but its slice range and scratch.
 func argsDequantizeQ2K(dst kern.P, src kern.P) (ka kern.Args) {
+	ka.P[0] = dst
+	ka.P[1] = src
+	return ka
+}
+
+// argsDequantizeIQ4_XS packs the parameters of krt_dequantize_iq4_xs but its slice range and scratch.
+func argsDequantizeIQ4_XS(dst kern.P, src kern.P) (ka kern.Args) {
 	ka.P[0] = dst
 	ka.P[1] = src
 	return ka
@@ -307,6 +325,16 @@ func argsGemvIQ4_NL(y kern.P, w kern.P, x kern.P, bias kern.P, cols int) (ka ker
 
 // argsGemvQ2K packs the parameters of krt_gemv_q2_K but its slice range and scratch.
 func argsGemvQ2K(y kern.P, w kern.P, x kern.P, bias kern.P, cols int) (ka kern.Args) {
+	ka.P[0] = y
+	ka.P[1] = w
+	ka.P[2] = x
+	ka.P[3] = bias
+	ka.I[0] = cols
+	return ka
+}
+
+// argsGemvIQ4_XS packs the parameters of krt_gemv_iq4_xs but its slice range and scratch.
+func argsGemvIQ4_XS(y kern.P, w kern.P, x kern.P, bias kern.P, cols int) (ka kern.Args) {
 	ka.P[0] = y
 	ka.P[1] = w
 	ka.P[2] = x
@@ -442,6 +470,18 @@ func argsGemmIQ4_NL(y kern.P, w kern.P, x kern.P, bias kern.P, rows int, cols in
 
 // argsGemmQ2K packs the parameters of krt_gemm_q2_K but its slice range and scratch.
 func argsGemmQ2K(y kern.P, w kern.P, x kern.P, bias kern.P, rows int, cols int, T int) (ka kern.Args) {
+	ka.P[0] = y
+	ka.P[1] = w
+	ka.P[2] = x
+	ka.P[3] = bias
+	ka.I[0] = rows
+	ka.I[1] = cols
+	ka.I[2] = T
+	return ka
+}
+
+// argsGemmIQ4_XS packs the parameters of krt_gemm_iq4_xs but its slice range and scratch.
+func argsGemmIQ4_XS(y kern.P, w kern.P, x kern.P, bias kern.P, rows int, cols int, T int) (ka kern.Args) {
 	ka.P[0] = y
 	ka.P[1] = w
 	ka.P[2] = x
@@ -706,6 +746,11 @@ type Ops interface {
 	AttnMerge(out, part []float32, nHeads, headDim, nChunks int) error
 	GemmQ8_0(y []float32, w []BlockQ8_0, x []BlockQ8_0, bias []float32, rows, cols, tokens int) error
 	GemmQ5_0(y []float32, w []BlockQ5_0, x []BlockQ8_0, bias []float32, rows, cols, tokens int) error
+	QuantizeIQ4_XS(dst []BlockIQ4_XS, src []float32) error
+	DequantizeIQ4_XS(dst []float32, src []BlockIQ4_XS) error
+	GemvIQ4_XS(y []float32, w []BlockIQ4_XS, x []BlockQ8K, rows, cols int) error
+	GemvIQ4_XSBias(y []float32, w []BlockIQ4_XS, x []BlockQ8K, bias []float32, rows, cols int) error
+	GemmIQ4_XS(y []float32, w []BlockIQ4_XS, x []BlockQ8K, bias []float32, rows, cols, tokens int) error
 	QuantizeIQ4_NL(dst []BlockIQ4_NL, src []float32) error
 	DequantizeIQ4_NL(dst []float32, src []BlockIQ4_NL) error
 	GemvIQ4_NL(y []float32, w []BlockIQ4_NL, x []BlockQ8_0, rows, cols int) error
@@ -1349,6 +1394,113 @@ func (rt *Runtime) GemmQ5_0(y []float32, w []BlockQ5_0, x []BlockQ8_0, bias []fl
 		return errClosedOp("GemmQ5_0")
 	}
 	return gemmQ5_0(rt, y, w, x, bias, rows, cols, tokens)
+}
+
+// QuantizeIQ4_XS quantizes src (a positive multiple of 256 floats) into len(src)/256 IQ4_XS
+// blocks. Not ggml's byte stream (ggml's dequantizer is the compatibility target): each sub-block
+// of 32 gets IQ4_NL's weighted least-squares scale, the super-block's D maps the largest of them
+// onto the code -32, each sub-block's scale is rounded to its 6-bit code and its values re-mapped
+// to the nearest table entries (csrc/krt_iq4xs.h). A block holding NaN or ±Inf gets D = the fp16
+// NaN. dst must not overlap src.
+func QuantizeIQ4_XS(dst []BlockIQ4_XS, src []float32) error {
+	return quantizeIQ4_XS(nil, dst, src)
+}
+
+// QuantizeIQ4_XS is the package function QuantizeIQ4_XS, run in the calling goroutine.
+func (Serial) QuantizeIQ4_XS(dst []BlockIQ4_XS, src []float32) error {
+	return quantizeIQ4_XS(nil, dst, src)
+}
+
+// QuantizeIQ4_XS is the package function QuantizeIQ4_XS, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) QuantizeIQ4_XS(dst []BlockIQ4_XS, src []float32) error {
+	if rt == nil {
+		return errClosedOp("QuantizeIQ4_XS")
+	}
+	return quantizeIQ4_XS(rt, dst, src)
+}
+
+// DequantizeIQ4_XS expands src into len(src)*256 floats, as ggml's dequantize_row_iq4_xs:
+// (fp16(D)*(ls-32)) * kvalues_iq4nl[nibble] per sub-block of 32 (see BlockIQ4_XS). dst must not
+// overlap src.
+func DequantizeIQ4_XS(dst []float32, src []BlockIQ4_XS) error {
+	return dequantizeIQ4_XS(nil, dst, src)
+}
+
+// DequantizeIQ4_XS is the package function DequantizeIQ4_XS, run in the calling goroutine.
+func (Serial) DequantizeIQ4_XS(dst []float32, src []BlockIQ4_XS) error {
+	return dequantizeIQ4_XS(nil, dst, src)
+}
+
+// DequantizeIQ4_XS is the package function DequantizeIQ4_XS, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) DequantizeIQ4_XS(dst []float32, src []BlockIQ4_XS) error {
+	if rt == nil {
+		return errClosedOp("DequantizeIQ4_XS")
+	}
+	return dequantizeIQ4_XS(rt, dst, src)
+}
+
+// GemvIQ4_XS computes y = W x for a rows x cols IQ4_XS matrix w (row-major, cols/256
+// super-blocks a row) and Q8_K activations x: per super-block (fp32(D)*d_x) * sum_j (ls_j-32) *
+// sum_l kvalue*q_x, summed in float32. cols must be a positive multiple of 256. A NaN or ±Inf
+// scale in a block makes its row NaN on every backend.
+func GemvIQ4_XS(y []float32, w []BlockIQ4_XS, x []BlockQ8K, rows, cols int) error {
+	return gemvIQ4_XS(nil, y, w, x, rows, cols)
+}
+
+// GemvIQ4_XS is the package function GemvIQ4_XS, run in the calling goroutine.
+func (Serial) GemvIQ4_XS(y []float32, w []BlockIQ4_XS, x []BlockQ8K, rows, cols int) error {
+	return gemvIQ4_XS(nil, y, w, x, rows, cols)
+}
+
+// GemvIQ4_XS is the package function GemvIQ4_XS, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) GemvIQ4_XS(y []float32, w []BlockIQ4_XS, x []BlockQ8K, rows, cols int) error {
+	if rt == nil {
+		return errClosedOp("GemvIQ4_XS")
+	}
+	return gemvIQ4_XS(rt, y, w, x, rows, cols)
+}
+
+// GemvIQ4_XSBias is GemvIQ4_XS followed by y[r] += bias[r]; a nil bias means none. y must not
+// overlap w, x or bias.
+func GemvIQ4_XSBias(y []float32, w []BlockIQ4_XS, x []BlockQ8K, bias []float32, rows, cols int) error {
+	return gemvIQ4_XSBias(nil, y, w, x, bias, rows, cols)
+}
+
+// GemvIQ4_XSBias is the package function GemvIQ4_XSBias, run in the calling goroutine.
+func (Serial) GemvIQ4_XSBias(y []float32, w []BlockIQ4_XS, x []BlockQ8K, bias []float32, rows, cols int) error {
+	return gemvIQ4_XSBias(nil, y, w, x, bias, rows, cols)
+}
+
+// GemvIQ4_XSBias is the package function GemvIQ4_XSBias, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) GemvIQ4_XSBias(y []float32, w []BlockIQ4_XS, x []BlockQ8K, bias []float32, rows, cols int) error {
+	if rt == nil {
+		return errClosedOp("GemvIQ4_XSBias")
+	}
+	return gemvIQ4_XSBias(rt, y, w, x, bias, rows, cols)
+}
+
+// GemmIQ4_XS is the prefill GEMM of an IQ4_XS matrix with Q8_K activations (cols/256 blocks a
+// token): y[t*rows+r] = the scalar GEMV of token t, bit-identical on every backend and variant.
+func GemmIQ4_XS(y []float32, w []BlockIQ4_XS, x []BlockQ8K, bias []float32, rows, cols, tokens int) error {
+	return gemmIQ4_XS(nil, y, w, x, bias, rows, cols, tokens)
+}
+
+// GemmIQ4_XS is the package function GemmIQ4_XS, run in the calling goroutine.
+func (Serial) GemmIQ4_XS(y []float32, w []BlockIQ4_XS, x []BlockQ8K, bias []float32, rows, cols, tokens int) error {
+	return gemmIQ4_XS(nil, y, w, x, bias, rows, cols, tokens)
+}
+
+// GemmIQ4_XS is the package function GemmIQ4_XS, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) GemmIQ4_XS(y []float32, w []BlockIQ4_XS, x []BlockQ8K, bias []float32, rows, cols, tokens int) error {
+	if rt == nil {
+		return errClosedOp("GemmIQ4_XS")
+	}
+	return gemmIQ4_XS(rt, y, w, x, bias, rows, cols, tokens)
 }
 
 // QuantizeIQ4_NL quantizes src (a positive multiple of 32 floats) into len(src)/32 IQ4_NL blocks.

@@ -51,6 +51,9 @@ var sets = [3]*kern.Set{
 			kern.QuantizeQ2K: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_quantize_q2_K_ref(a.P[0], a.P[1], lo, hi)
 			},
+			kern.QuantizeIQ4_XS: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_iq4_xs_ref(a.P[0], a.P[1], lo, hi)
+			},
 			kern.DequantizeQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_q8_0_ref(a.P[0], a.P[1], lo, hi)
 			},
@@ -84,6 +87,9 @@ var sets = [3]*kern.Set{
 			kern.DequantizeQ2K: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_q2_K_ref(a.P[0], a.P[1], lo, hi)
 			},
+			kern.DequantizeIQ4_XS: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_iq4_xs_ref(a.P[0], a.P[1], lo, hi)
+			},
 			kern.GemvQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
@@ -110,6 +116,9 @@ var sets = [3]*kern.Set{
 			},
 			kern.GemvQ2K: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q2_K_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+			},
+			kern.GemvIQ4_XS: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemv_iq4_xs_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
 			kern.GemvQ8_0F32: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_f32_ref(a.P[0], a.P[1], a.P[2], scratch, a.P[3], a.I[0], lo, hi)
@@ -146,6 +155,9 @@ var sets = [3]*kern.Set{
 			},
 			kern.GemmQ2K: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemm_q2_K_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+			},
+			kern.GemmIQ4_XS: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemm_iq4_xs_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
 			},
 			kern.RMSNorm: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_rmsnorm_ref(a.P[0], a.P[1], a.P[2], unsafe.Pointer(&a.F[0]), a.I[0], lo, hi)
@@ -243,6 +255,9 @@ var sets = [3]*kern.Set{
 			kern.QuantizeQ2K: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_quantize_q2_K_avx2(a.P[0], a.P[1], lo, hi)
 			},
+			kern.QuantizeIQ4_XS: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_iq4_xs_avx2(a.P[0], a.P[1], lo, hi)
+			},
 			kern.DequantizeQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_q8_0_avx2(a.P[0], a.P[1], lo, hi)
 			},
@@ -276,6 +291,9 @@ var sets = [3]*kern.Set{
 			kern.DequantizeQ2K: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_q2_K_avx2(a.P[0], a.P[1], lo, hi)
 			},
+			kern.DequantizeIQ4_XS: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_iq4_xs_avx2(a.P[0], a.P[1], lo, hi)
+			},
 			kern.GemvQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
@@ -302,6 +320,9 @@ var sets = [3]*kern.Set{
 			},
 			kern.GemvQ2K: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q2_K_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+			},
+			kern.GemvIQ4_XS: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemv_iq4_xs_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
 			kern.GemvQ8_0F32: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_f32_avx2(a.P[0], a.P[1], a.P[2], scratch, a.P[3], a.I[0], lo, hi)
@@ -338,6 +359,9 @@ var sets = [3]*kern.Set{
 			},
 			kern.GemmQ2K: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemm_q2_K_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+			},
+			kern.GemmIQ4_XS: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemm_iq4_xs_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
 			},
 			kern.RMSNorm: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_rmsnorm_avx2(a.P[0], a.P[1], a.P[2], unsafe.Pointer(&a.F[0]), a.I[0], lo, hi)
@@ -435,6 +459,9 @@ var sets = [3]*kern.Set{
 			kern.QuantizeQ2K: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_quantize_q2_K_avx512(a.P[0], a.P[1], lo, hi)
 			},
+			kern.QuantizeIQ4_XS: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_iq4_xs_avx512(a.P[0], a.P[1], lo, hi)
+			},
 			kern.DequantizeQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_q8_0_avx512(a.P[0], a.P[1], lo, hi)
 			},
@@ -468,6 +495,9 @@ var sets = [3]*kern.Set{
 			kern.DequantizeQ2K: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_q2_K_avx512(a.P[0], a.P[1], lo, hi)
 			},
+			kern.DequantizeIQ4_XS: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_iq4_xs_avx512(a.P[0], a.P[1], lo, hi)
+			},
 			kern.GemvQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
@@ -494,6 +524,9 @@ var sets = [3]*kern.Set{
 			},
 			kern.GemvQ2K: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q2_K_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+			},
+			kern.GemvIQ4_XS: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemv_iq4_xs_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
 			kern.GemvQ8_0F32: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_f32_avx512(a.P[0], a.P[1], a.P[2], scratch, a.P[3], a.I[0], lo, hi)
@@ -530,6 +563,9 @@ var sets = [3]*kern.Set{
 			},
 			kern.GemmQ2K: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemm_q2_K_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+			},
+			kern.GemmIQ4_XS: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemm_iq4_xs_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
 			},
 			kern.RMSNorm: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_rmsnorm_avx512(a.P[0], a.P[1], a.P[2], unsafe.Pointer(&a.F[0]), a.I[0], lo, hi)

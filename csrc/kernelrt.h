@@ -121,7 +121,18 @@ typedef struct {
     uint16_t dmin;
 } krt_block_q2_K;
 
+/* Byte-identical to ggml's block_iq4_xs: 8 sub-blocks of 32 weights; sub-block j's 6-bit scale
+ * ls = ((scales_l[j / 2] >> 4 (j % 2)) & 15) | ((scales_h >> 2j) & 3) << 4, its nibbles
+ * qs[16j..16j+16) in IQ4_NL's layout; value = (d * (ls - 32)) * kvalues_iq4nl[nibble]. 136 bytes. */
+typedef struct {
+    uint16_t d;
+    uint16_t scales_h;
+    uint8_t scales_l[KRT_QK_K / 64];
+    uint8_t qs[KRT_QK_K / 2];
+} krt_block_iq4_xs;
+
 _Static_assert(sizeof(krt_block_q2_K) == 84, "block_q2_K must be 84 bytes");
+_Static_assert(sizeof(krt_block_iq4_xs) == 136, "block_iq4_xs must be 136 bytes");
 _Static_assert(sizeof(krt_block_iq4_nl) == 18, "block_iq4_nl must be 18 bytes");
 _Static_assert(sizeof(krt_block_q8_0) == 34, "block_q8_0 must be 34 bytes");
 _Static_assert(sizeof(krt_block_q5_0) == 22, "block_q5_0 must be 22 bytes");
@@ -233,6 +244,16 @@ KRT_DECLARE(krt_gemv_q2_K, (float *y, const krt_block_q2_K *w, const krt_block_q
                             const float *bias, int64_t cols, int64_t r0, int64_t r1))
 KRT_DECLARE(krt_gemm_q2_K, (float *y, const krt_block_q2_K *w, const krt_block_q8_K *x, const float *bias,
                             int64_t rows, int64_t cols, int64_t T, int64_t r0, int64_t r1))
+
+/* ---- IQ4_XS (csrc/iq4xs.c; super-blocks of 256, activations Q8_K): quantizer (ours, see
+ * krt_iq4xs.h; NaN / Inf poisoning as Q2_K), ggml's dequantizer, GEMV and GEMM (the result defined
+ * by krt_iq4xs.h's krt_kd_iq4_xs; the GEMM bit-identical to it in every variant). ---- */
+KRT_DECLARE(krt_quantize_iq4_xs, (krt_block_iq4_xs *dst, const float *src, int64_t b0, int64_t b1))
+KRT_DECLARE(krt_dequantize_iq4_xs, (float *dst, const krt_block_iq4_xs *src, int64_t b0, int64_t b1))
+KRT_DECLARE(krt_gemv_iq4_xs, (float *y, const krt_block_iq4_xs *w, const krt_block_q8_K *x,
+                              const float *bias, int64_t cols, int64_t r0, int64_t r1))
+KRT_DECLARE(krt_gemm_iq4_xs, (float *y, const krt_block_iq4_xs *w, const krt_block_q8_K *x, const float *bias,
+                              int64_t rows, int64_t cols, int64_t T, int64_t r0, int64_t r1))
 
 /* ---- normalisation and softmax ---- */
 /* out[t] = x[t] / sqrt(mean(x[t]^2) + *eps) * weight, rows of dim floats, tokens t0..t1. */

@@ -858,6 +858,9 @@ func nanQCase(t *qtype, tokens int, acts bool) *Case {
 			clear(blk[192:208])
 		case typeQ2K:
 			clear(blk[0:16])
+		case typeIQ4_XS: // every sub-block scale ls = 32: (ls-32) = 0
+			blk[2], blk[3] = 0xaa, 0xaa
+			clear(blk[4:8])
 		}
 		xf := make([]float32, tokens*cols)
 		r.fillActs(xf)
@@ -969,11 +972,11 @@ func nanQDequantCase(t *qtype) *Case {
 	return c
 }
 
-// nanQCases are the NaN/Inf rows of the Q4_0, Q4_1, Q5_1, K-quant (Q2_K included), Q8_K and
-// IQ4_NL types.
+// nanQCases are the NaN/Inf rows of the Q4_0, Q4_1, Q5_1, K-quant (Q2_K included), Q8_K,
+// IQ4_NL and IQ4_XS types.
 func nanQCases() []*Case {
 	var cs []*Case
-	for _, t := range []*qtype{typeQ4_0, typeQ4_1, typeQ5_1, typeQ4K, typeQ5K, typeQ6K, typeQ8K, typeIQ4_NL, typeQ2K} {
+	for _, t := range []*qtype{typeQ4_0, typeQ4_1, typeQ5_1, typeQ4K, typeQ5K, typeQ6K, typeQ8K, typeIQ4_NL, typeQ2K, typeIQ4_XS} {
 		cs = append(cs, nanQDequantCase(t))
 		if t.gemv == nil {
 			continue

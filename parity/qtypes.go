@@ -312,6 +312,39 @@ var (
 		},
 		deq: func(e exec, y []float32, w []byte) error { return e.DequantizeQ2K(y, blocks[kernelrt.BlockQ2K](w)) },
 	}
+	// IQ4_XS: ggml's block_iq4_xs (fp16 d, uint16 scales_h, scales_l[4], qs[128]): sub-block j
+	// of 32 has value d*(ls-32)*kvalues_iq4nl[nibble], its 6-bit ls the nibble j%2 of
+	// scales_l[j/2] below bits 2j..2j+1 of scales_h, its nibbles IQ4_NL's layout in
+	// qs[16j:16j+16], read here from ggml's layout independently.
+	typeIQ4_XS = &qtype{name: "iq4_xs", qk: 256, size: 136, k: true,
+		randBlocks: randBlocksOf(136, func(r *rng, b []byte) { put16(b, randScale(r, 0.000005, 0.00003, true)) }),
+		decode: func(b []byte, s, o []float64) {
+			d, sh := f16(le16(b)), le16(b[2:])
+			for e := 0; e < 256; e++ {
+				j, l := e/32, e%32
+				ls := int(b[4+j/2]>>(4*(j%2)))&15 | int(sh>>(2*j))&3<<4
+				q := b[8+16*j+l%16]
+				if l >= 16 {
+					q >>= 4
+				}
+				s[e], o[e] = d*float64(ls-32)*float64(kvaluesIQ4NL[q&15]), 0
+			}
+		},
+		gemvOp: kernelrt.OpGemvIQ4_XS, gemmOp: kernelrt.OpGemmIQ4_XS, deqOp: kernelrt.OpDequantizeIQ4_XS,
+		gemvFn: "GemvIQ4_XS", gemmFn: "GemmIQ4_XS", deqFn: "DequantizeIQ4_XS",
+		gemv: func(e exec, y []float32, w []byte, x acts, bias []float32, rows, cols int) error {
+			if bias == nil {
+				return e.GemvIQ4_XS(y, blocks[kernelrt.BlockIQ4_XS](w), x.k, rows, cols)
+			}
+			return e.GemvIQ4_XSBias(y, blocks[kernelrt.BlockIQ4_XS](w), x.k, bias, rows, cols)
+		},
+		gemm: func(e exec, y []float32, w []byte, x acts, bias []float32, rows, cols, T int) error {
+			return e.GemmIQ4_XS(y, blocks[kernelrt.BlockIQ4_XS](w), x.k, bias, rows, cols, T)
+		},
+		deq: func(e exec, y []float32, w []byte) error {
+			return e.DequantizeIQ4_XS(y, blocks[kernelrt.BlockIQ4_XS](w))
+		},
+	}
 	// Q8_K is an activation type: dequantization only here (its quantizer has its own case).
 	typeQ8K = &qtype{name: "q8_K", qk: 256, size: 292,
 		randBlocks: randBlocksOf(292, func(r *rng, b []byte) {

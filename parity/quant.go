@@ -12,8 +12,8 @@ import (
 // output must equal these bytes, then meet a half-step bound. The K-quant weight quantizers
 // (Q4_K, Q5_K, Q6_K: iterative least-squares fits) are proven byte-identical to ggml by the C
 // tests (csrc/tests/test_kquant.c embeds ggml's checksums) and every variant equal to the
-// serial one by the suite; here they must meet a quality bound. IQ4_NL's and Q2_K's quantizers
-// are ours (csrc/krt_iquant.h, csrc/krt_q2k.h): every variant equal to the serial one, and a
+// serial one by the suite; here they must meet a quality bound. IQ4_NL's, IQ4_XS's and Q2_K's
+// quantizers are ours (csrc/krt_iquant.h, csrc/krt_iq4xs.h, csrc/krt_q2k.h): every variant equal to the serial one, and a
 // quality bound.
 
 // cvtt is x86's cvttss2si, the way ggml's x86 build turns a float into int8/uint8 before
@@ -273,6 +273,37 @@ func iq4nlQuality(out []byte, src []float32) float64 {
 	}
 	return worst
 }
+
+// iq4xsQuality: per sub-block of 32, max |deq-x| / (0.15 * the sub-block's max |x| + 96 |d| +
+// 127*32*2^-25), d the super-block's stored scale. IQ4_NL's bound (iq4nlQuality) for the
+// sub-block's own fitted scale, plus what the 6-bit code of that scale costs: it moves by at most
+// half a step of d, each value by at most 127 times that (a sub-block far below the super-block's
+// largest may round to the code 0 and lose all its values, which that term covers), and the
+// table's widest gap at the moved scale adds 12 |d|/2; d's own fp16 rounding is relative 2^-11
+// (a few |d| at most), or absolute below 2^-25 where it underflows. One wrong nibble or scale
+// bit of a full-range sub-block costs hundreds of |d|.
+func iq4xsQuality(out []byte, src []float32) float64 {
+	worst := 0.0
+	sv, ov := make([]float64, 256), make([]float64, 256)
+	for b := 0; b < len(src)/256; b++ {
+		blk := out[b*136 : (b+1)*136]
+		typeIQ4_XS.decode(blk, sv, ov)
+		d := math.Abs(f16(le16(blk)))
+		for j := 0; j < 8; j++ {
+			x := src[256*b+32*j : 256*b+32*j+32]
+			amax := 0.0
+			for _, v := range x {
+				amax = math.Max(amax, math.Abs(float64(v)))
+			}
+			bound := 0.15*amax + 96*d + 127*32*0x1p-25
+			for l, v := range x {
+				worst = math.Max(worst, ratio(math.Abs(sv[32*j+l]-float64(v)), bound))
+			}
+		}
+	}
+	return worst
+}
+
 func quantQ5_1(b []byte, j int) int { return nib32(b[8:], j) | int(le32(b[4:])>>j&1)<<4 }
 
 // ---- the cases ----
@@ -355,6 +386,12 @@ var quantSpecs = []*quantSpec{
 		},
 		check:  func(out []byte, src []float32) float64 { return kQuality(typeQ2K, 3, out, src) },
 		metric: kMetric, tol: 3},
+	{typ: typeIQ4_XS, op: kernelrt.OpQuantizeIQ4_XS, fn: "QuantizeIQ4_XS",
+		call: func(e exec, out []byte, src []float32) error {
+			return e.QuantizeIQ4_XS(blocks[kernelrt.BlockIQ4_XS](out), src)
+		},
+		check:  iq4xsQuality,
+		metric: "max |deq-x| per sub-block of 32 / (0.15 * its max |x| + 96 |d| + 127*32*2^-25): the table's widest gap, a 6-bit scale code step", tol: 1},
 	{typ: typeQ8K, op: kernelrt.OpQuantizeQ8K, fn: "QuantizeQ8K",
 		call: func(e exec, out []byte, src []float32) error {
 			return e.QuantizeQ8K(blocks[kernelrt.BlockQ8K](out), src)

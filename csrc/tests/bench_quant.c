@@ -1,5 +1,5 @@
 /* csrc/tests/bench_quant.c - single-thread GEMV bandwidth of every quantized weight type
- * (Q8_0, Q5_0, Q4_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, Q2_K) against the same run's streaming read (a benchmark,
+ * (Q8_0, Q5_0, Q4_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, Q2_K, IQ4_XS) against the same run's streaming read (a benchmark,
  * not a test).
  *
  *   build/c/bench_quant [-rounds R] [-reps N] [-cached] [-cpuclock] [-arena MiB]
@@ -46,6 +46,7 @@ static const struct {
     {"q6_K", 256, 210, 1, {208, -1}, G3(krt_gemv_q6_K)},
     {"iq4_nl", 32, 18, 0, {0, -1}, G3(krt_gemv_iq4_nl)},
     {"q2_K", 256, 84, 1, {80, 82}, G3(krt_gemv_q2_K)},
+    {"iq4_xs", 256, 136, 1, {0, -1}, G3(krt_gemv_iq4_xs)},
 };
 #define NT ((int)(sizeof T / sizeof T[0]))
 

@@ -1,4 +1,4 @@
-/* csrc/tests/test_gemv_k.c - GEMV and GEMM of Q4_0, Q5_1 (x: Q8_0) and Q2_K, Q4_K, Q5_K, Q6_K (x: Q8_K),
+/* csrc/tests/test_gemv_k.c - GEMV and GEMM of Q4_0, Q5_1 (x: Q8_0) and Q2_K, Q4_K, Q5_K, Q6_K, IQ4_XS (x: Q8_K),
  * every variant the CPU runs (ctest).
  *
  *  - GEMV against float64: every weight and activation value is exact in double (fp16 scale times
@@ -24,7 +24,7 @@ typedef void (*gemv_fn)(float *, const void *, const void *, const float *, int6
 typedef void (*gemm_fn)(float *, const void *, const void *, const float *, int64_t, int64_t, int64_t, int64_t,
                         int64_t);
 
-enum { T_Q4_0, T_Q5_1, T_Q4_K, T_Q5_K, T_Q6_K, T_Q5_0, T_Q8_0, T_IQ4_NL, T_Q2_K, NT };
+enum { T_Q4_0, T_Q5_1, T_Q4_K, T_Q5_K, T_Q6_K, T_Q5_0, T_Q8_0, T_IQ4_NL, T_Q2_K, T_IQ4_XS, NT };
 static const struct {
     const char *name;
     int qk, bytes, xk; /* xk: activation type is Q8_K */
@@ -39,6 +39,7 @@ static const struct {
     {"q8_0", 32, 34, 0, KQ_VARIANTS(krt_gemv_q8_0), KQ_VARIANTS(krt_gemm_q8_0)},
     {"iq4_nl", 32, 18, 0, KQ_VARIANTS(krt_gemv_iq4_nl), KQ_VARIANTS(krt_gemm_iq4_nl)},
     {"q2_K", 256, 84, 1, KQ_VARIANTS(krt_gemv_q2_K), KQ_VARIANTS(krt_gemm_q2_K)},
+    {"iq4_xs", 256, 136, 1, KQ_VARIANTS(krt_gemv_iq4_xs), KQ_VARIANTS(krt_gemm_iq4_xs)},
 };
 
 static uint16_t ld16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
@@ -57,6 +58,14 @@ static void wval(int t, const uint8_t *blk, int e, double *a, double *b) {
         static const int kv[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
         int q = e < 16 ? blk[2 + e] & 15 : blk[2 + e - 16] >> 4;
         *a = (double)krt_fp16_to_fp32(ld16(blk)) * kv[q];
+        return;
+    }
+    case T_IQ4_XS: { /* ggml's block_iq4_xs: d, scales_h, scales_l[4], qs[128]; the same table */
+        static const int kv[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+        const int j = e / 32, l = e % 32;
+        const int ls = ((blk[4 + j / 2] >> (4 * (j % 2))) & 15) | ((ld16(blk + 2) >> (2 * j)) & 3) << 4;
+        const int q = l < 16 ? blk[8 + 16 * j + l] & 15 : blk[8 + 16 * j + l - 16] >> 4;
+        *a = (double)krt_fp16_to_fp32(ld16(blk)) * (ls - 32) * kv[q];
         return;
     }
     case T_Q5_1: {
@@ -141,6 +150,7 @@ static void fill_w(int t, uint8_t *w, int64_t n, int mode) {
             break;
         case T_Q4_0:
         case T_IQ4_NL:
+        case T_IQ4_XS:
         case T_Q5_0:
         case T_Q8_0: memcpy(b, &d, 2); break;
         case T_Q2_K:

@@ -74,6 +74,12 @@ package ckernels
 #cgo nocallback krt_quantize_q2_K_avx2
 #cgo noescape krt_quantize_q2_K_avx512
 #cgo nocallback krt_quantize_q2_K_avx512
+#cgo noescape krt_quantize_iq4_xs_ref
+#cgo nocallback krt_quantize_iq4_xs_ref
+#cgo noescape krt_quantize_iq4_xs_avx2
+#cgo nocallback krt_quantize_iq4_xs_avx2
+#cgo noescape krt_quantize_iq4_xs_avx512
+#cgo nocallback krt_quantize_iq4_xs_avx512
 #cgo noescape krt_dequantize_q8_0_ref
 #cgo nocallback krt_dequantize_q8_0_ref
 #cgo noescape krt_dequantize_q8_0_avx2
@@ -140,6 +146,12 @@ package ckernels
 #cgo nocallback krt_dequantize_q2_K_avx2
 #cgo noescape krt_dequantize_q2_K_avx512
 #cgo nocallback krt_dequantize_q2_K_avx512
+#cgo noescape krt_dequantize_iq4_xs_ref
+#cgo nocallback krt_dequantize_iq4_xs_ref
+#cgo noescape krt_dequantize_iq4_xs_avx2
+#cgo nocallback krt_dequantize_iq4_xs_avx2
+#cgo noescape krt_dequantize_iq4_xs_avx512
+#cgo nocallback krt_dequantize_iq4_xs_avx512
 #cgo noescape krt_gemv_q8_0_ref
 #cgo nocallback krt_gemv_q8_0_ref
 #cgo noescape krt_gemv_q8_0_avx2
@@ -194,6 +206,12 @@ package ckernels
 #cgo nocallback krt_gemv_q2_K_avx2
 #cgo noescape krt_gemv_q2_K_avx512
 #cgo nocallback krt_gemv_q2_K_avx512
+#cgo noescape krt_gemv_iq4_xs_ref
+#cgo nocallback krt_gemv_iq4_xs_ref
+#cgo noescape krt_gemv_iq4_xs_avx2
+#cgo nocallback krt_gemv_iq4_xs_avx2
+#cgo noescape krt_gemv_iq4_xs_avx512
+#cgo nocallback krt_gemv_iq4_xs_avx512
 #cgo noescape krt_gemv_q8_0_f32_ref
 #cgo nocallback krt_gemv_q8_0_f32_ref
 #cgo noescape krt_gemv_q8_0_f32_avx2
@@ -266,6 +284,12 @@ package ckernels
 #cgo nocallback krt_gemm_q2_K_avx2
 #cgo noescape krt_gemm_q2_K_avx512
 #cgo nocallback krt_gemm_q2_K_avx512
+#cgo noescape krt_gemm_iq4_xs_ref
+#cgo nocallback krt_gemm_iq4_xs_ref
+#cgo noescape krt_gemm_iq4_xs_avx2
+#cgo nocallback krt_gemm_iq4_xs_avx2
+#cgo noescape krt_gemm_iq4_xs_avx512
+#cgo nocallback krt_gemm_iq4_xs_avx512
 #cgo noescape krt_rmsnorm_ref
 #cgo nocallback krt_rmsnorm_ref
 #cgo noescape krt_rmsnorm_avx2
@@ -493,6 +517,15 @@ func init() {
 	sets[cpu.AVX512].K[kern.QuantizeQ2K] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_quantize_q2_K_avx512((*C.krt_block_q2_K)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
 	}
+	sets[cpu.Ref].K[kern.QuantizeIQ4_XS] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_iq4_xs_ref((*C.krt_block_iq4_xs)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.QuantizeIQ4_XS] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_iq4_xs_avx2((*C.krt_block_iq4_xs)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.QuantizeIQ4_XS] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_iq4_xs_avx512((*C.krt_block_iq4_xs)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
 	sets[cpu.Ref].K[kern.DequantizeQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_dequantize_q8_0_ref((*C.float)(a.P[0]), (*C.krt_block_q8_0)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
 	}
@@ -592,6 +625,15 @@ func init() {
 	sets[cpu.AVX512].K[kern.DequantizeQ2K] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_dequantize_q2_K_avx512((*C.float)(a.P[0]), (*C.krt_block_q2_K)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
 	}
+	sets[cpu.Ref].K[kern.DequantizeIQ4_XS] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_iq4_xs_ref((*C.float)(a.P[0]), (*C.krt_block_iq4_xs)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.DequantizeIQ4_XS] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_iq4_xs_avx2((*C.float)(a.P[0]), (*C.krt_block_iq4_xs)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.DequantizeIQ4_XS] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_iq4_xs_avx512((*C.float)(a.P[0]), (*C.krt_block_iq4_xs)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
 	sets[cpu.Ref].K[kern.GemvQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_gemv_q8_0_ref((*C.float)(a.P[0]), (*C.krt_block_q8_0)(a.P[1]), (*C.krt_block_q8_0)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
 	}
@@ -672,6 +714,15 @@ func init() {
 	}
 	sets[cpu.AVX512].K[kern.GemvQ2K] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_gemv_q2_K_avx512((*C.float)(a.P[0]), (*C.krt_block_q2_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.GemvIQ4_XS] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemv_iq4_xs_ref((*C.float)(a.P[0]), (*C.krt_block_iq4_xs)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.GemvIQ4_XS] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemv_iq4_xs_avx2((*C.float)(a.P[0]), (*C.krt_block_iq4_xs)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.GemvIQ4_XS] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemv_iq4_xs_avx512((*C.float)(a.P[0]), (*C.krt_block_iq4_xs)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
 	}
 	sets[cpu.Ref].K[kern.GemvQ8_0F32] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_gemv_q8_0_f32_ref((*C.float)(a.P[0]), (*C.krt_block_q8_0)(a.P[1]), (*C.float)(a.P[2]), (*C.krt_block_q8_0)(scratch), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
@@ -780,6 +831,15 @@ func init() {
 	}
 	sets[cpu.AVX512].K[kern.GemmQ2K] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_gemm_q2_K_avx512((*C.float)(a.P[0]), (*C.krt_block_q2_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.GemmIQ4_XS] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemm_iq4_xs_ref((*C.float)(a.P[0]), (*C.krt_block_iq4_xs)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.GemmIQ4_XS] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemm_iq4_xs_avx2((*C.float)(a.P[0]), (*C.krt_block_iq4_xs)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.GemmIQ4_XS] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemm_iq4_xs_avx512((*C.float)(a.P[0]), (*C.krt_block_iq4_xs)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
 	}
 	sets[cpu.Ref].K[kern.RMSNorm] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_rmsnorm_ref((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.float)(unsafe.Pointer(&a.F[0])), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))

@@ -3,4 +3,4 @@
 package ckernels
 
 // csrcHash is the hash of csrc/ this package was last generated for (see csrchash).
-const csrcHash = "09c6fbbff4095c51df0d65e0fed7a9661ce90497e2d4a5a3016b5d48e70c59cf"
+const csrcHash = "05b82a7dad504af7fb728d60e5516176401b7cbec238e6ed9d27b212d74d31cd"

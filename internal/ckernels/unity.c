@@ -10,6 +10,7 @@
 #include "../../csrc/gemm.c"
 #include "../../csrc/gemv.c"
 #include "../../csrc/gemv_k.c"
+#include "../../csrc/iq4xs.c"
 #include "../../csrc/iquant.c"
 #include "../../csrc/kquant.c"
 #include "../../csrc/norm.c"

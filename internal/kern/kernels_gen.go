@@ -15,6 +15,7 @@ const (
 	QuantizeQ8K             // krt_quantize_q8_K
 	QuantizeIQ4_NL          // krt_quantize_iq4_nl
 	QuantizeQ2K             // krt_quantize_q2_K
+	QuantizeIQ4_XS          // krt_quantize_iq4_xs
 	DequantizeQ8_0          // krt_dequantize_q8_0
 	DequantizeQ5_0          // krt_dequantize_q5_0
 	DequantizeQ4_0          // krt_dequantize_q4_0
@@ -26,6 +27,7 @@ const (
 	DequantizeQ8K           // krt_dequantize_q8_K
 	DequantizeIQ4_NL        // krt_dequantize_iq4_nl
 	DequantizeQ2K           // krt_dequantize_q2_K
+	DequantizeIQ4_XS        // krt_dequantize_iq4_xs
 	GemvQ8_0                // krt_gemv_q8_0
 	GemvQ5_0                // krt_gemv_q5_0
 	GemvQ4_0                // krt_gemv_q4_0
@@ -35,6 +37,7 @@ const (
 	GemvQ6K                 // krt_gemv_q6_K
 	GemvIQ4_NL              // krt_gemv_iq4_nl
 	GemvQ2K                 // krt_gemv_q2_K
+	GemvIQ4_XS              // krt_gemv_iq4_xs
 	GemvQ8_0F32             // krt_gemv_q8_0_f32
 	GemvQ5_0F32             // krt_gemv_q5_0_f32
 	GemvF32                 // krt_gemv_f32
@@ -47,6 +50,7 @@ const (
 	GemmQ6K                 // krt_gemm_q6_K
 	GemmIQ4_NL              // krt_gemm_iq4_nl
 	GemmQ2K                 // krt_gemm_q2_K
+	GemmIQ4_XS              // krt_gemm_iq4_xs
 	RMSNorm                 // krt_rmsnorm
 	Softmax                 // krt_softmax
 	SwiGLU                  // krt_swiglu
@@ -83,6 +87,7 @@ var Names = [NumKernels]string{
 	"quantize_q8_K",
 	"quantize_iq4_nl",
 	"quantize_q2_K",
+	"quantize_iq4_xs",
 	"dequantize_q8_0",
 	"dequantize_q5_0",
 	"dequantize_q4_0",
@@ -94,6 +99,7 @@ var Names = [NumKernels]string{
 	"dequantize_q8_K",
 	"dequantize_iq4_nl",
 	"dequantize_q2_K",
+	"dequantize_iq4_xs",
 	"gemv_q8_0",
 	"gemv_q5_0",
 	"gemv_q4_0",
@@ -103,6 +109,7 @@ var Names = [NumKernels]string{
 	"gemv_q6_K",
 	"gemv_iq4_nl",
 	"gemv_q2_K",
+	"gemv_iq4_xs",
 	"gemv_q8_0_f32",
 	"gemv_q5_0_f32",
 	"gemv_f32",
@@ -115,6 +122,7 @@ var Names = [NumKernels]string{
 	"gemm_q6_K",
 	"gemm_iq4_nl",
 	"gemm_q2_K",
+	"gemm_iq4_xs",
 	"rmsnorm",
 	"softmax",
 	"swiglu",
@@ -149,6 +157,7 @@ var GoNames = [NumKernels]string{
 	"QuantizeQ8K",
 	"QuantizeIQ4_NL",
 	"QuantizeQ2K",
+	"QuantizeIQ4_XS",
 	"DequantizeQ8_0",
 	"DequantizeQ5_0",
 	"DequantizeQ4_0",
@@ -160,6 +169,7 @@ var GoNames = [NumKernels]string{
 	"DequantizeQ8K",
 	"DequantizeIQ4_NL",
 	"DequantizeQ2K",
+	"DequantizeIQ4_XS",
 	"GemvQ8_0",
 	"GemvQ5_0",
 	"GemvQ4_0",
@@ -169,6 +179,7 @@ var GoNames = [NumKernels]string{
 	"GemvQ6K",
 	"GemvIQ4_NL",
 	"GemvQ2K",
+	"GemvIQ4_XS",
 	"GemvQ8_0F32",
 	"GemvQ5_0F32",
 	"GemvF32",
@@ -181,6 +192,7 @@ var GoNames = [NumKernels]string{
 	"GemmQ6K",
 	"GemmIQ4_NL",
 	"GemmQ2K",
+	"GemmIQ4_XS",
 	"RMSNorm",
 	"Softmax",
 	"SwiGLU",
