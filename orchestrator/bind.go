@@ -14,14 +14,13 @@ import (
 
 // Binding a GGUF file's tensors to a model.
 //
-// Memory: quantized matrices (Q8_0, Q5_0, Q4_0, Q5_1, Q2_K, Q4_K, Q5_K, Q6_K, IQ4_NL) and F32 ones are used
+// Memory: quantized matrices (Q8_0, Q5_0, Q4_0, Q5_1, Q2_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS) and F32 ones are used
 // in place, as typed views of the file's read-only mapping: loading reads no weight bytes and
 // copies none; pages come from the page cache on first touch. Only small tensors are copied
 // into the model's arena (norms, the q|k|v biases, which the decoder wants concatenated), plus
 // the matrices held in another form than the file's: F16 and BF16 ones are converted once to
-// float32 (at twice the file's bytes), Q4_1 ones to Q5_1 (1.2x), Q3_K ones to Q6_K (1.9x),
-// IQ4_XS ones to IQ4_NL (1.06x), and any tensor whose data is not aligned for its type
-// (possible only with general.alignment < 4).
+// float32 (at twice the file's bytes), Q4_1 ones to Q5_1 (1.2x), Q3_K ones to Q6_K (1.9x), and
+// any tensor whose data is not aligned for its type (possible only with general.alignment < 4).
 
 // fileSource is a GGUF file as a weight source; infos holds the checked tensors by name.
 type fileSource struct {
@@ -34,7 +33,7 @@ type fileSource struct {
 
 // copied reports whether the matrix t goes into the arena and the arena buffer it needs:
 // always unless s.mapWeights, and then still when it is held in another form (F16, BF16 and
-// Q4_1, Q3_K, IQ4_XS are converted) or misaligned for its type (it cannot be viewed in place).
+// Q4_1, Q3_K are converted) or misaligned for its type (it cannot be viewed in place).
 func (s *fileSource) copied(t *gguf.TensorInfo, qt QType, data []byte) (copy bool, elem, count int) {
 	switch qt {
 	case F32:
@@ -43,8 +42,6 @@ func (s *fileSource) copied(t *gguf.TensorInfo, qt QType, data []byte) (copy boo
 		return true, 4, t.Elements() // converted to float32
 	case Q4_1, Q3_K:
 		return true, qt.blockBytes(), t.Elements() / qt.blockLen() // converted to Q5_1 / Q6_K
-	case IQ4_XS:
-		return true, IQ4_NL.blockBytes(), t.Elements() / IQ4_NL.blockLen() // converted to IQ4_NL
 	}
 	// Every block type holds uint16 scales at even offsets and no wider field.
 	return !s.mapWeights || addrOf(data)%2 != 0, qt.blockBytes(), t.Elements() / qt.blockLen()
@@ -119,12 +116,7 @@ func (s *fileSource) matrix(sp tensorSpec, a *arena.Arena, l *arena.Layout) (*Ma
 			q3KToQ6K(mat.Q6K, data)
 		}
 	case IQ4_XS:
-		// Held and computed as IQ4_NL (the decoder's kernels for that type); the file's type
-		// stays in the recipe.
-		mat.Type = IQ4_NL
-		if mat.IQ4NL, err = arena.Get[kernelrt.BlockIQ4_NL](a, l, plan); err == nil {
-			err = iq4XSToIQ4NL(mat.IQ4NL, data)
-		}
+		mat.IQ4XS, err = blocks[kernelrt.BlockIQ4_XS](s, t, data, nb, cp, a, l, plan)
 	case F32, F16, BF16:
 		if cp {
 			if mat.F32, err = arena.Get[float32](a, l, plan); err == nil {
@@ -186,38 +178,6 @@ func q3KToQ6K(dst []kernelrt.BlockQ6K, src []byte) {
 	}
 }
 
-// iq4XSToIQ4NL converts IQ4_XS super-blocks (ggml's block_iq4_xs: fp16 d, uint16 scales_h,
-// scales_l[4], qs[128]: 136 bytes; dequantize_row_iq4_xs) to IQ4_NL blocks of 32, 8 per
-// super-block. Sub-block j's weights are d*(ls-32)*kvalues_iq4nl[nibble], its 6-bit ls the
-// low (j even) or high nibble of scales_l[j/2] below bits 2j..2j+1 of scales_h, its 16 nibble
-// bytes laid out as IQ4_NL's (low nibbles elements 0..15, high 16..31): so the IQ4_NL block
-// gets those bytes and d' = fp16(d*(ls-32)). The product is exact in float32 (11 by 6
-// significant bits), so d' is its only rounding: a relative error of at most 2^-11 on the
-// scale of 32 weights, far below their 4-bit quantization error. A NaN or infinite d gives a
-// NaN or infinite d' (NaN for ls = 32: Inf*0), as ggml's dequantization does. A finite
-// d*(ls-32) beyond fp16's range (|d| up to 65504, times up to 32) is an error, never a
-// silent Inf.
-func iq4XSToIQ4NL(dst []kernelrt.BlockIQ4_NL, src []byte) error {
-	tab := fp16Table()
-	for i := 0; i < len(dst)/8; i++ {
-		b := src[136*i : 136*i+136]
-		d := tab[uint16(b[0])|uint16(b[1])<<8]
-		sh := uint16(b[2]) | uint16(b[3])<<8
-		for j := range 8 {
-			ls := int(b[4+j/2]>>(4*(j%2))&0xf) | int(sh>>(2*j)&3)<<4
-			dl := d * float32(ls-32)
-			h := kernelrt.FP32ToFP16(dl)
-			if h&0x7fff == 0x7c00 && !math.IsInf(float64(d), 0) {
-				return fmt.Errorf("IQ4_XS super-block %d, sub-block %d: scale d*(ls-32) = %g*%d = %g overflows fp16 (max 65504)", i, j, d, ls-32, dl)
-			}
-			o := &dst[8*i+j]
-			o.D = h
-			copy(o.Qs[:], b[8+16*j:8+16*j+16])
-		}
-	}
-	return nil
-}
-
 // vectors copies F32 or F16 vector tensors as float32, one after the other (the q|k|v biases).
 func (s *fileSource) vectors(dst []float32, names ...string) error {
 	for _, n := range names {
@@ -233,8 +193,8 @@ func (s *fileSource) vectors(dst []float32, names ...string) error {
 	return nil
 }
 
-// recipe describes a loaded model's weight types, as the file stores them (an IQ4_XS matrix
-// is bound as IQ4_NL but reported as IQ4_XS).
+// recipe describes a loaded model's weight types, as the file stores them (a Q4_1 or Q3_K
+// matrix is held as Q5_1 or Q6_K but reported as the file's type).
 func (s *fileSource) recipe(m *Model) Recipe {
 	ft := func(mt *Matrix) QType {
 		if t, ok := s.infos[mt.Name]; ok {

@@ -233,17 +233,13 @@ type QType int
 
 // Weight types the decoder computes with, as GGUF stores them (ggml's blocks, used in place).
 // The blocks of 32 (Q8_0, Q5_0, Q4_0, Q4_1, Q5_1, IQ4_NL) multiply Q8_0-quantized activations and the
-// K-quants (Q2_K, Q4_K, Q5_K, Q6_K: super-blocks of 256, so a matrix's cols must be a multiple of
-// 256) Q8_K-quantized ones, as ggml does. F32, F16 and BF16 matrices are held as float32 (F16
+// K-quants (Q2_K, Q4_K, Q5_K, Q6_K) and IQ4_XS (super-blocks of 256, so a matrix's cols must be a
+// multiple of 256) Q8_K-quantized ones, as ggml does. F32, F16 and BF16 matrices are held as float32 (F16
 // and BF16 converted once at load) and multiply float activations, rounded first to fp16 for
 // F16 and to bf16 for BF16, as ggml rounds them to the weights' dot-product type. Q3_K is held
 // as Q6_K (the same d, sub-block scales sc-32 and quants q3+32: exact, 1.9x the bytes). Q4_1 is
-// held as Q5_1 (the same d and m, a zero fifth bit: exact), for which kernels exist. IQ4_XS
-// (super-blocks of 256, cols a multiple of 256) is held as IQ4_NL, one block per 32 weights
-// with d' = fp16(d*(ls-32)) and the same nibbles: exact but for that one fp16 rounding (a
-// relative error of at most 2^-11 on each 32 weights' scale), 1.06x the bytes; its matrices are
-// bound with Type IQ4_NL and multiply Q8_0 activations (ggml's IQ4_XS dot product uses
-// Q8_K), while Recipe reports the file's IQ4_XS.
+// held as Q5_1 (the same d and m, a zero fifth bit: exact), for which kernels exist. IQ4_XS has
+// kernels of its own and is used in place, as the K-quants.
 // NewSynthetic builds Q8_0 and Q5_0 only; GGUF models (LoadGGUF) use all of them.
 const (
 	Q8_0 QType = iota
@@ -289,7 +285,7 @@ const (
 // act is the activation form q multiplies.
 func (q QType) act() actKind {
 	switch q {
-	case Q4_K, Q5_K, Q6_K, Q3_K, Q2_K:
+	case Q4_K, Q5_K, Q6_K, Q3_K, Q2_K, IQ4_XS:
 		return actQ8K
 	case F32:
 		return actF32
@@ -304,18 +300,18 @@ func (q QType) act() actKind {
 // blockLen is the number of weights in one block (256 for the K-quants and IQ4_XS; 32
 // otherwise, also for the float types, whose "block" is 32 floats).
 func (q QType) blockLen() int {
-	if q.act() == actQ8K || q == IQ4_XS {
+	if q.act() == actQ8K {
 		return kernelrt.QKK
 	}
 	return kernelrt.QK
 }
 
 // blockBytes is the size in memory of one block of blockLen weights (F16 and BF16 are held as
-// float32 after load, Q4_1 as Q5_1, Q3_K as Q6_K, IQ4_XS as 8 IQ4_NL blocks).
+// float32 after load, Q4_1 as Q5_1, Q3_K as Q6_K).
 func (q QType) blockBytes() int {
 	switch q {
 	case IQ4_XS:
-		return 8 * 18
+		return 136
 	case Q8_0:
 		return 34
 	case Q5_0:

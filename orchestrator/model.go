@@ -17,7 +17,8 @@ var ErrClosed = errors.New("orchestrator: model is closed")
 
 // Matrix is a rows x cols weight tensor in one type: row-major blocks in the slice of its
 // type (Q8 for Q8_0, Q5 for Q5_0, Q4 for Q4_0, IQ4NL for IQ4_NL, Q51 for Q5_1 and for Q4_1,
-// which is held as Q5_1, Q2K, Q4K, Q5K, Q6K for the K-quants and for Q3_K, which is held as Q6_K),
+// which is held as Q5_1, Q2K, Q4K, Q5K, Q6K for the K-quants and for Q3_K, which is held as Q6_K,
+// IQ4XS for IQ4_XS),
 // or row-major floats in F32 (for Type F32, and for F16 and BF16 after their conversion at
 // load).
 type Matrix struct {
@@ -33,6 +34,7 @@ type Matrix struct {
 	Q5K        []kernelrt.BlockQ5K
 	Q6K        []kernelrt.BlockQ6K
 	Q2K        []kernelrt.BlockQ2K
+	IQ4XS      []kernelrt.BlockIQ4_XS
 	F32        []float32
 	// Mapped says the blocks are a view of the model file's read-only mapping
 	// (LoadOptions.MapWeights), not of the model's arena.
@@ -518,6 +520,8 @@ func (m *Model) embedRows(e kernelrt.Ops, x []float32, ids []int32) error {
 			err = e.DequantizeQ6K(row, t.Q6K[b0:b1])
 		case Q2_K:
 			err = e.DequantizeQ2K(row, t.Q2K[b0:b1])
+		case IQ4_XS:
+			err = e.DequantizeIQ4_XS(row, t.IQ4XS[b0:b1])
 		case F32, F16, BF16:
 			copy(row, t.F32[int(id)*H:(int(id)+1)*H])
 		default:
@@ -842,6 +846,8 @@ func (m *Model) mm(e kernelrt.Ops, w *Matrix, y, xf []float32, xq []kernelrt.Blo
 		return e.GemmQ6K(y, w.Q6K, xk, bias, w.Rows, w.Cols, T)
 	case Q2_K:
 		return e.GemmQ2K(y, w.Q2K, xk, bias, w.Rows, w.Cols, T)
+	case IQ4_XS:
+		return e.GemmIQ4_XS(y, w.IQ4XS, xk, bias, w.Rows, w.Cols, T)
 	}
 	return fmt.Errorf("orchestrator: %s: no matmul for type %s", w.Name, w.Type)
 }
@@ -940,6 +946,8 @@ func gemvRows(e kernelrt.Ops, w *Matrix, y []float32, x8 []kernelrt.BlockQ8_0, x
 			return e.GemvQ6KBias(y, w.Q6K[r0*nb:r1*nb], x, bias, n, C)
 		case Q2_K:
 			return e.GemvQ2KBias(y, w.Q2K[r0*nb:r1*nb], x, bias, n, C)
+		case IQ4_XS:
+			return e.GemvIQ4_XSBias(y, w.IQ4XS[r0*nb:r1*nb], x, bias, n, C)
 		}
 	} else {
 		nb := C / kernelrt.QK

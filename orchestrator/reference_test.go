@@ -142,12 +142,6 @@ func refScaleMin(sc []byte, s int) (float64, float64) {
 
 // refBlocks decodes the blocks of Q4_0, Q4_1, Q5_1 and the K-quants from ggml's layouts
 // (ggml-common.h, ../shared/formats.md) into w, exactly (in float64); false for another type.
-// refIQ4XSHeld makes refBlocks round each IQ4_XS sub-block scale d*(ls-32) to fp16, as
-// kernelrt holds IQ4_XS (as IQ4_NL), instead of ggml's exact float product: a test sets it to
-// compare kernelrt's arithmetic to float32 rounding (the rounding itself is bounded by
-// TestIQ4XSToIQ4NL).
-var refIQ4XSHeld bool
-
 func refBlocks(w []float64, data []byte, typ gguf.GGMLType) bool {
 	h := func(b []byte) float64 { return refFP16(binary.LittleEndian.Uint16(b)) }
 	n := len(w)
@@ -219,9 +213,6 @@ func refBlocks(w []float64, data []byte, typ gguf.GGMLType) bool {
 			for j := 0; j < 8; j++ {
 				ls := int(blk[4+j/2]>>(4*(j%2))&0xf) | (sh>>(2*j)&3)<<4
 				dl := h(blk) * float64(ls-32)
-				if refIQ4XSHeld {
-					dl = refFP16(kernelrt.FP32ToFP16(float32(dl))) // exact in float32: 11 x 6 bits
-				}
 				for e := 0; e < 32; e++ {
 					w[256*b+32*j+e] = dl * kv[refNibble(blk[8+16*j:], e)]
 				}
@@ -344,9 +335,7 @@ func (m *refMatrix) apply(x, bias []float64) []float64 {
 	switch m.typ {
 	case gguf.TypeQ8_0, gguf.TypeQ5_0, gguf.TypeQ4_0, gguf.TypeQ4_1, gguf.TypeQ5_1, gguf.TypeIQ4_NL:
 		x = refQuantQ8(x)
-	case gguf.TypeIQ4_XS: // held as IQ4_NL: Q8_0 activations (ggml's IQ4_XS dot product takes Q8_K)
-		x = refQuantQ8(x)
-	case gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K, gguf.TypeQ3_K, gguf.TypeQ2_K:
+	case gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K, gguf.TypeQ3_K, gguf.TypeQ2_K, gguf.TypeIQ4_XS:
 		x = refQuantQ8K(x)
 	case gguf.TypeF16, gguf.TypeBF16:
 		// ggml rounds a float32 activation: a value whose float32 rounding lands exactly
