@@ -446,7 +446,7 @@ func gemmQ6K(rt *Runtime, y []float32, w []BlockQ6K, x []BlockQ8K, bias []float3
 type (
 	block interface {
 		BlockQ8_0 | BlockQ5_0 | BlockQ4_0 | BlockQ4_1 | BlockQ5_1 | BlockQ4K | BlockQ5K | BlockQ6K | BlockQ8K |
-			BlockIQ4_NL | BlockQ2K | BlockIQ4_XS
+			BlockIQ4_NL | BlockQ2K | BlockIQ4_XS | BlockQ3K
 	}
 	actBlock interface{ BlockQ8_0 | BlockQ8K }
 )
@@ -455,7 +455,7 @@ type (
 // switch is on a nil pointer type, so it costs no allocation.
 func blockWeights[B block]() int {
 	switch any((*B)(nil)).(type) {
-	case *BlockQ4K, *BlockQ5K, *BlockQ6K, *BlockQ8K, *BlockQ2K, *BlockIQ4_XS:
+	case *BlockQ4K, *BlockQ5K, *BlockQ6K, *BlockQ8K, *BlockQ2K, *BlockIQ4_XS, *BlockQ3K:
 		return QKK
 	}
 	return QK

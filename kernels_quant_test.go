@@ -29,7 +29,7 @@ func TestBlockSizesMatchC(t *testing.T) {
 		"q4_0": unsafe.Sizeof(BlockQ4_0{}), "q4_1": unsafe.Sizeof(BlockQ4_1{}), "q5_1": unsafe.Sizeof(BlockQ5_1{}),
 		"q4_K": unsafe.Sizeof(BlockQ4K{}), "q5_K": unsafe.Sizeof(BlockQ5K{}), "q6_K": unsafe.Sizeof(BlockQ6K{}),
 		"q8_K": unsafe.Sizeof(BlockQ8K{}), "iq4_nl": unsafe.Sizeof(BlockIQ4_NL{}), "q2_K": unsafe.Sizeof(BlockQ2K{}),
-		"iq4_xs": unsafe.Sizeof(BlockIQ4_XS{}),
+		"iq4_xs": unsafe.Sizeof(BlockIQ4_XS{}), "q3_K": unsafe.Sizeof(BlockQ3K{}),
 	}
 	if len(cSize) != len(goSize) {
 		t.Errorf("csrc/kernelrt.h asserts the sizes of %d block types, the Go side has %d", len(cSize), len(goSize))
@@ -63,6 +63,9 @@ func TestBlockSizesMatchC(t *testing.T) {
 		{"BlockIQ4_XS.ScalesH", unsafe.Offsetof(BlockIQ4_XS{}.ScalesH), 2},
 		{"BlockIQ4_XS.ScalesL", unsafe.Offsetof(BlockIQ4_XS{}.ScalesL), 4},
 		{"BlockIQ4_XS.Qs", unsafe.Offsetof(BlockIQ4_XS{}.Qs), 8},
+		{"BlockQ3K.Qs", unsafe.Offsetof(BlockQ3K{}.Qs), 32},
+		{"BlockQ3K.Scales", unsafe.Offsetof(BlockQ3K{}.Scales), 96},
+		{"BlockQ3K.D", unsafe.Offsetof(BlockQ3K{}.D), 108},
 	}
 	for _, o := range offs {
 		if o.got != o.want {
@@ -99,6 +102,7 @@ func TestQuantArgErrors(t *testing.T) {
 	iq4 := func(n int) []BlockIQ4_NL { return make([]BlockIQ4_NL, n) }
 	q2k := func(n int) []BlockQ2K { return make([]BlockQ2K, n) }
 	ixs := func(n int) []BlockIQ4_XS { return make([]BlockIQ4_XS, n) }
+	q3k := func(n int) []BlockQ3K { return make([]BlockQ3K, n) }
 	buf := f(8192)
 	q4kAt := func(off, n int) []BlockQ4K { return unsafe.Slice((*BlockQ4K)(unsafe.Pointer(&buf[off])), n) }
 	q8kAt := func(off, n int) []BlockQ8K { return unsafe.Slice((*BlockQ8K)(unsafe.Pointer(&buf[off])), n) }
@@ -123,6 +127,7 @@ func TestQuantArgErrors(t *testing.T) {
 		{QuantizeQ2K(q2k(3), f(512)), "QuantizeQ2K", "dst", []string{"length 3", "len(src)/256 = 2 blocks"}},
 		{QuantizeIQ4_XS(ixs(1), f(32)), "QuantizeIQ4_XS", "src", []string{"length 32", "multiple of 256"}},
 		{QuantizeIQ4_XS(ixs(1), f(512)), "QuantizeIQ4_XS", "dst", []string{"length 1", "len(src)/256 = 2 blocks"}},
+		{QuantizeQ3K(q3k(1), f(300)), "QuantizeQ3K", "src", []string{"length 300", "multiple of 256"}},
 
 		{DequantizeQ4_0(f(33), q40(1)), "DequantizeQ4_0", "dst", []string{"length 33", "len(src)*32 = 32 floats"}},
 		{DequantizeQ4K(f(256), nil), "DequantizeQ4K", "src", []string{"nil"}},
@@ -132,6 +137,7 @@ func TestQuantArgErrors(t *testing.T) {
 		{DequantizeIQ4_NL(f(33), iq4(1)), "DequantizeIQ4_NL", "dst", []string{"length 33", "len(src)*32 = 32 floats"}},
 		{DequantizeQ2K(f(256), q2k(2)), "DequantizeQ2K", "dst", []string{"length 256", "len(src)*256 = 512 floats"}},
 		{DequantizeIQ4_XS(f(768), ixs(2)), "DequantizeIQ4_XS", "dst", []string{"length 768", "len(src)*256 = 512 floats"}},
+		{DequantizeQ3K(f(256), nil), "DequantizeQ3K", "src", []string{"nil"}},
 
 		{GemvQ4_0(f(2), q40(2), q8(1), 2, 48), "GemvQ4_0", "cols", []string{"multiple of 32", "got 48"}},
 		{GemvQ4_0(f(2), q40(3), q8(1), 2, 32), "GemvQ4_0", "w", []string{"length 3", "rows*cols/32 = 2 blocks"}},
@@ -143,6 +149,8 @@ func TestQuantArgErrors(t *testing.T) {
 		{GemvQ2KBias(f(2), q2k(3), q8k(1), nil, 2, 256), "GemvQ2KBias", "w", []string{"length 3", "rows*cols/256 = 2 blocks"}},
 		{GemvIQ4_XS(f(2), ixs(2), q8k(1), 2, 32), "GemvIQ4_XS", "cols", []string{"multiple of 256", "got 32"}},
 		{GemvIQ4_XSBias(f(2), ixs(2), q8k(1), f(1), 2, 256), "GemvIQ4_XSBias", "bias", []string{"length 1", "rows = 2 floats"}},
+		{GemvQ3K(f(2), q3k(2), q8k(1), 2, 128), "GemvQ3K", "cols", []string{"multiple of 256", "got 128"}},
+		{GemvQ3KBias(f(2), q3k(3), q8k(1), nil, 2, 256), "GemvQ3KBias", "w", []string{"length 3", "rows*cols/256 = 2 blocks"}},
 		{GemvQ4K(f(2), q4k(2), q8k(1), 0, 256), "GemvQ4K", "rows", []string{"positive", "got 0"}},
 		{GemvQ4K(f(2), q4k(2), q8k(1), big, 512), "GemvQ4K", "rows", []string{"overflows"}},
 		{GemvQ4K(f(2), q4k(3), q8k(1), 2, 256), "GemvQ4K", "w", []string{"length 3", "rows*cols/256 = 2 blocks"}},
@@ -161,6 +169,7 @@ func TestQuantArgErrors(t *testing.T) {
 		{GemmQ6K(f(6), q6k(2), q8k(3), f(3), 2, 256, 3), "GemmQ6K", "bias", []string{"length 3", "rows = 2 floats"}},
 		{GemmQ2K(f(6), q2k(2), q8k(2), nil, 2, 256, 3), "GemmQ2K", "x", []string{"length 2", "tokens*cols/256 = 3 blocks"}},
 		{GemmIQ4_XS(f(6), ixs(1), q8k(3), nil, 2, 256, 3), "GemmIQ4_XS", "w", []string{"length 1", "rows*cols/256 = 2 blocks"}},
+		{GemmQ3K(f(6), q3k(2), q8k(3), f(3), 2, 256, 3), "GemmQ3K", "bias", []string{"length 3", "rows = 2 floats"}},
 	}
 	for i, c := range cases {
 		if c.err == nil {
@@ -198,6 +207,7 @@ func TestQuantTypesGuardPages(t *testing.T) {
 			guardQuant(t, s, tail, quantFuncs[BlockIQ4_NL, BlockQ8_0]{"IQ4_NL", QuantizeIQ4_NL, DequantizeIQ4_NL, GemvIQ4_NLBias, GemmIQ4_NL, QuantizeQ8_0})
 			guardQuant(t, s, tail, quantFuncs[BlockQ2K, BlockQ8K]{"Q2K", QuantizeQ2K, DequantizeQ2K, GemvQ2KBias, GemmQ2K, QuantizeQ8K})
 			guardQuant(t, s, tail, quantFuncs[BlockIQ4_XS, BlockQ8K]{"IQ4_XS", QuantizeIQ4_XS, DequantizeIQ4_XS, GemvIQ4_XSBias, GemmIQ4_XS, QuantizeQ8K})
+			guardQuant(t, s, tail, quantFuncs[BlockQ3K, BlockQ8K]{"Q3K", QuantizeQ3K, DequantizeQ3K, GemvQ3KBias, GemmQ3K, QuantizeQ8K})
 		}
 	})
 }
@@ -267,6 +277,7 @@ func TestQuantTypesNoAllocs(t *testing.T) {
 	wnl := make([]BlockIQ4_NL, rows*cols/QK)
 	w2k := make([]BlockQ2K, rows*cols/QKK)
 	wxs := make([]BlockIQ4_XS, rows*cols/QKK)
+	w3k := make([]BlockQ3K, rows*cols/QKK)
 	wf := randF32(rng, rows*cols, 1)
 	deq, bias, y := make([]float32, rows*cols), randF32(rng, rows, 1), make([]float32, T*rows)
 	forEachSet(t, "GemvQ4K", func(t *testing.T, s *kern.Set) {
@@ -310,6 +321,10 @@ func TestQuantTypesNoAllocs(t *testing.T) {
 			{"DequantizeIQ4_XS", func() error { return DequantizeIQ4_XS(deq, wxs) }},
 			{"GemvIQ4_XSBias", func() error { return GemvIQ4_XSBias(y[:rows], wxs, x8k[:cols/QKK], bias, rows, cols) }},
 			{"GemmIQ4_XS", func() error { return GemmIQ4_XS(y, wxs, x8k, bias, rows, cols, T) }},
+			{"QuantizeQ3K", func() error { return QuantizeQ3K(w3k, wf) }},
+			{"DequantizeQ3K", func() error { return DequantizeQ3K(deq, w3k) }},
+			{"GemvQ3KBias", func() error { return GemvQ3KBias(y[:rows], w3k, x8k[:cols/QKK], bias, rows, cols) }},
+			{"GemmQ3K", func() error { return GemmQ3K(y, w3k, x8k, bias, rows, cols, T) }},
 		} {
 			mustOK(t, c.fn())
 			wantNoAllocs(t, c.name, func() { c.fn() })

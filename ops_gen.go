@@ -18,6 +18,7 @@ const (
 	OpQuantizeIQ4_NL   = Op(kern.QuantizeIQ4_NL)   // quantize_iq4_nl
 	OpQuantizeQ2K      = Op(kern.QuantizeQ2K)      // quantize_q2_K
 	OpQuantizeIQ4_XS   = Op(kern.QuantizeIQ4_XS)   // quantize_iq4_xs
+	OpQuantizeQ3K      = Op(kern.QuantizeQ3K)      // quantize_q3_K
 	OpDequantizeQ8_0   = Op(kern.DequantizeQ8_0)   // dequantize_q8_0
 	OpDequantizeQ5_0   = Op(kern.DequantizeQ5_0)   // dequantize_q5_0
 	OpDequantizeQ4_0   = Op(kern.DequantizeQ4_0)   // dequantize_q4_0
@@ -30,6 +31,7 @@ const (
 	OpDequantizeIQ4_NL = Op(kern.DequantizeIQ4_NL) // dequantize_iq4_nl
 	OpDequantizeQ2K    = Op(kern.DequantizeQ2K)    // dequantize_q2_K
 	OpDequantizeIQ4_XS = Op(kern.DequantizeIQ4_XS) // dequantize_iq4_xs
+	OpDequantizeQ3K    = Op(kern.DequantizeQ3K)    // dequantize_q3_K
 	OpGemvQ8_0         = Op(kern.GemvQ8_0)         // gemv_q8_0
 	OpGemvQ5_0         = Op(kern.GemvQ5_0)         // gemv_q5_0
 	OpGemvQ4_0         = Op(kern.GemvQ4_0)         // gemv_q4_0
@@ -40,6 +42,7 @@ const (
 	OpGemvIQ4_NL       = Op(kern.GemvIQ4_NL)       // gemv_iq4_nl
 	OpGemvQ2K          = Op(kern.GemvQ2K)          // gemv_q2_K
 	OpGemvIQ4_XS       = Op(kern.GemvIQ4_XS)       // gemv_iq4_xs
+	OpGemvQ3K          = Op(kern.GemvQ3K)          // gemv_q3_K
 	OpGemvQ8_0F32      = Op(kern.GemvQ8_0F32)      // gemv_q8_0_f32
 	OpGemvQ5_0F32      = Op(kern.GemvQ5_0F32)      // gemv_q5_0_f32
 	OpGemvF32          = Op(kern.GemvF32)          // gemv_f32
@@ -53,6 +56,7 @@ const (
 	OpGemmIQ4_NL       = Op(kern.GemmIQ4_NL)       // gemm_iq4_nl
 	OpGemmQ2K          = Op(kern.GemmQ2K)          // gemm_q2_K
 	OpGemmIQ4_XS       = Op(kern.GemmIQ4_XS)       // gemm_iq4_xs
+	OpGemmQ3K          = Op(kern.GemmQ3K)          // gemm_q3_K
 	OpRMSNorm          = Op(kern.RMSNorm)          // rmsnorm
 	OpSoftmax          = Op(kern.Softmax)          // softmax
 	OpSwiGLU           = Op(kern.SwiGLU)           // swiglu
@@ -159,6 +163,13 @@ func argsQuantizeIQ4_XS(dst kern.P, src kern.P) (ka kern.Args) {
 	return ka
 }
 
+// argsQuantizeQ3K packs the parameters of krt_quantize_q3_K but its slice range and scratch.
+func argsQuantizeQ3K(dst kern.P, src kern.P) (ka kern.Args) {
+	ka.P[0] = dst
+	ka.P[1] = src
+	return ka
+}
+
 // argsDequantizeQ8_0 packs the parameters of krt_dequantize_q8_0 but its slice range and scratch.
 func argsDequantizeQ8_0(dst kern.P, src kern.P) (ka kern.Args) {
 	ka.P[0] = dst
@@ -238,6 +249,13 @@ func argsDequantizeQ2K(dst kern.P, src kern.P) (ka kern.Args) {
 
 // argsDequantizeIQ4_XS packs the parameters of krt_dequantize_iq4_xs but its slice range and scratch.
 func argsDequantizeIQ4_XS(dst kern.P, src kern.P) (ka kern.Args) {
+	ka.P[0] = dst
+	ka.P[1] = src
+	return ka
+}
+
+// argsDequantizeQ3K packs the parameters of krt_dequantize_q3_K but its slice range and scratch.
+func argsDequantizeQ3K(dst kern.P, src kern.P) (ka kern.Args) {
 	ka.P[0] = dst
 	ka.P[1] = src
 	return ka
@@ -335,6 +353,16 @@ func argsGemvQ2K(y kern.P, w kern.P, x kern.P, bias kern.P, cols int) (ka kern.A
 
 // argsGemvIQ4_XS packs the parameters of krt_gemv_iq4_xs but its slice range and scratch.
 func argsGemvIQ4_XS(y kern.P, w kern.P, x kern.P, bias kern.P, cols int) (ka kern.Args) {
+	ka.P[0] = y
+	ka.P[1] = w
+	ka.P[2] = x
+	ka.P[3] = bias
+	ka.I[0] = cols
+	return ka
+}
+
+// argsGemvQ3K packs the parameters of krt_gemv_q3_K but its slice range and scratch.
+func argsGemvQ3K(y kern.P, w kern.P, x kern.P, bias kern.P, cols int) (ka kern.Args) {
 	ka.P[0] = y
 	ka.P[1] = w
 	ka.P[2] = x
@@ -482,6 +510,18 @@ func argsGemmQ2K(y kern.P, w kern.P, x kern.P, bias kern.P, rows int, cols int, 
 
 // argsGemmIQ4_XS packs the parameters of krt_gemm_iq4_xs but its slice range and scratch.
 func argsGemmIQ4_XS(y kern.P, w kern.P, x kern.P, bias kern.P, rows int, cols int, T int) (ka kern.Args) {
+	ka.P[0] = y
+	ka.P[1] = w
+	ka.P[2] = x
+	ka.P[3] = bias
+	ka.I[0] = rows
+	ka.I[1] = cols
+	ka.I[2] = T
+	return ka
+}
+
+// argsGemmQ3K packs the parameters of krt_gemm_q3_K but its slice range and scratch.
+func argsGemmQ3K(y kern.P, w kern.P, x kern.P, bias kern.P, rows int, cols int, T int) (ka kern.Args) {
 	ka.P[0] = y
 	ka.P[1] = w
 	ka.P[2] = x
@@ -768,6 +808,11 @@ type Ops interface {
 	GemvQ2K(y []float32, w []BlockQ2K, x []BlockQ8K, rows, cols int) error
 	GemvQ2KBias(y []float32, w []BlockQ2K, x []BlockQ8K, bias []float32, rows, cols int) error
 	GemmQ2K(y []float32, w []BlockQ2K, x []BlockQ8K, bias []float32, rows, cols, tokens int) error
+	QuantizeQ3K(dst []BlockQ3K, src []float32) error
+	DequantizeQ3K(dst []float32, src []BlockQ3K) error
+	GemvQ3K(y []float32, w []BlockQ3K, x []BlockQ8K, rows, cols int) error
+	GemvQ3KBias(y []float32, w []BlockQ3K, x []BlockQ8K, bias []float32, rows, cols int) error
+	GemmQ3K(y []float32, w []BlockQ3K, x []BlockQ8K, bias []float32, rows, cols, tokens int) error
 	QuantizeQ4_0(dst []BlockQ4_0, src []float32) error
 	QuantizeQ4_1(dst []BlockQ4_1, src []float32) error
 	QuantizeQ5_1(dst []BlockQ5_1, src []float32) error
@@ -1876,6 +1921,112 @@ func (rt *Runtime) GemmQ2K(y []float32, w []BlockQ2K, x []BlockQ8K, bias []float
 		return errClosedOp("GemmQ2K")
 	}
 	return gemmQ2K(rt, y, w, x, bias, rows, cols, tokens)
+}
+
+// QuantizeQ3K quantizes src (a positive multiple of 256 floats) into len(src)/256 Q3_K blocks.
+// Not ggml's byte stream (ggml's dequantizer is the compatibility target): per sub-block of 16 a
+// least-squares scale over 8 trial mappings of its largest element, the super-block's D mapping
+// the largest scale onto the code -32, each scale rounded to its 6-bit code and the quants
+// re-fit (csrc/krt_q3k.h). A block holding NaN or ±Inf gets D = the fp16 NaN. dst must not
+// overlap src.
+func QuantizeQ3K(dst []BlockQ3K, src []float32) error {
+	return quantizeQ3K(nil, dst, src)
+}
+
+// QuantizeQ3K is the package function QuantizeQ3K, run in the calling goroutine.
+func (Serial) QuantizeQ3K(dst []BlockQ3K, src []float32) error {
+	return quantizeQ3K(nil, dst, src)
+}
+
+// QuantizeQ3K is the package function QuantizeQ3K, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) QuantizeQ3K(dst []BlockQ3K, src []float32) error {
+	if rt == nil {
+		return errClosedOp("QuantizeQ3K")
+	}
+	return quantizeQ3K(rt, dst, src)
+}
+
+// DequantizeQ3K expands src into len(src)*256 floats, as ggml's dequantize_row_q3_K:
+// (fp16(D)*(sc-32))*q per sub-block of 16 (see BlockQ3K). dst must not overlap src.
+func DequantizeQ3K(dst []float32, src []BlockQ3K) error {
+	return dequantizeQ3K(nil, dst, src)
+}
+
+// DequantizeQ3K is the package function DequantizeQ3K, run in the calling goroutine.
+func (Serial) DequantizeQ3K(dst []float32, src []BlockQ3K) error {
+	return dequantizeQ3K(nil, dst, src)
+}
+
+// DequantizeQ3K is the package function DequantizeQ3K, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) DequantizeQ3K(dst []float32, src []BlockQ3K) error {
+	if rt == nil {
+		return errClosedOp("DequantizeQ3K")
+	}
+	return dequantizeQ3K(rt, dst, src)
+}
+
+// GemvQ3K computes y = W x for a rows x cols Q3_K matrix w (row-major, cols/256 super-blocks a
+// row) and Q8_K activations x: per super-block (fp32(D)*d_x) * sum_s (sc_s-32) * sum_l q*q_x,
+// summed in float32. cols must be a positive multiple of 256. A NaN or ±Inf scale in a block
+// makes its row NaN on every backend.
+func GemvQ3K(y []float32, w []BlockQ3K, x []BlockQ8K, rows, cols int) error {
+	return gemvQ3K(nil, y, w, x, rows, cols)
+}
+
+// GemvQ3K is the package function GemvQ3K, run in the calling goroutine.
+func (Serial) GemvQ3K(y []float32, w []BlockQ3K, x []BlockQ8K, rows, cols int) error {
+	return gemvQ3K(nil, y, w, x, rows, cols)
+}
+
+// GemvQ3K is the package function GemvQ3K, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) GemvQ3K(y []float32, w []BlockQ3K, x []BlockQ8K, rows, cols int) error {
+	if rt == nil {
+		return errClosedOp("GemvQ3K")
+	}
+	return gemvQ3K(rt, y, w, x, rows, cols)
+}
+
+// GemvQ3KBias is GemvQ3K followed by y[r] += bias[r]; a nil bias means none. y must not overlap
+// w, x or bias.
+func GemvQ3KBias(y []float32, w []BlockQ3K, x []BlockQ8K, bias []float32, rows, cols int) error {
+	return gemvQ3KBias(nil, y, w, x, bias, rows, cols)
+}
+
+// GemvQ3KBias is the package function GemvQ3KBias, run in the calling goroutine.
+func (Serial) GemvQ3KBias(y []float32, w []BlockQ3K, x []BlockQ8K, bias []float32, rows, cols int) error {
+	return gemvQ3KBias(nil, y, w, x, bias, rows, cols)
+}
+
+// GemvQ3KBias is the package function GemvQ3KBias, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) GemvQ3KBias(y []float32, w []BlockQ3K, x []BlockQ8K, bias []float32, rows, cols int) error {
+	if rt == nil {
+		return errClosedOp("GemvQ3KBias")
+	}
+	return gemvQ3KBias(rt, y, w, x, bias, rows, cols)
+}
+
+// GemmQ3K is the prefill GEMM of a Q3_K matrix with Q8_K activations (cols/256 blocks a token):
+// y[t*rows+r] = the scalar GEMV of token t, bit-identical on every backend and variant.
+func GemmQ3K(y []float32, w []BlockQ3K, x []BlockQ8K, bias []float32, rows, cols, tokens int) error {
+	return gemmQ3K(nil, y, w, x, bias, rows, cols, tokens)
+}
+
+// GemmQ3K is the package function GemmQ3K, run in the calling goroutine.
+func (Serial) GemmQ3K(y []float32, w []BlockQ3K, x []BlockQ8K, bias []float32, rows, cols, tokens int) error {
+	return gemmQ3K(nil, y, w, x, bias, rows, cols, tokens)
+}
+
+// GemmQ3K is the package function GemmQ3K, split over the runtime's workers as the dispatch
+// table decides.
+func (rt *Runtime) GemmQ3K(y []float32, w []BlockQ3K, x []BlockQ8K, bias []float32, rows, cols, tokens int) error {
+	if rt == nil {
+		return errClosedOp("GemmQ3K")
+	}
+	return gemmQ3K(rt, y, w, x, bias, rows, cols, tokens)
 }
 
 // QuantizeQ4_0 quantizes src (a positive multiple of 32 floats) into len(src)/32 Q4_0 blocks,

@@ -54,6 +54,9 @@ var sets = [3]*kern.Set{
 			kern.QuantizeIQ4_XS: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_quantize_iq4_xs_ref(a.P[0], a.P[1], lo, hi)
 			},
+			kern.QuantizeQ3K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_q3_K_ref(a.P[0], a.P[1], lo, hi)
+			},
 			kern.DequantizeQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_q8_0_ref(a.P[0], a.P[1], lo, hi)
 			},
@@ -90,6 +93,9 @@ var sets = [3]*kern.Set{
 			kern.DequantizeIQ4_XS: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_iq4_xs_ref(a.P[0], a.P[1], lo, hi)
 			},
+			kern.DequantizeQ3K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_q3_K_ref(a.P[0], a.P[1], lo, hi)
+			},
 			kern.GemvQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
@@ -119,6 +125,9 @@ var sets = [3]*kern.Set{
 			},
 			kern.GemvIQ4_XS: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_iq4_xs_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+			},
+			kern.GemvQ3K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemv_q3_K_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
 			kern.GemvQ8_0F32: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_f32_ref(a.P[0], a.P[1], a.P[2], scratch, a.P[3], a.I[0], lo, hi)
@@ -158,6 +167,9 @@ var sets = [3]*kern.Set{
 			},
 			kern.GemmIQ4_XS: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemm_iq4_xs_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+			},
+			kern.GemmQ3K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemm_q3_K_ref(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
 			},
 			kern.RMSNorm: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_rmsnorm_ref(a.P[0], a.P[1], a.P[2], unsafe.Pointer(&a.F[0]), a.I[0], lo, hi)
@@ -258,6 +270,9 @@ var sets = [3]*kern.Set{
 			kern.QuantizeIQ4_XS: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_quantize_iq4_xs_avx2(a.P[0], a.P[1], lo, hi)
 			},
+			kern.QuantizeQ3K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_q3_K_avx2(a.P[0], a.P[1], lo, hi)
+			},
 			kern.DequantizeQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_q8_0_avx2(a.P[0], a.P[1], lo, hi)
 			},
@@ -294,6 +309,9 @@ var sets = [3]*kern.Set{
 			kern.DequantizeIQ4_XS: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_iq4_xs_avx2(a.P[0], a.P[1], lo, hi)
 			},
+			kern.DequantizeQ3K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_q3_K_avx2(a.P[0], a.P[1], lo, hi)
+			},
 			kern.GemvQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
@@ -323,6 +341,9 @@ var sets = [3]*kern.Set{
 			},
 			kern.GemvIQ4_XS: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_iq4_xs_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+			},
+			kern.GemvQ3K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemv_q3_K_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
 			kern.GemvQ8_0F32: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_f32_avx2(a.P[0], a.P[1], a.P[2], scratch, a.P[3], a.I[0], lo, hi)
@@ -362,6 +383,9 @@ var sets = [3]*kern.Set{
 			},
 			kern.GemmIQ4_XS: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemm_iq4_xs_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+			},
+			kern.GemmQ3K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemm_q3_K_avx2(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
 			},
 			kern.RMSNorm: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_rmsnorm_avx2(a.P[0], a.P[1], a.P[2], unsafe.Pointer(&a.F[0]), a.I[0], lo, hi)
@@ -462,6 +486,9 @@ var sets = [3]*kern.Set{
 			kern.QuantizeIQ4_XS: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_quantize_iq4_xs_avx512(a.P[0], a.P[1], lo, hi)
 			},
+			kern.QuantizeQ3K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_quantize_q3_K_avx512(a.P[0], a.P[1], lo, hi)
+			},
 			kern.DequantizeQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_q8_0_avx512(a.P[0], a.P[1], lo, hi)
 			},
@@ -498,6 +525,9 @@ var sets = [3]*kern.Set{
 			kern.DequantizeIQ4_XS: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_dequantize_iq4_xs_avx512(a.P[0], a.P[1], lo, hi)
 			},
+			kern.DequantizeQ3K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_dequantize_q3_K_avx512(a.P[0], a.P[1], lo, hi)
+			},
 			kern.GemvQ8_0: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
@@ -527,6 +557,9 @@ var sets = [3]*kern.Set{
 			},
 			kern.GemvIQ4_XS: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_iq4_xs_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+			},
+			kern.GemvQ3K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemv_q3_K_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 			},
 			kern.GemvQ8_0F32: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemv_q8_0_f32_avx512(a.P[0], a.P[1], a.P[2], scratch, a.P[3], a.I[0], lo, hi)
@@ -566,6 +599,9 @@ var sets = [3]*kern.Set{
 			},
 			kern.GemmIQ4_XS: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_gemm_iq4_xs_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+			},
+			kern.GemmQ3K: func(a kern.Args, scratch kern.P, lo, hi int) {
+				_krt_gemm_q3_K_avx512(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
 			},
 			kern.RMSNorm: func(a kern.Args, scratch kern.P, lo, hi int) {
 				_krt_rmsnorm_avx512(a.P[0], a.P[1], a.P[2], unsafe.Pointer(&a.F[0]), a.I[0], lo, hi)

@@ -131,7 +131,20 @@ typedef struct {
     uint8_t qs[KRT_QK_K / 2];
 } krt_block_iq4_xs;
 
+/* Byte-identical to ggml's block_q3_K: 16 sub-blocks of 16 weights; sub-block s's 6-bit scale
+ * sc = (s < 8 ? scales[s] & 15 : scales[s - 8] >> 4) | ((scales[8 + s % 4] >> 2 (s / 4)) & 3) << 4;
+ * element e (h = e / 128, j = (e % 128) / 32, l = e % 32) has the quant
+ * q = ((qs[32h + l] >> 2j) & 3) - (hmask[l] bit 4h + j ? 0 : 4), in -4..3;
+ * value = (d * (sc - 32)) * q. 110 bytes. */
+typedef struct {
+    uint8_t hmask[KRT_QK_K / 8];
+    uint8_t qs[KRT_QK_K / 4];
+    uint8_t scales[12];
+    uint16_t d;
+} krt_block_q3_K;
+
 _Static_assert(sizeof(krt_block_q2_K) == 84, "block_q2_K must be 84 bytes");
+_Static_assert(sizeof(krt_block_q3_K) == 110, "block_q3_K must be 110 bytes");
 _Static_assert(sizeof(krt_block_iq4_xs) == 136, "block_iq4_xs must be 136 bytes");
 _Static_assert(sizeof(krt_block_iq4_nl) == 18, "block_iq4_nl must be 18 bytes");
 _Static_assert(sizeof(krt_block_q8_0) == 34, "block_q8_0 must be 34 bytes");
@@ -254,6 +267,16 @@ KRT_DECLARE(krt_gemv_iq4_xs, (float *y, const krt_block_iq4_xs *w, const krt_blo
                               const float *bias, int64_t cols, int64_t r0, int64_t r1))
 KRT_DECLARE(krt_gemm_iq4_xs, (float *y, const krt_block_iq4_xs *w, const krt_block_q8_K *x, const float *bias,
                               int64_t rows, int64_t cols, int64_t T, int64_t r0, int64_t r1))
+
+/* ---- Q3_K (csrc/q3k.c; super-blocks of 256, activations Q8_K): quantizer (ours, see
+ * krt_q3k.h; NaN / Inf poisoning as Q2_K), ggml's dequantizer, GEMV and GEMM (the result defined
+ * by krt_q3k.h's krt_kd_q3_K; the GEMM bit-identical to it in every variant). ---- */
+KRT_DECLARE(krt_quantize_q3_K, (krt_block_q3_K *dst, const float *src, int64_t b0, int64_t b1))
+KRT_DECLARE(krt_dequantize_q3_K, (float *dst, const krt_block_q3_K *src, int64_t b0, int64_t b1))
+KRT_DECLARE(krt_gemv_q3_K, (float *y, const krt_block_q3_K *w, const krt_block_q8_K *x,
+                            const float *bias, int64_t cols, int64_t r0, int64_t r1))
+KRT_DECLARE(krt_gemm_q3_K, (float *y, const krt_block_q3_K *w, const krt_block_q8_K *x, const float *bias,
+                            int64_t rows, int64_t cols, int64_t T, int64_t r0, int64_t r1))
 
 /* ---- normalisation and softmax ---- */
 /* out[t] = x[t] / sqrt(mean(x[t]^2) + *eps) * weight, rows of dim floats, tokens t0..t1. */

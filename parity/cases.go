@@ -734,7 +734,7 @@ func Cases(quick bool) []*Case {
 			cs = append(cs, c)
 		}
 	}
-	for _, typ := range []*qtype{typeQ8_0, typeQ5_0, typeQ4_0, typeQ4_1, typeQ5_1, typeQ4K, typeQ5K, typeQ6K, typeQ8K, typeIQ4_NL, typeQ2K, typeIQ4_XS} {
+	for _, typ := range []*qtype{typeQ8_0, typeQ5_0, typeQ4_0, typeQ4_1, typeQ5_1, typeQ4K, typeQ5K, typeQ6K, typeQ8K, typeIQ4_NL, typeQ2K, typeIQ4_XS, typeQ3K} {
 		sizes := []int{hidden, inter}
 		if typ.qk == 256 {
 			sizes = []int{2048, inter}
@@ -760,7 +760,7 @@ func Cases(quick bool) []*Case {
 	// cols % 256 == 0, so the down projection and Llama shapes (2048 hidden, 8192 FFN).
 	shapes32 := [][2]int{{896, 896}, {128, 896}, {9728, 896}, {896, 4864}}
 	shapesK := [][2]int{{896, 4864}, {128, 2048}, {2048, 2048}, {8192, 2048}, {2048, 8192}}
-	for _, typ := range []*qtype{typeQ8_0, typeQ5_0, typeQ4_0, typeQ5_1, typeQ4K, typeQ5K, typeQ6K, typeIQ4_NL, typeQ2K, typeIQ4_XS} {
+	for _, typ := range []*qtype{typeQ8_0, typeQ5_0, typeQ4_0, typeQ5_1, typeQ4K, typeQ5K, typeQ6K, typeIQ4_NL, typeQ2K, typeIQ4_XS, typeQ3K} {
 		var shapes [][2]int
 		switch typ {
 		case typeQ8_0, typeQ5_0:
@@ -787,7 +787,7 @@ func Cases(quick bool) []*Case {
 		cs = append(cs, gemvF32Case(sh[0], sh[1], false))
 	}
 	cs = append(cs, gemvF32Case(9728, 896, true))
-	for _, typ := range []*qtype{typeQ8_0, typeQ5_0, typeQ4_0, typeQ5_1, typeQ4K, typeQ5K, typeQ6K, typeIQ4_NL, typeQ2K, typeIQ4_XS} {
+	for _, typ := range []*qtype{typeQ8_0, typeQ5_0, typeQ4_0, typeQ5_1, typeQ4K, typeQ5K, typeQ6K, typeIQ4_NL, typeQ2K, typeIQ4_XS, typeQ3K} {
 		small, large := [][2]int{{896, 896}, {128, 896}}, [][2]int{{9728, 896}, {896, 4864}}
 		if typ.k {
 			small, large = [][2]int{{128, 2048}}, [][2]int{{2048, 2048}}
@@ -848,6 +848,8 @@ func Cases(quick bool) []*Case {
 		"GemvQ2K 896x4864 nil-bias": true, "GemmQ2K 896x4864 T=32 nil-bias": true,
 		"QuantizeIQ4_XS N=4864": true, "DequantizeIQ4_XS N=4864": true,
 		"GemvIQ4_XS 896x4864 nil-bias": true, "GemmIQ4_XS 896x4864 T=32 nil-bias": true,
+		"QuantizeQ3K N=4864": true, "DequantizeQ3K N=4864": true,
+		"GemvQ3K 896x4864 nil-bias": true, "GemmQ3K 896x4864 T=32 nil-bias": true,
 		"GemvF32 896x896": true, "GemmQ8_0 896x896 T=32 nil-bias": true, "GemmQ5_0 896x896 T=32 nil-bias": true,
 		"RMSNorm T=1 dim=896": true, "Softmax 14x512": true, "SwiGLU N=4864": true, "GeGLU N=4864": true, "Add N=896": true,
 		"RopeNeoX T=1 heads=14 hd=64 pos0=300": true, "RopeNorm T=1 heads=14 hd=64 pos0=300": true, "KVAppend T=1 kvheads=2 hd=64 pos0=16 ctx=512": true,

@@ -783,6 +783,8 @@ func scaleOffs(t *qtype) (d, m int) {
 		return 208, -1
 	case typeQ2K:
 		return 80, 82
+	case typeQ3K:
+		return 108, -1
 	}
 	return 0, -1
 }
@@ -861,6 +863,11 @@ func nanQCase(t *qtype, tokens int, acts bool) *Case {
 		case typeIQ4_XS: // every sub-block scale ls = 32: (ls-32) = 0
 			blk[2], blk[3] = 0xaa, 0xaa
 			clear(blk[4:8])
+		case typeQ3K: // every sub-block scale sc = 32: (sc-32) = 0
+			clear(blk[96:104])
+			for i := 104; i < 108; i++ {
+				blk[i] = 0xaa
+			}
 		}
 		xf := make([]float32, tokens*cols)
 		r.fillActs(xf)
@@ -972,11 +979,11 @@ func nanQDequantCase(t *qtype) *Case {
 	return c
 }
 
-// nanQCases are the NaN/Inf rows of the Q4_0, Q4_1, Q5_1, K-quant (Q2_K included), Q8_K,
-// IQ4_NL and IQ4_XS types.
+// nanQCases are the NaN/Inf rows of the Q4_0, Q4_1, Q5_1, K-quant (Q2_K and Q3_K included),
+// Q8_K, IQ4_NL and IQ4_XS types.
 func nanQCases() []*Case {
 	var cs []*Case
-	for _, t := range []*qtype{typeQ4_0, typeQ4_1, typeQ5_1, typeQ4K, typeQ5K, typeQ6K, typeQ8K, typeIQ4_NL, typeQ2K, typeIQ4_XS} {
+	for _, t := range []*qtype{typeQ4_0, typeQ4_1, typeQ5_1, typeQ4K, typeQ5K, typeQ6K, typeQ8K, typeIQ4_NL, typeQ2K, typeIQ4_XS, typeQ3K} {
 		cs = append(cs, nanQDequantCase(t))
 		if t.gemv == nil {
 			continue

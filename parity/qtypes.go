@@ -345,6 +345,42 @@ var (
 			return e.DequantizeIQ4_XS(y, blocks[kernelrt.BlockIQ4_XS](w))
 		},
 	}
+	// Q3_K: ggml's block_q3_K (hmask[32], qs[64], scales[12], fp16 d): sub-block s of 16 has
+	// value d*(sc-32)*q, its 6-bit sc the nibble s/8 of scales[s%8] below bits 2(s/4) of
+	// scales[8+s%4], element e's q the two bits 2j of qs[32h+l] minus 4 where bit 4h+j of
+	// hmask[l] is clear (h = e/128, j = e%128/32, l = e%32), read here from ggml's layout
+	// independently.
+	typeQ3K = &qtype{name: "q3_K", qk: 256, size: 110, k: true,
+		randBlocks: randBlocksOf(110, func(r *rng, b []byte) { put16(b[108:], randScale(r, 0.00005, 0.0003, true)) }),
+		decode: func(b []byte, s, o []float64) {
+			d := f16(le16(b[108:]))
+			for e := 0; e < 256; e++ {
+				h, j, l, sb := e/128, e%128/32, e%32, e/16
+				sc := int(b[96+sb%8]) & 15
+				if sb >= 8 {
+					sc = int(b[96+sb%8]) >> 4
+				}
+				sc |= int(b[104+sb%4]>>(2*(sb/4))) & 3 << 4
+				q := int(b[32+32*h+l]>>(2*j)) & 3
+				if b[l]>>(4*h+j)&1 == 0 {
+					q -= 4
+				}
+				s[e], o[e] = d*float64(sc-32)*float64(q), 0
+			}
+		},
+		gemvOp: kernelrt.OpGemvQ3K, gemmOp: kernelrt.OpGemmQ3K, deqOp: kernelrt.OpDequantizeQ3K,
+		gemvFn: "GemvQ3K", gemmFn: "GemmQ3K", deqFn: "DequantizeQ3K",
+		gemv: func(e exec, y []float32, w []byte, x acts, bias []float32, rows, cols int) error {
+			if bias == nil {
+				return e.GemvQ3K(y, blocks[kernelrt.BlockQ3K](w), x.k, rows, cols)
+			}
+			return e.GemvQ3KBias(y, blocks[kernelrt.BlockQ3K](w), x.k, bias, rows, cols)
+		},
+		gemm: func(e exec, y []float32, w []byte, x acts, bias []float32, rows, cols, T int) error {
+			return e.GemmQ3K(y, blocks[kernelrt.BlockQ3K](w), x.k, bias, rows, cols, T)
+		},
+		deq: func(e exec, y []float32, w []byte) error { return e.DequantizeQ3K(y, blocks[kernelrt.BlockQ3K](w)) },
+	}
 	// Q8_K is an activation type: dequantization only here (its quantizer has its own case).
 	typeQ8K = &qtype{name: "q8_K", qk: 256, size: 292,
 		randBlocks: randBlocksOf(292, func(r *rng, b []byte) {

@@ -12,8 +12,8 @@ import (
 // output must equal these bytes, then meet a half-step bound. The K-quant weight quantizers
 // (Q4_K, Q5_K, Q6_K: iterative least-squares fits) are proven byte-identical to ggml by the C
 // tests (csrc/tests/test_kquant.c embeds ggml's checksums) and every variant equal to the
-// serial one by the suite; here they must meet a quality bound. IQ4_NL's, IQ4_XS's and Q2_K's
-// quantizers are ours (csrc/krt_iquant.h, csrc/krt_iq4xs.h, csrc/krt_q2k.h): every variant equal to the serial one, and a
+// serial one by the suite; here they must meet a quality bound. IQ4_NL's, IQ4_XS's, Q2_K's and
+// Q3_K's quantizers are ours (csrc/krt_iquant.h, csrc/krt_iq4xs.h, csrc/krt_q2k.h, csrc/krt_q3k.h): every variant equal to the serial one, and a
 // quality bound.
 
 // cvtt is x86's cvttss2si, the way ggml's x86 build turns a float into int8/uint8 before
@@ -219,7 +219,8 @@ func stepCheckQ8K(out []byte, src []float32) float64 {
 // 2*nmax, i.e. half a step of a code spanning the whole super-block. The least-squares fits may
 // clip an outlier and the 6-bit scale and min codes cost precision, so this exceeds 1: the worst
 // of 32768 super-blocks of uniform, Gaussian and heavy-tailed inputs measured 1.92 (Q4_K), 2.25
-// (Q5_K), 1.64 (Q6_K); Q2_K's quantizer (ours, nmax 3) measured 1.47 on this suite's inputs;
+// (Q5_K), 1.64 (Q6_K); Q2_K's and Q3_K's quantizers (ours, nmax 3 and 7: Q3_K's -4..3 span
+// 7 steps) measured 1.47 and 1.66 on this suite's inputs;
 // Tol is 3. One wrong quant, scale or min bit costs a step of its sub-block or more, 2*nmax
 // (6..126) of these units for a full-range sub-block.
 func kQuality(typ *qtype, nmax float64, out []byte, src []float32) float64 {
@@ -392,6 +393,12 @@ var quantSpecs = []*quantSpec{
 		},
 		check:  iq4xsQuality,
 		metric: "max |deq-x| per sub-block of 32 / (0.15 * its max |x| + 96 |d| + 127*32*2^-25): the table's widest gap, a 6-bit scale code step", tol: 1},
+	{typ: typeQ3K, op: kernelrt.OpQuantizeQ3K, fn: "QuantizeQ3K",
+		call: func(e exec, out []byte, src []float32) error {
+			return e.QuantizeQ3K(blocks[kernelrt.BlockQ3K](out), src)
+		},
+		check:  func(out []byte, src []float32) float64 { return kQuality(typeQ3K, 7, out, src) },
+		metric: kMetric, tol: 3},
 	{typ: typeQ8K, op: kernelrt.OpQuantizeQ8K, fn: "QuantizeQ8K",
 		call: func(e exec, out []byte, src []float32) error {
 			return e.QuantizeQ8K(blocks[kernelrt.BlockQ8K](out), src)

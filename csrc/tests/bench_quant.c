@@ -1,5 +1,5 @@
 /* csrc/tests/bench_quant.c - single-thread GEMV bandwidth of every quantized weight type
- * (Q8_0, Q5_0, Q4_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, Q2_K, IQ4_XS) against the same run's streaming read (a benchmark,
+ * (Q8_0, Q5_0, Q4_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, Q2_K, IQ4_XS, Q3_K) against the same run's streaming read (a benchmark,
  * not a test).
  *
  *   build/c/bench_quant [-rounds R] [-reps N] [-cached] [-cpuclock] [-arena MiB]
@@ -47,6 +47,7 @@ static const struct {
     {"iq4_nl", 32, 18, 0, {0, -1}, G3(krt_gemv_iq4_nl)},
     {"q2_K", 256, 84, 1, {80, 82}, G3(krt_gemv_q2_K)},
     {"iq4_xs", 256, 136, 1, {0, -1}, G3(krt_gemv_iq4_xs)},
+    {"q3_K", 256, 110, 1, {108, -1}, G3(krt_gemv_q3_K)},
 };
 #define NT ((int)(sizeof T / sizeof T[0]))
 

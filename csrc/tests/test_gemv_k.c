@@ -1,4 +1,4 @@
-/* csrc/tests/test_gemv_k.c - GEMV and GEMM of Q4_0, Q5_1 (x: Q8_0) and Q2_K, Q4_K, Q5_K, Q6_K, IQ4_XS (x: Q8_K),
+/* csrc/tests/test_gemv_k.c - GEMV and GEMM of Q4_0, Q5_1 (x: Q8_0) and Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS (x: Q8_K),
  * every variant the CPU runs (ctest).
  *
  *  - GEMV against float64: every weight and activation value is exact in double (fp16 scale times
@@ -24,7 +24,7 @@ typedef void (*gemv_fn)(float *, const void *, const void *, const float *, int6
 typedef void (*gemm_fn)(float *, const void *, const void *, const float *, int64_t, int64_t, int64_t, int64_t,
                         int64_t);
 
-enum { T_Q4_0, T_Q5_1, T_Q4_K, T_Q5_K, T_Q6_K, T_Q5_0, T_Q8_0, T_IQ4_NL, T_Q2_K, T_IQ4_XS, NT };
+enum { T_Q4_0, T_Q5_1, T_Q4_K, T_Q5_K, T_Q6_K, T_Q5_0, T_Q8_0, T_IQ4_NL, T_Q2_K, T_IQ4_XS, T_Q3_K, NT };
 static const struct {
     const char *name;
     int qk, bytes, xk; /* xk: activation type is Q8_K */
@@ -40,6 +40,7 @@ static const struct {
     {"iq4_nl", 32, 18, 0, KQ_VARIANTS(krt_gemv_iq4_nl), KQ_VARIANTS(krt_gemm_iq4_nl)},
     {"q2_K", 256, 84, 1, KQ_VARIANTS(krt_gemv_q2_K), KQ_VARIANTS(krt_gemm_q2_K)},
     {"iq4_xs", 256, 136, 1, KQ_VARIANTS(krt_gemv_iq4_xs), KQ_VARIANTS(krt_gemm_iq4_xs)},
+    {"q3_K", 256, 110, 1, KQ_VARIANTS(krt_gemv_q3_K), KQ_VARIANTS(krt_gemm_q3_K)},
 };
 
 static uint16_t ld16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
@@ -66,6 +67,14 @@ static void wval(int t, const uint8_t *blk, int e, double *a, double *b) {
         const int ls = ((blk[4 + j / 2] >> (4 * (j % 2))) & 15) | ((ld16(blk + 2) >> (2 * j)) & 3) << 4;
         const int q = l < 16 ? blk[8 + 16 * j + l] & 15 : blk[8 + 16 * j + l - 16] >> 4;
         *a = (double)krt_fp16_to_fp32(ld16(blk)) * (ls - 32) * kv[q];
+        return;
+    }
+    case T_Q3_K: { /* ggml's block_q3_K: hmask[32], qs[64], scales[12], d */
+        const int h = e / 128, j = (e % 128) / 32, l = e % 32, s = e / 16;
+        const int lo = s < 8 ? blk[96 + s] & 15 : blk[96 + s - 8] >> 4;
+        const int sc = lo | ((blk[104 + s % 4] >> (2 * (s / 4))) & 3) << 4;
+        const int q = ((blk[32 + 32 * h + l] >> (2 * j)) & 3) - ((blk[l] >> (4 * h + j)) & 1 ? 0 : 4);
+        *a = (double)krt_fp16_to_fp32(ld16(blk + 108)) * (sc - 32) * q;
         return;
     }
     case T_Q5_1: {
@@ -153,6 +162,7 @@ static void fill_w(int t, uint8_t *w, int64_t n, int mode) {
         case T_IQ4_XS:
         case T_Q5_0:
         case T_Q8_0: memcpy(b, &d, 2); break;
+        case T_Q3_K: memcpy(b + 108, &d, 2); break;
         case T_Q2_K:
             memcpy(b + 80, &d, 2);
             memcpy(b + 82, &m, 2);

@@ -80,6 +80,12 @@ package ckernels
 #cgo nocallback krt_quantize_iq4_xs_avx2
 #cgo noescape krt_quantize_iq4_xs_avx512
 #cgo nocallback krt_quantize_iq4_xs_avx512
+#cgo noescape krt_quantize_q3_K_ref
+#cgo nocallback krt_quantize_q3_K_ref
+#cgo noescape krt_quantize_q3_K_avx2
+#cgo nocallback krt_quantize_q3_K_avx2
+#cgo noescape krt_quantize_q3_K_avx512
+#cgo nocallback krt_quantize_q3_K_avx512
 #cgo noescape krt_dequantize_q8_0_ref
 #cgo nocallback krt_dequantize_q8_0_ref
 #cgo noescape krt_dequantize_q8_0_avx2
@@ -152,6 +158,12 @@ package ckernels
 #cgo nocallback krt_dequantize_iq4_xs_avx2
 #cgo noescape krt_dequantize_iq4_xs_avx512
 #cgo nocallback krt_dequantize_iq4_xs_avx512
+#cgo noescape krt_dequantize_q3_K_ref
+#cgo nocallback krt_dequantize_q3_K_ref
+#cgo noescape krt_dequantize_q3_K_avx2
+#cgo nocallback krt_dequantize_q3_K_avx2
+#cgo noescape krt_dequantize_q3_K_avx512
+#cgo nocallback krt_dequantize_q3_K_avx512
 #cgo noescape krt_gemv_q8_0_ref
 #cgo nocallback krt_gemv_q8_0_ref
 #cgo noescape krt_gemv_q8_0_avx2
@@ -212,6 +224,12 @@ package ckernels
 #cgo nocallback krt_gemv_iq4_xs_avx2
 #cgo noescape krt_gemv_iq4_xs_avx512
 #cgo nocallback krt_gemv_iq4_xs_avx512
+#cgo noescape krt_gemv_q3_K_ref
+#cgo nocallback krt_gemv_q3_K_ref
+#cgo noescape krt_gemv_q3_K_avx2
+#cgo nocallback krt_gemv_q3_K_avx2
+#cgo noescape krt_gemv_q3_K_avx512
+#cgo nocallback krt_gemv_q3_K_avx512
 #cgo noescape krt_gemv_q8_0_f32_ref
 #cgo nocallback krt_gemv_q8_0_f32_ref
 #cgo noescape krt_gemv_q8_0_f32_avx2
@@ -290,6 +308,12 @@ package ckernels
 #cgo nocallback krt_gemm_iq4_xs_avx2
 #cgo noescape krt_gemm_iq4_xs_avx512
 #cgo nocallback krt_gemm_iq4_xs_avx512
+#cgo noescape krt_gemm_q3_K_ref
+#cgo nocallback krt_gemm_q3_K_ref
+#cgo noescape krt_gemm_q3_K_avx2
+#cgo nocallback krt_gemm_q3_K_avx2
+#cgo noescape krt_gemm_q3_K_avx512
+#cgo nocallback krt_gemm_q3_K_avx512
 #cgo noescape krt_rmsnorm_ref
 #cgo nocallback krt_rmsnorm_ref
 #cgo noescape krt_rmsnorm_avx2
@@ -526,6 +550,15 @@ func init() {
 	sets[cpu.AVX512].K[kern.QuantizeIQ4_XS] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_quantize_iq4_xs_avx512((*C.krt_block_iq4_xs)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
 	}
+	sets[cpu.Ref].K[kern.QuantizeQ3K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_q3_K_ref((*C.krt_block_q3_K)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.QuantizeQ3K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_q3_K_avx2((*C.krt_block_q3_K)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.QuantizeQ3K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_quantize_q3_K_avx512((*C.krt_block_q3_K)(a.P[0]), (*C.float)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
 	sets[cpu.Ref].K[kern.DequantizeQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_dequantize_q8_0_ref((*C.float)(a.P[0]), (*C.krt_block_q8_0)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
 	}
@@ -634,6 +667,15 @@ func init() {
 	sets[cpu.AVX512].K[kern.DequantizeIQ4_XS] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_dequantize_iq4_xs_avx512((*C.float)(a.P[0]), (*C.krt_block_iq4_xs)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
 	}
+	sets[cpu.Ref].K[kern.DequantizeQ3K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_q3_K_ref((*C.float)(a.P[0]), (*C.krt_block_q3_K)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.DequantizeQ3K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_q3_K_avx2((*C.float)(a.P[0]), (*C.krt_block_q3_K)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.DequantizeQ3K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_dequantize_q3_K_avx512((*C.float)(a.P[0]), (*C.krt_block_q3_K)(a.P[1]), C.int64_t(lo), C.int64_t(hi))
+	}
 	sets[cpu.Ref].K[kern.GemvQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_gemv_q8_0_ref((*C.float)(a.P[0]), (*C.krt_block_q8_0)(a.P[1]), (*C.krt_block_q8_0)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
 	}
@@ -723,6 +765,15 @@ func init() {
 	}
 	sets[cpu.AVX512].K[kern.GemvIQ4_XS] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_gemv_iq4_xs_avx512((*C.float)(a.P[0]), (*C.krt_block_iq4_xs)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.GemvQ3K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemv_q3_K_ref((*C.float)(a.P[0]), (*C.krt_block_q3_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.GemvQ3K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemv_q3_K_avx2((*C.float)(a.P[0]), (*C.krt_block_q3_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.GemvQ3K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemv_q3_K_avx512((*C.float)(a.P[0]), (*C.krt_block_q3_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
 	}
 	sets[cpu.Ref].K[kern.GemvQ8_0F32] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_gemv_q8_0_f32_ref((*C.float)(a.P[0]), (*C.krt_block_q8_0)(a.P[1]), (*C.float)(a.P[2]), (*C.krt_block_q8_0)(scratch), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))
@@ -840,6 +891,15 @@ func init() {
 	}
 	sets[cpu.AVX512].K[kern.GemmIQ4_XS] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_gemm_iq4_xs_avx512((*C.float)(a.P[0]), (*C.krt_block_iq4_xs)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.Ref].K[kern.GemmQ3K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemm_q3_K_ref((*C.float)(a.P[0]), (*C.krt_block_q3_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX2].K[kern.GemmQ3K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemm_q3_K_avx2((*C.float)(a.P[0]), (*C.krt_block_q3_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
+	}
+	sets[cpu.AVX512].K[kern.GemmQ3K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		C.krt_gemm_q3_K_avx512((*C.float)(a.P[0]), (*C.krt_block_q3_K)(a.P[1]), (*C.krt_block_q8_K)(a.P[2]), (*C.float)(a.P[3]), C.int64_t(a.I[0]), C.int64_t(a.I[1]), C.int64_t(a.I[2]), C.int64_t(lo), C.int64_t(hi))
 	}
 	sets[cpu.Ref].K[kern.RMSNorm] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		C.krt_rmsnorm_ref((*C.float)(a.P[0]), (*C.float)(a.P[1]), (*C.float)(a.P[2]), (*C.float)(unsafe.Pointer(&a.F[0])), C.int64_t(a.I[0]), C.int64_t(lo), C.int64_t(hi))

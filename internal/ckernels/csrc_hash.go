@@ -3,4 +3,4 @@
 package ckernels
 
 // csrcHash is the hash of csrc/ this package was last generated for (see csrchash).
-const csrcHash = "05b82a7dad504af7fb728d60e5516176401b7cbec238e6ed9d27b212d74d31cd"
+const csrcHash = "46cbdb372b7abcfc37eeb38f389975066d515fb615bae765663ea0999ea5daf9"

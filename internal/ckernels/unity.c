@@ -15,6 +15,7 @@
 #include "../../csrc/kquant.c"
 #include "../../csrc/norm.c"
 #include "../../csrc/q2k.c"
+#include "../../csrc/q3k.c"
 #include "../../csrc/quant.c"
 #include "../../csrc/rope.c"
 #include "../../csrc/rope_norm.c"

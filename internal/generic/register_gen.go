@@ -42,6 +42,9 @@ func init() {
 	set.K[kern.QuantizeIQ4_XS] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		QuantizeIQ4_XS(a.P[0], a.P[1], lo, hi)
 	}
+	set.K[kern.QuantizeQ3K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		QuantizeQ3K(a.P[0], a.P[1], lo, hi)
+	}
 	set.K[kern.DequantizeQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		DequantizeQ8_0(a.P[0], a.P[1], lo, hi)
 	}
@@ -78,6 +81,9 @@ func init() {
 	set.K[kern.DequantizeIQ4_XS] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		DequantizeIQ4_XS(a.P[0], a.P[1], lo, hi)
 	}
+	set.K[kern.DequantizeQ3K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		DequantizeQ3K(a.P[0], a.P[1], lo, hi)
+	}
 	set.K[kern.GemvQ8_0] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		GemvQ8_0(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 	}
@@ -107,6 +113,9 @@ func init() {
 	}
 	set.K[kern.GemvIQ4_XS] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		GemvIQ4_XS(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
+	}
+	set.K[kern.GemvQ3K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		GemvQ3K(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], lo, hi)
 	}
 	set.K[kern.GemvQ8_0F32] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		GemvQ8_0F32(a.P[0], a.P[1], a.P[2], scratch, a.P[3], a.I[0], lo, hi)
@@ -146,6 +155,9 @@ func init() {
 	}
 	set.K[kern.GemmIQ4_XS] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		GemmIQ4_XS(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
+	}
+	set.K[kern.GemmQ3K] = func(a kern.Args, scratch kern.P, lo, hi int) {
+		GemmQ3K(a.P[0], a.P[1], a.P[2], a.P[3], a.I[0], a.I[1], a.I[2], lo, hi)
 	}
 	set.K[kern.RMSNorm] = func(a kern.Args, scratch kern.P, lo, hi int) {
 		RMSNorm(a.P[0], a.P[1], a.P[2], a.F[0], a.I[0], lo, hi)

@@ -16,6 +16,7 @@ const (
 	QuantizeIQ4_NL          // krt_quantize_iq4_nl
 	QuantizeQ2K             // krt_quantize_q2_K
 	QuantizeIQ4_XS          // krt_quantize_iq4_xs
+	QuantizeQ3K             // krt_quantize_q3_K
 	DequantizeQ8_0          // krt_dequantize_q8_0
 	DequantizeQ5_0          // krt_dequantize_q5_0
 	DequantizeQ4_0          // krt_dequantize_q4_0
@@ -28,6 +29,7 @@ const (
 	DequantizeIQ4_NL        // krt_dequantize_iq4_nl
 	DequantizeQ2K           // krt_dequantize_q2_K
 	DequantizeIQ4_XS        // krt_dequantize_iq4_xs
+	DequantizeQ3K           // krt_dequantize_q3_K
 	GemvQ8_0                // krt_gemv_q8_0
 	GemvQ5_0                // krt_gemv_q5_0
 	GemvQ4_0                // krt_gemv_q4_0
@@ -38,6 +40,7 @@ const (
 	GemvIQ4_NL              // krt_gemv_iq4_nl
 	GemvQ2K                 // krt_gemv_q2_K
 	GemvIQ4_XS              // krt_gemv_iq4_xs
+	GemvQ3K                 // krt_gemv_q3_K
 	GemvQ8_0F32             // krt_gemv_q8_0_f32
 	GemvQ5_0F32             // krt_gemv_q5_0_f32
 	GemvF32                 // krt_gemv_f32
@@ -51,6 +54,7 @@ const (
 	GemmIQ4_NL              // krt_gemm_iq4_nl
 	GemmQ2K                 // krt_gemm_q2_K
 	GemmIQ4_XS              // krt_gemm_iq4_xs
+	GemmQ3K                 // krt_gemm_q3_K
 	RMSNorm                 // krt_rmsnorm
 	Softmax                 // krt_softmax
 	SwiGLU                  // krt_swiglu
@@ -88,6 +92,7 @@ var Names = [NumKernels]string{
 	"quantize_iq4_nl",
 	"quantize_q2_K",
 	"quantize_iq4_xs",
+	"quantize_q3_K",
 	"dequantize_q8_0",
 	"dequantize_q5_0",
 	"dequantize_q4_0",
@@ -100,6 +105,7 @@ var Names = [NumKernels]string{
 	"dequantize_iq4_nl",
 	"dequantize_q2_K",
 	"dequantize_iq4_xs",
+	"dequantize_q3_K",
 	"gemv_q8_0",
 	"gemv_q5_0",
 	"gemv_q4_0",
@@ -110,6 +116,7 @@ var Names = [NumKernels]string{
 	"gemv_iq4_nl",
 	"gemv_q2_K",
 	"gemv_iq4_xs",
+	"gemv_q3_K",
 	"gemv_q8_0_f32",
 	"gemv_q5_0_f32",
 	"gemv_f32",
@@ -123,6 +130,7 @@ var Names = [NumKernels]string{
 	"gemm_iq4_nl",
 	"gemm_q2_K",
 	"gemm_iq4_xs",
+	"gemm_q3_K",
 	"rmsnorm",
 	"softmax",
 	"swiglu",
@@ -158,6 +166,7 @@ var GoNames = [NumKernels]string{
 	"QuantizeIQ4_NL",
 	"QuantizeQ2K",
 	"QuantizeIQ4_XS",
+	"QuantizeQ3K",
 	"DequantizeQ8_0",
 	"DequantizeQ5_0",
 	"DequantizeQ4_0",
@@ -170,6 +179,7 @@ var GoNames = [NumKernels]string{
 	"DequantizeIQ4_NL",
 	"DequantizeQ2K",
 	"DequantizeIQ4_XS",
+	"DequantizeQ3K",
 	"GemvQ8_0",
 	"GemvQ5_0",
 	"GemvQ4_0",
@@ -180,6 +190,7 @@ var GoNames = [NumKernels]string{
 	"GemvIQ4_NL",
 	"GemvQ2K",
 	"GemvIQ4_XS",
+	"GemvQ3K",
 	"GemvQ8_0F32",
 	"GemvQ5_0F32",
 	"GemvF32",
@@ -193,6 +204,7 @@ var GoNames = [NumKernels]string{
 	"GemmIQ4_NL",
 	"GemmQ2K",
 	"GemmIQ4_XS",
+	"GemmQ3K",
 	"RMSNorm",
 	"Softmax",
 	"SwiGLU",
