@@ -14,13 +14,14 @@ import (
 
 // Binding a GGUF file's tensors to a model.
 //
-// Memory: quantized matrices (Q8_0, Q5_0, Q4_0, Q5_1, Q2_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS) and F32 ones are used
-// in place, as typed views of the file's read-only mapping: loading reads no weight bytes and
-// copies none; pages come from the page cache on first touch. Only small tensors are copied
-// into the model's arena (norms, the q|k|v biases, which the decoder wants concatenated), plus
-// the matrices held in another form than the file's: F16 and BF16 ones are converted once to
-// float32 (at twice the file's bytes), Q4_1 ones to Q5_1 (1.2x), Q3_K ones to Q6_K (1.9x), and
-// any tensor whose data is not aligned for its type (possible only with general.alignment < 4).
+// Memory: quantized matrices (Q8_0, Q5_0, Q4_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL,
+// IQ4_XS) and F32 ones are used in place, as typed views of the file's read-only mapping:
+// loading reads no weight bytes and copies none; pages come from the page cache on first touch.
+// Only small tensors are copied into the model's arena (norms, the q|k|v biases, which the
+// decoder wants concatenated), plus the matrices held in another form than the file's: F16 and
+// BF16 ones are converted once to float32 (at twice the file's bytes), Q4_1 ones to Q5_1 (1.2x),
+// and any tensor whose data is not aligned for its type (possible only with
+// general.alignment < 4).
 
 // fileSource is a GGUF file as a weight source; infos holds the checked tensors by name.
 type fileSource struct {
@@ -33,15 +34,15 @@ type fileSource struct {
 
 // copied reports whether the matrix t goes into the arena and the arena buffer it needs:
 // always unless s.mapWeights, and then still when it is held in another form (F16, BF16 and
-// Q4_1, Q3_K are converted) or misaligned for its type (it cannot be viewed in place).
+// Q4_1 are converted) or misaligned for its type (it cannot be viewed in place).
 func (s *fileSource) copied(t *gguf.TensorInfo, qt QType, data []byte) (copy bool, elem, count int) {
 	switch qt {
 	case F32:
 		return !s.mapWeights || addrOf(data)%4 != 0, 4, t.Elements()
 	case F16, BF16:
 		return true, 4, t.Elements() // converted to float32
-	case Q4_1, Q3_K:
-		return true, qt.blockBytes(), t.Elements() / qt.blockLen() // converted to Q5_1 / Q6_K
+	case Q4_1:
+		return true, qt.blockBytes(), t.Elements() / qt.blockLen() // converted to Q5_1
 	}
 	// Every block type holds uint16 scales at even offsets and no wider field.
 	return !s.mapWeights || addrOf(data)%2 != 0, qt.blockBytes(), t.Elements() / qt.blockLen()
@@ -112,9 +113,7 @@ func (s *fileSource) matrix(sp tensorSpec, a *arena.Arena, l *arena.Layout) (*Ma
 			q4_1ToQ5_1(mat.Q51, data)
 		}
 	case Q3_K:
-		if mat.Q6K, err = arena.Get[kernelrt.BlockQ6K](a, l, plan); err == nil {
-			q3KToQ6K(mat.Q6K, data)
-		}
+		mat.Q3K, err = blocks[kernelrt.BlockQ3K](s, t, data, nb, cp, a, l, plan)
 	case IQ4_XS:
 		mat.IQ4XS, err = blocks[kernelrt.BlockIQ4_XS](s, t, data, nb, cp, a, l, plan)
 	case F32, F16, BF16:
@@ -141,43 +140,6 @@ func q4_1ToQ5_1(dst []kernelrt.BlockQ5_1, src []byte) {
 	}
 }
 
-// q3KToQ6K converts Q3_K super-blocks (ggml's block_q3_K: hmask[32], qs[64], scales[12], fp16 d:
-// 110 bytes; dequantize_row_q3_K) to Q6_K super-blocks with the same values. Both have 16
-// sub-blocks of 16 weights scaled by d times an integer: Q3_K's 6-bit scale sc (value sc - 32)
-// becomes Q6_K's int8 scale sc - 32, its quant q in -4..3 (two low bits from qs, minus 4 unless
-// the hmask bit is set) becomes the 6-bit q + 32, and d is copied, so d*scale*q is unchanged.
-func q3KToQ6K(dst []kernelrt.BlockQ6K, src []byte) {
-	for i := range dst {
-		b := src[110*i : 110*i+110]
-		hmask, qs, sc := b[0:32], b[32:96], b[96:108]
-		o := &dst[i]
-		*o = kernelrt.BlockQ6K{D: uint16(b[108]) | uint16(b[109])<<8}
-		for s := 0; s < 16; s++ {
-			lo := sc[s%8] & 0x0f
-			if s >= 8 {
-				lo = sc[s%8] >> 4
-			}
-			o.Scales[s] = int8(int(lo|(sc[8+s%4]>>(2*(s/4))&3)<<4) - 32)
-		}
-		for e := 0; e < 256; e++ { // e = 128h + 32j + 16k + l
-			h, j, k, l := e/128, e%128/32, e%32/16, e%16
-			q := int(qs[32*h+16*k+l]>>(2*j)&3) + 32
-			if hmask[16*k+l]&(1<<(4*h+j)) == 0 {
-				q -= 4
-			}
-			// Q6_K: element 128h + 32k6 + l6 has its low 4 bits in ql[64h + l6 + 32(k6&1)]
-			// (high nibble for k6 >= 2) and its top 2 bits in qh[32h + l6] >> 2k6.
-			k6, l6 := e%128/32, e%32
-			if k6 < 2 {
-				o.Ql[64*h+l6+32*(k6&1)] |= uint8(q & 15)
-			} else {
-				o.Ql[64*h+l6+32*(k6&1)] |= uint8(q&15) << 4
-			}
-			o.Qh[32*h+l6] |= uint8(q>>4) << (2 * k6)
-		}
-	}
-}
-
 // vectors copies F32 or F16 vector tensors as float32, one after the other (the q|k|v biases).
 func (s *fileSource) vectors(dst []float32, names ...string) error {
 	for _, n := range names {
@@ -193,8 +155,8 @@ func (s *fileSource) vectors(dst []float32, names ...string) error {
 	return nil
 }
 
-// recipe describes a loaded model's weight types, as the file stores them (a Q4_1 or Q3_K
-// matrix is held as Q5_1 or Q6_K but reported as the file's type).
+// recipe describes a loaded model's weight types, as the file stores them (a Q4_1 matrix is
+// held as Q5_1 but reported as the file's type).
 func (s *fileSource) recipe(m *Model) Recipe {
 	ft := func(mt *Matrix) QType {
 		if t, ok := s.infos[mt.Name]; ok {

@@ -233,11 +233,10 @@ type QType int
 
 // Weight types the decoder computes with, as GGUF stores them (ggml's blocks, used in place).
 // The blocks of 32 (Q8_0, Q5_0, Q4_0, Q4_1, Q5_1, IQ4_NL) multiply Q8_0-quantized activations and the
-// K-quants (Q2_K, Q4_K, Q5_K, Q6_K) and IQ4_XS (super-blocks of 256, so a matrix's cols must be a
+// K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) and IQ4_XS (super-blocks of 256, so a matrix's cols must be a
 // multiple of 256) Q8_K-quantized ones, as ggml does. F32, F16 and BF16 matrices are held as float32 (F16
 // and BF16 converted once at load) and multiply float activations, rounded first to fp16 for
-// F16 and to bf16 for BF16, as ggml rounds them to the weights' dot-product type. Q3_K is held
-// as Q6_K (the same d, sub-block scales sc-32 and quants q3+32: exact, 1.9x the bytes). Q4_1 is
+// F16 and to bf16 for BF16, as ggml rounds them to the weights' dot-product type. Q4_1 is
 // held as Q5_1 (the same d and m, a zero fifth bit: exact), for which kernels exist. IQ4_XS has
 // kernels of its own and is used in place, as the K-quants.
 // NewSynthetic builds Q8_0 and Q5_0 only; GGUF models (LoadGGUF) use all of them.
@@ -307,7 +306,7 @@ func (q QType) blockLen() int {
 }
 
 // blockBytes is the size in memory of one block of blockLen weights (F16 and BF16 are held as
-// float32 after load, Q4_1 as Q5_1, Q3_K as Q6_K).
+// float32 after load, Q4_1 as Q5_1).
 func (q QType) blockBytes() int {
 	switch q {
 	case IQ4_XS:
@@ -324,8 +323,10 @@ func (q QType) blockBytes() int {
 		return 144
 	case Q5_K:
 		return 176
-	case Q6_K, Q3_K:
+	case Q6_K:
 		return 210
+	case Q3_K:
+		return 110
 	case Q2_K:
 		return 84
 	}

@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"math"
 	"testing"
+	"unsafe"
 
 	"github.com/kernelrt/kernelrt"
 	"github.com/kernelrt/kernelrt/gguf"
@@ -100,10 +101,12 @@ func testQuantQ3K(v []float32) []byte {
 	return out
 }
 
-// TestQ3KToQ6K: every converted super-block dequantizes (through kernelrt's Q6_K dequantizer)
-// to exactly ggml's Q3_K values (the float64 reference decoder), random bytes included.
-func TestQ3KToQ6K(t *testing.T) {
-	raw := make([]byte, 4*110)
+// TestQ3KDequantizeMatchesReference: Q3_K super-blocks (random bytes, sane and NaN / Inf d)
+// dequantize through kernelrt's Q3_K kernel (used in place at load) to exactly ggml's values
+// (the float64 reference decoder), NaN where those are NaN (Inf*0 for a scale code of 32).
+func TestQ3KDequantizeMatchesReference(t *testing.T) {
+	const n = 6
+	raw := make([]byte, n*110)
 	s := uint64(9)
 	for i := range raw {
 		s ^= s << 13
@@ -111,30 +114,43 @@ func TestQ3KToQ6K(t *testing.T) {
 		s ^= s << 17
 		raw[i] = byte(s)
 	}
-	for b := 0; b < 4; b++ { // sane fp16 d (random bytes could be NaN)
+	for b := 0; b < n; b++ { // sane fp16 d (random bytes could be NaN), then NaN and +Inf
 		d := kernelrt.FP32ToFP16(0.01 * float32(b+1))
+		if b >= 4 {
+			d = []uint16{0x7e00, 0x7c00}[b-4]
+		}
 		raw[110*b+108], raw[110*b+109] = byte(d), byte(d>>8)
 	}
-	q6 := make([]kernelrt.BlockQ6K, 4)
-	q3KToQ6K(q6, raw)
-	got := make([]float32, 4*256)
-	if err := kernelrt.DequantizeQ6K(got, q6); err != nil {
+	got := make([]float32, n*256)
+	if err := kernelrt.DequantizeQ3K(got, unsafe.Slice((*kernelrt.BlockQ3K)(unsafe.Pointer(&raw[0])), n)); err != nil {
 		t.Fatal(err)
 	}
-	want := make([]float64, 4*256)
+	want := make([]float64, n*256)
 	if !refBlocks(want, raw, gguf.TypeQ3_K) {
 		t.Fatal("no reference decoder for Q3_K")
 	}
+	nan := 0
 	for i := range got {
-		if float64(got[i]) != float64(float32(want[i])) {
-			t.Fatalf("value %d: Q6_K %g, Q3_K %g", i, got[i], want[i])
+		if math.IsNaN(want[i]) {
+			nan++
+			if !math.IsNaN(float64(got[i])) {
+				t.Fatalf("value %d: %g, want NaN", i, got[i])
+			}
+			continue
 		}
+		if float64(got[i]) != want[i] {
+			t.Fatalf("value %d: %g, want %g", i, got[i], want[i])
+		}
+	}
+	if nan < 256 {
+		t.Errorf("%d NaN values, want at least the NaN-d super-block's 256", nan)
 	}
 }
 
 // TestSyntheticGGUFQ3K writes a synthetic model with Q3_K matrices (and a Q6_K head) in a
-// 256-wide shape with SyntheticGGUF, loads it (Q3_K converted to Q6_K) and compares its logits
-// with the float64 reference, which decodes the file's Q3_K blocks itself.
+// 256-wide shape with SyntheticGGUF, loads it (Q3_K used as stored, computed by the Q3_K
+// kernels) and compares its logits, prefill (GEMM) and decode (GEMV), with the float64
+// reference, which decodes the file's Q3_K blocks itself, serially and on 2 threads.
 func TestSyntheticGGUFQ3K(t *testing.T) {
 	cfg := Config{Arch: "qwen2", Layers: 2, Hidden: 256, Intermediate: 512, Heads: 4, KVHeads: 2, HeadDim: 64, Vocab: 300,
 		RopeTheta: 1e6, Eps: 1e-6, MaxCtx: 64, MaxBatch: 16}
@@ -144,10 +160,18 @@ func TestSyntheticGGUFQ3K(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Recipe.Q != Q3_K || m.Embed.Type != Q3_K || len(m.Embed.Q6K) != cfg.Vocab*cfg.Hidden/kernelrt.QKK {
-		t.Errorf("loaded recipe %+v, embedding %s with %d Q6_K blocks", m.Recipe, m.Embed.Type, len(m.Embed.Q6K))
+	if m.Recipe.Q != Q3_K || m.Embed.Type != Q3_K || len(m.Embed.Q3K) != cfg.Vocab*cfg.Hidden/kernelrt.QKK ||
+		m.Layers[1].Down.Bytes() != cfg.Hidden*cfg.Intermediate/256*110 {
+		t.Errorf("loaded recipe %+v, embedding %s with %d Q3_K blocks, ffn_down %d bytes", m.Recipe, m.Embed.Type, len(m.Embed.Q3K), m.Layers[1].Down.Bytes())
 	}
 	m.Close()
-	worst := runCompare(t, kernelrt.Serial{}, p, LoadOptions{KV: KVF32}, []int32{7, 100, 299, 0, 12, 250}, []int32{5, 6}, tolQuantizedWide)
-	t.Logf("max relative error %.3g", worst)
+	rt, err := kernelrt.New(kernelrt.Options{Threads: 2, NoPin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	for _, e := range []kernelrt.Ops{kernelrt.Serial{}, rt} {
+		worst := runCompare(t, e, p, LoadOptions{KV: KVF32}, []int32{7, 100, 299, 0, 12, 250, 3, 41, 42, 17}, []int32{5, 6}, tolQuantized)
+		t.Logf("%T: max relative error %.3g", e, worst)
+	}
 }

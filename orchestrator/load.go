@@ -44,8 +44,8 @@ type LoadOptions struct {
 	// Build controls the arena (activations, KV cache, copied tensors).
 	Build BuildOptions
 	// MapWeights uses the weight matrices in place, through the read-only file mapping, where
-	// their bytes are usable as stored (F16, BF16, Q4_1 and Q3_K are converted into the
-	// arena anyway): pages load lazily as the first tokens touch them and are shared with other
+	// their bytes are usable as stored (F16, BF16 and Q4_1 are converted into the arena
+	// anyway): pages load lazily as the first tokens touch them and are shared with other
 	// processes mapping the file. By default every matrix is copied into the model's arena
 	// instead, and the file's pages are then released from the process's resident set. The
 	// copy costs load time and anonymous memory the size of the weights, but lays the

@@ -17,8 +17,7 @@ var ErrClosed = errors.New("orchestrator: model is closed")
 
 // Matrix is a rows x cols weight tensor in one type: row-major blocks in the slice of its
 // type (Q8 for Q8_0, Q5 for Q5_0, Q4 for Q4_0, IQ4NL for IQ4_NL, Q51 for Q5_1 and for Q4_1,
-// which is held as Q5_1, Q2K, Q4K, Q5K, Q6K for the K-quants and for Q3_K, which is held as Q6_K,
-// IQ4XS for IQ4_XS),
+// which is held as Q5_1, Q2K, Q3K, Q4K, Q5K, Q6K for the K-quants, IQ4XS for IQ4_XS),
 // or row-major floats in F32 (for Type F32, and for F16 and BF16 after their conversion at
 // load).
 type Matrix struct {
@@ -34,6 +33,7 @@ type Matrix struct {
 	Q5K        []kernelrt.BlockQ5K
 	Q6K        []kernelrt.BlockQ6K
 	Q2K        []kernelrt.BlockQ2K
+	Q3K        []kernelrt.BlockQ3K
 	IQ4XS      []kernelrt.BlockIQ4_XS
 	F32        []float32
 	// Mapped says the blocks are a view of the model file's read-only mapping
@@ -516,8 +516,10 @@ func (m *Model) embedRows(e kernelrt.Ops, x []float32, ids []int32) error {
 			err = e.DequantizeQ4K(row, t.Q4K[b0:b1])
 		case Q5_K:
 			err = e.DequantizeQ5K(row, t.Q5K[b0:b1])
-		case Q3_K, Q6_K:
+		case Q6_K:
 			err = e.DequantizeQ6K(row, t.Q6K[b0:b1])
+		case Q3_K:
+			err = e.DequantizeQ3K(row, t.Q3K[b0:b1])
 		case Q2_K:
 			err = e.DequantizeQ2K(row, t.Q2K[b0:b1])
 		case IQ4_XS:
@@ -842,8 +844,10 @@ func (m *Model) mm(e kernelrt.Ops, w *Matrix, y, xf []float32, xq []kernelrt.Blo
 		return e.GemmQ4K(y, w.Q4K, xk, bias, w.Rows, w.Cols, T)
 	case Q5_K:
 		return e.GemmQ5K(y, w.Q5K, xk, bias, w.Rows, w.Cols, T)
-	case Q3_K, Q6_K:
+	case Q6_K:
 		return e.GemmQ6K(y, w.Q6K, xk, bias, w.Rows, w.Cols, T)
+	case Q3_K:
+		return e.GemmQ3K(y, w.Q3K, xk, bias, w.Rows, w.Cols, T)
 	case Q2_K:
 		return e.GemmQ2K(y, w.Q2K, xk, bias, w.Rows, w.Cols, T)
 	case IQ4_XS:
@@ -942,8 +946,10 @@ func gemvRows(e kernelrt.Ops, w *Matrix, y []float32, x8 []kernelrt.BlockQ8_0, x
 			return e.GemvQ4KBias(y, w.Q4K[r0*nb:r1*nb], x, bias, n, C)
 		case Q5_K:
 			return e.GemvQ5KBias(y, w.Q5K[r0*nb:r1*nb], x, bias, n, C)
-		case Q3_K, Q6_K:
+		case Q6_K:
 			return e.GemvQ6KBias(y, w.Q6K[r0*nb:r1*nb], x, bias, n, C)
+		case Q3_K:
+			return e.GemvQ3KBias(y, w.Q3K[r0*nb:r1*nb], x, bias, n, C)
 		case Q2_K:
 			return e.GemvQ2KBias(y, w.Q2K[r0*nb:r1*nb], x, bias, n, C)
 		case IQ4_XS:

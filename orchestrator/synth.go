@@ -177,9 +177,8 @@ func fillBlocks(raw []byte, t QType, amp float64, s *uint64) {
 }
 
 // fileBlock is the size of one block of t as a GGUF file stores it and the offset of its fp16
-// scale: Q3_K (held as Q6_K after load) is ggml's 110-byte block_q3_K with d last, IQ4_XS
-// ggml's 136-byte block_iq4_xs with d first (its blockBytes); its random scales_h, scales_l and
-// nibbles are all valid.
+// scale: Q3_K is ggml's 110-byte block_q3_K with d last, IQ4_XS ggml's 136-byte block_iq4_xs
+// with d first; their random scales, quant bits and nibbles are all valid.
 func fileBlock(t QType) (size, dOff int) {
 	switch t {
 	case Q3_K:
