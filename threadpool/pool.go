@@ -370,7 +370,9 @@ func (p *Pool) DispatchN(active int, t Task) {
 		p.expect += uint64(active - 1)
 		p.target = p.expect
 		p.epoch++
-		p.ctl.Store(p.epoch<<epochShift | uint64(active))
+		// Swap, not Store: the store must be ordered before wakeWorkers' loads of the
+		// workers' states (see wakeWorkers).
+		p.ctl.Swap(p.epoch<<epochShift | uint64(active))
 		p.wakeWorkers(1, active)
 	} else {
 		p.solo.Add(1)
@@ -389,7 +391,11 @@ func (p *Pool) DispatchN(active int, t Task) {
 
 // wakeWorkers wakes the sleeping workers among [from, to). It pairs with sleepWorker as
 // a Dekker handshake: the caller stores ctl then loads state, the worker stores state then
-// loads ctl; sequentially consistent atomics guarantee one of them sees the other.
+// loads ctl; sequentially consistent atomics guarantee one of them sees the other. Both
+// stores are Swaps (read-modify-writes): Go's atomics are sequentially consistent on every
+// CPU, but qemu-user's arm64 emulation on x86 turns a plain STLR followed by an LDAR into
+// a store and a load the host may reorder, and the CI's emulated tests lost wakeups (a
+// worker and the caller asleep for good) until both sides used an atomic exchange.
 func (p *Pool) wakeWorkers(from, to int) {
 	for i := from; i < to; i++ {
 		w := &p.workers[i]
@@ -422,7 +428,8 @@ func (p *Pool) waitDone(target uint64) {
 		}
 	}
 	for {
-		p.callerState.Store(stateSleeping)
+		// Swap: ordered before the load of done, as wakeWorkers explains.
+		p.callerState.Swap(stateSleeping)
 		if p.done.Load() == target {
 			break
 		}
@@ -557,7 +564,8 @@ func (p *Pool) spinWorker(st *loopState) (uint64, bool) {
 // sleepWorker sleeps until the epoch moves or someone wakes the worker; it reports the
 // latter (a wake without new work comes from Resume).
 func (p *Pool) sleepWorker(w *worker, seen uint64) (woken bool) {
-	w.state.Store(stateSleeping)
+	w.state.Swap(stateSleeping) // ordered before the load of ctl: see wakeWorkers
+
 	for {
 		if p.ctl.Load()>>epochShift != seen {
 			break
@@ -835,7 +843,7 @@ func (p *Pool) Close() error {
 		case busyIdle, busyDead:
 			if p.busy.CompareAndSwap(s, busyClosed) {
 				p.epoch++
-				p.ctl.Store(p.epoch<<epochShift | quitBit)
+				p.ctl.Swap(p.epoch<<epochShift | quitBit)
 				p.wakeWorkers(1, p.n)
 				p.exited.Wait()
 				return nil
