@@ -61,45 +61,46 @@ func (r *rotation[B]) copy(i int) []B {
 }
 
 // newRotation builds ceil(rotateBytes / matrix bytes) copies (at least one) of a random rows x
-// cols matrix with realistic fp16 scales.
-func newRotation[B block](rows, cols int) *rotation[B] {
+// cols matrix, scales giving each block sane fp16 scales instead of random bits.
+func newRotation[B block](rows, cols int, scales func(*B, *rand.Rand)) *rotation[B] {
 	var z B
 	size := int(unsafe.Sizeof(z))
-	blocks := rows * cols / QK
+	blocks := rows * cols / blockWeights[B]()
 	n := max(1, (rotateBytes+blocks*size-1)/(blocks*size))
 	all := make([]B, n*blocks)
 	raw := unsafe.Slice((*byte)(unsafe.Pointer(&all[0])), len(all)*size)
 	randomBytes(raw[:blocks*size], uint64(rows^cols))
 	rng := newRand(uint64(rows))
-	for i := 0; i < blocks; i++ {
-		// d is the first field of both block types: give it a sane scale instead of random bits.
-		*(*uint16)(unsafe.Pointer(&raw[i*size])) = randD(rng)
+	for i := range all[:blocks] {
+		scales(&all[i], rng)
 	}
 	for c := 1; c < n; c++ {
-		copy(raw[c*blocks*size:(c+1)*blocks*size], raw[:blocks*size])
+		copy(all[c*blocks:(c+1)*blocks], all[:blocks])
 	}
 	return &rotation[B]{all: all, blocks: blocks}
 }
 
-// benchGemv runs one quantized GEMV per shape and set, the weights rotating through DRAM.
-func benchGemv[B block](b *testing.B, op string, gemv func(y []float32, w []B, x []BlockQ8_0, rows, cols int) error) {
+// benchGemv runs one quantized GEMV per shape and set, the weights rotating through DRAM and
+// the activations quantized to A (Q8_0 for blocks of 32, Q8_K for super-blocks of 256).
+func benchGemv[B block, A actBlock](b *testing.B, op string, shapes [][2]int, scales func(*B, *rand.Rand),
+	quantize func([]A, []float32) error, gemv func(y []float32, w []B, x []A, rows, cols int) error) {
 	cache := map[[2]int]*rotation[B]{} // shared by the sets, built on first use
 	forEachBenchSet(b, op, func(b *testing.B) {
-		for _, sh := range gemvBenchShapes {
+		for _, sh := range shapes {
 			rows, cols := sh[0], sh[1]
 			b.Run(fmt.Sprintf("%dx%d", rows, cols), func(b *testing.B) {
 				rot := cache[sh]
 				if rot == nil {
-					rot = newRotation[B](rows, cols)
+					rot = newRotation(rows, cols, scales)
 					cache[sh] = rot
 				}
-				x := make([]BlockQ8_0, cols/QK)
-				if err := QuantizeQ8_0(x, randF32(newRand(1), cols, 1)); err != nil {
+				x := make([]A, cols/blockWeights[A]())
+				if err := quantize(x, randF32(newRand(1), cols, 1)); err != nil {
 					b.Fatal(err)
 				}
 				y := make([]float32, rows)
 				var z B
-				bytes := rows * cols / QK * int(unsafe.Sizeof(z))
+				bytes := rows * cols / blockWeights[B]() * int(unsafe.Sizeof(z))
 				b.SetBytes(int64(bytes))
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
@@ -113,9 +114,34 @@ func benchGemv[B block](b *testing.B, op string, gemv func(y []float32, w []B, x
 	})
 }
 
-func BenchmarkGemvQ8_0(b *testing.B) { benchGemv[BlockQ8_0](b, "GemvQ8_0", GemvQ8_0) }
+// kquantBenchShapes are the K-quant GEMVs (cols a multiple of 256): Qwen2-0.5B's down
+// projection and Llama-style 2048/8192.
+var kquantBenchShapes = [][2]int{{896, 4864}, {2048, 2048}, {8192, 2048}}
 
-func BenchmarkGemvQ5_0(b *testing.B) { benchGemv[BlockQ5_0](b, "GemvQ5_0", GemvQ5_0) }
+func BenchmarkGemvQ8_0(b *testing.B) {
+	benchGemv(b, "GemvQ8_0", gemvBenchShapes, func(w *BlockQ8_0, r *rand.Rand) { w.D = randD(r) }, QuantizeQ8_0, GemvQ8_0)
+}
+
+func BenchmarkGemvQ5_0(b *testing.B) {
+	benchGemv(b, "GemvQ5_0", gemvBenchShapes, func(w *BlockQ5_0, r *rand.Rand) { w.D = randD(r) }, QuantizeQ8_0, GemvQ5_0)
+}
+
+// BenchmarkGemvQ2K, BenchmarkGemvIQ4XS and BenchmarkGemvQ3K are BenchmarkGemvQ8_0 for the
+// newer super-block types (Q8_K activations) at the K-quant shapes. Compare their GB/s with
+// BenchmarkStreamRead's in the same run:
+//
+//	go test -run '^$' -bench 'StreamRead|GemvQ2K|GemvIQ4XS|GemvQ3K' -benchtime 20x .
+func BenchmarkGemvQ2K(b *testing.B) {
+	benchGemv(b, "GemvQ2K", kquantBenchShapes, func(w *BlockQ2K, r *rand.Rand) { w.D, w.Dmin = randD(r), randD(r) }, QuantizeQ8K, GemvQ2K)
+}
+
+func BenchmarkGemvIQ4XS(b *testing.B) {
+	benchGemv(b, "GemvIQ4_XS", kquantBenchShapes, func(w *BlockIQ4_XS, r *rand.Rand) { w.D = randD(r) }, QuantizeQ8K, GemvIQ4_XS)
+}
+
+func BenchmarkGemvQ3K(b *testing.B) {
+	benchGemv(b, "GemvQ3K", kquantBenchShapes, func(w *BlockQ3K, r *rand.Rand) { w.D = randD(r) }, QuantizeQ8K, GemvQ3K)
+}
 
 // BenchmarkGemvQ8_0F32 is the fused path the decoder uses (quantize x, GEMV, bias) at the
 // attention-projection and MLP shapes, weights rotating as above.
@@ -127,7 +153,7 @@ func BenchmarkGemvQ8_0F32(b *testing.B) {
 			b.Run(fmt.Sprintf("%dx%d", rows, cols), func(b *testing.B) {
 				rot := cache[sh]
 				if rot == nil {
-					rot = newRotation[BlockQ8_0](rows, cols)
+					rot = newRotation(rows, cols, func(w *BlockQ8_0, r *rand.Rand) { w.D = randD(r) })
 					cache[sh] = rot
 				}
 				rng := newRand(2)
