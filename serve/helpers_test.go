@@ -27,8 +27,35 @@ var (
 	modelErr  error
 )
 
-// tinyFile writes the synthetic GGUF (byte-level tokenizer, ChatML template) once per test
-// binary.
+// writeModel writes the synthetic GGUF of cfg (Q8_0, byte-level tokenizer, ChatML template)
+// to path.
+func writeModel(path string, cfg orchestrator.Config) error {
+	b := gguf.NewBuilder()
+	if err := orchestrator.SyntheticGGUF(b, cfg, orchestrator.RecipeQ8_0(), 3); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := b.WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// testModelFile writes cfg's synthetic model into the test's temporary directory.
+func testModelFile(t *testing.T, name string, cfg orchestrator.Config) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := writeModel(path, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// tinyFile writes the synthetic GGUF of tinyConfig once per test binary.
 func tinyFile(t testing.TB) string {
 	t.Helper()
 	modelOnce.Do(func() {
@@ -38,18 +65,7 @@ func tinyFile(t testing.TB) string {
 			return
 		}
 		modelPath = filepath.Join(dir, "tiny.gguf")
-		b := gguf.NewBuilder()
-		if modelErr = orchestrator.SyntheticGGUF(b, tinyConfig(), orchestrator.RecipeQ8_0(), 3); modelErr != nil {
-			return
-		}
-		f, err := os.Create(modelPath)
-		if err != nil {
-			modelErr = err
-			return
-		}
-		if _, modelErr = b.WriteTo(f); modelErr == nil {
-			modelErr = f.Close()
-		}
+		modelErr = writeModel(modelPath, tinyConfig())
 	})
 	if modelErr != nil {
 		t.Fatal(modelErr)

@@ -2,15 +2,12 @@ package serve
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/kernelrt/kernelrt"
 	"github.com/kernelrt/kernelrt/generate"
-	"github.com/kernelrt/kernelrt/gguf"
 	"github.com/kernelrt/kernelrt/orchestrator"
 )
 
@@ -119,22 +116,7 @@ func slidingFile(t *testing.T) string {
 	t.Helper()
 	c := tinyConfig()
 	c.Arch, c.Layers, c.SlidingWindow, c.MaxCtx, c.MaxBatch = "gemma3", 7, 4, 128, 8
-	b := gguf.NewBuilder()
-	if err := orchestrator.SyntheticGGUF(b, c, orchestrator.RecipeQ8_0(), 3); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "sliding.gguf")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.WriteTo(f); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return testModelFile(t, "sliding.gguf", c)
 }
 
 // With sliding-window layers, a slot's cached prefix is reused only where their ring still

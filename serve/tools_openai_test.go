@@ -7,13 +7,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/kernelrt/kernelrt/chat"
 	"github.com/kernelrt/kernelrt/generate"
-	"github.com/kernelrt/kernelrt/gguf"
 	"github.com/kernelrt/kernelrt/orchestrator"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -41,21 +39,7 @@ func newToolServer(t *testing.T) (string, *Engine) {
 	// the other tests' model has.
 	cfg := tinyConfig()
 	cfg.MaxCtx = 2048
-	b := gguf.NewBuilder()
-	if err := orchestrator.SyntheticGGUF(b, cfg, orchestrator.RecipeQ8_0(), 3); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "tools.gguf")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.WriteTo(f); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	path := testModelFile(t, "tools.gguf", cfg)
 	m, rt, tok, err := generate.Load(path, generate.OpenOptions{Load: orchestrator.LoadOptions{Slots: 2}})
 	if err != nil {
 		t.Fatal(err)
