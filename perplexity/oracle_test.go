@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/kernelrt/kernelrt"
+	"github.com/kernelrt/kernelrt/internal/ikfixture"
 	"github.com/kernelrt/kernelrt/orchestrator"
 )
 
@@ -31,23 +32,6 @@ const (
 
 // oracleDir holds the fixtures tools/ikfixtures packed (tools/ikfixtures/regen.sh).
 var oracleDir = filepath.Join("testdata", "ik")
-
-// oracleFixture is one line of manifest.json (tools/ikfixtures: Fixture).
-type oracleFixture struct {
-	Name       string                `json:"name"`
-	GGUF       string                `json:"gguf"`
-	Size       int64                 `json:"size"`
-	SHA256     string                `json:"sha256"`
-	Copies     map[string][][3]int64 `json:"copies"`
-	Base       string                `json:"base"`
-	BaseSize   int64                 `json:"base_size"`
-	BaseSHA256 string                `json:"base_sha256"`
-}
-
-type oracleManifest struct {
-	Oracle   string          `json:"oracle"`
-	Fixtures []oracleFixture `json:"fixtures"`
-}
 
 // readGz reads a gzipped fixture file that must unpack to size bytes with the given SHA-256.
 func readGz(name string, size int64, want string) ([]byte, error) {
@@ -83,7 +67,7 @@ func sha(b []byte) string {
 // unpack restores a fixture's GGUF file: its stored bytes with the tensors the packer
 // deduplicated copied back from this file or from earlier fixtures' (done, by name); the
 // result must be the file the oracle wrote (its SHA-256).
-func unpack(fx oracleFixture, done map[string][]byte) ([]byte, error) {
+func unpack(fx ikfixture.Fixture, done map[string][]byte) ([]byte, error) {
 	b, err := readGz(fx.GGUF, fx.Size, "")
 	if err != nil {
 		return nil, err
@@ -122,7 +106,7 @@ func TestOracleKL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var man oracleManifest
+	var man ikfixture.Manifest
 	if err := json.Unmarshal(raw, &man); err != nil {
 		t.Fatalf("manifest.json: %v", err)
 	}

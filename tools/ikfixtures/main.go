@@ -26,30 +26,11 @@ import (
 	"strings"
 
 	"github.com/kernelrt/kernelrt/gguf"
+	"github.com/kernelrt/kernelrt/internal/ikfixture"
 )
 
 // minDedup is the smallest tensor worth a copy entry (norm vectors are not).
 const minDedup = 1024
-
-// Fixture is one quantized file and its oracle distributions. Copies maps a source file
-// (an earlier fixture's name, or "" for this one) to the {dst, len, src} triples that
-// restore len bytes at dst of this file from offset src of that file.
-type Fixture struct {
-	Name       string                `json:"name"`
-	GGUF       string                `json:"gguf"`
-	Size       int64                 `json:"size"`
-	SHA256     string                `json:"sha256"`
-	Copies     map[string][][3]int64 `json:"copies"`
-	Base       string                `json:"base"`
-	BaseSize   int64                 `json:"base_size"`
-	BaseSHA256 string                `json:"base_sha256"`
-}
-
-// Manifest is manifest.json.
-type Manifest struct {
-	Oracle   string    `json:"oracle"`
-	Fixtures []Fixture `json:"fixtures"`
-}
 
 type region struct {
 	file string
@@ -71,7 +52,7 @@ func main() {
 }
 
 func run(out, oracle string, paths []string) error {
-	m := Manifest{Oracle: oracle}
+	m := ikfixture.Manifest{Oracle: oracle}
 	seen := map[[32]byte]region{}
 	for _, p := range paths {
 		name := strings.TrimSuffix(filepath.Base(p), ".gguf")
@@ -86,7 +67,7 @@ func run(out, oracle string, paths []string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
-		fx := Fixture{Name: name, GGUF: name + ".gguf.gz", Size: int64(len(data)), SHA256: sum(data), Copies: map[string][][3]int64{}}
+		fx := ikfixture.Fixture{Name: name, GGUF: name + ".gguf.gz", Size: int64(len(data)), SHA256: sum(data), Copies: map[string][][3]int64{}}
 		stored := bytes.Clone(data)
 		for _, t := range f.Tensors {
 			if t.Size < minDedup {
