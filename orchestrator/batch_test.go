@@ -28,6 +28,14 @@ func slotFile(t *testing.T) string {
 	return testModel{shape: testShapes[4], types: testTypeSets[3], seed: 5}.write(t, t.TempDir())
 }
 
+// slidingModelFile writes a 7-layer gemma3 model with a window of 3 (head size 32, two KV
+// heads), for the sliding-window cache tests.
+func slidingModelFile(t *testing.T) string {
+	t.Helper()
+	return testModel{shape: testShape{"h128-l7", 128, 7, 128, 4, 2, 60, 48, 1e6}, types: testTypeSets[3], seed: 5,
+		arch: "gemma3", headDim: 32, window: 3}.write(t, t.TempDir())
+}
+
 // loadSlots loads path with a cache of n slots of type kv.
 func loadSlots(t *testing.T, path string, kv KVType, n int) *Model {
 	t.Helper()
@@ -222,8 +230,7 @@ func TestForwardBatchNoAllocs(t *testing.T) {
 // (Against separately run models the batch differs only where a Q8_0 rounding flips, which
 // this model's scaled embeddings make larger than TestForwardBatchMatchesSeparate allows.)
 func TestForwardBatchSlidingWindow(t *testing.T) {
-	path := testModel{shape: testShape{"h128-l7", 128, 7, 128, 4, 2, 60, 48, 1e6}, types: testTypeSets[3], seed: 5,
-		arch: "gemma3", headDim: 32, window: 3}.write(t, t.TempDir())
+	path := slidingModelFile(t)
 	ref := loadRef(t, path)
 	rt := newRT(t)
 	for _, kv := range []KVType{KVF32, KVF16, KVQ8_0} {

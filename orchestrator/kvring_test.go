@@ -11,8 +11,7 @@ import (
 // get the float64 reference's logits at every step, in every cache type (every step past
 // the ring moves the window's rows to the front).
 func TestSlidingRingCache(t *testing.T) {
-	path := testModel{shape: testShape{"h128-l7", 128, 7, 128, 4, 2, 60, 48, 1e6}, types: testTypeSets[3], seed: 5,
-		arch: "gemma3", headDim: 32, window: 3}.write(t, t.TempDir())
+	path := slidingModelFile(t)
 	ref := loadRef(t, path)
 	rt := newRT(t)
 	for _, kv := range []KVType{KVF32, KVF16, KVQ8_0} {

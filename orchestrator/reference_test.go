@@ -1282,22 +1282,7 @@ func TestReferenceForwardGemma3(t *testing.T) {
 				ref.kv = KVF32
 				want := ref.forward(append(append([]int32(nil), prompt...), dec...))
 				tol := tolFor(ty)
-				got, err := m.Prefill(rt, prompt)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if r := relErr(got, want[len(prompt)-1]); !(r <= tol) {
-					t.Errorf("chunked prefill: relative error %.3g > %g", r, tol)
-				}
-				for i, id := range dec {
-					got, err := m.Decode(rt, id)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if r := relErr(got, want[len(prompt)+i]); !(r <= tol) {
-						t.Errorf("decode %d after a chunked prefill: relative error %.3g > %g", i, r, tol)
-					}
-				}
+				checkChunkedThenDecode(t, m, rt, prompt, dec, want, tol)
 			})
 		}
 	}
@@ -1379,23 +1364,30 @@ func TestReferenceForwardGemma2(t *testing.T) {
 				ref.kv = KVF32
 				want := ref.forward(append(append([]int32(nil), prompt...), dec...))
 				tol := tolFor(ty)
-				got, err := m.Prefill(rt, prompt)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if r := relErr(got, want[len(prompt)-1]); !(r <= tol) {
-					t.Errorf("chunked prefill: relative error %.3g > %g", r, tol)
-				}
-				for i, id := range dec {
-					got, err := m.Decode(rt, id)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if r := relErr(got, want[len(prompt)+i]); !(r <= tol) {
-						t.Errorf("decode %d after a chunked prefill: relative error %.3g > %g", i, r, tol)
-					}
-				}
+				checkChunkedThenDecode(t, m, rt, prompt, dec, want, tol)
 			})
+		}
+	}
+}
+
+// checkChunkedThenDecode prefills prompt (in MaxBatch chunks) and decodes dec on m, checking
+// every step's logits against the reference's want (one row per position).
+func checkChunkedThenDecode(t *testing.T, m *Model, rt kernelrt.Ops, prompt, dec []int32, want [][]float64, tol float64) {
+	t.Helper()
+	got, err := m.Prefill(rt, prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := relErr(got, want[len(prompt)-1]); !(r <= tol) {
+		t.Errorf("chunked prefill: relative error %.3g > %g", r, tol)
+	}
+	for i, id := range dec {
+		got, err := m.Decode(rt, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := relErr(got, want[len(prompt)+i]); !(r <= tol) {
+			t.Errorf("decode %d after a chunked prefill: relative error %.3g > %g", i, r, tol)
 		}
 	}
 }
