@@ -103,15 +103,8 @@ func TestPrefixReuse(t *testing.T) {
 	m, tok := loadTiny(t, 2)
 	e := newTestEngine(t, m, tok, EngineOptions{})
 	run := func(prompt string) (string, Result) {
-		st, err := e.Submit(context.Background(), Request{Prompt: prompt, Options: greedy(6)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		text, res, err := st.Text(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return text, res
+		t.Helper()
+		return complete(t, e, Request{Prompt: prompt, Options: greedy(6)})
 	}
 	const a = "The quick brown fox jumps over"
 	_, r1 := run(a)
@@ -139,14 +132,7 @@ func TestChat(t *testing.T) {
 	m, tok := loadTiny(t, 2)
 	e := newTestEngine(t, m, tok, EngineOptions{})
 	msgs := []chat.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Hi there"}}
-	st, err := e.Submit(context.Background(), Request{Messages: msgs, Options: greedy(12)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	text, res, err := st.Text(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	text, res := complete(t, e, Request{Messages: msgs, Options: greedy(12)})
 	gm, gtok := loadTiny(t, 1)
 	g, _ := generate.New(gm, kernelrt.Serial{}, gtok)
 	var want string
@@ -166,14 +152,7 @@ func TestIgnoreEOSAndStop(t *testing.T) {
 	m, tok := loadTiny(t, 2)
 	e := newTestEngine(t, m, tok, EngineOptions{})
 	for _, p := range testPrompts {
-		st, err := e.Submit(context.Background(), Request{Prompt: p, Options: greedy(40), IgnoreEOS: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		text, res, err := st.Text(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
+		text, res := complete(t, e, Request{Prompt: p, Options: greedy(40), IgnoreEOS: true})
 		if res.GeneratedTokens != 40 || res.FinishReason() != "length" {
 			t.Errorf("%q: %+v", p, res)
 		}
@@ -182,8 +161,7 @@ func TestIgnoreEOSAndStop(t *testing.T) {
 		}
 		stop := text[2:4]
 		want := text[:strings.Index(text, stop)]
-		st, _ = e.Submit(context.Background(), Request{Prompt: p, Options: generate.Options{MaxTokens: 40, Stop: []string{stop}}, IgnoreEOS: true})
-		got, res, _ := st.Text(context.Background())
+		got, res := complete(t, e, Request{Prompt: p, Options: generate.Options{MaxTokens: 40, Stop: []string{stop}}, IgnoreEOS: true})
 		if res.FinishReason() != "stop" || got != want {
 			t.Errorf("stop %q: %q %+v, want %q", stop, got, res, want)
 		}

@@ -104,6 +104,20 @@ func newTestEngine(t testing.TB, m Model, tok generate.Tokenizer, o EngineOption
 	return e
 }
 
+// complete submits r and waits for its whole text and result, failing the test on an error.
+func complete(t testing.TB, e *Engine, r Request) (string, Result) {
+	t.Helper()
+	st, err := e.Submit(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, res, err := st.Text(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return text, res
+}
+
 // greedy is a request's options for greedy decoding of n tokens.
 func greedy(n int) generate.Options {
 	return generate.Options{MaxTokens: n, Sampling: sample.Options{}}

@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -14,15 +13,7 @@ import (
 // runTokens submits a greedy prompt of token ids and waits for its text and result.
 func runTokens(t *testing.T, e *Engine, prompt []int32, n int) (string, Result) {
 	t.Helper()
-	st, err := e.Submit(context.Background(), Request{Tokens: prompt, Options: greedy(n)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	text, res, err := st.Text(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return text, res
+	return complete(t, e, Request{Tokens: prompt, Options: greedy(n)})
 }
 
 // ids is a prompt of n token ids, different for each seed.
