@@ -186,6 +186,7 @@ type Engine struct {
 	active   []*request   // in slots, in admission order
 	clock    uint64       // steps run, for least-recently-used slot choice
 	pc       *prefixCache // nil without EngineOptions.PrefixCacheBytes
+	reuse    reusable     // the model, when its cache cannot continue from every prefix
 	toks     []int32
 	seqs     []orchestrator.Seq
 	parts    []*request
@@ -269,6 +270,7 @@ func NewEngine(model Model, ops kernelrt.Ops, tok generate.Tokenizer, o EngineOp
 	e := &Engine{model: model, ops: ops, tok: tok, chat: cr, opts: o, vocab: model.Vocab(), maxCtx: model.MaxCtx(),
 		maxBatch: maxBatch, slots: make([]slot, slots), wake: make(chan struct{}, 1), done: make(chan struct{}),
 		drained: make(chan struct{}), pc: pc}
+	e.reuse, _ = model.(reusable)
 	for id := range int32(e.vocab) {
 		if tok.IsEOG(id) {
 			e.eog = append(e.eog, id)
@@ -625,8 +627,8 @@ func (e *Engine) place(r *request) {
 			for k < len(s.cache) && k < len(r.ids)-1 && s.cache[k] == r.ids[k] {
 				k++
 			}
-			if ru, ok := e.model.(reusable); ok && k > 0 {
-				k = ru.Reusable(i, k)
+			if e.reuse != nil && k > 0 {
+				k = e.reuse.Reusable(i, k)
 			}
 		}
 		if k > keep || k == keep && s.used < e.slots[best].used {
